@@ -1,0 +1,45 @@
+//! Compiles the `gpu` crate to PTX with rustc's NVPTX backend (see ../shared/TOOLCHAIN.md) and
+//! hands the PTX's path to the host crate as `CLUDA_PTX_PATH`.
+//!
+//! The nested cargo uses its own target directory (a nested cargo on the outer one waits forever
+//! on the build lock) and the project's own bitcode-to-PTX linker, `tools/ptx-linker`.
+
+use std::env;
+use std::path::PathBuf;
+use std::process::Command;
+
+fn main() {
+    let root = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let out = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
+    let linker = root.join("tools/ptx-linker");
+    for p in ["gpu/src", "gpu/Cargo.toml", "tools/ptx-linker", "rust-toolchain.toml"] {
+        println!("cargo:rerun-if-changed={}", root.join(p).display());
+    }
+    let target_dir = out.join("gpu-target");
+    let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(cargo)
+        .current_dir(&root)
+        .args(["rustc", "--release", "--lib", "--crate-type", "cdylib"])
+        .args(["--target", "nvptx64-nvidia-cuda", "-Zbuild-std=core"])
+        .arg("--manifest-path")
+        .arg(root.join("gpu/Cargo.toml"))
+        .arg("--target-dir")
+        .arg(&target_dir)
+        .args(["--", "-C", "target-cpu=sm_90", "-C", "target-feature=+ptx80"])
+        .env("CARGO_TARGET_NVPTX64_NVIDIA_CUDA_LINKER", &linker)
+        .env("CARGO_PROFILE_RELEASE_LTO", "fat")
+        .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "1")
+        .env("CARGO_PROFILE_RELEASE_PANIC", "abort")
+        .env("CARGO_PROFILE_RELEASE_OPT_LEVEL", "3")
+        .env("CARGO_PROFILE_RELEASE_DEBUG", "false")
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .env_remove("CARGO_BUILD_RUSTFLAGS")
+        .env_remove("CARGO_TARGET_DIR")
+        .status()
+        .expect("build.rs: could not start cargo to build the PTX");
+    assert!(status.success(), "build.rs: compiling gpu/ to PTX failed (see the errors above)");
+    let ptx = target_dir.join("nvptx64-nvidia-cuda/release/cluda_gpu.ptx");
+    assert!(ptx.exists(), "build.rs: expected PTX at {}", ptx.display());
+    println!("cargo:rustc-env=CLUDA_PTX_PATH={}", ptx.display());
+}
