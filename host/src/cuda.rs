@@ -1,0 +1,77 @@
+//! Access to the CUDA device: driver detection, the context, and the embedded PTX module.
+//!
+//! cudarc loads `libcuda` at run time, so cluda builds and runs its CPU paths on machines with
+//! no CUDA at all; everything GPU-related starts here and turns "no driver" or "no device" into
+//! [`Error::NoGpu`] instead of cudarc's panic.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
+use cudarc::nvrtc::Ptx;
+
+use crate::error::{CudaContextExt, Error, Result};
+
+/// The PTX of all cluda kernels, compiled from `gpu/` by `build.rs`.
+pub const PTX: &str = include_str!(env!("CLUDA_PTX_PATH"));
+
+/// Whether a CUDA driver library can be loaded on this machine (says nothing about devices).
+pub fn driver_present() -> bool {
+    // SAFETY: only tries to dlopen the driver library; no CUDA call is made.
+    unsafe { cudarc::driver::sys::is_culib_present() }
+}
+
+/// Whether a CUDA driver is present and reports at least one device.
+pub fn gpu_available() -> bool {
+    driver_present() && CudaContext::device_count().map(|n| n > 0).unwrap_or(false)
+}
+
+/// A CUDA context on one device with cluda's kernels loaded.
+#[derive(Clone, Debug)]
+pub struct Device {
+    ctx: Arc<CudaContext>,
+    module: Arc<CudaModule>,
+}
+
+impl Device {
+    /// Opens device `ordinal` and loads the embedded PTX.
+    pub fn open(ordinal: usize) -> Result<Self> {
+        if !driver_present() {
+            return Err(Error::NoGpu("the CUDA driver library (libcuda) is not installed".into()));
+        }
+        let count = CudaContext::device_count().cuda("counting CUDA devices")?;
+        if count <= 0 {
+            return Err(Error::NoGpu("the CUDA driver reports no device".into()));
+        }
+        if ordinal >= count as usize {
+            return Err(Error::NoGpu(format!(
+                "device {ordinal} requested but the driver reports {count} device(s)"
+            )));
+        }
+        let ctx = CudaContext::new(ordinal).cuda("creating the CUDA context")?;
+        let module = ctx.load_module(Ptx::from_src(PTX)).cuda("loading cluda's PTX module")?;
+        Ok(Self { ctx, module })
+    }
+
+    /// The CUDA context.
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+
+    /// A kernel of the loaded module by its entry name.
+    pub fn function(&self, name: &str) -> Result<CudaFunction> {
+        self.module.load_function(name).cuda(&format!("loading kernel `{name}`"))
+    }
+
+    /// The device's name, as the driver reports it.
+    pub fn name(&self) -> String {
+        self.ctx.name().unwrap_or_else(|_| "unknown CUDA device".into())
+    }
+}
+
+/// The `.entry` names in cluda's PTX (used by tests to check the kernel build).
+pub fn ptx_entries() -> Vec<&'static str> {
+    PTX.lines()
+        .filter_map(|l| l.trim_start().strip_prefix(".visible .entry "))
+        .map(|rest| rest.split('(').next().unwrap_or(rest).trim())
+        .collect()
+}

@@ -1,0 +1,124 @@
+//! The crate's one error type.
+//!
+//! Every failure a user can cause (bad parameters, shapes, files, a missing GPU, a frame with
+//! more clusters than a fixed cap) is an [`Error`] whose message names the file, frame or
+//! parameter at fault. Library code never panics on user input.
+
+use std::path::PathBuf;
+
+/// Result alias used throughout cluda.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in cluda.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A parameter is outside its allowed range (cluster size, n_sigma, thread count, ...).
+    #[error("invalid parameter `{name}`: {reason}")]
+    InvalidParameter {
+        /// The parameter's name as the user wrote it.
+        name: &'static str,
+        /// What is wrong with its value.
+        reason: String,
+    },
+    /// Frames or maps whose shape does not fit the finder or the pedestal.
+    #[error("shape mismatch in {context}: expected {expected}, got {got}")]
+    Shape {
+        /// Which input had the wrong shape.
+        context: String,
+        /// The shape that was expected, in words.
+        expected: String,
+        /// The shape that was given.
+        got: String,
+    },
+    /// Cluster finding was asked for before every pixel's pedestal held N samples.
+    #[error("pedestal not ready: it holds {have} of the {need} frames it needs; push more pedestal frames first")]
+    PedestalNotReady {
+        /// Frames pushed so far.
+        have: u32,
+        /// Frames needed (the pedestal window N).
+        need: u32,
+    },
+    /// A frame held more clusters than a fixed-size result slot could take. Nothing was
+    /// delivered for the failed call and the pedestal is as it was before the call.
+    #[error("frame {frame} holds {found} clusters, more than the limit of {limit} per frame; raise the cap (or let the finder grow it): nothing of this call was kept")]
+    ClusterLimit {
+        /// Index of the frame (within the call) that overflowed.
+        frame: usize,
+        /// Clusters that frame holds.
+        found: usize,
+        /// The per-frame limit that was hit.
+        limit: usize,
+    },
+    /// An operating-system I/O failure on a named file.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What the operating system said.
+        source: std::io::Error,
+    },
+    /// A file whose contents are not what cluda can read.
+    #[error("{path}: {reason}")]
+    Format {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// No usable CUDA driver or device.
+    #[error("no CUDA GPU available: {0}")]
+    NoGpu(String),
+    /// A CUDA driver call failed.
+    #[error("CUDA error while {context}: {source}")]
+    Cuda {
+        /// What cluda was doing.
+        context: String,
+        /// The driver's error.
+        source: cudarc::driver::DriverError,
+    },
+    /// A cuBLAS call failed.
+    #[error("cuBLAS error while {context}: {source}")]
+    Cublas {
+        /// What cluda was doing.
+        context: String,
+        /// cuBLAS's error.
+        source: cudarc::cublas::result::CublasError,
+    },
+    /// The caller's visitor returned an error; frames before it were delivered and consumed.
+    #[error("result visitor failed: {0}")]
+    Visitor(Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl Error {
+    /// Shorthand for [`Error::InvalidParameter`].
+    pub fn param(name: &'static str, reason: impl Into<String>) -> Self {
+        Error::InvalidParameter { name, reason: reason.into() }
+    }
+
+    /// Shorthand for [`Error::Shape`].
+    pub fn shape(context: impl Into<String>, expected: impl Into<String>, got: impl Into<String>) -> Self {
+        Error::Shape { context: context.into(), expected: expected.into(), got: got.into() }
+    }
+
+    /// Shorthand for [`Error::Format`].
+    pub fn format(path: impl Into<PathBuf>, reason: impl Into<String>) -> Self {
+        Error::Format { path: path.into(), reason: reason.into() }
+    }
+
+    /// Shorthand for [`Error::Io`].
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io { path: path.into(), source }
+    }
+}
+
+/// Attaches what cluda was doing to a CUDA driver error.
+pub(crate) trait CudaContextExt<T> {
+    /// Converts a driver error into [`Error::Cuda`] with `context`.
+    fn cuda(self, context: &str) -> Result<T>;
+}
+
+impl<T> CudaContextExt<T> for std::result::Result<T, cudarc::driver::DriverError> {
+    fn cuda(self, context: &str) -> Result<T> {
+        self.map_err(|source| Error::Cuda { context: context.to_string(), source })
+    }
+}
