@@ -9,10 +9,16 @@ use std::path::PathBuf;
 use std::process::Command;
 
 fn main() {
-    let root = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let root =
+        PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let out = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
     let linker = root.join("tools/ptx-linker");
-    for p in ["gpu/src", "gpu/Cargo.toml", "tools/ptx-linker", "rust-toolchain.toml"] {
+    for p in [
+        "gpu/src",
+        "gpu/Cargo.toml",
+        "tools/ptx-linker",
+        "rust-toolchain.toml",
+    ] {
         println!("cargo:rerun-if-changed={}", root.join(p).display());
     }
     let target_dir = out.join("gpu-target");
@@ -25,7 +31,13 @@ fn main() {
         .arg(root.join("gpu/Cargo.toml"))
         .arg("--target-dir")
         .arg(&target_dir)
-        .args(["--", "-C", "target-cpu=sm_90", "-C", "target-feature=+ptx80"])
+        .args([
+            "--",
+            "-C",
+            "target-cpu=sm_90",
+            "-C",
+            "target-feature=+ptx80",
+        ])
         .env("CARGO_TARGET_NVPTX64_NVIDIA_CUDA_LINKER", &linker)
         .env("CARGO_PROFILE_RELEASE_LTO", "fat")
         .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "1")
@@ -38,7 +50,10 @@ fn main() {
         .env_remove("CARGO_TARGET_DIR")
         .status()
         .expect("build.rs: could not start cargo to build the PTX");
-    assert!(status.success(), "build.rs: compiling gpu/ to PTX failed (see the errors above)");
+    assert!(
+        status.success(),
+        "build.rs: compiling gpu/ to PTX failed (see the errors above)"
+    );
     let ptx = target_dir.join("nvptx64-nvidia-cuda/release/cluda_gpu.ptx");
     assert!(ptx.exists(), "build.rs: expected PTX at {}", ptx.display());
     println!("cargo:rustc-env=CLUDA_PTX_PATH={}", ptx.display());

@@ -23,7 +23,11 @@ pub fn classify<R: Real>(c_p: R, t: R, total: R, max: R, side: R) -> PixelClass 
     if c_p < -t {
         PixelClass::Negative
     } else if max > t || total > side * t {
-        if c_p == max { PixelClass::Centre } else { PixelClass::Nothing }
+        if c_p == max {
+            PixelClass::Centre
+        } else {
+            PixelClass::Nothing
+        }
     } else {
         PixelClass::Pedestal
     }

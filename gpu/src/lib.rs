@@ -6,7 +6,10 @@
 //! `build.rs` compiles this crate to PTX; the host crate embeds that PTX.
 #![cfg_attr(not(test), no_std)]
 #![feature(core_float_math)]
-#![cfg_attr(target_arch = "nvptx64", feature(abi_ptx, stdarch_nvptx, asm_experimental_arch))]
+#![cfg_attr(
+    target_arch = "nvptx64",
+    feature(abi_ptx, stdarch_nvptx, asm_experimental_arch)
+)]
 
 pub mod classify;
 pub mod pedestal;

@@ -64,7 +64,11 @@ pub struct Ready<R> {
 /// Ready state from exact sums, without centring (`F64`, and `F32Naive` from its `f32` sums).
 #[inline]
 pub fn freeze_raw<R: Real>(sum: R, sum2: R) -> Ready<R> {
-    Ready { base: R::ZERO, a: sum, b: sum2 }
+    Ready {
+        base: R::ZERO,
+        a: sum,
+        b: sum2,
+    }
 }
 
 /// The B1 ready state from the exact integer sums of the first `n` samples:
@@ -76,7 +80,11 @@ pub fn freeze_b1(sum: u64, sum2: u64, n: u32, inv: f64) -> Ready<f32> {
     let (s, s2, n) = (sum as i128, sum2 as i128, n as i128);
     let sy = s - n * x0;
     let sy2 = s2 - 2 * x0 * s + n * x0 * x0;
-    Ready { base: x0 as f32, a: sy as f32, b: sy2 as f32 }
+    Ready {
+        base: x0 as f32,
+        a: sy as f32,
+        b: sy2 as f32,
+    }
 }
 
 #[cfg(test)]

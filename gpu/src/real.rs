@@ -78,7 +78,11 @@ macro_rules! impl_real {
                 let t = a as i64; // saturating truncation toward zero
                 let frac = a - t as $t;
                 let r = if frac >= 0.5 { t + 1 } else { t };
-                let r = if r > i32::MAX as i64 { i32::MAX as i64 } else { r };
+                let r = if r > i32::MAX as i64 {
+                    i32::MAX as i64
+                } else {
+                    r
+                };
                 if self < 0.0 { -(r as i32) } else { r as i32 }
             }
         }
@@ -94,11 +98,26 @@ mod tests {
     #[test]
     fn round_half_away_matches_std_round() {
         let cases = [
-            0.0, 0.5, -0.5, 1.5, -1.5, 2.5, -2.5, 0.49999999999999994, -0.49999999999999994,
-            1e9, -1e9, 123.456, -123.456, 4.5e10, -4.5e10,
+            0.0,
+            0.5,
+            -0.5,
+            1.5,
+            -1.5,
+            2.5,
+            -2.5,
+            0.49999999999999994,
+            -0.49999999999999994,
+            1e9,
+            -1e9,
+            123.456,
+            -123.456,
+            4.5e10,
+            -4.5e10,
         ];
         for &c in &cases {
-            let want = (c as f64).round().clamp(-(i32::MAX as f64), i32::MAX as f64) as i32;
+            let want = (c as f64)
+                .round()
+                .clamp(-(i32::MAX as f64), i32::MAX as f64) as i32;
             assert_eq!(c.round_half_away(), want, "f64 {c}");
             let c32 = c as f32;
             let want32 = c32.round().clamp(-(i32::MAX as f32), i32::MAX as f32) as i32;

@@ -36,7 +36,9 @@ impl Device {
     /// Opens device `ordinal` and loads the embedded PTX.
     pub fn open(ordinal: usize) -> Result<Self> {
         if !driver_present() {
-            return Err(Error::NoGpu("the CUDA driver library (libcuda) is not installed".into()));
+            return Err(Error::NoGpu(
+                "the CUDA driver library (libcuda) is not installed".into(),
+            ));
         }
         let count = CudaContext::device_count().cuda("counting CUDA devices")?;
         if count <= 0 {
@@ -48,7 +50,9 @@ impl Device {
             )));
         }
         let ctx = CudaContext::new(ordinal).cuda("creating the CUDA context")?;
-        let module = ctx.load_module(Ptx::from_src(PTX)).cuda("loading cluda's PTX module")?;
+        let module = ctx
+            .load_module(Ptx::from_src(PTX))
+            .cuda("loading cluda's PTX module")?;
         Ok(Self { ctx, module })
     }
 
@@ -59,12 +63,16 @@ impl Device {
 
     /// A kernel of the loaded module by its entry name.
     pub fn function(&self, name: &str) -> Result<CudaFunction> {
-        self.module.load_function(name).cuda(&format!("loading kernel `{name}`"))
+        self.module
+            .load_function(name)
+            .cuda(&format!("loading kernel `{name}`"))
     }
 
     /// The device's name, as the driver reports it.
     pub fn name(&self) -> String {
-        self.ctx.name().unwrap_or_else(|_| "unknown CUDA device".into())
+        self.ctx
+            .name()
+            .unwrap_or_else(|_| "unknown CUDA device".into())
     }
 }
 

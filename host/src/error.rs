@@ -31,7 +31,9 @@ pub enum Error {
         got: String,
     },
     /// Cluster finding was asked for before every pixel's pedestal held N samples.
-    #[error("pedestal not ready: it holds {have} of the {need} frames it needs; push more pedestal frames first")]
+    #[error(
+        "pedestal not ready: it holds {have} of the {need} frames it needs; push more pedestal frames first"
+    )]
     PedestalNotReady {
         /// Frames pushed so far.
         have: u32,
@@ -40,7 +42,9 @@ pub enum Error {
     },
     /// A frame held more clusters than a fixed-size result slot could take. Nothing was
     /// delivered for the failed call and the pedestal is as it was before the call.
-    #[error("frame {frame} holds {found} clusters, more than the limit of {limit} per frame; raise the cap (or let the finder grow it): nothing of this call was kept")]
+    #[error(
+        "frame {frame} holds {found} clusters, more than the limit of {limit} per frame; raise the cap (or let the finder grow it): nothing of this call was kept"
+    )]
     ClusterLimit {
         /// Index of the frame (within the call) that overflowed.
         frame: usize,
@@ -92,22 +96,39 @@ pub enum Error {
 impl Error {
     /// Shorthand for [`Error::InvalidParameter`].
     pub fn param(name: &'static str, reason: impl Into<String>) -> Self {
-        Error::InvalidParameter { name, reason: reason.into() }
+        Error::InvalidParameter {
+            name,
+            reason: reason.into(),
+        }
     }
 
     /// Shorthand for [`Error::Shape`].
-    pub fn shape(context: impl Into<String>, expected: impl Into<String>, got: impl Into<String>) -> Self {
-        Error::Shape { context: context.into(), expected: expected.into(), got: got.into() }
+    pub fn shape(
+        context: impl Into<String>,
+        expected: impl Into<String>,
+        got: impl Into<String>,
+    ) -> Self {
+        Error::Shape {
+            context: context.into(),
+            expected: expected.into(),
+            got: got.into(),
+        }
     }
 
     /// Shorthand for [`Error::Format`].
     pub fn format(path: impl Into<PathBuf>, reason: impl Into<String>) -> Self {
-        Error::Format { path: path.into(), reason: reason.into() }
+        Error::Format {
+            path: path.into(),
+            reason: reason.into(),
+        }
     }
 
     /// Shorthand for [`Error::Io`].
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Error::Io { path: path.into(), source }
+        Error::Io {
+            path: path.into(),
+            source,
+        }
     }
 }
 
@@ -119,6 +140,9 @@ pub(crate) trait CudaContextExt<T> {
 
 impl<T> CudaContextExt<T> for std::result::Result<T, cudarc::driver::DriverError> {
     fn cuda(self, context: &str) -> Result<T> {
-        self.map_err(|source| Error::Cuda { context: context.to_string(), source })
+        self.map_err(|source| Error::Cuda {
+            context: context.to_string(),
+            source,
+        })
     }
 }

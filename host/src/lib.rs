@@ -3,7 +3,18 @@
 //! matching.
 #![warn(missing_docs)]
 
+pub mod cluster;
+pub mod config;
 pub mod cuda;
 pub mod error;
+pub mod finder;
+pub mod frames;
+pub mod generate;
+pub mod pedestal;
 
+pub use cluster::{Cluster, ClusterBatch, ClusterRef, ClusterSize, FrameClusters};
+pub use config::{FinderConfig, Precision, ThresholdMode};
 pub use error::{Error, Result};
+pub use finder::{ClusterFinder, CpuFinder};
+pub use frames::Frames;
+pub use pedestal::Pedestal;

@@ -58,7 +58,16 @@ macro_rules! prepare_kernel {
         ) {
             unsafe {
                 prepare::<$t>(
-                    frame, base, a, b, frozen_t, pixels as usize, inv, n_sigma, live != 0, c_out,
+                    frame,
+                    base,
+                    a,
+                    b,
+                    frozen_t,
+                    pixels as usize,
+                    inv,
+                    n_sigma,
+                    live != 0,
+                    c_out,
                     t_out,
                 )
             }

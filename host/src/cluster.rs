@@ -1,0 +1,263 @@
+//! Cluster records and batches of them.
+//!
+//! A cluster is stored as aare's packed record `{u16 x, u16 y, i32 data[X*Y]}`: one 32-bit
+//! word holding `x` (low half) and `y` (high half), then `X*Y` data words. Batches keep the
+//! records of many frames in one `Vec<u32>` with per-frame offsets, so their bytes are exactly
+//! the cluster file's on little-endian machines and no per-frame vector is allocated.
+
+use bytemuck::{Pod, Zeroable};
+
+use crate::error::{Error, Result};
+
+/// The cluster (window) sizes cluda supports: 3x3, 5x5, 7x7 and 9x9.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ClusterSize {
+    /// 3 x 3 window.
+    S3,
+    /// 5 x 5 window.
+    S5,
+    /// 7 x 7 window.
+    S7,
+    /// 9 x 9 window.
+    S9,
+}
+
+impl ClusterSize {
+    /// All supported sizes, smallest first.
+    pub const ALL: [ClusterSize; 4] = [
+        ClusterSize::S3,
+        ClusterSize::S5,
+        ClusterSize::S7,
+        ClusterSize::S9,
+    ];
+
+    /// The size with window side `side` (3, 5, 7 or 9).
+    pub fn from_side(side: usize) -> Result<Self> {
+        match side {
+            3 => Ok(Self::S3),
+            5 => Ok(Self::S5),
+            7 => Ok(Self::S7),
+            9 => Ok(Self::S9),
+            _ => Err(Error::param(
+                "cluster",
+                format!("cluster size {side} is not supported; use 3, 5, 7 or 9"),
+            )),
+        }
+    }
+
+    /// Window side X (= Y).
+    pub const fn side(self) -> usize {
+        match self {
+            Self::S3 => 3,
+            Self::S5 => 5,
+            Self::S7 => 7,
+            Self::S9 => 9,
+        }
+    }
+
+    /// Values per cluster, X * Y.
+    pub const fn cells(self) -> usize {
+        self.side() * self.side()
+    }
+
+    /// 32-bit words per packed record (one for x and y, then the data).
+    pub const fn record_words(self) -> usize {
+        1 + self.cells()
+    }
+
+    /// Bytes per packed record in the cluster file.
+    pub const fn record_bytes(self) -> usize {
+        4 * self.record_words()
+    }
+}
+
+impl std::fmt::Display for ClusterSize {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{0}x{0}", self.side())
+    }
+}
+
+/// A typed cluster record with `N = X * Y` values, layout-identical to aare's.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cluster<const N: usize> {
+    /// Column of the centre.
+    pub x: u16,
+    /// Row of the centre.
+    pub y: u16,
+    /// Pedestal-corrected values of the window, row-major from the top-left, rounded half away
+    /// from zero; 0 for neighbours outside the frame.
+    pub data: [i32; N],
+}
+
+// SAFETY: repr(C), fields are Pod, and there is no padding (2 + 2 bytes, then 4-byte aligned
+// i32s), so every bit pattern is valid and the size is 4 + 4N.
+unsafe impl<const N: usize> Zeroable for Cluster<N> {}
+unsafe impl<const N: usize> Pod for Cluster<N> {}
+
+/// A 3x3 cluster record.
+pub type Cluster3x3 = Cluster<9>;
+/// A 5x5 cluster record.
+pub type Cluster5x5 = Cluster<25>;
+/// A 7x7 cluster record.
+pub type Cluster7x7 = Cluster<49>;
+/// A 9x9 cluster record.
+pub type Cluster9x9 = Cluster<81>;
+
+/// Packs a centre's coordinates into a record's first word.
+#[inline(always)]
+pub fn pack_xy(x: u16, y: u16) -> u32 {
+    x as u32 | (y as u32) << 16
+}
+
+/// A borrowed cluster of any size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClusterRef<'a> {
+    /// Column of the centre.
+    pub x: u16,
+    /// Row of the centre.
+    pub y: u16,
+    /// The X*Y values, row-major from the top-left.
+    pub data: &'a [i32],
+}
+
+impl ClusterRef<'_> {
+    /// Sum of the cluster's values (the photon's energy estimate in ADU).
+    pub fn sum(&self) -> i64 {
+        self.data.iter().map(|&v| v as i64).sum()
+    }
+}
+
+/// The clusters of one frame, borrowed from a batch or from a finder's result buffer.
+#[derive(Clone, Copy, Debug)]
+pub struct FrameClusters<'a> {
+    /// Index of the frame within the call that produced it.
+    pub frame: usize,
+    size: ClusterSize,
+    words: &'a [u32],
+}
+
+impl<'a> FrameClusters<'a> {
+    /// Wraps packed records; `words.len()` must be a multiple of the record size.
+    pub fn new(frame: usize, size: ClusterSize, words: &'a [u32]) -> Self {
+        debug_assert_eq!(words.len() % size.record_words(), 0);
+        Self { frame, size, words }
+    }
+
+    /// The cluster size.
+    pub fn size(&self) -> ClusterSize {
+        self.size
+    }
+
+    /// Number of clusters.
+    pub fn len(&self) -> usize {
+        self.words.len() / self.size.record_words()
+    }
+
+    /// Whether the frame has no clusters.
+    pub fn is_empty(&self) -> bool {
+        self.words.is_empty()
+    }
+
+    /// Cluster `i`. Panics when out of range.
+    pub fn get(&self, i: usize) -> ClusterRef<'a> {
+        let w = self.size.record_words();
+        record(&self.words[i * w..(i + 1) * w])
+    }
+
+    /// The clusters in row-major order of their centres.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = ClusterRef<'a>> + 'a {
+        let w = self.size.record_words();
+        self.words.chunks_exact(w).map(record)
+    }
+
+    /// The packed records as words.
+    pub fn words(&self) -> &'a [u32] {
+        self.words
+    }
+
+    /// The packed records as bytes (aare's layout on little-endian machines).
+    pub fn as_bytes(&self) -> &'a [u8] {
+        bytemuck::cast_slice(self.words)
+    }
+
+    /// Typed records, when `N` equals this frame's X*Y.
+    pub fn typed<const N: usize>(&self) -> Option<&'a [Cluster<N>]> {
+        (N == self.size.cells()).then(|| bytemuck::cast_slice(self.words))
+    }
+}
+
+fn record(w: &[u32]) -> ClusterRef<'_> {
+    ClusterRef {
+        x: w[0] as u16,
+        y: (w[0] >> 16) as u16,
+        data: bytemuck::cast_slice(&w[1..]),
+    }
+}
+
+/// The clusters of many frames in one buffer, with per-frame offsets.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterBatch {
+    size: ClusterSize,
+    words: Vec<u32>,
+    /// `offsets[i]..offsets[i+1]` are frame i's clusters (in clusters, not words).
+    offsets: Vec<usize>,
+}
+
+impl ClusterBatch {
+    /// An empty batch of clusters of `size`.
+    pub fn new(size: ClusterSize) -> Self {
+        Self {
+            size,
+            words: Vec::new(),
+            offsets: vec![0],
+        }
+    }
+
+    /// The cluster size.
+    pub fn size(&self) -> ClusterSize {
+        self.size
+    }
+
+    /// Number of frames in the batch.
+    pub fn frames(&self) -> usize {
+        self.offsets.len() - 1
+    }
+
+    /// Total number of clusters.
+    pub fn total(&self) -> usize {
+        self.words.len() / self.size.record_words()
+    }
+
+    /// Per-frame offsets (in clusters), `frames() + 1` entries starting at 0.
+    pub fn offsets(&self) -> &[usize] {
+        &self.offsets
+    }
+
+    /// Frame `i`'s clusters. Panics when out of range.
+    pub fn frame(&self, i: usize) -> FrameClusters<'_> {
+        let w = self.size.record_words();
+        FrameClusters::new(
+            i,
+            self.size,
+            &self.words[self.offsets[i] * w..self.offsets[i + 1] * w],
+        )
+    }
+
+    /// Every frame's clusters in order.
+    pub fn iter_frames(&self) -> impl ExactSizeIterator<Item = FrameClusters<'_>> {
+        (0..self.frames()).map(|i| self.frame(i))
+    }
+
+    /// Appends one frame's packed records (renumbered to this batch's frame index).
+    pub fn push_frame(&mut self, words: &[u32]) {
+        debug_assert_eq!(words.len() % self.size.record_words(), 0);
+        self.words.extend_from_slice(words);
+        self.offsets.push(self.total());
+    }
+
+    /// All packed records, frame after frame.
+    pub fn words(&self) -> &[u32] {
+        &self.words
+    }
+}

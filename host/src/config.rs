@@ -1,0 +1,179 @@
+//! Finder parameters: cluster size, n_sigma, pedestal window, threshold mode, precision.
+
+use std::str::FromStr;
+
+use crate::cluster::ClusterSize;
+use crate::error::{Error, Result};
+
+/// The arithmetic the pedestal and the finder use (DESIGN.md, "Precision").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Precision {
+    /// Everything in `f64`: aare's FastPedestal arithmetic operation for operation.
+    #[default]
+    F64,
+    /// `f32` with the centred rewrite "B1": exact first-N sums, a frozen integer baseline, and
+    /// window updates of `x - baseline`. Agrees with `F64` to about 1e-6 in cluster count.
+    F32,
+    /// `f32` sums of raw values: cancels catastrophically at MOENCH baselines. Exists only to
+    /// show that failure; never use it for data.
+    F32Naive,
+}
+
+impl Precision {
+    /// The name used on the command line and in summaries.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::F64 => "f64",
+            Self::F32 => "f32",
+            Self::F32Naive => "f32-naive",
+        }
+    }
+}
+
+impl FromStr for Precision {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "f64" => Ok(Self::F64),
+            "f32" => Ok(Self::F32),
+            "f32-naive" => Ok(Self::F32Naive),
+            _ => Err(Error::param(
+                "precision",
+                format!("`{s}` is not one of f64, f32, f32-naive"),
+            )),
+        }
+    }
+}
+
+/// Which standard deviation the threshold `n_sigma * std` uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum ThresholdMode {
+    /// The std of the pedestal's current state, recomputed every frame (the default).
+    #[default]
+    Live,
+    /// The std at the moment the pedestal became ready, never recomputed (aare >= 2026.9).
+    Frozen,
+}
+
+impl ThresholdMode {
+    /// The name used on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Live => "live",
+            Self::Frozen => "frozen",
+        }
+    }
+}
+
+impl FromStr for ThresholdMode {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "live" => Ok(Self::Live),
+            "frozen" => Ok(Self::Frozen),
+            _ => Err(Error::param(
+                "threshold",
+                format!("`{s}` is not one of live, frozen"),
+            )),
+        }
+    }
+}
+
+/// Everything that determines a finder's results (but not its speed).
+#[derive(Clone, Debug, PartialEq)]
+pub struct FinderConfig {
+    /// Rows per frame.
+    pub rows: usize,
+    /// Columns per frame.
+    pub cols: usize,
+    /// Cluster window size.
+    pub size: ClusterSize,
+    /// Threshold in standard deviations; finite and >= 0.
+    pub n_sigma: f64,
+    /// Pedestal window N (samples per pixel before the pedestal is ready).
+    pub pedestal_frames: u32,
+    /// Live or frozen threshold.
+    pub threshold: ThresholdMode,
+    /// Arithmetic precision.
+    pub precision: Precision,
+}
+
+impl FinderConfig {
+    /// Defaults for `rows x cols` frames: 3x3, n_sigma 5, N = 1000, live threshold, F64.
+    pub fn new(rows: usize, cols: usize) -> Self {
+        Self {
+            rows,
+            cols,
+            size: ClusterSize::S3,
+            n_sigma: 5.0,
+            pedestal_frames: 1000,
+            threshold: ThresholdMode::Live,
+            precision: Precision::F64,
+        }
+    }
+
+    /// With cluster size `size`.
+    pub fn size(mut self, size: ClusterSize) -> Self {
+        self.size = size;
+        self
+    }
+
+    /// With threshold `n_sigma`.
+    pub fn n_sigma(mut self, n_sigma: f64) -> Self {
+        self.n_sigma = n_sigma;
+        self
+    }
+
+    /// With pedestal window `n`.
+    pub fn pedestal_frames(mut self, n: u32) -> Self {
+        self.pedestal_frames = n;
+        self
+    }
+
+    /// With threshold mode `mode`.
+    pub fn threshold(mut self, mode: ThresholdMode) -> Self {
+        self.threshold = mode;
+        self
+    }
+
+    /// With precision `precision`.
+    pub fn precision(mut self, precision: Precision) -> Self {
+        self.precision = precision;
+        self
+    }
+
+    /// Checks every parameter, naming the first bad one.
+    pub fn validate(&self) -> Result<()> {
+        if self.rows == 0 || self.cols == 0 {
+            return Err(Error::param(
+                "rows/cols",
+                format!(
+                    "frames must have at least one pixel, got {} x {}",
+                    self.rows, self.cols
+                ),
+            ));
+        }
+        if self.rows > u16::MAX as usize + 1 || self.cols > u16::MAX as usize + 1 {
+            return Err(Error::param(
+                "rows/cols",
+                format!(
+                    "{} x {} frames: cluster coordinates are u16, so at most 65536 rows and columns",
+                    self.rows, self.cols
+                ),
+            ));
+        }
+        if !self.n_sigma.is_finite() || self.n_sigma < 0.0 {
+            return Err(Error::param(
+                "nsigma",
+                format!("must be finite and >= 0, got {}", self.n_sigma),
+            ));
+        }
+        if self.pedestal_frames == 0 {
+            return Err(Error::param(
+                "pedestal-frames",
+                "the pedestal window needs at least one frame",
+            ));
+        }
+        Ok(())
+    }
+}

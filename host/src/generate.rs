@@ -1,0 +1,254 @@
+//! Deterministic MOENCH-like test frames (DESIGN.md, "Test data").
+//!
+//! Per-pixel baseline near 4600 ADU with spatial structure, per-pixel Gaussian noise of
+//! 35-55 ADU with a few noisy pixels, a slow global baseline drift, and Poisson photons (about
+//! 2500 per 400x400 frame, about 400 ADU each) whose charge spreads over neighbours as a
+//! Gaussian cloud. Frame `k` depends only on the configuration and `k`, so frames can be made
+//! in parallel, in any order, and are the same on every machine.
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use rand_distr::{Distribution, Poisson, StandardNormal};
+use rayon::prelude::*;
+
+use crate::error::{Error, Result};
+
+/// Parameters of the generator; [`GenConfig::new`] gives MOENCH-like defaults.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GenConfig {
+    /// Rows per frame.
+    pub rows: usize,
+    /// Columns per frame.
+    pub cols: usize,
+    /// Seed of everything random.
+    pub seed: u64,
+    /// Mean number of photons per frame (Poisson).
+    pub photons_per_frame: f64,
+    /// Mean charge of one photon, ADU.
+    pub photon_adu: f64,
+    /// Sigma of the charge cloud, pixels.
+    pub cloud_sigma: f64,
+    /// Mean baseline, ADU.
+    pub baseline: f64,
+    /// Range of per-pixel noise sigmas, ADU.
+    pub noise: (f64, f64),
+    /// Fraction of pixels that are noisy.
+    pub noisy_fraction: f64,
+    /// Noise sigma of a noisy pixel, ADU.
+    pub noisy_sigma: f64,
+    /// Amplitude of the slow global baseline drift, ADU.
+    pub drift_amplitude: f64,
+    /// Period of the drift, frames.
+    pub drift_period: f64,
+}
+
+impl GenConfig {
+    /// MOENCH-like defaults for `rows x cols` frames; photons scale with area (2500 at 400x400).
+    pub fn new(rows: usize, cols: usize, seed: u64) -> Self {
+        Self {
+            rows,
+            cols,
+            seed,
+            photons_per_frame: 2500.0 * (rows * cols) as f64 / 160_000.0,
+            photon_adu: 400.0,
+            cloud_sigma: 0.35,
+            baseline: 4600.0,
+            noise: (35.0, 55.0),
+            noisy_fraction: 0.002,
+            noisy_sigma: 150.0,
+            drift_amplitude: 4.0,
+            drift_period: 20_000.0,
+        }
+    }
+}
+
+/// Number of sub-pixel bins of the charge-sharing table.
+const BINS: usize = 256;
+
+/// A frame generator with its fixed per-pixel maps.
+#[derive(Clone, Debug)]
+pub struct Generator {
+    config: GenConfig,
+    base: Vec<f32>,
+    sigma: Vec<f32>,
+    /// Charge fractions on the pixel before, at and after the one hit, by sub-pixel bin.
+    share: Vec<[f32; 3]>,
+}
+
+impl Generator {
+    /// Builds the per-pixel maps; errors on an empty frame or nonsensical parameters.
+    pub fn new(config: GenConfig) -> Result<Self> {
+        let c = &config;
+        if c.rows == 0 || c.cols == 0 {
+            return Err(Error::param(
+                "rows/cols",
+                format!(
+                    "frames need at least one pixel, got {} x {}",
+                    c.rows, c.cols
+                ),
+            ));
+        }
+        for (name, v) in [
+            ("photons", c.photons_per_frame),
+            ("photon-adu", c.photon_adu),
+            ("baseline", c.baseline),
+        ] {
+            if !v.is_finite() || v < 0.0 {
+                return Err(Error::param(
+                    name,
+                    format!("must be finite and >= 0, got {v}"),
+                ));
+            }
+        }
+        if !(c.cloud_sigma.is_finite() && c.cloud_sigma > 0.0) {
+            return Err(Error::param(
+                "cloud-sigma",
+                format!("must be finite and > 0, got {}", c.cloud_sigma),
+            ));
+        }
+        let mut rng = SmallRng::seed_from_u64(c.seed ^ 0x6d6f_656e_6368_0001);
+        let n = c.rows * c.cols;
+        let mut base = Vec::with_capacity(n);
+        let mut sigma = Vec::with_capacity(n);
+        for y in 0..c.rows {
+            for x in 0..c.cols {
+                let (fx, fy) = (x as f64, y as f64);
+                // Smooth structure plus a per-column (readout) offset and pixel scatter.
+                let smooth = 120.0 * (fx / 37.0).sin() * (fy / 53.0).cos()
+                    + 0.2 * (fy - c.rows as f64 / 2.0);
+                let column = 25.0 * ((x * 7919 % 97) as f64 / 97.0 - 0.5);
+                let scatter: f64 = rng.sample::<f64, _>(StandardNormal) * 30.0;
+                base.push((c.baseline + smooth + column + scatter) as f32);
+                let s = if rng.random::<f64>() < c.noisy_fraction {
+                    c.noisy_sigma
+                } else {
+                    c.noise.0 + (c.noise.1 - c.noise.0) * rng.random::<f64>()
+                };
+                sigma.push(s as f32);
+            }
+        }
+        let share = (0..BINS)
+            .map(|i| {
+                let s = (i as f64 + 0.5) / BINS as f64;
+                let k = std::f64::consts::FRAC_1_SQRT_2 / c.cloud_sigma;
+                let lo = normal_cdf(-s * k);
+                let hi = normal_cdf((1.0 - s) * k);
+                [lo as f32, (hi - lo) as f32, (1.0 - hi) as f32]
+            })
+            .collect();
+        Ok(Self {
+            config,
+            base,
+            sigma,
+            share,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &GenConfig {
+        &self.config
+    }
+
+    /// Writes frame `k` into `out` (`rows * cols` samples); `photons: false` gives a dark
+    /// (pedestal) frame.
+    pub fn frame_into(&self, k: u64, photons: bool, out: &mut [u16]) {
+        let c = &self.config;
+        let mut rng = SmallRng::seed_from_u64(splitmix(c.seed ^ splitmix(k.wrapping_add(1))));
+        let drift = c.drift_amplitude * (k as f64 * std::f64::consts::TAU / c.drift_period).sin();
+        let mut value: Vec<f32> = self.base.iter().map(|&b| b + drift as f32).collect();
+        for (v, &s) in value.iter_mut().zip(&self.sigma) {
+            let z: f32 = rng.sample(StandardNormal);
+            *v += s * z;
+        }
+        if photons && c.photons_per_frame > 0.0 {
+            let count = Poisson::new(c.photons_per_frame)
+                .map(|p| p.sample(&mut rng) as usize)
+                .unwrap_or(0);
+            for _ in 0..count {
+                let u = rng.random::<f64>() * c.cols as f64;
+                let w = rng.random::<f64>() * c.rows as f64;
+                let energy =
+                    c.photon_adu as f32 * (1.0 + 0.03 * rng.sample::<f32, _>(StandardNormal));
+                let (px, py) = (u as usize, w as usize);
+                let sx = &self.share[((u - px as f64) * BINS as f64) as usize % BINS];
+                let sy = &self.share[((w - py as f64) * BINS as f64) as usize % BINS];
+                for (dy, fy) in sy.iter().enumerate() {
+                    let yy = py as isize + dy as isize - 1;
+                    if yy < 0 || yy >= c.rows as isize {
+                        continue;
+                    }
+                    for (dx, fx) in sx.iter().enumerate() {
+                        let xx = px as isize + dx as isize - 1;
+                        if xx < 0 || xx >= c.cols as isize {
+                            continue;
+                        }
+                        value[yy as usize * c.cols + xx as usize] += energy * fx * fy;
+                    }
+                }
+            }
+        }
+        for (o, v) in out.iter_mut().zip(&value) {
+            *o = v.round().clamp(0.0, u16::MAX as f32) as u16;
+        }
+    }
+
+    /// Frames `first .. first + count` as one C-order buffer, generated in parallel.
+    pub fn frames(&self, first: u64, count: usize, photons: bool) -> Vec<u16> {
+        let n = self.config.rows * self.config.cols;
+        let mut data = vec![0u16; count * n];
+        data.par_chunks_mut(n.max(1))
+            .enumerate()
+            .for_each(|(i, f)| self.frame_into(first + i as u64, photons, f));
+        data
+    }
+}
+
+/// The standard normal CDF Phi(x / sqrt(2) * sqrt(2)) = 0.5 * erfc(-x) for the argument scaled
+/// by 1/sqrt(2) already (Abramowitz & Stegun 7.1.26, error below 1.5e-7: plenty for test data).
+fn normal_cdf(x_over_sqrt2: f64) -> f64 {
+    let x = x_over_sqrt2;
+    let t = 1.0 / (1.0 + 0.3275911 * x.abs());
+    let poly = t
+        * (0.254829592
+            + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))));
+    let erf = 1.0 - poly * (-x * x).exp();
+    0.5 * (1.0 + if x < 0.0 { -erf } else { erf })
+}
+
+fn splitmix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deterministic_and_frame_independent() {
+        let g = Generator::new(GenConfig::new(20, 30, 7)).unwrap();
+        let a = g.frames(5, 3, true);
+        let b = g.frames(6, 1, true);
+        assert_eq!(&a[600..1200], &b[..]);
+        assert_eq!(a, g.frames(5, 3, true));
+        assert_ne!(a[..600], a[600..1200]);
+    }
+
+    #[test]
+    fn dark_frames_are_near_baseline() {
+        let g = Generator::new(GenConfig::new(50, 50, 1)).unwrap();
+        let f = g.frames(0, 1, false);
+        let mean = f.iter().map(|&v| v as f64).sum::<f64>() / f.len() as f64;
+        assert!((mean - 4600.0).abs() < 100.0, "mean {mean}");
+    }
+
+    #[test]
+    fn charge_fractions_sum_to_one() {
+        let g = Generator::new(GenConfig::new(4, 4, 1)).unwrap();
+        for s in &g.share {
+            assert!((s.iter().sum::<f32>() - 1.0).abs() < 1e-5);
+        }
+    }
+}

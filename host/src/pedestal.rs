@@ -1,0 +1,387 @@
+//! Per-pixel pedestal (dark level and noise) with the exact arithmetic of DESIGN.md.
+//!
+//! The arithmetic itself lives in `cluda_gpu::pedestal`, shared with the GPU kernels; this
+//! module owns the per-pixel arrays, the fill phase (the first N samples) and the maps users
+//! look at.
+
+use cluda_gpu::pedestal::{Ready, freeze_b1, freeze_raw, mean_offset, push_ready, std_dev};
+use cluda_gpu::real::Real;
+use ndarray::Array2;
+use rayon::prelude::*;
+
+use crate::config::Precision;
+use crate::error::{Error, Result};
+use crate::frames::Frames;
+
+/// Per-pixel state of a ready pedestal in precision `R`, as structure-of-arrays (the layout
+/// the GPU finder uploads as is).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PixelMaps<R> {
+    /// Baseline the sums are centred on (0 except for `F32`'s B1 rewrite).
+    pub base: Vec<R>,
+    /// Window sum of `x - base`.
+    pub a: Vec<R>,
+    /// Window sum of `(x - base)^2`.
+    pub b: Vec<R>,
+    /// Standard deviation at the moment the pedestal became ready (for frozen thresholds).
+    pub frozen_std: Vec<R>,
+    /// `1/N` in precision `R`, computed once.
+    pub inv: R,
+}
+
+impl<R: Real> PixelMaps<R> {
+    fn from_ready(states: Vec<Ready<R>>, inv: R) -> Self {
+        let frozen_std = states.iter().map(|s| std_dev(s.a, s.b, inv)).collect();
+        Self {
+            base: states.iter().map(|s| s.base).collect(),
+            a: states.iter().map(|s| s.a).collect(),
+            b: states.iter().map(|s| s.b).collect(),
+            frozen_std,
+            inv,
+        }
+    }
+
+    /// Pushes sample `frame[p]` into pixel `p` for every `p` with `mask[p] != 0` (all pixels
+    /// when `mask` is `None`).
+    pub(crate) fn push_masked(&mut self, frame: &[u16], mask: Option<&[u8]>) {
+        let inv = self.inv;
+        let chunk = 4096;
+        let (a, b, base) = (&mut self.a, &mut self.b, &self.base);
+        a.par_chunks_mut(chunk)
+            .zip(b.par_chunks_mut(chunk))
+            .enumerate()
+            .for_each(|(ci, (a, b))| {
+                let o = ci * chunk;
+                for i in 0..a.len() {
+                    if mask.is_none_or(|m| m[o + i] != 0) {
+                        push_ready(&mut a[i], &mut b[i], base[o + i], frame[o + i], inv);
+                    }
+                }
+            });
+    }
+
+    fn mean(&self, p: usize) -> f64 {
+        self.base[p].to_f64() + mean_offset(self.a[p], self.inv).to_f64()
+    }
+
+    fn std(&self, p: usize) -> f64 {
+        std_dev(self.a[p], self.b[p], self.inv).to_f64()
+    }
+}
+
+/// The ready state in the configured precision.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ReadyState {
+    /// `F64` state.
+    F64(PixelMaps<f64>),
+    /// `F32` (B1) or `F32Naive` state.
+    F32(PixelMaps<f32>),
+}
+
+/// Sums of the fill phase (the first N samples of every pixel).
+#[derive(Clone, Debug, PartialEq)]
+enum Fill {
+    /// `F64`: raw sums in f64, aare's accumulation (exact: integers below 2^53).
+    Raw64 { sum: Vec<f64>, sum2: Vec<f64> },
+    /// `F32` (B1): exact integer sums, centred when the pedestal becomes ready.
+    Exact { sum: Vec<u64>, sum2: Vec<u64> },
+    /// `F32Naive`: raw sums in f32 (rounded every step: the naive scheme).
+    Raw32 { sum: Vec<f32>, sum2: Vec<f32> },
+}
+
+/// A per-pixel running pedestal over a window of N frames.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Pedestal {
+    rows: usize,
+    cols: usize,
+    n: u32,
+    precision: Precision,
+    count: u32,
+    fill: Option<Fill>,
+    ready: Option<ReadyState>,
+}
+
+impl Pedestal {
+    /// An empty pedestal for `rows x cols` frames with window `n` in `precision`.
+    pub fn new(rows: usize, cols: usize, n: u32, precision: Precision) -> Result<Self> {
+        if rows == 0 || cols == 0 {
+            return Err(Error::param(
+                "rows/cols",
+                format!("a pedestal needs at least one pixel, got {rows} x {cols}"),
+            ));
+        }
+        if n == 0 {
+            return Err(Error::param(
+                "pedestal-frames",
+                "the pedestal window needs at least one frame",
+            ));
+        }
+        let p = rows
+            .checked_mul(cols)
+            .ok_or_else(|| Error::param("rows/cols", "frame too large"))?;
+        let fill = match precision {
+            Precision::F64 => Fill::Raw64 {
+                sum: vec![0.0; p],
+                sum2: vec![0.0; p],
+            },
+            Precision::F32 => Fill::Exact {
+                sum: vec![0; p],
+                sum2: vec![0; p],
+            },
+            Precision::F32Naive => Fill::Raw32 {
+                sum: vec![0.0; p],
+                sum2: vec![0.0; p],
+            },
+        };
+        Ok(Self {
+            rows,
+            cols,
+            n,
+            precision,
+            count: 0,
+            fill: Some(fill),
+            ready: None,
+        })
+    }
+
+    /// Rows per frame.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Columns per frame.
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// The window N.
+    pub fn window(&self) -> u32 {
+        self.n
+    }
+
+    /// The precision.
+    pub fn precision(&self) -> Precision {
+        self.precision
+    }
+
+    /// Frames pushed during the fill phase (saturates at N).
+    pub fn count(&self) -> u32 {
+        self.count
+    }
+
+    /// Whether every pixel holds N samples, so that clusters can be found.
+    pub fn is_ready(&self) -> bool {
+        self.ready.is_some()
+    }
+
+    /// The ready state, or [`Error::PedestalNotReady`].
+    pub fn ready(&self) -> Result<&ReadyState> {
+        self.ready.as_ref().ok_or(Error::PedestalNotReady {
+            have: self.count,
+            need: self.n,
+        })
+    }
+
+    /// Mutable ready state (finders apply their frame-synchronous updates through it).
+    pub(crate) fn ready_mut(&mut self) -> Result<&mut ReadyState> {
+        let (have, need) = (self.count, self.n);
+        self.ready
+            .as_mut()
+            .ok_or(Error::PedestalNotReady { have, need })
+    }
+
+    /// Replaces the ready state (the GPU finder writes back its device state).
+    #[allow(dead_code)] // used by the GPU finder
+    pub(crate) fn set_ready(&mut self, state: ReadyState) {
+        self.ready = Some(state);
+    }
+
+    /// Pushes every pixel of every frame (dark frames: no photons expected).
+    pub fn push_frames(&mut self, frames: Frames<'_>) -> Result<()> {
+        frames.expect_shape(self.rows, self.cols, "pedestal frames")?;
+        for i in 0..frames.len() {
+            self.push_frame_unchecked(frames.frame(i));
+        }
+        Ok(())
+    }
+
+    /// Pushes one `rows x cols` frame into every pixel.
+    pub fn push_frame(&mut self, frame: &[u16]) -> Result<()> {
+        self.push_frames(Frames::single(frame, self.rows, self.cols)?)
+    }
+
+    fn push_frame_unchecked(&mut self, frame: &[u16]) {
+        match &mut self.ready {
+            Some(ReadyState::F64(m)) => return m.push_masked(frame, None),
+            Some(ReadyState::F32(m)) => return m.push_masked(frame, None),
+            None => {}
+        }
+        let Some(fill) = self.fill.as_mut() else {
+            return;
+        };
+        match fill {
+            Fill::Raw64 { sum, sum2 } => add_raw(sum, sum2, frame, |x| x as f64),
+            Fill::Raw32 { sum, sum2 } => add_raw(sum, sum2, frame, |x| x as f32),
+            Fill::Exact { sum, sum2 } => {
+                for ((s, s2), &x) in sum.iter_mut().zip(sum2.iter_mut()).zip(frame) {
+                    *s += x as u64;
+                    *s2 += x as u64 * x as u64;
+                }
+            }
+        }
+        self.count += 1;
+        if self.count == self.n {
+            self.become_ready();
+        }
+    }
+
+    fn become_ready(&mut self) {
+        let Some(fill) = self.fill.take() else { return };
+        let inv64 = 1.0 / self.n as f64;
+        let inv32 = 1.0f32 / self.n as f32;
+        self.ready = Some(match fill {
+            Fill::Raw64 { sum, sum2 } => {
+                let st = sum
+                    .iter()
+                    .zip(&sum2)
+                    .map(|(&s, &s2)| freeze_raw(s, s2))
+                    .collect();
+                ReadyState::F64(PixelMaps::from_ready(st, inv64))
+            }
+            Fill::Raw32 { sum, sum2 } => {
+                let st = sum
+                    .iter()
+                    .zip(&sum2)
+                    .map(|(&s, &s2)| freeze_raw(s, s2))
+                    .collect();
+                ReadyState::F32(PixelMaps::from_ready(st, inv32))
+            }
+            Fill::Exact { sum, sum2 } => {
+                let st = sum
+                    .iter()
+                    .zip(&sum2)
+                    .map(|(&s, &s2)| freeze_b1(s, s2, self.n, inv64))
+                    .collect();
+                ReadyState::F32(PixelMaps::from_ready(st, inv32))
+            }
+        });
+    }
+
+    /// The mean (dark level) of every pixel, in ADU. Errors before the pedestal is ready.
+    pub fn mean_map(&self) -> Result<Array2<f64>> {
+        self.map(|m| match m {
+            ReadyState::F64(m) => Box::new(move |p| m.mean(p)),
+            ReadyState::F32(m) => Box::new(move |p| m.mean(p)),
+        })
+    }
+
+    /// The standard deviation (noise) of every pixel's current window, in ADU.
+    pub fn std_map(&self) -> Result<Array2<f64>> {
+        self.map(|m| match m {
+            ReadyState::F64(m) => Box::new(move |p| m.std(p)),
+            ReadyState::F32(m) => Box::new(move |p| m.std(p)),
+        })
+    }
+
+    /// The standard deviation frozen when the pedestal became ready (frozen thresholds use it).
+    pub fn frozen_std_map(&self) -> Result<Array2<f64>> {
+        self.map(|m| match m {
+            ReadyState::F64(m) => Box::new(move |p| m.frozen_std[p]),
+            ReadyState::F32(m) => Box::new(move |p| m.frozen_std[p] as f64),
+        })
+    }
+
+    fn map<'s>(
+        &'s self,
+        f: impl FnOnce(&'s ReadyState) -> Box<dyn Fn(usize) -> f64 + 's>,
+    ) -> Result<Array2<f64>> {
+        let get = f(self.ready()?);
+        Ok(Array2::from_shape_fn((self.rows, self.cols), |(r, c)| {
+            get(r * self.cols + c)
+        }))
+    }
+}
+
+fn add_raw<R: Real>(sum: &mut [R], sum2: &mut [R], frame: &[u16], conv: impl Fn(u16) -> R) {
+    for ((s, s2), &x) in sum.iter_mut().zip(sum2.iter_mut()).zip(frame) {
+        let v = conv(x);
+        *s = *s + v;
+        *s2 = *s2 + v * v;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn filled(precision: Precision, n: u32, samples: &[u16]) -> Pedestal {
+        let mut p = Pedestal::new(1, 1, n, precision).unwrap();
+        for &x in samples {
+            p.push_frame(&[x]).unwrap();
+        }
+        p
+    }
+
+    #[test]
+    fn not_ready_until_n_frames() {
+        let p = filled(Precision::F64, 3, &[1, 2]);
+        assert!(matches!(
+            p.mean_map(),
+            Err(Error::PedestalNotReady { have: 2, need: 3 })
+        ));
+        let p = filled(Precision::F64, 3, &[1, 2, 3]);
+        assert_eq!(p.mean_map().unwrap()[(0, 0)], 6.0 * (1.0 / 3.0));
+    }
+
+    #[test]
+    fn f64_fill_and_window_follow_the_formulas() {
+        let xs = [4600u16, 4650, 4580, 4610, 4700, 4590];
+        let p = filled(Precision::F64, 4, &xs);
+        let inv = 1.0 / 4.0;
+        let (mut s, mut s2) = (0.0f64, 0.0f64);
+        for &x in &xs[..4] {
+            s += x as f64;
+            s2 += x as f64 * x as f64;
+        }
+        for &x in &xs[4..] {
+            let x = x as f64;
+            s += x - s * inv;
+            s2 += x * x - s2 * inv;
+        }
+        let mean = s * inv;
+        let var = (-mean).mul_add(mean, s2 * inv).max(0.0);
+        assert_eq!(p.mean_map().unwrap()[(0, 0)], mean);
+        assert_eq!(p.std_map().unwrap()[(0, 0)], var.sqrt());
+    }
+
+    #[test]
+    fn b1_mean_and_std_close_to_f64_naive_is_not() {
+        // A quiet MOENCH-like pixel: baseline ~4600, noise ~45 ADU.
+        let mut x: u32 = 12345;
+        let xs: Vec<u16> = (0..3000)
+            .map(|_| {
+                x = x.wrapping_mul(1664525).wrapping_add(1013904223);
+                (4600 + (x >> 16) % 90) as u16 - 45
+            })
+            .collect();
+        let p64 = filled(Precision::F64, 1000, &xs);
+        let p32 = filled(Precision::F32, 1000, &xs);
+        let pn = filled(Precision::F32Naive, 1000, &xs);
+        let s64 = p64.std_map().unwrap()[(0, 0)];
+        let s32 = p32.std_map().unwrap()[(0, 0)];
+        let sn = pn.std_map().unwrap()[(0, 0)];
+        assert!((s32 - s64).abs() / s64 < 1e-4, "B1 std {s32} vs f64 {s64}");
+        assert!(
+            (sn - s64).abs() / s64 > 1e-2,
+            "naive std {sn} should be far from {s64}"
+        );
+    }
+
+    #[test]
+    fn wrong_shape_is_an_error_and_changes_nothing() {
+        let mut p = Pedestal::new(2, 2, 2, Precision::F64).unwrap();
+        let before = p.clone();
+        assert!(matches!(p.push_frame(&[1, 2, 3]), Err(Error::Shape { .. })));
+        assert_eq!(p, before);
+    }
+}
