@@ -75,35 +75,6 @@ impl CpuFinder {
         self.threads
     }
 
-    /// Replaces the pedestal (e.g. one filled elsewhere); it must match the configuration.
-    pub fn set_pedestal(&mut self, pedestal: Pedestal) -> Result<()> {
-        let c = &self.config;
-        if (pedestal.rows(), pedestal.cols()) != (c.rows, c.cols)
-            || pedestal.window() != c.pedestal_frames
-            || pedestal.precision() != c.precision
-        {
-            return Err(Error::shape(
-                "pedestal",
-                format!(
-                    "{} x {}, N = {}, {}",
-                    c.rows,
-                    c.cols,
-                    c.pedestal_frames,
-                    c.precision.name()
-                ),
-                format!(
-                    "{} x {}, N = {}, {}",
-                    pedestal.rows(),
-                    pedestal.cols(),
-                    pedestal.window(),
-                    pedestal.precision().name()
-                ),
-            ));
-        }
-        self.pedestal = pedestal;
-        Ok(())
-    }
-
     /// The pedestal, borrowed.
     pub fn pedestal_ref(&self) -> &Pedestal {
         &self.pedestal
@@ -130,6 +101,34 @@ impl ClusterFinder for CpuFinder {
 
     fn pedestal(&self) -> Result<Pedestal> {
         Ok(self.pedestal.clone())
+    }
+
+    fn set_pedestal(&mut self, pedestal: Pedestal) -> Result<()> {
+        let c = &self.config;
+        if (pedestal.rows(), pedestal.cols()) != (c.rows, c.cols)
+            || pedestal.window() != c.pedestal_frames
+            || pedestal.precision() != c.precision
+        {
+            return Err(Error::shape(
+                "pedestal",
+                format!(
+                    "{} x {}, N = {}, {}",
+                    c.rows,
+                    c.cols,
+                    c.pedestal_frames,
+                    c.precision.name()
+                ),
+                format!(
+                    "{} x {}, N = {}, {}",
+                    pedestal.rows(),
+                    pedestal.cols(),
+                    pedestal.window(),
+                    pedestal.precision().name()
+                ),
+            ));
+        }
+        self.pedestal = pedestal;
+        Ok(())
     }
 
     fn find_each(

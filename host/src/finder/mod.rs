@@ -32,6 +32,10 @@ pub trait ClusterFinder {
     /// A copy of the current pedestal (a GPU finder downloads its device state).
     fn pedestal(&self) -> Result<Pedestal>;
 
+    /// Replaces the pedestal (one saved earlier, or filled elsewhere); it must match the
+    /// configuration (shape, window, precision), else nothing changes.
+    fn set_pedestal(&mut self, pedestal: Pedestal) -> Result<()>;
+
     /// Finds the clusters of every frame and hands each frame's clusters, borrowed, to `visit`
     /// in frame order, allocating nothing per frame. If `visit` fails, the frames before the
     /// failing one stay consumed (their pedestal updates are kept) and its error is returned
