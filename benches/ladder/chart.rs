@@ -106,7 +106,6 @@ pub fn draw(
             )
         }))
         .map_err(|x| e(&x))?;
-    let n = bars.len();
     let mut lines = vec![(fl.upload_us(), "upload floor", RED)];
     if let Some(k) = kernel_us {
         lines.push((k, "kernel", GREEN));
