@@ -39,7 +39,12 @@ fn case(max_side: usize) -> impl Strategy<Value = Case> {
         (1usize..=5, 0usize..=30, any::<u64>()),
     )
         .prop_map(
-            |((rows, cols, s), (n_sigma, frozen, n), (baseline, amplitude, noise), (df, dep, seed))| {
+            |(
+                (rows, cols, s),
+                (n_sigma, frozen, n),
+                (baseline, amplitude, noise),
+                (df, dep, seed),
+            )| {
                 Case {
                     rows,
                     cols,
@@ -71,7 +76,11 @@ fn data_view<'a>(case: &Case, data: &'a [u16]) -> Frames<'a> {
 }
 
 /// Finder (in `precision`, `threads` threads) == oracle, cluster for cluster.
-fn check_against_oracle(case: &Case, precision: Precision, threads: usize) -> Result<(), TestCaseError> {
+fn check_against_oracle(
+    case: &Case,
+    precision: Precision,
+    threads: usize,
+) -> Result<(), TestCaseError> {
     let (ped, data) = case.frames();
     let mut f = finder(case, precision, threads, &ped);
     let got = batch_clusters(&f.find(data_view(case, &data)).expect("find"));
@@ -80,7 +89,7 @@ fn check_against_oracle(case: &Case, precision: Precision, threads: usize) -> Re
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(400))]
+    #![proptest_config(ProptestConfig::with_cases(1500))]
 
     #[test]
     fn f64_finder_equals_oracle(case in case(40), threads in 1usize..=2) {
@@ -89,7 +98,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(200))]
+    #![proptest_config(ProptestConfig::with_cases(800))]
 
     #[test]
     fn f32_b1_finder_equals_oracle(case in case(40), threads in 1usize..=2) {
@@ -103,7 +112,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(64))]
+    #![proptest_config(ProptestConfig::with_cases(150))]
 
     /// 1, 2 and 3 threads give identical batches and identical pedestals afterwards.
     #[test]
@@ -209,7 +218,11 @@ fn hand_computed_tie_example() {
     for p in [Precision::F64, Precision::F32, Precision::F32Naive] {
         let (_, o) = oracle_run(&case, arith(p), &ped, &data);
         assert_eq!(o, want, "oracle {p:?}");
-        let got = batch_clusters(&finder(&case, p, 1, &ped).find(data_view(&case, &data)).unwrap());
+        let got = batch_clusters(
+            &finder(&case, p, 1, &ped)
+                .find(data_view(&case, &data))
+                .unwrap(),
+        );
         assert_eq!(got, want, "finder {p:?}");
     }
 }
@@ -250,11 +263,14 @@ fn hand_computed_single_pixel() {
     assert_eq!(o.mean(0), 100.5);
 
     let mut f = CpuFinder::with_threads(
-        cluda::FinderConfig::new(1, 1).n_sigma(1.0).pedestal_frames(2),
+        cluda::FinderConfig::new(1, 1)
+            .n_sigma(1.0)
+            .pedestal_frames(2),
         1,
     )
     .unwrap();
-    f.push_pedestal(Frames::new(&[100, 101], 2, 1, 1).unwrap()).unwrap();
+    f.push_pedestal(Frames::new(&[100, 101], 2, 1, 1).unwrap())
+        .unwrap();
     let b = f.find(Frames::new(&[103, 98], 2, 1, 1).unwrap()).unwrap();
     let got = batch_clusters(&b);
     assert_eq!(got[0], c);
@@ -311,7 +327,14 @@ fn summation_order_decides<T: oracle::Flt>(precision: Precision, want: usize) {
             .flat_map(|_| vec![b + rng.random_range(0..50u16); 9])
             .collect();
         let mut o = Oracle::new(
-            Params { rows: 3, cols: 3, side: 3, n_sigma: 1.0, n: 3, frozen: false },
+            Params {
+                rows: 3,
+                cols: 3,
+                side: 3,
+                n_sigma: 1.0,
+                n: 3,
+                frozen: false,
+            },
             arith(precision),
         );
         for f in ped.chunks(9) {
@@ -325,8 +348,13 @@ fn summation_order_decides<T: oracle::Flt>(precision: Precision, want: usize) {
         let c: Vec<T> = (0..9).map(|i| T::of_f64(o.corrected(i, data[i]))).collect();
         let sum = |order: &[usize]| order.iter().fold(T::ZERO, |s, &i| s + c[i]);
         let row = sum(&[0, 1, 2, 3, 4, 5, 6, 7, 8]);
-        let alts = [sum(&[0, 3, 6, 1, 4, 7, 2, 5, 8]), sum(&[8, 7, 6, 5, 4, 3, 2, 1, 0])];
-        let Some(&alt) = alts.iter().find(|&&a| a != row) else { continue };
+        let alts = [
+            sum(&[0, 3, 6, 1, 4, 7, 2, 5, 8]),
+            sum(&[8, 7, 6, 5, 4, 3, 2, 1, 0]),
+        ];
+        let Some(&alt) = alts.iter().find(|&&a| a != row) else {
+            continue;
+        };
         if std == 0.0 {
             continue;
         }
@@ -336,12 +364,18 @@ fn summation_order_decides<T: oracle::Flt>(precision: Precision, want: usize) {
         }
         let max = c.iter().fold(c[0], |m, &v| if v > m { v } else { m });
         // n_sigma a few ulps around the midpoint, until 3*t lands between the two totals.
-        let ulp = if precision == Precision::F64 { 1.0 } else { 2f64.powi(29) };
-        let pick = (-8i64..=8).map(|k| f64::from_bits((mid.to_bits() as i64 + k * ulp as i64) as u64)).find(|&ns| {
-            let t = T::of_f64(ns) * T::of_f64(std);
-            let limit = T::of_f64(3.0) * t;
-            (row > limit) != (alt > limit) && max <= t && c[4] == max
-        });
+        let ulp = if precision == Precision::F64 {
+            1.0
+        } else {
+            2f64.powi(29)
+        };
+        let pick = (-8i64..=8)
+            .map(|k| f64::from_bits((mid.to_bits() as i64 + k * ulp as i64) as u64))
+            .find(|&ns| {
+                let t = T::of_f64(ns) * T::of_f64(std);
+                let limit = T::of_f64(3.0) * t;
+                (row > limit) != (alt > limit) && max <= t && c[4] == max
+            });
         let Some(n_sigma) = pick else { continue };
         let limit = T::of_f64(3.0) * (T::of_f64(n_sigma) * T::of_f64(std));
         found += 1;
@@ -359,18 +393,32 @@ fn summation_order_decides<T: oracle::Flt>(precision: Precision, want: usize) {
             deposits: 0,
             seed: 0,
         };
-        let got = batch_clusters(&finder(&case, precision, 1, &ped).find(data_view(&case, &data)).unwrap());
+        let got = batch_clusters(
+            &finder(&case, precision, 1, &ped)
+                .find(data_view(&case, &data))
+                .unwrap(),
+        );
         let (_, oracle) = oracle_run(&case, arith(precision), &ped, &data);
         if let Err(d) = compare(&got, &oracle) {
             panic!("{precision:?}: summation order: {case:?}\nframe {data:?}\n{d}");
         }
         let centre = got[0].iter().any(|k| (k.x, k.y) == (1, 1));
-        assert_eq!(centre, row > limit, "{precision:?}: the centre must follow the row-major total");
+        assert_eq!(
+            centre,
+            row > limit,
+            "{precision:?}: the centre must follow the row-major total"
+        );
         centres += centre as usize;
     }
     println!("{precision:?}: {found} order-sensitive windows checked, {centres} of them centres");
-    assert_eq!(found, want, "{precision:?}: found only {found} order-sensitive windows");
-    assert!(centres > 0 && centres < found, "{precision:?}: both outcomes should occur");
+    assert_eq!(
+        found, want,
+        "{precision:?}: found only {found} order-sensitive windows"
+    );
+    assert!(
+        centres > 0 && centres < found,
+        "{precision:?}: both outcomes should occur"
+    );
 }
 
 #[test]

@@ -12,9 +12,12 @@ fn ramp(n: usize, base: u16) -> Vec<u16> {
 }
 
 fn ready_finder(precision: Precision) -> CpuFinder {
-    let cfg = FinderConfig::new(4, 5).pedestal_frames(3).precision(precision);
+    let cfg = FinderConfig::new(4, 5)
+        .pedestal_frames(3)
+        .precision(precision);
     let mut f = CpuFinder::with_threads(cfg, 2).unwrap();
-    f.push_pedestal(Frames::new(&ramp(60, 100), 3, 4, 5).unwrap()).unwrap();
+    f.push_pedestal(Frames::new(&ramp(60, 100), 3, 4, 5).unwrap())
+        .unwrap();
     assert!(f.is_ready());
     f
 }
@@ -32,7 +35,8 @@ fn wrong_pedestal_frame_shape_changes_nothing() {
         // Before ready (fill phase) and after ready (window phase).
         let cfg = FinderConfig::new(4, 5).pedestal_frames(3).precision(p);
         let mut f = CpuFinder::with_threads(cfg, 1).unwrap();
-        f.push_pedestal(Frames::new(&ramp(20, 100), 1, 4, 5).unwrap()).unwrap();
+        f.push_pedestal(Frames::new(&ramp(20, 100), 1, 4, 5).unwrap())
+            .unwrap();
         for finder in [&mut f, &mut ready_finder(p)] {
             let before = finder.pedestal().unwrap();
             let bad = ramp(40, 100);
@@ -41,14 +45,21 @@ fn wrong_pedestal_frame_shape_changes_nothing() {
                     .push_pedestal(Frames::new(&bad[..rows * cols], 1, rows, cols).unwrap())
                     .unwrap_err();
                 match &e {
-                    Error::Shape { context, expected, got } => {
+                    Error::Shape {
+                        context,
+                        expected,
+                        got,
+                    } => {
                         assert!(context.contains("pedestal"), "{e}");
                         assert!(expected.contains("4 x 5"), "{e}");
                         assert!(got.contains(&format!("{rows} x {cols}")), "{e}");
                     }
                     other => panic!("{p:?}: expected Shape, got {other:?}"),
                 }
-                assert!(finder.pedestal().unwrap() == before, "{p:?}: pedestal changed");
+                assert!(
+                    finder.pedestal().unwrap() == before,
+                    "{p:?}: pedestal changed"
+                );
             }
         }
         // The Pedestal type directly: a frame of the wrong length.
@@ -100,14 +111,18 @@ fn finding_before_ready_is_an_error_with_counts() {
             assert!(e.to_string().contains(&format!("{have} of the 3")), "{e}");
             assert!(f.pedestal().unwrap() == before);
             assert!(!f.is_ready());
-            f.push_pedestal(Frames::new(&data, 1, 4, 5).unwrap()).unwrap();
+            f.push_pedestal(Frames::new(&data, 1, 4, 5).unwrap())
+                .unwrap();
         }
         assert!(f.is_ready());
         assert!(f.find(Frames::new(&data, 1, 4, 5).unwrap()).is_ok());
         // The maps of an unready pedestal.
         let ped = Pedestal::new(2, 2, 5, p).unwrap();
         for r in [ped.mean_map(), ped.std_map(), ped.frozen_std_map()] {
-            assert!(matches!(r, Err(Error::PedestalNotReady { have: 0, need: 5 })));
+            assert!(matches!(
+                r,
+                Err(Error::PedestalNotReady { have: 0, need: 5 })
+            ));
         }
     }
 }
@@ -125,17 +140,32 @@ fn config_validation_names_the_parameter() {
     assert!(ok.clone().n_sigma(-0.0).validate().is_ok());
     let e = ok.clone().pedestal_frames(0).validate().unwrap_err();
     assert_eq!(param_name(&e), "pedestal-frames");
-    for (r, c) in [(0, 5), (5, 0), (0, 0), (65537, 1), (1, 65537), (70000, 70000)] {
+    for (r, c) in [
+        (0, 5),
+        (5, 0),
+        (0, 0),
+        (65537, 1),
+        (1, 65537),
+        (70000, 70000),
+    ] {
         let e = FinderConfig::new(r, c).validate().unwrap_err();
         assert_eq!(param_name(&e), "rows/cols", "{r} x {c}");
-        let e = CpuFinder::with_threads(FinderConfig::new(r, c), 1).err().unwrap();
+        let e = CpuFinder::with_threads(FinderConfig::new(r, c), 1)
+            .err()
+            .unwrap();
         assert_eq!(param_name(&e), "rows/cols");
     }
     assert!(FinderConfig::new(65536, 1).validate().is_ok());
     assert!(FinderConfig::new(1, 65536).validate().is_ok());
     // Pedestal::new checks the same things itself.
-    assert_eq!(param_name(&Pedestal::new(0, 3, 1, Precision::F64).unwrap_err()), "rows/cols");
-    assert_eq!(param_name(&Pedestal::new(3, 3, 0, Precision::F64).unwrap_err()), "pedestal-frames");
+    assert_eq!(
+        param_name(&Pedestal::new(0, 3, 1, Precision::F64).unwrap_err()),
+        "rows/cols"
+    );
+    assert_eq!(
+        param_name(&Pedestal::new(3, 3, 0, Precision::F64).unwrap_err()),
+        "pedestal-frames"
+    );
 }
 
 #[test]
@@ -162,8 +192,14 @@ fn frames_length_mismatch() {
             other => panic!("expected Shape, got {other:?}"),
         }
     }
-    assert!(matches!(Frames::new(&[], 0, 0, 5), Err(Error::Shape { .. })));
-    assert!(matches!(Frames::new(&[], 1, 5, 0), Err(Error::Shape { .. })));
+    assert!(matches!(
+        Frames::new(&[], 0, 0, 5),
+        Err(Error::Shape { .. })
+    ));
+    assert!(matches!(
+        Frames::new(&[], 1, 5, 0),
+        Err(Error::Shape { .. })
+    ));
     assert!(matches!(
         Frames::new(&d, usize::MAX, usize::MAX, 2),
         Err(Error::Shape { .. })
@@ -174,13 +210,18 @@ fn frames_length_mismatch() {
 
 #[test]
 fn zero_threads() {
-    let e = CpuFinder::with_threads(FinderConfig::new(4, 4), 0).err().unwrap();
+    let e = CpuFinder::with_threads(FinderConfig::new(4, 4), 0)
+        .err()
+        .unwrap();
     assert_eq!(param_name(&e), "threads");
 }
 
 #[test]
 fn parse_errors_name_the_option() {
-    assert_eq!(param_name(&"f16".parse::<Precision>().unwrap_err()), "precision");
+    assert_eq!(
+        param_name(&"f16".parse::<Precision>().unwrap_err()),
+        "precision"
+    );
     assert_eq!(
         param_name(&"sometimes".parse::<cluda::ThresholdMode>().unwrap_err()),
         "threshold"
@@ -219,7 +260,16 @@ fn visitor_error_stops_after_the_failing_frame() {
         })
         .unwrap_err();
     assert_eq!(seen, vec![0, 1]);
-    assert!(matches!(e, Error::InvalidParameter { name: "visitor", .. }), "{e:?}");
+    assert!(
+        matches!(
+            e,
+            Error::InvalidParameter {
+                name: "visitor",
+                ..
+            }
+        ),
+        "{e:?}"
+    );
     // Same pedestal as a finder that processed exactly frames 0 and 1.
     let mut b = ready_finder(Precision::F64);
     b.find(Frames::new(&data[..40], 2, 4, 5).unwrap()).unwrap();

@@ -63,11 +63,23 @@ impl DataSet {
         let mut f = CpuFinder::new(cfg).expect("config");
         f.push_pedestal(Frames::new(&self.ped, self.n as usize, rows, cols).expect("shape"))
             .expect("pedestal");
-        let std_ready = f.pedestal_ref().std_map().expect("ready").iter().copied().collect();
+        let std_ready = f
+            .pedestal_ref()
+            .std_map()
+            .expect("ready")
+            .iter()
+            .copied()
+            .collect();
         let batch = f
             .find(Frames::new(&self.data, self.data_frames, rows, cols).expect("shape"))
             .expect("find");
-        let std_after = f.pedestal_ref().std_map().expect("ready").iter().copied().collect();
+        let std_after = f
+            .pedestal_ref()
+            .std_map()
+            .expect("ready")
+            .iter()
+            .copied()
+            .collect();
         Run {
             precision,
             batch,
@@ -160,9 +172,15 @@ fn f32_b1_matches_f64_and_naive_is_orders_of_magnitude_worse() {
         &[&r32, &rn],
     );
     let [(b1_ready, b1_after, b1_d), (nv_ready, nv_after, nv_d)] = [s[0], s[1]];
-    assert!(r64.per_frame() > 100.0, "the data set should have many clusters");
+    assert!(
+        r64.per_frame() > 100.0,
+        "the data set should have many clusters"
+    );
     // B1: cluster count to 1e-5 or better, std to ~1e-6.
-    assert!(b1_d.abs() <= 1e-5, "F32 (B1) vs F64 cluster count: {b1_d:e}");
+    assert!(
+        b1_d.abs() <= 1e-5,
+        "F32 (B1) vs F64 cluster count: {b1_d:e}"
+    );
     assert!(b1_ready.max <= 1e-6, "B1 std when ready: {b1_ready:?}");
     // After data frames a pixel may have had a different (near-threshold) classification in
     // f32 and f64, so its window holds different samples: that is not arithmetic error, and it
@@ -171,12 +189,30 @@ fn f32_b1_matches_f64_and_naive_is_orders_of_magnitude_worse() {
     assert_eq!(b1_ready.zeros + b1_after.zeros, 0);
     // Naive: its std error is at least 1e3 times B1's (measured ~1e5), typical and worst
     // case, and it does move the cluster count measurably, far beyond B1's tolerance.
-    assert!(nv_ready.median >= 1e3 * b1_ready.median, "{nv_ready:?} vs {b1_ready:?}");
-    assert!(nv_after.median >= 1e3 * b1_after.median, "{nv_after:?} vs {b1_after:?}");
-    assert!(nv_after.p99 >= 1e3 * b1_after.p99, "{nv_after:?} vs {b1_after:?}");
-    assert!(nv_ready.max >= 1e3 * b1_ready.max, "{nv_ready:?} vs {b1_ready:?}");
-    assert!(nv_ready.median > 1e-4, "naive std error when ready: {nv_ready:?}");
-    assert!(nv_d.abs() > 1e-3, "naive cluster count moved by only {nv_d:e}");
+    assert!(
+        nv_ready.median >= 1e3 * b1_ready.median,
+        "{nv_ready:?} vs {b1_ready:?}"
+    );
+    assert!(
+        nv_after.median >= 1e3 * b1_after.median,
+        "{nv_after:?} vs {b1_after:?}"
+    );
+    assert!(
+        nv_after.p99 >= 1e3 * b1_after.p99,
+        "{nv_after:?} vs {b1_after:?}"
+    );
+    assert!(
+        nv_ready.max >= 1e3 * b1_ready.max,
+        "{nv_ready:?} vs {b1_ready:?}"
+    );
+    assert!(
+        nv_ready.median > 1e-4,
+        "naive std error when ready: {nv_ready:?}"
+    );
+    assert!(
+        nv_d.abs() > 1e-3,
+        "naive cluster count moved by only {nv_d:e}"
+    );
     assert!(nv_d.abs() > 100.0 * 1e-5);
 }
 
@@ -194,8 +230,14 @@ fn catastrophe(title: &str, g: GenConfig) {
     assert!(b1_d.abs() <= 1e-5, "B1 count: {b1_d:e}");
     assert!(b1_ready.max <= 1e-6, "B1 std: {b1_ready:?}");
     // Naive: many quiet pixels with std exactly 0 and at least twice the clusters.
-    assert!(nv_after.zeros * 10 >= rn.std_after.len(), "naive zeros: {nv_after:?}");
-    assert!(nv_d > 1.0, "naive should find over twice the clusters, got {nv_d:+e}");
+    assert!(
+        nv_after.zeros * 10 >= rn.std_after.len(),
+        "naive zeros: {nv_after:?}"
+    );
+    assert!(
+        nv_d > 1.0,
+        "naive should find over twice the clusters, got {nv_d:+e}"
+    );
 }
 
 #[test]

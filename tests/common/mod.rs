@@ -154,7 +154,12 @@ pub fn arith(p: Precision) -> Arith {
 }
 
 /// Runs the oracle: pedestal frames, then every data frame.
-pub fn oracle_run(case: &Case, arith: Arith, ped: &[u16], data: &[u16]) -> (Oracle, Vec<Vec<OCluster>>) {
+pub fn oracle_run(
+    case: &Case,
+    arith: Arith,
+    ped: &[u16],
+    data: &[u16],
+) -> (Oracle, Vec<Vec<OCluster>>) {
     let px = case.rows * case.cols;
     let mut o = Oracle::new(case.params(), arith);
     for f in ped.chunks(px) {

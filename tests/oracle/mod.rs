@@ -72,7 +72,12 @@ pub struct RuleStats {
 
 /// The scalar type a pedestal computes in (implemented for `f64` and `f32` only).
 pub trait Flt:
-    Copy + PartialOrd + Add<Output = Self> + Sub<Output = Self> + Mul<Output = Self> + Neg<Output = Self>
+    Copy
+    + PartialOrd
+    + Add<Output = Self>
+    + Sub<Output = Self>
+    + Mul<Output = Self>
+    + Neg<Output = Self>
 {
     const ZERO: Self;
     fn of_f64(v: f64) -> Self;
