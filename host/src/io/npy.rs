@@ -276,7 +276,9 @@ fn parse_dict(text: &str) -> std::result::Result<Dict, String> {
             ("fortran_order", Value::Bool(b)) => fortran.replace(b).is_some(),
             ("shape", Value::Tuple(t)) => shape.replace(t).is_some(),
             ("descr", _) => {
-                return Err("'descr' must be a string (structured dtypes are not supported)".into());
+                return Err(
+                    "'descr' must be a string (structured dtypes are not supported)".into(),
+                );
             }
             ("fortran_order", _) => return Err("'fortran_order' must be True or False".into()),
             ("shape", _) => return Err("'shape' must be a tuple of integers".into()),
@@ -661,7 +663,8 @@ pub fn header_bytes(descr: &str, shape: &[usize]) -> Vec<u8> {
         "{{'descr': '{descr}', 'fortran_order': False, 'shape': {}, }}",
         shape_text(shape)
     );
-    let v1 = 10 + dict.len() + 1 <= 10 + u16::MAX as usize;
+    // Version 1.0 unless the padded header length does not fit its u16 length field.
+    let v1 = (10 + dict.len() + 1).div_ceil(64) * 64 - 10 <= u16::MAX as usize;
     let pre = if v1 { 10 } else { 12 };
     let total = (pre + dict.len() + 1).div_ceil(64) * 64;
     let header_len = total - pre;
