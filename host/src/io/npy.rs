@@ -657,18 +657,29 @@ impl NpyFrames {
     }
 }
 
-/// The bytes of a version 1.0 (or, for huge headers, 2.0) header for a C-order array.
+/// The bytes of the header NumPy's `np.save` writes for a C-order array: version 1.0 (2.0
+/// when the header would not fit a u16 length), spare spaces so the first axis can grow to 21
+/// digits in place, then spaces and a newline up to a multiple of 64 bytes (a full 64 when
+/// already aligned, as NumPy does).
 pub fn header_bytes(descr: &str, shape: &[usize]) -> Vec<u8> {
-    let dict = format!(
+    let mut dict = format!(
         "{{'descr': '{descr}', 'fortran_order': False, 'shape': {}, }}",
         shape_text(shape)
     );
-    // Version 1.0 unless the padded header length does not fit its u16 length field.
-    let v1 = (10 + dict.len() + 1).div_ceil(64) * 64 - 10 <= u16::MAX as usize;
-    let pre = if v1 { 10 } else { 12 };
-    let total = (pre + dict.len() + 1).div_ceil(64) * 64;
-    let header_len = total - pre;
-    let mut out = Vec::with_capacity(total);
+    if let Some(first) = shape.first() {
+        dict += &" ".repeat(21usize.saturating_sub(first.to_string().len()));
+    }
+    let padded = |pre: usize| {
+        let hlen = dict.len() + 1;
+        hlen + 64 - (pre + hlen) % 64
+    };
+    let v1 = padded(10) <= u16::MAX as usize;
+    let (pre, header_len) = if v1 {
+        (10, padded(10))
+    } else {
+        (12, padded(12))
+    };
+    let mut out = Vec::with_capacity(pre + header_len);
     out.extend_from_slice(MAGIC);
     if v1 {
         out.extend_from_slice(&[1, 0]);
@@ -678,7 +689,7 @@ pub fn header_bytes(descr: &str, shape: &[usize]) -> Vec<u8> {
         out.extend_from_slice(&(header_len as u32).to_le_bytes());
     }
     out.extend_from_slice(dict.as_bytes());
-    out.resize(total - 1, b' ');
+    out.resize(pre + header_len - 1, b' ');
     out.push(b'\n');
     out
 }
