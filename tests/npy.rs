@@ -48,7 +48,9 @@ fn format_err(r: cluda::Result<impl std::fmt::Debug>, path: &Path) -> String {
 }
 
 fn ramp(n: usize) -> Vec<u16> {
-    (0..n).map(|i| (i * 2654435761usize >> 7) as u16).collect()
+    (0..n)
+        .map(|i| ((i * 2654435761usize) >> 7) as u16)
+        .collect()
 }
 
 #[test]

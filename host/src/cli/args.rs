@@ -6,6 +6,9 @@ use clap::{Args, Parser, Subcommand};
 use cluda::finder::select::DeviceChoice;
 use cluda::{ClusterSize, Precision, ThresholdMode};
 
+/// What the summary line says.
+const SUMMARY_HELP: &str = "Prints one summary line on stdout:\n  frames=N clusters=N clusters_per_frame=X seconds=X us_per_frame=X fps=X device=D precision=P\nseconds counts the time spent finding (and writing) clusters of the data frames, not reading\nor generating them, nor filling the pedestal. Progress is shown on stderr when it is a terminal.";
+
 /// Photon cluster finding for MOENCH-like detector frames.
 #[derive(Parser, Debug)]
 #[command(name = "cluda", version, about)]
@@ -21,8 +24,10 @@ pub enum Command {
     /// Generate MOENCH-like test data: DIR/pedestal.npy (dark frames) and DIR/data.npy.
     Gen(GenArgs),
     /// Find clusters in the frames of a .npy file, after a pedestal from dark frames.
+    #[command(after_help = SUMMARY_HELP)]
     Find(FindArgs),
     /// Generate data in memory, find its clusters and print a spectrum of cluster sums.
+    #[command(after_help = SUMMARY_HELP)]
     Demo(DemoArgs),
 }
 
