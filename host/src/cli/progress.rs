@@ -12,7 +12,7 @@ pub fn frames_bar(len: u64, what: &str) -> ProgressBar {
     }
     let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
     if let Ok(style) = ProgressStyle::with_template(
-        "{msg:>9} [{bar:40.cyan/blue}] {pos}/{len} frames ({per_sec}, eta {eta})",
+        "{msg:>9} [{bar:40.cyan/blue}] {pos}/{len} frames, {elapsed} elapsed, eta {eta}",
     ) {
         bar.set_style(style.progress_chars("=> "));
     }
