@@ -1,1 +1,28 @@
-fn main() {}
+//! The `cluda` command line: generate MOENCH-like frames, find clusters in `.npy` files, and
+//! a self-contained demo. Errors print as `error: <message>` and exit with code 1.
+
+mod cli;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let args = match cli::args::Cli::try_parse() {
+        Ok(a) => a,
+        Err(e) => {
+            // Help and version go to stdout with success; usage errors exit 1 like every
+            // other error.
+            let code = if e.use_stderr() { 1 } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    match cli::run(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(1)
+        }
+    }
+}

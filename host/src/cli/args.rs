@@ -1,0 +1,171 @@
+//! Command-line arguments (clap derive).
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+use cluda::finder::select::DeviceChoice;
+use cluda::{ClusterSize, Precision, ThresholdMode};
+
+/// What the summary line says.
+const SUMMARY_HELP: &str = "Prints one summary line on stdout:\n  frames=N clusters=N clusters_per_frame=X seconds=X us_per_frame=X fps=X device=D precision=P\nseconds counts the time spent finding (and writing) clusters of the data frames, not reading\nor generating them, nor filling the pedestal. Progress is shown on stderr when it is a terminal.";
+
+/// Photon cluster finding for MOENCH-like detector frames.
+#[derive(Parser, Debug)]
+#[command(name = "cluda", version, about)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Generate MOENCH-like test data: DIR/pedestal.npy (dark frames) and DIR/data.npy.
+    Gen(GenArgs),
+    /// Find clusters in the frames of a .npy file, after a pedestal from dark frames.
+    #[command(after_help = SUMMARY_HELP)]
+    Find(FindArgs),
+    /// Generate data in memory, find its clusters and print a spectrum of cluster sums.
+    #[command(after_help = SUMMARY_HELP)]
+    Demo(DemoArgs),
+}
+
+/// `cluda gen`.
+#[derive(Args, Debug)]
+pub struct GenArgs {
+    /// Directory to write pedestal.npy and data.npy into (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Data frames (with photons).
+    #[arg(long, default_value_t = 2000, value_name = "N")]
+    pub frames: usize,
+    /// Dark pedestal frames.
+    #[arg(long, default_value_t = 1000, value_name = "P")]
+    pub pedestal_frames: usize,
+    /// Rows per frame.
+    #[arg(long, default_value_t = 400, value_name = "R")]
+    pub rows: usize,
+    /// Columns per frame.
+    #[arg(long, default_value_t = 400, value_name = "C")]
+    pub cols: usize,
+    /// Seed of the generator (same seed, same frames).
+    #[arg(long, default_value_t = 1, value_name = "S")]
+    pub seed: u64,
+}
+
+/// Finder options shared by `find` and `demo`.
+#[derive(Args, Debug)]
+pub struct FinderArgs {
+    /// Cluster size: 3, 5, 7 or 9 (a 3x3 ... 9x9 window).
+    #[arg(long, default_value = "3", value_parser = parse_cluster, value_name = "3|5|7|9")]
+    pub cluster: ClusterSize,
+    /// Threshold in standard deviations of the pedestal noise (finite, >= 0).
+    #[arg(long, default_value_t = 5.0, value_parser = parse_nsigma, allow_negative_numbers = true, value_name = "NSIGMA")]
+    pub nsigma: f64,
+    /// Threshold noise: `live` (current pedestal std) or `frozen` (std when the pedestal filled).
+    #[arg(long, default_value = "live", value_parser = parse_threshold, value_name = "live|frozen")]
+    pub threshold: ThresholdMode,
+    /// Arithmetic: f64 (reference), f32 (centred B1) or f32-naive (shows cancellation).
+    #[arg(long, default_value = "f64", value_parser = parse_precision, value_name = "f64|f32|f32-naive")]
+    pub precision: Precision,
+    /// Device: auto (GPU if available, else CPU), cpu or gpu.
+    #[arg(long, default_value = "auto", value_parser = parse_device, value_name = "auto|cpu|gpu")]
+    pub device: DeviceChoice,
+    /// CPU worker threads (default: every core; 1 = single-threaded).
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+}
+
+/// `cluda find`.
+#[derive(Args, Debug)]
+pub struct FindArgs {
+    /// Dark frames (uint16 .npy, frames x rows x cols): all are pushed into the pedestal,
+    /// whose window N is their count.
+    #[arg(long, value_name = "P.npy")]
+    pub pedestal: PathBuf,
+    /// Data frames (uint16 .npy, same rows x cols).
+    #[arg(long, value_name = "D.npy")]
+    pub data: PathBuf,
+    /// Finder options.
+    #[command(flatten)]
+    pub finder: FinderArgs,
+    /// Write the clusters to FILE in aare's cluster file layout.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+}
+
+/// `cluda demo`.
+#[derive(Args, Debug)]
+pub struct DemoArgs {
+    /// Data frames (with photons).
+    #[arg(long, default_value_t = 2000, value_name = "N")]
+    pub frames: usize,
+    /// Dark pedestal frames (the pedestal window N).
+    #[arg(long, default_value_t = 1000, value_name = "P")]
+    pub pedestal_frames: usize,
+    /// Rows per frame.
+    #[arg(long, default_value_t = 400, value_name = "R")]
+    pub rows: usize,
+    /// Columns per frame.
+    #[arg(long, default_value_t = 400, value_name = "C")]
+    pub cols: usize,
+    /// Seed of the generator.
+    #[arg(long, default_value_t = 1, value_name = "S")]
+    pub seed: u64,
+    /// Finder options.
+    #[command(flatten)]
+    pub finder: FinderArgs,
+}
+
+fn parse_cluster(s: &str) -> Result<ClusterSize, String> {
+    let side: usize = s
+        .parse()
+        .map_err(|_| format!("`{s}` is not a cluster size; use 3, 5, 7 or 9"))?;
+    ClusterSize::from_side(side).map_err(|e| e.to_string())
+}
+
+fn parse_nsigma(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|_| format!("`{s}` is not a number"))?;
+    if !v.is_finite() || v < 0.0 {
+        return Err(format!("n_sigma must be finite and >= 0, got {s}"));
+    }
+    Ok(v)
+}
+
+fn parse_threshold(s: &str) -> Result<ThresholdMode, String> {
+    s.parse().map_err(|e: cluda::Error| e.to_string())
+}
+
+fn parse_precision(s: &str) -> Result<Precision, String> {
+    s.parse().map_err(|e: cluda::Error| e.to_string())
+}
+
+fn parse_device(s: &str) -> Result<DeviceChoice, String> {
+    s.parse().map_err(|e: cluda::Error| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn value_parsers() {
+        assert_eq!(parse_cluster("7"), Ok(ClusterSize::S7));
+        assert!(parse_cluster("4").unwrap_err().contains("use 3, 5, 7 or 9"));
+        assert!(parse_cluster("x").is_err());
+        assert_eq!(parse_nsigma("0"), Ok(0.0));
+        for bad in ["nan", "-1", "inf", "five"] {
+            assert!(parse_nsigma(bad).is_err(), "{bad}");
+        }
+        assert_eq!(parse_device("gpu"), Ok(DeviceChoice::Gpu));
+        assert!(parse_precision("f16").is_err());
+        assert_eq!(parse_threshold("frozen"), Ok(ThresholdMode::Frozen));
+    }
+}

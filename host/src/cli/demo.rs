@@ -1,0 +1,39 @@
+//! `cluda demo`: generated data, found in memory, with a spectrum of cluster sums.
+
+use cluda::generate::{GenConfig, Generator};
+use cluda::{Error, Result};
+
+use super::args::DemoArgs;
+use super::find::{find_clusters, print_line};
+use super::source::{Generated, check_dims};
+use super::summary::Spectrum;
+
+/// Runs `cluda demo`: the summary line, then the spectrum.
+pub fn run(args: &DemoArgs) -> Result<()> {
+    check_dims(args.rows, args.cols, args.frames.max(args.pedestal_frames))?;
+    if args.pedestal_frames == 0 {
+        return Err(Error::param(
+            "pedestal-frames",
+            "must be at least 1 (the pedestal needs dark frames)",
+        ));
+    }
+    let generator = Generator::new(GenConfig::new(args.rows, args.cols, args.seed))?;
+    let p = args.pedestal_frames;
+    let mut dark = Generated::new("pedestal", &generator, 0, p, false);
+    let mut data = Generated::new("data", &generator, p as u64, args.frames, true);
+    // 20 bins of 50 ADU: single photons (~400 ADU) and the start of pile-up (~800 ADU).
+    let mut spectrum = Spectrum::new(0, 50, 20);
+    let summary = find_clusters(
+        &args.finder,
+        &mut dark,
+        &mut data,
+        None,
+        Some(&mut spectrum),
+    )?;
+    print_line(&summary.to_string())?;
+    let title = format!(
+        "spectrum of {} cluster sums (ADU), {} clusters:",
+        args.finder.cluster, summary.clusters
+    );
+    print_line(spectrum.render(&title).trim_end())
+}

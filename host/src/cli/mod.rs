@@ -1,0 +1,20 @@
+//! The subcommands of the `cluda` binary, one module each, and what they share.
+
+pub mod args;
+pub mod demo;
+pub mod find;
+pub mod generate;
+pub mod progress;
+pub mod source;
+pub mod summary;
+
+use cluda::Result;
+
+/// Runs the parsed command line.
+pub fn run(cli: args::Cli) -> Result<()> {
+    match cli.command {
+        args::Command::Gen(a) => generate::run(&a),
+        args::Command::Find(a) => find::run(&a),
+        args::Command::Demo(a) => demo::run(&a),
+    }
+}

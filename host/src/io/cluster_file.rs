@@ -1,0 +1,237 @@
+//! aare's cluster file: clusters of many frames, frame after frame, little-endian.
+//!
+//! Per frame: `i32 frame_number`, `u32 n_clusters`, then `n_clusters` packed records
+//! `{u16 x, u16 y, i32 data[X*Y]}` (DESIGN.md, "Files"). The file does not store the cluster
+//! size, so readers are told it. Frames without clusters are written too (count 0), so the
+//! file lists every frame that was processed.
+//!
+//! The writer produces the same bytes on every host: on little-endian machines it writes a
+//! frame's record buffer as is, on big-endian machines word by word in little-endian order.
+//! The reader checks every count against the bytes left in the file before allocating, so a
+//! corrupt count is an error that names the file and byte offset, never a huge allocation.
+
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+
+use crate::cluster::{ClusterBatch, ClusterSize, FrameClusters};
+use crate::error::{Error, Result};
+
+/// Bytes of a frame header (`i32 frame_number`, `u32 n_clusters`).
+pub const FRAME_HEADER_BYTES: usize = 8;
+
+/// Writes aare cluster files, one frame at a time (the clusters are never all in memory).
+pub struct ClusterFileWriter<W: Write> {
+    path: PathBuf,
+    out: W,
+    frames: u64,
+    clusters: u64,
+    scratch: Vec<u8>,
+}
+
+impl ClusterFileWriter<BufWriter<File>> {
+    /// Creates (or truncates) the file at `path`.
+    pub fn create(path: &Path) -> Result<Self> {
+        let file = File::create(path).map_err(|e| Error::io(path, e))?;
+        Ok(Self::new(BufWriter::with_capacity(1 << 20, file), path))
+    }
+}
+
+impl<W: Write> ClusterFileWriter<W> {
+    /// Writes to `out`; `path` names it in errors.
+    pub fn new(out: W, path: &Path) -> Self {
+        Self {
+            path: path.to_path_buf(),
+            out,
+            frames: 0,
+            clusters: 0,
+            scratch: Vec::new(),
+        }
+    }
+
+    /// Appends one frame's clusters under `frame_number`.
+    pub fn write_frame(&mut self, frame_number: i32, clusters: &FrameClusters<'_>) -> Result<()> {
+        let n = u32::try_from(clusters.len()).map_err(|_| {
+            Error::format(
+                &self.path,
+                format!(
+                    "frame {frame_number} has {} clusters, more than a cluster file's u32 count holds",
+                    clusters.len()
+                ),
+            )
+        })?;
+        let mut head = [0u8; FRAME_HEADER_BYTES];
+        head[..4].copy_from_slice(&frame_number.to_le_bytes());
+        head[4..].copy_from_slice(&n.to_le_bytes());
+        let io = |e| Error::io(&self.path, e);
+        self.out.write_all(&head).map_err(io)?;
+        // Each record word is `x | y << 16` or an i32 value: its little-endian bytes are
+        // exactly aare's `u16 x, u16 y` / `i32` fields.
+        if cfg!(target_endian = "little") {
+            self.out.write_all(clusters.as_bytes()).map_err(io)?;
+        } else {
+            self.scratch.clear();
+            for w in clusters.words() {
+                self.scratch.extend_from_slice(&w.to_le_bytes());
+            }
+            self.out.write_all(&self.scratch).map_err(io)?;
+        }
+        self.frames += 1;
+        self.clusters += n as u64;
+        Ok(())
+    }
+
+    /// Appends every frame of `batch`, numbering frame `i` as `first_frame_number + i`.
+    pub fn write_batch(&mut self, first_frame_number: i32, batch: &ClusterBatch) -> Result<()> {
+        for fc in batch.iter_frames() {
+            let number = i32::try_from(fc.frame)
+                .ok()
+                .and_then(|i| first_frame_number.checked_add(i))
+                .ok_or_else(|| {
+                    Error::format(
+                        &self.path,
+                        format!(
+                            "frame number {first_frame_number} + {} does not fit in the file's i32",
+                            fc.frame
+                        ),
+                    )
+                })?;
+            self.write_frame(number, &fc)?;
+        }
+        Ok(())
+    }
+
+    /// Frames written so far.
+    pub fn frames(&self) -> u64 {
+        self.frames
+    }
+
+    /// Clusters written so far.
+    pub fn clusters(&self) -> u64 {
+        self.clusters
+    }
+
+    /// Flushes and returns the underlying writer.
+    pub fn finish(mut self) -> Result<W> {
+        self.out.flush().map_err(|e| Error::io(&self.path, e))?;
+        Ok(self.out)
+    }
+}
+
+/// Writes a whole batch to `path`, frame `i` numbered `first_frame_number + i`.
+pub fn write_cluster_file(
+    path: &Path,
+    first_frame_number: i32,
+    batch: &ClusterBatch,
+) -> Result<()> {
+    let mut w = ClusterFileWriter::create(path)?;
+    w.write_batch(first_frame_number, batch)?;
+    w.finish()?;
+    Ok(())
+}
+
+/// Reads an aare cluster file frame by frame.
+pub struct ClusterFileReader<R: Read> {
+    path: PathBuf,
+    input: R,
+    size: ClusterSize,
+    offset: u64,
+    len: u64,
+}
+
+impl ClusterFileReader<BufReader<File>> {
+    /// Opens `path`, whose clusters are `size` (the file does not say).
+    pub fn open(path: &Path, size: ClusterSize) -> Result<Self> {
+        let file = File::open(path).map_err(|e| Error::io(path, e))?;
+        let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
+        Ok(Self::new(
+            BufReader::with_capacity(1 << 20, file),
+            len,
+            path,
+            size,
+        ))
+    }
+}
+
+impl<R: Read> ClusterFileReader<R> {
+    /// Reads `len` bytes of cluster file from `input`; `path` names it in errors.
+    pub fn new(input: R, len: u64, path: &Path, size: ClusterSize) -> Self {
+        Self {
+            path: path.to_path_buf(),
+            input,
+            size,
+            offset: 0,
+            len,
+        }
+    }
+
+    /// The cluster size the records are read as.
+    pub fn size(&self) -> ClusterSize {
+        self.size
+    }
+
+    /// Reads the next frame's records into `words` (replacing its contents) and returns its
+    /// frame number, or `None` at the end of the file.
+    pub fn next_frame(&mut self, words: &mut Vec<u32>) -> Result<Option<i32>> {
+        words.clear();
+        let left = self.len - self.offset;
+        if left == 0 {
+            return Ok(None);
+        }
+        if left < FRAME_HEADER_BYTES as u64 {
+            return Err(Error::format(
+                &self.path,
+                format!(
+                    "truncated cluster file: a frame header at byte {} needs {FRAME_HEADER_BYTES} bytes, only {left} remain",
+                    self.offset
+                ),
+            ));
+        }
+        let mut head = [0u8; FRAME_HEADER_BYTES];
+        self.read(&mut head)?;
+        let number = i32::from_le_bytes([head[0], head[1], head[2], head[3]]);
+        let count = u32::from_le_bytes([head[4], head[5], head[6], head[7]]);
+        let need = count as u64 * self.size.record_bytes() as u64;
+        let left = self.len - self.offset;
+        if need > left {
+            return Err(Error::format(
+                &self.path,
+                format!(
+                    "truncated cluster file (or not {} clusters): frame {number} at byte {} declares {count} clusters ({need} bytes), only {left} bytes remain",
+                    self.size,
+                    self.offset - FRAME_HEADER_BYTES as u64
+                ),
+            ));
+        }
+        words.resize(count as usize * self.size.record_words(), 0);
+        self.read(bytemuck::cast_slice_mut(words))?;
+        if cfg!(target_endian = "big") {
+            for w in words.iter_mut() {
+                *w = u32::from_le(*w);
+            }
+        }
+        Ok(Some(number))
+    }
+
+    fn read(&mut self, buf: &mut [u8]) -> Result<()> {
+        self.input
+            .read_exact(buf)
+            .map_err(|e| Error::io(&self.path, e))?;
+        self.offset += buf.len() as u64;
+        Ok(())
+    }
+}
+
+/// Reads a whole cluster file of `size` clusters: the frame numbers and the clusters (frame
+/// `i` of the batch is the file's `i`-th frame).
+pub fn read_cluster_file(path: &Path, size: ClusterSize) -> Result<(Vec<i32>, ClusterBatch)> {
+    let mut r = ClusterFileReader::open(path, size)?;
+    let mut numbers = Vec::new();
+    let mut batch = ClusterBatch::new(size);
+    let mut words = Vec::new();
+    while let Some(n) = r.next_frame(&mut words)? {
+        numbers.push(n);
+        batch.push_frame(&words);
+    }
+    Ok((numbers, batch))
+}

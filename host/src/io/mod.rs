@@ -1,0 +1,9 @@
+//! File formats: NumPy `.npy` frame stacks and matrices, and aare's cluster file.
+
+pub mod cluster_file;
+pub mod npy;
+
+pub use cluster_file::{
+    ClusterFileReader, ClusterFileWriter, read_cluster_file, write_cluster_file,
+};
+pub use npy::{NpyArray, NpyFrames, NpyWriter, read_f32_2d, read_u16_frames, write_u16_3d};

@@ -1,0 +1,885 @@
+//! NumPy `.npy` files: reading and writing `uint16` frame stacks and `float32`/`float64`
+//! matrices.
+//!
+//! Read: format versions 1.0, 2.0 and 3.0. The header dict must hold exactly the keys
+//! `descr`, `fortran_order` and `shape`. Supported element types are `uint16` (`'<u2'`, and
+//! big-endian `'>u2'`, which is byte-swapped on reading), `float32` (`'<f4'`/`'>f4'`) and
+//! `float64` (`'<f8'`/`'>f8'`); arrays must be in C order. The data must be exactly as long
+//! as the shape says: the declared size is checked against the file's length *before*
+//! anything is allocated, so a corrupt header declaring 10^12 frames is an error, not an
+//! allocation. Every failure is an [`Error::Format`] or [`Error::Io`] naming the file.
+//!
+//! Frame stacks are `frames x rows x cols` (3-D); a 2-D `rows x cols` array is one frame.
+//! [`NpyFrames`] reads them a chunk of frames at a time, so files larger than memory can be
+//! processed; [`NpyWriter`] writes them a chunk at a time. Written files are version 1.0
+//! (2.0 only if the header would not fit), little-endian, C order, with the header padded to
+//! a multiple of 64 bytes as NumPy does.
+
+use std::fs::File;
+use std::io::{BufWriter, Read, Write};
+use std::marker::PhantomData;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::frames::Frames;
+
+/// The magic string every `.npy` file starts with.
+pub const MAGIC: &[u8; 6] = b"\x93NUMPY";
+
+/// Largest header cluda reads (NumPy itself refuses headers above 10 000 bytes by default).
+pub const MAX_HEADER_LEN: usize = 1 << 20;
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for u16 {}
+    impl Sealed for f32 {}
+    impl Sealed for f64 {}
+}
+
+/// An element type cluda reads and writes in `.npy` files: `u16`, `f32` or `f64`.
+pub trait Element: bytemuck::Pod + sealed::Sealed {
+    /// NumPy's kind letter (`u` unsigned, `f` float).
+    const KIND: char;
+    /// Bytes per element.
+    const SIZE: usize;
+    /// NumPy's name for the type, for messages.
+    const NAME: &'static str;
+    /// The value with its bytes reversed (for files of the other endianness).
+    fn swap_bytes(self) -> Self;
+    /// The little-endian descriptor written to files, e.g. `<u2`.
+    fn descr() -> String {
+        format!("<{}{}", Self::KIND, Self::SIZE)
+    }
+}
+
+impl Element for u16 {
+    const KIND: char = 'u';
+    const SIZE: usize = 2;
+    const NAME: &'static str = "uint16";
+    fn swap_bytes(self) -> Self {
+        u16::swap_bytes(self)
+    }
+}
+
+impl Element for f32 {
+    const KIND: char = 'f';
+    const SIZE: usize = 4;
+    const NAME: &'static str = "float32";
+    fn swap_bytes(self) -> Self {
+        f32::from_bits(self.to_bits().swap_bytes())
+    }
+}
+
+impl Element for f64 {
+    const KIND: char = 'f';
+    const SIZE: usize = 8;
+    const NAME: &'static str = "float64";
+    fn swap_bytes(self) -> Self {
+        f64::from_bits(self.to_bits().swap_bytes())
+    }
+}
+
+/// A parsed `.npy` header.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NpyHeader {
+    /// Format version (major, minor).
+    pub version: (u8, u8),
+    /// The `descr` string as written, e.g. `<u2`.
+    pub descr: String,
+    /// Whether the data is in Fortran (column-major) order.
+    pub fortran_order: bool,
+    /// The array's shape.
+    pub shape: Vec<usize>,
+    /// Byte offset of the data from the start of the file.
+    pub data_offset: u64,
+}
+
+impl NpyHeader {
+    /// Elements the shape declares, or `None` if that overflows.
+    pub fn elements(&self) -> Option<usize> {
+        self.shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d))
+    }
+
+    /// The shape as NumPy prints it, e.g. `(2, 3)` or `(5,)`.
+    pub fn shape_text(&self) -> String {
+        shape_text(&self.shape)
+    }
+
+    /// Whether the data's byte order is big-endian (`>`), and so must be swapped on this host.
+    fn needs_swap(&self) -> bool {
+        let big = match self.descr.as_bytes().first() {
+            Some(b'>') => true,
+            Some(b'=') => cfg!(target_endian = "big"),
+            _ => false,
+        };
+        big != cfg!(target_endian = "big")
+    }
+
+    /// Checks that the descriptor is `T` in a byte order cluda reads.
+    fn expect_dtype<T: Element>(&self, path: &Path) -> Result<()> {
+        let d = self.descr.as_bytes();
+        let ok = d.len() >= 2
+            && matches!(d[0], b'<' | b'>' | b'=')
+            && d[1] as char == T::KIND
+            && self.descr[2..] == T::SIZE.to_string();
+        if ok {
+            return Ok(());
+        }
+        Err(Error::format(
+            path,
+            format!(
+                "dtype '{}' is not supported here: expected {} ('{}', or '>{}{}' big-endian)",
+                self.descr,
+                T::NAME,
+                T::descr(),
+                T::KIND,
+                T::SIZE
+            ),
+        ))
+    }
+}
+
+fn shape_text(shape: &[usize]) -> String {
+    match shape {
+        [one] => format!("({one},)"),
+        _ => format!(
+            "({})",
+            shape
+                .iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+/// Reads and parses the header of the `.npy` file at `path` (nothing else is read).
+pub fn read_header(path: &Path) -> Result<NpyHeader> {
+    let mut file = File::open(path).map_err(|e| Error::io(path, e))?;
+    let len = file_len(&file, path)?;
+    read_header_from(&mut file, len, path)
+}
+
+fn file_len(file: &File, path: &Path) -> Result<u64> {
+    Ok(file.metadata().map_err(|e| Error::io(path, e))?.len())
+}
+
+/// Reads the header from the start of `file` (of `len` bytes).
+fn read_header_from(file: &mut File, len: u64, path: &Path) -> Result<NpyHeader> {
+    let fmt = |reason: String| Error::format(path, reason);
+    let mut pre = [0u8; 8];
+    let got = read_up_to(file, &mut pre, path)?;
+    if got < 6 || &pre[..6] != MAGIC {
+        return Err(fmt(
+            "not a NumPy .npy file: it does not start with the \\x93NUMPY magic string".into(),
+        ));
+    }
+    if got < 8 {
+        return Err(fmt(
+            "truncated .npy header: the file ends inside the version bytes".into(),
+        ));
+    }
+    let version = (pre[6], pre[7]);
+    let len_bytes = match version.0 {
+        1 => 2,
+        2 | 3 => 4,
+        _ => {
+            return Err(fmt(format!(
+                "unsupported .npy format version {}.{} (cluda reads 1.0, 2.0 and 3.0)",
+                version.0, version.1
+            )));
+        }
+    };
+    let mut lb = [0u8; 4];
+    if read_up_to(file, &mut lb[..len_bytes], path)? < len_bytes {
+        return Err(fmt(
+            "truncated .npy header: the file ends inside the header length".into(),
+        ));
+    }
+    let header_len = u32::from_le_bytes(lb) as usize;
+    let start = 8 + len_bytes as u64;
+    if header_len > MAX_HEADER_LEN {
+        return Err(fmt(format!(
+            "bad .npy header: it declares a {header_len}-byte header, more than the {MAX_HEADER_LEN} bytes cluda accepts"
+        )));
+    }
+    if start + header_len as u64 > len {
+        return Err(fmt(format!(
+            "truncated .npy header: it declares {header_len} header bytes but the file has only {} after the header length",
+            len.saturating_sub(start)
+        )));
+    }
+    let mut raw = vec![0u8; header_len];
+    file.read_exact(&mut raw).map_err(|e| Error::io(path, e))?;
+    // Versions 1 and 2 are latin-1 (only ASCII matters to the dict), version 3 is UTF-8.
+    let text: String = if version.0 == 3 {
+        String::from_utf8(raw).map_err(|_| fmt("bad .npy header: not valid UTF-8".into()))?
+    } else {
+        raw.iter().map(|&b| b as char).collect()
+    };
+    let dict = parse_dict(&text).map_err(|r| fmt(format!("bad .npy header: {r}")))?;
+    Ok(NpyHeader {
+        version,
+        descr: dict.descr,
+        fortran_order: dict.fortran_order,
+        shape: dict.shape,
+        data_offset: start + header_len as u64,
+    })
+}
+
+/// Fills as much of `buf` as the file holds; returns the bytes read.
+fn read_up_to(file: &mut File, buf: &mut [u8], path: &Path) -> Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match file.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(Error::io(path, e)),
+        }
+    }
+    Ok(n)
+}
+
+/// The three values of a header dict.
+struct Dict {
+    descr: String,
+    fortran_order: bool,
+    shape: Vec<usize>,
+}
+
+/// A value of the header dict's tiny Python-literal grammar.
+enum Value {
+    Str(String),
+    Bool(bool),
+    Tuple(Vec<usize>),
+}
+
+/// Parses `{'descr': '<u2', 'fortran_order': False, 'shape': (2, 3), }`.
+fn parse_dict(text: &str) -> std::result::Result<Dict, String> {
+    let mut p = Parser {
+        s: text.as_bytes(),
+        i: 0,
+    };
+    p.expect(b'{')?;
+    let (mut descr, mut fortran, mut shape) = (None, None, None);
+    loop {
+        p.ws();
+        if p.eat(b'}') {
+            break;
+        }
+        let key = p.string()?;
+        p.expect(b':')?;
+        let value = p.value()?;
+        let dup = match (key.as_str(), value) {
+            ("descr", Value::Str(s)) => descr.replace(s).is_some(),
+            ("fortran_order", Value::Bool(b)) => fortran.replace(b).is_some(),
+            ("shape", Value::Tuple(t)) => shape.replace(t).is_some(),
+            ("descr", _) => {
+                return Err(
+                    "'descr' must be a string (structured dtypes are not supported)".into(),
+                );
+            }
+            ("fortran_order", _) => return Err("'fortran_order' must be True or False".into()),
+            ("shape", _) => return Err("'shape' must be a tuple of integers".into()),
+            (other, _) => return Err(format!("unexpected key '{other}' in the header dict")),
+        };
+        if dup {
+            return Err(format!("key '{key}' appears twice"));
+        }
+        p.ws();
+        if p.eat(b',') {
+            continue;
+        }
+        p.expect(b'}')?;
+        break;
+    }
+    p.ws();
+    if p.i != p.s.len() {
+        return Err(format!("unexpected text after the dict at byte {}", p.i));
+    }
+    let missing = |k| format!("the header dict has no '{k}' key");
+    Ok(Dict {
+        descr: descr.ok_or_else(|| missing("descr"))?,
+        fortran_order: fortran.ok_or_else(|| missing("fortran_order"))?,
+        shape: shape.ok_or_else(|| missing("shape"))?,
+    })
+}
+
+struct Parser<'a> {
+    s: &'a [u8],
+    i: usize,
+}
+
+impl Parser<'_> {
+    fn ws(&mut self) {
+        while self.i < self.s.len() && self.s[self.i].is_ascii_whitespace() {
+            self.i += 1;
+        }
+    }
+
+    fn eat(&mut self, c: u8) -> bool {
+        self.ws();
+        if self.s.get(self.i) == Some(&c) {
+            self.i += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    fn expect(&mut self, c: u8) -> std::result::Result<(), String> {
+        if self.eat(c) {
+            Ok(())
+        } else {
+            Err(self.unexpected(&format!("'{}'", c as char)))
+        }
+    }
+
+    fn unexpected(&self, what: &str) -> String {
+        match self.s.get(self.i) {
+            Some(&c) => format!("expected {what} at byte {}, found '{}'", self.i, c as char),
+            None => format!("expected {what} at byte {}, found the end", self.i),
+        }
+    }
+
+    fn string(&mut self) -> std::result::Result<String, String> {
+        self.ws();
+        let q = match self.s.get(self.i) {
+            Some(&q @ (b'\'' | b'"')) => q,
+            _ => return Err(self.unexpected("a quoted string")),
+        };
+        let start = self.i + 1;
+        let end = self.s[start..]
+            .iter()
+            .position(|&c| c == q || c == b'\\')
+            .map(|k| start + k)
+            .ok_or_else(|| format!("unterminated string at byte {}", self.i))?;
+        if self.s[end] == b'\\' {
+            return Err(format!("escape sequences are not supported (byte {end})"));
+        }
+        self.i = end + 1;
+        Ok(String::from_utf8_lossy(&self.s[start..end]).into_owned())
+    }
+
+    fn value(&mut self) -> std::result::Result<Value, String> {
+        self.ws();
+        let rest = &self.s[self.i..];
+        if rest.starts_with(b"True") {
+            self.i += 4;
+            Ok(Value::Bool(true))
+        } else if rest.starts_with(b"False") {
+            self.i += 5;
+            Ok(Value::Bool(false))
+        } else if rest.starts_with(b"(") {
+            self.i += 1;
+            let mut dims = Vec::new();
+            loop {
+                if self.eat(b')') {
+                    break;
+                }
+                dims.push(self.int()?);
+                if self.eat(b',') {
+                    continue;
+                }
+                self.expect(b')')?;
+                break;
+            }
+            Ok(Value::Tuple(dims))
+        } else if rest.starts_with(b"'") || rest.starts_with(b"\"") {
+            Ok(Value::Str(self.string()?))
+        } else if rest.starts_with(b"[") {
+            Err("'descr' lists (structured dtypes) are not supported".into())
+        } else {
+            Err(self.unexpected("a string, True, False or a tuple"))
+        }
+    }
+
+    fn int(&mut self) -> std::result::Result<usize, String> {
+        self.ws();
+        let start = self.i;
+        while self.i < self.s.len() && self.s[self.i].is_ascii_digit() {
+            self.i += 1;
+        }
+        if start == self.i {
+            return Err(self.unexpected("a non-negative integer"));
+        }
+        let digits = std::str::from_utf8(&self.s[start..self.i]).unwrap_or("");
+        let v = digits
+            .parse::<usize>()
+            .map_err(|_| format!("dimension {digits} is too large"))?;
+        // Python 2 wrote long integers as `3L`.
+        if self.s.get(self.i) == Some(&b'L') {
+            self.i += 1;
+        }
+        Ok(v)
+    }
+}
+
+/// Opens `path`, parses its header and checks dtype `T`, C order, the dimensionality
+/// (`dims`, described by `what`) and that the data is exactly as long as the shape says.
+/// Returns the open file (positioned at the data), the header and the element count.
+fn open_checked<T: Element>(
+    path: &Path,
+    dims: &[usize],
+    what: &str,
+) -> Result<(File, NpyHeader, usize)> {
+    let mut file = File::open(path).map_err(|e| Error::io(path, e))?;
+    let len = file_len(&file, path)?;
+    let h = read_header_from(&mut file, len, path)?;
+    h.expect_dtype::<T>(path)?;
+    if h.fortran_order {
+        return Err(Error::format(
+            path,
+            "Fortran-order array: cluda reads C-order arrays only (save it with np.ascontiguousarray)",
+        ));
+    }
+    if !dims.contains(&h.shape.len()) {
+        return Err(Error::format(
+            path,
+            format!(
+                "expected {what}, got a {}-D array of shape {}",
+                h.shape.len(),
+                h.shape_text()
+            ),
+        ));
+    }
+    let too_large = || {
+        Error::format(
+            path,
+            format!(
+                "shape {} is too large to address on this machine",
+                h.shape_text()
+            ),
+        )
+    };
+    let elements = h.elements().ok_or_else(too_large)?;
+    let bytes = elements.checked_mul(T::SIZE).ok_or_else(too_large)? as u64;
+    let have = len - h.data_offset;
+    if have < bytes {
+        return Err(Error::format(
+            path,
+            format!(
+                "truncated data: shape {} of {} needs {bytes} bytes after the {}-byte header, the file holds {have}",
+                h.shape_text(),
+                T::NAME,
+                h.data_offset
+            ),
+        ));
+    }
+    if have > bytes {
+        return Err(Error::format(
+            path,
+            format!(
+                "{} bytes after the data that shape {} of {} declares: not a valid .npy file",
+                have - bytes,
+                h.shape_text(),
+                T::NAME
+            ),
+        ));
+    }
+    Ok((file, h, elements))
+}
+
+/// Reads `out.len()` elements from `file` and converts them to host byte order.
+fn read_elements<T: Element>(
+    file: &mut File,
+    out: &mut [T],
+    swap: bool,
+    path: &Path,
+) -> Result<()> {
+    file.read_exact(bytemuck::cast_slice_mut(out))
+        .map_err(|e| Error::io(path, e))?;
+    if swap {
+        for v in out.iter_mut() {
+            *v = v.swap_bytes();
+        }
+    }
+    Ok(())
+}
+
+/// A whole array read from a `.npy` file: its shape and its elements in C order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NpyArray<T> {
+    /// The shape (for frame stacks always `[frames, rows, cols]`).
+    pub shape: Vec<usize>,
+    /// The elements in C (row-major) order, in host byte order.
+    pub data: Vec<T>,
+}
+
+impl NpyArray<u16> {
+    /// The array as frames; it must be 3-D (`frames x rows x cols`).
+    pub fn as_frames(&self) -> Result<Frames<'_>> {
+        match self.shape[..] {
+            [f, r, c] => Frames::new(&self.data, f, r, c),
+            _ => Err(Error::shape(
+                "npy array as frames",
+                "a 3-D array",
+                shape_text(&self.shape),
+            )),
+        }
+    }
+}
+
+/// Reads a whole array of element type `T` and any dimensionality (C order).
+pub fn read_array<T: Element>(path: &Path) -> Result<NpyArray<T>> {
+    let (mut file, h, n) = open_checked::<T>(path, &[0, 1, 2, 3, 4, 5, 6, 7, 8], "an array")?;
+    let mut data = vec![T::zeroed(); n];
+    read_elements(&mut file, &mut data, h.needs_swap(), path)?;
+    Ok(NpyArray {
+        shape: h.shape,
+        data,
+    })
+}
+
+/// Reads a 2-D `float32` array (e.g. `n x 128` descriptors); shape is `[rows, cols]`.
+pub fn read_f32_2d(path: &Path) -> Result<NpyArray<f32>> {
+    let (mut file, h, n) = open_checked::<f32>(path, &[2], "a 2-D array (rows x cols)")?;
+    let mut data = vec![0f32; n];
+    read_elements(&mut file, &mut data, h.needs_swap(), path)?;
+    Ok(NpyArray {
+        shape: h.shape,
+        data,
+    })
+}
+
+/// Reads a whole `uint16` frame stack (3-D, or 2-D as one frame); shape is always
+/// `[frames, rows, cols]`. Use [`NpyFrames`] for files that should not be loaded whole.
+pub fn read_u16_frames(path: &Path) -> Result<NpyArray<u16>> {
+    let mut r = NpyFrames::open(path)?;
+    let shape = vec![r.len(), r.rows(), r.cols()];
+    let mut data = Vec::new();
+    r.read_into(r.len(), &mut data)?;
+    Ok(NpyArray { shape, data })
+}
+
+/// A `uint16` frame stack in a `.npy` file, read a chunk of frames at a time.
+///
+/// Opening checks everything (dtype, order, dimensionality, exact data length); afterwards
+/// only an operating-system failure (or the file changing underneath) can make a read fail.
+#[derive(Debug)]
+pub struct NpyFrames {
+    path: PathBuf,
+    file: File,
+    frames: usize,
+    rows: usize,
+    cols: usize,
+    next: usize,
+    swap: bool,
+}
+
+impl NpyFrames {
+    /// Opens `path` and checks its header: `uint16`, C order, 3-D or 2-D (one frame).
+    pub fn open(path: &Path) -> Result<Self> {
+        let (file, h, _) = open_checked::<u16>(
+            path,
+            &[2, 3],
+            "a 3-D array (frames x rows x cols) or a 2-D array (one frame)",
+        )?;
+        let (frames, rows, cols) = match h.shape[..] {
+            [r, c] => (1, r, c),
+            [f, r, c] => (f, r, c),
+            _ => return Err(Error::format(path, "expected a 2-D or 3-D array")),
+        };
+        if rows == 0 || cols == 0 {
+            return Err(Error::format(
+                path,
+                format!(
+                    "frames of shape {} x {} have no pixels (shape {})",
+                    rows,
+                    cols,
+                    h.shape_text()
+                ),
+            ));
+        }
+        Ok(Self {
+            path: path.to_path_buf(),
+            file,
+            frames,
+            rows,
+            cols,
+            next: 0,
+            swap: h.needs_swap(),
+        })
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Frames in the file.
+    pub fn len(&self) -> usize {
+        self.frames
+    }
+
+    /// Whether the file holds no frames.
+    pub fn is_empty(&self) -> bool {
+        self.frames == 0
+    }
+
+    /// Rows per frame.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Columns per frame.
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// Frames read so far.
+    pub fn position(&self) -> usize {
+        self.next
+    }
+
+    /// Frames not read yet.
+    pub fn remaining(&self) -> usize {
+        self.frames - self.next
+    }
+
+    /// Reads the next `min(max_frames, remaining())` frames into `buf` (resized to hold exactly
+    /// them, reusing its allocation) and returns how many were read; 0 at the end.
+    pub fn read_into(&mut self, max_frames: usize, buf: &mut Vec<u16>) -> Result<usize> {
+        let n = max_frames.min(self.remaining());
+        buf.clear();
+        buf.resize(n * self.rows * self.cols, 0);
+        read_elements(&mut self.file, buf, self.swap, &self.path)?;
+        self.next += n;
+        Ok(n)
+    }
+
+    /// Reads the next `min(max_frames, remaining())` frames into a new vector.
+    pub fn read_chunk(&mut self, max_frames: usize) -> Result<Vec<u16>> {
+        let mut buf = Vec::new();
+        self.read_into(max_frames, &mut buf)?;
+        Ok(buf)
+    }
+}
+
+/// The bytes of the header NumPy's `np.save` writes for a C-order array: version 1.0 (2.0
+/// when the header would not fit a u16 length), spare spaces so the first axis can grow to 21
+/// digits in place, then spaces and a newline up to a multiple of 64 bytes (a full 64 when
+/// already aligned, as NumPy does).
+pub fn header_bytes(descr: &str, shape: &[usize]) -> Vec<u8> {
+    let mut dict = format!(
+        "{{'descr': '{descr}', 'fortran_order': False, 'shape': {}, }}",
+        shape_text(shape)
+    );
+    if let Some(first) = shape.first() {
+        dict += &" ".repeat(21usize.saturating_sub(first.to_string().len()));
+    }
+    let padded = |pre: usize| {
+        let hlen = dict.len() + 1;
+        hlen + 64 - (pre + hlen) % 64
+    };
+    let v1 = padded(10) <= u16::MAX as usize;
+    let (pre, header_len) = if v1 {
+        (10, padded(10))
+    } else {
+        (12, padded(12))
+    };
+    let mut out = Vec::with_capacity(pre + header_len);
+    out.extend_from_slice(MAGIC);
+    if v1 {
+        out.extend_from_slice(&[1, 0]);
+        out.extend_from_slice(&(header_len as u16).to_le_bytes());
+    } else {
+        out.extend_from_slice(&[2, 0]);
+        out.extend_from_slice(&(header_len as u32).to_le_bytes());
+    }
+    out.extend_from_slice(dict.as_bytes());
+    out.resize(pre + header_len - 1, b' ');
+    out.push(b'\n');
+    out
+}
+
+/// Writes a C-order array of `T` with `shape` a chunk at a time: [`NpyWriter::create`]
+/// writes the header, [`NpyWriter::write`] appends elements, [`NpyWriter::finish`] checks
+/// that exactly the declared number of elements was written and flushes.
+pub struct NpyWriter<T: Element> {
+    path: PathBuf,
+    out: BufWriter<File>,
+    expected: usize,
+    written: usize,
+    scratch: Vec<u8>,
+    _t: PhantomData<T>,
+}
+
+impl<T: Element> NpyWriter<T> {
+    /// Creates (or truncates) `path` and writes the header for `shape`.
+    pub fn create(path: &Path, shape: &[usize]) -> Result<Self> {
+        let expected = shape
+            .iter()
+            .try_fold(1usize, |n, &d| n.checked_mul(d))
+            .and_then(|n| n.checked_mul(T::SIZE).map(|_| n))
+            .ok_or_else(|| {
+                Error::format(
+                    path,
+                    format!("shape {} is too large to write", shape_text(shape)),
+                )
+            })?;
+        let file = File::create(path).map_err(|e| Error::io(path, e))?;
+        let mut out = BufWriter::with_capacity(1 << 20, file);
+        out.write_all(&header_bytes(&T::descr(), shape))
+            .map_err(|e| Error::io(path, e))?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            out,
+            expected,
+            written: 0,
+            scratch: Vec::new(),
+            _t: PhantomData,
+        })
+    }
+
+    /// Appends elements (in C order); more than the shape declares is an error.
+    pub fn write(&mut self, data: &[T]) -> Result<()> {
+        if data.len() > self.expected - self.written {
+            return Err(Error::format(
+                &self.path,
+                format!(
+                    "writing {} more elements than the {} the header declares",
+                    data.len() - (self.expected - self.written),
+                    self.expected
+                ),
+            ));
+        }
+        let bytes: &[u8] = if cfg!(target_endian = "little") {
+            bytemuck::cast_slice(data)
+        } else {
+            self.scratch.clear();
+            for &v in data {
+                self.scratch
+                    .extend_from_slice(bytemuck::bytes_of(&v.swap_bytes()));
+            }
+            &self.scratch
+        };
+        self.out
+            .write_all(bytes)
+            .map_err(|e| Error::io(&self.path, e))?;
+        self.written += data.len();
+        Ok(())
+    }
+
+    /// Checks the element count and flushes the file.
+    pub fn finish(mut self) -> Result<()> {
+        if self.written != self.expected {
+            return Err(Error::format(
+                &self.path,
+                format!(
+                    "only {} of the {} elements the header declares were written",
+                    self.written, self.expected
+                ),
+            ));
+        }
+        self.out.flush().map_err(|e| Error::io(&self.path, e))?;
+        self.out
+            .get_ref()
+            .sync_data()
+            .or_else(|e| {
+                // Some file systems (pipes, /dev/null) cannot sync; that is not a write error.
+                if e.kind() == std::io::ErrorKind::InvalidInput {
+                    Ok(())
+                } else {
+                    Err(e)
+                }
+            })
+            .map_err(|e| Error::io(&self.path, e))
+    }
+}
+
+/// Writes a whole C-order array; `data.len()` must equal the shape's element count.
+pub fn write_array<T: Element>(path: &Path, shape: &[usize], data: &[T]) -> Result<()> {
+    let n = shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
+    if n != Some(data.len()) {
+        return Err(Error::shape(
+            format!("array written to {}", path.display()),
+            format!(
+                "{} elements (shape {})",
+                n.unwrap_or(usize::MAX),
+                shape_text(shape)
+            ),
+            format!("{} elements", data.len()),
+        ));
+    }
+    let mut w = NpyWriter::<T>::create(path, shape)?;
+    w.write(data)?;
+    w.finish()
+}
+
+/// Writes `frames x rows x cols` `uint16` samples (C order) as a 3-D array.
+pub fn write_u16_3d(
+    path: &Path,
+    frames: usize,
+    rows: usize,
+    cols: usize,
+    data: &[u16],
+) -> Result<()> {
+    write_array(path, &[frames, rows, cols], data)
+}
+
+/// Writes frames as a 3-D `uint16` array.
+pub fn write_frames(path: &Path, frames: Frames<'_>) -> Result<()> {
+    write_u16_3d(
+        path,
+        frames.len(),
+        frames.rows(),
+        frames.cols(),
+        frames.as_slice(),
+    )
+}
+
+/// Writes a `rows x cols` `float32` matrix (C order).
+pub fn write_f32_2d(path: &Path, rows: usize, cols: usize, data: &[f32]) -> Result<()> {
+    write_array(path, &[rows, cols], data)
+}
+
+/// Writes a `rows x cols` `float64` matrix (C order).
+pub fn write_f64_2d(path: &Path, rows: usize, cols: usize, data: &[f64]) -> Result<()> {
+    write_array(path, &[rows, cols], data)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_is_padded_like_numpy() {
+        let h = header_bytes("<u2", &[2, 3, 4]);
+        assert_eq!(h.len() % 64, 0);
+        assert_eq!(&h[..8], b"\x93NUMPY\x01\x00");
+        assert_eq!(u16::from_le_bytes([h[8], h[9]]) as usize, h.len() - 10);
+        let text = std::str::from_utf8(&h[10..]).unwrap();
+        assert!(text.starts_with("{'descr': '<u2', 'fortran_order': False, 'shape': (2, 3, 4), }"));
+        assert!(text.ends_with(" \n"));
+    }
+
+    #[test]
+    fn dict_grammar() {
+        let d = parse_dict("{\"descr\":\"<u2\",\"fortran_order\":False,\"shape\":(5L,)}").unwrap();
+        assert_eq!(
+            (d.descr.as_str(), d.fortran_order, d.shape),
+            ("<u2", false, vec![5])
+        );
+        let d = parse_dict("{'shape': (), 'fortran_order': True, 'descr': '>f4'}  \n").unwrap();
+        assert_eq!(
+            (d.descr.as_str(), d.fortran_order, d.shape),
+            (">f4", true, vec![])
+        );
+        for bad in [
+            "",
+            "{",
+            "{'descr': '<u2'}",
+            "{'descr': '<u2', 'fortran_order': False, 'shape': (1, -2)}",
+            "{'descr': '<u2', 'fortran_order': false, 'shape': (1,)}",
+            "{'descr': '<u2', 'fortran_order': False, 'shape': (1,), 'x': 1}",
+            "{'descr': '<u2', 'descr': '<u2', 'fortran_order': False, 'shape': (1,)}",
+            "{'descr': [('a', '<u2')], 'fortran_order': False, 'shape': (1,)}",
+            "{'descr': '<u2', 'fortran_order': False, 'shape': (99999999999999999999999,)}",
+            "{'descr': '<u2', 'fortran_order': False, 'shape': (1,)} x",
+        ] {
+            assert!(parse_dict(bad).is_err(), "{bad}");
+        }
+    }
+}
