@@ -5,5 +5,6 @@
 
 pub mod cuda;
 pub mod error;
+pub mod matcher;
 
 pub use error::{Error, Result};
