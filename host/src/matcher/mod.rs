@@ -153,11 +153,11 @@ pub fn validate(lhs: &[Descriptor], rhs: &[Descriptor]) -> Result<()> {
 /// The first row (and dimension) of `rows` holding a NaN, an infinity or a value beyond
 /// [`MAX_ABS_VALUE`], as an error naming `side`.
 fn check_values(side: &'static str, rows: &[Descriptor]) -> Result<()> {
-    let bad = rows.par_iter().enumerate().find_first(|(_, row)| row.iter().any(|v| !(v.abs() <= MAX_ABS_VALUE)));
+    let bad = rows.par_iter().enumerate().find_first(|(_, row)| row.iter().any(|&v| !acceptable(v)));
     match bad {
         None => Ok(()),
         Some((r, row)) => {
-            let (k, v) = row.iter().enumerate().find(|(_, v)| !(v.abs() <= MAX_ABS_VALUE)).map(|(k, v)| (k, *v)).unwrap_or((0, f32::NAN));
+            let (k, v) = row.iter().enumerate().find(|&(_, &v)| !acceptable(v)).map(|(k, v)| (k, *v)).unwrap_or((0, f32::NAN));
             let what = if v.is_nan() {
                 "NaN".to_string()
             } else if v.is_infinite() {
@@ -168,4 +168,9 @@ fn check_values(side: &'static str, rows: &[Descriptor]) -> Result<()> {
             Err(Error::param(side, format!("descriptor row {r} holds {what} at dimension {k}; descriptors must be finite")))
         }
     }
+}
+
+/// Finite and within [`MAX_ABS_VALUE`].
+fn acceptable(v: f32) -> bool {
+    v.is_finite() && v.abs() <= MAX_ABS_VALUE
 }

@@ -50,7 +50,7 @@ impl V3Tiling {
         if self.rows == 0 || self.rows > i32::MAX as usize {
             return Err(Error::param("v3 tile rows", format!("{} is not in 1..=2^31-1", self.rows)));
         }
-        if self.cols < 4 || self.cols % 4 != 0 || self.cols > i32::MAX as usize {
+        if self.cols < 4 || !self.cols.is_multiple_of(4) || self.cols > i32::MAX as usize {
             return Err(Error::param("v3 tile cols", format!("{} is not a positive multiple of 4 below 2^31", self.cols)));
         }
         if self.rows.saturating_mul(self.cols) > (1usize << 32) {
@@ -193,7 +193,6 @@ impl GpuMatcher {
                 // SAFETY: the views hold exactly the cols x 128, rows x 128 and rows x ld floats
                 // the configuration addresses.
                 unsafe { blas.gemm(gemm, &a_view, &b_view, &mut c_view) }.map_err(blas_err("running the v3 SGEMM tile"))?;
-                drop(c_view);
                 let (rows32, cols32, ld32, r032, c032) = (rows as u32, cols as u32, ld as u32, r0 as u32, c0 as u32);
                 let first = u32::from(c0 == 0);
                 let mut b = s.launch_builder(&self.k.v3_fold);
