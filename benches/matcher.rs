@@ -113,8 +113,17 @@ fn main() {
             ("v3".into(), MatchVersion::V3, Some(V3Tiling::default())),
         ];
         if si == 0 {
-            for (r, c) in [(16384, 1024), (16384, 4096), (8192, 2048), (4096, 16384), (16384, 16384)] {
-                configs.push((format!("v3 tile {r}x{c}"), MatchVersion::V3, Some(V3Tiling { rows: r, cols: c })));
+            for (r, c, o) in [
+                (16384, 2048, false),
+                (16384, 4096, true),
+                (16384, 1024, true),
+                (8192, 1024, true),
+                (4096, 2048, true),
+                (4096, 16384, true),
+                (16384, 16384, false),
+            ] {
+                let label = format!("v3 tile {r}x{c}{}", if o { " overlap" } else { " 1 stream" });
+                configs.push((label, MatchVersion::V3, Some(V3Tiling { rows: r, cols: c, overlap: o })));
             }
         }
         for (label, v, tiling) in configs {

@@ -96,7 +96,13 @@ fn v3_recomputes_rows_with_many_close_candidates() {
 #[ignore = "needs a CUDA GPU"]
 fn v3_small_tiles_fold_across_many_tiles() {
     let (lhs, rhs) = with_near_duplicates(1001, 2003, 4, &[1e-3, 2e-3], false, 81);
-    for tiling in [V3Tiling { rows: 100, cols: 64 }, V3Tiling { rows: 1, cols: 4 }, V3Tiling { rows: 333, cols: 1000 }] {
+    for tiling in [
+        V3Tiling { rows: 100, cols: 64, overlap: true },
+        V3Tiling { rows: 100, cols: 64, overlap: false },
+        V3Tiling { rows: 1, cols: 4, overlap: true },
+        V3Tiling { rows: 333, cols: 1000, overlap: false },
+        V3Tiling { rows: 4096, cols: 512, overlap: true },
+    ] {
         let r = {
             let mut m = matcher();
             m.set_v3_tiling(tiling).expect("tiling");
@@ -104,7 +110,7 @@ fn v3_small_tiles_fold_across_many_tiles() {
         };
         assert_ok(&format!("v3 tiling {tiling:?}"), &lhs, &rhs, &r.matches);
     }
-    let bad = matcher().set_v3_tiling(V3Tiling { rows: 10, cols: 6 });
+    let bad = matcher().set_v3_tiling(V3Tiling { rows: 10, cols: 6, overlap: false });
     assert!(bad.is_err());
 }
 

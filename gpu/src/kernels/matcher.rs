@@ -559,6 +559,31 @@ pub unsafe extern "ptx-kernel" fn cluda_match_v3_fold(
     let mut top = Top4::empty();
     let full = cols / 4 * 4;
     let mut j = lane * 4;
+    // Four 512-byte warp loads in flight before the (rarely taken) inserts.
+    while j + 3 * 128 < full {
+        let v0 = unsafe { ldg4(line.add(j)) };
+        let v1 = unsafe { ldg4(line.add(j + 128)) };
+        let v2 = unsafe { ldg4(line.add(j + 256)) };
+        let v3 = unsafe { ldg4(line.add(j + 384)) };
+        let w0 = unsafe { ldg4(nb.add(j)) };
+        let w1 = unsafe { ldg4(nb.add(j + 128)) };
+        let w2 = unsafe { ldg4(nb.add(j + 256)) };
+        let w3 = unsafe { ldg4(nb.add(j + 384)) };
+        let g = (col0 + j) as u32;
+        unroll!(4, E, {
+            top.insert(v0[E] + w0[E], g + E as u32);
+        });
+        unroll!(4, E, {
+            top.insert(v1[E] + w1[E], g + 128 + E as u32);
+        });
+        unroll!(4, E, {
+            top.insert(v2[E] + w2[E], g + 256 + E as u32);
+        });
+        unroll!(4, E, {
+            top.insert(v3[E] + w3[E], g + 384 + E as u32);
+        });
+        j += 512;
+    }
     while j < full {
         let v = unsafe { ldg4(line.add(j)) };
         let w = unsafe { ldg4(nb.add(j)) };

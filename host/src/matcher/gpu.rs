@@ -29,7 +29,13 @@ pub(super) struct Kernels {
 pub struct GpuMatcher {
     pub(super) device: Device,
     pub(super) stream: Arc<CudaStream>,
+    /// Second stream: V3 folds tile k on it while SGEMM computes tile k+1 on `stream`.
+    pub(super) fold_stream: Arc<CudaStream>,
     pub(super) k: Kernels,
+    /// Large scratch buffers (V1's matrix, V3's tiles) kept between calls: stream-ordered
+    /// allocations of hundreds of MiB cost more than the work they hold. See
+    /// [`GpuMatcher::release_workspace`].
+    pub(super) workspace: Vec<CudaSlice<f32>>,
     pub(super) blas: Option<CudaBlas>,
     pub(super) sms: usize,
     pub(super) tiling: V3Tiling,
@@ -61,6 +67,7 @@ impl GpuMatcher {
     pub fn new(device: &Device) -> Result<Self> {
         let ctx = device.context();
         let stream = ctx.new_stream().cuda("creating the matcher's stream")?;
+        let fold_stream = ctx.new_stream().cuda("creating the matcher's fold stream")?;
         let k = Kernels {
             v1_distances: device.function("cluda_match_v1_distances")?,
             v1_rowmin: device.function("cluda_match_v1_rowmin")?,
@@ -74,12 +81,36 @@ impl GpuMatcher {
             .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
             .cuda("reading the multiprocessor count")?
             .max(1) as usize;
-        Ok(Self { device: device.clone(), stream, k, blas: None, sms, tiling: V3Tiling::default() })
+        Ok(Self { device: device.clone(), stream, fold_stream, k, workspace: Vec::new(), blas: None, sms, tiling: V3Tiling::default() })
     }
 
     /// The device this matcher runs on.
     pub fn device(&self) -> &Device {
         &self.device
+    }
+
+    /// Frees the scratch buffers kept between calls (V1's distance matrix, V3's tiles).
+    pub fn release_workspace(&mut self) {
+        self.workspace.clear();
+    }
+
+    /// A scratch buffer of at least `len` floats: a kept one if large enough, else a new one
+    /// (contents undefined). Give it back with [`Self::give_back`].
+    pub(super) fn take_scratch(&mut self, len: usize, what: &str) -> Result<CudaSlice<f32>> {
+        if let Some(pos) = self.workspace.iter().position(|b| b.len() >= len) {
+            return Ok(self.workspace.swap_remove(pos));
+        }
+        // None fits: free what is kept before allocating (V1's matrix may need all of it).
+        self.workspace.clear();
+        // SAFETY (alloc): every user writes the part it reads first.
+        unsafe { self.stream.alloc::<f32>(len) }.cuda(what)
+    }
+
+    /// Keeps a scratch buffer for the next call (at most two are kept).
+    pub(super) fn give_back(&mut self, buf: CudaSlice<f32>) {
+        self.workspace.push(buf);
+        self.workspace.sort_by_key(|b| std::cmp::Reverse(b.len()));
+        self.workspace.truncate(2);
     }
 
     /// Sets V3's tile shape (GEMM block of left rows x right rows); see [`V3Tiling`].

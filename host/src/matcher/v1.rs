@@ -18,7 +18,9 @@ impl GpuMatcher {
     pub(super) fn v1_check_memory(&self, n: usize, m: usize) -> Result<()> {
         let need = (n as u64 * m as u64 * 4).saturating_add((n as u64 + m as u64) * 512 + n as u64 * 8);
         let (free, _total) = self.device.context().mem_get_info().cuda("querying free device memory")?;
-        if need.saturating_add(HEADROOM) > free as u64 {
+        // Scratch kept by this matcher is reused or released for the matrix: count it as free.
+        let free = free as u64 + self.workspace.iter().map(|b| b.len() as u64 * 4).sum::<u64>();
+        if need.saturating_add(HEADROOM) > free {
             return Err(Error::param(
                 "version",
                 format!(
@@ -35,10 +37,10 @@ impl GpuMatcher {
     }
 
     /// V1 on uploaded descriptors (`n`, `m` >= 1, memory already checked).
-    pub(super) fn v1(&self, lhs: &CudaSlice<f32>, n: usize, rhs: &CudaSlice<f32>, m: usize) -> Result<DeviceResult> {
+    pub(super) fn v1(&mut self, lhs: &CudaSlice<f32>, n: usize, rhs: &CudaSlice<f32>, m: usize) -> Result<DeviceResult> {
+        // Every element of the matrix is written by the distance kernel before it is read.
+        let mut dist_mat = self.take_scratch(n * m, "allocating v1's distance matrix")?;
         let s = &self.stream;
-        // SAFETY (alloc): every element is written by the distance kernel before it is read.
-        let mut dist_mat = unsafe { s.alloc::<f32>(n * m) }.cuda("allocating v1's distance matrix")?;
         let mut idx = s.alloc_zeros::<u32>(n).cuda("allocating v1's indices")?;
         let mut dist = s.alloc_zeros::<f32>(n).cuda("allocating v1's distances")?;
         let (n32, m32) = (n as u32, m as u32);
@@ -51,6 +53,7 @@ impl GpuMatcher {
         b.arg(&dist_mat).arg(&n32).arg(&m32).arg(&mut idx).arg(&mut dist);
         // SAFETY: dist_mat n x m, idx and dist n.
         unsafe { b.launch(cfg((warp_rows_grid(n)?, 1), 256)) }.cuda("launching v1's row-minimum kernel")?;
+        self.give_back(dist_mat);
         Ok(DeviceResult { idx, dist })
     }
 }

@@ -35,12 +35,16 @@ pub struct V3Tiling {
     pub rows: usize,
     /// Right descriptors per tile (a multiple of 4, >= 4).
     pub cols: usize,
+    /// Two tile buffers and two streams: the fold of tile k runs while SGEMM computes tile
+    /// k + 1 (cudarc's event tracking orders the buffer reuse).
+    pub overlap: bool,
 }
 
 impl Default for V3Tiling {
-    /// 16384 x 2048 (128 MiB tile): large enough GEMMs for cuBLAS to run at full speed.
+    /// 16384 x 2048 (128 MiB tiles), overlapped: large enough GEMMs for cuBLAS to run at full
+    /// speed.
     fn default() -> Self {
-        V3Tiling { rows: 16384, cols: 2048 }
+        V3Tiling { rows: 16384, cols: 2048, overlap: true }
     }
 }
 
@@ -163,8 +167,14 @@ impl GpuMatcher {
         // SAFETY: rhs m x 128, norms_b >= m, max_b 1.
         unsafe { b.launch(cfg((warp_rows_grid(m)?, 1), 256)) }.cuda("launching v3's norm kernel (rhs)")?;
 
-        // SAFETY (alloc): each tile region is written by SGEMM before the fold reads it.
-        let mut tile = unsafe { s.alloc::<f32>(rows_t * cols_t) }.cuda("allocating v3's tile")?;
+        // Each tile region is written by SGEMM before the fold reads it.
+        let nbuf = if tiling.overlap { 2 } else { 1 };
+        let mut tiles = Vec::with_capacity(nbuf);
+        for _ in 0..nbuf {
+            tiles.push(self.take_scratch(rows_t * cols_t, "allocating v3's tile")?);
+        }
+        let fold_stream = if tiling.overlap { self.fold_stream.clone() } else { s.clone() };
+        let mut step = 0usize;
         let mut best_d = s.alloc_zeros::<f32>(n * K).cuda("allocating v3's candidates")?;
         let mut best_i = s.alloc_zeros::<u32>(n * K).cuda("allocating v3's candidates")?;
         let blas = self.blas.as_ref().ok_or_else(|| Error::NoGpu("cuBLAS handle unavailable".into()))?;
@@ -189,14 +199,17 @@ impl GpuMatcher {
                 };
                 let a_view = rhs.slice(c0 * 128..(c0 + cols) * 128);
                 let b_view = lhs.slice(r0 * 128..(r0 + rows) * 128);
+                let tile = &mut tiles[step % nbuf];
+                step += 1;
                 let mut c_view = tile.slice_mut(..rows * ld);
                 // SAFETY: the views hold exactly the cols x 128, rows x 128 and rows x ld floats
                 // the configuration addresses.
                 unsafe { blas.gemm(gemm, &a_view, &b_view, &mut c_view) }.map_err(blas_err("running the v3 SGEMM tile"))?;
                 let (rows32, cols32, ld32, r032, c032) = (rows as u32, cols as u32, ld as u32, r0 as u32, c0 as u32);
                 let first = u32::from(c0 == 0);
-                let mut b = s.launch_builder(&self.k.v3_fold);
-                b.arg(&tile)
+                let tile = &*tile;
+                let mut b = fold_stream.launch_builder(&self.k.v3_fold);
+                b.arg(tile)
                     .arg(&rows32)
                     .arg(&cols32)
                     .arg(&ld32)
@@ -211,7 +224,9 @@ impl GpuMatcher {
                 unsafe { b.launch(cfg((warp_rows_grid(rows)?, 1), 256)) }.cuda("launching v3's fold kernel")?;
             }
         }
-        drop(tile);
+        for t in tiles {
+            self.give_back(t);
+        }
 
         let mut idx = s.alloc_zeros::<u32>(n).cuda("allocating v3's indices")?;
         let mut dist = s.alloc_zeros::<f32>(n).cuda("allocating v3's distances")?;
