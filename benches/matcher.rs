@@ -114,12 +114,14 @@ fn main() {
         ];
         if si == 0 {
             for (r, c, o) in [
+                (4096, 16384, false),
+                (16384, 2048, true),
                 (16384, 2048, false),
                 (16384, 4096, true),
-                (16384, 1024, true),
                 (8192, 1024, true),
                 (4096, 2048, true),
-                (4096, 16384, true),
+                (2048, 4096, false),
+                (8192, 16384, true),
                 (16384, 16384, false),
             ] {
                 let label = format!("v3 tile {r}x{c}{}", if o { " overlap" } else { " 1 stream" });

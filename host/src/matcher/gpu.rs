@@ -29,7 +29,8 @@ pub(super) struct Kernels {
 pub struct GpuMatcher {
     pub(super) device: Device,
     pub(super) stream: Arc<CudaStream>,
-    /// Second stream: V3 folds tile k on it while SGEMM computes tile k+1 on `stream`.
+    /// Second, high-priority stream: V3 folds tile k on it while SGEMM computes tile k+1 on
+    /// `stream`.
     pub(super) fold_stream: Arc<CudaStream>,
     pub(super) k: Kernels,
     /// Large scratch buffers (V1's matrix, V3's tiles) kept between calls: stream-ordered
@@ -67,7 +68,12 @@ impl GpuMatcher {
     pub fn new(device: &Device) -> Result<Self> {
         let ctx = device.context();
         let stream = ctx.new_stream().cuda("creating the matcher's stream")?;
-        let fold_stream = ctx.new_stream().cuda("creating the matcher's fold stream")?;
+        // The fold stream gets the highest priority, so that the block scheduler hands free
+        // multiprocessors to the (memory-bound) fold of tile k while the (compute-bound)
+        // SGEMM of tile k + 1 still has blocks waiting: the two overlap instead of the fold
+        // only filling the GEMM's tail.
+        let (_least, greatest) = cudarc::driver::result::stream::get_priority_range().cuda("querying stream priorities")?;
+        let fold_stream = ctx.new_stream_with_priority(greatest).cuda("creating the matcher's fold stream")?;
         let k = Kernels {
             v1_distances: device.function("cluda_match_v1_distances")?,
             v1_rowmin: device.function("cluda_match_v1_rowmin")?,

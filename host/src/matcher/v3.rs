@@ -35,16 +35,17 @@ pub struct V3Tiling {
     pub rows: usize,
     /// Right descriptors per tile (a multiple of 4, >= 4).
     pub cols: usize,
-    /// Two tile buffers and two streams: the fold of tile k runs while SGEMM computes tile
-    /// k + 1 (cudarc's event tracking orders the buffer reuse).
+    /// Two tile buffers and two streams: the fold of tile k runs (on a high-priority stream)
+    /// while SGEMM computes tile k + 1 (cudarc's event tracking orders the buffer reuse).
     pub overlap: bool,
 }
 
 impl Default for V3Tiling {
-    /// 16384 x 2048 (128 MiB tiles), overlapped: large enough GEMMs for cuBLAS to run at full
-    /// speed.
+    /// 4096 x 16384 (256 MiB per tile buffer, two buffers), overlapped: GEMMs large enough for
+    /// cuBLAS to run at full speed and rows long enough for the fold to stream (the fastest
+    /// bounded shape of the H200 sweep in `bench-results/2026-11-29-h200-matcher/`).
     fn default() -> Self {
-        V3Tiling { rows: 16384, cols: 2048, overlap: true }
+        V3Tiling { rows: 4096, cols: 16384, overlap: true }
     }
 }
 
@@ -154,7 +155,10 @@ impl GpuMatcher {
         let cols_t = tiling.cols.min(m.next_multiple_of(4));
         let (n32, m32) = (n as u32, m as u32);
 
-        let mut norms_a = s.alloc_zeros::<f32>(n).cuda("allocating v3's left norms")?;
+        // Buffers that a kernel writes entirely are left uninitialised (no memset in the timed
+        // path); the right norms' padding and the counters must start at zero.
+        // SAFETY (uninitialised allocs below): written in full before being read, as noted.
+        let mut norms_a = unsafe { s.alloc::<f32>(n) }.cuda("allocating v3's left norms")?; // sqnorms
         let mut norms_b = s.alloc_zeros::<f32>(m.next_multiple_of(4)).cuda("allocating v3's right norms")?;
         let mut max_a = s.alloc_zeros::<u32>(1).cuda("allocating v3's norm maximum")?;
         let mut max_b = s.alloc_zeros::<u32>(1).cuda("allocating v3's norm maximum")?;
@@ -175,8 +179,9 @@ impl GpuMatcher {
         }
         let fold_stream = if tiling.overlap { self.fold_stream.clone() } else { s.clone() };
         let mut step = 0usize;
-        let mut best_d = s.alloc_zeros::<f32>(n * K).cuda("allocating v3's candidates")?;
-        let mut best_i = s.alloc_zeros::<u32>(n * K).cuda("allocating v3's candidates")?;
+        // The first column tile (c0 = 0, `first`) writes all four entries of every row.
+        let mut best_d = unsafe { s.alloc::<f32>(n * K) }.cuda("allocating v3's candidates")?;
+        let mut best_i = unsafe { s.alloc::<u32>(n * K) }.cuda("allocating v3's candidates")?;
         let blas = self.blas.as_ref().ok_or_else(|| Error::NoGpu("cuBLAS handle unavailable".into()))?;
         for r0 in (0..n).step_by(rows_t) {
             let rows = rows_t.min(n - r0);
@@ -228,10 +233,12 @@ impl GpuMatcher {
             self.give_back(t);
         }
 
-        let mut idx = s.alloc_zeros::<u32>(n).cuda("allocating v3's indices")?;
-        let mut dist = s.alloc_zeros::<f32>(n).cuda("allocating v3's distances")?;
+        // The rescoring writes every row's index and distance; flag_rows is read only up to
+        // the count.
+        let mut idx = unsafe { s.alloc::<u32>(n) }.cuda("allocating v3's indices")?;
+        let mut dist = unsafe { s.alloc::<f32>(n) }.cuda("allocating v3's distances")?;
         let mut flag_count = s.alloc_zeros::<u32>(1).cuda("allocating v3's flag counter")?;
-        let mut flag_rows = s.alloc_zeros::<u32>(n).cuda("allocating v3's flag list")?;
+        let mut flag_rows = unsafe { s.alloc::<u32>(n) }.cuda("allocating v3's flag list")?;
         let mut b = s.launch_builder(&self.k.v3_rescore);
         b.arg(lhs)
             .arg(rhs)
