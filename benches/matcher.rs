@@ -36,13 +36,17 @@ fn data(n: usize, seed: u64) -> Vec<Descriptor> {
         .chunks(4096)
         .flat_map_iter(|c| {
             let mut r = Rng(seed.wrapping_mul(0x1234_5678_9ABC_DEF1) ^ c[0] as u64);
-            c.into_iter().map(move |_| std::array::from_fn(|_| r.unit()))
+            c.into_iter()
+                .map(move |_| std::array::from_fn(|_| r.unit()))
         })
         .collect()
 }
 
 fn exact(a: &Descriptor, b: &Descriptor) -> f64 {
-    a.iter().zip(b).map(|(&x, &y)| (f64::from(x) - f64::from(y)).powi(2)).sum()
+    a.iter()
+        .zip(b)
+        .map(|(&x, &y)| (f64::from(x) - f64::from(y)).powi(2))
+        .sum()
 }
 
 /// Rows (of 256 sampled) violating the criterion.
@@ -55,7 +59,10 @@ fn sample_check(lhs: &[Descriptor], rhs: &[Descriptor], got: &[Match]) -> usize 
         .par_iter()
         .filter(|&&i| {
             let a = &lhs[i];
-            let dmin = rhs.iter().map(|b| exact(a, b)).fold(f64::INFINITY, f64::min);
+            let dmin = rhs
+                .iter()
+                .map(|b| exact(a, b))
+                .fold(f64::INFINITY, f64::min);
             let dj = exact(a, &rhs[got[i].index as usize]);
             let norm: f64 = a.iter().map(|&x| f64::from(x).powi(2)).sum();
             dj > dmin * (1.0 + 1e-5) + 1e-12 * (1.0 + norm)
@@ -103,7 +110,16 @@ fn main() {
         match bare_sgemm_ms(&mut matcher, &lhs, &rhs, reps) {
             Ok(ms) => {
                 floors.push((n, m, ms));
-                rows.push(Row { label: "bare cuBLAS SGEMM".into(), n, m, wall_ms: f64::NAN, device_ms: ms, bytes: (n + m) as f64 * 512.0 + mat, recomputed: 0, bad: None });
+                rows.push(Row {
+                    label: "bare cuBLAS SGEMM".into(),
+                    n,
+                    m,
+                    wall_ms: f64::NAN,
+                    device_ms: ms,
+                    bytes: (n + m) as f64 * 512.0 + mat,
+                    recomputed: 0,
+                    bad: None,
+                });
             }
             Err(e) => eprintln!("bare SGEMM failed: {e}"),
         }
@@ -124,8 +140,19 @@ fn main() {
                 (8192, 16384, true),
                 (16384, 16384, false),
             ] {
-                let label = format!("v3 tile {r}x{c}{}", if o { " overlap" } else { " 1 stream" });
-                configs.push((label, MatchVersion::V3, Some(V3Tiling { rows: r, cols: c, overlap: o })));
+                let label = format!(
+                    "v3 tile {r}x{c}{}",
+                    if o { " overlap" } else { " 1 stream" }
+                );
+                configs.push((
+                    label,
+                    MatchVersion::V3,
+                    Some(V3Tiling {
+                        rows: r,
+                        cols: c,
+                        overlap: o,
+                    }),
+                ));
             }
         }
         for (label, v, tiling) in configs {
@@ -161,31 +188,73 @@ fn main() {
                 MatchVersion::V1 | MatchVersion::V3 => io + 2.0 * mat,
                 _ => io,
             };
-            let row = Row { label, n, m, wall_ms: median(walls), device_ms: median(devs), bytes, recomputed: r.recomputed_rows, bad: Some(bad) };
-            eprintln!("{} {n}x{m}: device {:.3} ms, wall {:.3} ms, bad {bad}", row.label, row.device_ms, row.wall_ms);
+            let row = Row {
+                label,
+                n,
+                m,
+                wall_ms: median(walls),
+                device_ms: median(devs),
+                bytes,
+                recomputed: r.recomputed_rows,
+                bad: Some(bad),
+            };
+            eprintln!(
+                "{} {n}x{m}: device {:.3} ms, wall {:.3} ms, bad {bad}",
+                row.label, row.device_ms, row.wall_ms
+            );
             rows.push(row);
         }
         matcher.set_v3_tiling(V3Tiling::default()).expect("tiling");
     }
 
     let mut md = String::new();
-    let mut csv = String::from("version,n,m,wall_ms,device_ms,gflops,logical_gb,ratio_to_sgemm,v3_recomputed_rows,sample_violations\n");
+    let mut csv = String::from(
+        "version,n,m,wall_ms,device_ms,gflops,logical_gb,ratio_to_sgemm,v3_recomputed_rows,sample_violations\n",
+    );
     let _ = writeln!(md, "device: {}\n", dev.name());
-    let _ = writeln!(md, "| version | n x m | wall ms | device ms | GFLOP/s | logical GB | x bare SGEMM | recomputed rows | sample violations (of 256) |");
+    let _ = writeln!(
+        md,
+        "| version | n x m | wall ms | device ms | GFLOP/s | logical GB | x bare SGEMM | recomputed rows | sample violations (of 256) |"
+    );
     let _ = writeln!(md, "|---|---|---:|---:|---:|---:|---:|---:|---:|");
     for r in &rows {
         let flops = 2.0 * r.n as f64 * r.m as f64 * 128.0;
         let gflops = flops / (r.device_ms * 1e-3) / 1e9;
-        let floor = floors.iter().find(|f| f.0 == r.n && f.1 == r.m).map(|f| f.2).unwrap_or(f64::NAN);
+        let floor = floors
+            .iter()
+            .find(|f| f.0 == r.n && f.1 == r.m)
+            .map(|f| f.2)
+            .unwrap_or(f64::NAN);
         let ratio = r.device_ms / floor;
         let bad = r.bad.map(|b| b.to_string()).unwrap_or_else(|| "-".into());
-        let wall = if r.wall_ms.is_nan() { "-".to_string() } else { format!("{:.3}", r.wall_ms) };
+        let wall = if r.wall_ms.is_nan() {
+            "-".to_string()
+        } else {
+            format!("{:.3}", r.wall_ms)
+        };
         let _ = writeln!(
             md,
             "| {} | {} x {} | {wall} | {:.3} | {:.0} | {:.3} | {ratio:.2} | {} | {bad} |",
-            r.label, r.n, r.m, r.device_ms, gflops, r.bytes / 1e9, r.recomputed
+            r.label,
+            r.n,
+            r.m,
+            r.device_ms,
+            gflops,
+            r.bytes / 1e9,
+            r.recomputed
         );
-        let _ = writeln!(csv, "{},{},{},{:.4},{:.4},{:.1},{:.4},{ratio:.4},{},{bad}", r.label, r.n, r.m, r.wall_ms, r.device_ms, gflops, r.bytes / 1e9, r.recomputed);
+        let _ = writeln!(
+            csv,
+            "{},{},{},{:.4},{:.4},{:.1},{:.4},{ratio:.4},{},{bad}",
+            r.label,
+            r.n,
+            r.m,
+            r.wall_ms,
+            r.device_ms,
+            gflops,
+            r.bytes / 1e9,
+            r.recomputed
+        );
     }
     println!("\n{md}\n{csv}");
     if let Ok(dir) = std::env::var("MATCHER_BENCH_OUT") {

@@ -6,7 +6,10 @@ mod matcher_support;
 use std::path::PathBuf;
 
 use cluda::Error;
-use cluda::matcher::{self, Descriptor, MatchVersion, cpu, match_nearest, read_descriptors, run_match_command, write_descriptors};
+use cluda::matcher::{
+    self, Descriptor, MatchVersion, cpu, match_nearest, read_descriptors, run_match_command,
+    write_descriptors,
+};
 use matcher_support::*;
 use proptest::prelude::*;
 
@@ -28,7 +31,12 @@ fn cpu_shapes_from_the_issue() {
 #[test]
 fn cpu_near_duplicates_and_exact_copies() {
     let (lhs, rhs) = with_near_duplicates(300, 700, 3, &[1e-3, 2e-3, 3e-3], false, 11);
-    assert_ok("cpu near-dups", &lhs, &rhs, &cpu::match_cpu(&lhs, &rhs).expect("cpu"));
+    assert_ok(
+        "cpu near-dups",
+        &lhs,
+        &rhs,
+        &cpu::match_cpu(&lhs, &rhs).expect("cpu"),
+    );
     let (lhs, rhs) = with_near_duplicates(200, 500, 2, &[1e-4], true, 12);
     let got = cpu::match_cpu(&lhs, &rhs).expect("cpu");
     assert_ok("cpu exact copies", &lhs, &rhs, &got);
@@ -42,11 +50,25 @@ fn cpu_near_duplicates_and_exact_copies() {
 fn cpu_clustered_and_offset_data() {
     let lhs = clustered(400, 5, 0.01, 21);
     let rhs = clustered(900, 5, 0.01, 21 ^ 7);
-    assert_ok("cpu clustered", &lhs, &rhs, &cpu::match_cpu(&lhs, &rhs).expect("cpu"));
+    assert_ok(
+        "cpu clustered",
+        &lhs,
+        &rhs,
+        &cpu::match_cpu(&lhs, &rhs).expect("cpu"),
+    );
     // Large common offset: the cancellation case for ||a||^2 + ||b||^2 - 2ab.
-    let shift = |v: Vec<Descriptor>| v.into_iter().map(|d| d.map(|x| 1000.0 + x)).collect::<Vec<_>>();
+    let shift = |v: Vec<Descriptor>| {
+        v.into_iter()
+            .map(|d| d.map(|x| 1000.0 + x))
+            .collect::<Vec<_>>()
+    };
     let (lhs, rhs) = (shift(uniform(200, 31)), shift(uniform(300, 32)));
-    assert_ok("cpu offset", &lhs, &rhs, &cpu::match_cpu(&lhs, &rhs).expect("cpu"));
+    assert_ok(
+        "cpu offset",
+        &lhs,
+        &rhs,
+        &cpu::match_cpu(&lhs, &rhs).expect("cpu"),
+    );
 }
 
 #[test]
@@ -66,7 +88,10 @@ fn empty_inputs() {
     let rhs = uniform(3, 1);
     for v in MatchVersion::ALL {
         // An empty left side has nothing to match: empty result, on every version, GPU or not.
-        assert!(match_nearest(&[], &rhs, v).expect("empty lhs").is_empty(), "{v}");
+        assert!(
+            match_nearest(&[], &rhs, v).expect("empty lhs").is_empty(),
+            "{v}"
+        );
         // No right descriptor: no neighbour exists; a shape error.
         let e = match_nearest(&uniform(2, 2), &[], v).expect_err("empty rhs");
         assert!(matches!(e, Error::Shape { .. }), "{v}: {e}");
@@ -82,16 +107,32 @@ fn non_finite_values_name_side_row_and_dimension() {
     for v in MatchVersion::ALL {
         let e = match_nearest(&lhs, &rhs, v).expect_err("NaN");
         let s = e.to_string();
-        assert!(s.contains("lhs") && s.contains("row 7") && s.contains("dimension 42") && s.contains("NaN"), "{v}: {s}");
+        assert!(
+            s.contains("lhs")
+                && s.contains("row 7")
+                && s.contains("dimension 42")
+                && s.contains("NaN"),
+            "{v}: {s}"
+        );
     }
     let lhs = uniform(10, 1);
     let mut rhs = uniform(5, 2);
     rhs[3][0] = f32::NEG_INFINITY;
-    let s = match_nearest(&lhs, &rhs, MatchVersion::Cpu).expect_err("inf").to_string();
-    assert!(s.contains("rhs") && s.contains("row 3") && s.contains("-inf"), "{s}");
+    let s = match_nearest(&lhs, &rhs, MatchVersion::Cpu)
+        .expect_err("inf")
+        .to_string();
+    assert!(
+        s.contains("rhs") && s.contains("row 3") && s.contains("-inf"),
+        "{s}"
+    );
     rhs[3][0] = 3e20;
-    let s = match_nearest(&lhs, &rhs, MatchVersion::V2).expect_err("huge").to_string();
-    assert!(s.contains("rhs") && s.contains("row 3") && s.contains("magnitude"), "{s}");
+    let s = match_nearest(&lhs, &rhs, MatchVersion::V2)
+        .expect_err("huge")
+        .to_string();
+    assert!(
+        s.contains("rhs") && s.contains("row 3") && s.contains("magnitude"),
+        "{s}"
+    );
 }
 
 #[test]
@@ -99,7 +140,10 @@ fn versions_parse() {
     for v in MatchVersion::ALL {
         assert_eq!(v.name().parse::<MatchVersion>().expect("parse"), v);
     }
-    assert_eq!("V3".parse::<MatchVersion>().expect("case"), MatchVersion::V3);
+    assert_eq!(
+        "V3".parse::<MatchVersion>().expect("case"),
+        MatchVersion::V3
+    );
     let e = "v4".parse::<MatchVersion>().expect_err("v4").to_string();
     assert!(e.contains("v4") && e.contains("v1, v2, v3, cpu"), "{e}");
 }
@@ -128,7 +172,7 @@ fn npy_round_trip_and_errors() {
 
     let header = |dict: &str| {
         let mut h = dict.to_string();
-        while (10 + h.len() + 1) % 64 != 0 {
+        while !(10 + h.len() + 1).is_multiple_of(64) {
             h.push(' ');
         }
         h.push('\n');
@@ -138,11 +182,31 @@ fn npy_round_trip_and_errors() {
         out
     };
     let cases: Vec<(&str, Vec<u8>, &str)> = vec![
-        ("f8.npy", header("{'descr': '<f8', 'fortran_order': False, 'shape': (2, 128), }"), "'<f8'"),
-        ("shape.npy", header("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 64), }"), "(n, 128)"),
-        ("1d.npy", header("{'descr': '<f4', 'fortran_order': False, 'shape': (128,), }"), "(n, 128)"),
-        ("fortran.npy", header("{'descr': '<f4', 'fortran_order': True, 'shape': (2, 128), }"), "Fortran"),
-        ("trunc.npy", header("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 128), }"), "truncated"),
+        (
+            "f8.npy",
+            header("{'descr': '<f8', 'fortran_order': False, 'shape': (2, 128), }"),
+            "'<f8'",
+        ),
+        (
+            "shape.npy",
+            header("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 64), }"),
+            "(n, 128)",
+        ),
+        (
+            "1d.npy",
+            header("{'descr': '<f4', 'fortran_order': False, 'shape': (128,), }"),
+            "(n, 128)",
+        ),
+        (
+            "fortran.npy",
+            header("{'descr': '<f4', 'fortran_order': True, 'shape': (2, 128), }"),
+            "Fortran",
+        ),
+        (
+            "trunc.npy",
+            header("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 128), }"),
+            "truncated",
+        ),
         ("junk.npy", b"hello world, not numpy".to_vec(), "magic"),
     ];
     for (name, bytes, needle) in cases {
@@ -150,7 +214,10 @@ fn npy_round_trip_and_errors() {
         std::fs::write(&p, bytes).expect("write");
         let e = read_descriptors(&p).expect_err(name);
         let s = e.to_string();
-        assert!(matches!(e, Error::Format { .. }) && s.contains(name) && s.contains(needle), "{name}: {s}");
+        assert!(
+            matches!(e, Error::Format { .. }) && s.contains(name) && s.contains(needle),
+            "{name}: {s}"
+        );
     }
     let e = read_descriptors(&tmp("missing.npy")).expect_err("missing");
     assert!(matches!(e, Error::Io { .. }), "{e}");
@@ -163,35 +230,55 @@ fn match_command_on_the_cpu() {
     write_descriptors(&pl, &lhs).expect("write");
     write_descriptors(&pr, &rhs).expect("write");
     let line = run_match_command(&pl, &pr, MatchVersion::Cpu, Some(&po)).expect("command");
-    for key in ["lhs=50 ", "rhs=", "seconds=", "ms=", "version=cpu", "device=\"cpu\""] {
+    for key in [
+        "lhs=50 ",
+        "rhs=",
+        "seconds=",
+        "ms=",
+        "version=cpu",
+        "device=\"cpu\"",
+    ] {
         assert!(line.contains(key), "{line}");
     }
     // The output: (n, 2) float64, [index, distance] per row.
     let bytes = std::fs::read(&po).expect("out");
     let hl = u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
     let header = std::str::from_utf8(&bytes[10..10 + hl]).expect("header");
-    assert!(header.contains("'<f8'") && header.contains("(50, 2)"), "{header}");
-    let vals: Vec<f64> = bytes[10 + hl..].chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().expect("8"))).collect();
+    assert!(
+        header.contains("'<f8'") && header.contains("(50, 2)"),
+        "{header}"
+    );
+    let vals: Vec<f64> = bytes[10 + hl..]
+        .chunks_exact(8)
+        .map(|c| f64::from_le_bytes(c.try_into().expect("8")))
+        .collect();
     let want = cpu::match_cpu(&lhs, &rhs).expect("cpu");
     for (i, m) in want.iter().enumerate() {
         assert_eq!(vals[2 * i], f64::from(m.index));
         assert_eq!(vals[2 * i + 1], f64::from(m.distance));
     }
-    let e = run_match_command(&pl, &tmp("nope.npy"), MatchVersion::Cpu, None).expect_err("missing rhs");
+    let e =
+        run_match_command(&pl, &tmp("nope.npy"), MatchVersion::Cpu, None).expect_err("missing rhs");
     assert!(e.to_string().contains("nope.npy"), "{e}");
 }
 
 #[test]
 fn reference_matches_the_public_entry_point() {
     let (lhs, rhs) = (uniform(64, 3), uniform(99, 4));
-    assert_eq!(match_nearest(&lhs, &rhs, MatchVersion::Cpu).expect("a"), cpu::match_cpu(&lhs, &rhs).expect("b"));
+    assert_eq!(
+        match_nearest(&lhs, &rhs, MatchVersion::Cpu).expect("a"),
+        cpu::match_cpu(&lhs, &rhs).expect("b")
+    );
     assert_eq!(matcher::DIM, 128);
 }
 
 fn descriptors(max_rows: usize) -> impl Strategy<Value = Vec<Descriptor>> {
     // Small integers make ties and exact zeros common; floats cover the general case.
     let value = prop_oneof![(-3i32..4).prop_map(|v| v as f32), -10.0f32..10.0];
-    prop::collection::vec(prop::collection::vec(value, D).prop_map(|v| std::array::from_fn(|k| v[k])), 1..max_rows)
+    prop::collection::vec(
+        prop::collection::vec(value, D).prop_map(|v| std::array::from_fn(|k| v[k])),
+        1..max_rows,
+    )
 }
 
 proptest! {

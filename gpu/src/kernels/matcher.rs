@@ -61,16 +61,67 @@ macro_rules! shared_array {
 /// Repeats `$body` with `$i` bound to the constants 0..N (guaranteed unrolling, so that
 /// small per-thread arrays stay in registers instead of local memory).
 macro_rules! unroll {
-    (2, $i:ident, $body:block) => {{ { const $i: usize = 0; $body } { const $i: usize = 1; $body } }};
+    (2, $i:ident, $body:block) => {{
+        {
+            const $i: usize = 0;
+            $body
+        }
+        {
+            const $i: usize = 1;
+            $body
+        }
+    }};
     (4, $i:ident, $body:block) => {{
-        { const $i: usize = 0; $body } { const $i: usize = 1; $body }
-        { const $i: usize = 2; $body } { const $i: usize = 3; $body }
+        {
+            const $i: usize = 0;
+            $body
+        }
+        {
+            const $i: usize = 1;
+            $body
+        }
+        {
+            const $i: usize = 2;
+            $body
+        }
+        {
+            const $i: usize = 3;
+            $body
+        }
     }};
     (8, $i:ident, $body:block) => {{
-        { const $i: usize = 0; $body } { const $i: usize = 1; $body }
-        { const $i: usize = 2; $body } { const $i: usize = 3; $body }
-        { const $i: usize = 4; $body } { const $i: usize = 5; $body }
-        { const $i: usize = 6; $body } { const $i: usize = 7; $body }
+        {
+            const $i: usize = 0;
+            $body
+        }
+        {
+            const $i: usize = 1;
+            $body
+        }
+        {
+            const $i: usize = 2;
+            $body
+        }
+        {
+            const $i: usize = 3;
+            $body
+        }
+        {
+            const $i: usize = 4;
+            $body
+        }
+        {
+            const $i: usize = 5;
+            $body
+        }
+        {
+            const $i: usize = 6;
+            $body
+        }
+        {
+            const $i: usize = 7;
+            $body
+        }
     }};
 }
 
@@ -161,7 +212,13 @@ fn tid() -> usize {
 /// Loads this thread's two float4s of chunk `kc` of the 128-row tile starting at `row0`
 /// (rows past `rows` are clamped to the last row; their results are never used).
 #[inline(always)]
-unsafe fn load_chunk(base: *const f32, row0: usize, rows: usize, kc: usize, t: usize) -> [[f32; 4]; 2] {
+unsafe fn load_chunk(
+    base: *const f32,
+    row0: usize,
+    rows: usize,
+    kc: usize,
+    t: usize,
+) -> [[f32; 4]; 2] {
     let mut out = [[0.0f32; 4]; 2];
     unroll!(2, Q, {
         let f = t + 256 * Q;
@@ -249,7 +306,11 @@ unsafe fn tile_distances(
 /// Offset of micro-tile element `i` (0..8) of thread coordinate `c` (tx or ty) in its tile.
 #[inline(always)]
 fn micro(c: usize, i: usize) -> usize {
-    if i < 4 { c * 4 + i } else { 64 + c * 4 + (i - 4) }
+    if i < 4 {
+        c * 4 + i
+    } else {
+        64 + c * 4 + (i - 4)
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -494,7 +555,10 @@ struct Top4 {
 impl Top4 {
     #[inline(always)]
     fn empty() -> Self {
-        Top4 { d: [f32::INFINITY; 4], i: [u32::MAX; 4] }
+        Top4 {
+            d: [f32::INFINITY; 4],
+            i: [u32::MAX; 4],
+        }
     }
 
     /// Inserts `(v, j)` if it beats the fourth; equal estimates keep the earlier entry.

@@ -15,7 +15,12 @@ use crate::error::Result;
 ///
 /// `seconds` is the whole command (reading, matching, writing); `ms` is the matching itself:
 /// device time (CUDA events) for the GPU versions, wall time for the CPU.
-pub fn run_match_command(lhs: &Path, rhs: &Path, version: MatchVersion, out: Option<&Path>) -> Result<String> {
+pub fn run_match_command(
+    lhs: &Path,
+    rhs: &Path,
+    version: MatchVersion,
+    out: Option<&Path>,
+) -> Result<String> {
     let t0 = Instant::now();
     let a = read_descriptors(lhs)?;
     let b = read_descriptors(rhs)?;

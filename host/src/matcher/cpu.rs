@@ -22,11 +22,17 @@ pub fn distance(a: &Descriptor, b: &Descriptor) -> f32 {
 /// Nearest right descriptor of one left descriptor (ties: the smaller index). `rhs` must not be
 /// empty.
 pub fn nearest(a: &Descriptor, rhs: &[Descriptor]) -> Match {
-    let mut best = Match { index: 0, distance: f32::INFINITY };
+    let mut best = Match {
+        index: 0,
+        distance: f32::INFINITY,
+    };
     for (j, b) in rhs.iter().enumerate() {
         let d = distance(a, b);
         if d < best.distance {
-            best = Match { index: j as u32, distance: d };
+            best = Match {
+                index: j as u32,
+                distance: d,
+            };
         }
     }
     best

@@ -72,8 +72,11 @@ impl GpuMatcher {
         // multiprocessors to the (memory-bound) fold of tile k while the (compute-bound)
         // SGEMM of tile k + 1 still has blocks waiting: the two overlap instead of the fold
         // only filling the GEMM's tail.
-        let (_least, greatest) = cudarc::driver::result::stream::get_priority_range().cuda("querying stream priorities")?;
-        let fold_stream = ctx.new_stream_with_priority(greatest).cuda("creating the matcher's fold stream")?;
+        let (_least, greatest) = cudarc::driver::result::stream::get_priority_range()
+            .cuda("querying stream priorities")?;
+        let fold_stream = ctx
+            .new_stream_with_priority(greatest)
+            .cuda("creating the matcher's fold stream")?;
         let k = Kernels {
             v1_distances: device.function("cluda_match_v1_distances")?,
             v1_rowmin: device.function("cluda_match_v1_rowmin")?,
@@ -87,7 +90,16 @@ impl GpuMatcher {
             .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
             .cuda("reading the multiprocessor count")?
             .max(1) as usize;
-        Ok(Self { device: device.clone(), stream, fold_stream, k, workspace: Vec::new(), blas: None, sms, tiling: V3Tiling::default() })
+        Ok(Self {
+            device: device.clone(),
+            stream,
+            fold_stream,
+            k,
+            workspace: Vec::new(),
+            blas: None,
+            sms,
+            tiling: V3Tiling::default(),
+        })
     }
 
     /// The device this matcher runs on.
@@ -127,20 +139,39 @@ impl GpuMatcher {
     }
 
     /// Matches on the GPU with V1, V2 or V3 (see [`super::match_nearest`]).
-    pub fn run(&mut self, lhs: &[Descriptor], rhs: &[Descriptor], version: MatchVersion) -> Result<GpuRun> {
+    pub fn run(
+        &mut self,
+        lhs: &[Descriptor],
+        rhs: &[Descriptor],
+        version: MatchVersion,
+    ) -> Result<GpuRun> {
         let t0 = Instant::now();
         validate(lhs, rhs)?;
         if version == MatchVersion::Cpu {
-            return Err(Error::param("version", "GpuMatcher runs v1, v2 or v3; use matcher::cpu for the CPU"));
+            return Err(Error::param(
+                "version",
+                "GpuMatcher runs v1, v2 or v3; use matcher::cpu for the CPU",
+            ));
         }
         if lhs.is_empty() {
-            return Ok(GpuRun { matches: Vec::new(), wall_ms: 0.0, device_ms: 0.0, recomputed_rows: 0 });
+            return Ok(GpuRun {
+                matches: Vec::new(),
+                wall_ms: 0.0,
+                device_ms: 0.0,
+                recomputed_rows: 0,
+            });
         }
         if version == MatchVersion::V1 {
             self.v1_check_memory(lhs.len(), rhs.len())?;
         }
-        let lhs_d = self.stream.clone_htod(lhs.as_flattened()).cuda("uploading the left descriptors")?;
-        let rhs_d = self.stream.clone_htod(rhs.as_flattened()).cuda("uploading the right descriptors")?;
+        let lhs_d = self
+            .stream
+            .clone_htod(lhs.as_flattened())
+            .cuda("uploading the left descriptors")?;
+        let rhs_d = self
+            .stream
+            .clone_htod(rhs.as_flattened())
+            .cuda("uploading the right descriptors")?;
         let (n, m) = (lhs.len(), rhs.len());
         let start = self.event()?;
         let (res, flagged) = match version {
@@ -156,39 +187,69 @@ impl GpuMatcher {
             Some(f) => Some(f.download(&self.stream)?),
             None => None,
         };
-        let idx = self.stream.clone_dtoh(&res.idx).cuda("downloading the match indices")?;
-        let dist = self.stream.clone_dtoh(&res.dist).cuda("downloading the match distances")?;
+        let idx = self
+            .stream
+            .clone_dtoh(&res.idx)
+            .cuda("downloading the match indices")?;
+        let dist = self
+            .stream
+            .clone_dtoh(&res.dist)
+            .cuda("downloading the match distances")?;
         let mut device_ms = f64::from(start.elapsed_ms(&end).cuda("timing the match")?);
-        let mut matches: Vec<Match> = idx.into_iter().zip(dist).map(|(index, distance)| Match { index, distance }).collect();
+        let mut matches: Vec<Match> = idx
+            .into_iter()
+            .zip(dist)
+            .map(|(index, distance)| Match { index, distance })
+            .collect();
         let mut recomputed_rows = 0;
         if let Some(rows) = flagged.filter(|r| !r.is_empty()) {
             // Exact fallback for the rows V3 could not certify: V2 on just those rows.
             recomputed_rows = rows.len();
             let sub: Vec<Descriptor> = rows.iter().map(|&r| lhs[r as usize]).collect();
-            let sub_d = self.stream.clone_htod(sub.as_flattened()).cuda("uploading the rows to recompute")?;
+            let sub_d = self
+                .stream
+                .clone_htod(sub.as_flattened())
+                .cuda("uploading the rows to recompute")?;
             let s = self.event()?;
             let res = self.v2(&sub_d, sub.len(), &rhs_d, m)?;
             let e = self.event()?;
-            let idx = self.stream.clone_dtoh(&res.idx).cuda("downloading the recomputed indices")?;
-            let dist = self.stream.clone_dtoh(&res.dist).cuda("downloading the recomputed distances")?;
+            let idx = self
+                .stream
+                .clone_dtoh(&res.idx)
+                .cuda("downloading the recomputed indices")?;
+            let dist = self
+                .stream
+                .clone_dtoh(&res.dist)
+                .cuda("downloading the recomputed distances")?;
             device_ms += f64::from(s.elapsed_ms(&e).cuda("timing the recomputation")?);
             for ((&r, index), distance) in rows.iter().zip(idx).zip(dist) {
                 matches[r as usize] = Match { index, distance };
             }
         }
         self.stream.synchronize().cuda("finishing the match")?;
-        Ok(GpuRun { matches, wall_ms: t0.elapsed().as_secs_f64() * 1e3, device_ms, recomputed_rows })
+        Ok(GpuRun {
+            matches,
+            wall_ms: t0.elapsed().as_secs_f64() * 1e3,
+            device_ms,
+            recomputed_rows,
+        })
     }
 
     /// A timing event recorded now on the matcher's stream.
     pub(super) fn event(&self) -> Result<CudaEvent> {
-        self.stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).cuda("recording a timing event")
+        self.stream
+            .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+            .cuda("recording a timing event")
     }
 }
 
 /// Launch configuration of `grid` blocks of `block` threads.
 pub(super) fn cfg(grid: (u32, u32), block: u32) -> LaunchConfig {
-    LaunchConfig { grid_dim: (grid.0, grid.1, 1), block_dim: (block, 1, 1), shared_mem_bytes: 0 }
+    LaunchConfig {
+        grid_dim: (grid.0, grid.1, 1),
+        block_dim: (block, 1, 1),
+        shared_mem_bytes: 0,
+    }
 }
 
 /// Grid size for one warp per row with 256-thread blocks.
@@ -201,5 +262,11 @@ pub(super) fn grid_dim(blocks: usize, what: &str) -> Result<u32> {
     u32::try_from(blocks)
         .ok()
         .filter(|&b| b <= i32::MAX as u32)
-        .ok_or_else(|| Error::shape(format!("GPU grid over {what}"), "at most 2^31-1 blocks", format!("{blocks}")))
+        .ok_or_else(|| {
+            Error::shape(
+                format!("GPU grid over {what}"),
+                "at most 2^31-1 blocks",
+                format!("{blocks}"),
+            )
+        })
 }

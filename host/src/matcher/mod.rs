@@ -79,7 +79,12 @@ pub enum MatchVersion {
 
 impl MatchVersion {
     /// All versions, CPU first.
-    pub const ALL: [MatchVersion; 4] = [MatchVersion::Cpu, MatchVersion::V1, MatchVersion::V2, MatchVersion::V3];
+    pub const ALL: [MatchVersion; 4] = [
+        MatchVersion::Cpu,
+        MatchVersion::V1,
+        MatchVersion::V2,
+        MatchVersion::V3,
+    ];
     /// The GPU versions.
     pub const GPU: [MatchVersion; 3] = [MatchVersion::V1, MatchVersion::V2, MatchVersion::V3];
 
@@ -109,7 +114,10 @@ impl FromStr for MatchVersion {
             "v1" => Ok(MatchVersion::V1),
             "v2" => Ok(MatchVersion::V2),
             "v3" => Ok(MatchVersion::V3),
-            other => Err(Error::param("version", format!("`{other}` is not one of v1, v2, v3, cpu"))),
+            other => Err(Error::param(
+                "version",
+                format!("`{other}` is not one of v1, v2, v3, cpu"),
+            )),
         }
     }
 }
@@ -119,7 +127,11 @@ impl FromStr for MatchVersion {
 /// GPU versions open device 0 for this call (use [`GpuMatcher`] to keep one open across calls);
 /// without a GPU they return [`Error::NoGpu`]. See the module docs for the input rules and what
 /// the result holds.
-pub fn match_nearest(lhs: &[Descriptor], rhs: &[Descriptor], version: MatchVersion) -> Result<Vec<Match>> {
+pub fn match_nearest(
+    lhs: &[Descriptor],
+    rhs: &[Descriptor],
+    version: MatchVersion,
+) -> Result<Vec<Match>> {
     if version == MatchVersion::Cpu {
         return cpu::match_cpu(lhs, rhs);
     }
@@ -143,7 +155,11 @@ pub fn validate(lhs: &[Descriptor], rhs: &[Descriptor]) -> Result<()> {
     }
     for (side, rows) in [("lhs", lhs), ("rhs", rhs)] {
         if rows.len() > u32::MAX as usize {
-            return Err(Error::shape(format!("{side} descriptors"), format!("at most {} rows", u32::MAX), format!("{} rows", rows.len())));
+            return Err(Error::shape(
+                format!("{side} descriptors"),
+                format!("at most {} rows", u32::MAX),
+                format!("{} rows", rows.len()),
+            ));
         }
     }
     check_values("lhs", lhs)?;
@@ -153,11 +169,19 @@ pub fn validate(lhs: &[Descriptor], rhs: &[Descriptor]) -> Result<()> {
 /// The first row (and dimension) of `rows` holding a NaN, an infinity or a value beyond
 /// [`MAX_ABS_VALUE`], as an error naming `side`.
 fn check_values(side: &'static str, rows: &[Descriptor]) -> Result<()> {
-    let bad = rows.par_iter().enumerate().find_first(|(_, row)| row.iter().any(|&v| !acceptable(v)));
+    let bad = rows
+        .par_iter()
+        .enumerate()
+        .find_first(|(_, row)| row.iter().any(|&v| !acceptable(v)));
     match bad {
         None => Ok(()),
         Some((r, row)) => {
-            let (k, v) = row.iter().enumerate().find(|&(_, &v)| !acceptable(v)).map(|(k, v)| (k, *v)).unwrap_or((0, f32::NAN));
+            let (k, v) = row
+                .iter()
+                .enumerate()
+                .find(|&(_, &v)| !acceptable(v))
+                .map(|(k, v)| (k, *v))
+                .unwrap_or((0, f32::NAN));
             let what = if v.is_nan() {
                 "NaN".to_string()
             } else if v.is_infinite() {
@@ -165,7 +189,12 @@ fn check_values(side: &'static str, rows: &[Descriptor]) -> Result<()> {
             } else {
                 format!("{v:e}, beyond the largest accepted magnitude {MAX_ABS_VALUE:e}")
             };
-            Err(Error::param(side, format!("descriptor row {r} holds {what} at dimension {k}; descriptors must be finite")))
+            Err(Error::param(
+                side,
+                format!(
+                    "descriptor row {r} holds {what} at dimension {k}; descriptors must be finite"
+                ),
+            ))
         }
     }
 }

@@ -34,20 +34,32 @@ fn parse_descriptors(bytes: &[u8]) -> std::result::Result<Vec<Descriptor>, Strin
             if bytes.len() < 12 {
                 return Err("truncated .npy header".into());
             }
-            (u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize, 12)
+            (
+                u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
+                12,
+            )
         }
         v => return Err(format!("unsupported .npy format version {v}.{}", bytes[7])),
     };
-    let end = start.checked_add(header_len).filter(|&e| e <= bytes.len()).ok_or("truncated .npy header")?;
-    let header = std::str::from_utf8(&bytes[start..end]).map_err(|_| "the .npy header is not text")?;
+    let end = start
+        .checked_add(header_len)
+        .filter(|&e| e <= bytes.len())
+        .ok_or("truncated .npy header")?;
+    let header =
+        std::str::from_utf8(&bytes[start..end]).map_err(|_| "the .npy header is not text")?;
     let descr = dict_value(header, "descr").ok_or("the .npy header has no 'descr'")?;
     let descr = descr.trim().trim_matches(|c| c == '\'' || c == '"');
     if descr != "<f4" {
-        return Err(format!("dtype '{descr}' is not supported: descriptors must be little-endian float32 ('<f4')"));
+        return Err(format!(
+            "dtype '{descr}' is not supported: descriptors must be little-endian float32 ('<f4')"
+        ));
     }
-    let fortran = dict_value(header, "fortran_order").ok_or("the .npy header has no 'fortran_order'")?;
+    let fortran =
+        dict_value(header, "fortran_order").ok_or("the .npy header has no 'fortran_order'")?;
     if fortran.trim() != "False" {
-        return Err("Fortran-order arrays are not supported: save the descriptors in C order".into());
+        return Err(
+            "Fortran-order arrays are not supported: save the descriptors in C order".into(),
+        );
     }
     let shape = dict_value(header, "shape").ok_or("the .npy header has no 'shape'")?;
     let dims: Vec<usize> = shape
@@ -57,16 +69,24 @@ fn parse_descriptors(bytes: &[u8]) -> std::result::Result<Vec<Descriptor>, Strin
         .split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())
-        .map(|s| s.parse::<usize>().map_err(|_| format!("bad shape entry '{s}'")))
+        .map(|s| {
+            s.parse::<usize>()
+                .map_err(|_| format!("bad shape entry '{s}'"))
+        })
         .collect::<std::result::Result<_, _>>()?;
     if dims.len() != 2 || dims[1] != DIM {
-        return Err(format!("shape {shape} is not (n, {DIM}): descriptors must be a 2-D n x {DIM} array"));
+        return Err(format!(
+            "shape {shape} is not (n, {DIM}): descriptors must be a 2-D n x {DIM} array"
+        ));
     }
     let n = dims[0];
     let need = n.checked_mul(DIM * 4).ok_or("shape too large")?;
     let data = &bytes[end..];
     if data.len() < need {
-        return Err(format!("truncated data: shape ({n}, {DIM}) needs {need} bytes, the file holds {}", data.len()));
+        return Err(format!(
+            "truncated data: shape ({n}, {DIM}) needs {need} bytes, the file holds {}",
+            data.len()
+        ));
     }
     Ok(data[..need]
         .chunks_exact(DIM * 4)
@@ -82,7 +102,9 @@ fn parse_descriptors(bytes: &[u8]) -> std::result::Result<Vec<Descriptor>, Strin
 
 /// The raw text of `key`'s value in a NumPy header dict (up to the next top-level comma).
 fn dict_value<'a>(header: &'a str, key: &str) -> Option<&'a str> {
-    let pos = header.find(&format!("'{key}'")).or_else(|| header.find(&format!("\"{key}\"")))?;
+    let pos = header
+        .find(&format!("'{key}'"))
+        .or_else(|| header.find(&format!("\"{key}\"")))?;
     let rest = &header[pos + key.len() + 2..];
     let rest = rest.trim_start().strip_prefix(':')?;
     let mut depth = 0i32;
@@ -99,7 +121,10 @@ fn dict_value<'a>(header: &'a str, key: &str) -> Option<&'a str> {
 
 /// Writes matches as one `(n, 2)` float64 `.npy` array: `[index, distance]` per left row.
 pub fn write_matches(path: &Path, matches: &[Match]) -> Result<()> {
-    let dict = format!("{{'descr': '<f8', 'fortran_order': False, 'shape': ({}, 2), }}", matches.len());
+    let dict = format!(
+        "{{'descr': '<f8', 'fortran_order': False, 'shape': ({}, 2), }}",
+        matches.len()
+    );
     let mut header_len = dict.len() + 1;
     header_len += (64 - (10 + header_len) % 64) % 64;
     let mut out = Vec::with_capacity(10 + header_len + matches.len() * 16);
@@ -120,7 +145,10 @@ pub fn write_matches(path: &Path, matches: &[Match]) -> Result<()> {
 
 /// Writes descriptors as an `n x 128` float32 `.npy` file (tests, tools).
 pub fn write_descriptors(path: &Path, rows: &[Descriptor]) -> Result<()> {
-    let dict = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': ({}, {DIM}), }}", rows.len());
+    let dict = format!(
+        "{{'descr': '<f4', 'fortran_order': False, 'shape': ({}, {DIM}), }}",
+        rows.len()
+    );
     let mut header_len = dict.len() + 1;
     header_len += (64 - (10 + header_len) % 64) % 64;
     let mut out = Vec::with_capacity(10 + header_len + rows.len() * DIM * 4);

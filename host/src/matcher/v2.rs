@@ -17,30 +17,55 @@ const BLOCKS_PER_SM: usize = 16;
 pub(super) fn split_plan(n: usize, m: usize, sms: usize) -> (usize, usize) {
     let left_blocks = n.div_ceil(128).max(1);
     let tiles = m.div_ceil(128).max(1);
-    let want = (sms * BLOCKS_PER_SM).div_ceil(left_blocks).clamp(1, tiles.min(65_535));
+    let want = (sms * BLOCKS_PER_SM)
+        .div_ceil(left_blocks)
+        .clamp(1, tiles.min(65_535));
     let per = tiles.div_ceil(want);
     (tiles.div_ceil(per), per)
 }
 
 impl GpuMatcher {
     /// V2 on uploaded descriptors (`n`, `m` >= 1).
-    pub(super) fn v2(&self, lhs: &CudaSlice<f32>, n: usize, rhs: &CudaSlice<f32>, m: usize) -> Result<DeviceResult> {
+    pub(super) fn v2(
+        &self,
+        lhs: &CudaSlice<f32>,
+        n: usize,
+        rhs: &CudaSlice<f32>,
+        m: usize,
+    ) -> Result<DeviceResult> {
         let s = &self.stream;
         let (splits, per) = split_plan(n, m, self.sms);
-        let mut part_d = s.alloc_zeros::<f32>(n * splits).cuda("allocating v2's partial distances")?;
-        let mut part_i = s.alloc_zeros::<u32>(n * splits).cuda("allocating v2's partial indices")?;
+        let mut part_d = s
+            .alloc_zeros::<f32>(n * splits)
+            .cuda("allocating v2's partial distances")?;
+        let mut part_i = s
+            .alloc_zeros::<u32>(n * splits)
+            .cuda("allocating v2's partial indices")?;
         let (n32, m32, per32, splits32) = (n as u32, m as u32, per as u32, splits as u32);
         let grid = (grid_dim(n.div_ceil(128), "left tiles")?, splits32);
         let mut b = s.launch_builder(&self.k.v2_fused);
-        b.arg(lhs).arg(&n32).arg(rhs).arg(&m32).arg(&per32).arg(&splits32).arg(&mut part_d).arg(&mut part_i);
+        b.arg(lhs)
+            .arg(&n32)
+            .arg(rhs)
+            .arg(&m32)
+            .arg(&per32)
+            .arg(&splits32)
+            .arg(&mut part_d)
+            .arg(&mut part_i);
         // SAFETY: lhs n x 128, rhs m x 128, partials n x splits, as the kernel indexes them.
         unsafe { b.launch(cfg(grid, 256)) }.cuda("launching v2's fused kernel")?;
         let mut idx = s.alloc_zeros::<u32>(n).cuda("allocating v2's indices")?;
         let mut dist = s.alloc_zeros::<f32>(n).cuda("allocating v2's distances")?;
         let mut b = s.launch_builder(&self.k.merge_partials);
-        b.arg(&part_d).arg(&part_i).arg(&n32).arg(&splits32).arg(&mut idx).arg(&mut dist);
+        b.arg(&part_d)
+            .arg(&part_i)
+            .arg(&n32)
+            .arg(&splits32)
+            .arg(&mut idx)
+            .arg(&mut dist);
         // SAFETY: partials n x splits, idx and dist n.
-        unsafe { b.launch(cfg((grid_dim(n.div_ceil(256), "rows")?, 1), 256)) }.cuda("launching v2's merge kernel")?;
+        unsafe { b.launch(cfg((grid_dim(n.div_ceil(256), "rows")?, 1), 256)) }
+            .cuda("launching v2's merge kernel")?;
         Ok(DeviceResult { idx, dist })
     }
 }

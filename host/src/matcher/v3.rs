@@ -45,7 +45,11 @@ impl Default for V3Tiling {
     /// cuBLAS to run at full speed and rows long enough for the fold to stream (the fastest
     /// bounded shape of the H200 sweep in `bench-results/2026-11-29-h200-matcher/`).
     fn default() -> Self {
-        V3Tiling { rows: 4096, cols: 16384, overlap: true }
+        V3Tiling {
+            rows: 4096,
+            cols: 16384,
+            overlap: true,
+        }
     }
 }
 
@@ -53,13 +57,22 @@ impl V3Tiling {
     /// Checks the shape (see the field docs).
     pub fn check(&self) -> Result<()> {
         if self.rows == 0 || self.rows > i32::MAX as usize {
-            return Err(Error::param("v3 tile rows", format!("{} is not in 1..=2^31-1", self.rows)));
+            return Err(Error::param(
+                "v3 tile rows",
+                format!("{} is not in 1..=2^31-1", self.rows),
+            ));
         }
         if self.cols < 4 || !self.cols.is_multiple_of(4) || self.cols > i32::MAX as usize {
-            return Err(Error::param("v3 tile cols", format!("{} is not a positive multiple of 4 below 2^31", self.cols)));
+            return Err(Error::param(
+                "v3 tile cols",
+                format!("{} is not a positive multiple of 4 below 2^31", self.cols),
+            ));
         }
         if self.rows.saturating_mul(self.cols) > (1usize << 32) {
-            return Err(Error::param("v3 tiling", "the tile must hold at most 2^32 floats"));
+            return Err(Error::param(
+                "v3 tiling",
+                "the tile must hold at most 2^32 floats",
+            ));
         }
         Ok(())
     }
@@ -74,11 +87,18 @@ pub(super) struct Flags {
 impl Flags {
     /// The flagged rows, sorted.
     pub(super) fn download(&self, s: &Arc<CudaStream>) -> Result<Vec<u32>> {
-        let count = s.clone_dtoh(&self.count).cuda("downloading v3's flag count")?.first().copied().unwrap_or(0) as usize;
+        let count = s
+            .clone_dtoh(&self.count)
+            .cuda("downloading v3's flag count")?
+            .first()
+            .copied()
+            .unwrap_or(0) as usize;
         if count == 0 {
             return Ok(Vec::new());
         }
-        let mut rows = s.clone_dtoh(&self.rows.slice(..count.min(self.rows.len()))).cuda("downloading v3's flagged rows")?;
+        let mut rows = s
+            .clone_dtoh(&self.rows.slice(..count.min(self.rows.len())))
+            .cuda("downloading v3's flagged rows")?;
         rows.sort_unstable();
         Ok(rows)
     }
@@ -87,12 +107,21 @@ impl Flags {
 /// Runs a bare SGEMM of the same shape as V3's whole problem (`n x m x 128`, FP32, one call,
 /// output `n x m`), `reps` times after one warm-up; returns the median device milliseconds.
 /// This is the floor V3 is measured against.
-pub fn bare_sgemm_ms(matcher: &mut GpuMatcher, lhs: &[super::Descriptor], rhs: &[super::Descriptor], reps: usize) -> Result<f64> {
+pub fn bare_sgemm_ms(
+    matcher: &mut GpuMatcher,
+    lhs: &[super::Descriptor],
+    rhs: &[super::Descriptor],
+    reps: usize,
+) -> Result<f64> {
     matcher.blas()?;
     let s = matcher.stream.clone();
     let (n, m) = (lhs.len(), rhs.len());
-    let a = s.clone_htod(rhs.as_flattened()).cuda("uploading the SGEMM operand")?;
-    let b = s.clone_htod(lhs.as_flattened()).cuda("uploading the SGEMM operand")?;
+    let a = s
+        .clone_htod(rhs.as_flattened())
+        .cuda("uploading the SGEMM operand")?;
+    let b = s
+        .clone_htod(lhs.as_flattened())
+        .cuda("uploading the SGEMM operand")?;
     // SAFETY (alloc): SGEMM with beta = 0 writes every element.
     let mut c = unsafe { s.alloc::<f32>(n * m) }.cuda("allocating the SGEMM output")?;
     let gemm = GemmConfig {
@@ -107,7 +136,10 @@ pub fn bare_sgemm_ms(matcher: &mut GpuMatcher, lhs: &[super::Descriptor], rhs: &
         beta: 0.0f32,
         ldc: m as i32,
     };
-    let blas = matcher.blas.as_ref().ok_or_else(|| Error::NoGpu("cuBLAS handle unavailable".into()))?;
+    let blas = matcher
+        .blas
+        .as_ref()
+        .ok_or_else(|| Error::NoGpu("cuBLAS handle unavailable".into()))?;
     let mut times = Vec::with_capacity(reps);
     for rep in 0..=reps {
         let start = matcher.event()?;
@@ -124,7 +156,10 @@ pub fn bare_sgemm_ms(matcher: &mut GpuMatcher, lhs: &[super::Descriptor], rhs: &
 }
 
 fn blas_err(context: &str) -> impl FnOnce(cudarc::cublas::result::CublasError) -> Error + '_ {
-    move |source| Error::Cublas { context: context.to_string(), source }
+    move |source| Error::Cublas {
+        context: context.to_string(),
+        source,
+    }
 }
 
 impl GpuMatcher {
@@ -133,21 +168,37 @@ impl GpuMatcher {
         if self.blas.is_none() {
             // SAFETY: only tries to dlopen libcublas.
             if !unsafe { cudarc::cublas::sys::is_culib_present() } {
-                return Err(Error::NoGpu("v3 needs cuBLAS, but libcublas could not be loaded".into()));
+                return Err(Error::NoGpu(
+                    "v3 needs cuBLAS, but libcublas could not be loaded".into(),
+                ));
             }
-            let blas = CudaBlas::new(self.stream.clone()).map_err(blas_err("creating the cuBLAS handle"))?;
+            let blas = CudaBlas::new(self.stream.clone())
+                .map_err(blas_err("creating the cuBLAS handle"))?;
             // SAFETY: a valid handle; CUBLAS_DEFAULT_MATH keeps SGEMM in FP32 (no TF32).
-            unsafe { cudarc::cublas::sys::cublasSetMathMode(*blas.handle(), cublasMath_t::CUBLAS_DEFAULT_MATH) }
-                .result()
-                .map_err(blas_err("setting cuBLAS's math mode to FP32"))?;
+            unsafe {
+                cudarc::cublas::sys::cublasSetMathMode(
+                    *blas.handle(),
+                    cublasMath_t::CUBLAS_DEFAULT_MATH,
+                )
+            }
+            .result()
+            .map_err(blas_err("setting cuBLAS's math mode to FP32"))?;
             self.blas = Some(blas);
         }
-        self.blas.as_ref().ok_or_else(|| Error::NoGpu("cuBLAS handle unavailable".into()))
+        self.blas
+            .as_ref()
+            .ok_or_else(|| Error::NoGpu("cuBLAS handle unavailable".into()))
     }
 
     /// V3 on uploaded descriptors (`n`, `m` >= 1). Returns the per-row result and the rows that
     /// must be recomputed exactly (still on the device; see [`Flags::download`]).
-    pub(super) fn v3(&mut self, lhs: &CudaSlice<f32>, n: usize, rhs: &CudaSlice<f32>, m: usize) -> Result<(DeviceResult, Flags)> {
+    pub(super) fn v3(
+        &mut self,
+        lhs: &CudaSlice<f32>,
+        n: usize,
+        rhs: &CudaSlice<f32>,
+        m: usize,
+    ) -> Result<(DeviceResult, Flags)> {
         self.blas()?;
         let s = self.stream.clone();
         let tiling = self.tiling;
@@ -159,17 +210,25 @@ impl GpuMatcher {
         // path); the right norms' padding and the counters must start at zero.
         // SAFETY (uninitialised allocs below): written in full before being read, as noted.
         let mut norms_a = unsafe { s.alloc::<f32>(n) }.cuda("allocating v3's left norms")?; // sqnorms
-        let mut norms_b = s.alloc_zeros::<f32>(m.next_multiple_of(4)).cuda("allocating v3's right norms")?;
-        let mut max_a = s.alloc_zeros::<u32>(1).cuda("allocating v3's norm maximum")?;
-        let mut max_b = s.alloc_zeros::<u32>(1).cuda("allocating v3's norm maximum")?;
+        let mut norms_b = s
+            .alloc_zeros::<f32>(m.next_multiple_of(4))
+            .cuda("allocating v3's right norms")?;
+        let mut max_a = s
+            .alloc_zeros::<u32>(1)
+            .cuda("allocating v3's norm maximum")?;
+        let mut max_b = s
+            .alloc_zeros::<u32>(1)
+            .cuda("allocating v3's norm maximum")?;
         let mut b = s.launch_builder(&self.k.sqnorms);
         b.arg(lhs).arg(&n32).arg(&mut norms_a).arg(&mut max_a);
         // SAFETY: lhs n x 128, norms_a n, max_a 1.
-        unsafe { b.launch(cfg((warp_rows_grid(n)?, 1), 256)) }.cuda("launching v3's norm kernel (lhs)")?;
+        unsafe { b.launch(cfg((warp_rows_grid(n)?, 1), 256)) }
+            .cuda("launching v3's norm kernel (lhs)")?;
         let mut b = s.launch_builder(&self.k.sqnorms);
         b.arg(rhs).arg(&m32).arg(&mut norms_b).arg(&mut max_b);
         // SAFETY: rhs m x 128, norms_b >= m, max_b 1.
-        unsafe { b.launch(cfg((warp_rows_grid(m)?, 1), 256)) }.cuda("launching v3's norm kernel (rhs)")?;
+        unsafe { b.launch(cfg((warp_rows_grid(m)?, 1), 256)) }
+            .cuda("launching v3's norm kernel (rhs)")?;
 
         // Each tile region is written by SGEMM before the fold reads it.
         let nbuf = if tiling.overlap { 2 } else { 1 };
@@ -177,12 +236,19 @@ impl GpuMatcher {
         for _ in 0..nbuf {
             tiles.push(self.take_scratch(rows_t * cols_t, "allocating v3's tile")?);
         }
-        let fold_stream = if tiling.overlap { self.fold_stream.clone() } else { s.clone() };
+        let fold_stream = if tiling.overlap {
+            self.fold_stream.clone()
+        } else {
+            s.clone()
+        };
         let mut step = 0usize;
         // The first column tile (c0 = 0, `first`) writes all four entries of every row.
         let mut best_d = unsafe { s.alloc::<f32>(n * K) }.cuda("allocating v3's candidates")?;
         let mut best_i = unsafe { s.alloc::<u32>(n * K) }.cuda("allocating v3's candidates")?;
-        let blas = self.blas.as_ref().ok_or_else(|| Error::NoGpu("cuBLAS handle unavailable".into()))?;
+        let blas = self
+            .blas
+            .as_ref()
+            .ok_or_else(|| Error::NoGpu("cuBLAS handle unavailable".into()))?;
         for r0 in (0..n).step_by(rows_t) {
             let rows = rows_t.min(n - r0);
             for c0 in (0..m).step_by(cols_t) {
@@ -209,8 +275,10 @@ impl GpuMatcher {
                 let mut c_view = tile.slice_mut(..rows * ld);
                 // SAFETY: the views hold exactly the cols x 128, rows x 128 and rows x ld floats
                 // the configuration addresses.
-                unsafe { blas.gemm(gemm, &a_view, &b_view, &mut c_view) }.map_err(blas_err("running the v3 SGEMM tile"))?;
-                let (rows32, cols32, ld32, r032, c032) = (rows as u32, cols as u32, ld as u32, r0 as u32, c0 as u32);
+                unsafe { blas.gemm(gemm, &a_view, &b_view, &mut c_view) }
+                    .map_err(blas_err("running the v3 SGEMM tile"))?;
+                let (rows32, cols32, ld32, r032, c032) =
+                    (rows as u32, cols as u32, ld as u32, r0 as u32, c0 as u32);
                 let first = u32::from(c0 == 0);
                 let tile = &*tile;
                 let mut b = fold_stream.launch_builder(&self.k.v3_fold);
@@ -226,7 +294,8 @@ impl GpuMatcher {
                     .arg(&first);
                 // SAFETY: tile rows x ld, norms_b padded to a multiple of 4 >= c0 + ld,
                 // best_* n x 4 with r0 + rows <= n.
-                unsafe { b.launch(cfg((warp_rows_grid(rows)?, 1), 256)) }.cuda("launching v3's fold kernel")?;
+                unsafe { b.launch(cfg((warp_rows_grid(rows)?, 1), 256)) }
+                    .cuda("launching v3's fold kernel")?;
             }
         }
         for t in tiles {
@@ -237,7 +306,9 @@ impl GpuMatcher {
         // the count.
         let mut idx = unsafe { s.alloc::<u32>(n) }.cuda("allocating v3's indices")?;
         let mut dist = unsafe { s.alloc::<f32>(n) }.cuda("allocating v3's distances")?;
-        let mut flag_count = s.alloc_zeros::<u32>(1).cuda("allocating v3's flag counter")?;
+        let mut flag_count = s
+            .alloc_zeros::<u32>(1)
+            .cuda("allocating v3's flag counter")?;
         let mut flag_rows = unsafe { s.alloc::<u32>(n) }.cuda("allocating v3's flag list")?;
         let mut b = s.launch_builder(&self.k.v3_rescore);
         b.arg(lhs)
@@ -253,7 +324,14 @@ impl GpuMatcher {
             .arg(&mut flag_rows);
         // SAFETY: lhs n x 128, rhs m x 128 (candidate indices < m or u32::MAX), best_* n x 4,
         // idx/dist/flag_rows n, flag_count 1.
-        unsafe { b.launch(cfg((warp_rows_grid(n)?, 1), 256)) }.cuda("launching v3's rescoring kernel")?;
-        Ok((DeviceResult { idx, dist }, Flags { count: flag_count, rows: flag_rows }))
+        unsafe { b.launch(cfg((warp_rows_grid(n)?, 1), 256)) }
+            .cuda("launching v3's rescoring kernel")?;
+        Ok((
+            DeviceResult { idx, dist },
+            Flags {
+                count: flag_count,
+                rows: flag_rows,
+            },
+        ))
     }
 }
