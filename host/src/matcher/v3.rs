@@ -14,6 +14,11 @@
 //!    exactly with V2 by the caller.
 //!
 //! The estimate `||b||^2 - 2 a.b` omits `||a||^2`, which is the same for a whole row.
+//!
+//! Deployment: cudarc (built for CUDA 12.8) loads `libcublas.so` or `libcublas.so.12` (and
+//! older), not `libcublas.so.13`; with a CUDA 13 toolkit put a directory holding
+//! `libcublas.so` (the toolkit's `lib64` has one) on `LD_LIBRARY_PATH`. Without cuBLAS, V3
+//! fails with [`Error::NoGpu`] naming it; V1 and V2 do not need it.
 
 use std::sync::Arc;
 
