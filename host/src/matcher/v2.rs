@@ -69,3 +69,23 @@ impl GpuMatcher {
         Ok(DeviceResult { idx, dist })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::split_plan;
+
+    #[test]
+    fn every_split_has_a_tile_and_all_tiles_are_covered() {
+        for n in [1, 127, 128, 129, 4097, 16384, 1 << 20] {
+            for m in [1, 5, 128, 129, 5000, 16384, 100_000] {
+                for sms in [1, 8, 132] {
+                    let (splits, per) = split_plan(n, m, sms);
+                    let tiles = m.div_ceil(128);
+                    assert!((1..=65_535).contains(&splits), "{n} {m} {sms}");
+                    assert!(splits * per >= tiles, "{n} {m} {sms}: tiles uncovered");
+                    assert!((splits - 1) * per < tiles, "{n} {m} {sms}: an empty split");
+                }
+            }
+        }
+    }
+}
