@@ -45,7 +45,15 @@ fn all_versions(label: &str, lhs: &[Descriptor], rhs: &[Descriptor]) {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn shapes_from_the_issue() {
-    for (n, m, seed) in [(1, 1, 1), (1, 5000, 2), (4097, 3, 3), (1000, 1000, 4), (3, 4097, 5), (129, 257, 6), (130, 5, 7)] {
+    for (n, m, seed) in [
+        (1, 1, 1),
+        (1, 5000, 2),
+        (4097, 3, 3),
+        (1000, 1000, 4),
+        (3, 4097, 5),
+        (129, 257, 6),
+        (130, 5, 7),
+    ] {
         all_versions("uniform", &uniform(n, seed), &uniform(m, seed + 100));
     }
 }
@@ -72,7 +80,11 @@ fn clustered_data() {
 fn offset_data_defeats_the_gemm_estimate_but_not_v3() {
     // A common offset of 1000 makes ||a||^2 ~ 1.3e8 while distances are ~20: the GEMM estimate
     // is useless, V3 must notice (flag) and recompute.
-    let shift = |v: Vec<Descriptor>| v.into_iter().map(|d| d.map(|x| 1000.0 + x)).collect::<Vec<_>>();
+    let shift = |v: Vec<Descriptor>| {
+        v.into_iter()
+            .map(|d| d.map(|x| 1000.0 + x))
+            .collect::<Vec<_>>()
+    };
     let (lhs, rhs) = (shift(uniform(300, 61)), shift(uniform(700, 62)));
     all_versions("offset", &lhs, &rhs);
     assert!(run(&lhs, &rhs, MatchVersion::V3).recomputed_rows > 0);
@@ -97,11 +109,31 @@ fn v3_recomputes_rows_with_many_close_candidates() {
 fn v3_small_tiles_fold_across_many_tiles() {
     let (lhs, rhs) = with_near_duplicates(1001, 2003, 4, &[1e-3, 2e-3], false, 81);
     for tiling in [
-        V3Tiling { rows: 100, cols: 64, overlap: true },
-        V3Tiling { rows: 100, cols: 64, overlap: false },
-        V3Tiling { rows: 1, cols: 4, overlap: true },
-        V3Tiling { rows: 333, cols: 1000, overlap: false },
-        V3Tiling { rows: 4096, cols: 512, overlap: true },
+        V3Tiling {
+            rows: 100,
+            cols: 64,
+            overlap: true,
+        },
+        V3Tiling {
+            rows: 100,
+            cols: 64,
+            overlap: false,
+        },
+        V3Tiling {
+            rows: 1,
+            cols: 4,
+            overlap: true,
+        },
+        V3Tiling {
+            rows: 333,
+            cols: 1000,
+            overlap: false,
+        },
+        V3Tiling {
+            rows: 4096,
+            cols: 512,
+            overlap: true,
+        },
     ] {
         let r = {
             let mut m = matcher();
@@ -110,7 +142,11 @@ fn v3_small_tiles_fold_across_many_tiles() {
         };
         assert_ok(&format!("v3 tiling {tiling:?}"), &lhs, &rhs, &r.matches);
     }
-    let bad = matcher().set_v3_tiling(V3Tiling { rows: 10, cols: 6, overlap: false });
+    let bad = matcher().set_v3_tiling(V3Tiling {
+        rows: 10,
+        cols: 6,
+        overlap: false,
+    });
     assert!(bad.is_err());
 }
 
@@ -121,7 +157,11 @@ fn gpu_agrees_with_the_cpu_reference() {
     let want = cpu::match_cpu(&lhs, &rhs).expect("cpu");
     for v in MatchVersion::GPU {
         let got = run(&lhs, &rhs, v).matches;
-        let same = got.iter().zip(&want).filter(|(g, w)| g.index == w.index).count();
+        let same = got
+            .iter()
+            .zip(&want)
+            .filter(|(g, w)| g.index == w.index)
+            .count();
         eprintln!("{v}: {same} of {} indices equal to the CPU's", want.len());
         assert!(same >= want.len() - 2, "{v}: only {same} equal indices");
     }
@@ -132,7 +172,10 @@ fn gpu_agrees_with_the_cpu_reference() {
 fn v1_refuses_a_matrix_larger_than_the_device() {
     // 300000 x 300000 floats = 335 GiB: more than any single GPU here.
     let lhs = vec![[0.0f32; D]; 300_000];
-    let e = matcher().run(&lhs, &lhs, MatchVersion::V1).expect_err("must refuse").to_string();
+    let e = matcher()
+        .run(&lhs, &lhs, MatchVersion::V1)
+        .expect_err("must refuse")
+        .to_string();
     assert!(e.contains("v1") && e.contains("GiB"), "{e}");
     // The same problem is fine for V2 in principle; just check a slice of it runs.
     let r = run(&lhs[..1000], &lhs[..5000], MatchVersion::V2);
@@ -145,16 +188,32 @@ fn errors_are_clear_on_the_gpu_too() {
     let mut lhs = uniform(10, 1);
     lhs[3][5] = f32::INFINITY;
     for v in MatchVersion::GPU {
-        let e = matcher().run(&lhs, &uniform(4, 2), v).expect_err("inf").to_string();
+        let e = matcher()
+            .run(&lhs, &uniform(4, 2), v)
+            .expect_err("inf")
+            .to_string();
         assert!(e.contains("lhs") && e.contains("row 3"), "{e}");
     }
-    assert!(matcher().run(&uniform(1, 1), &[], MatchVersion::V2).is_err());
-    assert!(matcher().run(&[], &uniform(1, 1), MatchVersion::V3).expect("empty lhs").matches.is_empty());
+    assert!(
+        matcher()
+            .run(&uniform(1, 1), &[], MatchVersion::V2)
+            .is_err()
+    );
+    assert!(
+        matcher()
+            .run(&[], &uniform(1, 1), MatchVersion::V3)
+            .expect("empty lhs")
+            .matches
+            .is_empty()
+    );
 }
 
 fn descriptors(max_rows: usize) -> impl Strategy<Value = Vec<Descriptor>> {
     let value = prop_oneof![(-3i32..4).prop_map(|v| v as f32), -10.0f32..10.0];
-    prop::collection::vec(prop::collection::vec(value, D).prop_map(|v| std::array::from_fn(|k| v[k])), 1..max_rows)
+    prop::collection::vec(
+        prop::collection::vec(value, D).prop_map(|v| std::array::from_fn(|k| v[k])),
+        1..max_rows,
+    )
 }
 
 proptest! {
