@@ -11,6 +11,7 @@ pub mod finder;
 pub mod frames;
 pub mod generate;
 pub mod io;
+pub mod matcher;
 pub mod pedestal;
 
 pub use cluster::{Cluster, ClusterBatch, ClusterRef, ClusterSize, FrameClusters};

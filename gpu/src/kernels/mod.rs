@@ -1,5 +1,6 @@
 //! Kernel entry points (compiled for `nvptx64-nvidia-cuda` only).
 
+pub mod matcher;
 pub mod prepare;
 
 use core::arch::nvptx;

@@ -1,0 +1,272 @@
+//! The GPU matcher: one stream, the matcher's kernels, the cuBLAS handle (created on first V3
+//! use), and the upload / time / download frame around the three versions.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use cudarc::cublas::CudaBlas;
+use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
+use cudarc::driver::{CudaEvent, CudaFunction, CudaSlice, CudaStream, LaunchConfig};
+
+use super::v3::V3Tiling;
+use super::{Descriptor, Match, MatchVersion, validate};
+use crate::cuda::Device;
+use crate::error::{CudaContextExt, Error, Result};
+
+/// The matcher's kernels, loaded from cluda's PTX module.
+pub(super) struct Kernels {
+    pub v1_distances: CudaFunction,
+    pub v1_rowmin: CudaFunction,
+    pub v2_fused: CudaFunction,
+    pub merge_partials: CudaFunction,
+    pub sqnorms: CudaFunction,
+    pub v3_fold: CudaFunction,
+    pub v3_rescore: CudaFunction,
+}
+
+/// A GPU matcher bound to one device; reuse it across calls to avoid re-opening the context
+/// and re-creating the cuBLAS handle.
+pub struct GpuMatcher {
+    pub(super) device: Device,
+    pub(super) stream: Arc<CudaStream>,
+    /// Second, high-priority stream: V3 folds tile k on it while SGEMM computes tile k+1 on
+    /// `stream`.
+    pub(super) fold_stream: Arc<CudaStream>,
+    pub(super) k: Kernels,
+    /// Large scratch buffers (V1's matrix, V3's tiles) kept between calls: stream-ordered
+    /// allocations of hundreds of MiB cost more than the work they hold. See
+    /// [`GpuMatcher::release_workspace`].
+    pub(super) workspace: Vec<CudaSlice<f32>>,
+    pub(super) blas: Option<CudaBlas>,
+    pub(super) sms: usize,
+    pub(super) tiling: V3Tiling,
+}
+
+/// Result of one GPU match with its timings.
+#[derive(Clone, Debug)]
+pub struct GpuRun {
+    /// One match per left descriptor.
+    pub matches: Vec<Match>,
+    /// Wall time of the whole call (validation, upload, kernels, download), milliseconds.
+    pub wall_ms: f64,
+    /// Device time of the matching work alone (CUDA events around the kernels and GEMMs, after
+    /// the upload and before the download), milliseconds.
+    pub device_ms: f64,
+    /// V3 only: rows whose four GEMM-ranked candidates could not be proven to contain the
+    /// nearest neighbour, recomputed exactly with V2 (0 for V1/V2).
+    pub recomputed_rows: usize,
+}
+
+/// Device-side outputs of a version: index and distance per left row.
+pub(super) struct DeviceResult {
+    pub idx: CudaSlice<u32>,
+    pub dist: CudaSlice<f32>,
+}
+
+impl GpuMatcher {
+    /// Loads the matcher's kernels on `device` and creates its stream.
+    pub fn new(device: &Device) -> Result<Self> {
+        let ctx = device.context();
+        let stream = ctx.new_stream().cuda("creating the matcher's stream")?;
+        // The fold stream gets the highest priority, so that the block scheduler hands free
+        // multiprocessors to the (memory-bound) fold of tile k while the (compute-bound)
+        // SGEMM of tile k + 1 still has blocks waiting: the two overlap instead of the fold
+        // only filling the GEMM's tail.
+        let (_least, greatest) = cudarc::driver::result::stream::get_priority_range()
+            .cuda("querying stream priorities")?;
+        let fold_stream = ctx
+            .new_stream_with_priority(greatest)
+            .cuda("creating the matcher's fold stream")?;
+        let k = Kernels {
+            v1_distances: device.function("cluda_match_v1_distances")?,
+            v1_rowmin: device.function("cluda_match_v1_rowmin")?,
+            v2_fused: device.function("cluda_match_v2_fused")?,
+            merge_partials: device.function("cluda_match_merge_partials")?,
+            sqnorms: device.function("cluda_match_sqnorms")?,
+            v3_fold: device.function("cluda_match_v3_fold")?,
+            v3_rescore: device.function("cluda_match_v3_rescore")?,
+        };
+        let sms = ctx
+            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .cuda("reading the multiprocessor count")?
+            .max(1) as usize;
+        Ok(Self {
+            device: device.clone(),
+            stream,
+            fold_stream,
+            k,
+            workspace: Vec::new(),
+            blas: None,
+            sms,
+            tiling: V3Tiling::default(),
+        })
+    }
+
+    /// The device this matcher runs on.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// Frees the scratch buffers kept between calls (V1's distance matrix, V3's tiles).
+    pub fn release_workspace(&mut self) {
+        self.workspace.clear();
+    }
+
+    /// A scratch buffer of at least `len` floats: a kept one if large enough, else a new one
+    /// (contents undefined). Give it back with [`Self::give_back`].
+    pub(super) fn take_scratch(&mut self, len: usize, what: &str) -> Result<CudaSlice<f32>> {
+        if let Some(pos) = self.workspace.iter().position(|b| b.len() >= len) {
+            return Ok(self.workspace.swap_remove(pos));
+        }
+        // None fits: free what is kept before allocating (V1's matrix may need all of it).
+        self.workspace.clear();
+        // SAFETY (alloc): every user writes the part it reads first.
+        unsafe { self.stream.alloc::<f32>(len) }.cuda(what)
+    }
+
+    /// Keeps a scratch buffer for the next call (at most two are kept).
+    pub(super) fn give_back(&mut self, buf: CudaSlice<f32>) {
+        self.workspace.push(buf);
+        self.workspace.sort_by_key(|b| std::cmp::Reverse(b.len()));
+        self.workspace.truncate(2);
+    }
+
+    /// Sets V3's tile shape (GEMM block of left rows x right rows); see [`V3Tiling`].
+    pub fn set_v3_tiling(&mut self, tiling: V3Tiling) -> Result<()> {
+        tiling.check()?;
+        self.tiling = tiling;
+        Ok(())
+    }
+
+    /// Matches on the GPU with V1, V2 or V3 (see [`super::match_nearest`]).
+    pub fn run(
+        &mut self,
+        lhs: &[Descriptor],
+        rhs: &[Descriptor],
+        version: MatchVersion,
+    ) -> Result<GpuRun> {
+        let t0 = Instant::now();
+        validate(lhs, rhs)?;
+        if version == MatchVersion::Cpu {
+            return Err(Error::param(
+                "version",
+                "GpuMatcher runs v1, v2 or v3; use matcher::cpu for the CPU",
+            ));
+        }
+        if lhs.is_empty() {
+            return Ok(GpuRun {
+                matches: Vec::new(),
+                wall_ms: 0.0,
+                device_ms: 0.0,
+                recomputed_rows: 0,
+            });
+        }
+        if version == MatchVersion::V1 {
+            self.v1_check_memory(lhs.len(), rhs.len())?;
+        }
+        let lhs_d = self
+            .stream
+            .clone_htod(lhs.as_flattened())
+            .cuda("uploading the left descriptors")?;
+        let rhs_d = self
+            .stream
+            .clone_htod(rhs.as_flattened())
+            .cuda("uploading the right descriptors")?;
+        let (n, m) = (lhs.len(), rhs.len());
+        let start = self.event()?;
+        let (res, flagged) = match version {
+            MatchVersion::V1 => (self.v1(&lhs_d, n, &rhs_d, m)?, None),
+            MatchVersion::V2 => (self.v2(&lhs_d, n, &rhs_d, m)?, None),
+            _ => {
+                let (r, f) = self.v3(&lhs_d, n, &rhs_d, m)?;
+                (r, Some(f))
+            }
+        };
+        let end = self.event()?;
+        let flagged = match flagged {
+            Some(f) => Some(f.download(&self.stream)?),
+            None => None,
+        };
+        let idx = self
+            .stream
+            .clone_dtoh(&res.idx)
+            .cuda("downloading the match indices")?;
+        let dist = self
+            .stream
+            .clone_dtoh(&res.dist)
+            .cuda("downloading the match distances")?;
+        let mut device_ms = f64::from(start.elapsed_ms(&end).cuda("timing the match")?);
+        let mut matches: Vec<Match> = idx
+            .into_iter()
+            .zip(dist)
+            .map(|(index, distance)| Match { index, distance })
+            .collect();
+        let mut recomputed_rows = 0;
+        if let Some(rows) = flagged.filter(|r| !r.is_empty()) {
+            // Exact fallback for the rows V3 could not certify: V2 on just those rows.
+            recomputed_rows = rows.len();
+            let sub: Vec<Descriptor> = rows.iter().map(|&r| lhs[r as usize]).collect();
+            let sub_d = self
+                .stream
+                .clone_htod(sub.as_flattened())
+                .cuda("uploading the rows to recompute")?;
+            let s = self.event()?;
+            let res = self.v2(&sub_d, sub.len(), &rhs_d, m)?;
+            let e = self.event()?;
+            let idx = self
+                .stream
+                .clone_dtoh(&res.idx)
+                .cuda("downloading the recomputed indices")?;
+            let dist = self
+                .stream
+                .clone_dtoh(&res.dist)
+                .cuda("downloading the recomputed distances")?;
+            device_ms += f64::from(s.elapsed_ms(&e).cuda("timing the recomputation")?);
+            for ((&r, index), distance) in rows.iter().zip(idx).zip(dist) {
+                matches[r as usize] = Match { index, distance };
+            }
+        }
+        self.stream.synchronize().cuda("finishing the match")?;
+        Ok(GpuRun {
+            matches,
+            wall_ms: t0.elapsed().as_secs_f64() * 1e3,
+            device_ms,
+            recomputed_rows,
+        })
+    }
+
+    /// A timing event recorded now on the matcher's stream.
+    pub(super) fn event(&self) -> Result<CudaEvent> {
+        self.stream
+            .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+            .cuda("recording a timing event")
+    }
+}
+
+/// Launch configuration of `grid` blocks of `block` threads.
+pub(super) fn cfg(grid: (u32, u32), block: u32) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (grid.0, grid.1, 1),
+        block_dim: (block, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+/// Grid size for one warp per row with 256-thread blocks.
+pub(super) fn warp_rows_grid(rows: usize) -> Result<u32> {
+    grid_dim(rows.div_ceil(8), "rows")
+}
+
+/// A grid dimension as u32, or a clear error.
+pub(super) fn grid_dim(blocks: usize, what: &str) -> Result<u32> {
+    u32::try_from(blocks)
+        .ok()
+        .filter(|&b| b <= i32::MAX as u32)
+        .ok_or_else(|| {
+            Error::shape(
+                format!("GPU grid over {what}"),
+                "at most 2^31-1 blocks",
+                format!("{blocks}"),
+            )
+        })
+}

@@ -1,0 +1,87 @@
+//! V1: the full `n x m` distance matrix (`cluda_match_v1_distances`, 128 x 128 tiles), then one
+//! warp per row takes its minimum (`cluda_match_v1_rowmin`).
+//!
+//! The matrix takes `4 n m` bytes of device memory, so V1 checks the free memory first and
+//! refuses, with a clear error, sizes that would not fit.
+
+use cudarc::driver::{CudaSlice, PushKernelArg};
+
+use super::gpu::{DeviceResult, GpuMatcher, cfg, grid_dim, warp_rows_grid};
+use crate::error::{CudaContextExt, Error, Result};
+
+/// Bytes kept free beside V1's buffers (allocator granularity, cuBLAS workspace, other users).
+const HEADROOM: u64 = 256 << 20;
+
+impl GpuMatcher {
+    /// Refuses `n x m` problems whose distance matrix (plus inputs and outputs) would not fit
+    /// in the device memory that is free now, or whose grid would be too large.
+    pub(super) fn v1_check_memory(&self, n: usize, m: usize) -> Result<()> {
+        let need =
+            (n as u64 * m as u64 * 4).saturating_add((n as u64 + m as u64) * 512 + n as u64 * 8);
+        let (free, _total) = self
+            .device
+            .context()
+            .mem_get_info()
+            .cuda("querying free device memory")?;
+        // Scratch kept by this matcher is reused or released for the matrix: count it as free.
+        let free = free as u64
+            + self
+                .workspace
+                .iter()
+                .map(|b| b.len() as u64 * 4)
+                .sum::<u64>();
+        if need.saturating_add(HEADROOM) > free {
+            return Err(Error::param(
+                "version",
+                format!(
+                    "v1 materialises the {n} x {m} distance matrix: it needs {:.2} GiB of device memory but only {:.2} GiB are free; use v2 or v3, which never store the matrix",
+                    need as f64 / (1u64 << 30) as f64,
+                    free as f64 / (1u64 << 30) as f64
+                ),
+            ));
+        }
+        if n.div_ceil(128) > 65_535 {
+            return Err(Error::shape(
+                "v1 grid (left rows / 128)",
+                "at most 65535 blocks",
+                format!("{}", n.div_ceil(128)),
+            ));
+        }
+        Ok(())
+    }
+
+    /// V1 on uploaded descriptors (`n`, `m` >= 1, memory already checked).
+    pub(super) fn v1(
+        &mut self,
+        lhs: &CudaSlice<f32>,
+        n: usize,
+        rhs: &CudaSlice<f32>,
+        m: usize,
+    ) -> Result<DeviceResult> {
+        // Every element of the matrix is written by the distance kernel before it is read.
+        let mut dist_mat = self.take_scratch(n * m, "allocating v1's distance matrix")?;
+        let s = &self.stream;
+        let mut idx = s.alloc_zeros::<u32>(n).cuda("allocating v1's indices")?;
+        let mut dist = s.alloc_zeros::<f32>(n).cuda("allocating v1's distances")?;
+        let (n32, m32) = (n as u32, m as u32);
+        let grid = (
+            grid_dim(m.div_ceil(128), "right tiles")?,
+            grid_dim(n.div_ceil(128), "left tiles")?,
+        );
+        let mut b = s.launch_builder(&self.k.v1_distances);
+        b.arg(lhs).arg(&n32).arg(rhs).arg(&m32).arg(&mut dist_mat);
+        // SAFETY: lhs n x 128, rhs m x 128, dist_mat n x m, as the kernel indexes them.
+        unsafe { b.launch(cfg(grid, 256)) }.cuda("launching v1's distance kernel")?;
+        let mut b = s.launch_builder(&self.k.v1_rowmin);
+        b.arg(&dist_mat)
+            .arg(&n32)
+            .arg(&m32)
+            .arg(&mut idx)
+            .arg(&mut dist);
+        // SAFETY: dist_mat n x m, idx and dist n.
+        unsafe { b.launch(cfg((warp_rows_grid(n)?, 1), 256)) }
+            .cuda("launching v1's row-minimum kernel")?;
+        self.give_back(dist_mat);
+        Ok(DeviceResult { idx, dist })
+    }
+}

@@ -1,0 +1,342 @@
+//! V3: cuBLAS SGEMM tiles + a Rust fold kernel, with exact re-scoring.
+//!
+//! 1. `cluda_match_sqnorms` computes `||a||^2` and `||b||^2` (and the largest `||b||^2`).
+//! 2. For each tile of `rows` left x `cols` right descriptors, cuBLAS computes
+//!    `T = -2 A B^T` (SGEMM, FP32, `CUBLAS_DEFAULT_MATH`: no TF32 or other reduced-precision
+//!    tensor-op path) into one reused tile buffer; `cluda_match_v3_fold` adds `||b||^2` and folds
+//!    each row into its running best four `(estimate, index)` pairs. The tile is then
+//!    overwritten by the next one: the `n x m` matrix never exists.
+//! 3. `cluda_match_v3_rescore` recomputes the four candidates' distances directly
+//!    (`sum (a-b)^2` in f32) and keeps the best, so the returned distance is not the
+//!    cancellation-prone expansion. A row is flagged when the GEMM's worst-case rounding error
+//!    (`gamma_128` bound, see the kernel) could have hidden its true neighbour outside the four;
+//!    flagged rows (typically none, except for clusters of near-duplicates) are recomputed
+//!    exactly with V2 by the caller.
+//!
+//! The estimate `||b||^2 - 2 a.b` omits `||a||^2`, which is the same for a whole row.
+//!
+//! Deployment: cudarc (built for CUDA 12.8) loads `libcublas.so` or `libcublas.so.12` (and
+//! older), not `libcublas.so.13`; with a CUDA 13 toolkit put a directory holding
+//! `libcublas.so` (the toolkit's `lib64` has one) on `LD_LIBRARY_PATH`. Without cuBLAS, V3
+//! fails with [`Error::NoGpu`] naming it; V1 and V2 do not need it.
+
+use std::sync::Arc;
+
+use cudarc::cublas::sys::{cublasMath_t, cublasOperation_t};
+use cudarc::cublas::{CudaBlas, Gemm, GemmConfig};
+use cudarc::driver::{CudaSlice, CudaStream, PushKernelArg};
+
+use super::gpu::{DeviceResult, GpuMatcher, cfg, warp_rows_grid};
+use crate::error::{CudaContextExt, Error, Result};
+
+/// Candidates kept per row (must match the kernels' `V3_K`).
+const K: usize = 4;
+
+/// V3's tile shape: `rows` left descriptors x `cols` right descriptors per SGEMM (the tile
+/// buffer holds `rows * cols` floats, reused for every tile).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct V3Tiling {
+    /// Left descriptors per tile (>= 1).
+    pub rows: usize,
+    /// Right descriptors per tile (a multiple of 4, >= 4).
+    pub cols: usize,
+    /// Two tile buffers and two streams: the fold of tile k runs (on a high-priority stream)
+    /// while SGEMM computes tile k + 1 (cudarc's event tracking orders the buffer reuse).
+    pub overlap: bool,
+}
+
+impl Default for V3Tiling {
+    /// 4096 x 16384 (256 MiB per tile buffer, two buffers), overlapped: GEMMs large enough for
+    /// cuBLAS to run at full speed and rows long enough for the fold to stream (the fastest
+    /// bounded shape of the H200 sweep in `bench-results/2026-11-29-h200-matcher/`).
+    fn default() -> Self {
+        V3Tiling {
+            rows: 4096,
+            cols: 16384,
+            overlap: true,
+        }
+    }
+}
+
+impl V3Tiling {
+    /// Checks the shape (see the field docs).
+    pub fn check(&self) -> Result<()> {
+        if self.rows == 0 || self.rows > i32::MAX as usize {
+            return Err(Error::param(
+                "v3 tile rows",
+                format!("{} is not in 1..=2^31-1", self.rows),
+            ));
+        }
+        if self.cols < 4 || !self.cols.is_multiple_of(4) || self.cols > i32::MAX as usize {
+            return Err(Error::param(
+                "v3 tile cols",
+                format!("{} is not a positive multiple of 4 below 2^31", self.cols),
+            ));
+        }
+        if self.rows.saturating_mul(self.cols) > (1usize << 32) {
+            return Err(Error::param(
+                "v3 tiling",
+                "the tile must hold at most 2^32 floats",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// V3's flagged rows on the device: a counter and the list it counts into.
+pub(super) struct Flags {
+    count: CudaSlice<u32>,
+    rows: CudaSlice<u32>,
+}
+
+impl Flags {
+    /// The flagged rows, sorted.
+    pub(super) fn download(&self, s: &Arc<CudaStream>) -> Result<Vec<u32>> {
+        let count = s
+            .clone_dtoh(&self.count)
+            .cuda("downloading v3's flag count")?
+            .first()
+            .copied()
+            .unwrap_or(0) as usize;
+        if count == 0 {
+            return Ok(Vec::new());
+        }
+        let mut rows = s
+            .clone_dtoh(&self.rows.slice(..count.min(self.rows.len())))
+            .cuda("downloading v3's flagged rows")?;
+        rows.sort_unstable();
+        Ok(rows)
+    }
+}
+
+/// Runs a bare SGEMM of the same shape as V3's whole problem (`n x m x 128`, FP32, one call,
+/// output `n x m`), `reps` times after one warm-up; returns the median device milliseconds.
+/// This is the floor V3 is measured against.
+pub fn bare_sgemm_ms(
+    matcher: &mut GpuMatcher,
+    lhs: &[super::Descriptor],
+    rhs: &[super::Descriptor],
+    reps: usize,
+) -> Result<f64> {
+    matcher.blas()?;
+    let s = matcher.stream.clone();
+    let (n, m) = (lhs.len(), rhs.len());
+    let a = s
+        .clone_htod(rhs.as_flattened())
+        .cuda("uploading the SGEMM operand")?;
+    let b = s
+        .clone_htod(lhs.as_flattened())
+        .cuda("uploading the SGEMM operand")?;
+    // SAFETY (alloc): SGEMM with beta = 0 writes every element.
+    let mut c = unsafe { s.alloc::<f32>(n * m) }.cuda("allocating the SGEMM output")?;
+    let gemm = GemmConfig {
+        transa: cublasOperation_t::CUBLAS_OP_T,
+        transb: cublasOperation_t::CUBLAS_OP_N,
+        m: m as i32,
+        n: n as i32,
+        k: 128,
+        alpha: -2.0f32,
+        lda: 128,
+        ldb: 128,
+        beta: 0.0f32,
+        ldc: m as i32,
+    };
+    let blas = matcher
+        .blas
+        .as_ref()
+        .ok_or_else(|| Error::NoGpu("cuBLAS handle unavailable".into()))?;
+    let mut times = Vec::with_capacity(reps);
+    for rep in 0..=reps {
+        let start = matcher.event()?;
+        // SAFETY: a m x 128, b n x 128, c n x m.
+        unsafe { blas.gemm(gemm, &a, &b, &mut c) }.map_err(blas_err("running the bare SGEMM"))?;
+        let end = matcher.event()?;
+        let ms = f64::from(start.elapsed_ms(&end).cuda("timing the bare SGEMM")?);
+        if rep > 0 {
+            times.push(ms);
+        }
+    }
+    times.sort_by(f64::total_cmp);
+    Ok(times.get(times.len() / 2).copied().unwrap_or(f64::NAN))
+}
+
+fn blas_err(context: &str) -> impl FnOnce(cudarc::cublas::result::CublasError) -> Error + '_ {
+    move |source| Error::Cublas {
+        context: context.to_string(),
+        source,
+    }
+}
+
+impl GpuMatcher {
+    /// The cuBLAS handle on the matcher's stream, created on first use in pure FP32 mode.
+    fn blas(&mut self) -> Result<&CudaBlas> {
+        if self.blas.is_none() {
+            // SAFETY: only tries to dlopen libcublas.
+            if !unsafe { cudarc::cublas::sys::is_culib_present() } {
+                return Err(Error::NoGpu(
+                    "v3 needs cuBLAS, but libcublas could not be loaded".into(),
+                ));
+            }
+            let blas = CudaBlas::new(self.stream.clone())
+                .map_err(blas_err("creating the cuBLAS handle"))?;
+            // SAFETY: a valid handle; CUBLAS_DEFAULT_MATH keeps SGEMM in FP32 (no TF32).
+            unsafe {
+                cudarc::cublas::sys::cublasSetMathMode(
+                    *blas.handle(),
+                    cublasMath_t::CUBLAS_DEFAULT_MATH,
+                )
+            }
+            .result()
+            .map_err(blas_err("setting cuBLAS's math mode to FP32"))?;
+            self.blas = Some(blas);
+        }
+        self.blas
+            .as_ref()
+            .ok_or_else(|| Error::NoGpu("cuBLAS handle unavailable".into()))
+    }
+
+    /// V3 on uploaded descriptors (`n`, `m` >= 1). Returns the per-row result and the rows that
+    /// must be recomputed exactly (still on the device; see [`Flags::download`]).
+    pub(super) fn v3(
+        &mut self,
+        lhs: &CudaSlice<f32>,
+        n: usize,
+        rhs: &CudaSlice<f32>,
+        m: usize,
+    ) -> Result<(DeviceResult, Flags)> {
+        self.blas()?;
+        let s = self.stream.clone();
+        let tiling = self.tiling;
+        let rows_t = tiling.rows.min(n);
+        let cols_t = tiling.cols.min(m.next_multiple_of(4));
+        let (n32, m32) = (n as u32, m as u32);
+
+        // Buffers that a kernel writes entirely are left uninitialised (no memset in the timed
+        // path); the right norms' padding and the counters must start at zero.
+        // SAFETY (uninitialised allocs below): written in full before being read, as noted.
+        let mut norms_a = unsafe { s.alloc::<f32>(n) }.cuda("allocating v3's left norms")?; // sqnorms
+        let mut norms_b = s
+            .alloc_zeros::<f32>(m.next_multiple_of(4))
+            .cuda("allocating v3's right norms")?;
+        let mut max_a = s
+            .alloc_zeros::<u32>(1)
+            .cuda("allocating v3's norm maximum")?;
+        let mut max_b = s
+            .alloc_zeros::<u32>(1)
+            .cuda("allocating v3's norm maximum")?;
+        let mut b = s.launch_builder(&self.k.sqnorms);
+        b.arg(lhs).arg(&n32).arg(&mut norms_a).arg(&mut max_a);
+        // SAFETY: lhs n x 128, norms_a n, max_a 1.
+        unsafe { b.launch(cfg((warp_rows_grid(n)?, 1), 256)) }
+            .cuda("launching v3's norm kernel (lhs)")?;
+        let mut b = s.launch_builder(&self.k.sqnorms);
+        b.arg(rhs).arg(&m32).arg(&mut norms_b).arg(&mut max_b);
+        // SAFETY: rhs m x 128, norms_b >= m, max_b 1.
+        unsafe { b.launch(cfg((warp_rows_grid(m)?, 1), 256)) }
+            .cuda("launching v3's norm kernel (rhs)")?;
+
+        // Each tile region is written by SGEMM before the fold reads it.
+        let nbuf = if tiling.overlap { 2 } else { 1 };
+        let mut tiles = Vec::with_capacity(nbuf);
+        for _ in 0..nbuf {
+            tiles.push(self.take_scratch(rows_t * cols_t, "allocating v3's tile")?);
+        }
+        let fold_stream = if tiling.overlap {
+            self.fold_stream.clone()
+        } else {
+            s.clone()
+        };
+        let mut step = 0usize;
+        // The first column tile (c0 = 0, `first`) writes all four entries of every row.
+        let mut best_d = unsafe { s.alloc::<f32>(n * K) }.cuda("allocating v3's candidates")?;
+        let mut best_i = unsafe { s.alloc::<u32>(n * K) }.cuda("allocating v3's candidates")?;
+        let blas = self
+            .blas
+            .as_ref()
+            .ok_or_else(|| Error::NoGpu("cuBLAS handle unavailable".into()))?;
+        for r0 in (0..n).step_by(rows_t) {
+            let rows = rows_t.min(n - r0);
+            for c0 in (0..m).step_by(cols_t) {
+                let cols = cols_t.min(m - c0);
+                let ld = cols.next_multiple_of(4);
+                // Column-major view: C (cols x rows, ldc = ld) = B_tile^T (cols x 128) * A_tile (128 x rows),
+                // i.e. row-major rows x ld with C[r][c] = -2 a_(r0+r) . b_(c0+c).
+                let gemm = GemmConfig {
+                    transa: cublasOperation_t::CUBLAS_OP_T,
+                    transb: cublasOperation_t::CUBLAS_OP_N,
+                    m: cols as i32,
+                    n: rows as i32,
+                    k: 128,
+                    alpha: -2.0f32,
+                    lda: 128,
+                    ldb: 128,
+                    beta: 0.0f32,
+                    ldc: ld as i32,
+                };
+                let a_view = rhs.slice(c0 * 128..(c0 + cols) * 128);
+                let b_view = lhs.slice(r0 * 128..(r0 + rows) * 128);
+                let tile = &mut tiles[step % nbuf];
+                step += 1;
+                let mut c_view = tile.slice_mut(..rows * ld);
+                // SAFETY: the views hold exactly the cols x 128, rows x 128 and rows x ld floats
+                // the configuration addresses.
+                unsafe { blas.gemm(gemm, &a_view, &b_view, &mut c_view) }
+                    .map_err(blas_err("running the v3 SGEMM tile"))?;
+                let (rows32, cols32, ld32, r032, c032) =
+                    (rows as u32, cols as u32, ld as u32, r0 as u32, c0 as u32);
+                let first = u32::from(c0 == 0);
+                let tile = &*tile;
+                let mut b = fold_stream.launch_builder(&self.k.v3_fold);
+                b.arg(tile)
+                    .arg(&rows32)
+                    .arg(&cols32)
+                    .arg(&ld32)
+                    .arg(&r032)
+                    .arg(&c032)
+                    .arg(&norms_b)
+                    .arg(&mut best_d)
+                    .arg(&mut best_i)
+                    .arg(&first);
+                // SAFETY: tile rows x ld, norms_b padded to a multiple of 4 >= c0 + ld,
+                // best_* n x 4 with r0 + rows <= n.
+                unsafe { b.launch(cfg((warp_rows_grid(rows)?, 1), 256)) }
+                    .cuda("launching v3's fold kernel")?;
+            }
+        }
+        for t in tiles {
+            self.give_back(t);
+        }
+
+        // The rescoring writes every row's index and distance; flag_rows is read only up to
+        // the count.
+        let mut idx = unsafe { s.alloc::<u32>(n) }.cuda("allocating v3's indices")?;
+        let mut dist = unsafe { s.alloc::<f32>(n) }.cuda("allocating v3's distances")?;
+        let mut flag_count = s
+            .alloc_zeros::<u32>(1)
+            .cuda("allocating v3's flag counter")?;
+        let mut flag_rows = unsafe { s.alloc::<u32>(n) }.cuda("allocating v3's flag list")?;
+        let mut b = s.launch_builder(&self.k.v3_rescore);
+        b.arg(lhs)
+            .arg(rhs)
+            .arg(&n32)
+            .arg(&norms_a)
+            .arg(&max_b)
+            .arg(&best_d)
+            .arg(&best_i)
+            .arg(&mut idx)
+            .arg(&mut dist)
+            .arg(&mut flag_count)
+            .arg(&mut flag_rows);
+        // SAFETY: lhs n x 128, rhs m x 128 (candidate indices < m or u32::MAX), best_* n x 4,
+        // idx/dist/flag_rows n, flag_count 1.
+        unsafe { b.launch(cfg((warp_rows_grid(n)?, 1), 256)) }
+            .cuda("launching v3's rescoring kernel")?;
+        Ok((
+            DeviceResult { idx, dist },
+            Flags {
+                count: flag_count,
+                rows: flag_rows,
+            },
+        ))
+    }
+}

@@ -1,0 +1,292 @@
+//! CPU tests of the descriptor matcher: the reference against the f64 oracle, input errors,
+//! the .npy reader/writer and the command. GPU versions are in `matcher_gpu.rs`.
+
+mod matcher_support;
+
+use std::path::PathBuf;
+
+use cluda::Error;
+use cluda::matcher::{
+    self, Descriptor, MatchVersion, cpu, match_nearest, read_descriptors, run_match_command,
+    write_descriptors,
+};
+use matcher_support::*;
+use proptest::prelude::*;
+
+fn tmp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("cluda-matcher-tests-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir.join(name)
+}
+
+#[test]
+fn cpu_shapes_from_the_issue() {
+    for (n, m, seed) in [(1, 1, 1), (1, 5000, 2), (4097, 3, 3), (1000, 1000, 4)] {
+        let (lhs, rhs) = (uniform(n, seed), uniform(m, seed + 100));
+        let got = cpu::match_cpu(&lhs, &rhs).expect("cpu match");
+        assert_ok(&format!("cpu {n}x{m}"), &lhs, &rhs, &got);
+    }
+}
+
+#[test]
+fn cpu_near_duplicates_and_exact_copies() {
+    let (lhs, rhs) = with_near_duplicates(300, 700, 3, &[1e-3, 2e-3, 3e-3], false, 11);
+    assert_ok(
+        "cpu near-dups",
+        &lhs,
+        &rhs,
+        &cpu::match_cpu(&lhs, &rhs).expect("cpu"),
+    );
+    let (lhs, rhs) = with_near_duplicates(200, 500, 2, &[1e-4], true, 12);
+    let got = cpu::match_cpu(&lhs, &rhs).expect("cpu");
+    assert_ok("cpu exact copies", &lhs, &rhs, &got);
+    // Rows with an exact copy must find a zero distance.
+    for i in (0..200).step_by(2) {
+        assert_eq!(got[i].distance, 0.0, "row {i}");
+    }
+}
+
+#[test]
+fn cpu_clustered_and_offset_data() {
+    let lhs = clustered(400, 5, 0.01, 21);
+    let rhs = clustered(900, 5, 0.01, 21 ^ 7);
+    assert_ok(
+        "cpu clustered",
+        &lhs,
+        &rhs,
+        &cpu::match_cpu(&lhs, &rhs).expect("cpu"),
+    );
+    // Large common offset: the cancellation case for ||a||^2 + ||b||^2 - 2ab.
+    let shift = |v: Vec<Descriptor>| {
+        v.into_iter()
+            .map(|d| d.map(|x| 1000.0 + x))
+            .collect::<Vec<_>>()
+    };
+    let (lhs, rhs) = (shift(uniform(200, 31)), shift(uniform(300, 32)));
+    assert_ok(
+        "cpu offset",
+        &lhs,
+        &rhs,
+        &cpu::match_cpu(&lhs, &rhs).expect("cpu"),
+    );
+}
+
+#[test]
+fn ties_pick_a_tied_index() {
+    let a: Descriptor = [0.5; D];
+    let mut b = a;
+    b[0] = 1.5;
+    let mut c = a;
+    c[1] = -0.5; // same distance as b
+    let got = cpu::match_cpu(&[a], &[b, c]).expect("cpu");
+    assert!(got[0].index <= 1);
+    assert_eq!(got[0].distance, 1.0);
+}
+
+#[test]
+fn empty_inputs() {
+    let rhs = uniform(3, 1);
+    for v in MatchVersion::ALL {
+        // An empty left side has nothing to match: empty result, on every version, GPU or not.
+        assert!(
+            match_nearest(&[], &rhs, v).expect("empty lhs").is_empty(),
+            "{v}"
+        );
+        // No right descriptor: no neighbour exists; a shape error.
+        let e = match_nearest(&uniform(2, 2), &[], v).expect_err("empty rhs");
+        assert!(matches!(e, Error::Shape { .. }), "{v}: {e}");
+        assert!(e.to_string().contains("rhs"), "{e}");
+    }
+}
+
+#[test]
+fn non_finite_values_name_side_row_and_dimension() {
+    let mut lhs = uniform(10, 1);
+    lhs[7][42] = f32::NAN;
+    let rhs = uniform(5, 2);
+    for v in MatchVersion::ALL {
+        let e = match_nearest(&lhs, &rhs, v).expect_err("NaN");
+        let s = e.to_string();
+        assert!(
+            s.contains("lhs")
+                && s.contains("row 7")
+                && s.contains("dimension 42")
+                && s.contains("NaN"),
+            "{v}: {s}"
+        );
+    }
+    let lhs = uniform(10, 1);
+    let mut rhs = uniform(5, 2);
+    rhs[3][0] = f32::NEG_INFINITY;
+    let s = match_nearest(&lhs, &rhs, MatchVersion::Cpu)
+        .expect_err("inf")
+        .to_string();
+    assert!(
+        s.contains("rhs") && s.contains("row 3") && s.contains("-inf"),
+        "{s}"
+    );
+    rhs[3][0] = 3e20;
+    let s = match_nearest(&lhs, &rhs, MatchVersion::V2)
+        .expect_err("huge")
+        .to_string();
+    assert!(
+        s.contains("rhs") && s.contains("row 3") && s.contains("magnitude"),
+        "{s}"
+    );
+}
+
+#[test]
+fn versions_parse() {
+    for v in MatchVersion::ALL {
+        assert_eq!(v.name().parse::<MatchVersion>().expect("parse"), v);
+    }
+    assert_eq!(
+        "V3".parse::<MatchVersion>().expect("case"),
+        MatchVersion::V3
+    );
+    let e = "v4".parse::<MatchVersion>().expect_err("v4").to_string();
+    assert!(e.contains("v4") && e.contains("v1, v2, v3, cpu"), "{e}");
+}
+
+#[test]
+fn gpu_versions_without_a_gpu_are_clear_errors() {
+    if cluda::cuda::gpu_available() {
+        return; // covered by matcher_gpu.rs
+    }
+    let (lhs, rhs) = (uniform(4, 1), uniform(4, 2));
+    for v in MatchVersion::GPU {
+        let e = match_nearest(&lhs, &rhs, v).expect_err("no gpu");
+        assert!(matches!(e, Error::NoGpu(_)), "{v}: {e}");
+    }
+}
+
+#[test]
+fn npy_round_trip_and_errors() {
+    let rows = uniform(37, 5);
+    let p = tmp("rt.npy");
+    write_descriptors(&p, &rows).expect("write");
+    assert_eq!(read_descriptors(&p).expect("read"), rows);
+    let empty = tmp("empty.npy");
+    write_descriptors(&empty, &[]).expect("write empty");
+    assert!(read_descriptors(&empty).expect("read empty").is_empty());
+
+    let header = |dict: &str| {
+        let mut h = dict.to_string();
+        while !(10 + h.len() + 1).is_multiple_of(64) {
+            h.push(' ');
+        }
+        h.push('\n');
+        let mut out = b"\x93NUMPY\x01\x00".to_vec();
+        out.extend_from_slice(&(h.len() as u16).to_le_bytes());
+        out.extend_from_slice(h.as_bytes());
+        out
+    };
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        (
+            "f8.npy",
+            header("{'descr': '<f8', 'fortran_order': False, 'shape': (2, 128), }"),
+            "'<f8'",
+        ),
+        (
+            "shape.npy",
+            header("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 64), }"),
+            "(n, 128)",
+        ),
+        (
+            "1d.npy",
+            header("{'descr': '<f4', 'fortran_order': False, 'shape': (128,), }"),
+            "(n, 128)",
+        ),
+        (
+            "fortran.npy",
+            header("{'descr': '<f4', 'fortran_order': True, 'shape': (2, 128), }"),
+            "Fortran",
+        ),
+        (
+            "trunc.npy",
+            header("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 128), }"),
+            "truncated",
+        ),
+        ("junk.npy", b"hello world, not numpy".to_vec(), "magic"),
+    ];
+    for (name, bytes, needle) in cases {
+        let p = tmp(name);
+        std::fs::write(&p, bytes).expect("write");
+        let e = read_descriptors(&p).expect_err(name);
+        let s = e.to_string();
+        assert!(
+            matches!(e, Error::Format { .. }) && s.contains(name) && s.contains(needle),
+            "{name}: {s}"
+        );
+    }
+    let e = read_descriptors(&tmp("missing.npy")).expect_err("missing");
+    assert!(matches!(e, Error::Io { .. }), "{e}");
+}
+
+#[test]
+fn match_command_on_the_cpu() {
+    let (lhs, rhs) = with_near_duplicates(50, 80, 5, &[1e-3], false, 9);
+    let (pl, pr, po) = (tmp("cmd_l.npy"), tmp("cmd_r.npy"), tmp("cmd_out.npy"));
+    write_descriptors(&pl, &lhs).expect("write");
+    write_descriptors(&pr, &rhs).expect("write");
+    let line = run_match_command(&pl, &pr, MatchVersion::Cpu, Some(&po)).expect("command");
+    for key in [
+        "lhs=50 ",
+        "rhs=",
+        "seconds=",
+        "ms=",
+        "version=cpu",
+        "device=\"cpu\"",
+    ] {
+        assert!(line.contains(key), "{line}");
+    }
+    // The output: (n, 2) float64, [index, distance] per row.
+    let bytes = std::fs::read(&po).expect("out");
+    let hl = u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
+    let header = std::str::from_utf8(&bytes[10..10 + hl]).expect("header");
+    assert!(
+        header.contains("'<f8'") && header.contains("(50, 2)"),
+        "{header}"
+    );
+    let vals: Vec<f64> = bytes[10 + hl..]
+        .chunks_exact(8)
+        .map(|c| f64::from_le_bytes(c.try_into().expect("8")))
+        .collect();
+    let want = cpu::match_cpu(&lhs, &rhs).expect("cpu");
+    for (i, m) in want.iter().enumerate() {
+        assert_eq!(vals[2 * i], f64::from(m.index));
+        assert_eq!(vals[2 * i + 1], f64::from(m.distance));
+    }
+    let e =
+        run_match_command(&pl, &tmp("nope.npy"), MatchVersion::Cpu, None).expect_err("missing rhs");
+    assert!(e.to_string().contains("nope.npy"), "{e}");
+}
+
+#[test]
+fn reference_matches_the_public_entry_point() {
+    let (lhs, rhs) = (uniform(64, 3), uniform(99, 4));
+    assert_eq!(
+        match_nearest(&lhs, &rhs, MatchVersion::Cpu).expect("a"),
+        cpu::match_cpu(&lhs, &rhs).expect("b")
+    );
+    assert_eq!(matcher::DIM, 128);
+}
+
+fn descriptors(max_rows: usize) -> impl Strategy<Value = Vec<Descriptor>> {
+    // Small integers make ties and exact zeros common; floats cover the general case.
+    let value = prop_oneof![(-3i32..4).prop_map(|v| v as f32), -10.0f32..10.0];
+    prop::collection::vec(
+        prop::collection::vec(value, D).prop_map(|v| std::array::from_fn(|k| v[k])),
+        1..max_rows,
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+    #[test]
+    fn cpu_small_shapes(lhs in descriptors(12), rhs in descriptors(24)) {
+        let got = cpu::match_cpu(&lhs, &rhs).expect("cpu");
+        let (bad, worst) = check("cpu proptest", &lhs, &rhs, &got);
+        prop_assert_eq!(bad, 0, "worst {}", worst);
+    }
+}
