@@ -175,10 +175,8 @@ fn run_parent(opts: &Opts) -> Result<(), String> {
             rows.push(run_one(&exe, &step, size, precision)?);
         }
         // opt7 is defined at F32; also the fastest GPU step at F32.
-        if let Some(fastest) = steps::fastest_gpu(&rows) {
-            if fastest != "opt7" {
-                rows.push(run_one(&exe, &fastest, size, "f32")?);
-            }
+        if let Some(fastest) = steps::fastest_gpu(&rows).filter(|f| f != "opt7") {
+            rows.push(run_one(&exe, &fastest, size, "f32")?);
         }
         all.push((size, rows));
     }

@@ -30,10 +30,8 @@ pub fn floor_for(row: &Value, fl: &Floors, kernel_us: Option<f64>) -> (f64, &'st
     if down > best.0 {
         best = (down, "download");
     }
-    if let Some(k) = kernel_us {
-        if k > best.0 {
-            best = (k, "kernel");
-        }
+    if let Some(k) = kernel_us.filter(|&k| k > best.0) {
+        best = (k, "kernel");
     }
     best
 }

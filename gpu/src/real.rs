@@ -120,7 +120,9 @@ mod tests {
                 .clamp(-(i32::MAX as f64), i32::MAX as f64) as i32;
             assert_eq!(c.round_half_away(), want, "f64 {c}");
             let c32 = c as f32;
-            let want32 = (c32 as f64).round().clamp(-(i32::MAX as f64), i32::MAX as f64) as i32;
+            let want32 = (c32 as f64)
+                .round()
+                .clamp(-(i32::MAX as f64), i32::MAX as f64) as i32;
             assert_eq!(c32.round_half_away(), want32, "f32 {c32}");
         }
     }
