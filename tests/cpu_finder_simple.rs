@@ -169,7 +169,7 @@ fn precision_of(i: u8) -> Precision {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 160, .. ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 256, .. ProptestConfig::default() })]
 
     #[test]
     fn finder_equals_the_definition(

@@ -48,7 +48,8 @@ pub const LANES: usize = 16;
 pub struct CpuFinder {
     config: FinderConfig,
     pedestal: Pedestal,
-    pool: rayon::ThreadPool,
+    /// Worker threads; `None` for one thread (everything runs on the calling thread).
+    pool: Option<rayon::ThreadPool>,
     threads: usize,
 }
 
@@ -67,11 +68,19 @@ impl CpuFinder {
         if threads == 0 {
             return Err(Error::param("threads", "must be at least 1"));
         }
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .thread_name(|i| format!("cluda-cpu-{i}"))
-            .build()
-            .map_err(|e| Error::param("threads", format!("cannot start {threads} threads: {e}")))?;
+        let pool = if threads == 1 {
+            None
+        } else {
+            Some(
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .thread_name(|i| format!("cluda-cpu-{i}"))
+                    .build()
+                    .map_err(|e| {
+                        Error::param("threads", format!("cannot start {threads} threads: {e}"))
+                    })?,
+            )
+        };
         let pedestal = Pedestal::new(
             config.rows,
             config.cols,
@@ -137,7 +146,10 @@ impl ClusterFinder for CpuFinder {
 
     fn push_pedestal(&mut self, frames: Frames<'_>) -> Result<()> {
         let pedestal = &mut self.pedestal;
-        self.pool.install(|| pedestal.push_frames(frames))
+        match &self.pool {
+            Some(pool) => pool.install(|| pedestal.push_frames(frames)),
+            None => pedestal.push_frames_with(frames, false),
+        }
     }
 
     fn is_ready(&self) -> bool {
@@ -155,7 +167,7 @@ impl ClusterFinder for CpuFinder {
     ) -> Result<()> {
         frames.expect_shape(self.config.rows, self.config.cols, "data frames")?;
         let config = &self.config;
-        let pool = &self.pool;
+        let pool = self.pool.as_ref();
         match self.pedestal.ready_mut()? {
             ReadyState::F64(m) => run_sized(config, pool, m, frames, visit),
             ReadyState::F32(m) => run_sized(config, pool, m, frames, visit),
@@ -165,7 +177,7 @@ impl ClusterFinder for CpuFinder {
 
 fn run_sized<R: Unit>(
     config: &FinderConfig,
-    pool: &rayon::ThreadPool,
+    pool: Option<&rayon::ThreadPool>,
     maps: &mut PixelMaps<R>,
     frames: Frames<'_>,
     visit: &mut dyn FnMut(FrameClusters<'_>) -> Result<()>,
@@ -230,7 +242,7 @@ struct Band<R> {
 
 fn run<R: Unit, const S: usize>(
     config: &FinderConfig,
-    pool: &rayon::ThreadPool,
+    pool: Option<&rayon::ThreadPool>,
     maps: &mut PixelMaps<R>,
     frames: Frames<'_>,
     visit: &mut dyn FnMut(FrameClusters<'_>) -> Result<()>,
@@ -256,7 +268,7 @@ fn run<R: Unit, const S: usize>(
             .map(|&s| threshold(setup.n_sigma, s))
             .collect()
     };
-    let threads = pool.current_num_threads();
+    let threads = pool.map_or(1, |p| p.current_num_threads());
     let n_bands = if threads <= 1 {
         1
     } else {
@@ -284,11 +296,7 @@ fn run<R: Unit, const S: usize>(
     let mut frame_words = Vec::new();
     for i in 0..frames.len() {
         let frame = frames.frame(i);
-        let words: &[u32] = if n_bands == 1 {
-            let band = &mut bands[0];
-            band_pass::<R, S>(isa, &setup, band, &frozen_t, frame, maps);
-            &band.out
-        } else {
+        let words: &[u32] = if let (Some(pool), true) = (pool, n_bands > 1) {
             let (a, b, base, inv) = (&mut maps.a, &mut maps.b, &maps.base, maps.inv);
             for band in bands.iter_mut() {
                 let top = band.y0.saturating_sub(r)..band.y0;
@@ -316,6 +324,10 @@ fn run<R: Unit, const S: usize>(
                 frame_words.extend_from_slice(&band.out);
             }
             &frame_words
+        } else {
+            let band = &mut bands[0];
+            band_pass::<R, S>(isa, &setup, band, &frozen_t, frame, maps);
+            &band.out
         };
         visit(FrameClusters::new(i, config.size, words))?;
     }
@@ -724,12 +736,138 @@ fn exact_sums<R: Real, const S: usize>(rows: &[&[R]; S], x0: usize) -> [R; LANES
     sum
 }
 
-/// Appends the packed record of the centre at column `x` of row `y`.
-#[cold]
-#[inline(never)]
+/// Appends the packed record of the centre at column `x` of row `y`: the window's values,
+/// rounded half away from zero, gathered first so that the rounding runs over all of them at
+/// once (it vectorises; the rounding of each value is the shared scalar definition).
+#[inline(always)]
 fn write_record<R: Real, const S: usize>(out: &mut Vec<u32>, rows: &[&[R]; S], x: usize, y: usize) {
-    out.push(pack_xy(x as u16, y as u16));
-    for row in rows {
-        out.extend(row[x..x + S].iter().map(|v| v.round_half_away() as u32));
+    let mut vals = [R::ZERO; 81];
+    for (dy, row) in rows.iter().enumerate() {
+        vals[dy * S..dy * S + S].copy_from_slice(&row[x..x + S]);
+    }
+    let mut words = [0u32; 82];
+    words[0] = pack_xy(x as u16, y as u16);
+    for i in 0..S * S {
+        words[1 + i] = vals[i].round_half_away() as u32;
+    }
+    out.extend_from_slice(&words[..1 + S * S]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::rngs::SmallRng;
+    use rand::{Rng, SeedableRng};
+
+    /// The margin test of [`sum_margin`] never contradicts the exact row-major sum, on windows
+    /// built to sit right at the threshold (values of very different magnitudes, thresholds at
+    /// the exact sum and a few ulps or margins away).
+    fn margin_is_safe<R: Unit, const S: usize>(seed: u64) {
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let mut decided = 0usize;
+        for _ in 0..4000 {
+            let scale = [1e-3, 1.0, 45.0, 4000.0, 65535.0][rng.random_range(0..5)];
+            let v: Vec<R> = (0..S * S)
+                .map(|_| {
+                    let big = rng.random_range(0..8) == 0;
+                    let x: f64 =
+                        rng.random_range(-1.0..1.0) * if big { scale } else { scale * 1e-3 };
+                    R::from_f64(x)
+                })
+                .collect();
+            // Row-major exact sum (the definition) and the separable sum (the finder's order).
+            let exact = v.iter().fold(R::ZERO, |s, &x| s + x);
+            let mut sep = R::ZERO;
+            for row in v.chunks(S) {
+                sep = sep + row.iter().skip(1).fold(row[0], |s, &x| s + x);
+            }
+            let m = v
+                .iter()
+                .fold(R::from_f64(M_FLOOR), |m, &x| m.max_of(x).max_of(-x));
+            let margin = sum_margin::<R, S>(m);
+            let e = exact.to_f64();
+            let offsets = [0.0, 1e-12, -1e-12, 1e-6, -1e-6, 1e-3, -1e-3, 1.0, -1.0];
+            for &o in &offsets {
+                let k = R::from_f64(e + o * e.abs().max(1e-9)).max_of(R::ZERO);
+                let d = sep - k;
+                if d > margin {
+                    assert!(exact > k, "said above: exact {e} k {}", k.to_f64());
+                    decided += 1;
+                } else if d < -margin {
+                    assert!(exact <= k, "said below: exact {e} k {}", k.to_f64());
+                    decided += 1;
+                }
+            }
+        }
+        assert!(decided > 1000, "the margin decides too rarely ({decided})");
+    }
+
+    #[test]
+    fn sum_margin_never_contradicts_the_exact_sum() {
+        margin_is_safe::<f32, 5>(1);
+        margin_is_safe::<f32, 7>(2);
+        margin_is_safe::<f32, 9>(3);
+        margin_is_safe::<f64, 5>(4);
+        margin_is_safe::<f64, 9>(5);
+    }
+
+    /// Every build the CPU can run gives the same result (the portable one included).
+    #[test]
+    fn builds_agree() {
+        use crate::generate::{GenConfig, Generator};
+        let (rows, cols) = (37, 53);
+        let g = Generator::new(GenConfig::new(rows, cols, 3)).expect("generator");
+        let dark = g.frames(0, 10, false);
+        let data = g.frames(10, 4, true);
+        let mut isas = vec![Isa::Portable];
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+                isas.push(Isa::Avx2);
+            }
+            if Isa::detect() == Isa::Avx512 {
+                isas.push(Isa::Avx512);
+            }
+        }
+        let mut results = Vec::new();
+        for &isa in &isas {
+            let mut ped = Pedestal::new(rows, cols, 10, crate::Precision::F32).expect("pedestal");
+            ped.push_frames(Frames::new(&dark, 10, rows, cols).expect("frames"))
+                .expect("push");
+            let Ok(ReadyState::F32(maps)) = ped.ready_mut() else {
+                panic!("not ready")
+            };
+            let setup = Setup {
+                rows,
+                cols,
+                w: cols.div_ceil(LANES) * LANES,
+                stride: cols.div_ceil(LANES) * LANES + 8,
+                n_sigma: 5.0f32,
+                live: true,
+                base_zero: false,
+            };
+            let mut band = Band {
+                y0: 0,
+                y1: rows,
+                c: vec![0.0; 9 * setup.stride],
+                hmax: vec![0.0; 9 * setup.w],
+                hsum: vec![0.0; 9 * setup.w],
+                mrow: vec![0.0; 9],
+                halo_top: Vec::new(),
+                halo_bottom: Vec::new(),
+                out: Vec::new(),
+            };
+            let mut words = Vec::new();
+            for f in data.chunks(rows * cols) {
+                band_pass::<f32, 9>(isa, &setup, &mut band, &[], f, maps);
+                words.extend_from_slice(&band.out);
+            }
+            results.push((words, maps.clone()));
+        }
+        assert!(
+            results.iter().all(|r| *r == results[0]),
+            "builds differ: {isas:?}"
+        );
+        assert!(!results[0].0.is_empty());
     }
 }
