@@ -18,7 +18,7 @@
 //! The window sum must be the row-major sum from the top-left, rounded at every addition. It is
 //! computed exactly that way for 3x3 (cheap) and whenever it can change the outcome; elsewhere
 //! the separable sum (sum of the `hsum` values) decides, with a rigorous error bound (see
-//! [`sum_margin`]). The outcome is therefore bit-identical to the definition for every pixel.
+//! `sum_margin`). The outcome is therefore bit-identical to the definition for every pixel.
 //!
 //! Zero padding is exact: an out-of-frame neighbour adds `+0` to a sum (no change) and a `0`
 //! in a maximum can only matter when every in-frame value is negative, where the pixel is
