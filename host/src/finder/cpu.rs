@@ -190,17 +190,50 @@ fn run_sized<R: Unit>(
     }
 }
 
-/// The unit roundoff of a precision (half the distance from 1 to the next number).
+/// What the finder needs of a precision beyond [`Real`]: its unit roundoff, and lane-wise
+/// comparisons of [`LANES`] values as bit masks (bit `l` = lane `l`; one vector compare and a
+/// mask move, where a loop of `(a < b) as u32) << l` would be reduced lane by lane).
 pub(crate) trait Unit: Real + Default {
-    /// `u = 2^-p` for a `p`-bit significand.
+    /// `u = 2^-p` for a `p`-bit significand (half the distance from 1 to the next number).
     const U: f64;
+    /// Bits of `a[l] < b[l]`.
+    fn lt_bits(a: &[Self; LANES], b: &[Self; LANES]) -> u32;
+    /// Bits of `a[l] > b[l]`.
+    fn gt_bits(a: &[Self; LANES], b: &[Self; LANES]) -> u32;
+    /// Bits of `a[l] == b[l]`.
+    fn eq_bits(a: &[Self; LANES], b: &[Self; LANES]) -> u32;
 }
-impl Unit for f32 {
-    const U: f64 = 1.0 / (1u64 << 24) as f64;
+
+macro_rules! impl_unit {
+    ($t:ty, $bits:expr) => {
+        impl Unit for $t {
+            const U: f64 = 1.0 / (1u64 << $bits) as f64;
+            #[inline(always)]
+            fn lt_bits(a: &[Self; LANES], b: &[Self; LANES]) -> u32 {
+                use std::simd::prelude::*;
+                Simd::from_array(*a)
+                    .simd_lt(Simd::from_array(*b))
+                    .to_bitmask() as u32
+            }
+            #[inline(always)]
+            fn gt_bits(a: &[Self; LANES], b: &[Self; LANES]) -> u32 {
+                use std::simd::prelude::*;
+                Simd::from_array(*a)
+                    .simd_gt(Simd::from_array(*b))
+                    .to_bitmask() as u32
+            }
+            #[inline(always)]
+            fn eq_bits(a: &[Self; LANES], b: &[Self; LANES]) -> u32 {
+                use std::simd::prelude::*;
+                Simd::from_array(*a)
+                    .simd_eq(Simd::from_array(*b))
+                    .to_bitmask() as u32
+            }
+        }
+    };
 }
-impl Unit for f64 {
-    const U: f64 = 1.0 / (1u64 << 53) as f64;
-}
+impl_unit!(f32, 24);
+impl_unit!(f64, 53);
 
 /// Bands per worker thread when the frame is split (more bands balance better; each costs `2r`
 /// rows prepared twice and a copy of their pedestal state).
@@ -575,14 +608,14 @@ fn band_impl<R: Unit, const S: usize>(
                     max[l] = max[l].max_of(v[l]);
                 }
             }
-            let mut k = [R::ZERO; LANES];
-            let (mut neg, mut hot, mut eq) = (0u32, 0u32, 0u32);
+            let (mut k, mut neg_t) = ([R::ZERO; LANES], [R::ZERO; LANES]);
             for l in 0..LANES {
                 k[l] = side * t[l];
-                neg |= ((cp[l] < -t[l]) as u32) << l;
-                hot |= ((max[l] > t[l]) as u32) << l;
-                eq |= ((cp[l] == max[l]) as u32) << l;
+                neg_t[l] = -t[l];
             }
+            let neg = R::lt_bits(&cp, &neg_t);
+            let mut hot = R::gt_bits(&max, &t);
+            let eq = R::eq_bits(&cp, &max);
             let valid = if n == LANES {
                 u32::MAX >> (32 - LANES)
             } else {
@@ -600,12 +633,12 @@ fn band_impl<R: Unit, const S: usize>(
                             s[l] = s[l] + v[l];
                         }
                     }
-                    let (mut above, mut below) = (0u32, 0u32);
+                    let (mut d, hi, lo) = ([R::ZERO; LANES], [margin; LANES], [-margin; LANES]);
                     for l in 0..LANES {
-                        let d = s[l] - k[l];
-                        above |= ((d > margin) as u32) << l;
-                        below |= ((d < -margin) as u32) << l;
+                        d[l] = s[l] - k[l];
                     }
+                    let above = R::gt_bits(&d, &hi);
+                    let below = R::lt_bits(&d, &lo);
                     if need & !(above | below) == 0 {
                         hot |= need & above;
                         decided = true;
@@ -613,11 +646,7 @@ fn band_impl<R: Unit, const S: usize>(
                 }
                 if !decided {
                     let total = exact_sums::<R, S>(&c_rows, x0);
-                    let mut over = 0u32;
-                    for l in 0..LANES {
-                        over |= ((total[l] > k[l]) as u32) << l;
-                    }
-                    hot |= need & over;
+                    hot |= need & R::gt_bits(&total, &k);
                 }
             }
             let centre = valid & !neg & hot & eq;
