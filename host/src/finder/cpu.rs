@@ -1,8 +1,8 @@
 //! The CPU reference finder: exact semantics, SIMD across neighbouring pixels, rayon over bands
 //! of rows.
 //!
-//! Each frame is one pass over bands of rows (one band per call on one thread, a few per thread
-//! otherwise). A band walks its rows top to bottom and, for row `y`:
+//! Each frame is one pass over bands of rows (one band per thread, `BANDS_PER_THREAD`; one
+//! thread runs on the calling thread). A band walks its rows top to bottom and, for row `y`:
 //! 1. *prepares* row `y + r` (r = side / 2): corrected values `c` into a ring of `side`
 //!    zero-padded rows, and for that row the running window maximum and window sum along the row
 //!    (`hmax`, `hsum`: `side` values each) and the row's largest `|c|`;
@@ -202,10 +202,12 @@ pub(crate) trait Unit: Real + Default {
     fn gt_bits(a: &[Self; LANES], b: &[Self; LANES]) -> u32;
     /// Bits of `a[l] == b[l]`.
     fn eq_bits(a: &[Self; LANES], b: &[Self; LANES]) -> u32;
+    /// Lane `l` of `yes` where bit `l` of `bits` is set, else of `no`.
+    fn select_bits(bits: u32, yes: &[Self; LANES], no: &[Self; LANES]) -> [Self; LANES];
 }
 
 macro_rules! impl_unit {
-    ($t:ty, $bits:expr) => {
+    ($t:ty, $m:ty, $bits:expr) => {
         impl Unit for $t {
             const U: f64 = 1.0 / (1u64 << $bits) as f64;
             #[inline(always)]
@@ -229,15 +231,22 @@ macro_rules! impl_unit {
                     .simd_eq(Simd::from_array(*b))
                     .to_bitmask() as u32
             }
+            #[inline(always)]
+            fn select_bits(bits: u32, yes: &[Self; LANES], no: &[Self; LANES]) -> [Self; LANES] {
+                use std::simd::prelude::*;
+                Mask::<$m, LANES>::from_bitmask(bits as u64)
+                    .select(Simd::from_array(*yes), Simd::from_array(*no))
+                    .to_array()
+            }
         }
     };
 }
-impl_unit!(f32, 24);
-impl_unit!(f64, 53);
+impl_unit!(f32, i32, 24);
+impl_unit!(f64, i64, 53);
 
 /// Bands per worker thread when the frame is split (more bands balance better; each costs `2r`
 /// rows prepared twice and a copy of their pedestal state).
-const BANDS_PER_THREAD: usize = 2;
+const BANDS_PER_THREAD: usize = 1;
 
 /// Fixed per-call parameters of the band pass.
 #[derive(Clone, Copy)]
@@ -667,14 +676,12 @@ fn band_impl<R: Unit, const S: usize>(
                 } else {
                     load(base_row, x0, n)
                 };
-                let (mut na, mut nb) = (a, b);
+                let (mut pa, mut pb) = (a, b);
                 for l in 0..LANES {
-                    let (mut pa, mut pb) = (a[l], b[l]);
-                    push_ready(&mut pa, &mut pb, base[l], xs[l], inv);
-                    let on = (pedestal >> l) & 1 != 0;
-                    na[l] = if on { pa } else { a[l] };
-                    nb[l] = if on { pb } else { b[l] };
+                    push_ready(&mut pa[l], &mut pb[l], base[l], xs[l], inv);
                 }
+                let na = R::select_bits(pedestal, &pa, &a);
+                let nb = R::select_bits(pedestal, &pb, &b);
                 a_row[x0..x0 + n].copy_from_slice(&na[..n]);
                 b_row[x0..x0 + n].copy_from_slice(&nb[..n]);
             }
