@@ -42,22 +42,30 @@ impl<R: Real> PixelMaps<R> {
     }
 
     /// Pushes sample `frame[p]` into pixel `p` for every `p` with `mask[p] != 0` (all pixels
-    /// when `mask` is `None`).
-    pub(crate) fn push_masked(&mut self, frame: &[u16], mask: Option<&[u8]>) {
+    /// when `mask` is `None`), with rayon when `parallel`, else on the calling thread only.
+    pub(crate) fn push_masked(&mut self, frame: &[u16], mask: Option<&[u8]>, parallel: bool) {
         let inv = self.inv;
         let chunk = 4096;
         let (a, b, base) = (&mut self.a, &mut self.b, &self.base);
-        a.par_chunks_mut(chunk)
-            .zip(b.par_chunks_mut(chunk))
-            .enumerate()
-            .for_each(|(ci, (a, b))| {
-                let o = ci * chunk;
-                for i in 0..a.len() {
-                    if mask.is_none_or(|m| m[o + i] != 0) {
-                        push_ready(&mut a[i], &mut b[i], base[o + i], frame[o + i], inv);
-                    }
+        let work = |(ci, (a, b)): (usize, (&mut [R], &mut [R]))| {
+            let o = ci * chunk;
+            for i in 0..a.len() {
+                if mask.is_none_or(|m| m[o + i] != 0) {
+                    push_ready(&mut a[i], &mut b[i], base[o + i], frame[o + i], inv);
                 }
-            });
+            }
+        };
+        if parallel {
+            a.par_chunks_mut(chunk)
+                .zip(b.par_chunks_mut(chunk))
+                .enumerate()
+                .for_each(work);
+        } else {
+            a.chunks_mut(chunk)
+                .zip(b.chunks_mut(chunk))
+                .enumerate()
+                .for_each(work);
+        }
     }
 
     fn mean(&self, p: usize) -> f64 {
@@ -198,9 +206,15 @@ impl Pedestal {
 
     /// Pushes every pixel of every frame (dark frames: no photons expected).
     pub fn push_frames(&mut self, frames: Frames<'_>) -> Result<()> {
+        self.push_frames_with(frames, true)
+    }
+
+    /// [`Pedestal::push_frames`], on the calling thread only unless `parallel` (a finder
+    /// asked to use one thread must not start rayon's global pool).
+    pub(crate) fn push_frames_with(&mut self, frames: Frames<'_>, parallel: bool) -> Result<()> {
         frames.expect_shape(self.rows, self.cols, "pedestal frames")?;
         for i in 0..frames.len() {
-            self.push_frame_unchecked(frames.frame(i));
+            self.push_frame_unchecked(frames.frame(i), parallel);
         }
         Ok(())
     }
@@ -210,10 +224,10 @@ impl Pedestal {
         self.push_frames(Frames::single(frame, self.rows, self.cols)?)
     }
 
-    fn push_frame_unchecked(&mut self, frame: &[u16]) {
+    fn push_frame_unchecked(&mut self, frame: &[u16], parallel: bool) {
         match &mut self.ready {
-            Some(ReadyState::F64(m)) => return m.push_masked(frame, None),
-            Some(ReadyState::F32(m)) => return m.push_masked(frame, None),
+            Some(ReadyState::F64(m)) => return m.push_masked(frame, None, parallel),
+            Some(ReadyState::F32(m)) => return m.push_masked(frame, None, parallel),
             None => {}
         }
         let Some(fill) = self.fill.as_mut() else {

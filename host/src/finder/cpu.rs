@@ -1,20 +1,36 @@
-//! The CPU reference finder: exact semantics, SIMD across neighbouring pixels, rayon over rows.
+//! The CPU reference finder: exact semantics, SIMD across neighbouring pixels, rayon over bands
+//! of rows.
 //!
-//! Each frame runs in three phases, each parallel over bands of rows:
-//! 1. *prepare*: corrected value `c` of every pixel into a zero-padded plane, and its threshold;
-//! 2. *classify*: for runs of [`LANES`] neighbouring pixels at once, the window sums and maxima
-//!    are accumulated lane-wise, each lane adding its window in row-major order from the
-//!    top-left, so every pixel's sum is rounded exactly as the definition says; then each
-//!    pixel is classified and centres are written as packed records;
-//! 3. *update*: quiet pixels push their raw value into the pedestal, after the whole frame.
+//! Each frame is one pass over bands of rows (one band per thread, `BANDS_PER_THREAD`; one
+//! thread runs on the calling thread). A band walks its rows top to bottom and, for row `y`:
+//! 1. *prepares* row `y + r` (r = side / 2): corrected values `c` into a ring of `side`
+//!    zero-padded rows, and for that row the running window maximum and window sum along the row
+//!    (`hmax`, `hsum`: `side` values each) and the row's largest `|c|`;
+//! 2. *classifies* row `y` [`LANES`] pixels at a time: the window maximum is the maximum of the
+//!    `side` `hmax` values above and below (maxima do not depend on the order); the lanes are
+//!    compared with their thresholds at once, giving bit masks; only pixels with
+//!    `c >= -t` and `max <= t` need the window sum (see below), and only centres (rare) take the
+//!    scalar path that writes their records;
+//! 3. *updates* row `y`'s pedestal at once (branch-free select over the lanes): its `c` was
+//!    computed when it was prepared, and the rows below it that still need the old state are
+//!    prepared already, so the update is frame-synchronous as the definition requires.
+//!
+//! The window sum must be the row-major sum from the top-left, rounded at every addition. It is
+//! computed exactly that way for 3x3 (cheap) and whenever it can change the outcome; elsewhere
+//! the separable sum (sum of the `hsum` values) decides, with a rigorous error bound (see
+//! `sum_margin`). The outcome is therefore bit-identical to the definition for every pixel.
 //!
 //! Zero padding is exact: an out-of-frame neighbour adds `+0` to a sum (no change) and a `0`
 //! in a maximum can only matter when every in-frame value is negative, where the pixel is
 //! classified "pedestal" either way because thresholds are never negative.
-//! Bands are concatenated in order, so results do not depend on the thread count.
+//!
+//! With several bands, the rows a band reads from its neighbours (`r` above, `r` below) are
+//! copied before the pass (their pedestal state before the frame), so every band updates its own
+//! rows in place without waiting. Bands are concatenated in order, so results do not depend on
+//! the thread count. One thread runs on the calling thread, without the pool.
 
-use cluda_gpu::classify::{PixelClass, classify, threshold};
-use cluda_gpu::pedestal::{corrected, mean_offset, std_dev};
+use cluda_gpu::classify::threshold;
+use cluda_gpu::pedestal::{corrected, mean_offset, push_ready, std_dev};
 use cluda_gpu::real::Real;
 use rayon::prelude::*;
 
@@ -25,14 +41,15 @@ use crate::finder::ClusterFinder;
 use crate::frames::Frames;
 use crate::pedestal::{Pedestal, PixelMaps, ReadyState};
 
-/// Neighbouring pixels whose windows are accumulated together (the SIMD width of phase 2).
+/// Neighbouring pixels classified together (the SIMD width of the classification).
 pub const LANES: usize = 16;
 
 /// The CPU reference finder.
 pub struct CpuFinder {
     config: FinderConfig,
     pedestal: Pedestal,
-    pool: rayon::ThreadPool,
+    /// Worker threads; `None` for one thread (everything runs on the calling thread).
+    pool: Option<rayon::ThreadPool>,
     threads: usize,
 }
 
@@ -51,11 +68,19 @@ impl CpuFinder {
         if threads == 0 {
             return Err(Error::param("threads", "must be at least 1"));
         }
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .thread_name(|i| format!("cluda-cpu-{i}"))
-            .build()
-            .map_err(|e| Error::param("threads", format!("cannot start {threads} threads: {e}")))?;
+        let pool = if threads == 1 {
+            None
+        } else {
+            Some(
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .thread_name(|i| format!("cluda-cpu-{i}"))
+                    .build()
+                    .map_err(|e| {
+                        Error::param("threads", format!("cannot start {threads} threads: {e}"))
+                    })?,
+            )
+        };
         let pedestal = Pedestal::new(
             config.rows,
             config.cols,
@@ -92,7 +117,10 @@ impl ClusterFinder for CpuFinder {
 
     fn push_pedestal(&mut self, frames: Frames<'_>) -> Result<()> {
         let pedestal = &mut self.pedestal;
-        self.pool.install(|| pedestal.push_frames(frames))
+        match &self.pool {
+            Some(pool) => pool.install(|| pedestal.push_frames(frames)),
+            None => pedestal.push_frames_with(frames, false),
+        }
     }
 
     fn is_ready(&self) -> bool {
@@ -138,7 +166,7 @@ impl ClusterFinder for CpuFinder {
     ) -> Result<()> {
         frames.expect_shape(self.config.rows, self.config.cols, "data frames")?;
         let config = &self.config;
-        let pool = &self.pool;
+        let pool = self.pool.as_ref();
         match self.pedestal.ready_mut()? {
             ReadyState::F64(m) => run_sized(config, pool, m, frames, visit),
             ReadyState::F32(m) => run_sized(config, pool, m, frames, visit),
@@ -146,9 +174,9 @@ impl ClusterFinder for CpuFinder {
     }
 }
 
-fn run_sized<R: Real>(
+fn run_sized<R: Unit>(
     config: &FinderConfig,
-    pool: &rayon::ThreadPool,
+    pool: Option<&rayon::ThreadPool>,
     maps: &mut PixelMaps<R>,
     frames: Frames<'_>,
     visit: &mut dyn FnMut(FrameClusters<'_>) -> Result<()>,
@@ -161,223 +189,720 @@ fn run_sized<R: Real>(
     }
 }
 
-/// Per-call working memory: the padded plane of corrected values, thresholds, the pedestal
-/// update mask and one record buffer per band.
-struct Scratch<R> {
-    c: Vec<R>,
-    t: Vec<R>,
-    mask: Vec<u8>,
-    bands: Vec<Vec<u32>>,
-    frame_words: Vec<u32>,
+/// What the finder needs of a precision beyond [`Real`]: its unit roundoff, and lane-wise
+/// comparisons of [`LANES`] values as bit masks (bit `l` = lane `l`; one vector compare and a
+/// mask move, where a loop of `(a < b) as u32) << l` would be reduced lane by lane).
+pub(crate) trait Unit: Real + Default {
+    /// `u = 2^-p` for a `p`-bit significand (half the distance from 1 to the next number).
+    const U: f64;
+    /// Bits of `a[l] < b[l]`.
+    fn lt_bits(a: &[Self; LANES], b: &[Self; LANES]) -> u32;
+    /// Bits of `a[l] > b[l]`.
+    fn gt_bits(a: &[Self; LANES], b: &[Self; LANES]) -> u32;
+    /// Bits of `a[l] == b[l]`.
+    fn eq_bits(a: &[Self; LANES], b: &[Self; LANES]) -> u32;
+    /// Lane `l` of `yes` where bit `l` of `bits` is set, else of `no`.
+    fn select_bits(bits: u32, yes: &[Self; LANES], no: &[Self; LANES]) -> [Self; LANES];
 }
 
-/// Geometry of the padded plane.
+macro_rules! impl_unit {
+    ($t:ty, $m:ty, $bits:expr) => {
+        impl Unit for $t {
+            const U: f64 = 1.0 / (1u64 << $bits) as f64;
+            #[inline(always)]
+            fn lt_bits(a: &[Self; LANES], b: &[Self; LANES]) -> u32 {
+                use std::simd::prelude::*;
+                Simd::from_array(*a)
+                    .simd_lt(Simd::from_array(*b))
+                    .to_bitmask() as u32
+            }
+            #[inline(always)]
+            fn gt_bits(a: &[Self; LANES], b: &[Self; LANES]) -> u32 {
+                use std::simd::prelude::*;
+                Simd::from_array(*a)
+                    .simd_gt(Simd::from_array(*b))
+                    .to_bitmask() as u32
+            }
+            #[inline(always)]
+            fn eq_bits(a: &[Self; LANES], b: &[Self; LANES]) -> u32 {
+                use std::simd::prelude::*;
+                Simd::from_array(*a)
+                    .simd_eq(Simd::from_array(*b))
+                    .to_bitmask() as u32
+            }
+            #[inline(always)]
+            fn select_bits(bits: u32, yes: &[Self; LANES], no: &[Self; LANES]) -> [Self; LANES] {
+                use std::simd::prelude::*;
+                Mask::<$m, LANES>::from_bitmask(bits as u64)
+                    .select(Simd::from_array(*yes), Simd::from_array(*no))
+                    .to_array()
+            }
+        }
+    };
+}
+impl_unit!(f32, i32, 24);
+impl_unit!(f64, i64, 53);
+
+/// Bands per worker thread when the frame is split (more bands balance better; each costs `2r`
+/// rows prepared twice and a copy of their pedestal state).
+const BANDS_PER_THREAD: usize = 1;
+
+/// Fixed per-call parameters of the band pass.
 #[derive(Clone, Copy)]
-struct Plane {
+struct Setup<R> {
+    rows: usize,
     cols: usize,
-    r: usize,
+    /// `cols` rounded up to a multiple of [`LANES`].
+    w: usize,
+    /// Length of one padded row of `c`: `w + 2r`; column `x` is at `x + r`.
     stride: usize,
+    n_sigma: R,
+    live: bool,
+    /// Every baseline is `+0` (F64, F32Naive), so `x - base == x` and `base` need not be read.
+    base_zero: bool,
 }
 
-impl Plane {
-    #[inline(always)]
-    fn at(&self, x: usize, y: usize) -> usize {
-        (y + self.r) * self.stride + x + self.r
-    }
+/// Working memory of one band of rows `y0 .. y1`.
+struct Band<R> {
+    y0: usize,
+    y1: usize,
+    /// Ring of `side` padded rows of `c` (row `y` in slot `y % side`).
+    c: Vec<R>,
+    /// Ring of the along-row window maxima and sums: `hmax[x] = max c[x-r ..= x+r]`.
+    hmax: Vec<R>,
+    hsum: Vec<R>,
+    /// Per ring slot: the largest `|c|` of the row (at least [`M_FLOOR`]).
+    mrow: Vec<R>,
+    /// Pedestal sums `a` of the `r` rows above and below the band, as they were before the frame
+    /// (their owners update them during the pass).
+    halo_top: Vec<R>,
+    halo_bottom: Vec<R>,
+    /// Packed records of the band's centres, in row-major order.
+    out: Vec<u32>,
 }
 
-fn run<R: Real, const S: usize>(
+fn run<R: Unit, const S: usize>(
     config: &FinderConfig,
-    pool: &rayon::ThreadPool,
+    pool: Option<&rayon::ThreadPool>,
     maps: &mut PixelMaps<R>,
     frames: Frames<'_>,
     visit: &mut dyn FnMut(FrameClusters<'_>) -> Result<()>,
 ) -> Result<()> {
     let (rows, cols) = (config.rows, config.cols);
     let r = S / 2;
-    let plane = Plane {
+    let w = cols.div_ceil(LANES) * LANES;
+    let setup = Setup {
+        rows,
         cols,
-        r,
-        stride: cols + 2 * r + LANES,
+        w,
+        stride: w + 2 * r,
+        n_sigma: R::from_f64(config.n_sigma),
+        live: config.threshold == ThresholdMode::Live,
+        base_zero: maps.base.iter().all(|b| b.to_f64().to_bits() == 0),
     };
-    let threads = pool.current_num_threads();
-    let band_rows = if threads <= 1 {
-        rows
+    // Frozen thresholds do not change during the call: computed once.
+    let frozen_t: Vec<R> = if setup.live {
+        Vec::new()
     } else {
-        rows.div_ceil(threads * 4).max(1)
+        maps.frozen_std
+            .iter()
+            .map(|&s| threshold(setup.n_sigma, s))
+            .collect()
     };
+    let threads = pool.map_or(1, |p| p.current_num_threads());
+    let n_bands = if threads <= 1 {
+        1
+    } else {
+        (threads * BANDS_PER_THREAD).min(rows)
+    };
+    let band_rows = rows.div_ceil(n_bands);
     let n_bands = rows.div_ceil(band_rows);
-    let mut s = Scratch::<R> {
-        c: vec![R::ZERO; (rows + 2 * r) * plane.stride],
-        t: vec![R::ZERO; rows * cols],
-        mask: vec![0; rows * cols],
-        bands: vec![Vec::new(); n_bands],
-        frame_words: Vec::new(),
-    };
-    let n_sigma = R::from_f64(config.n_sigma);
-    let live = config.threshold == ThresholdMode::Live;
-    let fma = has_fast_fma();
+    let mut bands: Vec<Band<R>> = (0..n_bands)
+        .map(|i| {
+            let y0 = i * band_rows;
+            Band {
+                y0,
+                y1: (y0 + band_rows).min(rows),
+                c: vec![R::ZERO; S * setup.stride],
+                hmax: vec![R::ZERO; S * w],
+                hsum: vec![R::ZERO; if S > 3 { S * w } else { 0 }],
+                mrow: vec![R::ZERO; S],
+                halo_top: Vec::new(),
+                halo_bottom: Vec::new(),
+                out: Vec::new(),
+            }
+        })
+        .collect();
+    let isa = Isa::detect();
+    let mut frame_words = Vec::new();
     for i in 0..frames.len() {
         let frame = frames.frame(i);
-        pool.install(|| {
-            let maps_ref = &*maps;
-            let c_rows = s.c[r * plane.stride..].par_chunks_mut(plane.stride * band_rows);
-            let t_rows = s.t.par_chunks_mut(cols * band_rows);
-            c_rows.zip(t_rows).enumerate().for_each(|(band, (c, t))| {
-                let y0 = band * band_rows;
-                let ny = t.len() / cols;
-                prepare_band(fma, maps_ref, frame, plane, y0, ny, n_sigma, live, c, t);
+        let words: &[u32] = if let (Some(pool), true) = (pool, n_bands > 1) {
+            let (a, b, base, inv) = (&mut maps.a, &mut maps.b, &maps.base, maps.inv);
+            for band in bands.iter_mut() {
+                let top = band.y0.saturating_sub(r)..band.y0;
+                let bottom = band.y1..(band.y1 + r).min(rows);
+                band.halo_top.clear();
+                band.halo_top
+                    .extend_from_slice(&a[top.start * cols..top.end * cols]);
+                band.halo_bottom.clear();
+                band.halo_bottom
+                    .extend_from_slice(&a[bottom.start * cols..bottom.end * cols]);
+            }
+            let frozen_t = &frozen_t[..];
+            pool.install(|| {
+                bands
+                    .par_iter_mut()
+                    .zip(a.par_chunks_mut(band_rows * cols))
+                    .zip(b.par_chunks_mut(band_rows * cols))
+                    .for_each(|((band, a), b)| {
+                        let mut own = BandMaps { a, b, base, inv };
+                        band_pass_split::<R, S>(isa, &setup, band, frozen_t, frame, &mut own);
+                    })
             });
-            let (c, t) = (&s.c[..], &s.t[..]);
-            s.mask
-                .par_chunks_mut(cols * band_rows)
-                .zip(s.bands.par_iter_mut())
-                .enumerate()
-                .for_each(|(band, (mask, out))| {
-                    out.clear();
-                    let y0 = band * band_rows;
-                    classify_band::<R, S>(fma, c, t, plane, y0, mask.len() / cols, mask, out);
-                });
-        });
-        s.frame_words.clear();
-        for b in &s.bands {
-            s.frame_words.extend_from_slice(b);
-        }
-        pool.install(|| maps.push_masked(frame, Some(&s.mask)));
-        visit(FrameClusters::new(i, config.size, &s.frame_words))?;
+            frame_words.clear();
+            for band in &bands {
+                frame_words.extend_from_slice(&band.out);
+            }
+            &frame_words
+        } else {
+            let band = &mut bands[0];
+            band_pass::<R, S>(isa, &setup, band, &frozen_t, frame, maps);
+            &band.out
+        };
+        visit(FrameClusters::new(i, config.size, words))?;
     }
     Ok(())
 }
 
-/// Whether this CPU has AVX2 and FMA, so the multiversioned hot loops can use them (the fma of
-/// the variance is then one instruction instead of a library call).
-fn has_fast_fma() -> bool {
+/// The pedestal state a band may update: sums `a`, `b` of its own rows (starting at its first
+/// row), and everyone's baselines and `1/N`.
+struct BandMaps<'a, R> {
+    a: &'a mut [R],
+    b: &'a mut [R],
+    base: &'a [R],
+    inv: R,
+}
+
+/// The instruction sets the hot loop is compiled for; chosen once per call.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Isa {
+    Portable,
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
+    #[cfg(target_arch = "x86_64")]
+    Avx512,
+}
+
+impl Isa {
+    fn detect() -> Self {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::is_x86_feature_detected as has;
+            if has!("avx512f")
+                && has!("avx512vl")
+                && has!("avx512dq")
+                && has!("avx512bw")
+                && has!("avx2")
+                && has!("fma")
+            {
+                return Isa::Avx512;
+            }
+            if has!("avx2") && has!("fma") {
+                return Isa::Avx2;
+            }
+        }
+        Isa::Portable
+    }
+}
+
+/// Runs one band over the whole pedestal (one band per frame: no halo).
+fn band_pass<R: Unit, const S: usize>(
+    isa: Isa,
+    setup: &Setup<R>,
+    band: &mut Band<R>,
+    frozen_t: &[R],
+    frame: &[u16],
+    maps: &mut PixelMaps<R>,
+) {
+    let mut own = BandMaps {
+        a: &mut maps.a,
+        b: &mut maps.b,
+        base: &maps.base,
+        inv: maps.inv,
+    };
+    band_pass_split::<R, S>(isa, setup, band, frozen_t, frame, &mut own);
+}
+
+/// Dispatches to the build of [`band_impl`] for `isa`. Every build performs the same IEEE
+/// operations; only the instructions differ.
+fn band_pass_split<R: Unit, const S: usize>(
+    isa: Isa,
+    setup: &Setup<R>,
+    band: &mut Band<R>,
+    frozen_t: &[R],
+    frame: &[u16],
+    own: &mut BandMaps<'_, R>,
+) {
     #[cfg(target_arch = "x86_64")]
     {
-        std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
-}
-
-/// Defines `$name` as a dispatcher to an AVX2+FMA build of `$imp` (when `fast` is true) or to
-/// the portable build. Both builds perform identical IEEE operations.
-macro_rules! multiversion {
-    (fn $name:ident<$($g:ident $(: $b:path)?),* $(; const $cg:ident: usize)?>($($a:ident: $t:ty),*) => $imp:ident) => {
-        #[allow(clippy::too_many_arguments)]
-        fn $name<$($g $(: $b)?),* $(, const $cg: usize)?>(fast: bool, $($a: $t),*) {
-            #[cfg(target_arch = "x86_64")]
-            {
-                #[target_feature(enable = "avx2,fma")]
-                #[allow(clippy::too_many_arguments)]
-                unsafe fn avx2<$($g $(: $b)?),* $(, const $cg: usize)?>($($a: $t),*) {
-                    $imp::<$($g),* $(, $cg)?>($($a),*)
-                }
-                if fast {
-                    // SAFETY: `fast` is true only when the CPU reports AVX2 and FMA.
-                    return unsafe { avx2::<$($g),* $(, $cg)?>($($a),*) };
-                }
-            }
-            let _ = fast;
-            $imp::<$($g),* $(, $cg)?>($($a),*)
+        #[target_feature(enable = "avx512f,avx512vl,avx512dq,avx512bw,avx2,fma,bmi1,bmi2,popcnt")]
+        unsafe fn avx512<R: Unit, const S: usize>(
+            setup: &Setup<R>,
+            band: &mut Band<R>,
+            frozen_t: &[R],
+            frame: &[u16],
+            own: &mut BandMaps<'_, R>,
+        ) {
+            band_impl::<R, S>(setup, band, frozen_t, frame, own)
         }
-    };
+        #[target_feature(enable = "avx2,fma,bmi1,bmi2,popcnt")]
+        unsafe fn avx2<R: Unit, const S: usize>(
+            setup: &Setup<R>,
+            band: &mut Band<R>,
+            frozen_t: &[R],
+            frame: &[u16],
+            own: &mut BandMaps<'_, R>,
+        ) {
+            band_impl::<R, S>(setup, band, frozen_t, frame, own)
+        }
+        match isa {
+            // SAFETY: `Isa::detect` chose these only when the CPU reports the features.
+            Isa::Avx512 => return unsafe { avx512::<R, S>(setup, band, frozen_t, frame, own) },
+            // SAFETY: as above.
+            Isa::Avx2 => return unsafe { avx2::<R, S>(setup, band, frozen_t, frame, own) },
+            Isa::Portable => {}
+        }
+    }
+    let _ = isa;
+    band_impl::<R, S>(setup, band, frozen_t, frame, own)
 }
 
-multiversion!(fn prepare_band<R: Real>(maps: &PixelMaps<R>, frame: &[u16], plane: Plane, y0: usize, ny: usize, n_sigma: R, live: bool, c: &mut [R], t: &mut [R]) => prepare_band_impl);
-multiversion!(fn classify_band<R: Real; const S: usize>(c: &[R], t: &[R], plane: Plane, y0: usize, ny: usize, mask: &mut [u8], out: &mut Vec<u32>) => classify_band_impl);
+/// Lower bound used for a row's largest `|c|` in [`sum_margin`], so that the margin never
+/// underflows (a larger bound is always safe: it only sends more pixels to the exact sum).
+const M_FLOOR: f64 = 1.0 / (1u64 << 20) as f64;
 
-/// Phase 1 for rows `y0 .. y0+ny`: `c` is this band's part of the padded plane (starting at
-/// its first row), `t` its thresholds.
+/// The margin `D` such that the separable window sum `s_sep` decides `total > k` for the exact
+/// row-major sum `total`: `s_sep - k > D` implies `total > k`, and `s_sep - k < -D` implies
+/// `total < k`, both with `s_sep - k` evaluated in floating point.
+///
+/// Proof. The window has `n = side^2` values `v_i` (out-of-frame ones are exact zeros), with
+/// `|v_i| <= m` (`m` = the largest `|c|` of the window's rows, at least [`M_FLOOR`]). Any
+/// floating-point summation of `n` terms, in any order or tree, satisfies
+/// `|fl_sum - sum v_i| <= g * sum |v_i| <= g n m` with `g = gamma_(n-1) = (n-1)u / (1-(n-1)u)`
+/// (Higham, Accuracy and Stability of Numerical Algorithms, 2nd ed., eq. 4.4; additions whose
+/// result is subnormal are exact, so gradual underflow does not break it). Both the row-major sum
+/// and the separable sum (row sums, then their sum) are such summations, so
+/// `|total - s_sep| <= 2 g n m =: E`. The computed difference is `d = (s_sep - k)(1 + e)`,
+/// `|e| <= u`, with the same sign as `s_sep - k`; so `d > D` gives `s_sep - k > D / (1 + u)`,
+/// and if `D / (1 + u) >= E` then `total >= s_sep - E > k`; likewise `d < -D` gives
+/// `total <= s_sep + E < k`. We compute `D = fl(C m)` with `C = 4 n^2 u` (exact: an integer
+/// times a power of two). With `m >= 2^-20` and `n >= 9` the product is a normal number, so
+/// `D >= C m (1 - u)`, and `C (1 - u) / (1 + u) = 4 n^2 u (1-u)/(1+u) >= 2 n (n-1) u / (1 - (n-1)u)
+/// = 2 g n` because `(n-1) u <= 80 * 2^-24 < 10^-5`, so `D / (1 + u) >= E`. QED.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
-fn prepare_band_impl<R: Real>(
-    maps: &PixelMaps<R>,
+fn sum_margin<R: Unit, const S: usize>(m: R) -> R {
+    let c = R::from_f64(4.0 * (S * S * S * S) as f64 * R::U);
+    c * m
+}
+
+/// The band pass: prepare, classify and update every row of the band (module docs).
+#[inline(always)]
+fn band_impl<R: Unit, const S: usize>(
+    setup: &Setup<R>,
+    band: &mut Band<R>,
+    frozen_t: &[R],
     frame: &[u16],
-    plane: Plane,
-    y0: usize,
-    ny: usize,
-    n_sigma: R,
-    live: bool,
-    c: &mut [R],
-    t: &mut [R],
+    own: &mut BandMaps<'_, R>,
 ) {
-    let (cols, inv) = (plane.cols, maps.inv);
-    for yy in 0..ny {
-        let p0 = (y0 + yy) * cols;
-        let crow = &mut c[yy * plane.stride + plane.r..][..cols];
-        let trow = &mut t[yy * cols..][..cols];
-        let (x, a, b, base) = (
-            &frame[p0..p0 + cols],
-            &maps.a[p0..p0 + cols],
-            &maps.b[p0..p0 + cols],
-            &maps.base[p0..p0 + cols],
-        );
-        for i in 0..cols {
-            crow[i] = corrected(x[i], base[i], mean_offset(a[i], inv));
-        }
-        if live {
-            for i in 0..cols {
-                trow[i] = threshold(n_sigma, std_dev(a[i], b[i], inv));
-            }
-        } else {
-            let fs = &maps.frozen_std[p0..p0 + cols];
-            for i in 0..cols {
-                trow[i] = threshold(n_sigma, fs[i]);
-            }
-        }
-    }
-}
-
-/// Phase 2 for rows `y0 .. y0+ny`: classifies every pixel, appends centres to `out` in
-/// row-major order and sets `mask` (this band's part) to 1 for pixels that update the pedestal.
-#[inline(always)]
-fn classify_band_impl<R: Real, const S: usize>(
-    c: &[R],
-    t: &[R],
-    plane: Plane,
-    y0: usize,
-    ny: usize,
-    mask: &mut [u8],
-    out: &mut Vec<u32>,
-) {
-    let cols = plane.cols;
+    let r = S / 2;
+    let Setup {
+        rows,
+        cols,
+        w,
+        stride,
+        n_sigma,
+        live,
+        base_zero,
+    } = *setup;
+    let (y0, y1) = (band.y0, band.y1);
+    let inv = own.inv;
     let side = R::from_u16(S as u16);
-    for yy in 0..ny {
-        let y = y0 + yy;
+    band.out.clear();
+    let zero_c = vec![R::ZERO; stride];
+    let zero_w = vec![R::ZERO; w];
+    let m_floor = R::from_f64(M_FLOOR);
+    let top = y0.saturating_sub(r);
+    let end = (y1 + r).min(rows);
+    let mut next = top; // next row to prepare
+    for y in y0..y1 {
+        // 1. Prepare rows up to y + r.
+        while next < end.min(y + r + 1) {
+            let yy = next;
+            let slot = yy % S;
+            let a_row: &[R] = if yy < y0 {
+                &band.halo_top[(yy - top) * cols..][..cols]
+            } else if yy >= y1 {
+                &band.halo_bottom[(yy - y1) * cols..][..cols]
+            } else {
+                &own.a[(yy - y0) * cols..][..cols]
+            };
+            let x_row = &frame[yy * cols..][..cols];
+            let c_row = &mut band.c[slot * stride..][..stride];
+            prepare_row(
+                x_row,
+                a_row,
+                (!base_zero).then(|| &own.base[yy * cols..][..cols]),
+                inv,
+                &mut c_row[r..r + cols],
+            );
+            let hmax = &mut band.hmax[slot * w..][..w];
+            let hsum: &mut [R] = if S > 3 {
+                &mut band.hsum[slot * w..][..w]
+            } else {
+                &mut []
+            };
+            band.mrow[slot] = along_row::<R, S>(c_row, hmax, hsum).max_of(m_floor);
+            next += 1;
+        }
+        // Rows of the window of row y (zero rows outside the frame).
+        let mut c_rows: [&[R]; S] = [&zero_c[..]; S];
+        let mut hmax_rows: [&[R]; S] = [&zero_w[..]; S];
+        let mut hsum_rows: [&[R]; S] = [&zero_w[..]; S];
+        let mut m_win = m_floor;
+        for dy in 0..S {
+            let yy = y + dy;
+            if yy < r || yy - r >= rows {
+                continue;
+            }
+            let slot = (yy - r) % S;
+            c_rows[dy] = &band.c[slot * stride..][..stride];
+            hmax_rows[dy] = &band.hmax[slot * w..][..w];
+            if S > 3 {
+                hsum_rows[dy] = &band.hsum[slot * w..][..w];
+            }
+            m_win = m_win.max_of(band.mrow[slot]);
+        }
+        let margin = sum_margin::<R, S>(m_win);
+        let row_off = (y - y0) * cols;
+        let frame_row = &frame[y * cols..][..cols];
+        let base_row = &own.base[y * cols..][..cols];
+        let a_row = &mut own.a[row_off..][..cols];
+        let b_row = &mut own.b[row_off..][..cols];
+        let t_row: &[R] = if live {
+            &[]
+        } else {
+            &frozen_t[y * cols..][..cols]
+        };
         let mut x0 = 0;
         while x0 < cols {
-            let mut sum = [R::ZERO; LANES];
-            let first = plane.at(x0, y) - plane.r * plane.stride - plane.r;
-            let mut max: [R; LANES] = c[first..first + LANES].try_into().expect("LANES values");
-            for dy in 0..S {
-                let row = first + dy * plane.stride;
-                for dx in 0..S {
-                    let v = &c[row + dx..row + dx + LANES];
-                    for l in 0..LANES {
-                        sum[l] = sum[l] + v[l];
-                        max[l] = max[l].max_of(v[l]);
-                    }
+            let n = LANES.min(cols - x0);
+            let a: [R; LANES] = load(a_row, x0, n);
+            let b: [R; LANES] = load(b_row, x0, n);
+            let t: [R; LANES] = if live {
+                let mut t = [R::ZERO; LANES];
+                for l in 0..LANES {
+                    t[l] = threshold(n_sigma, std_dev(a[l], b[l], inv));
+                }
+                t
+            } else {
+                load(t_row, x0, n)
+            };
+            let cp: [R; LANES] = c_rows[r][x0 + r..][..LANES].try_into().expect("LANES");
+            let mut max: [R; LANES] = hmax_rows[0][x0..][..LANES].try_into().expect("LANES");
+            for row in &hmax_rows[1..] {
+                let v = &row[x0..][..LANES];
+                for l in 0..LANES {
+                    max[l] = max[l].max_of(v[l]);
                 }
             }
-            for l in 0..LANES.min(cols - x0) {
-                let x = x0 + l;
-                let p = y * cols + x;
-                let cp = c[plane.at(x, y)];
-                let class = classify(cp, t[p], sum[l], max[l], side);
-                mask[yy * cols + x] = (class == PixelClass::Pedestal) as u8;
-                if class == PixelClass::Centre {
-                    out.push(pack_xy(x as u16, y as u16));
-                    let first = plane.at(x, y) - plane.r * plane.stride - plane.r;
-                    for dy in 0..S {
-                        let row = first + dy * plane.stride;
-                        out.extend(c[row..row + S].iter().map(|v| v.round_half_away() as u32));
+            let (mut k, mut neg_t) = ([R::ZERO; LANES], [R::ZERO; LANES]);
+            for l in 0..LANES {
+                k[l] = side * t[l];
+                neg_t[l] = -t[l];
+            }
+            let neg = R::lt_bits(&cp, &neg_t);
+            let mut hot = R::gt_bits(&max, &t);
+            let eq = R::eq_bits(&cp, &max);
+            let valid = if n == LANES {
+                u32::MAX >> (32 - LANES)
+            } else {
+                (1u32 << n) - 1
+            };
+            // Pixels whose outcome depends on the window sum.
+            let need = valid & !neg & !hot;
+            if need != 0 {
+                let mut decided = false;
+                if S > 3 {
+                    let mut s: [R; LANES] = hsum_rows[0][x0..][..LANES].try_into().expect("LANES");
+                    for row in &hsum_rows[1..] {
+                        let v = &row[x0..][..LANES];
+                        for l in 0..LANES {
+                            s[l] = s[l] + v[l];
+                        }
+                    }
+                    let (mut d, hi, lo) = ([R::ZERO; LANES], [margin; LANES], [-margin; LANES]);
+                    for l in 0..LANES {
+                        d[l] = s[l] - k[l];
+                    }
+                    let above = R::gt_bits(&d, &hi);
+                    let below = R::lt_bits(&d, &lo);
+                    if need & !(above | below) == 0 {
+                        hot |= need & above;
+                        decided = true;
                     }
                 }
+                if !decided {
+                    let total = exact_sums::<R, S>(&c_rows, x0);
+                    hot |= need & R::gt_bits(&total, &k);
+                }
+            }
+            let centre = valid & !neg & hot & eq;
+            let pedestal = valid & !neg & !hot;
+            if centre != 0 {
+                let mut bits = centre;
+                while bits != 0 {
+                    let l = bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    write_record::<R, S>(&mut band.out, &c_rows, x0 + l, y);
+                }
+            }
+            // 3. Update the pedestal of the quiet pixels (select, no branches).
+            if pedestal != 0 {
+                let xs: [u16; LANES] = load(frame_row, x0, n);
+                let base: [R; LANES] = if base_zero {
+                    [R::ZERO; LANES]
+                } else {
+                    load(base_row, x0, n)
+                };
+                let (mut pa, mut pb) = (a, b);
+                for l in 0..LANES {
+                    push_ready(&mut pa[l], &mut pb[l], base[l], xs[l], inv);
+                }
+                let na = R::select_bits(pedestal, &pa, &a);
+                let nb = R::select_bits(pedestal, &pb, &b);
+                a_row[x0..x0 + n].copy_from_slice(&na[..n]);
+                b_row[x0..x0 + n].copy_from_slice(&nb[..n]);
             }
             x0 += LANES;
         }
+    }
+}
+
+/// `n` values of `s` from `x0` into a full lane array (the rest zero).
+#[inline(always)]
+fn load<T: Copy + Default>(s: &[T], x0: usize, n: usize) -> [T; LANES] {
+    if n == LANES {
+        s[x0..x0 + LANES].try_into().expect("LANES values")
+    } else {
+        let mut v = [T::default(); LANES];
+        v[..n].copy_from_slice(&s[x0..x0 + n]);
+        v
+    }
+}
+
+/// Corrected values of one row: `c = (x - base) - a * inv` (`base = 0` when `None`, where
+/// `x - 0 == x` exactly).
+#[inline(always)]
+fn prepare_row<R: Real>(x: &[u16], a: &[R], base: Option<&[R]>, inv: R, c: &mut [R]) {
+    let n = c.len();
+    let (x, a) = (&x[..n], &a[..n]);
+    match base {
+        None => {
+            for i in 0..n {
+                c[i] = R::from_u16(x[i]) - mean_offset(a[i], inv);
+            }
+        }
+        Some(base) => {
+            let base = &base[..n];
+            for i in 0..n {
+                c[i] = corrected(x[i], base[i], mean_offset(a[i], inv));
+            }
+        }
+    }
+}
+
+/// Along one padded row of `c`: `hmax[x]` = maximum and `hsum[x]` = sum (left to right) of the
+/// `S` values centred on column `x` (`hsum` empty for 3x3). Returns the largest `|c|` of the row.
+#[inline(always)]
+fn along_row<R: Real, const S: usize>(c: &[R], hmax: &mut [R], hsum: &mut [R]) -> R {
+    let w = hmax.len();
+    let mut x0 = 0;
+    let mut big = [R::ZERO; LANES];
+    while x0 < w {
+        let mut m: [R; LANES] = c[x0..][..LANES].try_into().expect("LANES");
+        let mut s = m;
+        for l in 0..LANES {
+            big[l] = big[l].max_of(m[l]).max_of(-m[l]);
+        }
+        for dx in 1..S {
+            let v = &c[x0 + dx..][..LANES];
+            for l in 0..LANES {
+                m[l] = m[l].max_of(v[l]);
+                s[l] = s[l] + v[l];
+            }
+        }
+        hmax[x0..x0 + LANES].copy_from_slice(&m);
+        if S > 3 {
+            hsum[x0..x0 + LANES].copy_from_slice(&s);
+        }
+        x0 += LANES;
+    }
+    // The chunks started at indices 0 .. w; the last 2r values of the padded row follow.
+    let tail = c[w..]
+        .iter()
+        .fold(R::ZERO, |acc, &v| acc.max_of(v).max_of(-v));
+    big.iter().fold(tail, |acc, &v| acc.max_of(v))
+}
+
+/// The exact window sums of pixels `x0 .. x0 + LANES` of the row whose window rows are `rows`:
+/// for each lane, `0 + v_1 + v_2 + ...` over the window in row-major order from the top-left.
+#[inline(always)]
+fn exact_sums<R: Real, const S: usize>(rows: &[&[R]; S], x0: usize) -> [R; LANES] {
+    let mut sum = [R::ZERO; LANES];
+    for row in rows {
+        for dx in 0..S {
+            let v = &row[x0 + dx..][..LANES];
+            for l in 0..LANES {
+                sum[l] = sum[l] + v[l];
+            }
+        }
+    }
+    sum
+}
+
+/// Appends the packed record of the centre at column `x` of row `y`: the window's values,
+/// rounded half away from zero, gathered first so that the rounding runs over all of them at
+/// once (it vectorises; the rounding of each value is the shared scalar definition).
+#[inline(always)]
+fn write_record<R: Real, const S: usize>(out: &mut Vec<u32>, rows: &[&[R]; S], x: usize, y: usize) {
+    let mut vals = [R::ZERO; 81];
+    for (dy, row) in rows.iter().enumerate() {
+        vals[dy * S..dy * S + S].copy_from_slice(&row[x..x + S]);
+    }
+    let mut words = [0u32; 82];
+    words[0] = pack_xy(x as u16, y as u16);
+    for i in 0..S * S {
+        words[1 + i] = vals[i].round_half_away() as u32;
+    }
+    out.extend_from_slice(&words[..1 + S * S]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::rngs::SmallRng;
+    use rand::{Rng, SeedableRng};
+
+    /// The margin test of [`sum_margin`] never contradicts the exact row-major sum, on windows
+    /// built to sit right at the threshold (values of very different magnitudes, thresholds at
+    /// the exact sum and a few ulps or margins away).
+    fn margin_is_safe<R: Unit, const S: usize>(seed: u64) {
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let mut decided = 0usize;
+        for _ in 0..4000 {
+            let scale = [1e-3, 1.0, 45.0, 4000.0, 65535.0][rng.random_range(0..5)];
+            let v: Vec<R> = (0..S * S)
+                .map(|_| {
+                    let big = rng.random_range(0..8) == 0;
+                    let x: f64 =
+                        rng.random_range(-1.0..1.0) * if big { scale } else { scale * 1e-3 };
+                    R::from_f64(x)
+                })
+                .collect();
+            // Row-major exact sum (the definition) and the separable sum (the finder's order).
+            let exact = v.iter().fold(R::ZERO, |s, &x| s + x);
+            let mut sep = R::ZERO;
+            for row in v.chunks(S) {
+                sep = sep + row.iter().skip(1).fold(row[0], |s, &x| s + x);
+            }
+            let m = v
+                .iter()
+                .fold(R::from_f64(M_FLOOR), |m, &x| m.max_of(x).max_of(-x));
+            let margin = sum_margin::<R, S>(m);
+            let e = exact.to_f64();
+            let offsets = [0.0, 1e-12, -1e-12, 1e-6, -1e-6, 1e-3, -1e-3, 1.0, -1.0];
+            for &o in &offsets {
+                let k = R::from_f64(e + o * e.abs().max(1e-9)).max_of(R::ZERO);
+                let d = sep - k;
+                if d > margin {
+                    assert!(exact > k, "said above: exact {e} k {}", k.to_f64());
+                    decided += 1;
+                } else if d < -margin {
+                    assert!(exact <= k, "said below: exact {e} k {}", k.to_f64());
+                    decided += 1;
+                }
+            }
+        }
+        assert!(decided > 1000, "the margin decides too rarely ({decided})");
+    }
+
+    #[test]
+    fn sum_margin_never_contradicts_the_exact_sum() {
+        margin_is_safe::<f32, 5>(1);
+        margin_is_safe::<f32, 7>(2);
+        margin_is_safe::<f32, 9>(3);
+        margin_is_safe::<f64, 5>(4);
+        margin_is_safe::<f64, 9>(5);
+    }
+
+    /// Every build the CPU can run gives the same result (the portable one included).
+    #[test]
+    fn builds_agree() {
+        use crate::generate::{GenConfig, Generator};
+        let (rows, cols) = (37, 53);
+        let g = Generator::new(GenConfig::new(rows, cols, 3)).expect("generator");
+        let dark = g.frames(0, 10, false);
+        let data = g.frames(10, 4, true);
+        let mut isas = vec![Isa::Portable];
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+                isas.push(Isa::Avx2);
+            }
+            if Isa::detect() == Isa::Avx512 {
+                isas.push(Isa::Avx512);
+            }
+        }
+        let mut results = Vec::new();
+        for &isa in &isas {
+            let mut ped = Pedestal::new(rows, cols, 10, crate::Precision::F32).expect("pedestal");
+            ped.push_frames(Frames::new(&dark, 10, rows, cols).expect("frames"))
+                .expect("push");
+            let Ok(ReadyState::F32(maps)) = ped.ready_mut() else {
+                panic!("not ready")
+            };
+            let setup = Setup {
+                rows,
+                cols,
+                w: cols.div_ceil(LANES) * LANES,
+                stride: cols.div_ceil(LANES) * LANES + 8,
+                n_sigma: 5.0f32,
+                live: true,
+                base_zero: false,
+            };
+            let mut band = Band {
+                y0: 0,
+                y1: rows,
+                c: vec![0.0; 9 * setup.stride],
+                hmax: vec![0.0; 9 * setup.w],
+                hsum: vec![0.0; 9 * setup.w],
+                mrow: vec![0.0; 9],
+                halo_top: Vec::new(),
+                halo_bottom: Vec::new(),
+                out: Vec::new(),
+            };
+            let mut words = Vec::new();
+            for f in data.chunks(rows * cols) {
+                band_pass::<f32, 9>(isa, &setup, &mut band, &[], f, maps);
+                words.extend_from_slice(&band.out);
+            }
+            results.push((words, maps.clone()));
+        }
+        assert!(
+            results.iter().all(|r| *r == results[0]),
+            "builds differ: {isas:?}"
+        );
+        assert!(!results[0].0.is_empty());
     }
 }
