@@ -10,6 +10,7 @@ pub mod error;
 pub mod finder;
 pub mod frames;
 pub mod generate;
+pub mod gpu;
 pub mod pedestal;
 
 pub use cluster::{Cluster, ClusterBatch, ClusterRef, ClusterSize, FrameClusters};

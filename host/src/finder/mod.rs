@@ -1,6 +1,7 @@
 //! Cluster finders: the trait every device implements, and the CPU reference finder.
 
 pub mod cpu;
+pub mod select;
 
 use crate::cluster::{ClusterBatch, FrameClusters};
 use crate::config::FinderConfig;

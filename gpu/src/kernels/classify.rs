@@ -1,0 +1,269 @@
+//! Stage 2 of a frame: classify every pixel, write the frame's clusters in row-major order of
+//! their centres, and push the raw value of every quiet pixel into its own pedestal.
+//!
+//! Reads only the corrected values `c` of neighbours and the pixel's own threshold, both made
+//! by `prepare` from the state left by the previous frame; writes only the pixel's own pedestal
+//! sums. So every pixel of frame k sees the state of frame k-1 (frame-synchronous, race-free).
+//!
+//! Order and compaction: block `tile` owns pixels `tile*256 .. tile*256+256` in row-major
+//! (linear) order, so tile order is row-major order. A block counts its centres (warp ballots),
+//! then finds how many centres all earlier tiles hold by a decoupled look-back over per-tile
+//! status words (flag and value in one 64-bit word, published with single volatile stores), and
+//! each centre writes its record at `base + earlier + rank`. Tiles are numbered by a ticket
+//! (an atomic counter) in the order blocks start, so a tile only ever waits for tiles that are
+//! already running: no deadlock whatever order the hardware schedules blocks in. The result is
+//! the same bytes in the same places on every run: deterministic.
+//!
+//! Window reads: plain global loads through L1, not a shared-memory tile. The reasons: a warp
+//! reads 32 consecutive `c` of each window row (one or two 128-byte lines, then L1 hits for
+//! the other X-1 columns), the whole `c` plane of a frame (1.3 MB in f64 at 400x400) sits in
+//! L2, and the window sum must be one sequential chain per pixel in row-major window order
+//! (the order is part of the result), so no neighbour can share a partial sum and a shared
+//! tile would only replace L1 hits with shared-memory hits after an extra staging pass and a
+//! barrier. Not yet measured against a shared-memory variant (next issue: speed).
+
+use core::arch::nvptx;
+use core::sync::atomic::{AtomicU32, Ordering};
+
+use crate::classify::{PixelClass, classify};
+use crate::pedestal::push_ready;
+use crate::real::Real;
+
+/// Pixels (threads) per block and per tile.
+pub const BLOCK: u32 = 256;
+/// Warps per block.
+const WARPS: u32 = BLOCK / 32;
+/// Look-back flag: the tile's own count is published.
+const AGGREGATE: u64 = 1 << 62;
+/// Look-back flag: the count of this and all earlier tiles is published.
+const INCLUSIVE: u64 = 2 << 62;
+
+/// Bit mask of the lanes of the calling warp whose `flag` is true (all 32 lanes must call).
+#[inline(always)]
+unsafe fn ballot(flag: bool) -> u32 {
+    let m: u32;
+    unsafe {
+        core::arch::asm!(
+            "{{",
+            ".reg .pred %cluda_p;",
+            "setp.ne.u32 %cluda_p, {f}, 0;",
+            "vote.sync.ballot.b32 {m}, %cluda_p, 0xffffffff;",
+            "}}",
+            f = in(reg32) flag as u32,
+            m = out(reg32) m,
+        );
+    }
+    m
+}
+
+/// Parameters of one classify launch that are not per-pixel arrays.
+#[derive(Clone, Copy)]
+pub(crate) struct Geometry<R> {
+    pub cols: u32,
+    pub pixels: u32,
+    pub stride: u32,
+    pub tiles: u32,
+    pub inv: R,
+}
+
+/// Where the frame's clusters go: records at `records + (base + i) * words` for cluster
+/// `i < room - base`, with `base = *base_in` (0 when null); `*count_out = base + found`.
+#[derive(Clone, Copy)]
+pub(crate) struct Output {
+    pub status: *mut u64,
+    pub base_in: *const u32,
+    pub count_out: *mut u32,
+    pub records: *mut u32,
+    pub room: u32,
+}
+
+/// The classify kernel body for window side `S`; `scratch` is 16 words of shared memory.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn classify_frame<R: Real, const S: usize>(
+    frame: *const u16,
+    base: *const R,
+    a: *mut R,
+    b: *mut R,
+    c: *const R,
+    t: *const R,
+    g: Geometry<R>,
+    out: Output,
+    scratch: *mut u32,
+) {
+    unsafe {
+        let tid = nvptx::_thread_idx_x() as u32;
+        let (warp, lane) = (tid / 32, tid % 32);
+        // scratch: [0..8) per-warp counts then exclusive warp offsets, [8] tile, [9] offset
+        // of the tile's first cluster (before `base`).
+        if tid == 0 {
+            let ticket = AtomicU32::from_ptr(out.status as *mut u32);
+            *scratch.add(8) = ticket.fetch_add(1, Ordering::Relaxed);
+        }
+        nvptx::_syncthreads();
+        let tile = *scratch.add(8);
+        let p = tile * BLOCK + tid;
+        let stride = g.stride as usize;
+        let mut centre = false;
+        let mut first = 0usize;
+        if p < g.pixels {
+            let y = p / g.cols;
+            let x = p - y * g.cols;
+            // Top-left of the window in the padded plane; the same sum and max loop as the
+            // CPU finder (max starts at the top-left value, then every value in order).
+            first = y as usize * stride + x as usize;
+            let mut max = *c.add(first);
+            let mut total = R::ZERO;
+            for dy in 0..S {
+                let row = c.add(first + dy * stride);
+                for dx in 0..S {
+                    let v = *row.add(dx);
+                    total = total + v;
+                    max = max.max_of(v);
+                }
+            }
+            let r = S / 2;
+            let cp = *c.add(first + r * stride + r);
+            let side = R::from_u16(S as u16);
+            let pi = p as usize;
+            match classify(cp, *t.add(pi), total, max, side) {
+                PixelClass::Pedestal => push_ready(
+                    &mut *a.add(pi),
+                    &mut *b.add(pi),
+                    *base.add(pi),
+                    *frame.add(pi),
+                    g.inv,
+                ),
+                PixelClass::Centre => centre = true,
+                PixelClass::Negative | PixelClass::Nothing => {}
+            }
+        }
+        let mask = ballot(centre);
+        let rank = (mask & ((1u32 << lane) - 1)).count_ones();
+        if lane == 0 {
+            *scratch.add(warp as usize) = mask.count_ones();
+        }
+        nvptx::_syncthreads();
+        if tid == 0 {
+            let mut sum = 0u32;
+            for w in 0..WARPS as usize {
+                let n = *scratch.add(w);
+                *scratch.add(w) = sum;
+                sum += n;
+            }
+            let st = out.status.add(1);
+            let mine = st.add(tile as usize);
+            let earlier = if tile == 0 {
+                core::ptr::write_volatile(mine, INCLUSIVE | sum as u64);
+                0u32
+            } else {
+                core::ptr::write_volatile(mine, AGGREGATE | sum as u64);
+                let mut earlier = 0u32;
+                let mut j = tile as usize - 1;
+                loop {
+                    let v = core::ptr::read_volatile(st.add(j));
+                    let flag = v & (3 << 62);
+                    if flag == 0 {
+                        continue; // tile j runs (it took an earlier ticket): wait for it
+                    }
+                    earlier += v as u32;
+                    if flag == INCLUSIVE {
+                        break;
+                    }
+                    j -= 1;
+                }
+                core::ptr::write_volatile(mine, INCLUSIVE | (earlier + sum) as u64);
+                earlier
+            };
+            *scratch.add(9) = earlier;
+            if tile + 1 == g.tiles {
+                let base0 = if out.base_in.is_null() {
+                    0
+                } else {
+                    *out.base_in
+                };
+                *out.count_out = base0 + earlier + sum;
+            }
+        }
+        nvptx::_syncthreads();
+        if centre {
+            let base0 = if out.base_in.is_null() {
+                0
+            } else {
+                *out.base_in
+            };
+            let idx = base0 + *scratch.add(9) + *scratch.add(warp as usize) + rank;
+            if idx < out.room {
+                let x = p % g.cols;
+                let y = p / g.cols;
+                let rec = out.records.add(idx as usize * (1 + S * S));
+                *rec = x | y << 16;
+                let mut k = 1;
+                for dy in 0..S {
+                    let row = c.add(first + dy * stride);
+                    for dx in 0..S {
+                        *rec.add(k) = (*row.add(dx)).round_half_away() as u32;
+                        k += 1;
+                    }
+                }
+            }
+        }
+    }
+}
+
+macro_rules! classify_kernel {
+    ($name:ident, $t:ty, $s:literal) => {
+        /// Classifies one frame with a
+        #[doc = concat!(stringify!($s), "x", stringify!($s))]
+        /// window in
+        #[doc = stringify!($t)]
+        /// : records in row-major order, pedestal update of quiet pixels (see the module docs).
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $name(
+            frame: *const u16,
+            base: *const $t,
+            a: *mut $t,
+            b: *mut $t,
+            c: *const $t,
+            t: *const $t,
+            cols: u32,
+            pixels: u32,
+            stride: u32,
+            tiles: u32,
+            inv: $t,
+            status: *mut u64,
+            base_in: *const u32,
+            count_out: *mut u32,
+            records: *mut u32,
+            room: u32,
+        ) {
+            let scratch: u64;
+            unsafe {
+                core::arch::asm!(
+                    concat!(".shared .align 16 .b8 ", stringify!($name), "_scratch[64];"),
+                    concat!("cvta.shared.u64 {p}, ", stringify!($name), "_scratch;"),
+                    p = out(reg64) scratch,
+                );
+                classify_frame::<$t, $s>(
+                    frame,
+                    base,
+                    a,
+                    b,
+                    c,
+                    t,
+                    Geometry { cols, pixels, stride, tiles, inv },
+                    Output { status, base_in, count_out, records, room },
+                    scratch as *mut u32,
+                )
+            }
+        }
+    };
+}
+classify_kernel!(cluda_classify_f64_3, f64, 3);
+classify_kernel!(cluda_classify_f64_5, f64, 5);
+classify_kernel!(cluda_classify_f64_7, f64, 7);
+classify_kernel!(cluda_classify_f64_9, f64, 9);
+classify_kernel!(cluda_classify_f32_3, f32, 3);
+classify_kernel!(cluda_classify_f32_5, f32, 5);
+classify_kernel!(cluda_classify_f32_7, f32, 7);
+classify_kernel!(cluda_classify_f32_9, f32, 9);
