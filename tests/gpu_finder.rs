@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 use cluda::cluster::ClusterSize;
 use cluda::cuda::Device;
 use cluda::generate::{GenConfig, Generator};
-use cluda::gpu::{GpuFinder, LadderStep, Overflow, PinnedFrames, PipelineConfig};
+use cluda::gpu::{GpuFinder, LadderStep, Overflow, PinnedFrames, PipelineConfig, WindowReads};
 use cluda::{
     ClusterBatch, ClusterFinder, CpuFinder, Error, FinderConfig, Frames, Precision, ThresholdMode,
 };
@@ -174,9 +174,15 @@ fn pinned_input_and_kernel_timing() {
     ] {
         let cfg = config(d, size, p, ThresholdMode::Live);
         let (want, _) = cpu_run(&cfg, d);
-        for timing in [false, true] {
+        for (timing, window) in [
+            (false, WindowReads::Global),
+            (true, WindowReads::Global),
+            (false, WindowReads::Shared),
+            (true, WindowReads::Shared),
+        ] {
             let pipe = PipelineConfig {
                 timing,
+                window,
                 ..PipelineConfig::default()
             };
             let mut g = gpu_finder(&cfg, pipe, d);
@@ -184,14 +190,17 @@ fn pinned_input_and_kernel_timing() {
             let t = std::time::Instant::now();
             let got = g.find(pinned.frames().unwrap()).unwrap();
             let us = t.elapsed().as_secs_f64() * 1e6 / d.data_n as f64;
+            let size = format!("{size} {window:?}");
             same(&want, &got, &format!("{size} {} timing {timing}", p.name()));
-            let times = g.kernel_times_us();
+            let times = g.kernel_times();
             if timing {
                 assert_eq!(times.len(), d.data_n);
-                let mean = times.iter().sum::<f32>() / times.len() as f32;
-                let min = times.iter().cloned().fold(f32::MAX, f32::min);
+                let n = times.len() as f32;
+                let mean = times.iter().map(|t| t.total_us()).sum::<f32>() / n;
+                let prep = times.iter().map(|t| t.prepare_us).sum::<f32>() / n;
+                let min = times.iter().map(|t| t.total_us()).fold(f32::MAX, f32::min);
                 eprintln!(
-                    "{size} {}: kernels (prepare+classify) mean {mean:.2} us/frame, min {min:.2} us; with timing on {us:.1} us/frame end to end",
+                    "{size} {}: kernels mean {mean:.2} us/frame (prepare {prep:.2}), min {min:.2} us; with timing on {us:.1} us/frame end to end",
                     p.name()
                 );
             } else {
@@ -467,7 +476,10 @@ fn repeated_runs_are_identical() {
     assert_eq!(runs[1], runs[2]);
 }
 
-fn small_case() -> impl Strategy<Value = (usize, usize, u64, usize, usize, usize, usize)> {
+type Case = (usize, usize, u64, usize, usize, usize, usize, bool);
+
+/// rows, cols, seed, size, precision, mode, ladder step, shared window.
+fn small_case() -> impl Strategy<Value = Case> {
     (
         1usize..14,
         1usize..14,
@@ -476,6 +488,7 @@ fn small_case() -> impl Strategy<Value = (usize, usize, u64, usize, usize, usize
         0usize..3,
         0usize..2,
         0usize..9,
+        any::<bool>(),
     )
 }
 
@@ -484,7 +497,7 @@ proptest! {
     /// Random small frames (any values, spikes included): GPU equals CPU.
     #[test]
     #[ignore = "needs a CUDA GPU"]
-    fn random_small_frames_gpu_equals_cpu((rows, cols, seed, s, p, m, step) in small_case()) {
+    fn random_small_frames_gpu_equals_cpu((rows, cols, seed, s, p, m, step, shared) in small_case()) {
         let px = rows * cols;
         let n_ped = 5;
         let frames = 6;
@@ -513,7 +526,9 @@ proptest! {
         let mut c = CpuFinder::with_threads(cfg.clone(), 1).unwrap();
         c.push_pedestal(dark).unwrap();
         let want = c.find(data).unwrap();
-        let mut g = GpuFinder::on_device(device(), cfg, LadderStep::ALL[step].config()).unwrap();
+        let window = if shared { WindowReads::Shared } else { WindowReads::Global };
+        let pipe = PipelineConfig { window, ..LadderStep::ALL[step].config() };
+        let mut g = GpuFinder::on_device(device(), cfg, pipe).unwrap();
         g.push_pedestal(dark).unwrap();
         let got = g.find(data).unwrap();
         prop_assert_eq!(want, got);
@@ -530,4 +545,39 @@ fn no_gpu_is_a_typed_error() {
     let e = GpuFinder::new(FinderConfig::new(8, 8)).err().unwrap();
     assert!(matches!(e, Error::NoGpu(_)), "{e}");
     let _ = GPU;
+}
+
+/// One timed pass per ladder step (fresh finder, buffers reserved before the timer, pinned
+/// input, a visitor that only counts): a diagnostic, not the benchmark (cold single pass).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn ladder_pass_times() {
+    let d = moench();
+    let mut pinned = PinnedFrames::new(&device(), d.data_n, d.rows, d.cols).unwrap();
+    pinned.as_mut_slice().copy_from_slice(&d.data);
+    for size in [ClusterSize::S3, ClusterSize::S9] {
+        let mut line = format!("{size} us/frame:");
+        let mut want = [0usize; 2];
+        for step in LadderStep::ALL {
+            let p = step.precision();
+            let cfg = config(d, size, p, ThresholdMode::Live);
+            let k = (p == Precision::F32) as usize;
+            if want[k] == 0 {
+                want[k] = cpu_run(&cfg, d).0.total();
+            }
+            let mut g = gpu_finder(&cfg, step.config(), d);
+            g.reserve(d.data_n).unwrap();
+            let mut n = 0usize;
+            let t = std::time::Instant::now();
+            g.find_each(pinned.frames().unwrap(), &mut |fc| {
+                n += fc.len();
+                Ok(())
+            })
+            .unwrap();
+            let us = t.elapsed().as_secs_f64() * 1e6 / d.data_n as f64;
+            assert_eq!(n, want[k], "{size} {}", step.name());
+            line += &format!(" {} {us:.1}", step.name());
+        }
+        eprintln!("{line}");
+    }
 }

@@ -173,20 +173,20 @@ impl<T> Drop for PinnedBuf<T> {
 }
 
 /// Whether `[ptr, ptr + bytes)` is page-locked memory the GPU can DMA from (checked at both
-/// ends).
+/// ends). Asks with `cuPointerGetAttributes`, which (unlike `cuPointerGetAttribute`) answers
+/// "not CUDA memory" for pageable memory without raising an API error.
 pub(crate) fn is_pinned(ptr: *const u8, bytes: usize) -> bool {
     let probe = |p: *const u8| {
-        let mut dev: CUdeviceptr = 0;
-        // SAFETY: a query; writes one device pointer into `dev`.
-        unsafe {
-            sys::cuPointerGetAttribute(
-                &mut dev as *mut CUdeviceptr as *mut c_void,
-                sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_DEVICE_POINTER,
-                p as CUdeviceptr,
-            )
+        let mut kind: u32 = 0;
+        let mut attr = [sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE];
+        let mut data = [&mut kind as *mut u32 as *mut c_void];
+        // SAFETY: a query writing one memory type into `kind`.
+        let ok = unsafe {
+            sys::cuPointerGetAttributes(1, attr.as_mut_ptr(), data.as_mut_ptr(), p as CUdeviceptr)
         }
         .result()
-        .is_ok()
+        .is_ok();
+        ok && kind == sys::CUmemorytype::CU_MEMORYTYPE_HOST as u32
     };
     bytes > 0 && probe(ptr) && probe(ptr.wrapping_add(bytes - 1))
 }

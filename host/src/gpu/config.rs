@@ -34,6 +34,17 @@ pub enum Collect {
     ZeroCopy,
 }
 
+/// Where the classify kernel reads the window values from (same results either way).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum WindowReads {
+    /// Plain global loads through L1 (the default: see `gpu/src/kernels/classify.rs`).
+    #[default]
+    Global,
+    /// A shared-memory copy of each tile's rows (used only when they fit in 40 KiB per
+    /// block, e.g. 400-wide frames up to 9x9 in f64; otherwise global loads).
+    Shared,
+}
+
 /// What a call does when a frame holds more clusters than there is room for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Overflow {
@@ -73,6 +84,8 @@ pub struct PipelineConfig {
     pub upload_frames: usize,
     /// What to do when a frame holds more clusters than there is room for.
     pub overflow: Overflow,
+    /// Where the classify kernel reads window values from.
+    pub window: WindowReads,
     /// Record CUDA events around every frame's kernels (diagnosis only: it slows
     /// multi-stream pipelines; read them with `GpuFinder::kernel_times_us`).
     pub timing: bool,
@@ -192,6 +205,7 @@ impl LadderStep {
             compact: false,
             upload_frames: 1,
             overflow: Overflow::Grow,
+            window: WindowReads::Global,
             timing: false,
         };
         let opt2 = PipelineConfig {

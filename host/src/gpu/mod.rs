@@ -14,7 +14,8 @@ mod pipeline;
 
 use cluda_gpu::real::Real;
 
-pub use config::{Collect, InputMode, LadderStep, Overflow, PipelineConfig};
+pub use config::{Collect, InputMode, LadderStep, Overflow, PipelineConfig, WindowReads};
+pub use pipeline::KernelTime;
 
 use crate::cluster::FrameClusters;
 use crate::config::{FinderConfig, Precision, ThresholdMode};
@@ -73,6 +74,9 @@ impl GpuFinder {
                 (Scalar::F32(1.0f32 / config.pedestal_frames as f32), 4)
             }
         };
+        let shared = pipeline.window == WindowReads::Shared
+            && kernels::Geometry::new(config.rows, config.cols, config.size)
+                .shared_rows_fit(config.rows, elem);
         let kernels = Kernels::load(
             &device,
             config.precision,
@@ -80,6 +84,7 @@ impl GpuFinder {
             inv,
             config.n_sigma,
             config.threshold == ThresholdMode::Live,
+            shared,
         )?;
         let ctx = device.context().clone();
         let pipeline = Pipeline::new(
@@ -124,9 +129,9 @@ impl GpuFinder {
         self.pipeline.reserve(frames)
     }
 
-    /// Per-frame kernel times of the last call in microseconds (empty unless the pipeline was
-    /// configured with `timing`).
-    pub fn kernel_times_us(&self) -> &[f32] {
+    /// Per-frame kernel times of the last call (empty unless the pipeline was configured
+    /// with `timing`).
+    pub fn kernel_times(&self) -> &[KernelTime] {
         self.pipeline.times_us()
     }
 

@@ -47,7 +47,24 @@ struct Slot {
     done: Vec<CudaEvent>,
     dl: Vec<CudaEvent>,
     t0: Vec<CudaEvent>,
+    tm: Vec<CudaEvent>,
     t1: Vec<CudaEvent>,
+}
+
+/// GPU time of one frame's kernels (event timing; only with `timing`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct KernelTime {
+    /// The prepare kernel, microseconds.
+    pub prepare_us: f32,
+    /// The classify kernel, microseconds.
+    pub classify_us: f32,
+}
+
+impl KernelTime {
+    /// Both kernels, microseconds.
+    pub fn total_us(&self) -> f32 {
+        self.prepare_us + self.classify_us
+    }
 }
 
 /// A chunk: frames `start .. start + n` of the call, in slot `slot`.
@@ -108,7 +125,7 @@ pub(crate) struct Pipeline {
     call_ckpt: Option<DeviceBuf>,
     owned: Vec<u32>,
     owned_ends: Vec<usize>,
-    times_us: Vec<f32>,
+    times_us: Vec<KernelTime>,
 }
 
 impl Pipeline {
@@ -166,7 +183,7 @@ impl Pipeline {
     }
 
     /// Kernel times of the last call's frames, in microseconds (only with `timing`).
-    pub fn times_us(&self) -> &[f32] {
+    pub fn times_us(&self) -> &[KernelTime] {
         &self.times_us
     }
 
@@ -241,6 +258,7 @@ impl Pipeline {
             done: events(None, frames)?,
             dl: events(None, frames)?,
             t0: events(timing, nt)?,
+            tm: events(timing, nt)?,
             t1: events(timing, nt)?,
         })
     }
@@ -468,6 +486,11 @@ impl Pipeline {
             }
             let frame = slot.dev_in.ptr() + (k * frame_bytes) as u64;
             self.kernels.prepare(cs, &self.geom, frame, &bufs)?;
+            if timing {
+                slot.tm[k]
+                    .record(&self.compute)
+                    .cuda("recording a timing event")?;
+            }
             let dst = if compact {
                 Destination {
                     base_in: out + 4 * k as u64,
@@ -571,10 +594,12 @@ impl Pipeline {
         }
         if self.cfg.timing {
             for k in 0..job.n {
-                let ms = slot.t0[k]
-                    .elapsed_ms(&slot.t1[k])
-                    .cuda("reading kernel times")?;
-                self.times_us.push(ms * 1000.0);
+                let p = slot.t0[k].elapsed_ms(&slot.tm[k]);
+                let c = slot.tm[k].elapsed_ms(&slot.t1[k]);
+                self.times_us.push(KernelTime {
+                    prepare_us: p.cuda("reading kernel times")? * 1000.0,
+                    classify_us: c.cuda("reading kernel times")? * 1000.0,
+                });
             }
         }
         let out = slot.pin_out.as_slice();
