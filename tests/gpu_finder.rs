@@ -465,15 +465,21 @@ fn error_paths() {
 fn repeated_runs_are_identical() {
     let d = Data::new(100, 100, 4, 20, 30);
     let cfg = config(&d, ClusterSize::S9, Precision::F64, ThresholdMode::Live);
-    let runs: Vec<_> = (0..3)
-        .map(|_| {
-            gpu_finder(&cfg, PipelineConfig::default(), &d)
-                .find(d.data())
-                .unwrap()
+    // Both window variants, twice each: all four identical (and so deterministic).
+    let runs: Vec<_> = [WindowReads::Global, WindowReads::Shared]
+        .repeat(2)
+        .into_iter()
+        .map(|window| {
+            let pipe = PipelineConfig {
+                window,
+                ..PipelineConfig::default()
+            };
+            gpu_finder(&cfg, pipe, &d).find(d.data()).unwrap()
         })
         .collect();
-    assert_eq!(runs[0], runs[1]);
-    assert_eq!(runs[1], runs[2]);
+    for r in &runs[1..] {
+        assert_eq!(&runs[0], r);
+    }
 }
 
 type Case = (usize, usize, u64, usize, usize, usize, usize, bool);
