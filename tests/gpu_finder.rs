@@ -115,8 +115,8 @@ fn moench_400x400_every_step_equals_cpu_f64() {
         cpu_s * 1e6 / d.data_n as f64
     );
     assert!(
-        want.total() > 1000 * d.data_n,
-        "MOENCH-like data gives 1-2k clusters per frame"
+        want.total() > 500 * d.data_n,
+        "MOENCH-like data gives about a thousand clusters per frame"
     );
     for step in LadderStep::ALL {
         let mut g = gpu_finder(&cfg, step.config(), d);
