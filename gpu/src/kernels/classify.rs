@@ -15,13 +15,17 @@
 //! already running: no deadlock whatever order the hardware schedules blocks in. The result is
 //! the same bytes in the same places on every run: deterministic.
 //!
-//! Window reads: plain global loads through L1, not a shared-memory tile. The reasons: a warp
-//! reads 32 consecutive `c` of each window row (one or two 128-byte lines, then L1 hits for
-//! the other X-1 columns), the whole `c` plane of a frame (1.3 MB in f64 at 400x400) sits in
-//! L2, and the window sum must be one sequential chain per pixel in row-major window order
-//! (the order is part of the result), so no neighbour can share a partial sum and a shared
-//! tile would only replace L1 hits with shared-memory hits after an extra staging pass and a
-//! barrier. Not yet measured against a shared-memory variant (next issue: speed).
+//! Window reads: plain global loads through L1 by default, because they measured faster than
+//! the shared-memory variant (the `_smem` kernels, selectable with `WindowReads::Shared`,
+//! same results). H200, 400x400, 2000 frames, prepare + classify per frame by events:
+//! 3x3 f64 18.7 us (L1) vs 20.1 us (shared), 9x9 f64 29.6 vs 34.7, 9x9 f32 28.4 vs 29.6; a
+//! second run: 3x3 f64 24.3 vs 27.4, 9x9 f64 37.3 vs 47.5. Why: a warp reads 32 consecutive
+//! `c` of each window row (one or two 128-byte lines, then L1 hits for the other X-1
+//! columns), the `c` plane (1.3 MB in f64) sits in L2, and the window sum must be one
+//! sequential chain per pixel in row-major window order (the order is part of the result),
+//! so no neighbour can share a partial sum: the shared tile only replaces L1 hits by
+//! shared-memory hits after an extra staging pass and a barrier (and 40 KiB of shared memory
+//! per block lowers occupancy).
 
 use core::arch::nvptx;
 use core::sync::atomic::{AtomicU32, Ordering};
@@ -89,17 +93,19 @@ unsafe fn warp_sum(v: u32) -> u32 {
     s
 }
 
-/// Status words each lane of the look-back warp reads per window (a window is 256 tiles).
-const PER_LANE: usize = 8;
+/// Status words each lane of the look-back warp reads per window. Measured on the H200
+/// (400x400 f64 3x3, event timing): classify 13 us per frame with 1 (32 tiles per window),
+/// 18.5 us with 8: the tiles of a frame all run at once, so wider windows mostly re-read
+/// more unpublished words while spinning. Kept at 1; the remaining cost is the wait chain
+/// over 625 tiles (next issue: a parallel read of all earlier aggregates, or fewer tiles).
+const PER_LANE: usize = 1;
 
 /// Decoupled look-back by one whole warp: publishes tile `tile`'s count `sum` in
 /// `status[tile]`, returns the clusters of all earlier tiles, then publishes the inclusive
 /// count. The warp reads the `32 * PER_LANE` tiles before a window's end at once (each lane
 /// `PER_LANE` consecutive ones, summarised by `lookback::summarize`): lanes from the last one
 /// holding an inclusive count on are summed once none of them waits for a tile, otherwise the
-/// window moves back. Tiles before tile 0 read as "inclusive 0". Measured on the H200 with
-/// one word per lane (32 tiles per window): 13 us per 400x400 frame for classify, the wait
-/// chain over 625 tiles being 20 window reads; with 8 per lane it is 3.
+/// window moves back. Tiles before tile 0 read as "inclusive 0".
 #[inline(always)]
 unsafe fn look_back(status: *mut u64, tile: u32, sum: u32, lane: u32) -> u32 {
     unsafe {
