@@ -12,6 +12,7 @@
 )]
 
 pub mod classify;
+pub mod lookback;
 pub mod pedestal;
 pub mod real;
 

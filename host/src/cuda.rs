@@ -35,12 +35,21 @@ pub struct Device {
 impl Device {
     /// Opens device `ordinal` and loads the embedded PTX.
     pub fn open(ordinal: usize) -> Result<Self> {
+        Self::open_with_ptx(ordinal, PTX)
+    }
+
+    /// Opens device `ordinal` and loads `ptx` instead of the embedded module (tests use it to
+    /// check that a module the driver rejects gives [`Error::PtxLoad`]).
+    pub fn open_with_ptx(ordinal: usize, ptx: &str) -> Result<Self> {
         if !driver_present() {
             return Err(Error::NoGpu(
                 "the CUDA driver library (libcuda) is not installed".into(),
             ));
         }
-        let count = CudaContext::device_count().cuda("counting CUDA devices")?;
+        // A driver without a usable device (none installed, insufficient driver, no
+        // permission) fails already here: that is "no GPU", not an internal CUDA error.
+        let count = CudaContext::device_count()
+            .map_err(|e| Error::NoGpu(format!("the CUDA driver reports no usable device ({e})")))?;
         if count <= 0 {
             return Err(Error::NoGpu("the CUDA driver reports no device".into()));
         }
@@ -51,8 +60,11 @@ impl Device {
         }
         let ctx = CudaContext::new(ordinal).cuda("creating the CUDA context")?;
         let module = ctx
-            .load_module(Ptx::from_src(PTX))
-            .cuda("loading cluda's PTX module")?;
+            .load_module(Ptx::from_src(ptx))
+            .map_err(|source| Error::PtxLoad {
+                what: "cluda's PTX module".into(),
+                source,
+            })?;
         Ok(Self { ctx, module })
     }
 
@@ -65,7 +77,10 @@ impl Device {
     pub fn function(&self, name: &str) -> Result<CudaFunction> {
         self.module
             .load_function(name)
-            .cuda(&format!("loading kernel `{name}`"))
+            .map_err(|source| Error::PtxLoad {
+                what: format!("kernel `{name}`"),
+                source,
+            })
     }
 
     /// The device's name, as the driver reports it.

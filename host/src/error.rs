@@ -80,6 +80,24 @@ pub enum Error {
         /// The driver's error.
         source: cudarc::driver::DriverError,
     },
+    /// The device (or the driver's page-locked host memory) could not hold an allocation.
+    #[error(
+        "out of GPU memory: {what} needs {bytes} bytes more than the device (or pinned host memory) can give; use a smaller chunk or cap"
+    )]
+    OutOfDeviceMemory {
+        /// What the allocation was for (names pinned host memory when it is that).
+        what: String,
+        /// Bytes requested.
+        bytes: usize,
+    },
+    /// The driver rejected cluda's PTX module or a kernel in it.
+    #[error("loading the GPU kernels failed ({what}): {source}")]
+    PtxLoad {
+        /// What was being loaded (the module or a named kernel).
+        what: String,
+        /// The driver's error.
+        source: cudarc::driver::DriverError,
+    },
     /// A cuBLAS call failed.
     #[error("cuBLAS error while {context}: {source}")]
     Cublas {

@@ -11,6 +11,7 @@ pub mod error;
 pub mod finder;
 pub mod frames;
 pub mod generate;
+pub mod gpu;
 pub mod io;
 pub mod matcher;
 pub mod pedestal;

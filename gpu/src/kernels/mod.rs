@@ -1,5 +1,13 @@
 //! Kernel entry points (compiled for `nvptx64-nvidia-cuda` only).
+//!
+//! A data frame is found in two launches on one compute stream (see the host's
+//! `gpu::pipeline`): [`prepare`] turns the raw frame and the pedestal state into corrected
+//! values `c` (in a zero-padded plane) and thresholds `t`; [`classify`] reads only `c` and `t`
+//! of neighbours, writes the frame's cluster records in row-major order and updates the pedestal
+//! of its own pixel. Because no kernel of frame k reads a neighbour's pedestal state after any
+//! kernel of frame k wrote it, the update is frame-synchronous and race-free.
 
+pub mod classify;
 pub mod matcher;
 pub mod prepare;
 

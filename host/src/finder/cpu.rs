@@ -132,29 +132,7 @@ impl ClusterFinder for CpuFinder {
     }
 
     fn set_pedestal(&mut self, pedestal: Pedestal) -> Result<()> {
-        let c = &self.config;
-        if (pedestal.rows(), pedestal.cols()) != (c.rows, c.cols)
-            || pedestal.window() != c.pedestal_frames
-            || pedestal.precision() != c.precision
-        {
-            return Err(Error::shape(
-                "pedestal",
-                format!(
-                    "{} x {}, N = {}, {}",
-                    c.rows,
-                    c.cols,
-                    c.pedestal_frames,
-                    c.precision.name()
-                ),
-                format!(
-                    "{} x {}, N = {}, {}",
-                    pedestal.rows(),
-                    pedestal.cols(),
-                    pedestal.window(),
-                    pedestal.precision().name()
-                ),
-            ));
-        }
+        self.config.check_pedestal(&pedestal)?;
         self.pedestal = pedestal;
         Ok(())
     }

@@ -1,23 +1,22 @@
-//! Choosing the device a finder runs on (`--device auto|cpu|gpu`).
-//!
-//! This version knows only the CPU finder: `auto` picks the CPU and `gpu` is an error until the
-//! GPU finder is built.
+//! Choosing the device a finder runs on: `--device auto|cpu|gpu`.
 
 use std::str::FromStr;
 
 use crate::config::FinderConfig;
+use crate::cuda;
 use crate::error::{Error, Result};
 use crate::finder::{ClusterFinder, CpuFinder};
+use crate::gpu::GpuFinder;
 
 /// Which device to find clusters on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum DeviceChoice {
-    /// The GPU when one is usable, else the CPU.
+    /// The GPU when a CUDA driver and device are present, else the CPU.
     #[default]
     Auto,
     /// The CPU reference finder.
     Cpu,
-    /// The GPU finder (an error when there is none).
+    /// The GPU finder; an error when no GPU is usable.
     Gpu,
 }
 
@@ -47,33 +46,68 @@ impl FromStr for DeviceChoice {
     }
 }
 
-/// Opens a finder for `config` on `device`; `threads` sets the CPU finder's worker threads
-/// (default: every core). Returns the finder and a note saying what was chosen and why.
+/// Opens a finder for `config` on `device`, with `threads` CPU worker threads (all cores when
+/// `None`; ignored on the GPU). Returns the finder and a sentence saying which device was
+/// chosen and why.
 pub fn open_finder(
     config: FinderConfig,
     device: DeviceChoice,
     threads: Option<usize>,
 ) -> Result<(Box<dyn ClusterFinder>, String)> {
-    let cpu = |config| -> Result<CpuFinder> {
-        match threads {
-            Some(t) => CpuFinder::with_threads(config, t),
-            None => CpuFinder::new(config),
-        }
+    let cpu = |config: FinderConfig, why: String| -> Result<(Box<dyn ClusterFinder>, String)> {
+        let f = match threads {
+            Some(t) => CpuFinder::with_threads(config, t)?,
+            None => CpuFinder::new(config)?,
+        };
+        let msg = format!("device: cpu ({} threads), {why}", f.threads());
+        Ok((Box::new(f), msg))
     };
     match device {
-        DeviceChoice::Cpu => {
-            let f = cpu(config)?;
-            let note = format!("device=cpu threads={}", f.threads());
-            Ok((Box::new(f), note))
+        DeviceChoice::Cpu => cpu(config, "as requested".into()),
+        DeviceChoice::Gpu => {
+            let f = GpuFinder::new(config)?;
+            let msg = format!("device: gpu ({}), as requested", f.gpu().name());
+            Ok((Box::new(f), msg))
         }
         DeviceChoice::Auto => {
-            let f = cpu(config)?;
-            let note = format!(
-                "device=cpu threads={} (no GPU finder built yet)",
-                f.threads()
-            );
-            Ok((Box::new(f), note))
+            if !cuda::driver_present() {
+                return cpu(config, "auto: no CUDA driver found".into());
+            }
+            if !cuda::gpu_available() {
+                return cpu(config, "auto: the CUDA driver reports no device".into());
+            }
+            match GpuFinder::new(config.clone()) {
+                Ok(f) => {
+                    let msg = format!(
+                        "device: gpu ({}), auto: a CUDA driver and device are present",
+                        f.gpu().name()
+                    );
+                    Ok((Box::new(f), msg))
+                }
+                Err(e @ Error::InvalidParameter { .. }) => Err(e),
+                Err(e) => cpu(config, format!("auto: the GPU could not be used ({e})")),
+            }
         }
-        DeviceChoice::Gpu => Err(Error::NoGpu("the GPU finder is not built yet".into())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_and_cpu_choice() {
+        assert_eq!("gpu".parse::<DeviceChoice>().unwrap(), DeviceChoice::Gpu);
+        assert!("tpu".parse::<DeviceChoice>().is_err());
+        let (f, why) = open_finder(FinderConfig::new(8, 8), DeviceChoice::Cpu, Some(1)).unwrap();
+        assert_eq!(f.device(), "cpu");
+        assert!(why.contains("cpu (1 threads)"), "{why}");
+    }
+
+    #[test]
+    fn auto_says_which_device() {
+        let (f, why) = open_finder(FinderConfig::new(8, 8), DeviceChoice::Auto, Some(1)).unwrap();
+        assert!(why.starts_with("device: "), "{why}");
+        assert!(why.contains(if f.device() == "cpu" { "cpu" } else { "gpu" }));
     }
 }

@@ -1,0 +1,505 @@
+//! Stage 2 of a frame: classify every pixel, write the frame's clusters in row-major order of
+//! their centres, and push the raw value of every quiet pixel into its own pedestal.
+//!
+//! Reads only the corrected values `c` of neighbours and the pixel's own threshold, both made
+//! by `prepare` from the state left by the previous frame; writes only the pixel's own pedestal
+//! sums. So every pixel of frame k sees the state of frame k-1 (frame-synchronous, race-free).
+//!
+//! Order and compaction: block `tile` owns pixels `tile*256 .. tile*256+256` in row-major
+//! (linear) order, so tile order is row-major order. A block counts its centres (warp ballots),
+//! then finds how many centres all earlier tiles hold by a decoupled look-back over per-tile
+//! status words (flag and value in one 64-bit word, published with single volatile stores;
+//! one warp reads 256 predecessors at a time, see [`look_back`]), and
+//! each centre writes its record at `base + earlier + rank`. Tiles are numbered by a ticket
+//! (an atomic counter) in the order blocks start, so a tile only ever waits for tiles that are
+//! already running: no deadlock whatever order the hardware schedules blocks in. The result is
+//! the same bytes in the same places on every run: deterministic.
+//!
+//! Window reads: plain global loads through L1 by default, because they measured faster than
+//! the shared-memory variant (the `_smem` kernels, selectable with `WindowReads::Shared`,
+//! same results). H200, 400x400, 2000 frames, prepare + classify per frame by events:
+//! 3x3 f64 18.7 us (L1) vs 20.1 us (shared), 9x9 f64 29.6 vs 34.7, 9x9 f32 28.4 vs 29.6; a
+//! second run: 3x3 f64 24.3 vs 27.4, 9x9 f64 37.3 vs 47.5. Why: a warp reads 32 consecutive
+//! `c` of each window row (one or two 128-byte lines, then L1 hits for the other X-1
+//! columns), the `c` plane (1.3 MB in f64) sits in L2, and the window sum must be one
+//! sequential chain per pixel in row-major window order (the order is part of the result),
+//! so no neighbour can share a partial sum: the shared tile only replaces L1 hits by
+//! shared-memory hits after an extra staging pass and a barrier (and 40 KiB of shared memory
+//! per block lowers occupancy).
+
+use core::arch::nvptx;
+use core::sync::atomic::{AtomicU32, Ordering};
+
+use crate::classify::{PixelClass, classify};
+use crate::lookback::{AGGREGATE, INCLUSIVE, summarize};
+use crate::pedestal::push_ready;
+use crate::real::Real;
+
+/// Pixels (threads) per block and per tile.
+pub const BLOCK: u32 = 256;
+/// Warps per block.
+const WARPS: u32 = BLOCK / 32;
+
+/// Bit mask of the lanes of the calling warp whose `flag` is true (all 32 lanes must call).
+#[inline(always)]
+unsafe fn ballot(flag: bool) -> u32 {
+    let m: u32;
+    unsafe {
+        core::arch::asm!(
+            "{{",
+            ".reg .pred %cluda_p;",
+            "setp.ne.u32 %cluda_p, {f}, 0;",
+            "vote.sync.ballot.b32 {m}, %cluda_p, 0xffffffff;",
+            "}}",
+            f = in(reg32) flag as u32,
+            m = out(reg32) m,
+        );
+    }
+    m
+}
+
+/// `v` of lane 0, in every lane (all 32 lanes must call).
+#[inline(always)]
+unsafe fn shfl_idx0(v: u32) -> u32 {
+    let o: u32;
+    unsafe {
+        core::arch::asm!(
+            "shfl.sync.idx.b32 {o}, {v}, 0, 0x1f, 0xffffffff;",
+            o = out(reg32) o,
+            v = in(reg32) v,
+        );
+    }
+    o
+}
+
+/// The sum of `v` over the warp, in every lane (all 32 lanes must call).
+#[inline(always)]
+unsafe fn warp_sum(v: u32) -> u32 {
+    let mut s = v;
+    let mut m = 16u32;
+    while m > 0 {
+        let o: u32;
+        unsafe {
+            core::arch::asm!(
+                "shfl.sync.bfly.b32 {o}, {v}, {m}, 0x1f, 0xffffffff;",
+                o = out(reg32) o,
+                v = in(reg32) s,
+                m = in(reg32) m,
+            );
+        }
+        s = s.wrapping_add(o);
+        m >>= 1;
+    }
+    s
+}
+
+/// Status words each lane of the look-back warp reads per window. Measured on the H200
+/// (400x400 f64 3x3, event timing): classify 13 us per frame with 1 (32 tiles per window),
+/// 18.5 us with 8: the tiles of a frame all run at once, so wider windows mostly re-read
+/// more unpublished words while spinning. Kept at 1; the remaining cost is the wait chain
+/// over 625 tiles (next issue: a parallel read of all earlier aggregates, or fewer tiles).
+const PER_LANE: usize = 1;
+
+/// Decoupled look-back by one whole warp: publishes tile `tile`'s count `sum` in
+/// `status[tile]`, returns the clusters of all earlier tiles, then publishes the inclusive
+/// count. The warp reads the `32 * PER_LANE` tiles before a window's end at once (each lane
+/// `PER_LANE` consecutive ones, summarised by `lookback::summarize`): lanes from the last one
+/// holding an inclusive count on are summed once none of them waits for a tile, otherwise the
+/// window moves back. Tiles before tile 0 read as "inclusive 0".
+#[inline(always)]
+unsafe fn look_back(status: *mut u64, tile: u32, sum: u32, lane: u32) -> u32 {
+    unsafe {
+        let mine = status.add(tile as usize);
+        if tile == 0 {
+            if lane == 0 {
+                core::ptr::write_volatile(mine, INCLUSIVE | sum as u64);
+            }
+            return 0;
+        }
+        if lane == 0 {
+            core::ptr::write_volatile(mine, AGGREGATE | sum as u64);
+        }
+        let window = (32 * PER_LANE) as i64;
+        let mut earlier = 0u32;
+        let mut end = tile as i64;
+        loop {
+            let first = end - window + (lane as usize * PER_LANE) as i64;
+            let mut words = [INCLUSIVE; PER_LANE];
+            for (i, w) in words.iter_mut().enumerate() {
+                let j = first + i as i64;
+                if j >= 0 {
+                    *w = core::ptr::read_volatile(status.add(j as usize));
+                }
+            }
+            let mine_sum = summarize(&words);
+            let inclusive = ballot(mine_sum.inclusive);
+            let waiting = ballot(mine_sum.waiting);
+            let from = if inclusive != 0 {
+                31 - inclusive.leading_zeros()
+            } else {
+                0
+            };
+            if waiting & (!0u32 << from) != 0 {
+                continue; // a tile that took an earlier ticket has not published yet
+            }
+            let part = if lane >= from { mine_sum.sum } else { 0 };
+            earlier = earlier.wrapping_add(warp_sum(part));
+            if inclusive != 0 {
+                break;
+            }
+            end -= window;
+        }
+        if lane == 0 {
+            core::ptr::write_volatile(mine, INCLUSIVE | (earlier + sum) as u64);
+        }
+        earlier
+    }
+}
+
+/// Bytes of the shared-memory window tile of the `_smem` kernels (static, per block).
+pub const SMEM_BYTES: usize = 40960;
+
+/// Where the window sums read `c` from: element `i` of the padded plane.
+pub(crate) trait Window<R> {
+    /// `c` at plane index `i`.
+    unsafe fn get(&self, i: usize) -> R;
+}
+
+/// Plain global loads (through L1).
+pub(crate) struct GlobalWindow<R>(pub *const R);
+
+impl<R: Real> Window<R> for GlobalWindow<R> {
+    #[inline(always)]
+    unsafe fn get(&self, i: usize) -> R {
+        unsafe { *self.0.add(i) }
+    }
+}
+
+/// Loads from a block's shared-memory copy of plane elements `offset ..`.
+pub(crate) struct SharedWindow {
+    /// Shared-window address of the copy.
+    pub addr: u64,
+    /// Plane index of its first element.
+    pub offset: usize,
+}
+
+/// One value type's shared-memory load and store.
+pub(crate) trait SharedValue: Real {
+    /// Loads from shared address `a`.
+    unsafe fn ld_shared(a: u64) -> Self;
+    /// Stores to shared address `a`.
+    unsafe fn st_shared(a: u64, v: Self);
+}
+
+impl SharedValue for f64 {
+    #[inline(always)]
+    unsafe fn ld_shared(a: u64) -> f64 {
+        let v: f64;
+        unsafe { core::arch::asm!("ld.shared.f64 {v}, [{a}];", v = out(reg64) v, a = in(reg64) a) };
+        v
+    }
+    #[inline(always)]
+    unsafe fn st_shared(a: u64, v: f64) {
+        unsafe { core::arch::asm!("st.shared.f64 [{a}], {v};", a = in(reg64) a, v = in(reg64) v) };
+    }
+}
+
+impl SharedValue for f32 {
+    #[inline(always)]
+    unsafe fn ld_shared(a: u64) -> f32 {
+        let v: f32;
+        unsafe { core::arch::asm!("ld.shared.f32 {v}, [{a}];", v = out(reg32) v, a = in(reg64) a) };
+        v
+    }
+    #[inline(always)]
+    unsafe fn st_shared(a: u64, v: f32) {
+        unsafe { core::arch::asm!("st.shared.f32 [{a}], {v};", a = in(reg64) a, v = in(reg32) v) };
+    }
+}
+
+impl<R: SharedValue> Window<R> for SharedWindow {
+    #[inline(always)]
+    unsafe fn get(&self, i: usize) -> R {
+        unsafe { R::ld_shared(self.addr + ((i - self.offset) * size_of::<R>()) as u64) }
+    }
+}
+
+/// Copies the plane rows tile `tile`'s windows read (full padded rows: the tile's rows plus
+/// `2r`) into shared memory at `addr`; every thread of the block must call. Traps if the rows
+/// do not fit (the host only selects these kernels when they do).
+#[inline(always)]
+pub(crate) unsafe fn stage_rows<R: SharedValue>(
+    c: *const R,
+    g: &Geometry<R>,
+    r: usize,
+    tile: u32,
+    addr: u64,
+) -> SharedWindow {
+    unsafe {
+        let tid = nvptx::_thread_idx_x() as usize;
+        let p0 = tile * BLOCK;
+        let p1 = (p0 + BLOCK - 1).min(g.pixels.saturating_sub(1));
+        let (y0, y1) = ((p0 / g.cols) as usize, (p1 / g.cols) as usize);
+        let stride = g.stride as usize;
+        let n = (y1 - y0 + 2 * r + 1) * stride;
+        if n * size_of::<R>() > SMEM_BYTES {
+            nvptx::trap();
+        }
+        let offset = y0 * stride;
+        let mut i = tid;
+        while i < n {
+            R::st_shared(addr + (i * size_of::<R>()) as u64, *c.add(offset + i));
+            i += BLOCK as usize;
+        }
+        nvptx::_syncthreads();
+        SharedWindow { addr, offset }
+    }
+}
+
+/// Parameters of one classify launch that are not per-pixel arrays.
+#[derive(Clone, Copy)]
+pub(crate) struct Geometry<R> {
+    pub cols: u32,
+    pub pixels: u32,
+    pub stride: u32,
+    pub tiles: u32,
+    pub inv: R,
+}
+
+/// Where the frame's clusters go: records at `records + (base + i) * words` for cluster
+/// `i < room - base`, with `base = *base_in` (0 when null); `*count_out = base + found`.
+#[derive(Clone, Copy)]
+pub(crate) struct Output {
+    pub status: *mut u64,
+    pub base_in: *const u32,
+    pub count_out: *mut u32,
+    pub records: *mut u32,
+    pub room: u32,
+}
+
+/// The classify kernel body for window side `S`; `scratch` is 16 words of shared memory.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn classify_frame<R: Real, const S: usize, W: Window<R>>(
+    frame: *const u16,
+    base: *const R,
+    a: *mut R,
+    b: *mut R,
+    c: *const R,
+    t: *const R,
+    g: Geometry<R>,
+    out: Output,
+    scratch: *mut u32,
+    window: impl FnOnce(u32) -> W,
+) {
+    unsafe {
+        let tid = nvptx::_thread_idx_x() as u32;
+        let (warp, lane) = (tid / 32, tid % 32);
+        // scratch: [0..8) per-warp counts then exclusive warp offsets, [8] tile, [9] offset
+        // of the tile's first cluster (before `base`).
+        if tid == 0 {
+            let ticket = AtomicU32::from_ptr(out.status as *mut u32);
+            *scratch.add(8) = ticket.fetch_add(1, Ordering::Relaxed);
+        }
+        nvptx::_syncthreads();
+        let tile = *scratch.add(8);
+        let win = window(tile);
+        let p = tile * BLOCK + tid;
+        let stride = g.stride as usize;
+        let mut centre = false;
+        let mut first = 0usize;
+        if p < g.pixels {
+            let y = p / g.cols;
+            let x = p - y * g.cols;
+            // Top-left of the window in the padded plane; the same sum and max loop as the
+            // CPU finder (max starts at the top-left value, then every value in order).
+            first = y as usize * stride + x as usize;
+            let mut max = win.get(first);
+            let mut total = R::ZERO;
+            for dy in 0..S {
+                let row = first + dy * stride;
+                for dx in 0..S {
+                    let v = win.get(row + dx);
+                    total = total + v;
+                    max = max.max_of(v);
+                }
+            }
+            let r = S / 2;
+            let cp = win.get(first + r * stride + r);
+            let side = R::from_u16(S as u16);
+            let pi = p as usize;
+            match classify(cp, *t.add(pi), total, max, side) {
+                PixelClass::Pedestal => push_ready(
+                    &mut *a.add(pi),
+                    &mut *b.add(pi),
+                    *base.add(pi),
+                    *frame.add(pi),
+                    g.inv,
+                ),
+                PixelClass::Centre => centre = true,
+                PixelClass::Negative | PixelClass::Nothing => {}
+            }
+        }
+        let mask = ballot(centre);
+        let rank = (mask & ((1u32 << lane) - 1)).count_ones();
+        if lane == 0 {
+            *scratch.add(warp as usize) = mask.count_ones();
+        }
+        nvptx::_syncthreads();
+        if warp == 0 {
+            // Lane 0: exclusive offsets of the warps within the tile; every lane: the total.
+            let mut sum = 0u32;
+            if lane == 0 {
+                for w in 0..WARPS as usize {
+                    let n = *scratch.add(w);
+                    *scratch.add(w) = sum;
+                    sum += n;
+                }
+            }
+            let sum = shfl_idx0(sum);
+            let earlier = look_back(out.status.add(1), tile, sum, lane);
+            if lane == 0 {
+                *scratch.add(9) = earlier;
+                if tile + 1 == g.tiles {
+                    let base0 = if out.base_in.is_null() {
+                        0
+                    } else {
+                        *out.base_in
+                    };
+                    *out.count_out = base0 + earlier + sum;
+                }
+            }
+        }
+        nvptx::_syncthreads();
+        if centre {
+            let base0 = if out.base_in.is_null() {
+                0
+            } else {
+                *out.base_in
+            };
+            let idx = base0 + *scratch.add(9) + *scratch.add(warp as usize) + rank;
+            if idx < out.room {
+                let x = p % g.cols;
+                let y = p / g.cols;
+                let rec = out.records.add(idx as usize * (1 + S * S));
+                *rec = x | y << 16;
+                let mut k = 1;
+                for dy in 0..S {
+                    let row = c.add(first + dy * stride);
+                    for dx in 0..S {
+                        *rec.add(k) = (*row.add(dx)).round_half_away() as u32;
+                        k += 1;
+                    }
+                }
+            }
+        }
+    }
+}
+
+macro_rules! classify_kernel {
+    ($name:ident, $smem:ident, $t:ty, $s:literal) => {
+        /// Classifies one frame with a
+        #[doc = concat!(stringify!($s), "x", stringify!($s))]
+        /// window in
+        #[doc = stringify!($t)]
+        /// : records in row-major order, pedestal update of quiet pixels (see the module docs).
+        /// Window reads are global loads through L1.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $name(
+            frame: *const u16,
+            base: *const $t,
+            a: *mut $t,
+            b: *mut $t,
+            c: *const $t,
+            t: *const $t,
+            cols: u32,
+            pixels: u32,
+            stride: u32,
+            tiles: u32,
+            inv: $t,
+            status: *mut u64,
+            base_in: *const u32,
+            count_out: *mut u32,
+            records: *mut u32,
+            room: u32,
+        ) {
+            let scratch: u64;
+            unsafe {
+                core::arch::asm!(
+                    concat!(".shared .align 16 .b8 ", stringify!($name), "_scratch[64];"),
+                    concat!("cvta.shared.u64 {p}, ", stringify!($name), "_scratch;"),
+                    p = out(reg64) scratch,
+                );
+                classify_frame::<$t, $s, GlobalWindow<$t>>(
+                    frame,
+                    base,
+                    a,
+                    b,
+                    c,
+                    t,
+                    Geometry { cols, pixels, stride, tiles, inv },
+                    Output { status, base_in, count_out, records, room },
+                    scratch as *mut u32,
+                    |_| GlobalWindow(c),
+                )
+            }
+        }
+
+        /// As the kernel without `_smem`, but the window reads come from a shared-memory copy
+        /// of the tile's plane rows (the host uses it only when those rows fit in
+        #[doc = concat!("`SMEM_BYTES`", ").")]
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $smem(
+            frame: *const u16,
+            base: *const $t,
+            a: *mut $t,
+            b: *mut $t,
+            c: *const $t,
+            t: *const $t,
+            cols: u32,
+            pixels: u32,
+            stride: u32,
+            tiles: u32,
+            inv: $t,
+            status: *mut u64,
+            base_in: *const u32,
+            count_out: *mut u32,
+            records: *mut u32,
+            room: u32,
+        ) {
+            let scratch: u64;
+            let rows: u64;
+            unsafe {
+                core::arch::asm!(
+                    concat!(".shared .align 16 .b8 ", stringify!($smem), "_scratch[64];"),
+                    concat!(".shared .align 16 .b8 ", stringify!($smem), "_rows[40960];"),
+                    concat!("cvta.shared.u64 {p}, ", stringify!($smem), "_scratch;"),
+                    concat!("mov.u64 {q}, ", stringify!($smem), "_rows;"),
+                    p = out(reg64) scratch,
+                    q = out(reg64) rows,
+                );
+                let g = Geometry { cols, pixels, stride, tiles, inv };
+                classify_frame::<$t, $s, SharedWindow>(
+                    frame,
+                    base,
+                    a,
+                    b,
+                    c,
+                    t,
+                    g,
+                    Output { status, base_in, count_out, records, room },
+                    scratch as *mut u32,
+                    |tile| stage_rows::<$t>(c, &g, $s / 2, tile, rows),
+                )
+            }
+        }
+    };
+}
+classify_kernel!(cluda_classify_f64_3, cluda_classify_smem_f64_3, f64, 3);
+classify_kernel!(cluda_classify_f64_5, cluda_classify_smem_f64_5, f64, 5);
+classify_kernel!(cluda_classify_f64_7, cluda_classify_smem_f64_7, f64, 7);
+classify_kernel!(cluda_classify_f64_9, cluda_classify_smem_f64_9, f64, 9);
+classify_kernel!(cluda_classify_f32_3, cluda_classify_smem_f32_3, f32, 3);
+classify_kernel!(cluda_classify_f32_5, cluda_classify_smem_f32_5, f32, 5);
+classify_kernel!(cluda_classify_f32_7, cluda_classify_smem_f32_7, f32, 7);
+classify_kernel!(cluda_classify_f32_9, cluda_classify_smem_f32_9, f32, 9);

@@ -1,0 +1,288 @@
+//! Device and pinned host memory of the GPU finder: owned allocations that free themselves,
+//! the device copy of the pedestal, and page-locking of the caller's frames.
+
+use std::ffi::c_void;
+use std::sync::Arc;
+
+use cudarc::driver::sys::{self, CUdeviceptr, cudaError_enum};
+use cudarc::driver::{CudaContext, DriverError, result};
+
+use crate::error::{CudaContextExt, Error, Result};
+use crate::pedestal::PixelMaps;
+
+/// Turns an allocation failure into [`Error::OutOfDeviceMemory`] when the driver says so.
+pub(crate) fn alloc_error(e: DriverError, what: &str, bytes: usize) -> Error {
+    if e.0 == cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY {
+        Error::OutOfDeviceMemory {
+            what: what.to_string(),
+            bytes,
+        }
+    } else {
+        Error::Cuda {
+            context: format!("allocating {bytes} bytes for {what}"),
+            source: e,
+        }
+    }
+}
+
+/// Device memory, freed on drop (the owner synchronises before dropping buffers in use).
+#[derive(Debug)]
+pub(crate) struct DeviceBuf {
+    ptr: CUdeviceptr,
+    bytes: usize,
+    ctx: Arc<CudaContext>,
+}
+
+impl DeviceBuf {
+    /// `bytes` of uninitialised device memory for `what`.
+    pub fn new(ctx: &Arc<CudaContext>, bytes: usize, what: &str) -> Result<Self> {
+        ctx.bind_to_thread().cuda("binding the CUDA context")?;
+        // SAFETY: plain allocation; the pointer is owned by the returned value.
+        let ptr = unsafe { result::malloc_sync(bytes.max(1)) }
+            .map_err(|e| alloc_error(e, what, bytes))?;
+        Ok(Self {
+            ptr,
+            bytes,
+            ctx: ctx.clone(),
+        })
+    }
+
+    /// `bytes` of zeroed device memory for `what`.
+    pub fn zeroed(ctx: &Arc<CudaContext>, bytes: usize, what: &str) -> Result<Self> {
+        let buf = Self::new(ctx, bytes, what)?;
+        // SAFETY: the range is this allocation.
+        unsafe { sys::cuMemsetD8_v2(buf.ptr, 0, bytes) }
+            .result()
+            .cuda(&format!("zeroing {what}"))?;
+        Ok(buf)
+    }
+
+    /// The device address.
+    pub fn ptr(&self) -> u64 {
+        self.ptr
+    }
+
+    /// Size in bytes.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Synchronous upload of `data` to the start of the buffer.
+    pub fn upload<T: bytemuck::Pod>(&self, data: &[T], what: &str) -> Result<()> {
+        let bytes: &[u8] = bytemuck::cast_slice(data);
+        assert!(bytes.len() <= self.bytes, "upload larger than its buffer");
+        // SAFETY: the destination range lies inside this allocation.
+        unsafe { sys::cuMemcpyHtoD_v2(self.ptr, bytes.as_ptr() as *const c_void, bytes.len()) }
+            .result()
+            .cuda(&format!("uploading {what}"))
+    }
+
+    /// Synchronous download of the start of the buffer into `out`.
+    pub fn download<T: bytemuck::Pod>(&self, out: &mut [T], what: &str) -> Result<()> {
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(out);
+        assert!(bytes.len() <= self.bytes, "download larger than its buffer");
+        // SAFETY: the source range lies inside this allocation.
+        unsafe { sys::cuMemcpyDtoH_v2(bytes.as_mut_ptr() as *mut c_void, self.ptr, bytes.len()) }
+            .result()
+            .cuda(&format!("downloading {what}"))
+    }
+}
+
+impl Drop for DeviceBuf {
+    fn drop(&mut self) {
+        let _ = self.ctx.bind_to_thread();
+        // SAFETY: allocated by `malloc_sync`, freed once.
+        let _ = unsafe { result::free_sync(self.ptr) };
+    }
+}
+
+/// Page-locked host memory of `len` values of `T`, freed on drop.
+#[derive(Debug)]
+pub(crate) struct PinnedBuf<T> {
+    ptr: *mut T,
+    len: usize,
+    ctx: Arc<CudaContext>,
+}
+
+// SAFETY: the buffer is plain memory owned by this value; access follows Rust borrows.
+unsafe impl<T: Send> Send for PinnedBuf<T> {}
+
+impl<T: bytemuck::Pod> PinnedBuf<T> {
+    /// Pinned memory for `what`; `write_combined` for buffers only the GPU reads (fast DMA,
+    /// very slow host reads), plain for buffers the host reads.
+    pub fn new(
+        ctx: &Arc<CudaContext>,
+        len: usize,
+        write_combined: bool,
+        what: &str,
+    ) -> Result<Self> {
+        ctx.bind_to_thread().cuda("binding the CUDA context")?;
+        let bytes = len
+            .checked_mul(size_of::<T>())
+            .ok_or_else(|| Error::param("chunk", format!("{what}: size overflows")))?;
+        let flags = if write_combined {
+            sys::CU_MEMHOSTALLOC_WRITECOMBINED
+        } else {
+            0
+        };
+        // SAFETY: plain allocation; the pointer is owned by the returned value.
+        let ptr = unsafe { result::malloc_host(bytes.max(1), flags) }
+            .map_err(|e| alloc_error(e, &format!("pinned host memory for {what}"), bytes))?;
+        // Touch every page now (memory from the driver is locked, so this costs no fault
+        // later; it also makes the contents defined).
+        // SAFETY: `bytes` bytes were just allocated.
+        unsafe { std::ptr::write_bytes(ptr as *mut u8, 0, bytes) };
+        Ok(Self {
+            ptr: ptr as *mut T,
+            len,
+            ctx: ctx.clone(),
+        })
+    }
+
+    /// The contents (no DMA into them may be in flight).
+    pub fn as_slice(&self) -> &[T] {
+        // SAFETY: `len` initialised values owned by self.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+
+    /// The contents, mutable (no DMA may be in flight).
+    pub fn as_mut_slice(&mut self) -> &mut [T] {
+        // SAFETY: `len` initialised values owned by self, borrowed mutably.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+
+    /// Host address of element `i` for DMA.
+    pub fn ptr_at(&self, i: usize) -> *mut T {
+        assert!(i <= self.len);
+        // SAFETY: in bounds (one past the end allowed).
+        unsafe { self.ptr.add(i) }
+    }
+
+    /// Number of values.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+}
+
+impl<T> Drop for PinnedBuf<T> {
+    fn drop(&mut self) {
+        let _ = self.ctx.bind_to_thread();
+        // SAFETY: allocated by `malloc_host`, freed once.
+        let _ = unsafe { result::free_host(self.ptr as *mut c_void) };
+    }
+}
+
+/// Whether `[ptr, ptr + bytes)` is page-locked memory the GPU can DMA from (checked at both
+/// ends). Asks with `cuPointerGetAttributes`, which (unlike `cuPointerGetAttribute`) answers
+/// "not CUDA memory" for pageable memory without raising an API error.
+pub(crate) fn is_pinned(ptr: *const u8, bytes: usize) -> bool {
+    let probe = |p: *const u8| {
+        let mut kind: u32 = 0;
+        let mut attr = [sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE];
+        let mut data = [&mut kind as *mut u32 as *mut c_void];
+        // SAFETY: a query writing one memory type into `kind`.
+        let ok = unsafe {
+            sys::cuPointerGetAttributes(1, attr.as_mut_ptr(), data.as_mut_ptr(), p as CUdeviceptr)
+        }
+        .result()
+        .is_ok();
+        ok && kind == sys::CUmemorytype::CU_MEMORYTYPE_HOST as u32
+    };
+    bytes > 0 && probe(ptr) && probe(ptr.wrapping_add(bytes - 1))
+}
+
+/// The caller's memory page-locked for the length of one call; unregistered on drop (the
+/// owner synchronises first).
+pub(crate) struct Registration {
+    ptr: *mut c_void,
+    ctx: Arc<CudaContext>,
+}
+
+impl Registration {
+    /// Page-locks the pages holding `[ptr, ptr + bytes)`, or `None` when the driver refuses.
+    pub fn new(ctx: &Arc<CudaContext>, ptr: *const u8, bytes: usize) -> Option<Self> {
+        ctx.bind_to_thread().ok()?;
+        let page = 4096usize;
+        let start = (ptr as usize) & !(page - 1);
+        let end = (ptr as usize).checked_add(bytes)?.div_ceil(page) * page;
+        let p = start as *mut c_void;
+        for flags in [sys::CU_MEMHOSTREGISTER_READ_ONLY, 0] {
+            // SAFETY: the pages are the caller's live allocation (borrowed for the call); the
+            // driver only locks them and reads through DMA.
+            if unsafe { sys::cuMemHostRegister_v2(p, end - start, flags) }
+                .result()
+                .is_ok()
+            {
+                return Some(Self {
+                    ptr: p,
+                    ctx: ctx.clone(),
+                });
+            }
+        }
+        None
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        let _ = self.ctx.bind_to_thread();
+        // SAFETY: registered by `new`, unregistered once.
+        let _ = unsafe { sys::cuMemHostUnregister(self.ptr) };
+    }
+}
+
+/// The device copy of a ready pedestal: `base`, the sums `a` then `b` in one buffer (so a
+/// checkpoint is one copy), and the frozen std. Elements are `f64` or `f32`.
+pub(crate) struct DeviceState {
+    pub base: DeviceBuf,
+    pub ab: DeviceBuf,
+    pub frozen_std: DeviceBuf,
+    pub pixels: usize,
+    pub elem: usize,
+}
+
+impl DeviceState {
+    /// Uploads `maps`.
+    pub fn upload<R: bytemuck::Pod>(ctx: &Arc<CudaContext>, maps: &PixelMaps<R>) -> Result<Self> {
+        let pixels = maps.a.len();
+        let elem = size_of::<R>();
+        let base = DeviceBuf::new(ctx, pixels * elem, "the pedestal baselines")?;
+        let ab = DeviceBuf::new(ctx, 2 * pixels * elem, "the pedestal sums")?;
+        let frozen_std = DeviceBuf::new(ctx, pixels * elem, "the frozen pedestal std")?;
+        base.upload(&maps.base, "the pedestal baselines")?;
+        let mut both = Vec::with_capacity(2 * pixels);
+        both.extend_from_slice(&maps.a);
+        both.extend_from_slice(&maps.b);
+        ab.upload(&both, "the pedestal sums")?;
+        frozen_std.upload(&maps.frozen_std, "the frozen pedestal std")?;
+        // Copies from pageable memory may return before their DMA ends, and the finder's
+        // streams do not wait for the legacy stream: wait here.
+        ctx.synchronize().cuda("uploading the pedestal")?;
+        Ok(Self {
+            base,
+            ab,
+            frozen_std,
+            pixels,
+            elem,
+        })
+    }
+
+    /// Downloads the sums into `maps` (the baselines and frozen std never change on the GPU).
+    pub fn download<R: bytemuck::Pod>(&self, maps: &mut PixelMaps<R>) -> Result<()> {
+        let mut both = vec![R::zeroed(); 2 * self.pixels];
+        self.ab.download(&mut both, "the pedestal sums")?;
+        maps.a.copy_from_slice(&both[..self.pixels]);
+        maps.b.copy_from_slice(&both[self.pixels..]);
+        Ok(())
+    }
+
+    /// Device address of the sums `a`.
+    pub fn a(&self) -> u64 {
+        self.ab.ptr()
+    }
+
+    /// Device address of the sums `b`.
+    pub fn b(&self) -> u64 {
+        self.ab.ptr() + (self.pixels * self.elem) as u64
+    }
+}

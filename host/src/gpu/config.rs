@@ -1,0 +1,278 @@
+//! How the GPU finder schedules its work: the pipeline knobs and the ladder of DESIGN.md.
+//!
+//! None of these settings changes a result: one pedestal is updated in frame order on one
+//! compute stream whatever the stream count, chunk size or step, so every configuration gives
+//! the bytes of the CPU reference. They change only speed and memory.
+
+use std::str::FromStr;
+
+use crate::config::Precision;
+use crate::error::{Error, Result};
+
+/// Default bound on the pinned host memory of one slot (the reference capped each at 128 MiB).
+pub const DEFAULT_SLOT_BYTES: usize = 128 << 20;
+
+/// Where uploads read the caller's frames from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum InputMode {
+    /// Straight from the caller's (pageable) memory: the driver stages every copy.
+    Pageable,
+    /// A bulk host memcpy of the chunk into a pinned staging buffer, then DMA from there.
+    Staged,
+    /// DMA from the caller's memory itself: used as is when it is already pinned (e.g.
+    /// [`crate::gpu::PinnedFrames`]), otherwise page-locked (registered) for the call; falls
+    /// back to [`InputMode::Staged`] when the driver refuses to register it.
+    Registered,
+}
+
+/// How results reach the visitor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Collect {
+    /// Copied from the pinned result buffer into an owned host buffer first.
+    Owned,
+    /// Handed to the visitor as views borrowed from the pinned result buffer (zero-copy).
+    ZeroCopy,
+}
+
+/// Where the classify kernel reads the window values from (same results either way).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum WindowReads {
+    /// Plain global loads through L1 (the default: see `gpu/src/kernels/classify.rs`).
+    #[default]
+    Global,
+    /// A shared-memory copy of each tile's rows (used only when they fit in 40 KiB per
+    /// block, e.g. 400-wide frames up to 9x9 in f64; otherwise global loads).
+    Shared,
+}
+
+/// What a call does when a frame holds more clusters than there is room for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Overflow {
+    /// Grow the result buffers and reprocess the chunk from the pedestal checkpoint taken at
+    /// its start: every cluster is delivered.
+    Grow,
+    /// Fail with [`Error::ClusterLimit`] (how many were found, what limit was hit) and put the
+    /// pedestal back to its state before the call.
+    Fail,
+}
+
+/// The pipeline settings of the GPU finder.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PipelineConfig {
+    /// Copy streams: uploads and downloads of consecutive frame groups go round-robin over
+    /// them; all kernels run on one more stream, in frame order.
+    pub streams: usize,
+    /// Frames per chunk: the unit of submission and collection. Rounded down to a multiple of
+    /// `streams` and bounded so that one slot's pinned memory stays within `slot_bytes`.
+    pub chunk: usize,
+    /// Chunks in flight: 1 collects each chunk before submitting the next; 2 submits chunk
+    /// i+1 before collecting chunk i (overlap of host work with GPU work).
+    pub depth: usize,
+    /// Clusters per frame that fit in a fixed result slot, or with `compact` the average per
+    /// frame the chunk's result buffer has room for. A throughput knob: never a truncation.
+    pub cap: usize,
+    /// Bound on the pinned host memory of one slot, in bytes.
+    pub slot_bytes: usize,
+    /// Where uploads read from.
+    pub input: InputMode,
+    /// How results reach the visitor.
+    pub collect: Collect,
+    /// Compact results on the GPU: the download carries only the clusters found (a per-frame
+    /// count prefix, then the records, still in row-major order) instead of cap-sized slots.
+    pub compact: bool,
+    /// Frames per upload copy (1: one copy per frame).
+    pub upload_frames: usize,
+    /// What to do when a frame holds more clusters than there is room for.
+    pub overflow: Overflow,
+    /// Where the classify kernel reads window values from.
+    pub window: WindowReads,
+    /// Record CUDA events around every frame's kernels (diagnosis only: it slows
+    /// multi-stream pipelines; read them with `GpuFinder::kernel_times_us`).
+    pub timing: bool,
+}
+
+impl Default for PipelineConfig {
+    /// The fastest step of the ladder ([`LadderStep::Opt9`]).
+    fn default() -> Self {
+        LadderStep::Opt9.config()
+    }
+}
+
+impl PipelineConfig {
+    /// Checks the settings, naming the first bad one.
+    pub fn validate(&self) -> Result<()> {
+        let positive = [
+            ("streams", self.streams),
+            ("chunk", self.chunk),
+            ("depth", self.depth),
+            ("cap", self.cap),
+            ("slot-bytes", self.slot_bytes),
+            ("upload-frames", self.upload_frames),
+        ];
+        for (name, v) in positive {
+            if v == 0 {
+                return Err(Error::param(name, "must be at least 1"));
+            }
+        }
+        if self.depth > 2 {
+            return Err(Error::param(
+                "depth",
+                format!("1 or 2 chunks in flight, got {}", self.depth),
+            ));
+        }
+        if self.cap > u32::MAX as usize / 2 {
+            return Err(Error::param("cap", format!("{} is too large", self.cap)));
+        }
+        Ok(())
+    }
+}
+
+/// The steps of the GPU ladder (DESIGN.md, "The GPU pipeline and its ladder"), each a
+/// configuration of the one GPU finder.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LadderStep {
+    /// One stream, one frame at a time: copy in, kernels, copy out, synchronise.
+    Opt1,
+    /// Four streams, frames round-robin, a bulk memcpy of each round into pinned staging,
+    /// a synchronisation barrier per round.
+    Opt2,
+    /// Continuous queueing of a whole chunk without per-round barriers; one fixed-size
+    /// result block per frame; input from pageable memory.
+    Opt3,
+    /// Opt3 with the caller's input pinned (registered) so uploads run at DMA speed.
+    Opt4,
+    /// Chunks: chunk i+1 is submitted before chunk i is collected.
+    Opt5,
+    /// Opt5 with zero-copy collection (views into the pinned result buffer).
+    Opt6,
+    /// Opt6 with the F32 (B1) pedestal (the precision is part of the finder's
+    /// [`crate::FinderConfig`]; see [`LadderStep::precision`]).
+    Opt7,
+    /// Opt7 with results compacted on the GPU: the download carries only clusters found.
+    Opt8,
+    /// Opt8 with many frames per upload copy.
+    Opt9,
+}
+
+impl LadderStep {
+    /// Every step, in ladder order.
+    pub const ALL: [LadderStep; 9] = [
+        Self::Opt1,
+        Self::Opt2,
+        Self::Opt3,
+        Self::Opt4,
+        Self::Opt5,
+        Self::Opt6,
+        Self::Opt7,
+        Self::Opt8,
+        Self::Opt9,
+    ];
+
+    /// The step's name (`opt1` .. `opt9`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Opt1 => "opt1",
+            Self::Opt2 => "opt2",
+            Self::Opt3 => "opt3",
+            Self::Opt4 => "opt4",
+            Self::Opt5 => "opt5",
+            Self::Opt6 => "opt6",
+            Self::Opt7 => "opt7",
+            Self::Opt8 => "opt8",
+            Self::Opt9 => "opt9",
+        }
+    }
+
+    /// The precision the ladder measures this step with: `F32` from opt7 on, `F64` before.
+    /// (Results of every step equal the CPU's at whatever precision the finder is given.)
+    pub fn precision(self) -> Precision {
+        match self {
+            Self::Opt7 | Self::Opt8 | Self::Opt9 => Precision::F32,
+            _ => Precision::F64,
+        }
+    }
+
+    /// The pipeline settings of this step.
+    pub fn config(self) -> PipelineConfig {
+        let base = PipelineConfig {
+            streams: 1,
+            chunk: 1,
+            depth: 1,
+            cap: 2048,
+            slot_bytes: DEFAULT_SLOT_BYTES,
+            input: InputMode::Pageable,
+            collect: Collect::Owned,
+            compact: false,
+            upload_frames: 1,
+            overflow: Overflow::Grow,
+            window: WindowReads::Global,
+            timing: false,
+        };
+        let opt2 = PipelineConfig {
+            streams: 4,
+            chunk: 4,
+            input: InputMode::Staged,
+            ..base.clone()
+        };
+        let opt3 = PipelineConfig {
+            chunk: 1 << 20, // the whole call, bounded by `slot_bytes`
+            input: InputMode::Pageable,
+            ..opt2.clone()
+        };
+        let opt4 = PipelineConfig {
+            input: InputMode::Registered,
+            ..opt3.clone()
+        };
+        let opt5 = PipelineConfig {
+            chunk: 128,
+            depth: 2,
+            ..opt4.clone()
+        };
+        let opt6 = PipelineConfig {
+            collect: Collect::ZeroCopy,
+            ..opt5.clone()
+        };
+        let opt8 = PipelineConfig {
+            compact: true,
+            ..opt6.clone()
+        };
+        match self {
+            Self::Opt1 => base,
+            Self::Opt2 => opt2,
+            Self::Opt3 => opt3,
+            Self::Opt4 => opt4,
+            Self::Opt5 => opt5,
+            Self::Opt6 | Self::Opt7 => opt6,
+            Self::Opt8 => opt8,
+            Self::Opt9 => PipelineConfig {
+                upload_frames: opt8.chunk / opt8.streams,
+                ..opt8
+            },
+        }
+    }
+}
+
+impl FromStr for LadderStep {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|step| step.name() == s)
+            .ok_or_else(|| Error::param("step", format!("`{s}` is not one of opt1 .. opt9")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_step_is_valid_and_named() {
+        for step in LadderStep::ALL {
+            step.config().validate().unwrap();
+            assert_eq!(step.name().parse::<LadderStep>().unwrap(), step);
+        }
+        assert!("opt10".parse::<LadderStep>().is_err());
+        assert_eq!(PipelineConfig::default(), LadderStep::Opt9.config());
+    }
+}

@@ -1,0 +1,251 @@
+//! Typed launch wrappers of the cluster-finding kernels (`gpu/src/kernels/`).
+//!
+//! Each wrapper takes the kernel's parameters in the kernel's order with the kernel's types
+//! (device pointers as `u64`), so a mismatch shows up here in one place.
+
+use std::ffi::c_void;
+
+use cudarc::driver::sys::CUstream;
+use cudarc::driver::{CudaFunction, result};
+
+use crate::cluster::ClusterSize;
+use crate::config::Precision;
+use crate::cuda::Device;
+use crate::error::{CudaContextExt, Result};
+
+/// Threads per block of both kernels; also the pixels per classify tile (`BLOCK` in
+/// `gpu/src/kernels/classify.rs`).
+pub(crate) const BLOCK: u32 = 256;
+/// Bytes of the `_smem` kernels' shared row copy (`SMEM_BYTES` in the kernel).
+const SMEM_BYTES: usize = 40960;
+
+/// A floating-point kernel parameter in the finder's precision.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Scalar {
+    /// An `f64` parameter.
+    F64(f64),
+    /// An `f32` parameter.
+    F32(f32),
+}
+
+impl Scalar {
+    fn as_param(&mut self) -> *mut c_void {
+        match self {
+            Scalar::F64(v) => v as *mut f64 as *mut c_void,
+            Scalar::F32(v) => v as *mut f32 as *mut c_void,
+        }
+    }
+}
+
+/// Frame geometry shared by both kernels.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Geometry {
+    /// Columns per frame.
+    pub cols: u32,
+    /// Pixels per frame.
+    pub pixels: u32,
+    /// Row stride of the padded plane of corrected values.
+    pub stride: u32,
+    /// Padding (window radius) of that plane.
+    pub r: u32,
+    /// Classify tiles per frame.
+    pub tiles: u32,
+}
+
+impl Geometry {
+    /// The geometry of `rows x cols` frames with `size` windows.
+    pub fn new(rows: usize, cols: usize, size: ClusterSize) -> Self {
+        let r = size.side() / 2;
+        let pixels = (rows * cols) as u32;
+        Self {
+            cols: cols as u32,
+            pixels,
+            stride: (cols + 2 * r) as u32,
+            r: r as u32,
+            tiles: pixels.div_ceil(BLOCK),
+        }
+    }
+
+    /// Elements of the padded plane.
+    pub fn plane_len(&self, rows: usize) -> usize {
+        (rows + 2 * self.r as usize) * self.stride as usize
+    }
+
+    /// Whether the `_smem` classify kernels can hold a tile's rows for `rows`-row frames of
+    /// `elem`-byte values (`SMEM_BYTES` in `gpu/src/kernels/classify.rs`).
+    pub fn shared_rows_fit(&self, rows: usize, elem: usize) -> bool {
+        let cols = self.cols as usize;
+        let tile_rows = rows.min((BLOCK as usize - 1) / cols + 2);
+        (tile_rows + 2 * self.r as usize) * self.stride as usize * elem <= SMEM_BYTES
+    }
+
+    /// Look-back words of one classify launch: the ticket, then one per tile.
+    pub fn status_len(&self) -> usize {
+        1 + self.tiles as usize
+    }
+}
+
+/// The pedestal state and scratch a frame's kernels read and write.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct FrameBuffers {
+    pub base: u64,
+    pub a: u64,
+    pub b: u64,
+    pub frozen_std: u64,
+    pub c_plane: u64,
+    pub t: u64,
+    pub status: u64,
+}
+
+/// Where a classify launch puts the frame's clusters (see `Output` in the kernel).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Destination {
+    /// Address of the clusters already in the buffer (compact mode), or 0.
+    pub base_in: u64,
+    /// Where the count (plus `*base_in`) goes.
+    pub count_out: u64,
+    /// First record of the buffer.
+    pub records: u64,
+    /// Records the buffer has room for.
+    pub room: u32,
+}
+
+/// The two kernels of one precision and cluster size.
+pub(crate) struct Kernels {
+    prepare: CudaFunction,
+    classify: CudaFunction,
+    inv: Scalar,
+    n_sigma: Scalar,
+    live: u32,
+}
+
+impl Kernels {
+    /// Loads the kernels for `precision` and `size`; `inv` and `n_sigma` are converted to the
+    /// kernels' precision exactly as the CPU finder converts them.
+    pub fn load(
+        device: &Device,
+        precision: Precision,
+        size: ClusterSize,
+        inv: Scalar,
+        n_sigma: f64,
+        live: bool,
+        shared_window: bool,
+    ) -> Result<Self> {
+        let p = match precision {
+            Precision::F64 => "f64",
+            Precision::F32 | Precision::F32Naive => "f32",
+        };
+        let n_sigma = match precision {
+            Precision::F64 => Scalar::F64(n_sigma),
+            Precision::F32 | Precision::F32Naive => Scalar::F32(n_sigma as f32),
+        };
+        Ok(Self {
+            prepare: device.function(&format!("cluda_prepare_{p}"))?,
+            classify: device.function(&format!(
+                "cluda_classify_{}{p}_{}",
+                if shared_window { "smem_" } else { "" },
+                size.side()
+            ))?,
+            inv,
+            n_sigma,
+            live: live as u32,
+        })
+    }
+
+    /// Launches `prepare` for the frame at device address `frame`.
+    pub fn prepare(
+        &self,
+        stream: CUstream,
+        g: &Geometry,
+        frame: u64,
+        buf: &FrameBuffers,
+    ) -> Result<()> {
+        let (mut frame, mut base, mut a, mut b, mut fstd) =
+            (frame, buf.base, buf.a, buf.b, buf.frozen_std);
+        let (mut cols, mut pixels, mut stride, mut r) = (g.cols, g.pixels, g.stride, g.r);
+        let (mut inv, mut n_sigma, mut live) = (self.inv, self.n_sigma, self.live);
+        let (mut c, mut t, mut status) = (buf.c_plane, buf.t, buf.status);
+        let mut n_status = g.tiles + 1;
+        let mut params: [*mut c_void; 16] = [
+            &mut frame as *mut u64 as *mut c_void,
+            &mut base as *mut u64 as *mut c_void,
+            &mut a as *mut u64 as *mut c_void,
+            &mut b as *mut u64 as *mut c_void,
+            &mut fstd as *mut u64 as *mut c_void,
+            &mut cols as *mut u32 as *mut c_void,
+            &mut pixels as *mut u32 as *mut c_void,
+            &mut stride as *mut u32 as *mut c_void,
+            &mut r as *mut u32 as *mut c_void,
+            inv.as_param(),
+            n_sigma.as_param(),
+            &mut live as *mut u32 as *mut c_void,
+            &mut c as *mut u64 as *mut c_void,
+            &mut t as *mut u64 as *mut c_void,
+            &mut status as *mut u64 as *mut c_void,
+            &mut n_status as *mut u32 as *mut c_void,
+        ];
+        let grid = g.pixels.max(n_status).div_ceil(BLOCK);
+        // SAFETY: the parameters match `cluda_prepare_*` in order and type; every pointer is
+        // a live device buffer of the sizes the geometry implies.
+        unsafe {
+            result::launch_kernel(
+                self.prepare.cu_function(),
+                (grid, 1, 1),
+                (BLOCK, 1, 1),
+                0,
+                stream,
+                &mut params,
+            )
+        }
+        .cuda("launching the prepare kernel")
+    }
+
+    /// Launches `classify` for the frame at device address `frame`.
+    pub fn classify(
+        &self,
+        stream: CUstream,
+        g: &Geometry,
+        frame: u64,
+        buf: &FrameBuffers,
+        dst: &Destination,
+    ) -> Result<()> {
+        let (mut frame, mut base, mut a, mut b) = (frame, buf.base, buf.a, buf.b);
+        let (mut c, mut t) = (buf.c_plane, buf.t);
+        let (mut cols, mut pixels, mut stride, mut tiles) = (g.cols, g.pixels, g.stride, g.tiles);
+        let mut inv = self.inv;
+        let mut status = buf.status;
+        let (mut base_in, mut count_out, mut records, mut room) =
+            (dst.base_in, dst.count_out, dst.records, dst.room);
+        let mut params: [*mut c_void; 16] = [
+            &mut frame as *mut u64 as *mut c_void,
+            &mut base as *mut u64 as *mut c_void,
+            &mut a as *mut u64 as *mut c_void,
+            &mut b as *mut u64 as *mut c_void,
+            &mut c as *mut u64 as *mut c_void,
+            &mut t as *mut u64 as *mut c_void,
+            &mut cols as *mut u32 as *mut c_void,
+            &mut pixels as *mut u32 as *mut c_void,
+            &mut stride as *mut u32 as *mut c_void,
+            &mut tiles as *mut u32 as *mut c_void,
+            inv.as_param(),
+            &mut status as *mut u64 as *mut c_void,
+            &mut base_in as *mut u64 as *mut c_void,
+            &mut count_out as *mut u64 as *mut c_void,
+            &mut records as *mut u64 as *mut c_void,
+            &mut room as *mut u32 as *mut c_void,
+        ];
+        // SAFETY: the parameters match `cluda_classify_*` in order and type; every pointer is
+        // a live device buffer of the sizes the geometry and destination imply.
+        unsafe {
+            result::launch_kernel(
+                self.classify.cu_function(),
+                (g.tiles, 1, 1),
+                (BLOCK, 1, 1),
+                0,
+                stream,
+                &mut params,
+            )
+        }
+        .cuda("launching the classify kernel")
+    }
+}

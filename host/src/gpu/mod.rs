@@ -1,0 +1,264 @@
+//! The GPU cluster finder: Rust kernels (`gpu/src/kernels/`) loaded as PTX through cudarc.
+//!
+//! [`GpuFinder`] implements [`ClusterFinder`] like the CPU finder and gives the same bytes
+//! (same clusters, values and order) for every precision, size, threshold mode and pipeline
+//! configuration. The pedestal's fill phase (the first N frames) runs on the host; once ready
+//! the state is uploaded and updated on the device, frame after frame, and downloaded again
+//! when [`ClusterFinder::pedestal`] asks for it or more pedestal frames are pushed.
+
+pub mod config;
+
+mod buffers;
+mod kernels;
+mod pipeline;
+
+use cluda_gpu::real::Real;
+
+pub use config::{Collect, InputMode, LadderStep, Overflow, PipelineConfig, WindowReads};
+pub use pipeline::KernelTime;
+
+use crate::cluster::FrameClusters;
+use crate::config::{FinderConfig, Precision, ThresholdMode};
+use crate::cuda::Device;
+use crate::error::{Error, Result};
+use crate::finder::ClusterFinder;
+use crate::frames::Frames;
+use crate::pedestal::{Pedestal, PixelMaps, ReadyState};
+use buffers::{DeviceState, PinnedBuf};
+use kernels::{Kernels, Scalar};
+use pipeline::Pipeline;
+
+/// The GPU cluster finder.
+pub struct GpuFinder {
+    config: FinderConfig,
+    device: Device,
+    pipeline: Pipeline,
+    /// The host pedestal: authoritative until uploaded, and again after a download.
+    host: Pedestal,
+    /// The device pedestal, once uploaded.
+    state: Option<DeviceState>,
+    /// The host pedestal changed since the upload (pushes, `set_pedestal`).
+    host_changed: bool,
+    /// The device pedestal moved past the host copy (frames were found).
+    device_newer: bool,
+}
+
+impl GpuFinder {
+    /// A finder on device 0 with the default pipeline ([`LadderStep::Opt9`]).
+    pub fn new(config: FinderConfig) -> Result<Self> {
+        Self::with_pipeline(config, PipelineConfig::default())
+    }
+
+    /// A finder on device 0 with pipeline settings `pipeline`.
+    pub fn with_pipeline(config: FinderConfig, pipeline: PipelineConfig) -> Result<Self> {
+        Self::on_device(Device::open(0)?, config, pipeline)
+    }
+
+    /// A finder on an opened `device`.
+    pub fn on_device(
+        device: Device,
+        config: FinderConfig,
+        pipeline: PipelineConfig,
+    ) -> Result<Self> {
+        config.validate()?;
+        pipeline.validate()?;
+        let host = Pedestal::new(
+            config.rows,
+            config.cols,
+            config.pedestal_frames,
+            config.precision,
+        )?;
+        let (inv, elem) = match config.precision {
+            Precision::F64 => (Scalar::F64(1.0 / config.pedestal_frames as f64), 8),
+            Precision::F32 | Precision::F32Naive => {
+                (Scalar::F32(1.0f32 / config.pedestal_frames as f32), 4)
+            }
+        };
+        let shared = pipeline.window == WindowReads::Shared
+            && kernels::Geometry::new(config.rows, config.cols, config.size)
+                .shared_rows_fit(config.rows, elem);
+        let kernels = Kernels::load(
+            &device,
+            config.precision,
+            config.size,
+            inv,
+            config.n_sigma,
+            config.threshold == ThresholdMode::Live,
+            shared,
+        )?;
+        let ctx = device.context().clone();
+        let pipeline = Pipeline::new(
+            &ctx,
+            pipeline,
+            kernels,
+            config.rows,
+            config.cols,
+            config.size,
+            elem,
+        )?;
+        Ok(Self {
+            config,
+            device,
+            pipeline,
+            host,
+            state: None,
+            host_changed: true,
+            device_newer: false,
+        })
+    }
+
+    /// The pipeline settings.
+    pub fn pipeline_config(&self) -> &PipelineConfig {
+        self.pipeline.config()
+    }
+
+    /// Clusters per frame the result buffers have room for now (the configured cap, or more
+    /// after a call grew them).
+    pub fn cap(&self) -> usize {
+        self.pipeline.cap()
+    }
+
+    /// The device this finder runs on.
+    pub fn gpu(&self) -> &Device {
+        &self.device
+    }
+
+    /// Allocates every buffer a call of `frames` frames needs (device memory, pinned slots),
+    /// so that a timed call allocates nothing. Processes no frame.
+    pub fn reserve(&mut self, frames: usize) -> Result<()> {
+        self.pipeline.reserve(frames)
+    }
+
+    /// Per-frame kernel times of the last call (empty unless the pipeline was configured
+    /// with `timing`).
+    pub fn kernel_times(&self) -> &[KernelTime] {
+        self.pipeline.times_us()
+    }
+
+    /// Brings the host pedestal up to date with the device.
+    fn pull(&mut self) -> Result<()> {
+        if self.device_newer {
+            if let Some(state) = &self.state {
+                download(state, &mut self.host)?;
+            }
+            self.device_newer = false;
+        }
+        Ok(())
+    }
+
+    /// Uploads the host pedestal when the device has none or an older one.
+    fn push_state(&mut self) -> Result<&DeviceState> {
+        if self.state.is_none() || self.host_changed {
+            let ctx = self.device.context();
+            let state = match self.host.ready()? {
+                ReadyState::F64(m) => DeviceState::upload(ctx, m)?,
+                ReadyState::F32(m) => DeviceState::upload(ctx, m)?,
+            };
+            self.state = Some(state);
+            self.host_changed = false;
+        }
+        self.state
+            .as_ref()
+            .ok_or_else(|| Error::NoGpu("the device pedestal is missing".into()))
+    }
+}
+
+fn download(state: &DeviceState, host: &mut Pedestal) -> Result<()> {
+    fn get<R: Real + bytemuck::Pod>(state: &DeviceState, m: &mut PixelMaps<R>) -> Result<()> {
+        state.download(m)
+    }
+    match host.ready_mut()? {
+        ReadyState::F64(m) => get(state, m),
+        ReadyState::F32(m) => get(state, m),
+    }
+}
+
+impl ClusterFinder for GpuFinder {
+    fn config(&self) -> &FinderConfig {
+        &self.config
+    }
+
+    fn device(&self) -> String {
+        format!("gpu ({})", self.device.name())
+    }
+
+    fn push_pedestal(&mut self, frames: Frames<'_>) -> Result<()> {
+        frames.expect_shape(self.config.rows, self.config.cols, "pedestal frames")?;
+        self.pull()?;
+        self.host.push_frames(frames)?;
+        self.host_changed = true;
+        Ok(())
+    }
+
+    fn is_ready(&self) -> bool {
+        self.host.is_ready()
+    }
+
+    fn set_pedestal(&mut self, pedestal: Pedestal) -> Result<()> {
+        self.config.check_pedestal(&pedestal)?;
+        self.host = pedestal;
+        self.host_changed = true;
+        self.device_newer = false;
+        Ok(())
+    }
+
+    fn pedestal(&self) -> Result<Pedestal> {
+        let mut p = self.host.clone();
+        if let (true, Some(state)) = (self.device_newer, &self.state) {
+            download(state, &mut p)?;
+        }
+        Ok(p)
+    }
+
+    fn find_each(
+        &mut self,
+        frames: Frames<'_>,
+        visit: &mut dyn FnMut(FrameClusters<'_>) -> Result<()>,
+    ) -> Result<()> {
+        frames.expect_shape(self.config.rows, self.config.cols, "data frames")?;
+        self.push_state()?;
+        let Self {
+            pipeline, state, ..
+        } = self;
+        let state = state
+            .as_ref()
+            .ok_or_else(|| Error::NoGpu("the device pedestal is missing".into()))?;
+        self.device_newer = true;
+        pipeline.run(state, frames, visit)
+    }
+}
+
+/// Frames in page-locked host memory: uploads from here run at DMA speed with no per-call
+/// registration (fill them, then pass [`PinnedFrames::frames`] to a GPU finder).
+pub struct PinnedFrames {
+    buf: PinnedBuf<u16>,
+    frames: usize,
+    rows: usize,
+    cols: usize,
+}
+
+impl PinnedFrames {
+    /// Zeroed pinned memory for `frames x rows x cols` samples on `device`.
+    pub fn new(device: &Device, frames: usize, rows: usize, cols: usize) -> Result<Self> {
+        let len = frames
+            .checked_mul(rows)
+            .and_then(|n| n.checked_mul(cols))
+            .ok_or_else(|| Error::param("frames", "shape too large"))?;
+        Ok(Self {
+            buf: PinnedBuf::new(device.context(), len, false, "pinned frames")?,
+            frames,
+            rows,
+            cols,
+        })
+    }
+
+    /// The samples, to fill.
+    pub fn as_mut_slice(&mut self) -> &mut [u16] {
+        self.buf.as_mut_slice()
+    }
+
+    /// The frames as a view.
+    pub fn frames(&self) -> Result<Frames<'_>> {
+        Frames::new(self.buf.as_slice(), self.frames, self.rows, self.cols)
+    }
+}

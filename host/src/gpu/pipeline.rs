@@ -1,0 +1,675 @@
+//! The scheduling of the GPU finder: chunks of frames through uploads, kernels and downloads.
+//!
+//! One compute stream runs every frame's two kernels in frame order, so the one pedestal on
+//! the device is updated exactly as the CPU updates it, whatever the stream count or chunk
+//! size. Uploads and downloads of frame groups go round-robin over `streams` copy streams and
+//! meet the compute stream through events: the compute stream waits for a group's upload, a
+//! copy stream waits for the group's kernels before downloading their results. The host waits
+//! only when it collects a chunk (opt3 and later: no per-frame synchronisation), and with
+//! `depth` 2 the next chunk is already queued while it does.
+//!
+//! A checkpoint of the pedestal sums is copied (on the device, in stream order) at the start
+//! of every chunk; overflowing result room or a failing visitor rolls the pedestal back to it.
+
+use std::collections::VecDeque;
+use std::ffi::c_void;
+use std::sync::Arc;
+
+use cudarc::driver::sys::{self, CUevent_flags};
+use cudarc::driver::{CudaContext, CudaEvent, CudaStream, result};
+
+use super::buffers::{DeviceBuf, DeviceState, PinnedBuf, Registration, is_pinned};
+use super::config::{Collect, InputMode, Overflow, PipelineConfig};
+use super::kernels::{Destination, FrameBuffers, Geometry, Kernels};
+use crate::cluster::{ClusterSize, FrameClusters};
+use crate::error::{CudaContextExt, Error, Result};
+use crate::frames::Frames;
+
+/// Per-frame scratch on the device, reused by every frame: the zero-padded plane of
+/// corrected values, the thresholds and the classify kernel's look-back words.
+struct Work {
+    c_plane: DeviceBuf,
+    t: DeviceBuf,
+    status: DeviceBuf,
+}
+
+/// The buffers of one chunk in flight.
+struct Slot {
+    /// Frames this slot holds.
+    frames: usize,
+    dev_in: DeviceBuf,
+    pin_in: Option<PinnedBuf<u16>>,
+    dev_out: DeviceBuf,
+    pin_out: PinnedBuf<u32>,
+    /// Pedestal sums at the start of the chunk.
+    ckpt: DeviceBuf,
+    up: Vec<CudaEvent>,
+    done: Vec<CudaEvent>,
+    dl: Vec<CudaEvent>,
+    t0: Vec<CudaEvent>,
+    tm: Vec<CudaEvent>,
+    t1: Vec<CudaEvent>,
+}
+
+/// GPU time of one frame's kernels (event timing; only with `timing`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct KernelTime {
+    /// The prepare kernel, microseconds.
+    pub prepare_us: f32,
+    /// The classify kernel, microseconds.
+    pub classify_us: f32,
+}
+
+impl KernelTime {
+    /// Both kernels, microseconds.
+    pub fn total_us(&self) -> f32 {
+        self.prepare_us + self.classify_us
+    }
+}
+
+/// A chunk: frames `start .. start + n` of the call, in slot `slot`.
+#[derive(Clone, Copy, Debug)]
+struct Job {
+    start: usize,
+    n: usize,
+    slot: usize,
+}
+
+/// Where uploads read from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Source {
+    /// The caller's memory (pageable, already pinned, or registered for the call).
+    Direct,
+    /// The slot's pinned staging buffer, filled by a host memcpy.
+    Staged,
+}
+
+/// Why collecting a chunk stopped early.
+enum Stop {
+    /// Frame `frame` of the chunk found `found` clusters with room for `limit`; a cap of
+    /// `need_cap` holds the whole chunk.
+    Overflow {
+        frame: usize,
+        found: usize,
+        limit: usize,
+        need_cap: usize,
+    },
+    /// The visitor failed at frame `frame` of the chunk.
+    Visitor(usize, Error),
+    /// A CUDA failure.
+    Error(Error),
+}
+
+impl From<Error> for Stop {
+    fn from(e: Error) -> Self {
+        Stop::Error(e)
+    }
+}
+
+/// The GPU pipeline of one finder.
+pub(crate) struct Pipeline {
+    cfg: PipelineConfig,
+    ctx: Arc<CudaContext>,
+    compute: Arc<CudaStream>,
+    copies: Vec<Arc<CudaStream>>,
+    kernels: Kernels,
+    geom: Geometry,
+    size: ClusterSize,
+    /// Bytes per pedestal value (8 or 4).
+    elem: usize,
+    work: Work,
+    /// Current clusters per frame of room (grows on overflow with [`Overflow::Grow`]).
+    cap: usize,
+    slots: Vec<Slot>,
+    slots_staged: bool,
+    call_ckpt: Option<DeviceBuf>,
+    owned: Vec<u32>,
+    owned_ends: Vec<usize>,
+    times_us: Vec<KernelTime>,
+}
+
+impl Pipeline {
+    /// A pipeline for `rows x cols` frames with `size` windows.
+    pub fn new(
+        ctx: &Arc<CudaContext>,
+        cfg: PipelineConfig,
+        kernels: Kernels,
+        rows: usize,
+        cols: usize,
+        size: ClusterSize,
+        elem: usize,
+    ) -> Result<Self> {
+        cfg.validate()?;
+        let geom = Geometry::new(rows, cols, size);
+        let compute = ctx.new_stream().cuda("creating the compute stream")?;
+        let copies = (0..cfg.streams)
+            .map(|_| ctx.new_stream().cuda("creating a copy stream"))
+            .collect::<Result<Vec<_>>>()?;
+        let work = Work {
+            c_plane: DeviceBuf::zeroed(ctx, geom.plane_len(rows) * elem, "the corrected values")?,
+            t: DeviceBuf::new(ctx, geom.pixels as usize * elem, "the thresholds")?,
+            status: DeviceBuf::zeroed(ctx, geom.status_len() * 8, "the look-back words")?,
+        };
+        // The zeroing ran on the legacy stream; our streams do not wait for it.
+        ctx.synchronize().cuda("waiting for the GPU")?;
+        Ok(Self {
+            cap: cfg.cap,
+            cfg,
+            ctx: ctx.clone(),
+            compute,
+            copies,
+            kernels,
+            geom,
+            size,
+            elem,
+            work,
+            slots: Vec::new(),
+            slots_staged: false,
+            call_ckpt: None,
+            owned: Vec::new(),
+            owned_ends: Vec::new(),
+            times_us: Vec::new(),
+        })
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &PipelineConfig {
+        &self.cfg
+    }
+
+    /// The current clusters-per-frame room (the configured cap, or more after growing).
+    pub fn cap(&self) -> usize {
+        self.cap
+    }
+
+    /// Kernel times of the last call's frames, in microseconds (only with `timing`).
+    pub fn times_us(&self) -> &[KernelTime] {
+        &self.times_us
+    }
+
+    fn frame_words(&self) -> usize {
+        1 + self.cap * self.size.record_words()
+    }
+
+    /// Frames per chunk: the configured chunk, bounded by `slot_bytes` of pinned memory per
+    /// slot (but at least one frame), rounded down to a multiple of the stream count.
+    fn plan_chunk(&self, staged: bool) -> usize {
+        let mut per_frame = 4 * self.frame_words();
+        if staged {
+            per_frame += 2 * self.geom.pixels as usize;
+        }
+        let fit = (self.cfg.slot_bytes / per_frame).max(1);
+        let chunk = self.cfg.chunk.min(fit);
+        let s = self.cfg.streams;
+        if chunk >= s { chunk - chunk % s } else { chunk }
+    }
+
+    /// Allocates the slots for chunks of `frames` frames (and staging buffers when `staged`)
+    /// unless the present ones already fit. Must only be called with no work in flight.
+    fn ensure_slots(&mut self, frames: usize, staged: bool) -> Result<()> {
+        let depth = self.cfg.depth;
+        let fits = self.slots.len() == depth
+            && self.slots.iter().all(|s| s.frames >= frames)
+            && (!staged || self.slots_staged);
+        if fits {
+            return Ok(());
+        }
+        let frames = frames.max(self.slots.first().map_or(0, |s| s.frames));
+        self.slots.clear();
+        for _ in 0..depth {
+            let slot = self.new_slot(frames, staged)?;
+            self.slots.push(slot);
+        }
+        self.slots_staged = staged;
+        Ok(())
+    }
+
+    fn out_words(&self, frames: usize) -> usize {
+        if self.cfg.compact {
+            frames + 1 + frames * self.cap * self.size.record_words()
+        } else {
+            frames * self.frame_words()
+        }
+    }
+
+    fn new_slot(&self, frames: usize, staged: bool) -> Result<Slot> {
+        let ctx = &self.ctx;
+        let px = self.geom.pixels as usize;
+        let out_words = self.out_words(frames);
+        let events = |flags: Option<CUevent_flags>, n: usize| {
+            (0..n)
+                .map(|_| ctx.new_event(flags).cuda("creating an event"))
+                .collect::<Result<Vec<_>>>()
+        };
+        let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
+        let nt = if self.cfg.timing { frames } else { 0 };
+        Ok(Slot {
+            frames,
+            dev_in: DeviceBuf::new(ctx, frames * px * 2, "uploaded frames")?,
+            pin_in: if staged {
+                Some(PinnedBuf::new(ctx, frames * px, true, "staged frames")?)
+            } else {
+                None
+            },
+            dev_out: DeviceBuf::new(ctx, out_words * 4, "cluster results")?,
+            pin_out: PinnedBuf::new(ctx, out_words, false, "cluster results")?,
+            ckpt: DeviceBuf::new(ctx, 2 * px * self.elem, "a pedestal checkpoint")?,
+            up: events(None, frames)?,
+            done: events(None, frames)?,
+            dl: events(None, frames)?,
+            t0: events(timing, nt)?,
+            tm: events(timing, nt)?,
+            t1: events(timing, nt)?,
+        })
+    }
+
+    /// Allocates everything a call of `frames` frames needs, so that a timed call allocates
+    /// nothing (pinned memory is locked and touched here).
+    pub fn reserve(&mut self, frames: usize) -> Result<()> {
+        let staged = self.cfg.input == InputMode::Staged;
+        let chunk = self.plan_chunk(staged).min(frames.max(1));
+        self.ctx.synchronize().cuda("waiting for the GPU")?;
+        self.ensure_slots(chunk, staged)
+    }
+
+    /// Finds the clusters of `frames` with the pedestal `state`, handing every frame's
+    /// clusters to `visit` in order.
+    pub fn run(
+        &mut self,
+        state: &DeviceState,
+        frames: Frames<'_>,
+        visit: &mut dyn FnMut(FrameClusters<'_>) -> Result<()>,
+    ) -> Result<()> {
+        self.times_us.clear();
+        if frames.is_empty() {
+            return Ok(());
+        }
+        self.ctx.bind_to_thread().cuda("binding the CUDA context")?;
+        let data = frames.as_slice();
+        let bytes = std::mem::size_of_val(data);
+        let mut registration = None;
+        let src = match self.cfg.input {
+            InputMode::Pageable => Source::Direct,
+            InputMode::Staged => Source::Staged,
+            InputMode::Registered => {
+                let p = data.as_ptr() as *const u8;
+                if is_pinned(p, bytes) {
+                    Source::Direct
+                } else if let Some(r) = Registration::new(&self.ctx, p, bytes) {
+                    registration = Some(r);
+                    Source::Direct
+                } else {
+                    Source::Staged
+                }
+            }
+        };
+        let result = self.schedule(state, frames, src, visit);
+        // Nothing may still read the caller's memory or the slots once we return.
+        let drained = self.ctx.synchronize().cuda("waiting for the GPU");
+        drop(registration);
+        result.and(drained)
+    }
+
+    fn schedule(
+        &mut self,
+        state: &DeviceState,
+        frames: Frames<'_>,
+        src: Source,
+        visit: &mut dyn FnMut(FrameClusters<'_>) -> Result<()>,
+    ) -> Result<()> {
+        let total = frames.len();
+        let staged = src == Source::Staged;
+        let mut chunk = self.plan_chunk(staged).min(total);
+        self.ensure_slots(chunk, staged)?;
+        if self.cfg.overflow == Overflow::Fail {
+            if self.call_ckpt.is_none() {
+                self.call_ckpt = Some(DeviceBuf::new(
+                    &self.ctx,
+                    state.ab.bytes(),
+                    "the call's pedestal checkpoint",
+                )?);
+            }
+            if let Some(ck) = &self.call_ckpt {
+                copy_dtod(ck, &state.ab, &self.compute)?;
+            }
+        }
+        let depth = self.cfg.depth.min(self.slots.len());
+        let (mut next, mut rr) = (0usize, 0usize);
+        let mut inflight: VecDeque<Job> = VecDeque::new();
+        loop {
+            while inflight.len() < depth && next < total {
+                let job = Job {
+                    start: next,
+                    n: chunk.min(total - next),
+                    slot: rr,
+                };
+                rr = (rr + 1) % depth;
+                self.submit(job, src, frames, state)?;
+                inflight.push_back(job);
+                next += job.n;
+            }
+            let Some(job) = inflight.pop_front() else {
+                return Ok(());
+            };
+            match self.collect(job, visit) {
+                Ok(()) => {}
+                Err(Stop::Error(e)) => return Err(e),
+                Err(Stop::Overflow {
+                    frame,
+                    found,
+                    limit,
+                    need_cap,
+                }) => {
+                    self.ctx.synchronize().cuda("waiting for the GPU")?;
+                    match self.cfg.overflow {
+                        Overflow::Fail => {
+                            if let Some(ck) = &self.call_ckpt {
+                                copy_dtod(&state.ab, ck, &self.compute)?;
+                            }
+                            self.compute.synchronize().cuda("restoring the pedestal")?;
+                            return Err(Error::ClusterLimit {
+                                frame: job.start + frame,
+                                found,
+                                limit,
+                            });
+                        }
+                        Overflow::Grow => {
+                            // Back to the pedestal at the start of the overflowing chunk;
+                            // later chunks in flight are dropped and redone too.
+                            copy_dtod(&state.ab, &self.slots[job.slot].ckpt, &self.compute)?;
+                            self.compute.synchronize().cuda("restoring the pedestal")?;
+                            self.cap = need_cap.max(self.cap + 1).next_power_of_two();
+                            self.slots.clear();
+                            chunk = self.plan_chunk(staged).min(total);
+                            self.ensure_slots(chunk, staged)?;
+                            inflight.clear();
+                            next = job.start;
+                            rr = 0;
+                        }
+                    }
+                }
+                Err(Stop::Visitor(k, e)) => {
+                    // Frames up to and including k stay consumed, as on the CPU: redo them
+                    // from the chunk's checkpoint without delivering anything.
+                    self.ctx.synchronize().cuda("waiting for the GPU")?;
+                    copy_dtod(&state.ab, &self.slots[job.slot].ckpt, &self.compute)?;
+                    let redo = Job {
+                        start: job.start,
+                        n: k + 1,
+                        slot: job.slot,
+                    };
+                    self.submit(redo, src, frames, state)?;
+                    self.ctx.synchronize().cuda("waiting for the GPU")?;
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    /// Queues chunk `job`: checkpoint, uploads, kernels, downloads. No host wait.
+    fn submit(
+        &mut self,
+        job: Job,
+        src: Source,
+        frames: Frames<'_>,
+        state: &DeviceState,
+    ) -> Result<()> {
+        let px = self.geom.pixels as usize;
+        let frame_bytes = 2 * px;
+        let ns = self.copies.len();
+        let compact = self.cfg.compact;
+        let timing = self.cfg.timing;
+        let fw = self.frame_words();
+        let cap = self.cap;
+        let cs = self.compute.cu_stream();
+        let bufs = FrameBuffers {
+            base: state.base.ptr(),
+            a: state.a(),
+            b: state.b(),
+            frozen_std: state.frozen_std.ptr(),
+            c_plane: self.work.c_plane.ptr(),
+            t: self.work.t.ptr(),
+            status: self.work.status.ptr(),
+        };
+        let slot = &mut self.slots[job.slot];
+        copy_dtod(&slot.ckpt, &state.ab, &self.compute)?;
+        let input = &frames.as_slice()[job.start * px..(job.start + job.n) * px];
+        let host: *const u16 = match src {
+            Source::Direct => input.as_ptr(),
+            Source::Staged => {
+                let pin = slot
+                    .pin_in
+                    .as_mut()
+                    .ok_or_else(|| Error::param("input", "staging buffer missing"))?;
+                pin.as_mut_slice()[..input.len()].copy_from_slice(input);
+                pin.ptr_at(0)
+            }
+        };
+        let g = self.cfg.upload_frames.clamp(1, job.n);
+        let groups = job.n.div_ceil(g);
+        for gi in 0..groups {
+            let (f0, m) = (gi * g, g.min(job.n - gi * g));
+            let s = &self.copies[gi % ns];
+            // SAFETY: source: `m` frames of the caller's borrowed slice or of the staging
+            // buffer, both alive until `run` has synchronised; destination inside `dev_in`.
+            unsafe {
+                sys::cuMemcpyHtoDAsync_v2(
+                    slot.dev_in.ptr() + (f0 * frame_bytes) as u64,
+                    host.add(f0 * px) as *const c_void,
+                    m * frame_bytes,
+                    s.cu_stream(),
+                )
+            }
+            .result()
+            .cuda("uploading frames")?;
+            slot.up[gi].record(s).cuda("recording an upload event")?;
+        }
+        let out = slot.dev_out.ptr();
+        let rec0 = out + 4 * (slot.frames as u64 + 1);
+        if compact {
+            // SAFETY: the first word of this slot's result buffer.
+            unsafe { sys::cuMemsetD32Async(out, 0, 1, cs) }
+                .result()
+                .cuda("clearing the chunk's cluster count")?;
+        }
+        for k in 0..job.n {
+            let gi = k / g;
+            if k % g == 0 {
+                self.compute
+                    .wait(&slot.up[gi])
+                    .cuda("waiting for an upload")?;
+            }
+            if timing {
+                slot.t0[k]
+                    .record(&self.compute)
+                    .cuda("recording a timing event")?;
+            }
+            let frame = slot.dev_in.ptr() + (k * frame_bytes) as u64;
+            self.kernels.prepare(cs, &self.geom, frame, &bufs)?;
+            if timing {
+                slot.tm[k]
+                    .record(&self.compute)
+                    .cuda("recording a timing event")?;
+            }
+            let dst = if compact {
+                Destination {
+                    base_in: out + 4 * k as u64,
+                    count_out: out + 4 * (k as u64 + 1),
+                    records: rec0,
+                    room: (slot.frames * cap) as u32,
+                }
+            } else {
+                let f = out + 4 * (k * fw) as u64;
+                Destination {
+                    base_in: 0,
+                    count_out: f,
+                    records: f + 4,
+                    room: cap as u32,
+                }
+            };
+            self.kernels.classify(cs, &self.geom, frame, &bufs, &dst)?;
+            if timing {
+                slot.t1[k]
+                    .record(&self.compute)
+                    .cuda("recording a timing event")?;
+            }
+            if k % g == g - 1 || k + 1 == job.n {
+                slot.done[gi]
+                    .record(&self.compute)
+                    .cuda("recording a kernel event")?;
+            }
+        }
+        if compact {
+            let s = &self.copies[0];
+            s.wait(&slot.done[groups - 1]).cuda("waiting for kernels")?;
+            dtoh(&slot.pin_out, 0, out, job.n + 1, s)?;
+            slot.dl[0].record(s).cuda("recording a download event")?;
+        } else {
+            for gi in 0..groups {
+                let (f0, m) = (gi * g, g.min(job.n - gi * g));
+                let s = &self.copies[gi % ns];
+                s.wait(&slot.done[gi]).cuda("waiting for kernels")?;
+                dtoh(
+                    &slot.pin_out,
+                    f0 * fw,
+                    out + 4 * (f0 * fw) as u64,
+                    m * fw,
+                    s,
+                )?;
+                slot.dl[gi].record(s).cuda("recording a download event")?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits for chunk `job`, checks its room, and hands its frames to `visit`.
+    fn collect(
+        &mut self,
+        job: Job,
+        visit: &mut dyn FnMut(FrameClusters<'_>) -> Result<()>,
+    ) -> Result<(), Stop> {
+        let rw = self.size.record_words();
+        let fw = self.frame_words();
+        let cap = self.cap;
+        let size = self.size;
+        let slot = &mut self.slots[job.slot];
+        let g = self.cfg.upload_frames.clamp(1, job.n);
+        let rec_off = slot.frames + 1;
+        if self.cfg.compact {
+            slot.dl[0].synchronize().cuda("waiting for results")?;
+            let prefix = &slot.pin_out.as_slice()[..=job.n];
+            let room = slot.frames * cap;
+            let total = prefix[job.n] as usize;
+            if total > room {
+                let k = (0..job.n)
+                    .find(|&k| prefix[k + 1] as usize > room)
+                    .unwrap_or(job.n - 1);
+                return Err(Stop::Overflow {
+                    frame: k,
+                    found: (prefix[k + 1] - prefix[k]) as usize,
+                    limit: room.saturating_sub(prefix[k] as usize),
+                    need_cap: total.div_ceil(slot.frames),
+                });
+            }
+            if total > 0 {
+                let s = &self.copies[0];
+                let dev = slot.dev_out.ptr() + 4 * rec_off as u64;
+                dtoh(&slot.pin_out, rec_off, dev, total * rw, s)?;
+                s.synchronize().cuda("waiting for results")?;
+            }
+        } else {
+            for gi in 0..job.n.div_ceil(g) {
+                slot.dl[gi].synchronize().cuda("waiting for results")?;
+            }
+            let out = slot.pin_out.as_slice();
+            let counts = (0..job.n).map(|k| out[k * fw] as usize);
+            if let Some((k, found)) = counts.clone().enumerate().find(|&(_, c)| c > cap) {
+                return Err(Stop::Overflow {
+                    frame: k,
+                    found,
+                    limit: cap,
+                    need_cap: counts.max().unwrap_or(found),
+                });
+            }
+        }
+        if self.cfg.timing {
+            for k in 0..job.n {
+                let p = slot.t0[k].elapsed_ms(&slot.tm[k]);
+                let c = slot.tm[k].elapsed_ms(&slot.t1[k]);
+                self.times_us.push(KernelTime {
+                    prepare_us: p.cuda("reading kernel times")? * 1000.0,
+                    classify_us: c.cuda("reading kernel times")? * 1000.0,
+                });
+            }
+        }
+        let out = slot.pin_out.as_slice();
+        let compact = self.cfg.compact;
+        let words = |k: usize| -> &[u32] {
+            if compact {
+                let (a, b) = (out[k] as usize, out[k + 1] as usize);
+                &out[rec_off + a * rw..rec_off + b * rw]
+            } else {
+                let n = out[k * fw] as usize;
+                &out[k * fw + 1..k * fw + 1 + n * rw]
+            }
+        };
+        match self.cfg.collect {
+            Collect::ZeroCopy => {
+                for k in 0..job.n {
+                    visit(FrameClusters::new(job.start + k, size, words(k)))
+                        .map_err(|e| Stop::Visitor(k, e))?;
+                }
+            }
+            Collect::Owned => {
+                self.owned.clear();
+                self.owned_ends.clear();
+                for k in 0..job.n {
+                    self.owned.extend_from_slice(words(k));
+                    self.owned_ends.push(self.owned.len());
+                }
+                let mut from = 0;
+                for (k, &end) in self.owned_ends.iter().enumerate() {
+                    visit(FrameClusters::new(
+                        job.start + k,
+                        size,
+                        &self.owned[from..end],
+                    ))
+                    .map_err(|e| Stop::Visitor(k, e))?;
+                    from = end;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Device-to-device copy of all of `src` into `dst`, queued on `stream`.
+fn copy_dtod(dst: &DeviceBuf, src: &DeviceBuf, stream: &CudaStream) -> Result<()> {
+    assert!(dst.bytes() >= src.bytes());
+    // SAFETY: both ranges lie inside live allocations.
+    unsafe { result::memcpy_dtod_async(dst.ptr(), src.ptr(), src.bytes(), stream.cu_stream()) }
+        .cuda("copying the pedestal on the device")
+}
+
+/// Queues a download of `words` words from device address `src` into `dst[at..]`.
+fn dtoh(
+    dst: &PinnedBuf<u32>,
+    at: usize,
+    src: u64,
+    words: usize,
+    stream: &CudaStream,
+) -> Result<()> {
+    assert!(at + words <= dst.len());
+    // SAFETY: the destination range lies inside the pinned buffer, which outlives the copy
+    // (the owner synchronises before freeing or reading it).
+    unsafe {
+        sys::cuMemcpyDtoHAsync_v2(
+            dst.ptr_at(at) as *mut c_void,
+            src,
+            words * 4,
+            stream.cu_stream(),
+        )
+    }
+    .result()
+    .cuda("downloading results")
+}

@@ -1,0 +1,589 @@
+//! The GPU finder against the CPU reference (needs a CUDA GPU: every test is ignored
+//! elsewhere; run with `--include-ignored`).
+//!
+//! Exactness: for every size, precision, threshold mode and ladder step the GPU gives the
+//! CPU's bytes (same clusters, values, order) and leaves the same pedestal.
+
+use std::sync::OnceLock;
+
+use cluda::cluster::ClusterSize;
+use cluda::cuda::Device;
+use cluda::generate::{GenConfig, Generator};
+use cluda::gpu::{GpuFinder, LadderStep, Overflow, PinnedFrames, PipelineConfig, WindowReads};
+use cluda::{
+    ClusterBatch, ClusterFinder, CpuFinder, Error, FinderConfig, Frames, Precision, ThresholdMode,
+};
+use proptest::prelude::*;
+
+const GPU: &str = "needs a CUDA GPU";
+
+/// Dark frames and data frames of one shape.
+struct Data {
+    rows: usize,
+    cols: usize,
+    dark: Vec<u16>,
+    dark_n: usize,
+    data: Vec<u16>,
+    data_n: usize,
+}
+
+impl Data {
+    fn new(rows: usize, cols: usize, seed: u64, dark_n: usize, data_n: usize) -> Self {
+        let g = Generator::new(GenConfig::new(rows, cols, seed)).unwrap();
+        Self {
+            rows,
+            cols,
+            dark: g.frames(0, dark_n, false),
+            dark_n,
+            data: g.frames(dark_n as u64, data_n, true),
+            data_n,
+        }
+    }
+    fn dark(&self) -> Frames<'_> {
+        Frames::new(&self.dark, self.dark_n, self.rows, self.cols).unwrap()
+    }
+    fn data(&self) -> Frames<'_> {
+        Frames::new(&self.data, self.data_n, self.rows, self.cols).unwrap()
+    }
+}
+
+/// 2000 MOENCH-like 400x400 frames after a 1000-frame pedestal, generated once.
+fn moench() -> &'static Data {
+    static D: OnceLock<Data> = OnceLock::new();
+    D.get_or_init(|| Data::new(400, 400, 2026, 1000, 2000))
+}
+
+fn config(d: &Data, size: ClusterSize, p: Precision, mode: ThresholdMode) -> FinderConfig {
+    FinderConfig::new(d.rows, d.cols)
+        .size(size)
+        .precision(p)
+        .threshold(mode)
+        .pedestal_frames(d.dark_n as u32)
+}
+
+fn cpu_run(cfg: &FinderConfig, d: &Data) -> (ClusterBatch, cluda::Pedestal) {
+    let mut f = CpuFinder::new(cfg.clone()).unwrap();
+    f.push_pedestal(d.dark()).unwrap();
+    let b = f.find(d.data()).unwrap();
+    (b, f.pedestal().unwrap())
+}
+
+/// One device (context and loaded module) for every finder of this test binary.
+fn device() -> Device {
+    static D: OnceLock<Device> = OnceLock::new();
+    D.get_or_init(|| Device::open(0).unwrap()).clone()
+}
+
+fn gpu_finder(cfg: &FinderConfig, pipe: PipelineConfig, d: &Data) -> GpuFinder {
+    let mut f = GpuFinder::on_device(device(), cfg.clone(), pipe).unwrap();
+    f.push_pedestal(d.dark()).unwrap();
+    f
+}
+
+/// Equal batches, or a message naming the first difference.
+fn same(want: &ClusterBatch, got: &ClusterBatch, what: &str) {
+    assert_eq!(want.frames(), got.frames(), "{what}: frame count");
+    for i in 0..want.frames() {
+        let (w, g) = (want.frame(i), got.frame(i));
+        if w.words() != g.words() {
+            let k = (0..w.len().min(g.len())).find(|&k| w.get(k) != g.get(k));
+            panic!(
+                "{what}: frame {i} differs: cpu {} clusters, gpu {}; first differing cluster {:?}: cpu {:?} gpu {:?}",
+                w.len(),
+                g.len(),
+                k,
+                k.map(|k| w.get(k)),
+                k.map(|k| g.get(k)),
+            );
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn moench_400x400_every_step_equals_cpu_f64() {
+    let d = moench();
+    let cfg = config(d, ClusterSize::S3, Precision::F64, ThresholdMode::Live);
+    let t = std::time::Instant::now();
+    let (want, ped) = cpu_run(&cfg, d);
+    let cpu_s = t.elapsed().as_secs_f64();
+    eprintln!(
+        "3x3 f64 live: cpu {} clusters in {} frames ({:.1} per frame), {:.1} us/frame",
+        want.total(),
+        want.frames(),
+        want.total() as f64 / want.frames() as f64,
+        cpu_s * 1e6 / d.data_n as f64
+    );
+    assert!(
+        want.total() > 500 * d.data_n,
+        "MOENCH-like data gives about a thousand clusters per frame"
+    );
+    for step in LadderStep::ALL {
+        let mut g = gpu_finder(&cfg, step.config(), d);
+        g.reserve(d.data_n).unwrap();
+        let t = std::time::Instant::now();
+        let got = g.find(d.data()).unwrap();
+        let us = t.elapsed().as_secs_f64() * 1e6 / d.data_n as f64;
+        eprintln!(
+            "  {}: {us:.1} us/frame end to end (pageable caller memory)",
+            step.name()
+        );
+        same(&want, &got, step.name());
+        assert_eq!(
+            g.pedestal().unwrap(),
+            ped,
+            "{}: pedestal after the call",
+            step.name()
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn moench_400x400_sizes_precisions_modes_equal_cpu() {
+    let d = moench();
+    for (size, p, mode) in [
+        (ClusterSize::S9, Precision::F64, ThresholdMode::Frozen),
+        (ClusterSize::S5, Precision::F64, ThresholdMode::Live),
+        (ClusterSize::S7, Precision::F32, ThresholdMode::Frozen),
+        (ClusterSize::S3, Precision::F32, ThresholdMode::Live),
+        (ClusterSize::S3, Precision::F32Naive, ThresholdMode::Live),
+    ] {
+        let cfg = config(d, size, p, mode);
+        let (want, ped) = cpu_run(&cfg, d);
+        let what = format!("{size} {} {}", p.name(), mode.name());
+        let mut g = gpu_finder(&cfg, PipelineConfig::default(), d);
+        let got = g.find(d.data()).unwrap();
+        eprintln!("{what}: {} clusters, gpu cap now {}", want.total(), g.cap());
+        same(&want, &got, &what);
+        assert_eq!(g.pedestal().unwrap(), ped, "{what}: pedestal");
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn pinned_input_and_kernel_timing() {
+    let d = moench();
+    let mut pinned = PinnedFrames::new(&device(), d.data_n, d.rows, d.cols).unwrap();
+    pinned.as_mut_slice().copy_from_slice(&d.data);
+    for (size, p) in [
+        (ClusterSize::S3, Precision::F64),
+        (ClusterSize::S3, Precision::F32),
+        (ClusterSize::S9, Precision::F64),
+        (ClusterSize::S9, Precision::F32),
+    ] {
+        let cfg = config(d, size, p, ThresholdMode::Live);
+        let (want, _) = cpu_run(&cfg, d);
+        for (timing, window) in [
+            (false, WindowReads::Global),
+            (true, WindowReads::Global),
+            (false, WindowReads::Shared),
+            (true, WindowReads::Shared),
+        ] {
+            let pipe = PipelineConfig {
+                timing,
+                window,
+                ..PipelineConfig::default()
+            };
+            let mut g = gpu_finder(&cfg, pipe, d);
+            g.reserve(d.data_n).unwrap();
+            let t = std::time::Instant::now();
+            let got = g.find(pinned.frames().unwrap()).unwrap();
+            let us = t.elapsed().as_secs_f64() * 1e6 / d.data_n as f64;
+            let size = format!("{size} {window:?}");
+            same(&want, &got, &format!("{size} {} timing {timing}", p.name()));
+            let times = g.kernel_times();
+            if timing {
+                assert_eq!(times.len(), d.data_n);
+                let n = times.len() as f32;
+                let mean = times.iter().map(|t| t.total_us()).sum::<f32>() / n;
+                let prep = times.iter().map(|t| t.prepare_us).sum::<f32>() / n;
+                let min = times.iter().map(|t| t.total_us()).fold(f32::MAX, f32::min);
+                eprintln!(
+                    "{size} {}: kernels mean {mean:.2} us/frame (prepare {prep:.2}), min {min:.2} us; with timing on {us:.1} us/frame end to end",
+                    p.name()
+                );
+            } else {
+                assert!(times.is_empty());
+                eprintln!(
+                    "{size} {}: {us:.2} us/frame end to end, opt9, pinned input",
+                    p.name()
+                );
+            }
+        }
+    }
+}
+
+/// Every size x precision x mode x ladder step on small odd shapes.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn full_matrix_on_odd_shapes_equals_cpu() {
+    for (rows, cols, frames) in [(37, 401, 40), (8, 8, 60), (61, 67, 40)] {
+        let d = Data::new(rows, cols, 7 + rows as u64, 50, frames);
+        for size in ClusterSize::ALL {
+            for p in [Precision::F64, Precision::F32, Precision::F32Naive] {
+                for mode in [ThresholdMode::Live, ThresholdMode::Frozen] {
+                    let cfg = config(&d, size, p, mode);
+                    let (want, ped) = cpu_run(&cfg, &d);
+                    for step in LadderStep::ALL {
+                        let what = format!(
+                            "{rows}x{cols} {size} {} {} {}",
+                            p.name(),
+                            mode.name(),
+                            step.name()
+                        );
+                        let mut g = gpu_finder(&cfg, step.config(), &d);
+                        let got = g.find(d.data()).unwrap();
+                        same(&want, &got, &what);
+                        assert_eq!(g.pedestal().unwrap(), ped, "{what}: pedestal");
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn results_do_not_depend_on_streams_or_chunks() {
+    let d = Data::new(64, 96, 3, 40, 57);
+    let cfg = config(&d, ClusterSize::S5, Precision::F64, ThresholdMode::Live);
+    let (want, ped) = cpu_run(&cfg, &d);
+    for streams in [1, 2, 3, 4, 7] {
+        for chunk in [1, 5, 8, 57, 100] {
+            for compact in [false, true] {
+                for upload_frames in [1, 4] {
+                    let pipe = PipelineConfig {
+                        streams,
+                        chunk,
+                        depth: 2,
+                        compact,
+                        upload_frames,
+                        ..PipelineConfig::default()
+                    };
+                    let what = format!("{pipe:?}");
+                    let mut g = gpu_finder(&cfg, pipe, &d);
+                    same(&want, &g.find(d.data()).unwrap(), &what);
+                    assert_eq!(g.pedestal().unwrap(), ped, "{what}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn tiny_cap_grows_and_stays_exact() {
+    let d = Data::new(48, 80, 11, 30, 25);
+    let cfg = config(&d, ClusterSize::S3, Precision::F64, ThresholdMode::Live);
+    let (want, ped) = cpu_run(&cfg, &d);
+    assert!((0..want.frames()).any(|i| want.frame(i).len() > 2));
+    for step in [
+        LadderStep::Opt1,
+        LadderStep::Opt3,
+        LadderStep::Opt6,
+        LadderStep::Opt9,
+    ] {
+        let pipe = PipelineConfig {
+            cap: 1,
+            overflow: Overflow::Grow,
+            ..step.config()
+        };
+        let mut g = gpu_finder(&cfg, pipe, &d);
+        let got = g.find(d.data()).unwrap();
+        same(&want, &got, &format!("grow {}", step.name()));
+        assert_eq!(g.pedestal().unwrap(), ped);
+        assert!(g.cap() > 1, "the cap grew");
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn tiny_cap_fails_with_counts_and_keeps_the_pedestal() {
+    let d = Data::new(48, 80, 11, 30, 25);
+    let cfg = config(&d, ClusterSize::S3, Precision::F64, ThresholdMode::Live);
+    let (want, _) = cpu_run(&cfg, &d);
+    let first = (0..want.frames())
+        .find(|&i| want.frame(i).len() > 2)
+        .unwrap();
+    for step in [LadderStep::Opt1, LadderStep::Opt5, LadderStep::Opt8] {
+        let pipe = PipelineConfig {
+            cap: 2,
+            overflow: Overflow::Fail,
+            chunk: 4,
+            ..step.config()
+        };
+        let mut g = gpu_finder(&cfg, pipe, &d);
+        let before = g.pedestal().unwrap();
+        let err = g.find(d.data()).unwrap_err();
+        let msg = err.to_string();
+        match err {
+            Error::ClusterLimit {
+                frame,
+                found,
+                limit,
+            } => {
+                assert!(found > limit, "{msg}");
+                if !step.config().compact {
+                    assert_eq!(frame, first, "{msg}");
+                    assert_eq!(found, want.frame(first).len(), "{msg}");
+                    assert_eq!(limit, 2);
+                }
+            }
+            e => panic!("expected ClusterLimit, got {e}"),
+        }
+        assert!(msg.contains("clusters") && msg.contains("limit"), "{msg}");
+        assert_eq!(
+            g.pedestal().unwrap(),
+            before,
+            "{}: pedestal unchanged",
+            step.name()
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn failing_visitor_keeps_frames_before_it_like_the_cpu() {
+    let d = Data::new(40, 40, 5, 20, 30);
+    let cfg = config(&d, ClusterSize::S3, Precision::F32, ThresholdMode::Live);
+    let fail_at = 13;
+    let mut visitor = |fc: cluda::FrameClusters<'_>| {
+        if fc.frame == fail_at {
+            Err(Error::param("test", "stop"))
+        } else {
+            Ok(())
+        }
+    };
+    let mut c = CpuFinder::new(cfg.clone()).unwrap();
+    c.push_pedestal(d.dark()).unwrap();
+    assert!(c.find_each(d.data(), &mut visitor).is_err());
+    for step in [LadderStep::Opt2, LadderStep::Opt6, LadderStep::Opt9] {
+        let mut g = gpu_finder(
+            &cfg,
+            PipelineConfig {
+                chunk: 8,
+                ..step.config()
+            },
+            &d,
+        );
+        assert!(g.find_each(d.data(), &mut visitor).is_err());
+        assert_eq!(
+            g.pedestal().unwrap(),
+            c.pedestal().unwrap(),
+            "{}",
+            step.name()
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn pedestal_pushes_between_calls_match_cpu() {
+    let d = Data::new(30, 50, 9, 20, 40);
+    let cfg = config(&d, ClusterSize::S7, Precision::F64, ThresholdMode::Frozen);
+    let mut c = CpuFinder::new(cfg.clone()).unwrap();
+    let mut g = GpuFinder::new(cfg).unwrap();
+    for f in [&mut c as &mut dyn ClusterFinder, &mut g] {
+        f.push_pedestal(d.dark()).unwrap();
+    }
+    let data = d.data();
+    for (start, n, push) in [(0, 10, false), (10, 5, true), (15, 25, false)] {
+        let part = data.range(start, n);
+        if push {
+            c.push_pedestal(part).unwrap();
+            g.push_pedestal(part).unwrap();
+        } else {
+            same(
+                &c.find(part).unwrap(),
+                &g.find(part).unwrap(),
+                "interleaved",
+            );
+        }
+        assert_eq!(g.pedestal().unwrap(), c.pedestal().unwrap());
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn error_paths() {
+    let d = Data::new(16, 16, 1, 10, 3);
+    let cfg = config(&d, ClusterSize::S3, Precision::F64, ThresholdMode::Live);
+    // Pedestal not ready.
+    let mut g = GpuFinder::new(cfg.clone()).unwrap();
+    g.push_pedestal(d.dark().range(0, 4)).unwrap();
+    let e = g.find(d.data()).unwrap_err();
+    assert!(
+        matches!(e, Error::PedestalNotReady { have: 4, need: 10 }),
+        "{e}"
+    );
+    // Wrong frame shape.
+    g.push_pedestal(d.dark().range(4, 6)).unwrap();
+    let wrong = Frames::new(&d.data[..3 * 128], 3, 8, 16).unwrap();
+    let e = g.find(wrong).unwrap_err();
+    assert!(matches!(e, Error::Shape { .. }), "{e}");
+    assert!(g.find(d.data()).is_ok());
+    // Out of device memory: a chunk of a million frames does not fit.
+    let pipe = PipelineConfig {
+        chunk: 1 << 20,
+        slot_bytes: usize::MAX / 8,
+        ..LadderStep::Opt5.config()
+    };
+    let big = FinderConfig::new(400, 400);
+    let mut g = GpuFinder::with_pipeline(big, pipe).unwrap();
+    let e = g.reserve(1 << 20).unwrap_err();
+    assert!(matches!(e, Error::OutOfDeviceMemory { .. }), "{e}");
+    eprintln!("out of memory says: {e}");
+    // PTX the driver rejects.
+    let e = Device::open_with_ptx(0, ".version 8.0\n.target sm_90\nthis is not ptx").unwrap_err();
+    assert!(matches!(e, Error::PtxLoad { .. }), "{e}");
+    eprintln!("bad PTX says: {e}");
+    // Bad pipeline settings.
+    let e = GpuFinder::with_pipeline(
+        cfg,
+        PipelineConfig {
+            streams: 0,
+            ..Default::default()
+        },
+    )
+    .err()
+    .unwrap();
+    assert!(
+        matches!(
+            e,
+            Error::InvalidParameter {
+                name: "streams",
+                ..
+            }
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn repeated_runs_are_identical() {
+    let d = Data::new(100, 100, 4, 20, 30);
+    let cfg = config(&d, ClusterSize::S9, Precision::F64, ThresholdMode::Live);
+    // Both window variants, twice each: all four identical (and so deterministic).
+    let runs: Vec<_> = [WindowReads::Global, WindowReads::Shared]
+        .repeat(2)
+        .into_iter()
+        .map(|window| {
+            let pipe = PipelineConfig {
+                window,
+                ..PipelineConfig::default()
+            };
+            gpu_finder(&cfg, pipe, &d).find(d.data()).unwrap()
+        })
+        .collect();
+    for r in &runs[1..] {
+        assert_eq!(&runs[0], r);
+    }
+}
+
+type Case = (usize, usize, u64, usize, usize, usize, usize, bool);
+
+/// rows, cols, seed, size, precision, mode, ladder step, shared window.
+fn small_case() -> impl Strategy<Value = Case> {
+    (
+        1usize..14,
+        1usize..14,
+        any::<u64>(),
+        0usize..4,
+        0usize..3,
+        0usize..2,
+        0usize..9,
+        any::<bool>(),
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, .. ProptestConfig::default() })]
+    /// Random small frames (any values, spikes included): GPU equals CPU.
+    #[test]
+    #[ignore = "needs a CUDA GPU"]
+    fn random_small_frames_gpu_equals_cpu((rows, cols, seed, s, p, m, step, shared) in small_case()) {
+        let px = rows * cols;
+        let n_ped = 5;
+        let frames = 6;
+        let mut x = seed | 1;
+        let mut next = || { x ^= x << 13; x ^= x >> 7; x ^= x << 17; x };
+        let mut vals = |n: usize| -> Vec<u16> {
+            (0..n).map(|_| {
+                let r = next();
+                match r % 16 {
+                    0 => (r >> 8) as u16,                  // anything
+                    1 => 4600 + ((r >> 8) % 3000) as u16,  // a photon
+                    _ => 4550 + ((r >> 8) % 100) as u16,   // noise
+                }
+            }).collect()
+        };
+        let dark = vals(n_ped * px);
+        let data = vals(frames * px);
+        let cfg = FinderConfig::new(rows, cols)
+            .size(ClusterSize::ALL[s])
+            .precision([Precision::F64, Precision::F32, Precision::F32Naive][p])
+            .threshold([ThresholdMode::Live, ThresholdMode::Frozen][m])
+            .pedestal_frames(n_ped as u32)
+            .n_sigma(3.0);
+        let dark = Frames::new(&dark, n_ped, rows, cols).unwrap();
+        let data = Frames::new(&data, frames, rows, cols).unwrap();
+        let mut c = CpuFinder::with_threads(cfg.clone(), 1).unwrap();
+        c.push_pedestal(dark).unwrap();
+        let want = c.find(data).unwrap();
+        let window = if shared { WindowReads::Shared } else { WindowReads::Global };
+        let pipe = PipelineConfig { window, ..LadderStep::ALL[step].config() };
+        let mut g = GpuFinder::on_device(device(), cfg, pipe).unwrap();
+        g.push_pedestal(dark).unwrap();
+        let got = g.find(data).unwrap();
+        prop_assert_eq!(want, got);
+        prop_assert_eq!(c.pedestal().unwrap(), g.pedestal().unwrap());
+    }
+}
+
+/// Without a GPU, asking for one is a typed error (with a GPU this checks nothing).
+#[test]
+fn no_gpu_is_a_typed_error() {
+    if cluda::cuda::gpu_available() {
+        return;
+    }
+    let e = GpuFinder::new(FinderConfig::new(8, 8)).err().unwrap();
+    assert!(matches!(e, Error::NoGpu(_)), "{e}");
+    let _ = GPU;
+}
+
+/// One timed pass per ladder step (fresh finder, buffers reserved before the timer, pinned
+/// input, a visitor that only counts): a diagnostic, not the benchmark (cold single pass).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn ladder_pass_times() {
+    let d = moench();
+    let mut pinned = PinnedFrames::new(&device(), d.data_n, d.rows, d.cols).unwrap();
+    pinned.as_mut_slice().copy_from_slice(&d.data);
+    for size in [ClusterSize::S3, ClusterSize::S9] {
+        let mut line = format!("{size} us/frame:");
+        let mut want = [0usize; 2];
+        for step in LadderStep::ALL {
+            let p = step.precision();
+            let cfg = config(d, size, p, ThresholdMode::Live);
+            let k = (p == Precision::F32) as usize;
+            if want[k] == 0 {
+                want[k] = cpu_run(&cfg, d).0.total();
+            }
+            let mut g = gpu_finder(&cfg, step.config(), d);
+            g.reserve(d.data_n).unwrap();
+            let mut n = 0usize;
+            let t = std::time::Instant::now();
+            g.find_each(pinned.frames().unwrap(), &mut |fc| {
+                n += fc.len();
+                Ok(())
+            })
+            .unwrap();
+            let us = t.elapsed().as_secs_f64() * 1e6 / d.data_n as f64;
+            assert_eq!(n, want[k], "{size} {}", step.name());
+            line += &format!(" {} {us:.1}", step.name());
+        }
+        eprintln!("{line}");
+    }
+}

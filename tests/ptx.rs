@@ -1,0 +1,52 @@
+//! The PTX build holds every kernel the GPU finder loads, and its only fused multiply-adds
+//! are the deliberate ones of the variance (runs without a GPU).
+
+use cluda::cuda::{PTX, ptx_entries};
+
+#[test]
+fn ptx_holds_every_finder_kernel() {
+    let entries = ptx_entries();
+    let mut want = vec![
+        "cluda_prepare_f64".to_string(),
+        "cluda_prepare_f32".to_string(),
+    ];
+    for p in ["f64", "f32"] {
+        for side in [3, 5, 7, 9] {
+            want.push(format!("cluda_classify_{p}_{side}"));
+            want.push(format!("cluda_classify_smem_{p}_{side}"));
+        }
+    }
+    for w in &want {
+        assert!(
+            entries.contains(&w.as_str()),
+            "PTX lacks `.entry {w}`; has {entries:?}"
+        );
+    }
+}
+
+#[test]
+fn only_the_variance_is_fused() {
+    // Split the PTX into entries: the prepare kernels hold the one variance fma; the classify
+    // kernels (window sums, pedestal update) must hold none.
+    let mut current = String::new();
+    for line in PTX.lines() {
+        if let Some(rest) = line.trim_start().strip_prefix(".visible .entry ") {
+            current = rest.split('(').next().unwrap_or(rest).trim().to_string();
+        }
+        let l = line.trim_start();
+        if l.starts_with("fma.") || l.starts_with("mad.f") || l.starts_with("mad.rn") {
+            assert!(
+                !current.starts_with("cluda_classify_"),
+                "unexpected fused operation in `{current}`: {l}"
+            );
+        }
+    }
+    assert!(
+        PTX.contains("fma.rn.f64"),
+        "the f64 variance fma is missing"
+    );
+    assert!(
+        PTX.contains("fma.rn.f32"),
+        "the f32 variance fma is missing"
+    );
+}
