@@ -1,5 +1,5 @@
-//! The `cluda` command line: generate MOENCH-like frames, find clusters in `.npy` files, and
-//! a self-contained demo. Errors print as `error: <message>` and exit with code 1.
+//! The `cluda` command line: generate MOENCH-like frames, find clusters in `.npy` files, a
+//! self-contained demo, and nearest-neighbour descriptor matching. Errors print as `error: <message>` and exit with code 1.
 
 mod cli;
 

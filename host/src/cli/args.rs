@@ -4,10 +4,14 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 use cluda::finder::select::DeviceChoice;
+use cluda::matcher::MatchVersion;
 use cluda::{ClusterSize, Precision, ThresholdMode};
 
 /// What the summary line says.
 const SUMMARY_HELP: &str = "Prints one summary line on stdout:\n  frames=N clusters=N clusters_per_frame=X seconds=X us_per_frame=X fps=X device=D precision=P\nseconds counts the time spent finding (and writing) clusters of the data frames, not reading\nor generating them, nor filling the pedestal. Progress is shown on stderr when it is a terminal.";
+
+/// What `cluda match` prints.
+const MATCH_HELP: &str = "Prints one summary line on stdout:\n  lhs=N rhs=N seconds=X ms=X version=V device=\"NAME\" recomputed=N\nseconds (3 decimals) is the whole command: reading, matching, writing. ms (3 decimals) is the\nmatching itself: device time for v1/v2/v3, wall time for cpu. recomputed counts the v3 rows\nre-scored exactly by v2 (0 for the other versions).";
 
 /// Photon cluster finding for MOENCH-like detector frames.
 #[derive(Parser, Debug)]
@@ -29,6 +33,9 @@ pub enum Command {
     /// Generate data in memory, find its clusters and print a spectrum of cluster sums.
     #[command(after_help = SUMMARY_HELP)]
     Demo(DemoArgs),
+    /// Match descriptors: for every row of --lhs, its nearest row of --rhs (squared L2).
+    #[command(after_help = MATCH_HELP)]
+    Match(MatchArgs),
 }
 
 /// `cluda gen`.
@@ -118,6 +125,25 @@ pub struct DemoArgs {
     pub finder: FinderArgs,
 }
 
+/// `cluda match`.
+#[derive(Args, Debug)]
+pub struct MatchArgs {
+    /// Left descriptors (float32 .npy, n x 128): each gets its nearest right descriptor.
+    #[arg(long, value_name = "A.npy")]
+    pub lhs: PathBuf,
+    /// Right descriptors (float32 .npy, m x 128, m >= 1).
+    #[arg(long, value_name = "B.npy")]
+    pub rhs: PathBuf,
+    /// Implementation: v1 (GPU distance matrix), v2 (GPU fused kernel), v3 (GPU cuBLAS tiles)
+    /// or cpu. Default: v3 when a CUDA GPU is available, else cpu.
+    #[arg(long, value_parser = parse_version, value_name = "v1|v2|v3|cpu")]
+    pub version: Option<MatchVersion>,
+    /// Write the matches to FILE: an (n, 2) float64 .npy, [right index, squared distance] per
+    /// left row.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+}
+
 fn parse_cluster(s: &str) -> Result<ClusterSize, String> {
     let side: usize = s
         .parse()
@@ -145,6 +171,10 @@ fn parse_device(s: &str) -> Result<DeviceChoice, String> {
     s.parse().map_err(|e: cluda::Error| e.to_string())
 }
 
+fn parse_version(s: &str) -> Result<MatchVersion, String> {
+    s.parse().map_err(|e: cluda::Error| e.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -167,5 +197,7 @@ mod tests {
         assert_eq!(parse_device("gpu"), Ok(DeviceChoice::Gpu));
         assert!(parse_precision("f16").is_err());
         assert_eq!(parse_threshold("frozen"), Ok(ThresholdMode::Frozen));
+        assert_eq!(parse_version("v2"), Ok(MatchVersion::V2));
+        assert!(parse_version("v4").unwrap_err().contains("v1, v2, v3, cpu"));
     }
 }

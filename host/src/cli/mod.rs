@@ -4,6 +4,7 @@ pub mod args;
 pub mod demo;
 pub mod find;
 pub mod generate;
+pub mod matching;
 pub mod progress;
 pub mod source;
 pub mod summary;
@@ -16,5 +17,6 @@ pub fn run(cli: args::Cli) -> Result<()> {
         args::Command::Gen(a) => generate::run(&a),
         args::Command::Find(a) => find::run(&a),
         args::Command::Demo(a) => demo::run(&a),
+        args::Command::Match(a) => matching::run(&a),
     }
 }

@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::time::Instant;
 
-use super::npy_f32::{read_descriptors, write_matches};
+use super::files::{read_descriptors, write_matches};
 use super::{GpuMatcher, MatchVersion, cpu};
 use crate::cuda::Device;
 use crate::error::Result;

@@ -27,8 +27,8 @@
 
 mod cli;
 pub mod cpu;
+mod files;
 mod gpu;
-mod npy_f32;
 mod v1;
 mod v2;
 pub mod v3;
@@ -39,8 +39,8 @@ use std::str::FromStr;
 use rayon::prelude::*;
 
 pub use cli::run_match_command;
+pub use files::{read_descriptors, write_descriptors, write_matches};
 pub use gpu::{GpuMatcher, GpuRun};
-pub use npy_f32::{read_descriptors, write_descriptors, write_matches};
 pub use v3::V3Tiling;
 
 use crate::cuda::Device;

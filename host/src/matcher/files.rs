@@ -1,0 +1,58 @@
+//! The matcher's files, on top of the shared [`crate::io::npy`] reader and writer: `n x 128`
+//! float32 descriptor arrays in, `(n, 2)` float64 match arrays out.
+//!
+//! Read ([`read_descriptors`]): any `.npy` file [`crate::io::npy`] reads (format versions 1.0,
+//! 2.0 and 3.0, C order, either byte order) whose dtype is `float32` and whose shape is
+//! `(n, 128)`. Anything else is an [`Error::Format`] (or [`Error::Io`]) naming the file.
+//!
+//! Written by `--out` ([`write_matches`]): one `(n, 2)` `'<f8'` C-order array, column 0 the
+//! right index (exact in f64), column 1 the squared distance (the f32 value, widened).
+
+use std::path::Path;
+
+use super::{DIM, Descriptor, Match};
+use crate::error::{Error, Result};
+use crate::io::npy;
+
+/// Reads an `n x 128` float32 `.npy` file.
+///
+/// The shape is checked from the header first, so a file of the wrong shape is reported as
+/// such (with its dtype) before its data length is looked at; dtype, order and length are then
+/// checked by [`npy::read_f32_2d`].
+pub fn read_descriptors(path: &Path) -> Result<Vec<Descriptor>> {
+    let header = npy::read_header(path)?;
+    if !matches!(header.shape[..], [_, DIM]) {
+        return Err(Error::format(
+            path,
+            format!(
+                "shape {} (dtype '{}') is not (n, {DIM}): descriptors must be a 2-D n x {DIM} float32 ('<f4') array",
+                header.shape_text(),
+                header.descr
+            ),
+        ));
+    }
+    let array = npy::read_f32_2d(path)?;
+    if array.shape[..] != [header.shape[0], DIM] {
+        // Only if the file was replaced between reading its header and its data.
+        return Err(Error::format(
+            path,
+            "the file changed while it was being read",
+        ));
+    }
+    let (rows, _) = array.data.as_chunks::<DIM>();
+    Ok(rows.to_vec())
+}
+
+/// Writes matches as one `(n, 2)` float64 `.npy` array: `[index, distance]` per left row.
+pub fn write_matches(path: &Path, matches: &[Match]) -> Result<()> {
+    let data: Vec<f64> = matches
+        .iter()
+        .flat_map(|m| [f64::from(m.index), f64::from(m.distance)])
+        .collect();
+    npy::write_f64_2d(path, matches.len(), 2, &data)
+}
+
+/// Writes descriptors as an `n x 128` float32 `.npy` file (tests, tools).
+pub fn write_descriptors(path: &Path, rows: &[Descriptor]) -> Result<()> {
+    npy::write_f32_2d(path, rows.len(), DIM, rows.as_flattened())
+}
