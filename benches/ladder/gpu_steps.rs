@@ -1,17 +1,66 @@
-//! The GPU finder configured as each ladder step.
+//! The GPU finder configured as each ladder step, with its input where the step wants it.
 
-use cluda::{ClusterFinder, FinderConfig};
+use cluda::gpu::{GpuFinder, InputMode, LadderStep, PinnedFrames};
+use cluda::{ClusterFinder, ClusterSize, FinderConfig, Frames};
 use serde_json::{Value, json};
 
-/// A GPU finder configured as ladder step `step` ("opt1" .. "opt9", or "kernel" for the
-/// untimed kernel-floor pass with per-frame event timing on).
-pub fn finder(step: &str, _config: FinderConfig) -> Result<Box<dyn ClusterFinder>, String> {
-    Err(format!(
-        "GPU ladder step {step}: the GPU finder is not merged yet"
-    ))
+/// The pipeline of step `step` ("opt1" .. "opt9"; "kernel" is opt3 with per-frame event
+/// timing, the untimed pass that measures the kernels' own time). The 3x3 runs use a cap of
+/// 3000 clusters per frame (the reference's setting); other sizes grow their cap as needed
+/// (lossless either way).
+/// Returns the finder, and the pinned copy of the input when the step reads from the caller's
+/// pinned memory (opt4 on); everything is allocated and filled before timing.
+pub fn setup(
+    step: &str,
+    config: FinderConfig,
+    data: Frames<'_>,
+) -> Result<(GpuFinder, Option<PinnedFrames>), String> {
+    let e = |x: cluda::Error| x.to_string();
+    let (ladder, timing) = match step {
+        "kernel" => (LadderStep::Opt3, true),
+        s => (s.parse::<LadderStep>().map_err(e)?, false),
+    };
+    let mut pipeline = ladder.config();
+    pipeline.timing = timing;
+    if config.size == ClusterSize::S3 {
+        pipeline.cap = 3000;
+    }
+    let pinned_input = pipeline.input == InputMode::Registered;
+    let mut finder = GpuFinder::with_pipeline(config, pipeline).map_err(e)?;
+    finder.reserve(data.len()).map_err(e)?;
+    let pinned = if pinned_input {
+        let mut p =
+            PinnedFrames::new(finder.gpu(), data.len(), data.rows(), data.cols()).map_err(e)?;
+        p.as_mut_slice().copy_from_slice(data.as_slice());
+        Some(p)
+    } else {
+        None
+    };
+    Ok((finder, pinned))
 }
 
-/// Step-specific figures for the result record (e.g. the kernel time per frame).
-pub fn extra(_step: &str, _f: &dyn ClusterFinder) -> Value {
-    json!({})
+/// Step-specific figures for the result record: the device, the cap in the end, and for the
+/// kernel pass the median per-frame kernel time.
+pub fn extra(step: &str, finder: &GpuFinder) -> Value {
+    let mut v = json!({"device": finder.device(), "cap": finder.cap()});
+    if step == "kernel" {
+        let mut t: Vec<f64> = finder
+            .kernel_times()
+            .iter()
+            .map(|k| k.total_us() as f64)
+            .collect();
+        let mut p: Vec<f64> = finder
+            .kernel_times()
+            .iter()
+            .map(|k| k.prepare_us as f64)
+            .collect();
+        t.sort_by(f64::total_cmp);
+        p.sort_by(f64::total_cmp);
+        if !t.is_empty() {
+            v["kernel_us"] = json!(t[t.len() / 2]);
+            v["prepare_us"] = json!(p[p.len() / 2]);
+            v["kernel_frames"] = json!(t.len());
+        }
+    }
+    v
 }

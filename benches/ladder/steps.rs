@@ -112,9 +112,15 @@ pub fn run_child(opts: &Opts, step: &str, size: usize, precision: &str) -> Resul
         let (threads, passes) = best.ok_or("no CPU pass ran")?;
         (passes, json!({"threads": threads, "sweep": sweep}))
     } else {
-        let mut f = crate::gpu_steps::finder(step, config.clone())?;
-        let passes = run_passes(f.as_mut(), dark_v, data_v, opts.passes)?;
-        (passes, crate::gpu_steps::extra(step, f.as_ref()))
+        let (mut finder, pinned) = crate::gpu_steps::setup(step, config.clone(), data_v)?;
+        let input = match &pinned {
+            Some(p) => p.frames().map_err(|e| e.to_string())?,
+            None => data_v,
+        };
+        // The kernel pass is one pass with per-frame event timing on.
+        let warm = if step == "kernel" { 1 } else { opts.passes };
+        let passes = run_passes(&mut finder, dark_v, input, warm)?;
+        (passes, crate::gpu_steps::extra(step, &finder))
     };
     let us: Vec<f64> = passes.iter().map(|p| p.seconds * 1e6 / n as f64).collect();
     let warm = &us[1..];
