@@ -10,7 +10,9 @@ pub mod error;
 pub mod finder;
 pub mod frames;
 pub mod generate;
+pub mod io;
 pub mod pedestal;
+pub mod plot;
 
 pub use cluster::{Cluster, ClusterBatch, ClusterRef, ClusterSize, FrameClusters};
 pub use config::{FinderConfig, Precision, ThresholdMode};
