@@ -120,15 +120,20 @@ impl Histogram {
         self.counts.iter().sum::<u64>() + self.underflow + self.overflow
     }
 
-    /// Centre of the fullest bin at or above `from`, if any bin there is non-empty.
+    /// Centre of the fullest bin at or above `from` after smoothing over 11 bins (so one
+    /// noisy bin does not move the peak), if any bin there is non-empty.
     pub fn peak_from(&self, from: f64) -> Option<f64> {
         let w = self.bin_width();
-        self.counts
-            .iter()
-            .enumerate()
-            .filter(|(i, c)| self.min + (*i as f64 + 0.5) * w >= from && **c > 0)
-            .max_by_key(|(_, c)| **c)
-            .map(|(i, _)| self.min + (i as f64 + 0.5) * w)
+        let n = self.counts.len();
+        let smooth = |i: usize| -> u64 {
+            self.counts[i.saturating_sub(5)..(i + 6).min(n)]
+                .iter()
+                .sum()
+        };
+        (0..n)
+            .filter(|&i| self.min + (i as f64 + 0.5) * w >= from && self.counts[i] > 0)
+            .max_by_key(|&i| (smooth(i), std::cmp::Reverse(i)))
+            .map(|i| self.min + (i as f64 + 0.5) * w)
     }
 }
 
@@ -284,7 +289,7 @@ fn draw_err(path: &Path, e: impl std::fmt::Display) -> Error {
 }
 
 /// Size of every PNG written here, in pixels (width, height).
-pub const PNG_SIZE: (u32, u32) = (1000, 800);
+pub const PNG_SIZE: (u32, u32) = (960, 800);
 
 /// Draws `hist` as a bar histogram into the PNG `path`, marking the fullest bin above 100.
 pub fn spectrum_png(path: &Path, hist: &Histogram, title: &str) -> Result<()> {
@@ -299,14 +304,17 @@ pub fn spectrum_png(path: &Path, hist: &Histogram, title: &str) -> Result<()> {
         None => title.to_string(),
     };
     let mut chart = ChartBuilder::on(&root)
-        .caption(caption, (FAMILY, 24))
+        .caption(caption, (FAMILY, 22))
         .margin(20)
+        .margin_right(40)
         .x_label_area_size(50)
         .y_label_area_size(80)
         .build_cartesian_2d(hist.min..hist.max, 0.0..ymax)
         .map_err(|x| e(&x))?;
     chart
         .configure_mesh()
+        .x_label_formatter(&|v| format!("{v:.0}"))
+        .y_label_formatter(&|v| format!("{v:.0}"))
         .x_desc("cluster sum (ADU)")
         .y_desc(format!("clusters per {:.0} ADU bin", hist.bin_width()))
         .label_style((FAMILY, 16))
@@ -370,6 +378,15 @@ pub fn viridis(t: f64) -> RGBColor {
     RGBColor(lerp(a.0, b.0), lerp(a.1, b.1), lerp(a.2, b.2))
 }
 
+/// A number with as many decimals as its size calls for.
+fn num(v: f64) -> String {
+    match v.abs() {
+        a if a >= 100.0 || a == 0.0 => format!("{v:.0}"),
+        a if a >= 1.0 => format!("{v:.1}"),
+        _ => format!("{v:.3}"),
+    }
+}
+
 /// The `q`-quantile (0..=1) of the finite values (0 when there are none).
 fn quantile(sorted: &[f64], q: f64) -> f64 {
     if sorted.is_empty() {
@@ -413,21 +430,29 @@ pub fn map_png(
     root.fill(&WHITE).map_err(|x| e(&x))?;
     let root = root
         .titled(
-            &format!("{title}: min {min:.4}, median {med:.4}, max {max:.4} {unit}"),
-            (FAMILY, 22),
+            &format!(
+                "{title}: min {}, median {}, max {} {unit}",
+                num(min),
+                num(med),
+                num(max)
+            ),
+            (FAMILY, 20),
         )
         .map_err(|x| e(&x))?;
-    let (left, right) = root.split_horizontally(PNG_SIZE.0 - 170);
+    // Left part sized so that the map's plotting area is about square.
+    let (left, right) = root.split_horizontally(PNG_SIZE.0 - 180);
 
     let mut chart = ChartBuilder::on(&left)
         .margin(15)
         .x_label_area_size(40)
-        .y_label_area_size(50)
+        .y_label_area_size(60)
         .build_cartesian_2d(0.0..cols as f64, rows as f64..0.0)
         .map_err(|x| e(&x))?;
     chart
         .configure_mesh()
         .disable_mesh()
+        .x_label_formatter(&|v| format!("{v:.0}"))
+        .y_label_formatter(&|v| format!("{v:.0}"))
         .x_desc("column")
         .y_desc("row")
         .label_style((FAMILY, 14))
@@ -456,12 +481,13 @@ pub fn map_png(
         .margin_bottom(55)
         .margin_right(10)
         .y_label_area_size(90)
-        .caption(unit, (FAMILY, 16))
+        .caption(format!("{unit} (0.5-99.5 %)"), (FAMILY, 14))
         .build_cartesian_2d(0.0..1.0, lo..hi)
         .map_err(|x| e(&x))?;
     bar.configure_mesh()
         .disable_mesh()
         .disable_x_axis()
+        .y_label_formatter(&|v| num(*v))
         .label_style((FAMILY, 14))
         .draw()
         .map_err(|x| e(&x))?;
