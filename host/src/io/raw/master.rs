@@ -387,3 +387,74 @@ fn kind(v: &Value) -> &'static str {
         Value::Object(_) => "an object",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The MOENCH masters of aare's `src/RawMasterFile.test.cpp` (trimmed to the keys read).
+    fn moench(extra: &str, policy: &str) -> String {
+        format!(
+            r#"{{"Version": 7.2, "Detector Type": "Moench", "Timing Mode": "auto",
+            "Geometry": {{"x": 1, "y": 1}}, "Image Size in bytes": 320000,
+            "Pixels": {{"x": 400, "y": 400}}, "Max Frames Per File": 100000,
+            "Frame Discard Policy": "{policy}", "Frame Padding": 1,
+            "Scan Parameters": "[disabled]", "Total Frames": 1, "Frames in File": 1{extra}}}"#
+        )
+    }
+
+    #[test]
+    fn moench_sw8_is_image_ordered_moench03() {
+        let m = RawMaster::parse(
+            "/data/test_master_0.json",
+            moench(r#", "Number of rows": 400"#, "discardpartial").as_bytes(),
+        )
+        .unwrap();
+        assert_eq!(m.detector_type, DetectorType::Moench03);
+        assert_eq!((m.rows, m.cols, m.image_size), (400, 400, 320_000));
+        assert_eq!(m.frame_discard_policy, FrameDiscardPolicy::DiscardPartial);
+        assert_eq!((m.max_frames_per_file, m.total_frames), (100_000, 1));
+        assert_eq!(m.expected_packets(), Some(50));
+        assert_eq!(m.data_path(2), Path::new("/data/test_d0_f2_0.raw"));
+        assert_eq!(m.frame_bytes(), 320_112);
+    }
+
+    #[test]
+    fn moench_with_5000_analog_samples_is_adc_ordered() {
+        let m = RawMaster::parse(
+            "x_master_7.json",
+            moench(r#", "Analog Samples": 5000"#, "nodiscard").as_bytes(),
+        )
+        .unwrap();
+        assert_eq!(m.detector_type, DetectorType::Moench03Old);
+        assert_eq!(m.expected_packets(), None);
+        assert_eq!((m.base_name.as_str(), m.file_index), ("x", 7));
+    }
+
+    #[test]
+    fn version_8_uses_image_size() {
+        let text = moench("", "discardpartial")
+            .replace("\"Version\": 7.2", "\"Version\": 8.0")
+            .replace("Image Size in bytes", "Image Size");
+        let m = RawMaster::parse("a_master_0.json", text.as_bytes()).unwrap();
+        assert_eq!(m.image_size, 320_000);
+        let text = moench("", "discardpartial").replace("\"Version\": 7.2", "\"Version\": 8.0");
+        let e = RawMaster::parse("a_master_0.json", text.as_bytes()).unwrap();
+        assert_eq!(e.image_size, 320_000, "the old key is still accepted");
+    }
+
+    #[test]
+    fn file_names() {
+        assert_eq!(
+            parse_name(Path::new("some/path/test_master_73.json")).unwrap(),
+            ("test".to_string(), 73)
+        );
+        assert_eq!(
+            parse_name(Path::new("a_master_b_master_2.json")).unwrap(),
+            ("a_master_b".to_string(), 2)
+        );
+        for bad in ["test_master_.json", "test_master_1.raw", "test_1.json", "master_1.json"] {
+            assert!(parse_name(Path::new(bad)).is_err(), "{bad}");
+        }
+    }
+}
