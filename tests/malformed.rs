@@ -495,7 +495,7 @@ fn a_batch_request_reserves_only_for_frames_on_disk() {
 fn npy_cases() -> Vec<(&'static str, Vec<u8>)> {
     fn npy(header: &str, body: &[u8]) -> Vec<u8> {
         let mut h = header.to_string();
-        while (10 + h.len() + 1) % 64 != 0 {
+        while !(10 + h.len() + 1).is_multiple_of(64) {
             h.push(' ');
         }
         h.push('\n');

@@ -145,7 +145,7 @@ mod tests {
         let b = h.to_bytes();
         assert_eq!(&b[0..8], &0x0102_0304_0506_0708u64.to_le_bytes());
         assert_eq!(&b[12..16], &50u32.to_le_bytes());
-        assert_eq!(&b[42..44], &7u16.to_le_bytes());
+        assert_eq!(&b[34..36], &7u16.to_le_bytes());
         assert_eq!(b[47], 2);
         assert_eq!(b[48 + 1], 0b10);
         assert_eq!(DetectorHeader::from_bytes(&b), Some(h));

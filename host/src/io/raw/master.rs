@@ -453,7 +453,12 @@ mod tests {
             parse_name(Path::new("a_master_b_master_2.json")).unwrap(),
             ("a_master_b".to_string(), 2)
         );
-        for bad in ["test_master_.json", "test_master_1.raw", "test_1.json", "master_1.json"] {
+        for bad in [
+            "test_master_.json",
+            "test_master_1.raw",
+            "test_1.json",
+            "master_1.json",
+        ] {
             assert!(parse_name(Path::new(bad)).is_err(), "{bad}");
         }
     }
