@@ -15,6 +15,7 @@ pub mod gpu;
 pub mod io;
 pub mod matcher;
 pub mod pedestal;
+pub mod plot;
 
 pub use cluster::{Cluster, ClusterBatch, ClusterRef, ClusterSize, FrameClusters};
 pub use config::{FinderConfig, Precision, ThresholdMode};

@@ -1,9 +1,12 @@
-//! File formats: NumPy `.npy` frame stacks and matrices, and aare's cluster file.
+//! File formats: NumPy `.npy` frame stacks and matrices, aare's cluster file, and
+//! slsDetector raw acquisitions (MOENCH).
 
 pub mod cluster_file;
 pub mod npy;
+pub mod raw;
 
 pub use cluster_file::{
     ClusterFileReader, ClusterFileWriter, read_cluster_file, write_cluster_file,
 };
 pub use npy::{NpyArray, NpyFrames, NpyWriter, read_f32_2d, read_u16_frames, write_u16_3d};
+pub use raw::{FrameSource, open_frames, open_frames_or};

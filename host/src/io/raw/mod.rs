@@ -1,0 +1,34 @@
+//! slsDetector raw acquisitions as MOENCH writes them and aare reads them: a JSON master file
+//! `<base>_master_<N>.json` and data files `<base>_d0_f<k>_<N>.raw` of
+//! `[112-byte header][image]` records.
+//!
+//! The facts come from aare 2026.9.30 (`RawMasterFile`, `RawFile`, `RawSubFile`, `PixelMap`,
+//! `DetectorHeader` in `defs.hpp`, and their tests); the code is cluda's own. Each submodule
+//! names its sources. Unlike aare, the reader reports missing frame numbers, lost packets and
+//! partial records instead of silently dropping or shifting frames.
+//!
+//! ```no_run
+//! use cluda::io::raw::RawReader;
+//! let mut reader = RawReader::open("run_master_0.json")?;
+//! let mut frames = Vec::new();
+//! while !reader.next_frames(100, &mut frames)?.is_empty() {
+//!     // ... find clusters in `frames` (100 x 400 x 400) ...
+//!     frames.clear();
+//! }
+//! eprintln!("{}", reader.report().summary());
+//! # Ok::<(), cluda::Error>(())
+//! ```
+
+pub mod header;
+pub mod master;
+pub mod pixel_map;
+pub mod reader;
+pub mod source;
+pub mod writer;
+
+pub use header::{DetectorHeader, HEADER_BYTES};
+pub use master::{DetectorType, FrameDiscardPolicy, RawMaster};
+pub use pixel_map::PixelMap;
+pub use reader::{FrameInfo, GapReport, RawFrame, RawReader};
+pub use source::{FrameSource, MemorySource, is_raw_master, open_frames, open_frames_or};
+pub use writer::{RawWriter, RawWriterConfig};

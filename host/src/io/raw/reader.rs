@@ -1,0 +1,581 @@
+//! Streaming reader of an slsDetector acquisition: every data file, frame by frame.
+//!
+//! Facts (aare 2026.9.30 `src/RawSubFile.cpp`, `src/RawFile.cpp`, `src/RawSubFile.test.cpp`):
+//! a data file is a plain sequence of records `[112-byte header][image]`; the files
+//! `<base>_d0_f0_<N>.raw`, `_f1_`, ... are read in order until one does not exist, each
+//! holding `file length / record length` frames. aare silently drops a partial record at the
+//! end of a file and never looks at frame numbers or packet masks; this reader reports both:
+//! gaps in the header's frame numbers (frames the receiver never wrote, e.g. with
+//! "discardpartial"), frames whose packet mask shows lost packets, frame numbers that go
+//! backwards, and partial records. A frame keeps its own number: nothing is shifted.
+//!
+//! Memory: one frame of scratch at most (only for ADC-ordered MOENCH data), allocated when the
+//! first complete record is read; batch reads reserve only for frames present on disk.
+
+use std::fs::File;
+use std::io::{BufReader, Read};
+use std::path::{Path, PathBuf};
+
+use super::header::{DetectorHeader, HEADER_BYTES};
+use super::master::{DetectorType, RawMaster};
+use super::pixel_map::PixelMap;
+use crate::error::{Error, Result};
+
+/// A range of frame numbers that no data file holds, found between two frames that were read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MissingFrames {
+    /// The first missing frame number.
+    pub first: u64,
+    /// How many consecutive frame numbers are missing.
+    pub count: u64,
+}
+
+/// A frame whose packet mask says that packets were lost.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IncompleteFrame {
+    /// Its frame number.
+    pub frame_number: u64,
+    /// Packets the receiver caught ("packet number" of the header).
+    pub packets_caught: u32,
+    /// Packets set in the mask.
+    pub mask_count: u32,
+    /// Packets per frame, when known.
+    pub expected: Option<u32>,
+    /// Whether the reader delivered it (see [`RawReader::deliver_incomplete`]).
+    pub delivered: bool,
+}
+
+/// A frame number not larger than the one before it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OutOfOrder {
+    /// The frame number read before.
+    pub after: u64,
+    /// The frame number read now.
+    pub got: u64,
+}
+
+/// A data file that ends inside a frame record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TruncatedTail {
+    /// The data file.
+    pub path: PathBuf,
+    /// Index (within the file) of the partial record.
+    pub frame_in_file: u64,
+    /// Bytes of it present.
+    pub bytes_present: u64,
+    /// Bytes a whole record has.
+    pub record_bytes: u64,
+    /// Its frame number, when the whole header is present (known once the reader got there).
+    pub frame_number: Option<u64>,
+}
+
+/// Everything the reader found wrong with the acquisition so far.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GapReport {
+    /// Frame numbers absent between frames read, in order.
+    pub missing: Vec<MissingFrames>,
+    /// Frames with lost packets.
+    pub incomplete: Vec<IncompleteFrame>,
+    /// Frame numbers that did not increase.
+    pub out_of_order: Vec<OutOfOrder>,
+    /// Data files that end inside a record.
+    pub truncated: Vec<TruncatedTail>,
+    /// Data files other than the last with fewer frames than "Max Frames Per File":
+    /// (file, frames).
+    pub short_files: Vec<(PathBuf, u64)>,
+    /// Frames delivered to the caller.
+    pub frames_delivered: u64,
+    /// Complete frame records on disk, over all data files.
+    pub frames_on_disk: u64,
+    /// "Total Frames" of the master file.
+    pub total_frames: u64,
+    /// The first frame number read.
+    pub first_frame_number: Option<u64>,
+    /// The largest frame number read.
+    pub last_frame_number: Option<u64>,
+}
+
+impl GapReport {
+    /// Number of frame numbers missing between the frames read.
+    pub fn missing_count(&self) -> u64 {
+        self.missing
+            .iter()
+            .fold(0u64, |a, m| a.saturating_add(m.count))
+    }
+
+    /// Whether nothing was missing, partial, out of order or truncated.
+    pub fn is_clean(&self) -> bool {
+        self.missing.is_empty()
+            && self.incomplete.is_empty()
+            && self.out_of_order.is_empty()
+            && self.truncated.is_empty()
+            && self.short_files.is_empty()
+    }
+
+    /// A few lines for a person: counts, and the first frame numbers of each kind.
+    pub fn summary(&self) -> String {
+        let mut s = format!(
+            "{} frames delivered of {} on disk ({} asked for by the master file)",
+            self.frames_delivered, self.frames_on_disk, self.total_frames
+        );
+        if let (Some(a), Some(b)) = (self.first_frame_number, self.last_frame_number) {
+            s += &format!(", frame numbers {a}..={b}");
+        }
+        if self.is_clean() {
+            s += "; no missing, partial or truncated frames";
+            return s;
+        }
+        if !self.missing.is_empty() {
+            let first: Vec<String> = self
+                .missing
+                .iter()
+                .take(5)
+                .map(|m| match m.count {
+                    1 => m.first.to_string(),
+                    c => format!("{}..={}", m.first, m.first.saturating_add(c - 1)),
+                })
+                .collect();
+            s += &format!(
+                "\nmissing frame numbers: {} in {} gap(s), first: {}",
+                self.missing_count(),
+                self.missing.len(),
+                first.join(", ")
+            );
+        }
+        if !self.incomplete.is_empty() {
+            let first: Vec<String> = self
+                .incomplete
+                .iter()
+                .take(5)
+                .map(|f| format!("{} ({} packets)", f.frame_number, f.packets_caught))
+                .collect();
+            let skipped = self.incomplete.iter().filter(|f| !f.delivered).count();
+            s += &format!(
+                "\nframes with lost packets: {} ({} skipped), first: {}",
+                self.incomplete.len(),
+                skipped,
+                first.join(", ")
+            );
+        }
+        if !self.out_of_order.is_empty() {
+            s += &format!(
+                "\nframe numbers not increasing: {} times, first {} after {}",
+                self.out_of_order.len(),
+                self.out_of_order[0].got,
+                self.out_of_order[0].after
+            );
+        }
+        for t in &self.truncated {
+            s += &format!(
+                "\n{}: ends inside record {} ({} of {} bytes{})",
+                t.path.display(),
+                t.frame_in_file,
+                t.bytes_present,
+                t.record_bytes,
+                t.frame_number
+                    .map(|n| format!(", frame number {n}"))
+                    .unwrap_or_default()
+            );
+        }
+        for (p, n) in &self.short_files {
+            s += &format!(
+                "\n{}: only {n} frames although later files exist",
+                p.display()
+            );
+        }
+        s
+    }
+}
+
+/// What one read frame was.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FrameInfo {
+    /// The header's frame number.
+    pub frame_number: u64,
+    /// Index of the data file (`f<file>` in its name).
+    pub file: u64,
+    /// Index of the record within that file.
+    pub frame_in_file: u64,
+    /// Whether every packet of the frame arrived.
+    pub complete: bool,
+    /// The whole header.
+    pub header: DetectorHeader,
+}
+
+#[derive(Debug)]
+struct DataFile {
+    path: PathBuf,
+    frames: u64,
+    tail: u64,
+}
+
+/// Streams the frames of an acquisition in image order, reporting gaps (see the module docs).
+#[derive(Debug)]
+pub struct RawReader {
+    master: RawMaster,
+    files: Vec<DataFile>,
+    map: Option<PixelMap>,
+    expected_packets: Option<u32>,
+    deliver_incomplete: bool,
+    /// Current file, and the open handle on it.
+    cur: usize,
+    handle: Option<BufReader<File>>,
+    frame_in_file: u64,
+    scratch: Vec<u16>,
+    report: GapReport,
+}
+
+impl RawReader {
+    /// Opens the acquisition of master file `path` (`<base>_master_<N>.json`): parses the
+    /// master and looks at the sizes of its data files; no frame is read yet.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self> {
+        Self::from_master(RawMaster::open(path)?)
+    }
+
+    /// Opens the data files of a parsed master.
+    pub fn from_master(master: RawMaster) -> Result<Self> {
+        let record = master.frame_bytes();
+        let mut files = Vec::new();
+        loop {
+            let path = master.data_path(files.len() as u64);
+            let len = match std::fs::metadata(&path) {
+                Ok(m) if m.is_file() => m.len(),
+                Ok(_) => return Err(Error::format(&path, "data file is not a regular file")),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
+                Err(e) => return Err(Error::io(&path, e)),
+            };
+            files.push(DataFile {
+                path,
+                frames: len / record,
+                tail: len % record,
+            });
+        }
+        if files.is_empty() {
+            return Err(Error::format(
+                &master.path,
+                format!(
+                    "no data file: expected {} beside the master file",
+                    master.data_path(0).display()
+                ),
+            ));
+        }
+        let mut report = GapReport {
+            total_frames: master.total_frames,
+            ..GapReport::default()
+        };
+        let max = master.max_frames_per_file;
+        let last = files.len() - 1;
+        for (i, f) in files.iter().enumerate() {
+            if max > 0 && f.frames > max {
+                return Err(Error::format(
+                    &f.path,
+                    format!(
+                        "holds {} frames ({} bytes per record), more than the master's \"Max Frames \
+                         Per File\" {max}: file sizes disagree with the master file",
+                        f.frames, record
+                    ),
+                ));
+            }
+            if max > 0 && i < last && f.frames < max {
+                report.short_files.push((f.path.clone(), f.frames));
+            }
+            if f.tail > 0 {
+                report.truncated.push(TruncatedTail {
+                    path: f.path.clone(),
+                    frame_in_file: f.frames,
+                    bytes_present: f.tail,
+                    record_bytes: record,
+                    frame_number: None,
+                });
+            }
+            report.frames_on_disk += f.frames;
+        }
+        let limit = master.total_frames.max(master.frames_in_file.unwrap_or(0));
+        if limit > 0 && report.frames_on_disk > limit {
+            return Err(Error::format(
+                &master.path,
+                format!(
+                    "the data files hold {} frames, more than the {limit} the master file says \
+                     were taken (\"Total Frames\" / \"Frames in File\"): file sizes disagree with \
+                     the master file",
+                    report.frames_on_disk
+                ),
+            ));
+        }
+        let map = (master.detector_type == DetectorType::Moench03Old).then(PixelMap::moench03);
+        let expected_packets = master.expected_packets();
+        Ok(Self {
+            master,
+            files,
+            map,
+            expected_packets,
+            deliver_incomplete: false,
+            cur: 0,
+            handle: None,
+            frame_in_file: 0,
+            scratch: Vec::new(),
+            report,
+        })
+    }
+
+    /// Deliver frames with lost packets too (default: skip them, since their padding would
+    /// look like signal; either way they are listed in the report).
+    pub fn deliver_incomplete(mut self, yes: bool) -> Self {
+        self.deliver_incomplete = yes;
+        self
+    }
+
+    /// Overrides the packets per frame used to judge completeness (`None`: judge by the mask's
+    /// consistency alone).
+    pub fn expected_packets(mut self, packets: Option<u32>) -> Self {
+        self.expected_packets = packets;
+        self
+    }
+
+    /// The parsed master file.
+    pub fn master(&self) -> &RawMaster {
+        &self.master
+    }
+
+    /// Rows per frame.
+    pub fn rows(&self) -> usize {
+        self.master.rows
+    }
+
+    /// Columns per frame.
+    pub fn cols(&self) -> usize {
+        self.master.cols
+    }
+
+    /// Complete frame records on disk (an upper bound on the frames delivered).
+    pub fn frames_on_disk(&self) -> u64 {
+        self.report.frames_on_disk
+    }
+
+    /// What was found so far (complete once the reader returned `None`).
+    pub fn report(&self) -> &GapReport {
+        &self.report
+    }
+
+    /// Reads the next frame into `out` (`rows * cols` samples, image order). `Ok(None)` at the
+    /// end of the data. Frames with lost packets are skipped unless
+    /// [`RawReader::deliver_incomplete`] was set.
+    pub fn next_frame_into(&mut self, out: &mut [u16]) -> Result<Option<FrameInfo>> {
+        if out.len() != self.master.pixels() {
+            return Err(Error::shape(
+                "raw frame buffer",
+                format!(
+                    "{} samples ({} x {})",
+                    self.master.pixels(),
+                    self.master.rows,
+                    self.master.cols
+                ),
+                format!("{} samples", out.len()),
+            ));
+        }
+        loop {
+            let Some(info) = self.read_record(out)? else {
+                return Ok(None);
+            };
+            if info.complete || self.deliver_incomplete {
+                self.report.frames_delivered += 1;
+                return Ok(Some(info));
+            }
+        }
+    }
+
+    /// Appends up to `n` frames to `out` (image order); returns what each was. Fewer than `n`
+    /// only at the end of the data. Reserves no more than the frames left on disk.
+    pub fn next_frames(&mut self, n: usize, out: &mut Vec<u16>) -> Result<Vec<FrameInfo>> {
+        let px = self.master.pixels();
+        let left = self.frames_left_on_disk();
+        let want = (n as u64).min(left) as usize;
+        out.reserve(want * px);
+        let mut infos = Vec::with_capacity(want);
+        let start = out.len();
+        out.resize(start + want * px, 0);
+        let mut filled = 0;
+        while filled < want {
+            let slot = &mut out[start + filled * px..start + (filled + 1) * px];
+            match self.next_frame_into(slot)? {
+                Some(info) => {
+                    infos.push(info);
+                    filled += 1;
+                }
+                None => break,
+            }
+        }
+        out.truncate(start + filled * px);
+        if filled < n {
+            // The end: book the partial tails of the remaining files.
+            self.advance()?;
+        }
+        Ok(infos)
+    }
+
+    fn frames_left_on_disk(&self) -> u64 {
+        let Some(f) = self.files.get(self.cur) else {
+            return 0;
+        };
+        let later: u64 = self.files[self.cur + 1..].iter().map(|f| f.frames).sum();
+        f.frames.saturating_sub(self.frame_in_file) + later
+    }
+
+    /// Moves to the next file with a whole record left, booking each finished file's partial
+    /// tail; false at the end of the data.
+    fn advance(&mut self) -> Result<bool> {
+        while self.cur < self.files.len() && self.frame_in_file >= self.files[self.cur].frames {
+            self.finish_file()?;
+            self.cur += 1;
+            self.frame_in_file = 0;
+            self.handle = None;
+        }
+        Ok(self.cur < self.files.len())
+    }
+
+    /// Reads the next record (complete or not) and books it in the report.
+    fn read_record(&mut self, out: &mut [u16]) -> Result<Option<FrameInfo>> {
+        if !self.advance()? {
+            return Ok(None);
+        }
+        let path = &self.files[self.cur].path;
+        let index = self.frame_in_file;
+        if self.handle.is_none() {
+            let f = File::open(path).map_err(|e| Error::io(path, e))?;
+            self.handle = Some(BufReader::with_capacity(1 << 16, f));
+        }
+        let Some(h) = self.handle.as_mut() else {
+            return Ok(None);
+        };
+        let eof = |e: std::io::Error| {
+            Error::format(
+                path,
+                format!("reading record {index}: {e} (did the file shrink while being read?)"),
+            )
+        };
+        let mut hb = [0u8; HEADER_BYTES];
+        h.read_exact(&mut hb).map_err(eof)?;
+        let header = DetectorHeader::from_bytes(&hb).unwrap_or_else(bytemuck::Zeroable::zeroed);
+        match &self.map {
+            None => {
+                h.read_exact(bytemuck::cast_slice_mut(out)).map_err(eof)?;
+                from_le(out);
+            }
+            Some(map) => {
+                if self.scratch.len() != out.len() {
+                    self.scratch = vec![0u16; out.len()];
+                }
+                h.read_exact(bytemuck::cast_slice_mut(&mut self.scratch))
+                    .map_err(eof)?;
+                from_le(&mut self.scratch);
+                map.to_image(&self.scratch, out);
+            }
+        }
+        self.frame_in_file += 1;
+        let complete = header.is_complete(self.expected_packets);
+        let info = FrameInfo {
+            frame_number: header.frame_number,
+            file: self.cur as u64,
+            frame_in_file: index,
+            complete,
+            header,
+        };
+        self.book(&info);
+        Ok(Some(info))
+    }
+
+    fn book(&mut self, info: &FrameInfo) {
+        let n = info.frame_number;
+        let r = &mut self.report;
+        match r.last_frame_number {
+            None => r.first_frame_number = Some(n),
+            Some(last) if n > last.saturating_add(1) => r.missing.push(MissingFrames {
+                first: last + 1,
+                count: n - last - 1,
+            }),
+            Some(last) if n <= last => r.out_of_order.push(OutOfOrder {
+                after: last,
+                got: n,
+            }),
+            Some(_) => {}
+        }
+        r.last_frame_number = Some(r.last_frame_number.map_or(n, |l| l.max(n)));
+        if !info.complete {
+            r.incomplete.push(IncompleteFrame {
+                frame_number: n,
+                packets_caught: info.header.packet_number,
+                mask_count: info.header.mask_count(),
+                expected: self.expected_packets,
+                delivered: self.deliver_incomplete,
+            });
+        }
+    }
+
+    /// At the end of a file: read the header of a partial last record, if it has one.
+    fn finish_file(&mut self) -> Result<()> {
+        let f = &self.files[self.cur];
+        if f.tail < HEADER_BYTES as u64 {
+            return Ok(());
+        }
+        let Some(h) = self.handle.as_mut() else {
+            // The file held no whole record: open it just for the header.
+            let mut file = File::open(&f.path).map_err(|e| Error::io(&f.path, e))?;
+            let mut hb = [0u8; HEADER_BYTES];
+            if file.read_exact(&mut hb).is_ok() {
+                self.set_tail_number(&hb);
+            }
+            return Ok(());
+        };
+        let mut hb = [0u8; HEADER_BYTES];
+        if h.read_exact(&mut hb).is_ok() {
+            self.set_tail_number(&hb);
+        }
+        Ok(())
+    }
+
+    fn set_tail_number(&mut self, hb: &[u8; HEADER_BYTES]) {
+        let path = &self.files[self.cur].path;
+        if let (Some(h), Some(t)) = (
+            DetectorHeader::from_bytes(hb),
+            self.report.truncated.iter_mut().find(|t| &t.path == path),
+        ) {
+            t.frame_number = Some(h.frame_number);
+        }
+    }
+}
+
+/// Converts little-endian samples read from a file to native order (no-op on little-endian).
+fn from_le(v: &mut [u16]) {
+    if cfg!(target_endian = "big") {
+        for x in v {
+            *x = u16::from_le(*x);
+        }
+    }
+}
+
+/// A frame and what it was, as the iterator yields it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RawFrame {
+    /// What was read.
+    pub info: FrameInfo,
+    /// `rows * cols` samples in image order.
+    pub image: Vec<u16>,
+}
+
+impl Iterator for RawReader {
+    type Item = Result<RawFrame>;
+
+    /// The next frame with a fresh buffer (convenient; [`RawReader::next_frames`] reuses one).
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.frames_left_on_disk() == 0 {
+            // The end: book the partial tails of the remaining files.
+            return self.advance().err().map(Err);
+        }
+        let mut image = vec![0u16; self.master.pixels()];
+        match self.next_frame_into(&mut image) {
+            Ok(Some(info)) => Some(Ok(RawFrame { info, image })),
+            Ok(None) => None,
+            Err(e) => Some(Err(e)),
+        }
+    }
+}

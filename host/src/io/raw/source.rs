@@ -1,0 +1,166 @@
+//! One interface for every frame input (raw acquisitions, `.npy` files, memory), so the
+//! command line streams frames in batches without caring where they come from.
+
+use std::path::Path;
+
+use super::reader::RawReader;
+use crate::error::{Error, Result};
+
+/// A stream of `rows x cols` u16 frames read in batches.
+pub trait FrameSource {
+    /// Rows per frame.
+    fn rows(&self) -> usize;
+
+    /// Columns per frame.
+    fn cols(&self) -> usize;
+
+    /// Frames that can still be delivered at most (for progress bars and reservations).
+    fn remaining_hint(&self) -> u64;
+
+    /// Appends up to `n` frames (C order) to `frames` and their frame numbers to `numbers`;
+    /// returns how many were appended, 0 at the end.
+    fn read_frames(
+        &mut self,
+        n: usize,
+        frames: &mut Vec<u16>,
+        numbers: &mut Vec<u64>,
+    ) -> Result<usize>;
+
+    /// What went wrong in the input so far (missing or partial frames), for a person; `None`
+    /// when the source cannot lose frames.
+    fn report(&self) -> Option<String> {
+        None
+    }
+}
+
+impl FrameSource for RawReader {
+    fn rows(&self) -> usize {
+        RawReader::rows(self)
+    }
+
+    fn cols(&self) -> usize {
+        RawReader::cols(self)
+    }
+
+    fn remaining_hint(&self) -> u64 {
+        let r = self.report();
+        r.frames_on_disk.saturating_sub(
+            r.frames_delivered + r.incomplete.iter().filter(|f| !f.delivered).count() as u64,
+        )
+    }
+
+    fn read_frames(
+        &mut self,
+        n: usize,
+        frames: &mut Vec<u16>,
+        numbers: &mut Vec<u64>,
+    ) -> Result<usize> {
+        let infos = self.next_frames(n, frames)?;
+        numbers.extend(infos.iter().map(|i| i.frame_number));
+        Ok(infos.len())
+    }
+
+    fn report(&self) -> Option<String> {
+        Some(RawReader::report(self).summary())
+    }
+}
+
+/// Frames already in memory (e.g. a whole `.npy` file), numbered from 0.
+#[derive(Clone, Debug)]
+pub struct MemorySource {
+    data: Vec<u16>,
+    rows: usize,
+    cols: usize,
+    next: usize,
+}
+
+impl MemorySource {
+    /// `data` holds whole `rows x cols` frames.
+    pub fn new(data: Vec<u16>, rows: usize, cols: usize) -> Result<Self> {
+        let px = rows.checked_mul(cols).filter(|&p| p > 0).ok_or_else(|| {
+            Error::shape(
+                "frames",
+                "rows >= 1 and cols >= 1",
+                format!("{rows} x {cols}"),
+            )
+        })?;
+        if !data.len().is_multiple_of(px) {
+            return Err(Error::shape(
+                "frames",
+                format!("a multiple of {px} samples ({rows} x {cols})"),
+                format!("{} samples", data.len()),
+            ));
+        }
+        Ok(Self {
+            data,
+            rows,
+            cols,
+            next: 0,
+        })
+    }
+
+    fn frames(&self) -> usize {
+        self.data.len() / (self.rows * self.cols)
+    }
+}
+
+impl FrameSource for MemorySource {
+    fn rows(&self) -> usize {
+        self.rows
+    }
+
+    fn cols(&self) -> usize {
+        self.cols
+    }
+
+    fn remaining_hint(&self) -> u64 {
+        (self.frames() - self.next) as u64
+    }
+
+    fn read_frames(
+        &mut self,
+        n: usize,
+        frames: &mut Vec<u16>,
+        numbers: &mut Vec<u64>,
+    ) -> Result<usize> {
+        let px = self.rows * self.cols;
+        let take = n.min(self.frames() - self.next);
+        frames.extend_from_slice(&self.data[self.next * px..(self.next + take) * px]);
+        numbers.extend((self.next..self.next + take).map(|i| i as u64));
+        self.next += take;
+        Ok(take)
+    }
+}
+
+/// Whether `path` names a raw master file (`*_master_<N>.json`).
+pub fn is_raw_master(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_suffix(".json"))
+        .and_then(|s| s.rfind("_master_").map(|p| &s[p + 8..]))
+        .is_some_and(|i| !i.is_empty() && i.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// Opens a raw acquisition by its master file; any other path is an
+/// [`Error::Format`] saying so (use [`open_frames_or`] to handle other formats).
+pub fn open_frames(path: &Path) -> Result<Box<dyn FrameSource>> {
+    open_frames_or(path, |p| {
+        Err(Error::format(
+            p,
+            "not a raw master file (<base>_master_<N>.json); cluda reads .npy or raw master files",
+        ))
+    })
+}
+
+/// Opens a raw acquisition by its master file, or hands any other path to `other` (e.g. the
+/// `.npy` reader wrapped in a [`MemorySource`]).
+pub fn open_frames_or(
+    path: &Path,
+    other: impl FnOnce(&Path) -> Result<Box<dyn FrameSource>>,
+) -> Result<Box<dyn FrameSource>> {
+    if is_raw_master(path) {
+        Ok(Box::new(RawReader::open(path)?))
+    } else {
+        other(path)
+    }
+}

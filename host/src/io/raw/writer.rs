@@ -1,0 +1,252 @@
+//! Writes an acquisition in the slsDetector raw layout (master JSON plus data files), the way
+//! the receiver does, so tests (and `cluda gen`) can make files that aare and
+//! [`RawReader`](super::RawReader) open.
+//!
+//! Layout facts as in [`master`](super::master) and [`reader`](super::reader): records
+//! `[112-byte header][image]`, a new data file `<base>_d0_f<k>_<N>.raw` every
+//! "Max Frames Per File" frames, the master `<base>_master_<N>.json` with the keys aare
+//! reads (written by [`RawWriter::finish`], when the frame count is known).
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+
+use super::header::DetectorHeader;
+use super::master::{DetectorType, FrameDiscardPolicy};
+use super::pixel_map::{MOENCH03_SIDE, PixelMap};
+use crate::error::{Error, Result};
+
+/// What to write.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RawWriterConfig {
+    /// Rows per frame.
+    pub rows: usize,
+    /// Columns per frame.
+    pub cols: usize,
+    /// Detector type: `Moench03` (image order), `Moench03Old` (ADC order: images are put
+    /// through the inverse MOENCH 03 map) or any other name (image order).
+    pub detector: DetectorType,
+    /// Frames per data file before the next one is started (0: one file).
+    pub max_frames_per_file: u64,
+    /// Master file format version (7.2 writes "Image Size in bytes", >= 8 "Image Size").
+    pub version: f64,
+    /// "Frame Padding".
+    pub frame_padding: bool,
+    /// "Frame Discard Policy".
+    pub frame_discard_policy: FrameDiscardPolicy,
+    /// Packets per frame marked as caught in each header written by
+    /// [`RawWriter::write_frame`].
+    pub packets_per_frame: u32,
+}
+
+impl RawWriterConfig {
+    /// A MOENCH 03 acquisition as receiver software 8 writes it: 400 x 400, image order,
+    /// 50 packets per frame, padded, "discardpartial".
+    pub fn moench03() -> Self {
+        Self {
+            rows: MOENCH03_SIDE,
+            cols: MOENCH03_SIDE,
+            detector: DetectorType::Moench03,
+            max_frames_per_file: 10_000,
+            version: 7.2,
+            frame_padding: true,
+            frame_discard_policy: FrameDiscardPolicy::DiscardPartial,
+            packets_per_frame: 50,
+        }
+    }
+}
+
+/// Writes frames into data files and, at the end, the master file.
+#[derive(Debug)]
+pub struct RawWriter {
+    config: RawWriterConfig,
+    dir: PathBuf,
+    base: String,
+    index: u64,
+    map: Option<PixelMap>,
+    file_no: u64,
+    in_file: u64,
+    out: Option<BufWriter<File>>,
+    written: u64,
+    scratch: Vec<u16>,
+}
+
+impl RawWriter {
+    /// Starts an acquisition `<dir>/<base>_master_<index>.json`; `dir` must exist.
+    pub fn create(
+        dir: impl AsRef<Path>,
+        base: &str,
+        index: u64,
+        config: RawWriterConfig,
+    ) -> Result<Self> {
+        if config.rows == 0 || config.cols == 0 {
+            return Err(Error::param(
+                "rows/cols",
+                format!(
+                    "frames must have at least one pixel, got {} x {}",
+                    config.rows, config.cols
+                ),
+            ));
+        }
+        let map = match config.detector {
+            DetectorType::Moench03Old => {
+                if (config.rows, config.cols) != (MOENCH03_SIDE, MOENCH03_SIDE) {
+                    return Err(Error::param(
+                        "rows/cols",
+                        "ADC-ordered MOENCH 03 frames are 400 x 400",
+                    ));
+                }
+                Some(PixelMap::moench03())
+            }
+            _ => None,
+        };
+        Ok(Self {
+            config,
+            dir: dir.as_ref().to_path_buf(),
+            base: base.to_string(),
+            index,
+            map,
+            file_no: 0,
+            in_file: 0,
+            out: None,
+            written: 0,
+            scratch: Vec::new(),
+        })
+    }
+
+    /// Path of data file `file`.
+    pub fn data_path(&self, file: u64) -> PathBuf {
+        self.dir
+            .join(format!("{}_d0_f{}_{}.raw", self.base, file, self.index))
+    }
+
+    /// Path of the master file.
+    pub fn master_path(&self) -> PathBuf {
+        self.dir
+            .join(format!("{}_master_{}.json", self.base, self.index))
+    }
+
+    /// Frames written so far.
+    pub fn written(&self) -> u64 {
+        self.written
+    }
+
+    /// Writes one complete frame (`rows * cols` samples, image order) with frame number
+    /// `frame_number`.
+    pub fn write_frame(&mut self, frame_number: u64, image: &[u16]) -> Result<()> {
+        let h = DetectorHeader::complete(frame_number, self.config.packets_per_frame);
+        self.write_frame_with_header(&h, image)
+    }
+
+    /// Writes one frame with the given header (to make partial frames, odd numbers, ...).
+    pub fn write_frame_with_header(
+        &mut self,
+        header: &DetectorHeader,
+        image: &[u16],
+    ) -> Result<()> {
+        let px = self.config.rows * self.config.cols;
+        if image.len() != px {
+            return Err(Error::shape(
+                "raw writer frame",
+                format!("{px} samples"),
+                format!("{} samples", image.len()),
+            ));
+        }
+        let max = self.config.max_frames_per_file;
+        if self.out.is_some() && max > 0 && self.in_file >= max {
+            self.close_file()?;
+            self.file_no += 1;
+            self.in_file = 0;
+        }
+        if self.out.is_none() {
+            let p = self.data_path(self.file_no);
+            let f = File::create(&p).map_err(|e| Error::io(&p, e))?;
+            self.out = Some(BufWriter::with_capacity(1 << 20, f));
+        }
+        let pixels: &[u16] = match &self.map {
+            Some(map) => {
+                self.scratch.resize(px, 0);
+                map.to_raw(image, &mut self.scratch);
+                &self.scratch
+            }
+            None => image,
+        };
+        let mut bytes = Vec::with_capacity(px * 2);
+        for v in pixels {
+            bytes.extend_from_slice(&v.to_le_bytes());
+        }
+        let p = self.data_path(self.file_no);
+        let Some(out) = self.out.as_mut() else {
+            return Ok(());
+        };
+        out.write_all(&header.to_bytes())
+            .and_then(|_| out.write_all(&bytes))
+            .map_err(|e| Error::io(&p, e))?;
+        self.in_file += 1;
+        self.written += 1;
+        Ok(())
+    }
+
+    fn close_file(&mut self) -> Result<()> {
+        if let Some(mut out) = self.out.take() {
+            let p = self.data_path(self.file_no);
+            out.flush().map_err(|e| Error::io(&p, e))?;
+        }
+        Ok(())
+    }
+
+    /// Flushes the data files and writes the master file; "Total Frames" is `total_frames`
+    /// (the frames asked for; `None`: the frames written), "Frames in File" the frames
+    /// written. Returns the master file's path.
+    pub fn finish(mut self, total_frames: Option<u64>) -> Result<PathBuf> {
+        self.close_file()?;
+        let c = &self.config;
+        let image_size = (c.rows * c.cols * 2) as u64;
+        let mut m = json!({
+            "Version": c.version,
+            "Timestamp": "written by cluda",
+            "Detector Type": c.detector.master_name(),
+            "Timing Mode": "auto",
+            "Geometry": {"x": 1, "y": 1},
+            "Pixels": {"x": c.cols, "y": c.rows},
+            "Max Frames Per File": c.max_frames_per_file,
+            "Frame Discard Policy": c.frame_discard_policy.name(),
+            "Frame Padding": u8::from(c.frame_padding),
+            "Total Frames": total_frames.unwrap_or(self.written),
+            "Frames in File": self.written,
+            "Dynamic Range": 16,
+            "Frame Header Format": {
+                "Frame Number": "8 bytes",
+                "SubFrame Number/ExpLength": "4 bytes",
+                "Packet Number": "4 bytes",
+                "Bunch ID": "8 bytes",
+                "Timestamp": "8 bytes",
+                "Module Id": "2 bytes",
+                "Row": "2 bytes",
+                "Column": "2 bytes",
+                "Reserved": "2 bytes",
+                "Debug": "4 bytes",
+                "Round Robin Number": "2 bytes",
+                "Detector Type": "1 byte",
+                "Header Version": "1 byte",
+                "Packets Caught Mask": "64 bytes"
+            }
+        });
+        let size_key = if c.version < 8.0 {
+            "Image Size in bytes"
+        } else {
+            "Image Size"
+        };
+        m[size_key] = json!(image_size);
+        if c.detector == DetectorType::Moench03Old {
+            m["Analog Samples"] = json!(5000);
+        }
+        let path = self.master_path();
+        let text = serde_json::to_string_pretty(&m)
+            .map_err(|e| Error::format(&path, format!("cannot encode the master file: {e}")))?;
+        std::fs::write(&path, text).map_err(|e| Error::io(&path, e))?;
+        Ok(path)
+    }
+}

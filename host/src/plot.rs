@@ -1,0 +1,533 @@
+//! Pictures of what cluda found: the spectrum of cluster sums, the hit map, and the pedestal
+//! mean and noise maps, as PNG files drawn with plotters.
+//!
+//! Feed every frame's clusters to a [`PlotAccumulator`] (it keeps a fixed-size histogram and
+//! one counter per pixel, never the clusters), then call [`PlotAccumulator::finish`] with the
+//! finder's pedestal. Text needs a TrueType font from the system ([`register_font`]); without
+//! one the plots are refused with an error, never drawn unlabelled.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use plotters::prelude::*;
+
+use crate::cluster::{ClusterBatch, FrameClusters};
+use crate::error::{Error, Result};
+use crate::pedestal::Pedestal;
+
+/// Font family name the plots use.
+const FAMILY: &str = "sans-serif";
+
+/// Places a TrueType sans-serif font is looked for, in order.
+pub const FONT_PATHS: [&str; 5] = [
+    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/TTF/DejaVuSans.ttf",
+    "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
+    "/usr/share/fonts/liberation/LiberationSans-Regular.ttf",
+];
+
+/// Registers a system TrueType font as plotters' "sans-serif" (once per process): the first
+/// of [`FONT_PATHS`], then matplotlib's bundled DejaVu Sans when `python3` can name it.
+/// Errors (never panics) when none is found.
+pub fn register_font() -> Result<()> {
+    static DONE: OnceLock<std::result::Result<(), String>> = OnceLock::new();
+    DONE.get_or_init(|| {
+        let mut candidates: Vec<String> = FONT_PATHS.iter().map(|s| s.to_string()).collect();
+        if let Ok(o) = std::process::Command::new("python3")
+            .args([
+                "-c",
+                "import matplotlib,os;print(os.path.join(os.path.dirname(matplotlib.__file__),'mpl-data/fonts/ttf/DejaVuSans.ttf'))",
+            ])
+            .stderr(std::process::Stdio::null())
+            .output()
+        {
+            candidates.push(String::from_utf8_lossy(&o.stdout).trim().to_string());
+        }
+        for p in candidates.iter().filter(|p| !p.is_empty()) {
+            if let Ok(bytes) = std::fs::read(p) {
+                // plotters keeps fonts for the life of the process.
+                let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+                if plotters::style::register_font(FAMILY, FontStyle::Normal, bytes).is_ok() {
+                    return Ok(());
+                }
+            }
+        }
+        Err(format!(
+            "no TrueType font found for plot labels (looked for {}); install fonts-dejavu-core",
+            candidates.join(", ")
+        ))
+    })
+    .clone()
+    .map_err(|reason| Error::param("plot", reason))
+}
+
+/// A fixed-bin histogram of values in `[min, max)`, with under- and overflow counts.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Histogram {
+    /// Lower edge of the first bin.
+    pub min: f64,
+    /// Upper edge of the last bin.
+    pub max: f64,
+    /// Counts per bin.
+    pub counts: Vec<u64>,
+    /// Values below `min` (or NaN).
+    pub underflow: u64,
+    /// Values at or above `max`.
+    pub overflow: u64,
+}
+
+impl Histogram {
+    /// `bins` equal bins over `[min, max)`; errors unless `min < max` (finite) and `bins >= 1`.
+    pub fn new(min: f64, max: f64, bins: usize) -> Result<Self> {
+        if !(min.is_finite() && max.is_finite() && min < max) || bins == 0 || bins > 1 << 20 {
+            return Err(Error::param(
+                "histogram",
+                format!(
+                    "need finite min < max and 1..=1048576 bins, got [{min}, {max}) with {bins}"
+                ),
+            ));
+        }
+        Ok(Self {
+            min,
+            max,
+            counts: vec![0; bins],
+            underflow: 0,
+            overflow: 0,
+        })
+    }
+
+    /// Width of one bin.
+    pub fn bin_width(&self) -> f64 {
+        (self.max - self.min) / self.counts.len() as f64
+    }
+
+    /// Counts `v`.
+    pub fn add(&mut self, v: f64) {
+        if v >= self.max {
+            self.overflow += 1;
+        } else if v >= self.min {
+            let i = ((v - self.min) / self.bin_width()) as usize;
+            let last = self.counts.len() - 1;
+            self.counts[i.min(last)] += 1;
+        } else {
+            self.underflow += 1;
+        }
+    }
+
+    /// All values counted, in range or not.
+    pub fn total(&self) -> u64 {
+        self.counts.iter().sum::<u64>() + self.underflow + self.overflow
+    }
+
+    /// Centre of the fullest bin at or above `from` after smoothing over 11 bins (so one
+    /// noisy bin does not move the peak), if any bin there is non-empty.
+    pub fn peak_from(&self, from: f64) -> Option<f64> {
+        let w = self.bin_width();
+        let n = self.counts.len();
+        let smooth = |i: usize| -> u64 {
+            self.counts[i.saturating_sub(5)..(i + 6).min(n)]
+                .iter()
+                .sum()
+        };
+        (0..n)
+            .filter(|&i| self.min + (i as f64 + 0.5) * w >= from && self.counts[i] > 0)
+            .max_by_key(|&i| (smooth(i), std::cmp::Reverse(i)))
+            .map(|i| self.min + (i as f64 + 0.5) * w)
+    }
+}
+
+/// Collects what the plots need from the clusters of every frame, in bounded memory.
+#[derive(Clone, Debug)]
+pub struct PlotAccumulator {
+    rows: usize,
+    cols: usize,
+    spectrum: Histogram,
+    hits: Vec<u32>,
+    frames: u64,
+    clusters: u64,
+    cluster_label: Option<String>,
+}
+
+impl PlotAccumulator {
+    /// For `rows x cols` frames, with the spectrum over -200 .. 2000 ADU in 5 ADU bins (one
+    /// and several ~400 ADU photons).
+    pub fn new(rows: usize, cols: usize) -> Self {
+        Self::with_spectrum(
+            rows,
+            cols,
+            Histogram {
+                min: -200.0,
+                max: 2000.0,
+                counts: vec![0; 440],
+                underflow: 0,
+                overflow: 0,
+            },
+        )
+    }
+
+    /// With a spectrum histogram of your choice.
+    pub fn with_spectrum(rows: usize, cols: usize, spectrum: Histogram) -> Self {
+        Self {
+            rows,
+            cols,
+            spectrum,
+            hits: vec![0; rows * cols],
+            frames: 0,
+            clusters: 0,
+            cluster_label: None,
+        }
+    }
+
+    /// Adds one frame's clusters: each cluster's sum to the spectrum, its centre to the hit
+    /// map (centres outside the frame are ignored).
+    pub fn add(&mut self, frame: &FrameClusters<'_>) {
+        self.frames += 1;
+        self.cluster_label
+            .get_or_insert_with(|| frame.size().to_string());
+        for c in frame.iter() {
+            self.clusters += 1;
+            self.spectrum.add(c.sum() as f64);
+            let (x, y) = (c.x as usize, c.y as usize);
+            if x < self.cols && y < self.rows {
+                let h = &mut self.hits[y * self.cols + x];
+                *h = h.saturating_add(1);
+            }
+        }
+    }
+
+    /// Adds every frame of a batch.
+    pub fn add_batch(&mut self, batch: &ClusterBatch) {
+        for f in batch.iter_frames() {
+            self.add(&f);
+        }
+    }
+
+    /// The spectrum of cluster sums so far.
+    pub fn spectrum(&self) -> &Histogram {
+        &self.spectrum
+    }
+
+    /// Clusters per pixel so far (row-major).
+    pub fn hits(&self) -> &[u32] {
+        &self.hits
+    }
+
+    /// Frames added so far.
+    pub fn frames(&self) -> u64 {
+        self.frames
+    }
+
+    /// Writes `spectrum.png`, `hitmap.png`, `pedestal_mean.png` and `pedestal_noise.png` into
+    /// `dir` (created if needed); returns their paths. The pedestal must be ready and of the
+    /// accumulator's shape.
+    pub fn finish(&self, pedestal: &Pedestal, dir: &Path) -> Result<Vec<PathBuf>> {
+        if (pedestal.rows(), pedestal.cols()) != (self.rows, self.cols) {
+            return Err(Error::shape(
+                "plot pedestal",
+                format!("{} x {}", self.rows, self.cols),
+                format!("{} x {}", pedestal.rows(), pedestal.cols()),
+            ));
+        }
+        register_font()?;
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        let label = self.cluster_label.as_deref().unwrap_or("?");
+        let mut out = Vec::new();
+
+        let p = dir.join("spectrum.png");
+        spectrum_png(
+            &p,
+            &self.spectrum,
+            &format!(
+                "Cluster sums ({label}): {} clusters in {} frames",
+                self.clusters, self.frames
+            ),
+        )?;
+        out.push(p);
+
+        let p = dir.join("hitmap.png");
+        let hits: Vec<f64> = self.hits.iter().map(|&h| h as f64).collect();
+        map_png(
+            &p,
+            self.rows,
+            self.cols,
+            &hits,
+            "Hit map (cluster centres per pixel)",
+            "clusters",
+        )?;
+        out.push(p);
+
+        let mean = pedestal.mean_map()?;
+        let p = dir.join("pedestal_mean.png");
+        map_png(
+            &p,
+            self.rows,
+            self.cols,
+            mean.as_slice().unwrap_or(&[]),
+            "Pedestal mean",
+            "ADU",
+        )?;
+        out.push(p);
+
+        let std = pedestal.std_map()?;
+        let p = dir.join("pedestal_noise.png");
+        map_png(
+            &p,
+            self.rows,
+            self.cols,
+            std.as_slice().unwrap_or(&[]),
+            "Pedestal noise (std)",
+            "ADU",
+        )?;
+        out.push(p);
+        Ok(out)
+    }
+}
+
+fn draw_err(path: &Path, e: impl std::fmt::Display) -> Error {
+    Error::format(path, format!("cannot draw the plot: {e}"))
+}
+
+/// Size of every PNG written here, in pixels (width, height).
+pub const PNG_SIZE: (u32, u32) = (960, 800);
+
+/// Draws `hist` as a bar histogram into the PNG `path`, marking the fullest bin above 100.
+pub fn spectrum_png(path: &Path, hist: &Histogram, title: &str) -> Result<()> {
+    register_font()?;
+    let e = |x: &dyn std::fmt::Display| draw_err(path, x);
+    let ymax = hist.counts.iter().copied().max().unwrap_or(0).max(1) as f64 * 1.1;
+    let root = BitMapBackend::new(path, PNG_SIZE).into_drawing_area();
+    root.fill(&WHITE).map_err(|x| e(&x))?;
+    let peak = hist.peak_from(100.0);
+    let caption = match peak {
+        Some(p) => format!("{title}; peak at {p:.0} ADU"),
+        None => title.to_string(),
+    };
+    let mut chart = ChartBuilder::on(&root)
+        .caption(caption, (FAMILY, 22))
+        .margin(20)
+        .margin_right(40)
+        .x_label_area_size(50)
+        .y_label_area_size(80)
+        .build_cartesian_2d(hist.min..hist.max, 0.0..ymax)
+        .map_err(|x| e(&x))?;
+    chart
+        .configure_mesh()
+        .x_label_formatter(&|v| format!("{v:.0}"))
+        .y_label_formatter(&|v| format!("{v:.0}"))
+        .x_desc("cluster sum (ADU)")
+        .y_desc(format!("clusters per {:.0} ADU bin", hist.bin_width()))
+        .label_style((FAMILY, 16))
+        .axis_desc_style((FAMILY, 18))
+        .draw()
+        .map_err(|x| e(&x))?;
+    let w = hist.bin_width();
+    chart
+        .draw_series(
+            hist.counts
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| **c > 0)
+                .map(|(i, &c)| {
+                    let x0 = hist.min + i as f64 * w;
+                    Rectangle::new([(x0, 0.0), (x0 + w, c as f64)], BLUE.mix(0.7).filled())
+                }),
+        )
+        .map_err(|x| e(&x))?;
+    if let Some(p) = peak {
+        chart
+            .draw_series(std::iter::once(PathElement::new(
+                vec![(p, 0.0), (p, ymax)],
+                RED.stroke_width(1),
+            )))
+            .map_err(|x| e(&x))?;
+    }
+    let note = format!(
+        "{} below {:.0}, {} above {:.0} ADU",
+        hist.underflow, hist.min, hist.overflow, hist.max
+    );
+    root.draw(&Text::new(
+        note,
+        (100, (PNG_SIZE.1 - 22) as i32),
+        (FAMILY, 14),
+    ))
+    .map_err(|x| e(&x))?;
+    root.present().map_err(|x| e(&x))?;
+    Ok(())
+}
+
+/// Viridis-like colour map: `t` in `[0, 1]` from dark purple through teal to yellow.
+pub fn viridis(t: f64) -> RGBColor {
+    const LUT: [(u8, u8, u8); 9] = [
+        (68, 1, 84),
+        (71, 44, 122),
+        (59, 81, 139),
+        (44, 113, 142),
+        (33, 144, 141),
+        (39, 173, 129),
+        (92, 200, 99),
+        (170, 220, 50),
+        (253, 231, 37),
+    ];
+    let t = if t.is_nan() { 0.0 } else { t.clamp(0.0, 1.0) };
+    let x = t * (LUT.len() - 1) as f64;
+    let i = (x as usize).min(LUT.len() - 2);
+    let f = x - i as f64;
+    let lerp = |a: u8, b: u8| (a as f64 + (b as f64 - a as f64) * f).round() as u8;
+    let (a, b) = (LUT[i], LUT[i + 1]);
+    RGBColor(lerp(a.0, b.0), lerp(a.1, b.1), lerp(a.2, b.2))
+}
+
+/// A number with as many decimals as its size calls for.
+fn num(v: f64) -> String {
+    match v.abs() {
+        a if a >= 100.0 || a == 0.0 => format!("{v:.0}"),
+        a if a >= 1.0 => format!("{v:.1}"),
+        _ => format!("{v:.3}"),
+    }
+}
+
+/// The `q`-quantile (0..=1) of the finite values (0 when there are none).
+fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
+}
+
+/// Draws a `rows x cols` map (row-major `values`, row 0 at the top) with the viridis colours
+/// into the PNG `path`, with a colour bar. The colour scale spans the 0.5 % .. 99.5 %
+/// quantiles (so a few hot pixels do not flatten the rest); the title gives min, median and
+/// max.
+pub fn map_png(
+    path: &Path,
+    rows: usize,
+    cols: usize,
+    values: &[f64],
+    title: &str,
+    unit: &str,
+) -> Result<()> {
+    if rows == 0 || cols == 0 || values.len() != rows * cols {
+        return Err(Error::shape(
+            "plot map",
+            format!("{rows} x {cols} values"),
+            format!("{} values", values.len()),
+        ));
+    }
+    register_font()?;
+    let e = |x: &dyn std::fmt::Display| draw_err(path, x);
+    let mut sorted: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
+    sorted.sort_by(f64::total_cmp);
+    let (lo, hi) = (quantile(&sorted, 0.005), quantile(&sorted, 0.995));
+    let hi = if hi > lo { hi } else { lo + 1.0 };
+    let (min, med, max) = (
+        sorted.first().copied().unwrap_or(0.0),
+        quantile(&sorted, 0.5),
+        sorted.last().copied().unwrap_or(0.0),
+    );
+
+    let root = BitMapBackend::new(path, PNG_SIZE).into_drawing_area();
+    root.fill(&WHITE).map_err(|x| e(&x))?;
+    let root = root
+        .titled(
+            &format!(
+                "{title}: min {}, median {}, max {} {unit}",
+                num(min),
+                num(med),
+                num(max)
+            ),
+            (FAMILY, 20),
+        )
+        .map_err(|x| e(&x))?;
+    // Left part sized so that the map's plotting area is about square.
+    let (left, right) = root.split_horizontally(PNG_SIZE.0 - 180);
+
+    let mut chart = ChartBuilder::on(&left)
+        .margin(15)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..cols as f64, rows as f64..0.0)
+        .map_err(|x| e(&x))?;
+    chart
+        .configure_mesh()
+        .disable_mesh()
+        .x_label_formatter(&|v| format!("{v:.0}"))
+        .y_label_formatter(&|v| format!("{v:.0}"))
+        .x_desc("column")
+        .y_desc("row")
+        .label_style((FAMILY, 14))
+        .draw()
+        .map_err(|x| e(&x))?;
+    let area = chart.plotting_area().strip_coord_spec();
+    let (w, h) = area.dim_in_pixel();
+    for py in 0..h {
+        let r = (py as usize * rows / h as usize).min(rows - 1);
+        for px in 0..w {
+            let c = (px as usize * cols / w as usize).min(cols - 1);
+            let v = values[r * cols + c];
+            let colour = if v.is_finite() {
+                viridis((v - lo) / (hi - lo))
+            } else {
+                RGBColor(255, 0, 255)
+            };
+            area.draw_pixel((px as i32, py as i32), &colour)
+                .map_err(|x| e(&x))?;
+        }
+    }
+
+    // Colour bar.
+    let mut bar = ChartBuilder::on(&right)
+        .margin_top(15)
+        .margin_bottom(55)
+        .margin_right(10)
+        .y_label_area_size(90)
+        .caption(format!("{unit} (0.5-99.5 %)"), (FAMILY, 14))
+        .build_cartesian_2d(0.0..1.0, lo..hi)
+        .map_err(|x| e(&x))?;
+    bar.configure_mesh()
+        .disable_mesh()
+        .disable_x_axis()
+        .y_label_formatter(&|v| num(*v))
+        .label_style((FAMILY, 14))
+        .draw()
+        .map_err(|x| e(&x))?;
+    let steps = 200;
+    bar.draw_series((0..steps).map(|i| {
+        let a = lo + (hi - lo) * i as f64 / steps as f64;
+        let b = lo + (hi - lo) * (i + 1) as f64 / steps as f64;
+        Rectangle::new(
+            [(0.0, a), (1.0, b)],
+            viridis((i as f64 + 0.5) / steps as f64).filled(),
+        )
+    }))
+    .map_err(|x| e(&x))?;
+    root.present().map_err(|x| e(&x))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_bins() {
+        let mut h = Histogram::new(0.0, 10.0, 5).unwrap();
+        for v in [-1.0, 0.0, 1.9, 2.0, 9.99, 10.0, f64::NAN] {
+            h.add(v);
+        }
+        assert_eq!(h.counts, vec![2, 1, 0, 0, 1]);
+        assert_eq!((h.underflow, h.overflow), (2, 1));
+        assert_eq!(h.total(), 7);
+        assert!(Histogram::new(1.0, 1.0, 3).is_err());
+        assert!(Histogram::new(0.0, f64::NAN, 3).is_err());
+        assert!(Histogram::new(0.0, 1.0, 0).is_err());
+    }
+
+    #[test]
+    fn viridis_ends() {
+        assert_eq!(viridis(0.0), RGBColor(68, 1, 84));
+        assert_eq!(viridis(1.0), RGBColor(253, 231, 37));
+        assert_eq!(viridis(f64::NAN), RGBColor(68, 1, 84));
+        assert_eq!(viridis(7.0), RGBColor(253, 231, 37));
+    }
+}

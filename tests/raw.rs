@@ -1,0 +1,364 @@
+//! slsDetector raw files: written in the receiver's layout by `RawWriter` (and by hand, as
+//! aare's own test helper writes them), read back by `RawReader`, with dropped frames, lost
+//! packets and truncated files reported rather than shifted.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use cluda::Error;
+use cluda::generate::{GenConfig, Generator};
+use cluda::io::raw::{
+    DetectorHeader, DetectorType, FrameDiscardPolicy, HEADER_BYTES, RawMaster, RawReader,
+    RawWriter, RawWriterConfig, open_frames,
+};
+
+/// A fresh, empty directory under the system temp dir, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> Self {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let p = std::env::temp_dir().join(format!(
+            "cluda-raw-{tag}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        Self(p)
+    }
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A small detector (4 rows x 6 columns), image order, `max` frames per file.
+fn small(max: u64) -> RawWriterConfig {
+    RawWriterConfig {
+        rows: 4,
+        cols: 6,
+        detector: DetectorType::Other("Jungfrau".into()),
+        max_frames_per_file: max,
+        version: 7.2,
+        frame_padding: true,
+        frame_discard_policy: FrameDiscardPolicy::NoDiscard,
+        packets_per_frame: 1,
+    }
+}
+
+/// Frame `k`'s known pattern.
+fn pattern(k: u64, px: usize) -> Vec<u16> {
+    (0..px)
+        .map(|i| (k as usize * 1000 + i * 7) as u16)
+        .collect()
+}
+
+#[test]
+fn round_trip_over_several_data_files() {
+    let dir = TempDir::new("multi");
+    let mut w = RawWriter::create(dir.path(), "run", 3, small(3)).unwrap();
+    for k in 1..=10 {
+        w.write_frame(k, &pattern(k, 24)).unwrap();
+    }
+    let master = w.finish(None).unwrap();
+    assert_eq!(master, dir.path().join("run_master_3.json"));
+    // 10 frames at 3 per file: f0, f1, f2 with 3 frames, f3 with 1, each record 112 + 48 bytes.
+    for (f, frames) in [(0, 3u64), (1, 3), (2, 3), (3, 1)] {
+        let p = dir.path().join(format!("run_d0_f{f}_3.raw"));
+        assert_eq!(std::fs::metadata(&p).unwrap().len(), frames * 160, "{p:?}");
+    }
+    assert!(!dir.path().join("run_d0_f4_3.raw").exists());
+
+    let m = RawMaster::open(&master).unwrap();
+    assert_eq!((m.rows, m.cols, m.image_size), (4, 6, 48));
+    assert_eq!((m.max_frames_per_file, m.total_frames), (3, 10));
+    assert_eq!(m.frames_in_file, Some(10));
+
+    let mut r = RawReader::open(&master).unwrap();
+    assert_eq!(r.frames_on_disk(), 10);
+    let mut frames = Vec::new();
+    let first = r.next_frames(4, &mut frames).unwrap();
+    let rest = r.next_frames(100, &mut frames).unwrap();
+    assert_eq!((first.len(), rest.len()), (4, 6));
+    assert!(r.next_frames(5, &mut frames).unwrap().is_empty());
+    for (i, info) in first.iter().chain(&rest).enumerate() {
+        let k = i as u64 + 1;
+        assert_eq!(info.frame_number, k);
+        assert_eq!(
+            (info.file, info.frame_in_file),
+            (i as u64 / 3, i as u64 % 3)
+        );
+        assert!(info.complete);
+        assert_eq!(&frames[i * 24..(i + 1) * 24], &pattern(k, 24)[..]);
+    }
+    let rep = r.report();
+    assert!(rep.is_clean(), "{}", rep.summary());
+    assert_eq!(
+        (
+            rep.frames_delivered,
+            rep.first_frame_number,
+            rep.last_frame_number
+        ),
+        (10, Some(1), Some(10))
+    );
+}
+
+#[test]
+fn reads_files_laid_out_as_aares_own_test_helper_writes_them() {
+    // aare tests/raw_file_helpers.hpp: Jungfrau 3 x 2 pixels, 1 frame per file, two files
+    // with an all-zero header except the frame number (100, 101), pixels 1..6.
+    let dir = TempDir::new("aare");
+    let master = serde_json::json!({
+        "Version": 7.2, "Detector Type": "Jungfrau", "Timing Mode": "auto",
+        "Geometry": {"x": 1, "y": 1}, "Image Size in bytes": 12,
+        "Pixels": {"x": 3, "y": 2}, "Max Frames Per File": 1, "Total Frames": 2,
+        "Frames in File": 2, "Frame Padding": 1, "Frame Discard Policy": "nodiscard"
+    });
+    let mp = dir.path().join("run_master_0.json");
+    std::fs::write(&mp, master.to_string()).unwrap();
+    for file in 0..2u64 {
+        let mut bytes = vec![0u8; HEADER_BYTES];
+        bytes[..8].copy_from_slice(&(100 + file).to_le_bytes());
+        for v in 1u16..=6 {
+            bytes.extend_from_slice(&v.to_le_bytes());
+        }
+        std::fs::write(dir.path().join(format!("run_d0_f{file}_0.raw")), bytes).unwrap();
+    }
+    let frames: Vec<_> = RawReader::open(&mp).unwrap().map(|f| f.unwrap()).collect();
+    assert_eq!(frames.len(), 2);
+    assert_eq!(frames[0].info.frame_number, 100);
+    assert_eq!(frames[1].info.frame_number, 101);
+    assert_eq!(frames[1].image, vec![1, 2, 3, 4, 5, 6]);
+}
+
+#[test]
+fn moench03_image_order_and_adc_order_round_trip() {
+    let g = Generator::new(GenConfig::new(400, 400, 7)).unwrap();
+    let images = g.frames(0, 3, true);
+    for det in [DetectorType::Moench03, DetectorType::Moench03Old] {
+        let dir = TempDir::new("moench");
+        let cfg = RawWriterConfig {
+            detector: det.clone(),
+            max_frames_per_file: 2,
+            ..RawWriterConfig::moench03()
+        };
+        let mut w = RawWriter::create(dir.path(), "cu", 0, cfg).unwrap();
+        for (k, img) in images.chunks(160_000).enumerate() {
+            w.write_frame(k as u64 + 1, img).unwrap();
+        }
+        let mp = w.finish(None).unwrap();
+        let m = RawMaster::open(&mp).unwrap();
+        assert_eq!(m.detector_type, det);
+        assert_eq!(m.frame_bytes(), 112 + 320_000);
+        // On disk: image order for Moench03, ADC order for the old readout, whose first
+        // sample is image pixel (199, 300) (aare's GenerateMoench03PixelMap).
+        let disk = std::fs::read(dir.path().join("cu_d0_f0_0.raw")).unwrap();
+        let first = u16::from_le_bytes([disk[112], disk[113]]);
+        match det {
+            DetectorType::Moench03 => assert_eq!(first, images[0]),
+            _ => assert_eq!(first, images[199 * 400 + 300]),
+        }
+        let mut r = RawReader::open(&mp).unwrap();
+        let mut back = Vec::new();
+        let infos = r.next_frames(10, &mut back).unwrap();
+        assert_eq!(infos.len(), 3);
+        assert!(
+            back == images,
+            "{det:?}: frames differ after the round trip"
+        );
+        assert!(r.report().is_clean(), "{}", r.report().summary());
+    }
+}
+
+#[test]
+fn a_dropped_frame_is_reported_and_nothing_shifts() {
+    let dir = TempDir::new("drop");
+    let mut w = RawWriter::create(dir.path(), "run", 0, small(2)).unwrap();
+    // The receiver discarded frame 4 (and 8..=9): the files hold 1, 2, 3, 5, 6, 7, 10.
+    let numbers = [1u64, 2, 3, 5, 6, 7, 10];
+    for &k in &numbers {
+        w.write_frame(k, &pattern(k, 24)).unwrap();
+    }
+    let mp = w.finish(Some(10)).unwrap();
+    let mut r = RawReader::open(&mp).unwrap();
+    let mut frames = Vec::new();
+    let infos = r.next_frames(100, &mut frames).unwrap();
+    let got: Vec<u64> = infos.iter().map(|i| i.frame_number).collect();
+    assert_eq!(got, numbers);
+    for (i, &k) in numbers.iter().enumerate() {
+        assert_eq!(
+            &frames[i * 24..(i + 1) * 24],
+            &pattern(k, 24)[..],
+            "frame {k}"
+        );
+    }
+    let rep = r.report();
+    assert_eq!(rep.missing_count(), 3);
+    assert_eq!(rep.missing.len(), 2);
+    assert_eq!((rep.missing[0].first, rep.missing[0].count), (4, 1));
+    assert_eq!((rep.missing[1].first, rep.missing[1].count), (8, 2));
+    assert!(
+        rep.summary().contains("missing frame numbers: 3"),
+        "{}",
+        rep.summary()
+    );
+}
+
+#[test]
+fn lost_packets_are_reported_and_skipped_unless_asked_for() {
+    let dir = TempDir::new("packets");
+    let cfg = RawWriterConfig {
+        packets_per_frame: 4,
+        ..small(0)
+    };
+    let mut w = RawWriter::create(dir.path(), "run", 0, cfg).unwrap();
+    w.write_frame(1, &pattern(1, 24)).unwrap();
+    let mut h = DetectorHeader::complete(2, 4);
+    h.set_packet(2, false);
+    h.packet_number = 3;
+    w.write_frame_with_header(&h, &pattern(2, 24)).unwrap();
+    w.write_frame(3, &pattern(3, 24)).unwrap();
+    let mp = w.finish(None).unwrap();
+
+    let mut r = RawReader::open(&mp).unwrap();
+    let mut frames = Vec::new();
+    let got: Vec<u64> = r
+        .next_frames(10, &mut frames)
+        .unwrap()
+        .iter()
+        .map(|i| i.frame_number)
+        .collect();
+    assert_eq!(got, [1, 3]);
+    assert_eq!(&frames[24..], &pattern(3, 24)[..]);
+    let rep = r.report();
+    assert_eq!(rep.incomplete.len(), 1);
+    assert_eq!(
+        (
+            rep.incomplete[0].frame_number,
+            rep.incomplete[0].packets_caught
+        ),
+        (2, 3)
+    );
+    assert!(!rep.incomplete[0].delivered);
+    assert!(
+        rep.missing.is_empty(),
+        "a partial frame is not a missing one"
+    );
+
+    let mut r = RawReader::open(&mp).unwrap().deliver_incomplete(true);
+    let all: Vec<_> = r.by_ref().map(|f| f.unwrap()).collect();
+    assert_eq!(all.len(), 3);
+    assert!(!all[1].info.complete);
+    assert_eq!(all[1].image, pattern(2, 24));
+    // With the packet count known, a frame marked with fewer packets is partial too.
+    let mut r = RawReader::open(&mp).unwrap().expected_packets(Some(5));
+    assert_eq!(r.by_ref().count(), 0);
+    assert_eq!(r.report().incomplete.len(), 3);
+}
+
+#[test]
+fn a_truncated_final_file_is_reported_with_its_file_and_frame() {
+    let dir = TempDir::new("trunc");
+    let mut w = RawWriter::create(dir.path(), "run", 0, small(3)).unwrap();
+    for k in 1..=7 {
+        w.write_frame(k, &pattern(k, 24)).unwrap();
+    }
+    let mp = w.finish(None).unwrap();
+    let last = dir.path().join("run_d0_f2_0.raw");
+    // The last file holds frame 7; cut it inside the pixels (header complete).
+    let f = std::fs::OpenOptions::new().write(true).open(&last).unwrap();
+    f.set_len(112 + 10).unwrap();
+    drop(f);
+    let mut r = RawReader::open(&mp).unwrap();
+    assert_eq!(r.frames_on_disk(), 6);
+    let got: Vec<u64> = r.by_ref().map(|f| f.unwrap().info.frame_number).collect();
+    assert_eq!(got, [1, 2, 3, 4, 5, 6]);
+    let rep = r.report();
+    assert_eq!(rep.truncated.len(), 1);
+    let t = &rep.truncated[0];
+    assert_eq!(
+        (t.path.clone(), t.frame_in_file, t.bytes_present),
+        (last.clone(), 0, 122)
+    );
+    assert_eq!(t.frame_number, Some(7));
+    assert!(
+        rep.summary().contains("run_d0_f2_0.raw"),
+        "{}",
+        rep.summary()
+    );
+    assert!(
+        rep.summary().contains("frame number 7"),
+        "{}",
+        rep.summary()
+    );
+
+    // Cut inside the header: the frame number is unknown, the file still named.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&last)
+        .unwrap()
+        .set_len(50)
+        .unwrap();
+    let mut r = RawReader::open(&mp).unwrap();
+    let mut frames = Vec::new();
+    assert_eq!(r.next_frames(100, &mut frames).unwrap().len(), 6);
+    let t = &r.report().truncated[0];
+    assert_eq!((t.bytes_present, t.frame_number), (50, None));
+}
+
+#[test]
+fn a_file_shrinking_while_read_is_an_error_naming_it() {
+    let dir = TempDir::new("shrink");
+    let mut w = RawWriter::create(dir.path(), "run", 0, small(0)).unwrap();
+    for k in 1..=4 {
+        w.write_frame(k, &pattern(k, 24)).unwrap();
+    }
+    let mp = w.finish(None).unwrap();
+    let mut r = RawReader::open(&mp).unwrap();
+    let p = dir.path().join("run_d0_f0_0.raw");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&p)
+        .unwrap()
+        .set_len(200)
+        .unwrap();
+    let mut frame = vec![0u16; 24];
+    assert!(r.next_frame_into(&mut frame).unwrap().is_some());
+    match r.next_frame_into(&mut frame) {
+        Err(Error::Format { path, reason }) => {
+            assert_eq!(path, p);
+            assert!(reason.contains("record 1"), "{reason}");
+        }
+        other => panic!("expected a format error, got {other:?}"),
+    }
+}
+
+#[test]
+fn open_frames_streams_a_raw_acquisition_and_refuses_other_files() {
+    let dir = TempDir::new("source");
+    let mut w = RawWriter::create(dir.path(), "run", 5, small(2)).unwrap();
+    for k in [3u64, 4, 6] {
+        w.write_frame(k, &pattern(k, 24)).unwrap();
+    }
+    let mp = w.finish(None).unwrap();
+    let mut src = open_frames(&mp).unwrap();
+    assert_eq!((src.rows(), src.cols(), src.remaining_hint()), (4, 6, 3));
+    let (mut frames, mut numbers) = (Vec::new(), Vec::new());
+    assert_eq!(src.read_frames(2, &mut frames, &mut numbers).unwrap(), 2);
+    assert_eq!(src.read_frames(2, &mut frames, &mut numbers).unwrap(), 1);
+    assert_eq!(src.read_frames(2, &mut frames, &mut numbers).unwrap(), 0);
+    assert_eq!(numbers, [3, 4, 6]);
+    assert_eq!(frames.len(), 3 * 24);
+    assert!(src.report().unwrap().contains("missing frame numbers: 1"));
+
+    match open_frames(Path::new("data.npy")) {
+        Err(Error::Format { reason, .. }) => assert!(reason.contains("not a raw master file")),
+        other => panic!("expected a format error, got {:?}", other.err()),
+    }
+}
