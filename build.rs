@@ -57,4 +57,24 @@ fn main() {
     let ptx = target_dir.join("nvptx64-nvidia-cuda/release/cluda_gpu.ptx");
     assert!(ptx.exists(), "build.rs: expected PTX at {}", ptx.display());
     println!("cargo:rustc-env=CLUDA_PTX_PATH={}", ptx.display());
+    commit_id(&root);
+}
+
+/// Hands the commit being built to the crate as `CLUDA_COMMIT` (benchmarks record it), when
+/// this is a git checkout; "unknown" otherwise.
+fn commit_id(root: &std::path::Path) {
+    for f in [".git/HEAD", ".git/logs/HEAD"] {
+        if root.join(f).exists() {
+            println!("cargo:rerun-if-changed={}", root.join(f).display());
+        }
+    }
+    let id = Command::new("git")
+        .current_dir(root)
+        .args(["describe", "--always", "--dirty", "--abbrev=12"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| "unknown".into());
+    println!("cargo:rustc-env=CLUDA_COMMIT={id}");
 }

@@ -68,7 +68,7 @@ pub fn write(
         "cuda": sh("sh", &["-c", "nvidia-smi | grep -o 'CUDA Version: [0-9.]*'"]),
         "cpu": sh("sh", &["-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"]),
         "cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
-        "commit": option_env!("CLUDA_COMMIT").unwrap_or("see git log"),
+        "commit": env!("CLUDA_COMMIT"),
         "toolchain": "nightly-2026-05-20 (rust-toolchain.toml)",
         "command": command,
         "params": {"rows": opts.rows, "cols": opts.cols, "frames": opts.frames, "cpu_frames": opts.cpu_frames,
