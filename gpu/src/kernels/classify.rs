@@ -30,6 +30,7 @@
 use core::arch::nvptx;
 use core::sync::atomic::{AtomicU32, Ordering};
 
+use super::prepare::{PrepareArgs, prepare_pixel};
 use crate::classify::{PixelClass, classify};
 use crate::lookback::{AGGREGATE, INCLUSIVE, summarize};
 use crate::pedestal::push_ready;
@@ -291,6 +292,7 @@ pub(crate) unsafe fn classify_frame<R: Real, const S: usize, W: Window<R>>(
     out: Output,
     scratch: *mut u32,
     window: impl FnOnce(u32) -> W,
+    next: Option<PrepareArgs<R>>,
 ) {
     unsafe {
         let tid = nvptx::_thread_idx_x() as u32;
@@ -370,6 +372,17 @@ pub(crate) unsafe fn classify_frame<R: Real, const S: usize, W: Window<R>>(
                 }
             }
         }
+        if let Some(n) = &next {
+            // The next frame's prepare for this pixel, from the sums just updated (only this
+            // thread writes them): other warps do it while warp 0 waits in the look-back.
+            if p < n.n_status {
+                core::ptr::write_volatile(n.status.add(p as usize), 0);
+            }
+            if p < g.pixels {
+                let pi = p as usize;
+                prepare_pixel(n, pi, *a.add(pi), *b.add(pi));
+            }
+        }
         nvptx::_syncthreads();
         if centre {
             let base0 = if out.base_in.is_null() {
@@ -441,6 +454,7 @@ macro_rules! classify_kernel {
                     Output { status, base_in, count_out, records, room },
                     scratch as *mut u32,
                     |_| GlobalWindow(c),
+                    None,
                 )
             }
         }
@@ -490,11 +504,167 @@ macro_rules! classify_kernel {
                     Output { status, base_in, count_out, records, room },
                     scratch as *mut u32,
                     |tile| stage_rows::<$t>(c, &g, $s / 2, tile, rows),
+                    None,
                 )
             }
         }
     };
 }
+macro_rules! step_kernel {
+    ($name:ident, $smem:ident, $t:ty, $s:literal) => {
+        /// One launch per frame: classifies this frame as the `cluda_classify_` kernel of the
+        /// same type and size does, then prepares the next frame (`next_frame`, if not null)
+        /// into the other plane (`c_next`, `t_next`, look-back words `status_next` reset).
+        /// Each pixel's next prepare reads only its own sums, which only its own thread has
+        /// just updated, so the update stays frame-synchronous (see the module docs).
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $name(
+            frame: *const u16,
+            base: *const $t,
+            a: *mut $t,
+            b: *mut $t,
+            c: *const $t,
+            t: *const $t,
+            cols: u32,
+            pixels: u32,
+            stride: u32,
+            tiles: u32,
+            inv: $t,
+            status: *mut u64,
+            base_in: *const u32,
+            count_out: *mut u32,
+            records: *mut u32,
+            room: u32,
+            next_frame: *const u16,
+            frozen_std: *const $t,
+            r: u32,
+            n_sigma: $t,
+            live: u32,
+            c_next: *mut $t,
+            t_next: *mut $t,
+            status_next: *mut u64,
+        ) {
+            let scratch: u64;
+            unsafe {
+                core::arch::asm!(
+                    concat!(".shared .align 16 .b8 ", stringify!($name), "_scratch[64];"),
+                    concat!("cvta.shared.u64 {p}, ", stringify!($name), "_scratch;"),
+                    p = out(reg64) scratch,
+                );
+                let next = (!next_frame.is_null()).then_some(PrepareArgs {
+                    frame: next_frame,
+                    base,
+                    frozen_std,
+                    cols,
+                    pixels,
+                    stride,
+                    r,
+                    inv,
+                    n_sigma,
+                    live: live != 0,
+                    c_plane: c_next,
+                    t_out: t_next,
+                    status: status_next,
+                    n_status: tiles + 1,
+                });
+                classify_frame::<$t, $s, GlobalWindow<$t>>(
+                    frame,
+                    base,
+                    a,
+                    b,
+                    c,
+                    t,
+                    Geometry { cols, pixels, stride, tiles, inv },
+                    Output { status, base_in, count_out, records, room },
+                    scratch as *mut u32,
+                    |_| GlobalWindow(c),
+                    next,
+                )
+            }
+        }
+
+        /// As the kernel without `_smem`, with the window reads of the `_smem` classify kernel.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $smem(
+            frame: *const u16,
+            base: *const $t,
+            a: *mut $t,
+            b: *mut $t,
+            c: *const $t,
+            t: *const $t,
+            cols: u32,
+            pixels: u32,
+            stride: u32,
+            tiles: u32,
+            inv: $t,
+            status: *mut u64,
+            base_in: *const u32,
+            count_out: *mut u32,
+            records: *mut u32,
+            room: u32,
+            next_frame: *const u16,
+            frozen_std: *const $t,
+            r: u32,
+            n_sigma: $t,
+            live: u32,
+            c_next: *mut $t,
+            t_next: *mut $t,
+            status_next: *mut u64,
+        ) {
+            let scratch: u64;
+            let rows: u64;
+            unsafe {
+                core::arch::asm!(
+                    concat!(".shared .align 16 .b8 ", stringify!($smem), "_scratch[64];"),
+                    concat!(".shared .align 16 .b8 ", stringify!($smem), "_rows[40960];"),
+                    concat!("cvta.shared.u64 {p}, ", stringify!($smem), "_scratch;"),
+                    concat!("mov.u64 {q}, ", stringify!($smem), "_rows;"),
+                    p = out(reg64) scratch,
+                    q = out(reg64) rows,
+                );
+                let next = (!next_frame.is_null()).then_some(PrepareArgs {
+                    frame: next_frame,
+                    base,
+                    frozen_std,
+                    cols,
+                    pixels,
+                    stride,
+                    r,
+                    inv,
+                    n_sigma,
+                    live: live != 0,
+                    c_plane: c_next,
+                    t_out: t_next,
+                    status: status_next,
+                    n_status: tiles + 1,
+                });
+                let g = Geometry { cols, pixels, stride, tiles, inv };
+                classify_frame::<$t, $s, SharedWindow>(
+                    frame,
+                    base,
+                    a,
+                    b,
+                    c,
+                    t,
+                    g,
+                    Output { status, base_in, count_out, records, room },
+                    scratch as *mut u32,
+                    |tile| stage_rows::<$t>(c, &g, $s / 2, tile, rows),
+                    next,
+                )
+            }
+        }
+    };
+}
+step_kernel!(cluda_step_f64_3, cluda_step_smem_f64_3, f64, 3);
+step_kernel!(cluda_step_f64_5, cluda_step_smem_f64_5, f64, 5);
+step_kernel!(cluda_step_f64_7, cluda_step_smem_f64_7, f64, 7);
+step_kernel!(cluda_step_f64_9, cluda_step_smem_f64_9, f64, 9);
+step_kernel!(cluda_step_f32_3, cluda_step_smem_f32_3, f32, 3);
+step_kernel!(cluda_step_f32_5, cluda_step_smem_f32_5, f32, 5);
+step_kernel!(cluda_step_f32_7, cluda_step_smem_f32_7, f32, 7);
+step_kernel!(cluda_step_f32_9, cluda_step_smem_f32_9, f32, 9);
+
 classify_kernel!(cluda_classify_f64_3, cluda_classify_smem_f64_3, f64, 3);
 classify_kernel!(cluda_classify_f64_5, cluda_classify_smem_f64_5, f64, 5);
 classify_kernel!(cluda_classify_f64_7, cluda_classify_smem_f64_7, f64, 7);
