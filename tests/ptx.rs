@@ -14,6 +14,8 @@ fn ptx_holds_every_finder_kernel() {
         for side in [3, 5, 7, 9] {
             want.push(format!("cluda_classify_{p}_{side}"));
             want.push(format!("cluda_classify_smem_{p}_{side}"));
+            want.push(format!("cluda_step_{p}_{side}"));
+            want.push(format!("cluda_step_smem_{p}_{side}"));
         }
     }
     for w in &want {
@@ -28,16 +30,29 @@ fn ptx_holds_every_finder_kernel() {
 fn only_the_variance_is_fused() {
     // Split the PTX into entries: the prepare kernels hold the one variance fma; the classify
     // kernels (window sums, pedestal update) must hold none.
+    // The step kernels (classify, then the next frame's prepare) hold exactly the prepare
+    // kernel's one variance fma.
     let mut current = String::new();
+    let mut fused = std::collections::BTreeMap::<String, usize>::new();
     for line in PTX.lines() {
         if let Some(rest) = line.trim_start().strip_prefix(".visible .entry ") {
             current = rest.split('(').next().unwrap_or(rest).trim().to_string();
+            fused.insert(current.clone(), 0);
         }
         let l = line.trim_start();
         if l.starts_with("fma.") || l.starts_with("mad.f") || l.starts_with("mad.rn") {
             assert!(
                 !current.starts_with("cluda_classify_"),
                 "unexpected fused operation in `{current}`: {l}"
+            );
+            *fused.entry(current.clone()).or_default() += 1;
+        }
+    }
+    for (entry, n) in &fused {
+        if entry.starts_with("cluda_step_") || entry.starts_with("cluda_prepare_") {
+            assert_eq!(
+                *n, 1,
+                "`{entry}` holds {n} fused operations, want the variance's one"
             );
         }
     }

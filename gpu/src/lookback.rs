@@ -1,10 +1,12 @@
-//! The per-lane part of the classify kernel's decoupled look-back, written once so that the
-//! host tests can check it (see `kernels/classify.rs` for the warp part).
+//! The status words of the classify kernel's decoupled look-back, and the per-lane step of
+//! its former one-warp variant, kept with its host test as a model of the protocol.
 //!
 //! Every tile publishes one 64-bit status word: a flag in the top two bits and a count in the
-//! low 32. A warp looks at `32 * K` consecutive predecessors at once, each lane at `K`
-//! consecutive ones (lane order = tile order), so the wait chain over T tiles is
-//! `T / (32 K)` window reads long.
+//! low 32 (the kernel uses [`FLAGS`], [`AGGREGATE`] and [`INCLUSIVE`]). The one-warp variant
+//! looked at `32 * K` consecutive predecessors at once, each lane at `K` consecutive ones
+//! (lane order = tile order), so its wait chain over T tiles was `T / (32 K)` window reads
+//! long; the kernel now reads 256 predecessors per round with the whole block
+//! (`look_back_block` in `kernels/classify.rs`), so 625 tiles take at most 3 rounds.
 
 /// Status flag mask.
 pub const FLAGS: u64 = 3 << 62;

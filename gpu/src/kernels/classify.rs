@@ -9,7 +9,7 @@
 //! (linear) order, so tile order is row-major order. A block counts its centres (warp ballots),
 //! then finds how many centres all earlier tiles hold by a decoupled look-back over per-tile
 //! status words (flag and value in one 64-bit word, published with single volatile stores;
-//! one warp reads 256 predecessors at a time, see [`look_back`]), and
+//! the whole block reads 256 predecessors at a time, see [`look_back_block`]), and
 //! each centre writes its record at `base + earlier + rank`. Tiles are numbered by a ticket
 //! (an atomic counter) in the order blocks start, so a tile only ever waits for tiles that are
 //! already running: no deadlock whatever order the hardware schedules blocks in. The result is
@@ -30,8 +30,9 @@
 use core::arch::nvptx;
 use core::sync::atomic::{AtomicU32, Ordering};
 
+use super::prepare::{PrepareArgs, prepare_pixel};
 use crate::classify::{PixelClass, classify};
-use crate::lookback::{AGGREGATE, INCLUSIVE, summarize};
+use crate::lookback::{AGGREGATE, FLAGS, INCLUSIVE};
 use crate::pedestal::push_ready;
 use crate::real::Real;
 
@@ -58,20 +59,6 @@ unsafe fn ballot(flag: bool) -> u32 {
     m
 }
 
-/// `v` of lane 0, in every lane (all 32 lanes must call).
-#[inline(always)]
-unsafe fn shfl_idx0(v: u32) -> u32 {
-    let o: u32;
-    unsafe {
-        core::arch::asm!(
-            "shfl.sync.idx.b32 {o}, {v}, 0, 0x1f, 0xffffffff;",
-            o = out(reg32) o,
-            v = in(reg32) v,
-        );
-    }
-    o
-}
-
 /// The sum of `v` over the warp, in every lane (all 32 lanes must call).
 #[inline(always)]
 unsafe fn warp_sum(v: u32) -> u32 {
@@ -93,67 +80,100 @@ unsafe fn warp_sum(v: u32) -> u32 {
     s
 }
 
-/// Status words each lane of the look-back warp reads per window. Measured on the H200
-/// (400x400 f64 3x3, event timing): classify 13 us per frame with 1 (32 tiles per window),
-/// 18.5 us with 8: the tiles of a frame all run at once, so wider windows mostly re-read
-/// more unpublished words while spinning. Kept at 1; the remaining cost is the wait chain
-/// over 625 tiles (next issue: a parallel read of all earlier aggregates, or fewer tiles).
-const PER_LANE: usize = 1;
-
-/// Decoupled look-back by one whole warp: publishes tile `tile`'s count `sum` in
-/// `status[tile]`, returns the clusters of all earlier tiles, then publishes the inclusive
-/// count. The warp reads the `32 * PER_LANE` tiles before a window's end at once (each lane
-/// `PER_LANE` consecutive ones, summarised by `lookback::summarize`): lanes from the last one
-/// holding an inclusive count on are summed once none of them waits for a tile, otherwise the
-/// window moves back. Tiles before tile 0 read as "inclusive 0".
+/// Sleeps about `ns` nanoseconds (a back-off while spinning on a status word, so that spinning
+/// blocks leave the L2 to the tiles they wait for).
 #[inline(always)]
-unsafe fn look_back(status: *mut u64, tile: u32, sum: u32, lane: u32) -> u32 {
+unsafe fn nanosleep(ns: u32) {
+    unsafe { core::arch::asm!("nanosleep.u32 {t};", t = in(reg32) ns) };
+}
+
+/// Publishes tile `tile`'s own count `sum` in `status[tile]` (inclusive for tile 0, whose
+/// count is its prefix); thread 0 only.
+#[inline(always)]
+unsafe fn publish(status: *mut u64, tile: u32, sum: u32) {
+    let flag = if tile == 0 { INCLUSIVE } else { AGGREGATE };
+    unsafe { core::ptr::write_volatile(status.add(tile as usize), flag | sum as u64) };
+}
+
+/// Decoupled look-back by the whole block (every thread must call; `tile`'s aggregate
+/// `sum` already published by [`publish`]): returns the clusters of all earlier tiles and
+/// publishes the inclusive count. Thread `i` reads tile `end - 1 - i` (nearest first), so one
+/// round covers `BLOCK` predecessors: a 400x400 frame (625 tiles) needs at most 3 rounds,
+/// where the former one-warp window (32 tiles) walked up to 20 dependent L2 round trips. A
+/// thread spins only on its own word until it is published (with a back-off), so a round is
+/// one load per thread when the predecessors are done. Tiles before tile 0 read as
+/// "inclusive 0". `scratch` holds 16 words at `[16..32)`.
+///
+/// Measured on the H200 (ladder, 4000 frames, 2 warm passes, same session, one-launch step
+/// kernel both times): opt9 3x3 f32 13.72 -> 12.35 us/frame, 3x3 f64 14.53 -> 12.89, 9x9 f64
+/// 30.20 -> 29.56, 9x9 f32 28.80 -> 28.43. ncu, 3x3 f32: the step kernel takes 10.9-11.1 us
+/// with it. Dropping the look-back and the ticket altogether (records of frame k-1 written by
+/// launch k from complete counts, branch `gpuperf-lagged`) was not faster as first written
+/// (11.5-12.0 us), but that version summed the earlier tiles' counts in a loop that made one
+/// dependent L2 round trip per word (up to 20 per thread); its batched fix is unmeasured.
+#[inline(always)]
+unsafe fn look_back_block(
+    status: *mut u64,
+    tile: u32,
+    sum: u32,
+    tid: u32,
+    scratch: *mut u32,
+) -> u32 {
+    if tile == 0 {
+        return 0;
+    }
+    let (warp, lane) = (tid / 32, tid % 32);
+    let mut earlier = 0u32;
+    let mut end = tile as i64;
     unsafe {
-        let mine = status.add(tile as usize);
-        if tile == 0 {
-            if lane == 0 {
-                core::ptr::write_volatile(mine, INCLUSIVE | sum as u64);
-            }
-            return 0;
-        }
-        if lane == 0 {
-            core::ptr::write_volatile(mine, AGGREGATE | sum as u64);
-        }
-        let window = (32 * PER_LANE) as i64;
-        let mut earlier = 0u32;
-        let mut end = tile as i64;
         loop {
-            let first = end - window + (lane as usize * PER_LANE) as i64;
-            let mut words = [INCLUSIVE; PER_LANE];
-            for (i, w) in words.iter_mut().enumerate() {
-                let j = first + i as i64;
-                if j >= 0 {
-                    *w = core::ptr::read_volatile(status.add(j as usize));
+            let j = end - 1 - tid as i64;
+            let mut w = INCLUSIVE;
+            if j >= 0 {
+                let at = status.add(j as usize);
+                w = core::ptr::read_volatile(at);
+                while w & FLAGS == 0 {
+                    nanosleep(32);
+                    w = core::ptr::read_volatile(at);
                 }
             }
-            let mine_sum = summarize(&words);
-            let inclusive = ballot(mine_sum.inclusive);
-            let waiting = ballot(mine_sum.waiting);
-            let from = if inclusive != 0 {
-                31 - inclusive.leading_zeros()
+            // Lanes up to the nearest inclusive tile (the lowest such lane) count; past it,
+            // nothing of this warp or the following (older) ones.
+            let inclusive = ballot(w & FLAGS == INCLUSIVE);
+            let upto = if inclusive != 0 {
+                inclusive.trailing_zeros()
             } else {
-                0
+                31
             };
-            if waiting & (!0u32 << from) != 0 {
-                continue; // a tile that took an earlier ticket has not published yet
+            let part = if lane <= upto { w as u32 } else { 0 };
+            let s = warp_sum(part);
+            if lane == 0 {
+                *scratch.add(16 + warp as usize) = s;
+                *scratch.add(24 + warp as usize) = (inclusive != 0) as u32;
             }
-            let part = if lane >= from { mine_sum.sum } else { 0 };
-            earlier = earlier.wrapping_add(warp_sum(part));
-            if inclusive != 0 {
+            nvptx::_syncthreads();
+            let mut done = false;
+            for k in 0..WARPS as usize {
+                earlier = earlier.wrapping_add(*scratch.add(16 + k));
+                if *scratch.add(24 + k) != 0 {
+                    done = true;
+                    break;
+                }
+            }
+            nvptx::_syncthreads();
+            if done {
                 break;
             }
-            end -= window;
+            end -= BLOCK as i64;
         }
-        if lane == 0 {
-            core::ptr::write_volatile(mine, INCLUSIVE | (earlier + sum) as u64);
+        if tid == 0 {
+            core::ptr::write_volatile(
+                status.add(tile as usize),
+                INCLUSIVE | earlier.wrapping_add(sum) as u64,
+            );
         }
-        earlier
     }
+    earlier
 }
 
 /// Bytes of the shared-memory window tile of the `_smem` kernels (static, per block).
@@ -277,7 +297,7 @@ pub(crate) struct Output {
     pub room: u32,
 }
 
-/// The classify kernel body for window side `S`; `scratch` is 16 words of shared memory.
+/// The classify kernel body for window side `S`; `scratch` is 32 words of shared memory.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn classify_frame<R: Real, const S: usize, W: Window<R>>(
@@ -291,12 +311,12 @@ pub(crate) unsafe fn classify_frame<R: Real, const S: usize, W: Window<R>>(
     out: Output,
     scratch: *mut u32,
     window: impl FnOnce(u32) -> W,
+    next: Option<PrepareArgs<R>>,
 ) {
     unsafe {
         let tid = nvptx::_thread_idx_x() as u32;
         let (warp, lane) = (tid / 32, tid % 32);
-        // scratch: [0..8) per-warp counts then exclusive warp offsets, [8] tile, [9] offset
-        // of the tile's first cluster (before `base`).
+        // scratch: [0..8) per-warp counts, [8] tile, [16..32) the look-back's.
         if tid == 0 {
             let ticket = AtomicU32::from_ptr(out.status as *mut u32);
             *scratch.add(8) = ticket.fetch_add(1, Ordering::Relaxed);
@@ -346,38 +366,41 @@ pub(crate) unsafe fn classify_frame<R: Real, const S: usize, W: Window<R>>(
             *scratch.add(warp as usize) = mask.count_ones();
         }
         nvptx::_syncthreads();
-        if warp == 0 {
-            // Lane 0: exclusive offsets of the warps within the tile; every lane: the total.
-            let mut sum = 0u32;
-            if lane == 0 {
-                for w in 0..WARPS as usize {
-                    let n = *scratch.add(w);
-                    *scratch.add(w) = sum;
-                    sum += n;
-                }
+        // Every thread: the tile's count and its warp's offset within the tile.
+        let (mut sum, mut woff) = (0u32, 0u32);
+        for w in 0..WARPS {
+            let n = *scratch.add(w as usize);
+            if w < warp {
+                woff += n;
             }
-            let sum = shfl_idx0(sum);
-            let earlier = look_back(out.status.add(1), tile, sum, lane);
-            if lane == 0 {
-                *scratch.add(9) = earlier;
-                if tile + 1 == g.tiles {
-                    let base0 = if out.base_in.is_null() {
-                        0
-                    } else {
-                        *out.base_in
-                    };
-                    *out.count_out = base0 + earlier + sum;
-                }
+            sum += n;
+        }
+        let status = out.status.add(1);
+        if tid == 0 {
+            publish(status, tile, sum);
+        }
+        if let Some(n) = &next {
+            // The next frame's prepare for this pixel, from the sums just updated (only this
+            // thread writes them), while earlier tiles publish their counts.
+            if p < n.n_status {
+                core::ptr::write_volatile(n.status.add(p as usize), 0);
+            }
+            if p < g.pixels {
+                let pi = p as usize;
+                prepare_pixel(n, pi, *a.add(pi), *b.add(pi));
             }
         }
-        nvptx::_syncthreads();
+        let earlier = look_back_block(status, tile, sum, tid, scratch);
+        let base0 = if out.base_in.is_null() {
+            0
+        } else {
+            *out.base_in
+        };
+        if tid == 0 && tile + 1 == g.tiles {
+            *out.count_out = base0 + earlier + sum;
+        }
         if centre {
-            let base0 = if out.base_in.is_null() {
-                0
-            } else {
-                *out.base_in
-            };
-            let idx = base0 + *scratch.add(9) + *scratch.add(warp as usize) + rank;
+            let idx = base0 + earlier + woff + rank;
             if idx < out.room {
                 let x = p % g.cols;
                 let y = p / g.cols;
@@ -426,7 +449,7 @@ macro_rules! classify_kernel {
             let scratch: u64;
             unsafe {
                 core::arch::asm!(
-                    concat!(".shared .align 16 .b8 ", stringify!($name), "_scratch[64];"),
+                    concat!(".shared .align 16 .b8 ", stringify!($name), "_scratch[128];"),
                     concat!("cvta.shared.u64 {p}, ", stringify!($name), "_scratch;"),
                     p = out(reg64) scratch,
                 );
@@ -441,6 +464,7 @@ macro_rules! classify_kernel {
                     Output { status, base_in, count_out, records, room },
                     scratch as *mut u32,
                     |_| GlobalWindow(c),
+                    None,
                 )
             }
         }
@@ -471,7 +495,7 @@ macro_rules! classify_kernel {
             let rows: u64;
             unsafe {
                 core::arch::asm!(
-                    concat!(".shared .align 16 .b8 ", stringify!($smem), "_scratch[64];"),
+                    concat!(".shared .align 16 .b8 ", stringify!($smem), "_scratch[128];"),
                     concat!(".shared .align 16 .b8 ", stringify!($smem), "_rows[40960];"),
                     concat!("cvta.shared.u64 {p}, ", stringify!($smem), "_scratch;"),
                     concat!("mov.u64 {q}, ", stringify!($smem), "_rows;"),
@@ -490,11 +514,167 @@ macro_rules! classify_kernel {
                     Output { status, base_in, count_out, records, room },
                     scratch as *mut u32,
                     |tile| stage_rows::<$t>(c, &g, $s / 2, tile, rows),
+                    None,
                 )
             }
         }
     };
 }
+macro_rules! step_kernel {
+    ($name:ident, $smem:ident, $t:ty, $s:literal) => {
+        /// One launch per frame: classifies this frame as the `cluda_classify_` kernel of the
+        /// same type and size does, then prepares the next frame (`next_frame`, if not null)
+        /// into the other plane (`c_next`, `t_next`, look-back words `status_next` reset).
+        /// Each pixel's next prepare reads only its own sums, which only its own thread has
+        /// just updated, so the update stays frame-synchronous (see the module docs).
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $name(
+            frame: *const u16,
+            base: *const $t,
+            a: *mut $t,
+            b: *mut $t,
+            c: *const $t,
+            t: *const $t,
+            cols: u32,
+            pixels: u32,
+            stride: u32,
+            tiles: u32,
+            inv: $t,
+            status: *mut u64,
+            base_in: *const u32,
+            count_out: *mut u32,
+            records: *mut u32,
+            room: u32,
+            next_frame: *const u16,
+            frozen_std: *const $t,
+            r: u32,
+            n_sigma: $t,
+            live: u32,
+            c_next: *mut $t,
+            t_next: *mut $t,
+            status_next: *mut u64,
+        ) {
+            let scratch: u64;
+            unsafe {
+                core::arch::asm!(
+                    concat!(".shared .align 16 .b8 ", stringify!($name), "_scratch[128];"),
+                    concat!("cvta.shared.u64 {p}, ", stringify!($name), "_scratch;"),
+                    p = out(reg64) scratch,
+                );
+                let next = (!next_frame.is_null()).then_some(PrepareArgs {
+                    frame: next_frame,
+                    base,
+                    frozen_std,
+                    cols,
+                    pixels,
+                    stride,
+                    r,
+                    inv,
+                    n_sigma,
+                    live: live != 0,
+                    c_plane: c_next,
+                    t_out: t_next,
+                    status: status_next,
+                    n_status: tiles + 1,
+                });
+                classify_frame::<$t, $s, GlobalWindow<$t>>(
+                    frame,
+                    base,
+                    a,
+                    b,
+                    c,
+                    t,
+                    Geometry { cols, pixels, stride, tiles, inv },
+                    Output { status, base_in, count_out, records, room },
+                    scratch as *mut u32,
+                    |_| GlobalWindow(c),
+                    next,
+                )
+            }
+        }
+
+        /// As the kernel without `_smem`, with the window reads of the `_smem` classify kernel.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $smem(
+            frame: *const u16,
+            base: *const $t,
+            a: *mut $t,
+            b: *mut $t,
+            c: *const $t,
+            t: *const $t,
+            cols: u32,
+            pixels: u32,
+            stride: u32,
+            tiles: u32,
+            inv: $t,
+            status: *mut u64,
+            base_in: *const u32,
+            count_out: *mut u32,
+            records: *mut u32,
+            room: u32,
+            next_frame: *const u16,
+            frozen_std: *const $t,
+            r: u32,
+            n_sigma: $t,
+            live: u32,
+            c_next: *mut $t,
+            t_next: *mut $t,
+            status_next: *mut u64,
+        ) {
+            let scratch: u64;
+            let rows: u64;
+            unsafe {
+                core::arch::asm!(
+                    concat!(".shared .align 16 .b8 ", stringify!($smem), "_scratch[128];"),
+                    concat!(".shared .align 16 .b8 ", stringify!($smem), "_rows[40960];"),
+                    concat!("cvta.shared.u64 {p}, ", stringify!($smem), "_scratch;"),
+                    concat!("mov.u64 {q}, ", stringify!($smem), "_rows;"),
+                    p = out(reg64) scratch,
+                    q = out(reg64) rows,
+                );
+                let next = (!next_frame.is_null()).then_some(PrepareArgs {
+                    frame: next_frame,
+                    base,
+                    frozen_std,
+                    cols,
+                    pixels,
+                    stride,
+                    r,
+                    inv,
+                    n_sigma,
+                    live: live != 0,
+                    c_plane: c_next,
+                    t_out: t_next,
+                    status: status_next,
+                    n_status: tiles + 1,
+                });
+                let g = Geometry { cols, pixels, stride, tiles, inv };
+                classify_frame::<$t, $s, SharedWindow>(
+                    frame,
+                    base,
+                    a,
+                    b,
+                    c,
+                    t,
+                    g,
+                    Output { status, base_in, count_out, records, room },
+                    scratch as *mut u32,
+                    |tile| stage_rows::<$t>(c, &g, $s / 2, tile, rows),
+                    next,
+                )
+            }
+        }
+    };
+}
+step_kernel!(cluda_step_f64_3, cluda_step_smem_f64_3, f64, 3);
+step_kernel!(cluda_step_f64_5, cluda_step_smem_f64_5, f64, 5);
+step_kernel!(cluda_step_f64_7, cluda_step_smem_f64_7, f64, 7);
+step_kernel!(cluda_step_f64_9, cluda_step_smem_f64_9, f64, 9);
+step_kernel!(cluda_step_f32_3, cluda_step_smem_f32_3, f32, 3);
+step_kernel!(cluda_step_f32_5, cluda_step_smem_f32_5, f32, 5);
+step_kernel!(cluda_step_f32_7, cluda_step_smem_f32_7, f32, 7);
+step_kernel!(cluda_step_f32_9, cluda_step_smem_f32_9, f32, 9);
+
 classify_kernel!(cluda_classify_f64_3, cluda_classify_smem_f64_3, f64, 3);
 classify_kernel!(cluda_classify_f64_5, cluda_classify_smem_f64_5, f64, 5);
 classify_kernel!(cluda_classify_f64_7, cluda_classify_smem_f64_7, f64, 7);

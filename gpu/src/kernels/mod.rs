@@ -6,6 +6,12 @@
 //! of neighbours, writes the frame's cluster records in row-major order and updates the pedestal
 //! of its own pixel. Because no kernel of frame k reads a neighbour's pedestal state after any
 //! kernel of frame k wrote it, the update is frame-synchronous and race-free.
+//!
+//! The pipeline normally runs one launch per frame instead: `cluda_step_*` (in [`classify`])
+//! classifies frame k exactly as `classify` does and then, per pixel, prepares frame k+1 from
+//! the sums its own thread has just updated, into a second plane (planes, thresholds and
+//! look-back words alternate between two sets). Only a chunk's first frame needs a `prepare`
+//! launch of its own.
 
 pub mod classify;
 pub mod matcher;

@@ -14,51 +14,59 @@ use crate::classify::threshold;
 use crate::pedestal::{corrected, mean_offset, std_dev};
 use crate::real::Real;
 
+/// What `prepare` needs besides the pedestal sums: the frame, the outputs and the constants.
+#[derive(Clone, Copy)]
+pub(crate) struct PrepareArgs<R> {
+    pub frame: *const u16,
+    pub base: *const R,
+    pub frozen_std: *const R,
+    pub cols: u32,
+    pub pixels: u32,
+    pub stride: u32,
+    pub r: u32,
+    pub inv: R,
+    pub n_sigma: R,
+    pub live: bool,
+    pub c_plane: *mut R,
+    pub t_out: *mut R,
+    pub status: *mut u64,
+    pub n_status: u32,
+}
+
+/// The corrected value and threshold of pixel `i < pixels` from its sums `a`, `b`.
+#[inline(always)]
+pub(crate) unsafe fn prepare_pixel<R: Real>(p: &PrepareArgs<R>, i: usize, ai: R, bi: R) {
+    unsafe {
+        let iu = i as u32;
+        let y = iu / p.cols;
+        let x = iu - y * p.cols;
+        let m = mean_offset(ai, p.inv);
+        let at = ((y + p.r) * p.stride + x + p.r) as usize;
+        *p.c_plane.add(at) = corrected(*p.frame.add(i), *p.base.add(i), m);
+        // Same operations as the CPU: live thresholds from the current window, frozen ones
+        // from the std frozen when the pedestal became ready, both `n_sigma * std`.
+        let std = if p.live {
+            std_dev(ai, bi, p.inv)
+        } else {
+            *p.frozen_std.add(i)
+        };
+        *p.t_out.add(i) = threshold(p.n_sigma, std);
+    }
+}
+
 /// The corrected value and threshold of pixel `i`, and the reset of the classify kernel's
 /// look-back words (`status[0..n_status]`, which the next launch on the stream reads).
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
-unsafe fn prepare<R: Real>(
-    frame: *const u16,
-    base: *const R,
-    a: *const R,
-    b: *const R,
-    frozen_std: *const R,
-    cols: u32,
-    pixels: u32,
-    stride: u32,
-    r: u32,
-    inv: R,
-    n_sigma: R,
-    live: bool,
-    c_plane: *mut R,
-    t_out: *mut R,
-    status: *mut u64,
-    n_status: u32,
-) {
+unsafe fn prepare<R: Real>(p: &PrepareArgs<R>, a: *const R, b: *const R) {
     let i = global_index_x();
     unsafe {
-        if i < n_status as usize {
-            core::ptr::write_volatile(status.add(i), 0);
+        if i < p.n_status as usize {
+            core::ptr::write_volatile(p.status.add(i), 0);
         }
-        if i >= pixels as usize {
+        if i >= p.pixels as usize {
             return;
         }
-        let iu = i as u32;
-        let y = iu / cols;
-        let x = iu - y * cols;
-        let (ai, bi) = (*a.add(i), *b.add(i));
-        let m = mean_offset(ai, inv);
-        let at = ((y + r) * stride + x + r) as usize;
-        *c_plane.add(at) = corrected(*frame.add(i), *base.add(i), m);
-        // Same operations as the CPU: live thresholds from the current window, frozen ones
-        // from the std frozen when the pedestal became ready, both `n_sigma * std`.
-        let std = if live {
-            std_dev(ai, bi, inv)
-        } else {
-            *frozen_std.add(i)
-        };
-        *t_out.add(i) = threshold(n_sigma, std);
+        prepare_pixel(p, i, *a.add(i), *b.add(i));
     }
 }
 
@@ -86,11 +94,9 @@ macro_rules! prepare_kernel {
             n_status: u32,
         ) {
             unsafe {
-                prepare::<$t>(
+                let p = PrepareArgs {
                     frame,
                     base,
-                    a,
-                    b,
                     frozen_std,
                     cols,
                     pixels,
@@ -98,12 +104,13 @@ macro_rules! prepare_kernel {
                     r,
                     inv,
                     n_sigma,
-                    live != 0,
+                    live: live != 0,
                     c_plane,
                     t_out,
                     status,
                     n_status,
-                )
+                };
+                prepare::<$t>(&p, a, b)
             }
         }
     };

@@ -110,10 +110,12 @@ pub(crate) struct Destination {
     pub room: u32,
 }
 
-/// The two kernels of one precision and cluster size.
+/// The kernels of one precision and cluster size: `prepare` and `classify` (two launches per
+/// frame), and `step` (classify this frame and prepare the next one in one launch).
 pub(crate) struct Kernels {
     prepare: CudaFunction,
     classify: CudaFunction,
+    step: CudaFunction,
     inv: Scalar,
     n_sigma: Scalar,
     live: u32,
@@ -143,6 +145,11 @@ impl Kernels {
             prepare: device.function(&format!("cluda_prepare_{p}"))?,
             classify: device.function(&format!(
                 "cluda_classify_{}{p}_{}",
+                if shared_window { "smem_" } else { "" },
+                size.side()
+            ))?,
+            step: device.function(&format!(
+                "cluda_step_{}{p}_{}",
                 if shared_window { "smem_" } else { "" },
                 size.side()
             ))?,
@@ -247,5 +254,70 @@ impl Kernels {
             )
         }
         .cuda("launching the classify kernel")
+    }
+
+    /// Launches `step`: classifies the frame at `frame` with `buf` (as [`Kernels::classify`]),
+    /// then, when `next_frame` is not 0, prepares the frame at `next_frame` into `next`'s
+    /// plane, thresholds and look-back words (its pedestal fields must equal `buf`'s).
+    #[allow(clippy::too_many_arguments)]
+    pub fn step(
+        &self,
+        stream: CUstream,
+        g: &Geometry,
+        frame: u64,
+        buf: &FrameBuffers,
+        dst: &Destination,
+        next_frame: u64,
+        next: &FrameBuffers,
+    ) -> Result<()> {
+        let (mut frame, mut base, mut a, mut b) = (frame, buf.base, buf.a, buf.b);
+        let (mut c, mut t) = (buf.c_plane, buf.t);
+        let (mut cols, mut pixels, mut stride, mut tiles) = (g.cols, g.pixels, g.stride, g.tiles);
+        let mut inv = self.inv;
+        let mut status = buf.status;
+        let (mut base_in, mut count_out, mut records, mut room) =
+            (dst.base_in, dst.count_out, dst.records, dst.room);
+        let (mut next_frame, mut fstd, mut r) = (next_frame, buf.frozen_std, g.r);
+        let (mut n_sigma, mut live) = (self.n_sigma, self.live);
+        let (mut c_next, mut t_next, mut status_next) = (next.c_plane, next.t, next.status);
+        let mut params: [*mut c_void; 24] = [
+            &mut frame as *mut u64 as *mut c_void,
+            &mut base as *mut u64 as *mut c_void,
+            &mut a as *mut u64 as *mut c_void,
+            &mut b as *mut u64 as *mut c_void,
+            &mut c as *mut u64 as *mut c_void,
+            &mut t as *mut u64 as *mut c_void,
+            &mut cols as *mut u32 as *mut c_void,
+            &mut pixels as *mut u32 as *mut c_void,
+            &mut stride as *mut u32 as *mut c_void,
+            &mut tiles as *mut u32 as *mut c_void,
+            inv.as_param(),
+            &mut status as *mut u64 as *mut c_void,
+            &mut base_in as *mut u64 as *mut c_void,
+            &mut count_out as *mut u64 as *mut c_void,
+            &mut records as *mut u64 as *mut c_void,
+            &mut room as *mut u32 as *mut c_void,
+            &mut next_frame as *mut u64 as *mut c_void,
+            &mut fstd as *mut u64 as *mut c_void,
+            &mut r as *mut u32 as *mut c_void,
+            n_sigma.as_param(),
+            &mut live as *mut u32 as *mut c_void,
+            &mut c_next as *mut u64 as *mut c_void,
+            &mut t_next as *mut u64 as *mut c_void,
+            &mut status_next as *mut u64 as *mut c_void,
+        ];
+        // SAFETY: the parameters match `cluda_step_*` in order and type; every pointer is a
+        // live device buffer of the sizes the geometry and destination imply.
+        unsafe {
+            result::launch_kernel(
+                self.step.cu_function(),
+                (g.tiles, 1, 1),
+                (BLOCK, 1, 1),
+                0,
+                stream,
+                &mut params,
+            )
+        }
+        .cuda("launching the step kernel")
     }
 }
