@@ -642,7 +642,7 @@ fn npy_cases() -> Vec<(&'static str, Vec<u8>, Expect)> {
                     "{'descr': '<u2', 'fortran_order': False, 'shape': (1, 2, 2), }x"
                         .bytes()
                         .chain(std::iter::repeat_n(b' ', 52))
-                        .chain([b'\n']),
+                        .chain(*b"\n"),
                 )
                 .chain([0; 8])
                 .collect(),
