@@ -598,3 +598,229 @@ fn match_bad_input_is_a_named_error_with_exit_code_1() {
         }
     }
 }
+
+/// Writes `frames` (`n x rows x cols`) as a raw acquisition `<dir>/<base>_master_0.json` with
+/// the given header frame numbers (one per frame); returns the master's path.
+fn write_raw(
+    dir: &Path,
+    base: &str,
+    frames: &[u16],
+    rows: usize,
+    cols: usize,
+    numbers: &[u64],
+) -> PathBuf {
+    use cluda::io::raw::{DetectorType, RawWriter, RawWriterConfig};
+    let config = RawWriterConfig {
+        rows,
+        cols,
+        detector: DetectorType::Other("Jungfrau".into()),
+        max_frames_per_file: 7,
+        ..RawWriterConfig::moench03()
+    };
+    let mut w = RawWriter::create(dir, base, 0, config).unwrap();
+    for (f, &n) in frames.chunks_exact(rows * cols).zip(numbers) {
+        w.write_frame(n, f).unwrap();
+    }
+    w.finish(None).unwrap()
+}
+
+#[test]
+fn find_on_raw_acquisitions_equals_find_on_npy() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (ped, data) = gen_small(d);
+    let (pa, da) = (
+        read_u16_frames(&ped).unwrap(),
+        read_u16_frames(&data).unwrap(),
+    );
+    // Frame numbers 0.. as the .npy path numbers them; several data files (7 frames each).
+    let ped_raw = write_raw(d, "ped", &pa.data, 24, 36, &(0..40).collect::<Vec<_>>());
+    let data_raw = write_raw(d, "run", &da.data, 24, 36, &(0..12).collect::<Vec<_>>());
+    let find = |p: &Path, x: &Path, out: &Path| {
+        let o = cluda(&[
+            "find",
+            "--pedestal",
+            s(p),
+            "--data",
+            s(x),
+            "--out",
+            s(out),
+            "--device",
+            "cpu",
+        ]);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        assert!(!text(&o.stderr).contains("warning"), "{}", text(&o.stderr));
+        parse_summary(text(&o.stdout).trim_end())
+    };
+    let (npy_out, raw_out, mixed_out) = (d.join("n.clust"), d.join("r.clust"), d.join("m.clust"));
+    let a = find(&ped, &data, &npy_out);
+    let b = find(&ped_raw, &data_raw, &raw_out);
+    let c = find(&ped, &data_raw, &mixed_out);
+    assert_eq!(value(&a, "clusters"), value(&c, "clusters"));
+    assert_eq!(value(&a, "clusters"), value(&b, "clusters"));
+    assert_eq!(value(&b, "frames"), "12");
+    assert!(value(&a, "clusters").parse::<u64>().unwrap() > 0);
+    let bytes = std::fs::read(&npy_out).unwrap();
+    assert_eq!(bytes, std::fs::read(&raw_out).unwrap());
+    assert_eq!(bytes, std::fs::read(&mixed_out).unwrap());
+}
+
+#[test]
+fn raw_frame_numbers_and_gaps_reach_the_cluster_file_and_stderr() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (ped, data) = gen_small(d);
+    let da = read_u16_frames(&data).unwrap();
+    // Header numbers start at 100 and skip 105 and 106: the data has 12 frames but two gaps'
+    // worth of numbers are missing, which cluda reports without shifting frames.
+    let numbers: Vec<u64> = (100..105).chain(107..114).collect();
+    let data_raw = write_raw(d, "gappy", &da.data, 24, 36, &numbers);
+    let (raw_out, npy_out) = (d.join("g.clust"), d.join("n.clust"));
+    let o = cluda(&[
+        "find",
+        "--pedestal",
+        s(&ped),
+        "--data",
+        s(&data_raw),
+        "--out",
+        s(&raw_out),
+        "--device",
+        "cpu",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let err = text(&o.stderr);
+    assert!(err.contains("warning: data file"), "{err}");
+    assert!(
+        err.contains("missing frame numbers: 2 in 1 gap(s), first: 105..=106"),
+        "{err}"
+    );
+    let o = cluda(&[
+        "find",
+        "--pedestal",
+        s(&ped),
+        "--data",
+        s(&data),
+        "--out",
+        s(&npy_out),
+        "--device",
+        "cpu",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let (na, ba) = read_cluster_file(&npy_out, ClusterSize::S3).unwrap();
+    let (nb, bb) = read_cluster_file(&raw_out, ClusterSize::S3).unwrap();
+    assert_eq!(na, (0..12).collect::<Vec<i32>>());
+    assert_eq!(nb, numbers.iter().map(|&n| n as i32).collect::<Vec<_>>());
+    assert_eq!(ba, bb);
+}
+
+#[test]
+fn gen_raw_then_find() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let o = cluda(&[
+        "gen",
+        "--out",
+        s(d),
+        "--frames",
+        "9",
+        "--pedestal-frames",
+        "20",
+        "--rows",
+        "16",
+        "--cols",
+        "20",
+        "--raw",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("data_master_0.json (9 frames of 16 x 20"));
+    let clust = d.join("c.clust");
+    let o = cluda(&[
+        "find",
+        "--pedestal",
+        s(&d.join("pedestal_master_0.json")),
+        "--data",
+        s(&d.join("data_master_0.json")),
+        "--out",
+        s(&clust),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_eq!(
+        value(&parse_summary(text(&o.stdout).trim_end()), "frames"),
+        "9"
+    );
+    // Raw frame numbers count from 1.
+    let (numbers, _) = read_cluster_file(&clust, ClusterSize::S3).unwrap();
+    assert_eq!(numbers, (1..=9).collect::<Vec<i32>>());
+    fails(
+        &[
+            "find",
+            "--pedestal",
+            s(&d.join("nope_master_0.json")),
+            "--data",
+            s(&d.join("data_master_0.json")),
+        ],
+        "nope_master_0.json",
+    );
+}
+
+/// PNG signature and IHDR size.
+fn png_size(bytes: &[u8]) -> (u32, u32) {
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
+    assert_eq!(&bytes[12..16], b"IHDR");
+    let be = |i: usize| u32::from_be_bytes(bytes[i..i + 4].try_into().unwrap());
+    (be(16), be(20))
+}
+
+#[test]
+fn plot_writes_four_pngs_for_find_and_demo() {
+    if cluda::plot::register_font().is_err() {
+        eprintln!("skipped: no TrueType font for plot labels on this machine");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (ped, data) = gen_small(d);
+    let names = [
+        "spectrum.png",
+        "hitmap.png",
+        "pedestal_mean.png",
+        "pedestal_noise.png",
+    ];
+    for (i, args) in [
+        vec![
+            "find",
+            "--pedestal",
+            s(&ped),
+            "--data",
+            s(&data),
+            "--device",
+            "cpu",
+        ],
+        vec![
+            "demo",
+            "--frames",
+            "5",
+            "--pedestal-frames",
+            "10",
+            "--rows",
+            "32",
+            "--cols",
+            "32",
+        ],
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let plots = d.join(format!("plots{i}"));
+        let mut args = args;
+        args.extend(["--plot", s(&plots)]);
+        let o = cluda(&args);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        let err = text(&o.stderr);
+        for n in names {
+            let p = plots.join(n);
+            assert!(err.contains(&format!("wrote {}", p.display())), "{err}");
+            assert_eq!(png_size(&std::fs::read(&p).unwrap()), cluda::plot::PNG_SIZE);
+        }
+    }
+}

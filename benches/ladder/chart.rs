@@ -7,30 +7,6 @@ use serde_json::Value;
 
 use crate::floors::Floors;
 
-/// Registers a system TrueType font for labels; charts without one are refused, not unlabelled.
-fn font() -> Result<(), String> {
-    const PATHS: [&str; 4] = [
-        "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
-        "/usr/share/fonts/dejavu/DejaVuSans.ttf",
-        "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
-        "/usr/share/fonts/TTF/DejaVuSans.ttf",
-    ];
-    let mut candidates: Vec<String> = PATHS.iter().map(|s| s.to_string()).collect();
-    // matplotlib ships DejaVu Sans; the GPU machine's Python environment may have it.
-    if let Ok(o) = std::process::Command::new("python3").args(["-c", "import matplotlib,os;print(os.path.join(os.path.dirname(matplotlib.__file__),'mpl-data/fonts/ttf/DejaVuSans.ttf'))"]).output() {
-        candidates.push(String::from_utf8_lossy(&o.stdout).trim().to_string());
-    }
-    for p in candidates {
-        if let Ok(bytes) = std::fs::read(&p) {
-            let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
-            if plotters::style::register_font("sans-serif", FontStyle::Normal, bytes).is_ok() {
-                return Ok(());
-            }
-        }
-    }
-    Err("no TrueType font found (DejaVu Sans)".into())
-}
-
 /// Draws the chart for one cluster size.
 pub fn draw(
     path: &Path,
@@ -39,7 +15,8 @@ pub fn draw(
     fl: &Floors,
     kernel_us: Option<f64>,
 ) -> Result<(), String> {
-    font()?;
+    // One font search for the whole crate; charts without a font are refused, not unlabelled.
+    cluda::plot::register_font().map_err(|e| e.to_string())?;
     let bars: Vec<(String, f64)> = rows
         .iter()
         .filter(|r| r["step"] != "kernel")

@@ -25,7 +25,8 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Generate MOENCH-like test data: DIR/pedestal.npy (dark frames) and DIR/data.npy.
+    /// Generate MOENCH-like test data: DIR/pedestal.npy (dark frames) and DIR/data.npy, or
+    /// with --raw the raw acquisitions DIR/pedestal_master_0.json and DIR/data_master_0.json.
     Gen(GenArgs),
     /// Find clusters in the frames of a .npy file, after a pedestal from dark frames.
     #[command(after_help = SUMMARY_HELP)]
@@ -59,6 +60,10 @@ pub struct GenArgs {
     /// Seed of the generator (same seed, same frames).
     #[arg(long, default_value_t = 1, value_name = "S")]
     pub seed: u64,
+    /// Write slsDetector raw acquisitions (master .json + .raw data files, frame numbers from
+    /// 1) instead of .npy files.
+    #[arg(long)]
+    pub raw: bool,
 }
 
 /// Finder options shared by `find` and `demo`.
@@ -87,19 +92,26 @@ pub struct FinderArgs {
 /// `cluda find`.
 #[derive(Args, Debug)]
 pub struct FindArgs {
-    /// Dark frames (uint16 .npy, frames x rows x cols): all are pushed into the pedestal,
-    /// whose window N is their count.
-    #[arg(long, value_name = "P.npy")]
+    /// Dark frames: a uint16 .npy (frames x rows x cols) or a raw acquisition's master file
+    /// (<base>_master_<N>.json). All are pushed into the pedestal, whose window N is their
+    /// count.
+    #[arg(long, value_name = "P.npy|P_master_0.json")]
     pub pedestal: PathBuf,
-    /// Data frames (uint16 .npy, same rows x cols).
-    #[arg(long, value_name = "D.npy")]
+    /// Data frames: a uint16 .npy or a raw master file, same rows x cols. Missing or partial
+    /// raw frames are skipped and reported on stderr.
+    #[arg(long, value_name = "D.npy|D_master_0.json")]
     pub data: PathBuf,
     /// Finder options.
     #[command(flatten)]
     pub finder: FinderArgs,
-    /// Write the clusters to FILE in aare's cluster file layout.
+    /// Write the clusters to FILE in aare's cluster file layout (frame numbers: the raw
+    /// headers' for raw input, else counting from 0).
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
+    /// Write PNG plots into DIR: spectrum.png, hitmap.png, pedestal_mean.png and
+    /// pedestal_noise.png (needs a TrueType font, e.g. fonts-dejavu-core).
+    #[arg(long, value_name = "DIR")]
+    pub plot: Option<PathBuf>,
 }
 
 /// `cluda demo`.
@@ -123,6 +135,9 @@ pub struct DemoArgs {
     /// Finder options.
     #[command(flatten)]
     pub finder: FinderArgs,
+    /// Write PNG plots into DIR (as `find --plot`).
+    #[arg(long, value_name = "DIR")]
+    pub plot: Option<PathBuf>,
 }
 
 /// `cluda match`.

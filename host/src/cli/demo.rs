@@ -4,7 +4,7 @@ use cluda::generate::{GenConfig, Generator};
 use cluda::{Error, Result};
 
 use super::args::DemoArgs;
-use super::find::{find_clusters, print_line};
+use super::find::{Outputs, find_clusters, print_line};
 use super::source::{Generated, check_dims};
 use super::summary::Spectrum;
 
@@ -19,16 +19,19 @@ pub fn run(args: &DemoArgs) -> Result<()> {
     }
     let generator = Generator::new(GenConfig::new(args.rows, args.cols, args.seed))?;
     let p = args.pedestal_frames;
-    let mut dark = Generated::new("pedestal", &generator, 0, p, false);
-    let mut data = Generated::new("data", &generator, p as u64, args.frames, true);
+    let mut dark = Generated::new(&generator, 0, p, false).input("pedestal");
+    let mut data = Generated::new(&generator, p as u64, args.frames, true).input("data");
     // 20 bins of 50 ADU: single photons (~400 ADU) and the start of pile-up (~800 ADU).
     let mut spectrum = Spectrum::new(0, 50, 20);
     let summary = find_clusters(
         &args.finder,
         &mut dark,
         &mut data,
-        None,
-        Some(&mut spectrum),
+        Outputs {
+            clusters: None,
+            spectrum: Some(&mut spectrum),
+            plots: args.plot.as_deref(),
+        },
     )?;
     print_line(&summary.to_string())?;
     let title = format!(

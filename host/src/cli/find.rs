@@ -6,25 +6,40 @@ use std::time::{Duration, Instant};
 
 use cluda::finder::select::open_finder;
 use cluda::io::ClusterFileWriter;
+use cluda::plot::PlotAccumulator;
 use cluda::{Error, FinderConfig, Frames, Result};
 
 use super::args::{FindArgs, FinderArgs};
 use super::progress::frames_bar;
-use super::source::{FrameSource, NpySource, chunk_frames};
+use super::source::{Input, chunk_frames};
 use super::summary::{Spectrum, Summary};
 
 /// Runs `cluda find`: prints the summary line on stdout.
 pub fn run(args: &FindArgs) -> Result<()> {
-    let mut pedestal = NpySource::open(&args.pedestal, "pedestal")?;
-    let mut data = NpySource::open(&args.data, "data")?;
+    let mut pedestal = Input::count_exactly(&args.pedestal, "pedestal")?;
+    let mut data = Input::open(&args.data, "data")?;
     let summary = find_clusters(
         &args.finder,
         &mut pedestal,
         &mut data,
-        args.out.as_deref(),
-        None,
+        Outputs {
+            clusters: args.out.as_deref(),
+            spectrum: None,
+            plots: args.plot.as_deref(),
+        },
     )?;
     print_line(&summary.to_string())
+}
+
+/// What [`find_clusters`] writes besides the summary.
+#[derive(Default)]
+pub struct Outputs<'a> {
+    /// The cluster file (aare's layout) to write.
+    pub clusters: Option<&'a Path>,
+    /// A text spectrum to add every cluster sum to.
+    pub spectrum: Option<&'a mut Spectrum>,
+    /// A directory for the PNG plots ([`PlotAccumulator::finish`]).
+    pub plots: Option<&'a Path>,
 }
 
 /// Prints a line on stdout; a closed stdout is an error, not a panic.
@@ -37,53 +52,44 @@ pub fn print_line(line: &str) -> Result<()> {
 
 /// Pushes every frame of `pedestal` into a new finder's pedestal (its window N is their
 /// count), then finds the clusters of every frame of `data` a chunk at a time, writing them to
-/// `out` (aare's cluster file, frame numbers counting from 0) and adding their sums to
-/// `spectrum` as they stream past. Nothing holds more than one chunk of frames or clusters.
+/// the cluster file (with the input's frame numbers: a raw acquisition's header frame numbers,
+/// else counting from 0), adding their sums to the spectrum and the plots as they stream past.
+/// Nothing holds more than one chunk of frames or clusters. Missing or partial frames of a
+/// raw input are reported on stderr as a warning.
 pub fn find_clusters(
     args: &FinderArgs,
-    pedestal: &mut dyn FrameSource,
-    data: &mut dyn FrameSource,
-    out: Option<&Path>,
-    mut spectrum: Option<&mut Spectrum>,
+    pedestal: &mut Input<'_>,
+    data: &mut Input<'_>,
+    mut outputs: Outputs<'_>,
 ) -> Result<Summary> {
-    let (rows, cols) = (pedestal.rows(), pedestal.cols());
-    if (data.rows(), data.cols()) != (rows, cols) {
+    let (rows, cols) = (pedestal.frames.rows(), pedestal.frames.cols());
+    if (data.frames.rows(), data.frames.cols()) != (rows, cols) {
         return Err(Error::shape(
-            format!("{} against {}", data.describe(), pedestal.describe()),
+            format!("{} against {}", data.describe, pedestal.describe),
             format!("{rows} x {cols} frames (as in the pedestal)"),
-            format!("{} x {} frames", data.rows(), data.cols()),
+            format!("{} x {} frames", data.frames.rows(), data.frames.cols()),
         ));
     }
-    if pedestal.len() == 0 {
+    if pedestal.len == 0 {
         return Err(Error::param(
             "pedestal",
             format!(
                 "{} holds no frames; the pedestal needs at least one",
-                pedestal.describe()
+                pedestal.describe
             ),
         ));
     }
-    let n = u32::try_from(pedestal.len()).map_err(|_| {
+    let n = u32::try_from(pedestal.len).map_err(|_| {
         Error::param(
             "pedestal",
             format!(
                 "{} holds {} frames, more than a pedestal window of at most {} frames",
-                pedestal.describe(),
-                pedestal.len(),
+                pedestal.describe,
+                pedestal.len,
                 u32::MAX
             ),
         )
     })?;
-    if out.is_some() && data.len() > i32::MAX as usize + 1 {
-        return Err(Error::param(
-            "out",
-            format!(
-                "{} holds {} frames; cluster file frame numbers are i32",
-                data.describe(),
-                data.len()
-            ),
-        ));
-    }
     let config = FinderConfig::new(rows, cols)
         .size(args.cluster)
         .n_sigma(args.nsigma)
@@ -92,41 +98,75 @@ pub fn find_clusters(
         .precision(args.precision);
     let (mut finder, note) = open_finder(config, args.device, args.threads)?;
     eprintln!("note: {note}");
-    let mut writer = out.map(ClusterFileWriter::create).transpose()?;
+    let mut writer = outputs
+        .clusters
+        .map(ClusterFileWriter::create)
+        .transpose()?;
+    let mut plot = outputs.plots.map(|_| PlotAccumulator::new(rows, cols));
     let chunk = chunk_frames(rows, cols);
-    let mut buf = Vec::new();
+    let (mut buf, mut numbers) = (Vec::new(), Vec::new());
 
-    let bar = frames_bar(pedestal.len() as u64, "pedestal");
+    let bar = frames_bar(pedestal.len, "pedestal");
+    let mut pushed = 0u64;
     loop {
-        let k = pedestal.read_into(chunk, &mut buf)?;
+        buf.clear();
+        numbers.clear();
+        let k = pedestal.frames.read_frames(chunk, &mut buf, &mut numbers)?;
         if k == 0 {
+            break;
+        }
+        pushed += k as u64;
+        if pushed > pedestal.len {
             break;
         }
         finder.push_pedestal(Frames::new(&buf, k, rows, cols)?)?;
         bar.inc(k as u64);
     }
     bar.finish_and_clear();
+    if pushed != pedestal.len {
+        return Err(Error::param(
+            "pedestal",
+            format!(
+                "{} delivered {pushed} frames, {} when counted (did it change while cluda read it?)",
+                pedestal.describe, pedestal.len
+            ),
+        ));
+    }
+    warn_gaps(pedestal);
 
-    let bar = frames_bar(data.len() as u64, "finding");
+    let bar = frames_bar(data.len, "finding");
     let (mut frames, mut clusters) = (0u64, 0u64);
     let mut busy = Duration::ZERO;
     loop {
-        let k = data.read_into(chunk, &mut buf)?;
+        buf.clear();
+        numbers.clear();
+        let k = data.frames.read_frames(chunk, &mut buf, &mut numbers)?;
         if k == 0 {
             break;
         }
-        let first = frames;
         let start = Instant::now();
+        let describe = &data.describe;
         finder.find_each(Frames::new(&buf, k, rows, cols)?, &mut |fc| {
             clusters += fc.len() as u64;
             if let Some(w) = writer.as_mut() {
-                // Checked above: every frame number fits in i32.
-                w.write_frame((first + fc.frame as u64) as i32, &fc)?;
+                let number = numbers.get(fc.frame).copied().unwrap_or(u64::MAX);
+                let number = i32::try_from(number).map_err(|_| {
+                    Error::param(
+                        "out",
+                        format!(
+                            "frame number {number} of {describe} does not fit the cluster file's i32 frame numbers"
+                        ),
+                    )
+                })?;
+                w.write_frame(number, &fc)?;
             }
-            if let Some(s) = spectrum.as_deref_mut() {
+            if let Some(s) = outputs.spectrum.as_deref_mut() {
                 for c in fc.iter() {
                     s.add(c.sum());
                 }
+            }
+            if let Some(p) = plot.as_mut() {
+                p.add(&fc);
             }
             Ok(())
         })?;
@@ -140,6 +180,12 @@ pub fn find_clusters(
         busy += start.elapsed();
     }
     bar.finish_and_clear();
+    warn_gaps(data);
+    if let (Some(p), Some(dir)) = (plot, outputs.plots) {
+        for path in p.finish(&finder.pedestal()?, dir)? {
+            eprintln!("wrote {}", path.display());
+        }
+    }
     let device = finder.device();
     Ok(Summary {
         frames,
@@ -148,4 +194,11 @@ pub fn find_clusters(
         device: device.split_whitespace().next().unwrap_or("?").to_string(),
         precision: args.precision.name(),
     })
+}
+
+/// Prints a raw input's gap report on stderr when frames were missing, partial or truncated.
+fn warn_gaps(input: &Input<'_>) {
+    if let Some(g) = input.frames.gaps().filter(|g| !g.is_clean()) {
+        eprintln!("warning: {}: {}", input.describe, g.summary());
+    }
 }

@@ -1,62 +1,103 @@
-//! Where frames come from: a `.npy` file read in chunks, or the generator.
+//! Where frames come from: a raw acquisition (master `.json`) or a `.npy` file, both read in
+//! chunks, or the generator. Every input is a [`cluda::io::raw::FrameSource`], so the find
+//! path streams frames (and their frame numbers) without caring where they come from.
+
+use std::path::Path;
 
 use cluda::generate::Generator;
 use cluda::io::NpyFrames;
+use cluda::io::raw::{FrameSource, is_raw_master, open_frames_or};
 use cluda::{Error, Result};
 use rayon::prelude::*;
 
-/// A stack of frames read a chunk at a time, so no source has to fit in memory.
-pub trait FrameSource {
+/// One input of a command: its frames, what to call it in messages, and how many frames it
+/// holds (exact for a pedestal, see [`Input::count_exactly`]; otherwise an upper bound).
+pub struct Input<'a> {
     /// What the frames are, for messages (e.g. `data file d.npy`).
-    fn describe(&self) -> String;
-    /// Total frames.
-    fn len(&self) -> usize;
-    /// Rows per frame.
-    fn rows(&self) -> usize;
-    /// Columns per frame.
-    fn cols(&self) -> usize;
-    /// Reads the next `min(max_frames, remaining)` frames into `buf` (resized to hold them);
-    /// returns how many, 0 at the end.
-    fn read_into(&mut self, max_frames: usize, buf: &mut Vec<u16>) -> Result<usize>;
+    pub describe: String,
+    /// The frames.
+    pub frames: Box<dyn FrameSource + 'a>,
+    /// Frames it will deliver (an upper bound for raw acquisitions until counted).
+    pub len: u64,
 }
 
-/// Frames of a `.npy` file.
-pub struct NpySource {
-    what: &'static str,
-    frames: NpyFrames,
-}
-
-impl NpySource {
-    /// Opens `path` (checking its header); `what` says which input it is (`pedestal`, `data`).
-    pub fn open(path: &std::path::Path, what: &'static str) -> Result<Self> {
+impl Input<'static> {
+    /// Opens `path`: a raw master file (`<base>_master_<N>.json`) or a `.npy` frame stack;
+    /// `what` says which input it is (`pedestal`, `data`).
+    pub fn open(path: &Path, what: &str) -> Result<Self> {
+        let frames = open_frames_or(path, |p| {
+            Ok(Box::new(NpySource(NpyFrames::open(p)?)) as Box<dyn FrameSource>)
+        })?;
         Ok(Self {
-            what,
-            frames: NpyFrames::open(path)?,
+            describe: format!("{what} file {}", path.display()),
+            len: frames.remaining_hint(),
+            frames,
         })
     }
+
+    /// Like [`Input::open`], but [`Input::len`] is exact: a raw acquisition may deliver fewer
+    /// frames than its files hold (records with lost packets are skipped), so it is read once
+    /// to count them. For `.npy` files the header says.
+    pub fn count_exactly(path: &Path, what: &str) -> Result<Self> {
+        let mut input = Self::open(path, what)?;
+        if is_raw_master(path) {
+            let mut counter = Self::open(path, what)?;
+            let (rows, cols) = (counter.frames.rows(), counter.frames.cols());
+            let (mut buf, mut numbers, mut n) = (Vec::new(), Vec::new(), 0u64);
+            loop {
+                buf.clear();
+                numbers.clear();
+                match counter.frames.read_frames(
+                    chunk_frames(rows, cols),
+                    &mut buf,
+                    &mut numbers,
+                )? {
+                    0 => break,
+                    k => n += k as u64,
+                }
+            }
+            input.len = n;
+        }
+        Ok(input)
+    }
 }
+
+/// The frames of a `.npy` file, numbered from 0.
+struct NpySource(NpyFrames);
 
 impl FrameSource for NpySource {
-    fn describe(&self) -> String {
-        format!("{} file {}", self.what, self.frames.path().display())
-    }
-    fn len(&self) -> usize {
-        self.frames.len()
-    }
     fn rows(&self) -> usize {
-        self.frames.rows()
+        self.0.rows()
     }
     fn cols(&self) -> usize {
-        self.frames.cols()
+        self.0.cols()
     }
-    fn read_into(&mut self, max_frames: usize, buf: &mut Vec<u16>) -> Result<usize> {
-        self.frames.read_into(max_frames, buf)
+    fn remaining_hint(&self) -> u64 {
+        self.0.remaining() as u64
+    }
+    fn read_frames(
+        &mut self,
+        n: usize,
+        frames: &mut Vec<u16>,
+        numbers: &mut Vec<u64>,
+    ) -> Result<usize> {
+        let first = self.0.position() as u64;
+        let k = if frames.is_empty() {
+            // The usual case (the caller reuses one buffer): read straight into it.
+            self.0.read_into(n, frames)?
+        } else {
+            let chunk = self.0.read_chunk(n)?;
+            frames.extend_from_slice(&chunk);
+            chunk.len() / (self.0.rows() * self.0.cols())
+        };
+        numbers.extend(first..first + k as u64);
+        Ok(k)
     }
 }
 
-/// Frames `first .. first + count` of a generator, made a chunk at a time in parallel.
+/// Frames `first .. first + count` of a generator, made a chunk at a time in parallel and
+/// numbered from 0.
 pub struct Generated<'g> {
-    what: &'static str,
     generator: &'g Generator,
     first: u64,
     count: usize,
@@ -66,15 +107,8 @@ pub struct Generated<'g> {
 
 impl<'g> Generated<'g> {
     /// Frames `first .. first + count`; `photons: false` gives dark (pedestal) frames.
-    pub fn new(
-        what: &'static str,
-        generator: &'g Generator,
-        first: u64,
-        count: usize,
-        photons: bool,
-    ) -> Self {
+    pub fn new(generator: &'g Generator, first: u64, count: usize, photons: bool) -> Self {
         Self {
-            what,
             generator,
             first,
             count,
@@ -82,31 +116,44 @@ impl<'g> Generated<'g> {
             photons,
         }
     }
+
+    /// As an [`Input`] called `generated <what> frames`.
+    pub fn input(self, what: &str) -> Input<'g> {
+        Input {
+            describe: format!("generated {what} frames"),
+            len: self.count as u64,
+            frames: Box::new(self),
+        }
+    }
 }
 
 impl FrameSource for Generated<'_> {
-    fn describe(&self) -> String {
-        format!("generated {} frames", self.what)
-    }
-    fn len(&self) -> usize {
-        self.count
-    }
     fn rows(&self) -> usize {
         self.generator.config().rows
     }
     fn cols(&self) -> usize {
         self.generator.config().cols
     }
-    fn read_into(&mut self, max_frames: usize, buf: &mut Vec<u16>) -> Result<usize> {
+    fn remaining_hint(&self) -> u64 {
+        (self.count - self.next) as u64
+    }
+    fn read_frames(
+        &mut self,
+        max_frames: usize,
+        frames: &mut Vec<u16>,
+        numbers: &mut Vec<u64>,
+    ) -> Result<usize> {
         let n = max_frames.min(self.count - self.next);
         let pixels = self.rows() * self.cols();
-        buf.clear();
-        buf.resize(n * pixels, 0);
+        let start = frames.len();
+        frames.resize(start + n * pixels, 0);
         let first = self.first + self.next as u64;
         let (generator, photons) = (self.generator, self.photons);
-        buf.par_chunks_mut(pixels.max(1))
+        frames[start..]
+            .par_chunks_mut(pixels.max(1))
             .enumerate()
             .for_each(|(i, f)| generator.frame_into(first + i as u64, photons, f));
+        numbers.extend((self.next..self.next + n).map(|i| i as u64));
         self.next += n;
         Ok(n)
     }

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use super::reader::RawReader;
+use super::reader::{GapReport, RawReader};
 use crate::error::{Error, Result};
 
 /// A stream of `rows x cols` u16 frames read in batches.
@@ -29,6 +29,12 @@ pub trait FrameSource {
     /// What went wrong in the input so far (missing or partial frames), for a person; `None`
     /// when the source cannot lose frames.
     fn report(&self) -> Option<String> {
+        None
+    }
+
+    /// The typed gap report behind [`FrameSource::report`], so callers can tell a clean
+    /// input from a lossy one; `None` when the source cannot lose frames.
+    fn gaps(&self) -> Option<&GapReport> {
         None
     }
 }
@@ -62,6 +68,10 @@ impl FrameSource for RawReader {
 
     fn report(&self) -> Option<String> {
         Some(RawReader::report(self).summary())
+    }
+
+    fn gaps(&self) -> Option<&GapReport> {
+        Some(RawReader::report(self))
     }
 }
 

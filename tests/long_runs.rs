@@ -1,0 +1,179 @@
+//! Long runs with flat memory (ignored by default; run with `--ignored`, in release):
+//! 200,000 generated 400x400 frames through the CPU finder's streaming API, and 1,000,000 on
+//! a CUDA GPU through the zero-copy collection path with pinned input. A pool of distinct
+//! frames is generated once and cycled; resident memory (RSS, /proc/self/statm) is sampled
+//! after every call and must stay flat after warm-up. Each test prints one summary line:
+//! `frames=... clusters=... seconds=... rss_warm_mib=... rss_peak_mib=... rss_final_mib=...`.
+//!
+//! `CLUDA_LONG_FRAMES=N` shortens (or lengthens) a run, e.g. for a quick smoke test.
+
+use std::time::Instant;
+
+use cluda::generate::{GenConfig, Generator};
+use cluda::{ClusterFinder, CpuFinder, FinderConfig, Frames, Precision};
+use rayon::prelude::*;
+
+const ROWS: usize = 400;
+const COLS: usize = 400;
+const DARK: usize = 1000;
+const POOL: usize = 2000;
+/// Growth of resident memory after warm-up that still counts as flat.
+const SLACK_MIB: f64 = 16.0;
+
+/// Resident memory of this process in MiB (Linux).
+fn rss_mib() -> f64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").expect("/proc/self/statm");
+    let pages: f64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|v| v.parse().ok())
+        .expect("resident pages in /proc/self/statm");
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as f64;
+    pages * page / (1024.0 * 1024.0)
+}
+
+/// `count` frames from frame `first` of a MOENCH-like generator, made in parallel.
+fn generate(g: &Generator, first: u64, count: usize, photons: bool, out: &mut [u16]) {
+    assert_eq!(out.len(), count * ROWS * COLS);
+    out.par_chunks_mut(ROWS * COLS)
+        .enumerate()
+        .for_each(|(i, f)| g.frame_into(first + i as u64, photons, f));
+}
+
+fn frames_wanted(default: u64) -> u64 {
+    std::env::var("CLUDA_LONG_FRAMES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// RSS samples after warm-up.
+struct Rss {
+    warm_after: u64,
+    warm: Option<f64>,
+    peak: f64,
+}
+
+impl Rss {
+    fn new(warm_after: u64) -> Self {
+        Self {
+            warm_after,
+            warm: None,
+            peak: 0.0,
+        }
+    }
+
+    /// Samples after `frames` frames: the first sample at or past warm-up is the baseline.
+    fn sample(&mut self, frames: u64) {
+        if frames < self.warm_after {
+            return;
+        }
+        let now = rss_mib();
+        self.warm.get_or_insert(now);
+        self.peak = self.peak.max(now);
+    }
+
+    /// Prints the summary line and asserts the memory stayed flat.
+    fn finish(&self, frames: u64, clusters: u64, seconds: f64) {
+        let fin = rss_mib();
+        let warm = self.warm.expect("the run reached warm-up");
+        println!(
+            "frames={frames} clusters={clusters} seconds={seconds:.1} rss_warm_mib={warm:.1} rss_peak_mib={:.1} rss_final_mib={fin:.1}",
+            self.peak.max(fin)
+        );
+        assert!(clusters > 0);
+        assert!(
+            fin <= warm + SLACK_MIB,
+            "resident memory grew from {warm:.1} MiB after warm-up to {fin:.1} MiB"
+        );
+        assert!(
+            self.peak <= warm + 2.0 * SLACK_MIB,
+            "resident memory peaked at {:.1} MiB after {warm:.1} MiB at warm-up",
+            self.peak
+        );
+    }
+}
+
+#[test]
+#[ignore = "long: ~5 minutes on 2 cores in release"]
+fn cpu_streams_200k_frames_with_flat_memory() {
+    let total = frames_wanted(200_000);
+    let g = Generator::new(GenConfig::new(ROWS, COLS, 2026)).unwrap();
+    let mut dark = vec![0u16; DARK * ROWS * COLS];
+    generate(&g, 0, DARK, false, &mut dark);
+    let mut pool = vec![0u16; POOL * ROWS * COLS];
+    generate(&g, DARK as u64, POOL, true, &mut pool);
+
+    let config = FinderConfig::new(ROWS, COLS).pedestal_frames(DARK as u32);
+    let mut finder = CpuFinder::new(config).unwrap();
+    finder
+        .push_pedestal(Frames::new(&dark, DARK, ROWS, COLS).unwrap())
+        .unwrap();
+    drop(dark);
+
+    const CHUNK: usize = 250;
+    let mut rss = Rss::new(10_000);
+    let (mut frames, mut clusters) = (0u64, 0u64);
+    let start = Instant::now();
+    while frames < total {
+        let at = (frames % POOL as u64) as usize;
+        let k = CHUNK.min(POOL - at).min((total - frames) as usize);
+        let chunk = &pool[at * ROWS * COLS..(at + k) * ROWS * COLS];
+        finder
+            .find_each(Frames::new(chunk, k, ROWS, COLS).unwrap(), &mut |fc| {
+                clusters += fc.len() as u64;
+                Ok(())
+            })
+            .unwrap();
+        frames += k as u64;
+        rss.sample(frames);
+    }
+    rss.finish(frames, clusters, start.elapsed().as_secs_f64());
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU; long"]
+fn gpu_zero_copy_1m_frames_with_flat_memory() {
+    use cluda::cuda::Device;
+    use cluda::gpu::{Collect, GpuFinder, LadderStep, PinnedFrames};
+
+    let total = frames_wanted(1_000_000);
+    let device = Device::open(0).unwrap();
+    let step = LadderStep::Opt9;
+    let pipeline = step.config();
+    assert_eq!(pipeline.collect, Collect::ZeroCopy);
+    let g = Generator::new(GenConfig::new(ROWS, COLS, 2026)).unwrap();
+    let mut dark = vec![0u16; DARK * ROWS * COLS];
+    generate(&g, 0, DARK, false, &mut dark);
+    let mut pinned = PinnedFrames::new(&device, POOL, ROWS, COLS).unwrap();
+    generate(&g, DARK as u64, POOL, true, pinned.as_mut_slice());
+
+    let config = FinderConfig::new(ROWS, COLS)
+        .pedestal_frames(DARK as u32)
+        .precision(step.precision());
+    assert_eq!(step.precision(), Precision::F32);
+    let mut finder = GpuFinder::on_device(device, config, pipeline).unwrap();
+    finder
+        .push_pedestal(Frames::new(&dark, DARK, ROWS, COLS).unwrap())
+        .unwrap();
+    drop(dark);
+    finder.reserve(POOL).unwrap();
+
+    let pool = pinned.frames().unwrap();
+    let mut rss = Rss::new(50_000);
+    let (mut frames, mut clusters) = (0u64, 0u64);
+    let start = Instant::now();
+    while frames < total {
+        let k = POOL.min((total - frames) as usize);
+        finder
+            .find_each(pool.range(0, k), &mut |fc| {
+                clusters += fc.len() as u64;
+                Ok(())
+            })
+            .unwrap();
+        frames += k as u64;
+        rss.sample(frames);
+    }
+    rss.finish(frames, clusters, start.elapsed().as_secs_f64());
+}
