@@ -96,7 +96,7 @@ impl Rss {
 }
 
 #[test]
-#[ignore = "long: ~5 minutes on 2 cores in release"]
+#[ignore = "long: ~2 minutes on 2 cores in release"]
 fn cpu_streams_200k_frames_with_flat_memory() {
     let total = frames_wanted(200_000);
     let g = Generator::new(GenConfig::new(ROWS, COLS, 2026)).unwrap();

@@ -442,12 +442,32 @@ pub fn map_png(
     // Left part sized so that the map's plotting area is about square.
     let (left, right) = root.split_horizontally(PNG_SIZE.0 - 180);
 
-    let mut chart = ChartBuilder::on(&left)
-        .margin(15)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
-        .build_cartesian_2d(0.0..cols as f64, rows as f64..0.0)
-        .map_err(|x| e(&x))?;
+    // Square pixels: measure the plotting area with even margins, then widen the margins on
+    // the long side so that the area has the frame's aspect ratio (a 40 x 60 frame is drawn
+    // wider than tall, not stretched into a square).
+    let build = |(mx, my): (u32, u32)| {
+        ChartBuilder::on(&left)
+            .margin(15)
+            .margin_left(15 + mx)
+            .margin_right(15 + mx)
+            .margin_top(15 + my)
+            .margin_bottom(15 + my)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d(0.0..cols as f64, rows as f64..0.0)
+    };
+    let (w, h) = build((0, 0))
+        .map_err(|x| e(&x))?
+        .plotting_area()
+        .dim_in_pixel();
+    let (w, h) = (w as f64, h as f64);
+    let aspect = cols as f64 / rows as f64;
+    let extra = if w / h > aspect {
+        (((w - h * aspect) / 2.0) as u32, 0)
+    } else {
+        (0, ((h - w / aspect) / 2.0) as u32)
+    };
+    let mut chart = build(extra).map_err(|x| e(&x))?;
     chart
         .configure_mesh()
         .disable_mesh()
