@@ -17,6 +17,11 @@ pub mod matcher;
 pub mod pedestal;
 pub mod plot;
 
+/// The README's code examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;
+
 pub use cluster::{Cluster, ClusterBatch, ClusterRef, ClusterSize, FrameClusters};
 pub use config::{FinderConfig, Precision, ThresholdMode};
 pub use error::{Error, Result};
