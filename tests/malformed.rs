@@ -6,7 +6,6 @@
 //! allocates more than the bytes present need.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
 
 use cluda::io::raw::{
     DetectorType, FrameDiscardPolicy, RawMaster, RawReader, RawWriter, RawWriterConfig,
@@ -14,29 +13,12 @@ use cluda::io::raw::{
 use cluda::{ClusterSize, Error, FinderConfig};
 use serde_json::{Value, json};
 
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> Self {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let p = std::env::temp_dir().join(format!(
-            "cluda-bad-{tag}-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        Self(p)
-    }
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+/// A fresh, empty directory under the system temp dir, removed on drop.
+fn temp_dir(tag: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("cluda-{tag}-"))
+        .tempdir()
+        .expect("temp dir")
 }
 
 /// A valid MOENCH 03 master (receiver software 8, image order).
@@ -279,7 +261,7 @@ fn cases() -> Vec<Case> {
         (
             "no data file",
             Box::new(|| {
-                let d = TempDir::new("nodata");
+                let d = temp_dir("nodata");
                 let mp = acquisition(d.path(), 2, 10);
                 std::fs::remove_file(d.path().join("run_d0_f0_0.raw")).unwrap();
                 open_err(&mp)
@@ -290,7 +272,7 @@ fn cases() -> Vec<Case> {
         (
             "file holds more frames than Max Frames Per File",
             Box::new(|| {
-                let d = TempDir::new("maxff");
+                let d = temp_dir("maxff");
                 let mp = acquisition(d.path(), 4, 0);
                 let mut m: Value = serde_json::from_slice(&std::fs::read(&mp).unwrap()).unwrap();
                 m["Max Frames Per File"] = json!(3);
@@ -303,7 +285,7 @@ fn cases() -> Vec<Case> {
         (
             "files hold more frames than Total Frames",
             Box::new(|| {
-                let d = TempDir::new("total");
+                let d = temp_dir("total");
                 let mp = acquisition(d.path(), 5, 2);
                 let mut m: Value = serde_json::from_slice(&std::fs::read(&mp).unwrap()).unwrap();
                 m["Total Frames"] = json!(3);
@@ -317,7 +299,7 @@ fn cases() -> Vec<Case> {
         (
             "data file is a directory",
             Box::new(|| {
-                let d = TempDir::new("dirdata");
+                let d = temp_dir("dirdata");
                 let mp = acquisition(d.path(), 2, 10);
                 std::fs::remove_file(d.path().join("run_d0_f0_0.raw")).unwrap();
                 std::fs::create_dir(d.path().join("run_d0_f0_0.raw")).unwrap();
@@ -329,7 +311,7 @@ fn cases() -> Vec<Case> {
         (
             "master file of 17 MiB",
             Box::new(|| {
-                let d = TempDir::new("bigmaster");
+                let d = temp_dir("bigmaster");
                 let mp = d.path().join("run_master_0.json");
                 std::fs::File::create(&mp)
                     .unwrap()
@@ -433,7 +415,7 @@ fn every_malformed_input_gets_its_specific_error() {
 
 #[test]
 fn errors_name_the_file() {
-    let d = TempDir::new("names");
+    let d = temp_dir("names");
     let mp = acquisition(d.path(), 4, 0);
     let mut m: Value = serde_json::from_slice(&std::fs::read(&mp).unwrap()).unwrap();
     m["Max Frames Per File"] = json!(2);
@@ -452,7 +434,7 @@ fn errors_name_the_file() {
 fn huge_declared_frames_allocate_nothing_for_absent_data() {
     // 65536 x 65536 pixels (8 GiB per frame) declared, 200 bytes of data present: the reader
     // opens, finds no whole frame, reports the partial record, and never allocates a frame.
-    let d = TempDir::new("huge");
+    let d = temp_dir("huge");
     let mut m = good_master();
     m["Detector Type"] = json!("Jungfrau");
     m["Pixels"] = json!({"x": 65536, "y": 65536});
@@ -478,7 +460,7 @@ fn huge_declared_frames_allocate_nothing_for_absent_data() {
 
 #[test]
 fn a_batch_request_reserves_only_for_frames_on_disk() {
-    let d = TempDir::new("reserve");
+    let d = temp_dir("reserve");
     let mp = acquisition(d.path(), 3, 0);
     let mut r = RawReader::open(&mp).unwrap();
     let mut frames: Vec<u16> = Vec::new();
@@ -694,7 +676,7 @@ fn npy_cases() -> Vec<(&'static str, Vec<u8>, Expect)> {
 
 #[test]
 fn every_malformed_npy_gets_its_specific_error_and_allocates_nothing_large() {
-    let d = TempDir::new("npy");
+    let d = temp_dir("npy");
     let cases = npy_cases();
     assert!(cases.len() >= 20, "only {} cases", cases.len());
     let mut failures = Vec::new();
@@ -781,7 +763,7 @@ fn cluster_file_cases() -> Vec<(&'static str, Vec<u8>, Expect)> {
 
 #[test]
 fn every_malformed_cluster_file_gets_its_specific_error_and_allocates_nothing_large() {
-    let d = TempDir::new("clu");
+    let d = temp_dir("clu");
     let mut failures = Vec::new();
     for (i, (name, bytes, want)) in cluster_file_cases().iter().enumerate() {
         let p = d.path().join(format!("case{i}.clust"));

@@ -2,8 +2,7 @@
 //! aare's own test helper writes them), read back by `RawReader`, with dropped frames, lost
 //! packets and truncated files reported rather than shifted.
 
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::path::Path;
 
 use cluda::Error;
 use cluda::generate::{GenConfig, Generator};
@@ -13,29 +12,11 @@ use cluda::io::raw::{
 };
 
 /// A fresh, empty directory under the system temp dir, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> Self {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let p = std::env::temp_dir().join(format!(
-            "cluda-raw-{tag}-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        Self(p)
-    }
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+fn temp_dir(tag: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("cluda-{tag}-"))
+        .tempdir()
+        .expect("temp dir")
 }
 
 /// A small detector (4 rows x 6 columns), image order, `max` frames per file.
@@ -61,7 +42,7 @@ fn pattern(k: u64, px: usize) -> Vec<u16> {
 
 #[test]
 fn round_trip_over_several_data_files() {
-    let dir = TempDir::new("multi");
+    let dir = temp_dir("multi");
     let mut w = RawWriter::create(dir.path(), "run", 3, small(3)).unwrap();
     for k in 1..=10 {
         w.write_frame(k, &pattern(k, 24)).unwrap();
@@ -113,7 +94,7 @@ fn round_trip_over_several_data_files() {
 fn reads_files_laid_out_as_aares_own_test_helper_writes_them() {
     // aare tests/raw_file_helpers.hpp: Jungfrau 3 x 2 pixels, 1 frame per file, two files
     // with an all-zero header except the frame number (100, 101), pixels 1..6.
-    let dir = TempDir::new("aare");
+    let dir = temp_dir("aare");
     let master = serde_json::json!({
         "Version": 7.2, "Detector Type": "Jungfrau", "Timing Mode": "auto",
         "Geometry": {"x": 1, "y": 1}, "Image Size in bytes": 12,
@@ -142,7 +123,7 @@ fn moench03_image_order_and_adc_order_round_trip() {
     let g = Generator::new(GenConfig::new(400, 400, 7)).unwrap();
     let images = g.frames(0, 3, true);
     for det in [DetectorType::Moench03, DetectorType::Moench03Old] {
-        let dir = TempDir::new("moench");
+        let dir = temp_dir("moench");
         let cfg = RawWriterConfig {
             detector: det.clone(),
             max_frames_per_file: 2,
@@ -178,7 +159,7 @@ fn moench03_image_order_and_adc_order_round_trip() {
 
 #[test]
 fn a_dropped_frame_is_reported_and_nothing_shifts() {
-    let dir = TempDir::new("drop");
+    let dir = temp_dir("drop");
     let mut w = RawWriter::create(dir.path(), "run", 0, small(2)).unwrap();
     // The receiver discarded frame 4 (and 8..=9): the files hold 1, 2, 3, 5, 6, 7, 10.
     let numbers = [1u64, 2, 3, 5, 6, 7, 10];
@@ -212,7 +193,7 @@ fn a_dropped_frame_is_reported_and_nothing_shifts() {
 
 #[test]
 fn lost_packets_are_reported_and_skipped_unless_asked_for() {
-    let dir = TempDir::new("packets");
+    let dir = temp_dir("packets");
     let cfg = RawWriterConfig {
         packets_per_frame: 4,
         ..small(0)
@@ -264,7 +245,7 @@ fn lost_packets_are_reported_and_skipped_unless_asked_for() {
 
 #[test]
 fn a_truncated_final_file_is_reported_with_its_file_and_frame() {
-    let dir = TempDir::new("trunc");
+    let dir = temp_dir("trunc");
     let mut w = RawWriter::create(dir.path(), "run", 0, small(3)).unwrap();
     for k in 1..=7 {
         w.write_frame(k, &pattern(k, 24)).unwrap();
@@ -314,7 +295,7 @@ fn a_truncated_final_file_is_reported_with_its_file_and_frame() {
 
 #[test]
 fn a_file_shrinking_while_read_is_an_error_naming_it() {
-    let dir = TempDir::new("shrink");
+    let dir = temp_dir("shrink");
     let mut w = RawWriter::create(dir.path(), "run", 0, small(0)).unwrap();
     for k in 1..=4 {
         w.write_frame(k, &pattern(k, 24)).unwrap();
@@ -341,7 +322,7 @@ fn a_file_shrinking_while_read_is_an_error_naming_it() {
 
 #[test]
 fn open_frames_streams_a_raw_acquisition_and_refuses_other_files() {
-    let dir = TempDir::new("source");
+    let dir = temp_dir("source");
     let mut w = RawWriter::create(dir.path(), "run", 5, small(2)).unwrap();
     for k in [3u64, 4, 6] {
         w.write_frame(k, &pattern(k, 24)).unwrap();
