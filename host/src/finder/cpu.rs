@@ -181,6 +181,8 @@ pub(crate) trait Unit: Real + Default {
     fn eq_bits(a: &[Self; LANES], b: &[Self; LANES]) -> u32;
     /// Lane `l` of `yes` where bit `l` of `bits` is set, else of `no`.
     fn select_bits(bits: u32, yes: &[Self; LANES], no: &[Self; LANES]) -> [Self; LANES];
+    /// `dst[..LANES] = v` as vector stores (a plain copy may become a `memcpy` call).
+    fn store_lanes(dst: &mut [Self], v: &[Self; LANES]);
 }
 
 macro_rules! impl_unit {
@@ -214,6 +216,11 @@ macro_rules! impl_unit {
                 Mask::<$m, LANES>::from_bitmask(bits as u64)
                     .select(Simd::from_array(*yes), Simd::from_array(*no))
                     .to_array()
+            }
+            #[inline(always)]
+            fn store_lanes(dst: &mut [Self], v: &[Self; LANES]) {
+                use std::simd::prelude::*;
+                Simd::from_array(*v).copy_to_slice(&mut dst[..LANES]);
             }
         }
     };
@@ -659,8 +666,8 @@ fn band_impl<R: Unit, const S: usize>(
                 }
                 let na = R::select_bits(pedestal, &pa, &a);
                 let nb = R::select_bits(pedestal, &pb, &b);
-                a_row[x0..x0 + n].copy_from_slice(&na[..n]);
-                b_row[x0..x0 + n].copy_from_slice(&nb[..n]);
+                store(a_row, x0, n, &na);
+                store(b_row, x0, n, &nb);
             }
             x0 += LANES;
         }
@@ -676,6 +683,18 @@ fn load<T: Copy + Default>(s: &[T], x0: usize, n: usize) -> [T; LANES] {
         let mut v = [T::default(); LANES];
         v[..n].copy_from_slice(&s[x0..x0 + n]);
         v
+    }
+}
+
+/// The first `n` lanes of `v` into `s` from `x0`: a full chunk is vector stores, where a copy
+/// (of `n` values, or even of `LANES`) became a `memcpy` call for every chunk, with the live
+/// vectors spilled around it.
+#[inline(always)]
+fn store<R: Unit>(s: &mut [R], x0: usize, n: usize, v: &[R; LANES]) {
+    if n == LANES {
+        R::store_lanes(&mut s[x0..], v);
+    } else {
+        s[x0..x0 + n].copy_from_slice(&v[..n]);
     }
 }
 
