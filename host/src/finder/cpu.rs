@@ -183,6 +183,9 @@ pub(crate) trait Unit: Real + Default {
     fn select_bits(bits: u32, yes: &[Self; LANES], no: &[Self; LANES]) -> [Self; LANES];
     /// `dst[..LANES] = v` as vector stores (a plain copy may become a `memcpy` call).
     fn store_lanes(dst: &mut [Self], v: &[Self; LANES]);
+    /// [`Real::round_half_away`] of every lane, as vector operations (the same operations lane
+    /// by lane: truncate, exact remainder, round up at `>= 0.5`, saturate, sign).
+    fn round_lanes(v: &[Self; LANES]) -> [i32; LANES];
 }
 
 macro_rules! impl_unit {
@@ -221,6 +224,29 @@ macro_rules! impl_unit {
             fn store_lanes(dst: &mut [Self], v: &[Self; LANES]) {
                 use std::simd::prelude::*;
                 Simd::from_array(*v).copy_to_slice(&mut dst[..LANES]);
+            }
+            #[inline(always)]
+            fn round_lanes(v: &[Self; LANES]) -> [i32; LANES] {
+                use std::simd::prelude::*;
+                let arr = *v;
+                let v = Simd::<$t, LANES>::from_array(arr);
+                let a = v.abs();
+                // Beyond i32's range (or NaN) the saturating cast is not one instruction:
+                // the scalar definition, lane by lane (never for corrected values).
+                if !a.simd_lt(Simd::splat(2147483648.0)).all() {
+                    return arr.map(|x| x.round_half_away());
+                }
+                // SAFETY: every lane is finite and below 2^31 in magnitude, so it truncates to
+                // an i64 exactly as the saturating cast would.
+                let t: Simd<i64, LANES> = unsafe { a.to_int_unchecked() };
+                let frac = a - t.cast::<$t>();
+                let r = frac.simd_ge(Simd::splat(0.5)).select(t + Simd::splat(1), t);
+                let max = Simd::splat(i32::MAX as i64);
+                let r: Simd<i32, LANES> = r.simd_gt(max).select(max, r).cast();
+                v.simd_lt(Simd::splat(0.0))
+                    .cast::<i32>()
+                    .select(-r, r)
+                    .to_array()
             }
         }
     };
@@ -776,15 +802,22 @@ fn exact_sums<R: Real, const S: usize>(rows: &[&[R]; S], x0: usize) -> [R; LANES
 /// rounded half away from zero, gathered first so that the rounding runs over all of them at
 /// once (it vectorises; the rounding of each value is the shared scalar definition).
 #[inline(always)]
-fn write_record<R: Real, const S: usize>(out: &mut Vec<u32>, rows: &[&[R]; S], x: usize, y: usize) {
-    let mut vals = [R::ZERO; 81];
+fn write_record<R: Unit, const S: usize>(out: &mut Vec<u32>, rows: &[&[R]; S], x: usize, y: usize) {
+    // Rounded LANES values at a time (zero padding): a scalar loop stays scalar.
+    let mut vals = [R::ZERO; 96];
     for (dy, row) in rows.iter().enumerate() {
         vals[dy * S..dy * S + S].copy_from_slice(&row[x..x + S]);
     }
-    let mut words = [0u32; 82];
+    let mut words = [0u32; 97];
     words[0] = pack_xy(x as u16, y as u16);
-    for i in 0..S * S {
-        words[1 + i] = vals[i].round_half_away() as u32;
+    for (i, chunk) in vals[..(S * S).div_ceil(LANES) * LANES]
+        .chunks_exact(LANES)
+        .enumerate()
+    {
+        let r = R::round_lanes(chunk.try_into().expect("LANES"));
+        for l in 0..LANES {
+            words[1 + i * LANES + l] = r[l] as u32;
+        }
     }
     out.extend_from_slice(&words[..1 + S * S]);
 }
@@ -847,6 +880,54 @@ mod tests {
         margin_is_safe::<f32, 9>(3);
         margin_is_safe::<f64, 5>(4);
         margin_is_safe::<f64, 9>(5);
+    }
+
+    /// The vector rounding equals the scalar definition, on ties, near-ties, huge, tiny and
+    /// NaN values of both signs.
+    fn round_lanes_matches<R: Unit>(values: &[f64]) {
+        let mut rng = SmallRng::seed_from_u64(11);
+        let mut all: Vec<R> = values.iter().map(|&v| R::from_f64(v)).collect();
+        all.extend(values.iter().map(|&v| R::from_f64(-v)));
+        for _ in 0..20000 {
+            let k: i32 = rng.random_range(-70000..70000);
+            let f = [0.0, 0.5, 0.25, 0.75, 0.4999999, 0.5000001][rng.random_range(0..6)];
+            all.push(R::from_f64(k as f64 + f));
+            all.push(R::from_f64(rng.random_range(-1e5..1e5)));
+        }
+        for chunk in all.chunks(LANES) {
+            let mut v = [R::ZERO; LANES];
+            v[..chunk.len()].copy_from_slice(chunk);
+            let got = R::round_lanes(&v);
+            for l in 0..LANES {
+                assert_eq!(got[l], v[l].round_half_away(), "value {}", v[l].to_f64());
+            }
+        }
+    }
+
+    #[test]
+    fn round_lanes_matches_round_half_away() {
+        let values = [
+            0.0,
+            -0.0,
+            0.5,
+            1.5,
+            2.5,
+            0.49999999999999994,
+            4503599627370495.5,
+            8388607.5,
+            2147483647.0,
+            2147483647.5,
+            2147483648.0,
+            3e9,
+            9.2e18,
+            f64::MIN_POSITIVE,
+            5e-324,
+            f64::NAN,
+        ];
+        // (Values at or beyond 2^63 are left out: the scalar `+ 1` overflows there, which
+        // panics in a debug build; corrected values are far below.)
+        round_lanes_matches::<f64>(&values);
+        round_lanes_matches::<f32>(&values);
     }
 
     /// Every build the CPU can run gives the same result (the portable one included).
