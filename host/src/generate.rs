@@ -187,8 +187,8 @@ impl Generator {
                 }
             }
         }
-        for (o, v) in out.iter_mut().zip(&value) {
-            *o = v.round().clamp(0.0, u16::MAX as f32) as u16;
+        for (o, &v) in out.iter_mut().zip(&value) {
+            *o = round_to_u16(v);
         }
     }
 
@@ -213,6 +213,15 @@ fn normal_cdf(x_over_sqrt2: f64) -> f64 {
             + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))));
     let erf = 1.0 - poly * (-x * x).exp();
     0.5 * (1.0 + if x < 0.0 { -erf } else { erf })
+}
+
+/// `v.round().clamp(0, 65535) as u16` (rounding half away from zero), without the `roundf`
+/// library call that baseline x86-64 makes of `f32::round`: for the clamped, non-negative
+/// value, `v + 0.5` is exact in `f64` whenever `v >= 2^-28` (an `f32` spans 24 bits), and below
+/// that both forms give 0, so truncating it equals rounding half away from zero.
+#[inline]
+fn round_to_u16(v: f32) -> u16 {
+    (v.clamp(0.0, u16::MAX as f32) as f64 + 0.5) as u16
 }
 
 fn splitmix(mut z: u64) -> u64 {
@@ -242,6 +251,37 @@ mod tests {
         let f = g.frames(0, 1, false);
         let mean = f.iter().map(|&v| v as f64).sum::<f64>() / f.len() as f64;
         assert!((mean - 4600.0).abs() < 100.0, "mean {mean}");
+    }
+
+    #[test]
+    fn fast_rounding_equals_round_and_clamp() {
+        let mut cases = vec![
+            -1e9,
+            -0.5,
+            -0.49999997,
+            -0.0,
+            0.0,
+            1e-30,
+            0.49999997,
+            0.5,
+            1.5,
+            2.5,
+            4600.5,
+            65534.5,
+            65534.496,
+            65535.0,
+            65535.5,
+            65536.0,
+            1e9,
+        ];
+        cases.extend((0..10_000).map(|i| i as f32 * 6.5537 + 0.5));
+        for v in cases {
+            assert_eq!(
+                round_to_u16(v),
+                v.round().clamp(0.0, u16::MAX as f32) as u16,
+                "{v}"
+            );
+        }
     }
 
     #[test]
