@@ -24,18 +24,9 @@ fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
-/// Checks the summary line's keys, their order and each value's form; returns the values.
-fn parse_summary(line: &str) -> Vec<(String, String)> {
-    let keys = [
-        "frames",
-        "clusters",
-        "clusters_per_frame",
-        "seconds",
-        "us_per_frame",
-        "fps",
-        "device",
-        "precision",
-    ];
+/// Splits a summary line into `key=value` pairs and checks that the keys are exactly `keys`,
+/// in that order.
+fn key_values(line: &str, keys: &[&str]) -> Vec<(String, String)> {
     let pairs: Vec<(String, String)> = line
         .split(' ')
         .map(|kv| {
@@ -50,6 +41,22 @@ fn parse_summary(line: &str) -> Vec<(String, String)> {
         keys,
         "{line}"
     );
+    pairs
+}
+
+/// Checks the summary line's keys, their order and each value's form; returns the values.
+fn parse_summary(line: &str) -> Vec<(String, String)> {
+    let keys = [
+        "frames",
+        "clusters",
+        "clusters_per_frame",
+        "seconds",
+        "us_per_frame",
+        "fps",
+        "device",
+        "precision",
+    ];
+    let pairs = key_values(line, &keys);
     let decimals = |v: &str, n: usize| {
         let (a, b) = v
             .split_once('.')
@@ -418,20 +425,7 @@ fn parse_match_summary(line: &str) -> Vec<(String, String)> {
         "device",
         "recomputed",
     ];
-    let pairs: Vec<(String, String)> = line
-        .split(' ')
-        .map(|kv| {
-            let (k, v) = kv
-                .split_once('=')
-                .unwrap_or_else(|| panic!("`{kv}` in `{line}`"));
-            (k.to_string(), v.to_string())
-        })
-        .collect();
-    assert_eq!(
-        pairs.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(),
-        keys,
-        "{line}"
-    );
+    let pairs = key_values(line, &keys);
     let digits = |v: &str| !v.is_empty() && v.bytes().all(|c| c.is_ascii_digit());
     for (k, v) in &pairs {
         match k.as_str() {
