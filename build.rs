@@ -54,10 +54,41 @@ fn main() {
         status.success(),
         "build.rs: compiling gpu/ to PTX failed (see the errors above)"
     );
-    let ptx = target_dir.join("nvptx64-nvidia-cuda/release/cluda_gpu.ptx");
-    assert!(ptx.exists(), "build.rs: expected PTX at {}", ptx.display());
+    let built = target_dir.join("nvptx64-nvidia-cuda/release/cluda_gpu.ptx");
+    let text = std::fs::read_to_string(&built)
+        .unwrap_or_else(|e| panic!("build.rs: reading the PTX at {}: {e}", built.display()));
+    let ptx = out.join("cluda.ptx");
+    std::fs::write(&ptx, with_launch_bounds(&text))
+        .unwrap_or_else(|e| panic!("build.rs: writing {}: {e}", ptx.display()));
     println!("cargo:rustc-env=CLUDA_PTX_PATH={}", ptx.display());
     commit_id(&root);
+}
+
+/// Entry-name prefixes and their PTX performance directives (CUDA C's `__launch_bounds__`,
+/// which Rust cannot attach): the one-tile run kernels must fit five 256-thread blocks per
+/// SM, so that a 400x400 frame's 625 tiles are resident at once on a 132-SM H200 (the
+/// cooperative grid covers every tile with one tile per block).
+const LAUNCH_BOUNDS: [(&str, &str); 1] = [("cluda_run1_", ".maxntid 256, 1, 1\n.minnctapersm 5\n")];
+
+/// `ptx` with the [`LAUNCH_BOUNDS`] directives inserted after the parameter list of the
+/// matching entries.
+fn with_launch_bounds(ptx: &str) -> String {
+    let mut out = String::with_capacity(ptx.len() + 4096);
+    let mut pending: Option<&str> = None;
+    for line in ptx.lines() {
+        if let Some(name) = line.trim_start().strip_prefix(".visible .entry ") {
+            pending = LAUNCH_BOUNDS
+                .iter()
+                .find(|(prefix, _)| name.starts_with(prefix))
+                .map(|(_, directives)| *directives);
+        }
+        if pending.is_some() && line.trim() == "{" {
+            out.push_str(pending.take().unwrap_or_default());
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
 }
 
 /// Hands the commit being built to the crate as `CLUDA_COMMIT` (benchmarks record it), when

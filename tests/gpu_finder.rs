@@ -9,7 +9,9 @@ use std::sync::OnceLock;
 use cluda::cluster::ClusterSize;
 use cluda::cuda::Device;
 use cluda::generate::{GenConfig, Generator};
-use cluda::gpu::{GpuFinder, LadderStep, Overflow, PinnedFrames, PipelineConfig, WindowReads};
+use cluda::gpu::{
+    GpuFinder, LadderStep, Launch, Overflow, PinnedFrames, PipelineConfig, WindowReads,
+};
 use cluda::{
     ClusterBatch, ClusterFinder, CpuFinder, Error, FinderConfig, Frames, Precision, ThresholdMode,
 };
@@ -251,7 +253,11 @@ fn results_do_not_depend_on_streams_or_chunks() {
     let (want, ped) = cpu_run(&cfg, &d);
     for streams in [1, 2, 3, 4, 7] {
         for chunk in [1, 5, 8, 57, 100] {
-            for compact in [false, true] {
+            for (compact, launch) in [
+                (false, Launch::PerFrame),
+                (true, Launch::PerFrame),
+                (true, Launch::PerUpload),
+            ] {
                 for upload_frames in [1, 4] {
                     let pipe = PipelineConfig {
                         streams,
@@ -259,6 +265,7 @@ fn results_do_not_depend_on_streams_or_chunks() {
                         depth: 2,
                         compact,
                         upload_frames,
+                        launch,
                         ..PipelineConfig::default()
                     };
                     let what = format!("{pipe:?}");
@@ -267,6 +274,37 @@ fn results_do_not_depend_on_streams_or_chunks() {
                     assert_eq!(g.pedestal().unwrap(), ped, "{what}");
                 }
             }
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn frames_larger_than_the_resident_grid_equal_cpu() {
+    // One launch per upload group at 625 tiles (one per block on an H200), 1,641 tiles (two
+    // or four per block) and 6,094 tiles (more than any run kernel variant covers: one launch
+    // per frame instead).
+    for (rows, cols, size, p) in [
+        (400, 400, ClusterSize::S5, Precision::F64),
+        (600, 700, ClusterSize::S3, Precision::F64),
+        (600, 700, ClusterSize::S9, Precision::F32),
+        (1200, 1300, ClusterSize::S3, Precision::F64),
+    ] {
+        let d = Data::new(rows, cols, 5, 20, 9);
+        let cfg = config(&d, size, p, ThresholdMode::Live);
+        let (want, ped) = cpu_run(&cfg, &d);
+        for upload_frames in [1, 4, 9] {
+            let pipe = PipelineConfig {
+                upload_frames,
+                ..LadderStep::Opt10.config()
+            };
+            let what = format!(
+                "{rows}x{cols} {size} {} upload_frames {upload_frames}",
+                p.name()
+            );
+            let mut g = gpu_finder(&cfg, pipe, &d);
+            same(&want, &g.find(d.data()).unwrap(), &what);
+            assert_eq!(g.pedestal().unwrap(), ped, "{what}");
         }
     }
 }
@@ -283,6 +321,7 @@ fn tiny_cap_grows_and_stays_exact() {
         LadderStep::Opt3,
         LadderStep::Opt6,
         LadderStep::Opt9,
+        LadderStep::Opt10,
     ] {
         let pipe = PipelineConfig {
             cap: 1,
@@ -306,7 +345,12 @@ fn tiny_cap_fails_with_counts_and_keeps_the_pedestal() {
     let first = (0..want.frames())
         .find(|&i| want.frame(i).len() > 2)
         .unwrap();
-    for step in [LadderStep::Opt1, LadderStep::Opt5, LadderStep::Opt8] {
+    for step in [
+        LadderStep::Opt1,
+        LadderStep::Opt5,
+        LadderStep::Opt8,
+        LadderStep::Opt10,
+    ] {
         let pipe = PipelineConfig {
             cap: 2,
             overflow: Overflow::Fail,
@@ -358,7 +402,12 @@ fn failing_visitor_keeps_frames_before_it_like_the_cpu() {
     let mut c = CpuFinder::new(cfg.clone()).unwrap();
     c.push_pedestal(d.dark()).unwrap();
     assert!(c.find_each(d.data(), &mut visitor).is_err());
-    for step in [LadderStep::Opt2, LadderStep::Opt6, LadderStep::Opt9] {
+    for step in [
+        LadderStep::Opt2,
+        LadderStep::Opt6,
+        LadderStep::Opt9,
+        LadderStep::Opt10,
+    ] {
         let mut g = gpu_finder(
             &cfg,
             PipelineConfig {
@@ -493,7 +542,7 @@ fn small_case() -> impl Strategy<Value = Case> {
         0usize..4,
         0usize..3,
         0usize..2,
-        0usize..9,
+        0usize..LadderStep::ALL.len(),
         any::<bool>(),
     )
 }
@@ -586,4 +635,113 @@ fn ladder_pass_times() {
         }
         eprintln!("{line}");
     }
+}
+
+/// Diagnostics of the run kernels (printed; the only assertion is that every barrier of the
+/// probe completed): registers and resident blocks per SM of the run and step kernels, and
+/// the time of one grid-wide barrier for several grid sizes and polling back-offs.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn run_kernel_occupancy_and_barrier_cost() {
+    use cudarc::driver::sys::{self, CUdevice_attribute, CUfunction_attribute};
+    use std::ffi::c_void;
+    let dev = device();
+    let ctx = dev.context();
+    ctx.bind_to_thread().unwrap();
+    let sms = ctx
+        .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+        .unwrap() as u32;
+    let per_sm = |f: &cudarc::driver::CudaFunction| -> u32 {
+        let mut n = 0;
+        unsafe {
+            sys::cuOccupancyMaxActiveBlocksPerMultiprocessor(&mut n, f.cu_function(), 256, 0)
+        }
+        .result()
+        .unwrap();
+        n as u32
+    };
+    for p in ["f64", "f32"] {
+        for side in [3, 9] {
+            for kind in ["run1", "run2", "run4", "step"] {
+                let name = format!("cluda_{kind}_{p}_{side}");
+                let f = dev.function(&name).unwrap();
+                let mut regs = 0;
+                unsafe {
+                    sys::cuFuncGetAttribute(
+                        &mut regs,
+                        CUfunction_attribute::CU_FUNC_ATTRIBUTE_NUM_REGS,
+                        f.cu_function(),
+                    )
+                }
+                .result()
+                .unwrap();
+                eprintln!(
+                    "{name}: {regs} registers, {} blocks of 256 per SM, {sms} SMs",
+                    per_sm(&f)
+                );
+            }
+        }
+    }
+    let mut counter = 0u64;
+    unsafe { sys::cuMemAlloc_v2(&mut counter, 4) }
+        .result()
+        .unwrap();
+    let event = || {
+        let mut e = std::ptr::null_mut();
+        unsafe { sys::cuEventCreate(&mut e, 0) }.result().unwrap();
+        e
+    };
+    let (e0, e1) = (event(), event());
+    for probe in ["cluda_barrier_probe_0", "cluda_barrier_probe_100"] {
+        let f = dev.function(probe).unwrap();
+        let most = per_sm(&f) * sms;
+        for grid in [sms, 2 * sms, 4 * sms, 625.min(most), most] {
+            let n: u32 = 2000;
+            unsafe { sys::cuMemsetD32_v2(counter, 0, 1) }
+                .result()
+                .unwrap();
+            let (mut c, mut nn) = (counter, n);
+            let mut params = [
+                &mut c as *mut u64 as *mut c_void,
+                &mut nn as *mut u32 as *mut c_void,
+            ];
+            unsafe {
+                sys::cuEventRecord(e0, std::ptr::null_mut())
+                    .result()
+                    .unwrap();
+                sys::cuLaunchCooperativeKernel(
+                    f.cu_function(),
+                    grid,
+                    1,
+                    1,
+                    256,
+                    1,
+                    1,
+                    0,
+                    std::ptr::null_mut(),
+                    params.as_mut_ptr(),
+                )
+                .result()
+                .unwrap();
+                sys::cuEventRecord(e1, std::ptr::null_mut())
+                    .result()
+                    .unwrap();
+                sys::cuEventSynchronize(e1).result().unwrap();
+            }
+            let mut ms = 0f32;
+            unsafe { sys::cuEventElapsedTime(&mut ms, e0, e1) }
+                .result()
+                .unwrap();
+            let mut got = 0u32;
+            unsafe { sys::cuMemcpyDtoH_v2(&mut got as *mut u32 as *mut c_void, counter, 4) }
+                .result()
+                .unwrap();
+            assert_eq!(got, n * grid, "{probe} grid {grid}: arrivals");
+            eprintln!(
+                "{probe}: grid {grid} x 256: {:.3} us per barrier",
+                ms as f64 * 1000.0 / n as f64
+            );
+        }
+    }
+    unsafe { sys::cuMemFree_v2(counter) }.result().unwrap();
 }

@@ -16,6 +16,9 @@ fn ptx_holds_every_finder_kernel() {
             want.push(format!("cluda_classify_smem_{p}_{side}"));
             want.push(format!("cluda_step_{p}_{side}"));
             want.push(format!("cluda_step_smem_{p}_{side}"));
+            for t in [1, 2, 4] {
+                want.push(format!("cluda_run{t}_{p}_{side}"));
+            }
         }
     }
     for w in &want {
@@ -31,7 +34,9 @@ fn only_the_variance_is_fused() {
     // Split the PTX into entries: the prepare kernels hold the one variance fma; the classify
     // kernels (window sums, pedestal update) must hold none.
     // The step kernels (classify, then the next frame's prepare) hold exactly the prepare
-    // kernel's one variance fma.
+    // kernel's one variance fma. A run kernel with T tiles per block prepares each of its T
+    // pixels at two places (the launch's first frame, then every next frame), each with that
+    // one variance fma: 2T in all.
     let mut current = String::new();
     let mut fused = std::collections::BTreeMap::<String, usize>::new();
     for line in PTX.lines() {
@@ -53,6 +58,15 @@ fn only_the_variance_is_fused() {
             assert_eq!(
                 *n, 1,
                 "`{entry}` holds {n} fused operations, want the variance's one"
+            );
+        }
+        if let Some(rest) = entry.strip_prefix("cluda_run") {
+            let tiles: usize = rest[..1].parse().unwrap();
+            assert_eq!(
+                *n,
+                2 * tiles,
+                "`{entry}` holds {n} fused operations, want the variance's {}",
+                2 * tiles
             );
         }
     }

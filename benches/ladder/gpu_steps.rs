@@ -4,8 +4,8 @@ use cluda::gpu::{GpuFinder, InputMode, LadderStep, PinnedFrames};
 use cluda::{ClusterFinder, ClusterSize, FinderConfig, Frames};
 use serde_json::{Value, json};
 
-/// The pipeline of step `step` ("opt1" .. "opt9"; "kernel" is opt9 with per-frame event
-/// timing, the untimed pass that measures the kernels' own time). The 3x3 runs use a cap of
+/// The pipeline of step `step` ("opt1" .. "opt10"; "kernel" is opt10 with event timing
+/// around every launch, the untimed pass that measures the kernel's own time per frame). The 3x3 runs use a cap of
 /// 3000 clusters per frame (the reference's setting); other sizes grow their cap as needed
 /// (lossless either way).
 /// Returns the finder, and the pinned copy of the input when the step reads from the caller's
@@ -17,10 +17,10 @@ pub fn setup(
 ) -> Result<(GpuFinder, Option<PinnedFrames>), String> {
     let e = |x: cluda::Error| x.to_string();
     let (ladder, timing) = match step {
-        // With event timing the finder runs prepare and classify as two timed launches (the
-        // fused per-frame step kernel cannot be split), so this is the device time of the
-        // two-kernel path: an upper bound of the fused kernel's.
-        "kernel" => (LadderStep::Opt9, true),
+        // Opt10 with event timing: events around every launch of an upload group, so this is
+        // the device time of the run kernel per frame (per-frame steps would time the
+        // two-kernel path instead).
+        "kernel" => (LadderStep::Opt10, true),
         s => (s.parse::<LadderStep>().map_err(e)?, false),
     };
     let mut pipeline = ladder.config();

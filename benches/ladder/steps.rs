@@ -9,8 +9,8 @@ use serde_json::{Value, json};
 use crate::Opts;
 
 /// Every step of the ladder, in order.
-pub const ALL: [&str; 10] = [
-    "baseline", "opt1", "opt2", "opt3", "opt4", "opt5", "opt6", "opt7", "opt8", "opt9",
+pub const ALL: [&str; 11] = [
+    "baseline", "opt1", "opt2", "opt3", "opt4", "opt5", "opt6", "opt7", "opt8", "opt9", "opt10",
 ];
 
 /// Minor page faults of this process so far (getrusage).

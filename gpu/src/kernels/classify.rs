@@ -43,7 +43,7 @@ const WARPS: u32 = BLOCK / 32;
 
 /// Bit mask of the lanes of the calling warp whose `flag` is true (all 32 lanes must call).
 #[inline(always)]
-unsafe fn ballot(flag: bool) -> u32 {
+pub(crate) unsafe fn ballot(flag: bool) -> u32 {
     let m: u32;
     unsafe {
         core::arch::asm!(
@@ -61,7 +61,7 @@ unsafe fn ballot(flag: bool) -> u32 {
 
 /// The sum of `v` over the warp, in every lane (all 32 lanes must call).
 #[inline(always)]
-unsafe fn warp_sum(v: u32) -> u32 {
+pub(crate) unsafe fn warp_sum(v: u32) -> u32 {
     let mut s = v;
     let mut m = 16u32;
     while m > 0 {
@@ -325,41 +325,7 @@ pub(crate) unsafe fn classify_frame<R: Real, const S: usize, W: Window<R>>(
         let tile = *scratch.add(8);
         let win = window(tile);
         let p = tile * BLOCK + tid;
-        let stride = g.stride as usize;
-        let mut centre = false;
-        let mut first = 0usize;
-        if p < g.pixels {
-            let y = p / g.cols;
-            let x = p - y * g.cols;
-            // Top-left of the window in the padded plane; the same sum and max loop as the
-            // CPU finder (max starts at the top-left value, then every value in order).
-            first = y as usize * stride + x as usize;
-            let mut max = win.get(first);
-            let mut total = R::ZERO;
-            for dy in 0..S {
-                let row = first + dy * stride;
-                for dx in 0..S {
-                    let v = win.get(row + dx);
-                    total = total + v;
-                    max = max.max_of(v);
-                }
-            }
-            let r = S / 2;
-            let cp = win.get(first + r * stride + r);
-            let side = R::from_u16(S as u16);
-            let pi = p as usize;
-            match classify(cp, *t.add(pi), total, max, side) {
-                PixelClass::Pedestal => push_ready(
-                    &mut *a.add(pi),
-                    &mut *b.add(pi),
-                    *base.add(pi),
-                    *frame.add(pi),
-                    g.inv,
-                ),
-                PixelClass::Centre => centre = true,
-                PixelClass::Negative | PixelClass::Nothing => {}
-            }
-        }
+        let centre = p < g.pixels && classify_pixel::<R, S, W>(&win, frame, base, a, b, t, &g, p);
         let mask = ballot(centre);
         let rank = (mask & ((1u32 << lane) - 1)).count_ones();
         if lane == 0 {
@@ -402,18 +368,100 @@ pub(crate) unsafe fn classify_frame<R: Real, const S: usize, W: Window<R>>(
         if centre {
             let idx = base0 + earlier + woff + rank;
             if idx < out.room {
-                let x = p % g.cols;
-                let y = p / g.cols;
-                let rec = out.records.add(idx as usize * (1 + S * S));
-                *rec = x | y << 16;
-                let mut k = 1;
-                for dy in 0..S {
-                    let row = c.add(first + dy * stride);
-                    for dx in 0..S {
-                        *rec.add(k) = (*row.add(dx)).round_half_away() as u32;
-                        k += 1;
-                    }
-                }
+                write_record::<R, S>(c, &g, p, out.records.add(idx as usize * (1 + S * S)));
+            }
+        }
+    }
+}
+
+/// Classifies in-frame pixel `p` from its window in `win` and its threshold, and pushes its
+/// raw value into its own pedestal when it is quiet; returns whether `p` is a cluster centre.
+/// The same sum and max loop as the CPU finder: row-major from the window's top-left, the
+/// max starting at the top-left value.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn classify_pixel<R: Real, const S: usize, W: Window<R>>(
+    win: &W,
+    frame: *const u16,
+    base: *const R,
+    a: *mut R,
+    b: *mut R,
+    t: *const R,
+    g: &Geometry<R>,
+    p: u32,
+) -> bool {
+    unsafe {
+        let (cp, total, max) = window_stats::<R, S, W>(win, g, p);
+        let side = R::from_u16(S as u16);
+        let pi = p as usize;
+        match classify(cp, *t.add(pi), total, max, side) {
+            PixelClass::Pedestal => {
+                push_ready(
+                    &mut *a.add(pi),
+                    &mut *b.add(pi),
+                    *base.add(pi),
+                    *frame.add(pi),
+                    g.inv,
+                );
+                false
+            }
+            PixelClass::Centre => true,
+            PixelClass::Negative | PixelClass::Nothing => false,
+        }
+    }
+}
+
+/// Pixel `p`'s own corrected value, its window's sum and its window's maximum. The same sum
+/// and max loop as the CPU finder: row-major from the window's top-left, the max starting at
+/// the top-left value.
+#[inline(always)]
+pub(crate) unsafe fn window_stats<R: Real, const S: usize, W: Window<R>>(
+    win: &W,
+    g: &Geometry<R>,
+    p: u32,
+) -> (R, R, R) {
+    unsafe {
+        let stride = g.stride as usize;
+        let y = p / g.cols;
+        let x = p - y * g.cols;
+        // Top-left of the window in the padded plane.
+        let first = y as usize * stride + x as usize;
+        let mut max = win.get(first);
+        let mut total = R::ZERO;
+        for dy in 0..S {
+            let row = first + dy * stride;
+            for dx in 0..S {
+                let v = win.get(row + dx);
+                total = total + v;
+                max = max.max_of(v);
+            }
+        }
+        let r = S / 2;
+        (win.get(first + r * stride + r), total, max)
+    }
+}
+
+/// Writes the record of centre `p` (its position, then its window's corrected values from
+/// plane `c`, row-major, rounded half away from zero) at `rec`.
+#[inline(always)]
+pub(crate) unsafe fn write_record<R: Real, const S: usize>(
+    c: *const R,
+    g: &Geometry<R>,
+    p: u32,
+    rec: *mut u32,
+) {
+    unsafe {
+        let stride = g.stride as usize;
+        let y = p / g.cols;
+        let x = p - y * g.cols;
+        let first = y as usize * stride + x as usize;
+        *rec = x | y << 16;
+        let mut k = 1;
+        for dy in 0..S {
+            let row = c.add(first + dy * stride);
+            for dx in 0..S {
+                *rec.add(k) = (*row.add(dx)).round_half_away() as u32;
+                k += 1;
             }
         }
     }

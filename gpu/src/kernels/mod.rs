@@ -16,6 +16,7 @@
 pub mod classify;
 pub mod matcher;
 pub mod prepare;
+pub mod run;
 
 use core::arch::nvptx;
 

@@ -33,6 +33,32 @@ pub(crate) struct PrepareArgs<R> {
     pub n_status: u32,
 }
 
+/// The corrected value of raw sample `x` and the threshold of a pixel with baseline `base`
+/// and sums `a`, `b` (`frozen_std` is read only for frozen thresholds): the operations of
+/// the CPU finder, in its order.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn prepare_values<R: Real>(
+    x: u16,
+    base: R,
+    a: R,
+    b: R,
+    frozen_std: impl FnOnce() -> R,
+    inv: R,
+    n_sigma: R,
+    live: bool,
+) -> (R, R) {
+    let c = corrected(x, base, mean_offset(a, inv));
+    // Live thresholds from the current window, frozen ones from the std frozen when the
+    // pedestal became ready, both `n_sigma * std`.
+    let std = if live {
+        std_dev(a, b, inv)
+    } else {
+        frozen_std()
+    };
+    (c, threshold(n_sigma, std))
+}
+
 /// The corrected value and threshold of pixel `i < pixels` from its sums `a`, `b`.
 #[inline(always)]
 pub(crate) unsafe fn prepare_pixel<R: Real>(p: &PrepareArgs<R>, i: usize, ai: R, bi: R) {
@@ -40,17 +66,19 @@ pub(crate) unsafe fn prepare_pixel<R: Real>(p: &PrepareArgs<R>, i: usize, ai: R,
         let iu = i as u32;
         let y = iu / p.cols;
         let x = iu - y * p.cols;
-        let m = mean_offset(ai, p.inv);
         let at = ((y + p.r) * p.stride + x + p.r) as usize;
-        *p.c_plane.add(at) = corrected(*p.frame.add(i), *p.base.add(i), m);
-        // Same operations as the CPU: live thresholds from the current window, frozen ones
-        // from the std frozen when the pedestal became ready, both `n_sigma * std`.
-        let std = if p.live {
-            std_dev(ai, bi, p.inv)
-        } else {
-            *p.frozen_std.add(i)
-        };
-        *p.t_out.add(i) = threshold(p.n_sigma, std);
+        let (c, t) = prepare_values(
+            *p.frame.add(i),
+            *p.base.add(i),
+            ai,
+            bi,
+            || *p.frozen_std.add(i),
+            p.inv,
+            p.n_sigma,
+            p.live,
+        );
+        *p.c_plane.add(at) = c;
+        *p.t_out.add(i) = t;
     }
 }
 

@@ -45,6 +45,18 @@ pub enum WindowReads {
     Shared,
 }
 
+/// How the frames of an upload group are launched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Launch {
+    /// One launch per frame (`cluda_step_*`: classify frame k, prepare frame k+1).
+    #[default]
+    PerFrame,
+    /// One cooperative launch per upload group (`cluda_run_*`): the grid stays resident and
+    /// meets at a grid-wide barrier after every frame. Needs `compact` (the records of a
+    /// frame follow the running total of the frames before it).
+    PerUpload,
+}
+
 /// What a call does when a frame holds more clusters than there is room for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Overflow {
@@ -84,17 +96,19 @@ pub struct PipelineConfig {
     pub upload_frames: usize,
     /// What to do when a frame holds more clusters than there is room for.
     pub overflow: Overflow,
-    /// Where the classify kernel reads window values from.
+    /// Where the classify kernel reads window values from (per-frame launches only).
     pub window: WindowReads,
+    /// One launch per frame or one per upload group.
+    pub launch: Launch,
     /// Record CUDA events around every frame's kernels (diagnosis only: it slows
     /// multi-stream pipelines; read them with `GpuFinder::kernel_times_us`).
     pub timing: bool,
 }
 
 impl Default for PipelineConfig {
-    /// The fastest step of the ladder ([`LadderStep::Opt9`]).
+    /// The fastest step of the ladder ([`LadderStep::Opt10`]).
     fn default() -> Self {
-        LadderStep::Opt9.config()
+        LadderStep::Opt10.config()
     }
 }
 
@@ -118,6 +132,12 @@ impl PipelineConfig {
             return Err(Error::param(
                 "depth",
                 format!("1 or 2 chunks in flight, got {}", self.depth),
+            ));
+        }
+        if self.launch == Launch::PerUpload && !self.compact {
+            return Err(Error::param(
+                "launch",
+                "one launch per upload group needs compact results",
             ));
         }
         if self.cap > u32::MAX as usize / 2 {
@@ -152,11 +172,14 @@ pub enum LadderStep {
     Opt8,
     /// Opt8 with many frames per upload copy.
     Opt9,
+    /// Opt9 with one launch per upload group instead of one per frame: the grid stays
+    /// resident and meets at a grid-wide barrier after every frame.
+    Opt10,
 }
 
 impl LadderStep {
     /// Every step, in ladder order.
-    pub const ALL: [LadderStep; 9] = [
+    pub const ALL: [LadderStep; 10] = [
         Self::Opt1,
         Self::Opt2,
         Self::Opt3,
@@ -166,9 +189,10 @@ impl LadderStep {
         Self::Opt7,
         Self::Opt8,
         Self::Opt9,
+        Self::Opt10,
     ];
 
-    /// The step's name (`opt1` .. `opt9`).
+    /// The step's name (`opt1` .. `opt10`).
     pub fn name(self) -> &'static str {
         match self {
             Self::Opt1 => "opt1",
@@ -180,6 +204,7 @@ impl LadderStep {
             Self::Opt7 => "opt7",
             Self::Opt8 => "opt8",
             Self::Opt9 => "opt9",
+            Self::Opt10 => "opt10",
         }
     }
 
@@ -187,7 +212,7 @@ impl LadderStep {
     /// (Results of every step equal the CPU's at whatever precision the finder is given.)
     pub fn precision(self) -> Precision {
         match self {
-            Self::Opt7 | Self::Opt8 | Self::Opt9 => Precision::F32,
+            Self::Opt7 | Self::Opt8 | Self::Opt9 | Self::Opt10 => Precision::F32,
             _ => Precision::F64,
         }
     }
@@ -206,6 +231,7 @@ impl LadderStep {
             upload_frames: 1,
             overflow: Overflow::Grow,
             window: WindowReads::Global,
+            launch: Launch::PerFrame,
             timing: false,
         };
         let opt2 = PipelineConfig {
@@ -236,6 +262,10 @@ impl LadderStep {
             compact: true,
             ..opt6.clone()
         };
+        let opt9 = PipelineConfig {
+            upload_frames: opt8.chunk / opt8.streams,
+            ..opt8.clone()
+        };
         match self {
             Self::Opt1 => base,
             Self::Opt2 => opt2,
@@ -244,9 +274,10 @@ impl LadderStep {
             Self::Opt5 => opt5,
             Self::Opt6 | Self::Opt7 => opt6,
             Self::Opt8 => opt8,
-            Self::Opt9 => PipelineConfig {
-                upload_frames: opt8.chunk / opt8.streams,
-                ..opt8
+            Self::Opt9 => opt9,
+            Self::Opt10 => PipelineConfig {
+                launch: Launch::PerUpload,
+                ..opt9
             },
         }
     }
@@ -258,7 +289,7 @@ impl FromStr for LadderStep {
         Self::ALL
             .into_iter()
             .find(|step| step.name() == s)
-            .ok_or_else(|| Error::param("step", format!("`{s}` is not one of opt1 .. opt9")))
+            .ok_or_else(|| Error::param("step", format!("`{s}` is not one of opt1 .. opt10")))
     }
 }
 
@@ -272,7 +303,7 @@ mod tests {
             step.config().validate().unwrap();
             assert_eq!(step.name().parse::<LadderStep>().unwrap(), step);
         }
-        assert!("opt10".parse::<LadderStep>().is_err());
-        assert_eq!(PipelineConfig::default(), LadderStep::Opt9.config());
+        assert!("opt11".parse::<LadderStep>().is_err());
+        assert_eq!(PipelineConfig::default(), LadderStep::Opt10.config());
     }
 }

@@ -5,7 +5,7 @@
 
 use std::ffi::c_void;
 
-use cudarc::driver::sys::CUstream;
+use cudarc::driver::sys::{self, CUstream};
 use cudarc::driver::{CudaFunction, result};
 
 use crate::cluster::ClusterSize;
@@ -18,6 +18,14 @@ use crate::error::{CudaContextExt, Result};
 pub(crate) const BLOCK: u32 = 256;
 /// Bytes of the `_smem` kernels' shared row copy (`SMEM_BYTES` in the kernel).
 const SMEM_BYTES: usize = 40960;
+/// Words before the run kernels' two slots of tile counts: the barrier counter on its own
+/// line (`WORK_HEAD` in `gpu/src/kernels/run.rs`).
+const RUN_WORK_HEAD: usize = 32;
+/// Planes of corrected values the run kernels cycle through (`PLANES` in
+/// `gpu/src/kernels/run.rs`).
+pub(crate) const RUN_PLANES: usize = 4;
+/// Tiles per block the run kernels come in (`cluda_run{T}_*`).
+const RUN_TILES: [u32; 3] = [1, 2, 4];
 
 /// A floating-point kernel parameter in the finder's precision.
 #[derive(Clone, Copy, Debug)]
@@ -83,6 +91,31 @@ impl Geometry {
     pub fn status_len(&self) -> usize {
         1 + self.tiles as usize
     }
+
+    /// Words of the run kernels' work area: the barrier counter, then two slots of one
+    /// count per tile.
+    pub fn run_work_len(&self) -> usize {
+        RUN_WORK_HEAD + 2 * self.tiles as usize
+    }
+}
+
+/// What a run launch needs besides the pedestal ([`FrameBuffers`]): its planes and its
+/// work area (barrier counter first, zeroed before every launch).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RunBuffers {
+    /// [`RUN_PLANES`] padded planes, `plane_len` elements apart.
+    pub planes: u64,
+    pub plane_len: u32,
+    pub work: u64,
+}
+
+/// The run kernel a frame geometry uses: the variant with the fewest tiles per block whose
+/// grid covers every tile while fitting on the device at once.
+#[derive(Clone, Debug)]
+pub(crate) struct RunKernel {
+    function: CudaFunction,
+    /// Blocks of the launch (each owns `tiles / grid` tiles, rounded up).
+    grid: u32,
 }
 
 /// The pedestal state and scratch a frame's kernels read and write.
@@ -116,6 +149,8 @@ pub(crate) struct Kernels {
     prepare: CudaFunction,
     classify: CudaFunction,
     step: CudaFunction,
+    /// `None` when no run variant covers a frame's tiles (launches go per frame then).
+    run: Option<RunKernel>,
     inv: Scalar,
     n_sigma: Scalar,
     live: u32,
@@ -124,10 +159,12 @@ pub(crate) struct Kernels {
 impl Kernels {
     /// Loads the kernels for `precision` and `size`; `inv` and `n_sigma` are converted to the
     /// kernels' precision exactly as the CPU finder converts them.
+    #[allow(clippy::too_many_arguments)]
     pub fn load(
         device: &Device,
         precision: Precision,
         size: ClusterSize,
+        tiles: u32,
         inv: Scalar,
         n_sigma: f64,
         live: bool,
@@ -141,7 +178,17 @@ impl Kernels {
             Precision::F64 => Scalar::F64(n_sigma),
             Precision::F32 | Precision::F32Naive => Scalar::F32(n_sigma as f32),
         };
+        let mut run = None;
+        for t in RUN_TILES {
+            let function = device.function(&format!("cluda_run{t}_{p}_{}", size.side()))?;
+            let grid = tiles.div_ceil(t);
+            if grid <= resident_blocks(device, &function)? {
+                run = Some(RunKernel { function, grid });
+                break;
+            }
+        }
         Ok(Self {
+            run,
             prepare: device.function(&format!("cluda_prepare_{p}"))?,
             classify: device.function(&format!(
                 "cluda_classify_{}{p}_{}",
@@ -320,4 +367,110 @@ impl Kernels {
         }
         .cuda("launching the step kernel")
     }
+
+    /// Whether one launch can find many frames (a run kernel covers the frame's tiles).
+    pub fn has_run(&self) -> bool {
+        self.run.is_some()
+    }
+
+    /// Launches `run` for `n` consecutive frames at device address `frames` (one cooperative
+    /// launch, one grid barrier per frame; see `gpu/src/kernels/run.rs`). The caller must
+    /// have zeroed the barrier counter (the first word of `run.work`) on `stream` before.
+    #[allow(clippy::too_many_arguments)]
+    pub fn run(
+        &self,
+        stream: CUstream,
+        g: &Geometry,
+        frames: u64,
+        n: u32,
+        buf: &FrameBuffers,
+        run: &RunBuffers,
+        dst: &Destination,
+    ) -> Result<()> {
+        let Some(kernel) = &self.run else {
+            return Err(crate::error::Error::param(
+                "launch",
+                "no run kernel covers this frame size; use one launch per frame",
+            ));
+        };
+        let (mut frames, mut n) = (frames, n);
+        let (mut base, mut a, mut b, mut fstd) = (buf.base, buf.a, buf.b, buf.frozen_std);
+        let (mut planes, mut plane_len, mut work) = (run.planes, run.plane_len, run.work);
+        let (mut cols, mut pixels, mut stride, mut tiles, mut r) =
+            (g.cols, g.pixels, g.stride, g.tiles, g.r);
+        let (mut inv, mut n_sigma, mut live) = (self.inv, self.n_sigma, self.live);
+        let (mut base_in, mut count_out, mut records, mut room) =
+            (dst.base_in, dst.count_out, dst.records, dst.room);
+        let mut params: [*mut c_void; 21] = [
+            &mut frames as *mut u64 as *mut c_void,
+            &mut n as *mut u32 as *mut c_void,
+            &mut base as *mut u64 as *mut c_void,
+            &mut a as *mut u64 as *mut c_void,
+            &mut b as *mut u64 as *mut c_void,
+            &mut fstd as *mut u64 as *mut c_void,
+            &mut planes as *mut u64 as *mut c_void,
+            &mut plane_len as *mut u32 as *mut c_void,
+            &mut work as *mut u64 as *mut c_void,
+            &mut cols as *mut u32 as *mut c_void,
+            &mut pixels as *mut u32 as *mut c_void,
+            &mut stride as *mut u32 as *mut c_void,
+            &mut tiles as *mut u32 as *mut c_void,
+            &mut r as *mut u32 as *mut c_void,
+            inv.as_param(),
+            n_sigma.as_param(),
+            &mut live as *mut u32 as *mut c_void,
+            &mut base_in as *mut u64 as *mut c_void,
+            &mut count_out as *mut u64 as *mut c_void,
+            &mut records as *mut u64 as *mut c_void,
+            &mut room as *mut u32 as *mut c_void,
+        ];
+        // SAFETY: the parameters match `cluda_run*` in order and type; every pointer is a
+        // live device buffer of the sizes the geometry and destination imply; the grid fits
+        // on the device at once (checked at load, and by the cooperative launch) and covers
+        // every tile with the variant's tiles per block.
+        unsafe {
+            sys::cuLaunchCooperativeKernel(
+                kernel.function.cu_function(),
+                kernel.grid,
+                1,
+                1,
+                BLOCK,
+                1,
+                1,
+                0,
+                stream,
+                params.as_mut_ptr(),
+            )
+        }
+        .result()
+        .cuda("launching the run kernel")
+    }
+}
+
+/// Blocks of `f` (with [`BLOCK`] threads) that fit on `device` at once: the grid bound of a
+/// cooperative launch.
+fn resident_blocks(device: &Device, f: &CudaFunction) -> Result<u32> {
+    // The occupancy query is a context call: the context must be current on this thread.
+    device
+        .context()
+        .bind_to_thread()
+        .cuda("binding the CUDA context")?;
+    let mut per_sm: std::ffi::c_int = 0;
+    // SAFETY: `f` is a loaded function of the current context; `per_sm` is a valid out
+    // pointer.
+    unsafe {
+        sys::cuOccupancyMaxActiveBlocksPerMultiprocessor(
+            &mut per_sm,
+            f.cu_function(),
+            BLOCK as std::ffi::c_int,
+            0,
+        )
+    }
+    .result()
+    .cuda("querying the run kernel's occupancy")?;
+    let sms = device
+        .context()
+        .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+        .cuda("querying the multiprocessor count")?;
+    Ok((per_sm.max(0) as u32) * (sms.max(0) as u32))
 }

@@ -14,7 +14,7 @@ mod pipeline;
 
 use cluda_gpu::real::Real;
 
-pub use config::{Collect, InputMode, LadderStep, Overflow, PipelineConfig, WindowReads};
+pub use config::{Collect, InputMode, LadderStep, Launch, Overflow, PipelineConfig, WindowReads};
 pub use pipeline::KernelTime;
 
 use crate::cluster::FrameClusters;
@@ -44,7 +44,7 @@ pub struct GpuFinder {
 }
 
 impl GpuFinder {
-    /// A finder on device 0 with the default pipeline ([`LadderStep::Opt9`]).
+    /// A finder on device 0 with the default pipeline ([`LadderStep::Opt10`]).
     pub fn new(config: FinderConfig) -> Result<Self> {
         Self::with_pipeline(config, PipelineConfig::default())
     }
@@ -81,6 +81,7 @@ impl GpuFinder {
             &device,
             config.precision,
             config.size,
+            kernels::Geometry::new(config.rows, config.cols, config.size).tiles,
             inv,
             config.n_sigma,
             config.threshold == ThresholdMode::Live,

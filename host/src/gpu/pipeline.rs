@@ -21,8 +21,8 @@ use cudarc::driver::sys::{self, CUevent_flags};
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream, result};
 
 use super::buffers::{DeviceBuf, DeviceState, PinnedBuf, Registration, is_pinned};
-use super::config::{Collect, InputMode, Overflow, PipelineConfig};
-use super::kernels::{Destination, FrameBuffers, Geometry, Kernels};
+use super::config::{Collect, InputMode, Launch, Overflow, PipelineConfig};
+use super::kernels::{Destination, FrameBuffers, Geometry, Kernels, RUN_PLANES, RunBuffers};
 use crate::cluster::{ClusterSize, FrameClusters};
 use crate::error::{CudaContextExt, Error, Result};
 use crate::frames::Frames;
@@ -34,6 +34,10 @@ struct Work {
     c_plane: [DeviceBuf; 2],
     t: [DeviceBuf; 2],
     status: [DeviceBuf; 2],
+    /// The run kernels' planes (zero padding written once, like the two above).
+    run_planes: DeviceBuf,
+    /// The run kernels' barrier counter and per-tile counts and ballots.
+    run_work: DeviceBuf,
 }
 
 /// The buffers of one chunk in flight.
@@ -155,6 +159,12 @@ impl Pipeline {
             c_plane: [plane()?, plane()?],
             t: [thresholds()?, thresholds()?],
             status: [status()?, status()?],
+            run_planes: DeviceBuf::zeroed(
+                ctx,
+                RUN_PLANES * geom.plane_len(rows) * elem,
+                "the run kernel's corrected values",
+            )?,
+            run_work: DeviceBuf::zeroed(ctx, geom.run_work_len() * 4, "the run kernel's counts")?,
         };
         // The zeroing ran on the legacy stream; our streams do not wait for it.
         ctx.synchronize().cuda("waiting for the GPU")?;
@@ -191,6 +201,12 @@ impl Pipeline {
     /// Kernel times of the last call's frames, in microseconds (only with `timing`).
     pub fn times_us(&self) -> &[KernelTime] {
         &self.times_us
+    }
+
+    /// Whether frames go one launch per upload group: asked for, with compact results, and
+    /// a run kernel covers the frame (otherwise one launch per frame).
+    fn per_upload(&self) -> bool {
+        self.cfg.compact && self.cfg.launch == Launch::PerUpload && self.kernels.has_run()
     }
 
     fn frame_words(&self) -> usize {
@@ -444,6 +460,7 @@ impl Pipeline {
         // us/frame, 3x3 f64 15.94 -> 14.53, 9x9 f64 32.35 -> 30.20, 9x9 f32 30.66 -> 28.80;
         // ncu, 3x3 f32: prepare 3.5-4.1 us + classify 11.2-11.7 us became one launch.
         let fused = !timing;
+        let per_upload = self.per_upload();
         let slot = &mut self.slots[job.slot];
         copy_dtod(&slot.ckpt, &state.ab, &self.compute)?;
         let input = &frames.as_slice()[job.start * px..(job.start + job.n) * px];
@@ -486,71 +503,111 @@ impl Pipeline {
                 .cuda("clearing the chunk's cluster count")?;
         }
         let frame_at = |k: usize| slot.dev_in.ptr() + (k * frame_bytes) as u64;
-        if fused {
-            self.compute
-                .wait(&slot.up[0])
-                .cuda("waiting for an upload")?;
-            self.kernels
-                .prepare(cs, &self.geom, frame_at(0), &bufs[0])?;
-        }
-        for k in 0..job.n {
-            let gi = k / g;
-            // The launch that first reads a group's frames waits for its upload: frame k's
-            // prepare, or with `fused` the launch before it (it prepares frame k+1).
-            let first = if fused { k + 1 } else { k };
-            if first < job.n && first % g == 0 {
+        if per_upload {
+            // One cooperative launch per upload group, right after its upload.
+            let run = RunBuffers {
+                planes: w.run_planes.ptr(),
+                plane_len: (w.run_planes.bytes() / (RUN_PLANES * self.elem)) as u32,
+                work: w.run_work.ptr(),
+            };
+            for gi in 0..groups {
+                let (f0, m) = (gi * g, g.min(job.n - gi * g));
                 self.compute
-                    .wait(&slot.up[first / g])
+                    .wait(&slot.up[gi])
                     .cuda("waiting for an upload")?;
-            }
-            if timing {
-                slot.t0[k]
-                    .record(&self.compute)
-                    .cuda("recording a timing event")?;
-            }
-            let frame = frame_at(k);
-            if !fused {
-                self.kernels.prepare(cs, &self.geom, frame, &bufs[0])?;
-            }
-            if timing {
-                slot.tm[k]
-                    .record(&self.compute)
-                    .cuda("recording a timing event")?;
-            }
-            let dst = if compact {
-                Destination {
-                    base_in: out + 4 * k as u64,
-                    count_out: out + 4 * (k as u64 + 1),
+                // SAFETY: the first word of the run kernels' work area (its barrier counter).
+                unsafe { sys::cuMemsetD32Async(run.work, 0, 1, cs) }
+                    .result()
+                    .cuda("clearing the run kernel's barrier")?;
+                if timing {
+                    slot.t0[gi]
+                        .record(&self.compute)
+                        .cuda("recording a timing event")?;
+                }
+                let dst = Destination {
+                    base_in: out + 4 * f0 as u64,
+                    count_out: out + 4 * (f0 as u64 + 1),
                     records: rec0,
                     room: (slot.frames * cap) as u32,
-                }
-            } else {
-                let f = out + 4 * (k * fw) as u64;
-                Destination {
-                    base_in: 0,
-                    count_out: f,
-                    records: f + 4,
-                    room: cap as u32,
-                }
-            };
-            if fused {
-                let next = if k + 1 < job.n { frame_at(k + 1) } else { 0 };
-                let (cur, nxt) = (&bufs[k % 2], &bufs[(k + 1) % 2]);
+                };
                 self.kernels
-                    .step(cs, &self.geom, frame, cur, &dst, next, nxt)?;
-            } else {
-                self.kernels
-                    .classify(cs, &self.geom, frame, &bufs[0], &dst)?;
-            }
-            if timing {
-                slot.t1[k]
-                    .record(&self.compute)
-                    .cuda("recording a timing event")?;
-            }
-            if k % g == g - 1 || k + 1 == job.n {
+                    .run(cs, &self.geom, frame_at(f0), m as u32, &bufs[0], &run, &dst)?;
+                if timing {
+                    slot.t1[gi]
+                        .record(&self.compute)
+                        .cuda("recording a timing event")?;
+                }
                 slot.done[gi]
                     .record(&self.compute)
                     .cuda("recording a kernel event")?;
+            }
+        } else {
+            if fused {
+                self.compute
+                    .wait(&slot.up[0])
+                    .cuda("waiting for an upload")?;
+                self.kernels
+                    .prepare(cs, &self.geom, frame_at(0), &bufs[0])?;
+            }
+            for k in 0..job.n {
+                let gi = k / g;
+                // The launch that first reads a group's frames waits for its upload: frame k's
+                // prepare, or with `fused` the launch before it (it prepares frame k+1).
+                let first = if fused { k + 1 } else { k };
+                if first < job.n && first % g == 0 {
+                    self.compute
+                        .wait(&slot.up[first / g])
+                        .cuda("waiting for an upload")?;
+                }
+                if timing {
+                    slot.t0[k]
+                        .record(&self.compute)
+                        .cuda("recording a timing event")?;
+                }
+                let frame = frame_at(k);
+                if !fused {
+                    self.kernels.prepare(cs, &self.geom, frame, &bufs[0])?;
+                }
+                if timing {
+                    slot.tm[k]
+                        .record(&self.compute)
+                        .cuda("recording a timing event")?;
+                }
+                let dst = if compact {
+                    Destination {
+                        base_in: out + 4 * k as u64,
+                        count_out: out + 4 * (k as u64 + 1),
+                        records: rec0,
+                        room: (slot.frames * cap) as u32,
+                    }
+                } else {
+                    let f = out + 4 * (k * fw) as u64;
+                    Destination {
+                        base_in: 0,
+                        count_out: f,
+                        records: f + 4,
+                        room: cap as u32,
+                    }
+                };
+                if fused {
+                    let next = if k + 1 < job.n { frame_at(k + 1) } else { 0 };
+                    let (cur, nxt) = (&bufs[k % 2], &bufs[(k + 1) % 2]);
+                    self.kernels
+                        .step(cs, &self.geom, frame, cur, &dst, next, nxt)?;
+                } else {
+                    self.kernels
+                        .classify(cs, &self.geom, frame, &bufs[0], &dst)?;
+                }
+                if timing {
+                    slot.t1[k]
+                        .record(&self.compute)
+                        .cuda("recording a timing event")?;
+                }
+                if k % g == g - 1 || k + 1 == job.n {
+                    slot.done[gi]
+                        .record(&self.compute)
+                        .cuda("recording a kernel event")?;
+                }
             }
         }
         if compact {
@@ -586,6 +643,7 @@ impl Pipeline {
         let fw = self.frame_words();
         let cap = self.cap;
         let size = self.size;
+        let per_upload = self.per_upload();
         let slot = &mut self.slots[job.slot];
         let g = self.cfg.upload_frames.clamp(1, job.n);
         let rec_off = slot.frames + 1;
@@ -626,7 +684,18 @@ impl Pipeline {
                 });
             }
         }
-        if self.cfg.timing {
+        if self.cfg.timing && per_upload {
+            // One launch per upload group: its time, shared evenly by its frames.
+            for gi in 0..job.n.div_ceil(g) {
+                let m = g.min(job.n - gi * g);
+                let t = slot.t0[gi].elapsed_ms(&slot.t1[gi]);
+                let per_frame = t.cuda("reading kernel times")? * 1000.0 / m as f32;
+                self.times_us.extend((0..m).map(|_| KernelTime {
+                    prepare_us: 0.0,
+                    classify_us: per_frame,
+                }));
+            }
+        } else if self.cfg.timing {
             for k in 0..job.n {
                 let p = slot.t0[k].elapsed_ms(&slot.tm[k]);
                 let c = slot.tm[k].elapsed_ms(&slot.t1[k]);
