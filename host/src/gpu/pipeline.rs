@@ -7,7 +7,8 @@
 //! size. Uploads and downloads of frame groups go round-robin over `streams` copy streams and
 //! meet the compute stream through events: the compute stream waits for a group's upload, a
 //! copy stream waits for the group's kernels before downloading their results. The host waits
-//! only when it collects a chunk (opt3 and later: no per-frame synchronisation), and with
+//! only when it collects a chunk (compact records then come down on a stream of their own,
+//! so that they never queue behind the next chunk's downloads) (opt3 and later: no per-frame synchronisation), and with
 //! `depth` 2 the next chunk is already queued while it does.
 //!
 //! A checkpoint of the pedestal sums is copied (on the device, in stream order) at the start
@@ -119,6 +120,8 @@ pub(crate) struct Pipeline {
     ctx: Arc<CudaContext>,
     compute: Arc<CudaStream>,
     copies: Vec<Arc<CudaStream>>,
+    /// Downloads of a collected chunk's records (compact results).
+    fetch: Arc<CudaStream>,
     kernels: Kernels,
     geom: Geometry,
     size: ClusterSize,
@@ -149,6 +152,7 @@ impl Pipeline {
         cfg.validate()?;
         let geom = Geometry::new(rows, cols, size);
         let compute = ctx.new_stream().cuda("creating the compute stream")?;
+        let fetch = ctx.new_stream().cuda("creating the result stream")?;
         let copies = (0..cfg.streams)
             .map(|_| ctx.new_stream().cuda("creating a copy stream"))
             .collect::<Result<Vec<_>>>()?;
@@ -174,6 +178,7 @@ impl Pipeline {
             ctx: ctx.clone(),
             compute,
             copies,
+            fetch,
             kernels,
             geom,
             size,
@@ -664,7 +669,9 @@ impl Pipeline {
                 });
             }
             if total > 0 {
-                let s = &self.copies[0];
+                // On a stream of its own: the copy streams already hold the next chunk's
+                // downloads, queued behind its kernels, and this one must not wait for them.
+                let s = &self.fetch;
                 let dev = slot.dev_out.ptr() + 4 * rec_off as u64;
                 dtoh(&slot.pin_out, rec_off, dev, total * rw, s)?;
                 s.synchronize().cuda("waiting for results")?;
