@@ -7,9 +7,12 @@
 //! size. Uploads and downloads of frame groups go round-robin over `streams` copy streams and
 //! meet the compute stream through events: the compute stream waits for a group's upload, a
 //! copy stream waits for the group's kernels before downloading their results. The host waits
-//! only when it collects a chunk (compact records then come down on a stream of their own,
-//! so that they never queue behind the next chunk's downloads) (opt3 and later: no per-frame synchronisation), and with
-//! `depth` 2 the next chunk is already queued while it does.
+//! only when it collects a chunk (opt3 and later: no per-frame synchronisation), and with
+//! `depth` 2 the next chunk is already queued while it does. Compact results (opt8 on) come
+//! down on two streams of their own, counts then records, so that no upload of the next chunk
+//! queues behind a download that waits for kernels, and no collection behind the next chunk's
+//! kernels (H200, 3x3 f64, opt10: 10.8 -> 8.85 us/frame for the records, see
+//! `bench-results/2026-11-30-h200-opt10`).
 //!
 //! A checkpoint of the pedestal sums is copied (on the device, in stream order) at the start
 //! of every chunk; overflowing result room or a failing visitor rolls the pedestal back to it.
@@ -122,6 +125,8 @@ pub(crate) struct Pipeline {
     copies: Vec<Arc<CudaStream>>,
     /// Downloads of a collected chunk's records (compact results).
     fetch: Arc<CudaStream>,
+    /// Downloads of each chunk's per-frame cluster counts (compact results).
+    tally: Arc<CudaStream>,
     kernels: Kernels,
     geom: Geometry,
     size: ClusterSize,
@@ -153,6 +158,7 @@ impl Pipeline {
         let geom = Geometry::new(rows, cols, size);
         let compute = ctx.new_stream().cuda("creating the compute stream")?;
         let fetch = ctx.new_stream().cuda("creating the result stream")?;
+        let tally = ctx.new_stream().cuda("creating the count stream")?;
         let copies = (0..cfg.streams)
             .map(|_| ctx.new_stream().cuda("creating a copy stream"))
             .collect::<Result<Vec<_>>>()?;
@@ -179,6 +185,7 @@ impl Pipeline {
             compute,
             copies,
             fetch,
+            tally,
             kernels,
             geom,
             size,
@@ -616,7 +623,9 @@ impl Pipeline {
             }
         }
         if compact {
-            let s = &self.copies[0];
+            // Not on a copy stream: the next chunk's uploads must not queue behind a
+            // download that waits for this chunk's kernels.
+            let s = &self.tally;
             s.wait(&slot.done[groups - 1]).cuda("waiting for kernels")?;
             dtoh(&slot.pin_out, 0, out, job.n + 1, s)?;
             slot.dl[0].record(s).cuda("recording a download event")?;
