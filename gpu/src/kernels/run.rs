@@ -34,7 +34,7 @@
 
 use core::arch::nvptx;
 
-use super::classify::{BLOCK, Geometry, GlobalWindow, ballot, warp_sum, window_stats};
+use super::classify::{BLOCK, Geometry, GlobalWindow, ballot, window_stats};
 use super::prepare::prepare_values;
 use crate::classify::{PixelClass, classify};
 use crate::pedestal::push_ready;
@@ -59,6 +59,49 @@ unsafe fn barrier_arrive(counter: *mut u32, tid: u32) {
             );
         }
     }
+}
+
+/// [`barrier_arrive`] for a block that has met at `bar.sync` since its last write that
+/// other blocks read (thread 0's own later writes are covered by its release).
+#[inline(always)]
+unsafe fn barrier_arrive_met(counter: *mut u32, tid: u32) {
+    if tid == 0 {
+        unsafe {
+            core::arch::asm!(
+                "fence.acq_rel.gpu;",
+                "red.relaxed.gpu.global.add.u32 [{c}], 1;",
+                c = in(reg64) counter,
+            );
+        }
+    }
+}
+
+/// The sum of `v` over the warp, in every lane (all 32 lanes must call; sm_80's `redux`).
+#[inline(always)]
+unsafe fn warp_add(v: u32) -> u32 {
+    let s: u32;
+    unsafe {
+        core::arch::asm!(
+            "redux.sync.add.u32 {s}, {v}, 0xffffffff;",
+            s = out(reg32) s,
+            v = in(reg32) v,
+        );
+    }
+    s
+}
+
+/// Loads the word at shared-window address `a`.
+#[inline(always)]
+unsafe fn ld_shared(a: u64) -> u32 {
+    let v: u32;
+    unsafe { core::arch::asm!("ld.shared.u32 {v}, [{a}];", v = out(reg32) v, a = in(reg64) a) };
+    v
+}
+
+/// Stores `v` at shared-window address `a`.
+#[inline(always)]
+unsafe fn st_shared(a: u64, v: u32) {
+    unsafe { core::arch::asm!("st.shared.u32 [{a}], {v};", a = in(reg64) a, v = in(reg32) v) };
 }
 
 /// A grid-wide barrier, second half: returns once `target` arrivals in all are counted at
@@ -238,11 +281,11 @@ unsafe fn partial_counts<R, const T: usize>(
 const KEPT: usize = 9;
 
 /// The `run` kernel body for window side `S` and `T` tiles per block (see the module docs);
-/// `scratch` is `2 * WARPS * SCRATCH_PER_WARP` words of shared memory.
+/// `scratch` is the shared-window address of `2 * WARPS * SCRATCH_PER_WARP` words.
 #[inline(always)]
 pub(crate) unsafe fn run_frames<R: Real, const S: usize, const T: usize>(
     args: &RunArgs<R>,
-    scratch: *mut u32,
+    scratch: u64,
 ) {
     unsafe {
         let tid = nvptx::_thread_idx_x() as u32;
@@ -351,40 +394,41 @@ pub(crate) unsafe fn run_frames<R: Real, const S: usize, const T: usize>(
             }
             // One reduction: per warp and tile the centres of frame k, and per thread the
             // counts of frame k-1 before each tile and in all.
-            let sc = scratch.add((k % 2) as usize * (WARPS as usize * SCRATCH_PER_WARP));
+            // Warp sums first (one `redux` each); lane 0 of every warp puts them in shared
+            // memory; after the block meets, lane l of every warp reads warp l's and one more
+            // `redux` per value sums them (and those of the warps before its own).
+            let word = |w: u32, i: usize| {
+                scratch + 4 * ((k % 2) as u64 * (WARPS as u64 * SCRATCH_PER_WARP as u64)
+                    + w as u64 * SCRATCH_PER_WARP as u64
+                    + i as u64)
+            };
             let mut mask = [0u32; T];
             for j in 0..T {
                 mask[j] = ballot(centre[j]);
             }
-            let all = warp_sum(all);
+            let all = warp_add(all);
             let mut before_w = [0u32; T];
             for j in 0..T {
-                before_w[j] = warp_sum(before[j]);
+                before_w[j] = warp_add(before[j]);
             }
             if lane == 0 {
-                let w = sc.add(warp as usize * SCRATCH_PER_WARP);
-                *w = all;
+                st_shared(word(warp, 0), all);
                 for j in 0..T {
-                    *w.add(1 + j) = mask[j].count_ones();
-                    *w.add(1 + T + j) = before_w[j];
+                    st_shared(word(warp, 1 + j), mask[j].count_ones());
+                    st_shared(word(warp, 1 + T + j), before_w[j]);
                 }
             }
             nvptx::_syncthreads();
-            let mut total_prev = 0u32;
+            let from = lane < WARPS;
+            let total_prev = warp_add(if from { ld_shared(word(lane, 0)) } else { 0 });
             let mut tile_count = [0u32; T];
             let mut woff = [0u32; T];
             let mut earlier = [0u32; T];
-            for w in 0..WARPS {
-                let v = sc.add(w as usize * SCRATCH_PER_WARP);
-                total_prev = total_prev.wrapping_add(*v);
-                for j in 0..T {
-                    let n = *v.add(1 + j);
-                    tile_count[j] += n;
-                    if w < warp {
-                        woff[j] += n;
-                    }
-                    earlier[j] = earlier[j].wrapping_add(*v.add(1 + T + j));
-                }
+            for j in 0..T {
+                let n = if from { ld_shared(word(lane, 1 + j)) } else { 0 };
+                tile_count[j] = warp_add(n);
+                woff[j] = warp_add(if lane < warp { n } else { 0 });
+                earlier[j] = warp_add(if from { ld_shared(word(lane, 1 + T + j)) } else { 0 });
             }
             // Where this thread's records of frame k-1 go (u32::MAX: none).
             let mut dest = [u32::MAX; T];
@@ -407,7 +451,9 @@ pub(crate) unsafe fn run_frames<R: Real, const S: usize, const T: usize>(
                     }
                 }
                 barriers += 1;
-                barrier_arrive(counter, tid);
+                // The block met at the reduction after its last plane store, and thread 0
+                // stored the counts itself: the arrival needs no second meeting.
+                barrier_arrive_met(counter, tid);
             }
             // While the other blocks arrive: the records of frame k-1.
             if k > 0 {
@@ -491,7 +537,7 @@ macro_rules! run_kernel {
             unsafe {
                 core::arch::asm!(
                     concat!(".shared .align 16 .b8 ", stringify!($name), "_scratch[576];"),
-                    concat!("cvta.shared.u64 {p}, ", stringify!($name), "_scratch;"),
+                    concat!("mov.u64 {p}, ", stringify!($name), "_scratch;"),
                     p = out(reg64) scratch,
                 );
                 let args = RunArgs {
@@ -513,7 +559,7 @@ macro_rules! run_kernel {
                     records,
                     room,
                 };
-                run_frames::<$t, $s, $tiles>(&args, scratch as *mut u32)
+                run_frames::<$t, $s, $tiles>(&args, scratch)
             }
         }
     };
