@@ -140,7 +140,7 @@ fn gpu_zero_copy_1m_frames_with_flat_memory() {
 
     let total = frames_wanted(1_000_000);
     let device = Device::open(0).unwrap();
-    let step = LadderStep::Opt9;
+    let step = LadderStep::Opt10;
     let pipeline = step.config();
     assert_eq!(pipeline.collect, Collect::ZeroCopy);
     let g = Generator::new(GenConfig::new(ROWS, COLS, 2026)).unwrap();
