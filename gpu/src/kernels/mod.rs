@@ -12,6 +12,10 @@
 //! the sums its own thread has just updated, into a second plane (planes, thresholds and
 //! look-back words alternate between two sets). Only a chunk's first frame needs a `prepare`
 //! launch of its own.
+//!
+//! The default pipeline (ladder step opt10) goes further: one cooperative launch of
+//! `cluda_run{T}_*` ([`run`]) finds a whole upload group of frames, with a grid-wide barrier
+//! between frames and each pixel's pedestal state in registers.
 
 pub mod classify;
 pub mod matcher;
