@@ -79,3 +79,29 @@ fn only_the_variance_is_fused() {
         "the f32 variance fma is missing"
     );
 }
+
+#[test]
+fn one_tile_run_kernels_carry_their_launch_bounds() {
+    // build.rs adds `.maxntid 256, 1, 1` and `.minnctapersm 5` to every `cluda_run1_*` entry
+    // (five 256-thread blocks per SM keep a 400x400 frame's 625 tiles resident on an H200);
+    // without them the finder silently falls back to two tiles per block.
+    let mut current = String::new();
+    let mut bounds = std::collections::BTreeMap::<String, (bool, bool)>::new();
+    for line in PTX.lines() {
+        let l = line.trim();
+        if let Some(rest) = l.strip_prefix(".visible .entry ") {
+            current = rest.split('(').next().unwrap_or(rest).trim().to_string();
+            if current.starts_with("cluda_run1_") {
+                bounds.insert(current.clone(), (false, false));
+            }
+        }
+        if let Some(b) = bounds.get_mut(&current) {
+            b.0 |= l == ".maxntid 256, 1, 1";
+            b.1 |= l == ".minnctapersm 5";
+        }
+    }
+    assert_eq!(bounds.len(), 8, "one-tile run kernels: {bounds:?}");
+    for (entry, (maxntid, minctas)) in &bounds {
+        assert!(*maxntid && *minctas, "`{entry}` lacks its launch bounds");
+    }
+}

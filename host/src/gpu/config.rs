@@ -306,4 +306,19 @@ mod tests {
         assert!("opt11".parse::<LadderStep>().is_err());
         assert_eq!(PipelineConfig::default(), LadderStep::Opt10.config());
     }
+
+    #[test]
+    fn one_launch_per_upload_group_needs_compact_results() {
+        let bad = PipelineConfig {
+            compact: false,
+            ..LadderStep::Opt10.config()
+        };
+        let e = bad.validate().unwrap_err().to_string();
+        assert!(e.contains("launch") && e.contains("compact"), "{e}");
+        let per_frame = PipelineConfig {
+            launch: Launch::PerFrame,
+            ..bad
+        };
+        per_frame.validate().unwrap();
+    }
 }
