@@ -1,8 +1,8 @@
-//! The CPU reference finder: exact semantics, SIMD across neighbouring pixels, rayon over bands
-//! of rows.
+//! The CPU reference finder: exact semantics, SIMD across neighbouring pixels, one band of rows
+//! per thread.
 //!
-//! Each frame is one pass over bands of rows (one band per thread, `BANDS_PER_THREAD`; one
-//! thread runs on the calling thread). A band walks its rows top to bottom and, for row `y`:
+//! Each frame is one pass over bands of rows (one band per thread; with one thread everything
+//! runs on the calling thread). A band walks its rows top to bottom and, for row `y`:
 //! 1. *prepares* row `y + r` (r = side / 2): corrected values `c` into a ring of `side`
 //!    zero-padded rows, and for that row the running window maximum and window sum along the row
 //!    (`hmax`, `hsum`: `side` values each) and the row's largest `|c|`;
@@ -25,14 +25,14 @@
 //! classified "pedestal" either way because thresholds are never negative.
 //!
 //! With several bands, the rows a band reads from its neighbours (`r` above, `r` below) are
-//! copied before the pass (their pedestal state before the frame), so every band updates its own
-//! rows in place without waiting. Bands are concatenated in order, so results do not depend on
-//! the thread count. One thread runs on the calling thread, without the pool.
+//! copies of their pedestal state before the frame, so every band updates its own rows in place
+//! without waiting. Each band keeps its thread for the whole call, in step with the others frame
+//! by frame (module `pipeline`; a fork-join per frame cost about a third of the time on 2
+//! cores). Bands are concatenated in order, so results do not depend on the thread count.
 
 use cluda_gpu::classify::threshold;
 use cluda_gpu::pedestal::{corrected, mean_offset, push_ready, std_dev};
 use cluda_gpu::real::Real;
-use rayon::prelude::*;
 
 use crate::cluster::{FrameClusters, pack_xy};
 use crate::config::{FinderConfig, ThresholdMode};
@@ -40,6 +40,8 @@ use crate::error::{Error, Result};
 use crate::finder::ClusterFinder;
 use crate::frames::Frames;
 use crate::pedestal::{Pedestal, PixelMaps, ReadyState};
+
+mod pipeline;
 
 /// Neighbouring pixels classified together (the SIMD width of the classification).
 pub const LANES: usize = 16;
@@ -170,7 +172,7 @@ fn run_sized<R: Unit>(
 /// What the finder needs of a precision beyond [`Real`]: its unit roundoff, and lane-wise
 /// comparisons of [`LANES`] values as bit masks (bit `l` = lane `l`; one vector compare and a
 /// mask move, where a loop of `(a < b) as u32) << l` would be reduced lane by lane).
-pub(crate) trait Unit: Real + Default {
+pub(crate) trait Unit: Real + Default + Send + Sync {
     /// `u = 2^-p` for a `p`-bit significand (half the distance from 1 to the next number).
     const U: f64;
     /// Bits of `a[l] < b[l]`.
@@ -254,10 +256,6 @@ macro_rules! impl_unit {
 impl_unit!(f32, i32, 24);
 impl_unit!(f64, i64, 53);
 
-/// Bands per worker thread when the frame is split (more bands balance better; each costs `2r`
-/// rows prepared twice and a copy of their pedestal state).
-const BANDS_PER_THREAD: usize = 1;
-
 /// Smallest window side whose window sums go through the separable sum and its margin test
 /// first (the exact row-major sum only where the margin cannot decide).
 const SEP_MIN: usize = 3;
@@ -325,13 +323,7 @@ fn run<R: Unit, const S: usize>(
             .collect()
     };
     let threads = pool.map_or(1, |p| p.current_num_threads());
-    let n_bands = if threads <= 1 {
-        1
-    } else {
-        (threads * BANDS_PER_THREAD).min(rows)
-    };
-    let band_rows = rows.div_ceil(n_bands);
-    let n_bands = rows.div_ceil(band_rows);
+    let (n_bands, band_rows) = band_split(rows, r, threads);
     let mut bands: Vec<Band<R>> = (0..n_bands)
         .map(|i| {
             let y0 = i * band_rows;
@@ -349,45 +341,39 @@ fn run<R: Unit, const S: usize>(
         })
         .collect();
     let isa = Isa::detect();
-    let mut frame_words = Vec::new();
-    for i in 0..frames.len() {
-        let frame = frames.frame(i);
-        let words: &[u32] = if let (Some(pool), true) = (pool, n_bands > 1) {
-            let (a, b, base, inv) = (&mut maps.a, &mut maps.b, &maps.base, maps.inv);
-            for band in bands.iter_mut() {
-                let top = band.y0.saturating_sub(r)..band.y0;
-                let bottom = band.y1..(band.y1 + r).min(rows);
-                band.halo_top.clear();
-                band.halo_top
-                    .extend_from_slice(&a[top.start * cols..top.end * cols]);
-                band.halo_bottom.clear();
-                band.halo_bottom
-                    .extend_from_slice(&a[bottom.start * cols..bottom.end * cols]);
-            }
-            let frozen_t = &frozen_t[..];
-            pool.install(|| {
-                bands
-                    .par_iter_mut()
-                    .zip(a.par_chunks_mut(band_rows * cols))
-                    .zip(b.par_chunks_mut(band_rows * cols))
-                    .for_each(|((band, a), b)| {
-                        let mut own = BandMaps { a, b, base, inv };
-                        band_pass_split::<R, S>(isa, &setup, band, frozen_t, frame, &mut own);
-                    })
-            });
-            frame_words.clear();
-            for band in &bands {
-                frame_words.extend_from_slice(&band.out);
-            }
-            &frame_words
-        } else {
-            let band = &mut bands[0];
-            band_pass::<R, S>(isa, &setup, band, &frozen_t, frame, maps);
-            &band.out
+    if let (Some(pool), true) = (pool, n_bands > 1) {
+        let job = Job {
+            isa,
+            setup: &setup,
+            frozen_t: &frozen_t,
+            frames,
+            size: config.size,
         };
-        visit(FrameClusters::new(i, config.size, words))?;
+        return pipeline::run_bands::<R, S>(pool, &job, &mut bands, maps, visit);
+    }
+    let band = &mut bands[0];
+    for i in 0..frames.len() {
+        band_pass::<R, S>(isa, &setup, band, &frozen_t, frames.frame(i), maps);
+        visit(FrameClusters::new(i, config.size, &band.out))?;
     }
     Ok(())
+}
+
+/// Bands and rows per band for `threads` threads: every band but the last has at least `r`
+/// rows, so a band's halo (`r` rows above and below) lies in its two neighbours.
+fn band_split(rows: usize, r: usize, threads: usize) -> (usize, usize) {
+    let n = threads.min(rows / r.max(1)).max(1);
+    let band_rows = rows.div_ceil(n);
+    (rows.div_ceil(band_rows), band_rows)
+}
+
+/// What every band of a call shares.
+struct Job<'a, R> {
+    isa: Isa,
+    setup: &'a Setup<R>,
+    frozen_t: &'a [R],
+    frames: Frames<'a>,
+    size: crate::cluster::ClusterSize,
 }
 
 /// The pedestal state a band may update: sums `a`, `b` of its own rows (starting at its first
