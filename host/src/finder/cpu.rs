@@ -275,7 +275,10 @@ struct Setup<R> {
     base_zero: bool,
 }
 
-/// Working memory of one band of rows `y0 .. y1`.
+/// Working memory of one band of rows `y0 .. y1`. Aligned (and so padded) to 128 bytes: bands
+/// sit side by side in a `Vec`, and one band's record pushes (its `out` length) must not share a
+/// cache line (or an adjacent-line prefetch pair) with another thread's band.
+#[repr(align(128))]
 struct Band<R> {
     y0: usize,
     y1: usize,
