@@ -185,6 +185,9 @@ pub(crate) trait Unit: Real + Default + Send + Sync {
     fn select_bits(bits: u32, yes: &[Self; LANES], no: &[Self; LANES]) -> [Self; LANES];
     /// `dst[..LANES] = v` as vector stores (a plain copy may become a `memcpy` call).
     fn store_lanes(dst: &mut [Self], v: &[Self; LANES]);
+    /// [`along_row`] for this precision: explicit vector loads at every offset (written lane by
+    /// lane, the overlapping loads were merged into long shuffle chains), the same operations.
+    fn along_row_lanes<const S: usize>(c: &[Self], hmax: &mut [Self], hsum: &mut [Self]) -> Self;
     /// [`Real::round_half_away`] of every lane, as vector operations (the same operations lane
     /// by lane: truncate, exact remainder, round up at `>= 0.5`, saturate, sign).
     fn round_lanes(v: &[Self; LANES]) -> [i32; LANES];
@@ -226,6 +229,41 @@ macro_rules! impl_unit {
             fn store_lanes(dst: &mut [Self], v: &[Self; LANES]) {
                 use std::simd::prelude::*;
                 Simd::from_array(*v).copy_to_slice(&mut dst[..LANES]);
+            }
+            #[inline(always)]
+            fn along_row_lanes<const S: usize>(
+                c: &[Self],
+                hmax: &mut [Self],
+                hsum: &mut [Self],
+            ) -> Self {
+                use std::simd::prelude::*;
+                type V = Simd<$t, LANES>;
+                // `max_of` lane by lane: `b` where `b > a`, else `a` (one `vmaxpd`).
+                let max_of = |a: V, b: V| b.simd_gt(a).select(b, a);
+                let w = hmax.len();
+                let mut big = V::splat(0.0);
+                let mut x0 = 0;
+                while x0 < w {
+                    let v = V::from_slice(&c[x0..x0 + LANES]);
+                    big = max_of(max_of(big, v), -v);
+                    let (mut m, mut s) = (v, v);
+                    for dx in 1..S {
+                        let u = V::from_slice(&c[x0 + dx..x0 + dx + LANES]);
+                        m = max_of(m, u);
+                        s = s + u;
+                    }
+                    m.copy_to_slice(&mut hmax[x0..x0 + LANES]);
+                    if S >= SEP_MIN {
+                        s.copy_to_slice(&mut hsum[x0..x0 + LANES]);
+                    }
+                    x0 += LANES;
+                }
+                // The chunks started at indices 0 .. w; the last 2r values of the padded row
+                // follow.
+                let tail = c[w..]
+                    .iter()
+                    .fold(0.0, |acc: $t, &v| acc.max_of(v).max_of(-v));
+                big.to_array().iter().fold(tail, |acc, &v| acc.max_of(v))
             }
             #[inline(always)]
             fn round_lanes(v: &[Self; LANES]) -> [i32; LANES] {
@@ -739,36 +777,11 @@ fn prepare_row<R: Real>(x: &[u16], a: &[R], base: Option<&[R]>, inv: R, c: &mut 
 }
 
 /// Along one padded row of `c`: `hmax[x]` = maximum and `hsum[x]` = sum (left to right) of the
-/// `S` values centred on column `x` (`hsum` empty for 3x3). Returns the largest `|c|` of the row.
+/// `S` values centred on column `x` (`hsum` empty below [`SEP_MIN`]). Returns the largest `|c|`
+/// of the row.
 #[inline(always)]
-fn along_row<R: Real, const S: usize>(c: &[R], hmax: &mut [R], hsum: &mut [R]) -> R {
-    let w = hmax.len();
-    let mut x0 = 0;
-    let mut big = [R::ZERO; LANES];
-    while x0 < w {
-        let mut m: [R; LANES] = c[x0..][..LANES].try_into().expect("LANES");
-        let mut s = m;
-        for l in 0..LANES {
-            big[l] = big[l].max_of(m[l]).max_of(-m[l]);
-        }
-        for dx in 1..S {
-            let v = &c[x0 + dx..][..LANES];
-            for l in 0..LANES {
-                m[l] = m[l].max_of(v[l]);
-                s[l] = s[l] + v[l];
-            }
-        }
-        hmax[x0..x0 + LANES].copy_from_slice(&m);
-        if S >= SEP_MIN {
-            hsum[x0..x0 + LANES].copy_from_slice(&s);
-        }
-        x0 += LANES;
-    }
-    // The chunks started at indices 0 .. w; the last 2r values of the padded row follow.
-    let tail = c[w..]
-        .iter()
-        .fold(R::ZERO, |acc, &v| acc.max_of(v).max_of(-v));
-    big.iter().fold(tail, |acc, &v| acc.max_of(v))
+fn along_row<R: Unit, const S: usize>(c: &[R], hmax: &mut [R], hsum: &mut [R]) -> R {
+    R::along_row_lanes::<S>(c, hmax, hsum)
 }
 
 /// The exact window sums of pixels `x0 .. x0 + LANES` of the row whose window rows are `rows`:
