@@ -250,7 +250,7 @@ macro_rules! impl_unit {
                     for dx in 1..S {
                         let u = V::from_slice(&c[x0 + dx..x0 + dx + LANES]);
                         m = max_of(m, u);
-                        s = s + u;
+                        s += u;
                     }
                     m.copy_to_slice(&mut hmax[x0..x0 + LANES]);
                     if S >= SEP_MIN {
