@@ -335,6 +335,25 @@ struct Band<R> {
     out: Vec<u32>,
 }
 
+impl<R: Unit> Band<R> {
+    /// A band of rows `y0 .. y1` for windows of side `S`, with its working memory (allocated by
+    /// the thread that runs the band: it then comes from that thread's allocator arena and
+    /// never shares a cache line with another band's).
+    fn new<const S: usize>(y0: usize, y1: usize, setup: &Setup<R>) -> Self {
+        Band {
+            y0,
+            y1,
+            c: vec![R::ZERO; S * setup.stride],
+            hmax: vec![R::ZERO; S * setup.w],
+            hsum: vec![R::ZERO; if S >= SEP_MIN { S * setup.w } else { 0 }],
+            mrow: vec![R::ZERO; S],
+            halo_top: Vec::new(),
+            halo_bottom: Vec::new(),
+            out: Vec::new(),
+        }
+    }
+}
+
 fn run<R: Unit, const S: usize>(
     config: &FinderConfig,
     pool: Option<&rayon::ThreadPool>,
@@ -365,22 +384,6 @@ fn run<R: Unit, const S: usize>(
     };
     let threads = pool.map_or(1, |p| p.current_num_threads());
     let (n_bands, band_rows) = band_split(rows, r, threads);
-    let mut bands: Vec<Band<R>> = (0..n_bands)
-        .map(|i| {
-            let y0 = i * band_rows;
-            Band {
-                y0,
-                y1: (y0 + band_rows).min(rows),
-                c: vec![R::ZERO; S * setup.stride],
-                hmax: vec![R::ZERO; S * w],
-                hsum: vec![R::ZERO; if S >= SEP_MIN { S * w } else { 0 }],
-                mrow: vec![R::ZERO; S],
-                halo_top: Vec::new(),
-                halo_bottom: Vec::new(),
-                out: Vec::new(),
-            }
-        })
-        .collect();
     let isa = Isa::detect();
     if let (Some(pool), true) = (pool, n_bands > 1) {
         let job = Job {
@@ -390,9 +393,9 @@ fn run<R: Unit, const S: usize>(
             frames,
             size: config.size,
         };
-        return pipeline::run_bands::<R, S>(pool, &job, &mut bands, maps, visit);
+        return pipeline::run_bands::<R, S>(pool, &job, n_bands, band_rows, maps, visit);
     }
-    let band = &mut bands[0];
+    let band = &mut Band::new::<S>(0, rows, &setup);
     for i in 0..frames.len() {
         band_pass::<R, S>(isa, &setup, band, &frozen_t, frames.frame(i), maps);
         visit(FrameClusters::new(i, config.size, &band.out))?;
