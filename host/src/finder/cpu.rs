@@ -574,6 +574,9 @@ fn band_impl<R: Unit, const S: usize>(
     let inv = own.inv;
     let side = R::from_u16(S as u16);
     band.out.clear();
+    // Per chunk of the current row: its centres (records are written after the row's chunk
+    // loop, which then has no calls that would force its vectors out to the stack).
+    let mut centres = vec![0u32; w / LANES];
     let zero_c = vec![R::ZERO; stride];
     let zero_w = vec![R::ZERO; w];
     let m_floor = R::from_f64(M_FLOOR);
@@ -704,14 +707,7 @@ fn band_impl<R: Unit, const S: usize>(
             }
             let centre = valid & !neg & hot & eq;
             let pedestal = valid & !neg & !hot;
-            if centre != 0 {
-                let mut bits = centre;
-                while bits != 0 {
-                    let l = bits.trailing_zeros() as usize;
-                    bits &= bits - 1;
-                    write_record::<R, S>(&mut band.out, &c_rows, x0 + l, y);
-                }
-            }
+            centres[x0 / LANES] = centre;
             // 3. Update the pedestal of the quiet pixels (select, no branches).
             if pedestal != 0 {
                 let xs: [u16; LANES] = load(frame_row, x0, n);
@@ -730,6 +726,14 @@ fn band_impl<R: Unit, const S: usize>(
                 store(b_row, x0, n, &nb);
             }
             x0 += LANES;
+        }
+        for (ci, &centre) in centres.iter().enumerate() {
+            let mut bits = centre;
+            while bits != 0 {
+                let l = bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                write_record::<R, S>(&mut band.out, &c_rows, ci * LANES + l, y);
+            }
         }
     }
 }
