@@ -5,7 +5,8 @@
 //! A benchmark, not a test (`harness = false`): `cargo bench --bench cpu` prints a table and
 //! writes it to `bench-results/<date>-cpu-<host>/cpu.md` and `cpu.csv` with the exact command.
 //! Options (after `--`): `--frames N` data frames (default 2000), `--passes N` timed passes per
-//! configuration (default 2: the first is cold, the rest warm), `--sizes 3,9`,
+//! configuration (default 6: the first is cold, the rest warm; the table gives the best and the
+//! median warm pass, and the median's speed-up over one thread), `--sizes 3,9`,
 //! `--precisions f64,f32`, `--modes live,frozen`, `--threads 1,all`, `--no-write`.
 //!
 //! Every pass starts from the same ready pedestal (a clone, installed with `set_pedestal`
@@ -46,7 +47,7 @@ fn list<T>(arg: &str, parse: impl Fn(&str) -> Option<T>) -> Vec<T> {
 fn options(all: usize) -> Options {
     let mut o = Options {
         frames: 2000,
-        passes: 2,
+        passes: 6,
         sizes: vec![ClusterSize::S3, ClusterSize::S9],
         precisions: vec![Precision::F64, Precision::F32],
         modes: vec![ThresholdMode::Frozen, ThresholdMode::Live],
@@ -121,6 +122,9 @@ struct Row {
     threads: usize,
     cold_us: f64,
     warm_us: f64,
+    median_us: f64,
+    /// Median of one thread (same size, precision, mode) / this row's median.
+    speedup: Option<f64>,
     spread: f64,
     faults: Vec<u64>,
     cpu_us: f64,
@@ -182,9 +186,9 @@ fn main() -> cluda::Result<()> {
     );
     let mut rows = Vec::new();
     println!(
-        "| size | precision | mode | threads | us/frame | frames/s | clusters/frame | cpu us/frame | cold us/frame | spread | minor faults/pass |"
+        "| size | precision | mode | threads | us/frame | frames/s | clusters/frame | cpu us/frame | cold us/frame | spread | minor faults/pass | median us/frame | speed-up |"
     );
-    println!("|---|---|---|---|---:|---:|---:|---:|---:|---:|---|");
+    println!("|---|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|");
     for &precision in &o.precisions {
         let mut pedestal = Pedestal::new(ROWS, COLS, PEDESTAL_FRAMES as u32, precision)?;
         pedestal.push_frames(Frames::new(&dark, PEDESTAL_FRAMES, ROWS, COLS)?)?;
@@ -230,6 +234,16 @@ fn main() -> cluda::Result<()> {
                         .unwrap_or(0);
                     let warm_us = times[best];
                     let worst = warm.iter().cloned().fold(0.0, f64::max);
+                    let median_us = median(warm);
+                    let speedup = rows
+                        .iter()
+                        .find(|r: &&Row| {
+                            r.threads == 1
+                                && r.size == size
+                                && r.precision == precision
+                                && r.mode == mode
+                        })
+                        .map(|r| r.median_us / median_us);
                     let row = Row {
                         size,
                         precision,
@@ -237,6 +251,8 @@ fn main() -> cluda::Result<()> {
                         threads,
                         cold_us,
                         warm_us,
+                        median_us,
+                        speedup,
                         spread: worst / warm_us - 1.0,
                         faults,
                         cpu_us: cpu[best],
@@ -255,9 +271,21 @@ fn main() -> cluda::Result<()> {
     Ok(())
 }
 
+/// The median of `v` (the mean of the middle two for an even count).
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        0.5 * (v[n / 2 - 1] + v[n / 2])
+    }
+}
+
 fn markdown_row(r: &Row) -> String {
     format!(
-        "| {} | {} | {} | {} | {:.1} | {:.0} | {:.1} | {:.0} | {:.1} | {:.1}% | {} |",
+        "| {} | {} | {} | {} | {:.1} | {:.0} | {:.1} | {:.0} | {:.1} | {:.1}% | {} | {:.1} | {} |",
         r.size,
         r.precision.name(),
         r.mode.name(),
@@ -272,7 +300,9 @@ fn markdown_row(r: &Row) -> String {
             .iter()
             .map(|f| f.to_string())
             .collect::<Vec<_>>()
-            .join("/")
+            .join("/"),
+        r.median_us,
+        r.speedup.map_or("-".into(), |s| format!("{s:.2}x"))
     )
 }
 
@@ -301,7 +331,8 @@ fn write_results(o: &Options, rows: &[Row]) {
         "Machine: {} ({} cores), host `{}`. Data: generated {ROWS}x{COLS}, seed {SEED}, \
          {PEDESTAL_FRAMES} pedestal frames, {} data frames, n_sigma {N_SIGMA}. \
          us/frame = wall time of the best warm pass of {} (cold = first pass; spread = worst warm / \
-         best warm - 1); cpu us/frame = process CPU time (user + system, all threads) of that pass \
+         best warm - 1; median = median warm pass; speed-up = median of one thread / this \
+         median); cpu us/frame = process CPU time (user + system, all threads) of that pass \
          per frame, 10 ms resolution: on a shared machine it shows the work when the wall time \
          includes time-slicing.\n",
         cpu_model(),
@@ -314,17 +345,20 @@ fn write_results(o: &Options, rows: &[Row]) {
     );
     let _ = writeln!(
         md,
-        "| size | precision | mode | threads | us/frame | frames/s | clusters/frame | cpu us/frame | cold us/frame | spread | minor faults/pass |"
+        "| size | precision | mode | threads | us/frame | frames/s | clusters/frame | cpu us/frame | cold us/frame | spread | minor faults/pass | median us/frame | speed-up |"
     );
-    let _ = writeln!(md, "|---|---|---|---|---:|---:|---:|---:|---:|---:|---|");
+    let _ = writeln!(
+        md,
+        "|---|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|"
+    );
     let mut csv = String::from(
-        "size,precision,mode,threads,us_per_frame,frames_per_s,clusters_per_frame,cpu_us_per_frame,cold_us_per_frame,spread,minor_faults\n",
+        "size,precision,mode,threads,us_per_frame,frames_per_s,clusters_per_frame,cpu_us_per_frame,cold_us_per_frame,spread,minor_faults,median_us_per_frame,speedup\n",
     );
     for r in rows {
         let _ = writeln!(md, "{}", markdown_row(r));
         let _ = writeln!(
             csv,
-            "{},{},{},{},{:.2},{:.1},{:.2},{:.1},{:.2},{:.4},{}",
+            "{},{},{},{},{:.2},{:.1},{:.2},{:.1},{:.2},{:.4},{},{:.2},{}",
             r.size,
             r.precision.name(),
             r.mode.name(),
@@ -339,7 +373,9 @@ fn write_results(o: &Options, rows: &[Row]) {
                 .iter()
                 .map(|f| f.to_string())
                 .collect::<Vec<_>>()
-                .join("/")
+                .join("/"),
+            r.median_us,
+            r.speedup.map_or(String::new(), |s| format!("{s:.3}"))
         );
     }
     for (name, text) in [("cpu.md", md), ("cpu.csv", csv)] {

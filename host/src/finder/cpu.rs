@@ -1,8 +1,8 @@
-//! The CPU reference finder: exact semantics, SIMD across neighbouring pixels, rayon over bands
-//! of rows.
+//! The CPU reference finder: exact semantics, SIMD across neighbouring pixels, one band of rows
+//! per thread.
 //!
-//! Each frame is one pass over bands of rows (one band per thread, `BANDS_PER_THREAD`; one
-//! thread runs on the calling thread). A band walks its rows top to bottom and, for row `y`:
+//! Each frame is one pass over bands of rows (one band per thread; with one thread everything
+//! runs on the calling thread). A band walks its rows top to bottom and, for row `y`:
 //! 1. *prepares* row `y + r` (r = side / 2): corrected values `c` into a ring of `side`
 //!    zero-padded rows, and for that row the running window maximum and window sum along the row
 //!    (`hmax`, `hsum`: `side` values each) and the row's largest `|c|`;
@@ -25,14 +25,14 @@
 //! classified "pedestal" either way because thresholds are never negative.
 //!
 //! With several bands, the rows a band reads from its neighbours (`r` above, `r` below) are
-//! copied before the pass (their pedestal state before the frame), so every band updates its own
-//! rows in place without waiting. Bands are concatenated in order, so results do not depend on
-//! the thread count. One thread runs on the calling thread, without the pool.
+//! copies of their pedestal state before the frame, so every band updates its own rows in place
+//! without waiting. Each band keeps its thread for the whole call, in step with the others frame
+//! by frame (module `pipeline`; a fork-join per frame cost about a third of the time on 2
+//! cores). Bands are concatenated in order, so results do not depend on the thread count.
 
 use cluda_gpu::classify::threshold;
 use cluda_gpu::pedestal::{corrected, mean_offset, push_ready, std_dev};
 use cluda_gpu::real::Real;
-use rayon::prelude::*;
 
 use crate::cluster::{FrameClusters, pack_xy};
 use crate::config::{FinderConfig, ThresholdMode};
@@ -40,6 +40,8 @@ use crate::error::{Error, Result};
 use crate::finder::ClusterFinder;
 use crate::frames::Frames;
 use crate::pedestal::{Pedestal, PixelMaps, ReadyState};
+
+mod pipeline;
 
 /// Neighbouring pixels classified together (the SIMD width of the classification).
 pub const LANES: usize = 16;
@@ -170,7 +172,7 @@ fn run_sized<R: Unit>(
 /// What the finder needs of a precision beyond [`Real`]: its unit roundoff, and lane-wise
 /// comparisons of [`LANES`] values as bit masks (bit `l` = lane `l`; one vector compare and a
 /// mask move, where a loop of `(a < b) as u32) << l` would be reduced lane by lane).
-pub(crate) trait Unit: Real + Default {
+pub(crate) trait Unit: Real + Default + Send + Sync {
     /// `u = 2^-p` for a `p`-bit significand (half the distance from 1 to the next number).
     const U: f64;
     /// Bits of `a[l] < b[l]`.
@@ -183,6 +185,9 @@ pub(crate) trait Unit: Real + Default {
     fn select_bits(bits: u32, yes: &[Self; LANES], no: &[Self; LANES]) -> [Self; LANES];
     /// `dst[..LANES] = v` as vector stores (a plain copy may become a `memcpy` call).
     fn store_lanes(dst: &mut [Self], v: &[Self; LANES]);
+    /// [`along_row`] for this precision: explicit vector loads at every offset (written lane by
+    /// lane, the overlapping loads were merged into long shuffle chains), the same operations.
+    fn along_row_lanes<const S: usize>(c: &[Self], hmax: &mut [Self], hsum: &mut [Self]) -> Self;
     /// [`Real::round_half_away`] of every lane, as vector operations (the same operations lane
     /// by lane: truncate, exact remainder, round up at `>= 0.5`, saturate, sign).
     fn round_lanes(v: &[Self; LANES]) -> [i32; LANES];
@@ -226,6 +231,41 @@ macro_rules! impl_unit {
                 Simd::from_array(*v).copy_to_slice(&mut dst[..LANES]);
             }
             #[inline(always)]
+            fn along_row_lanes<const S: usize>(
+                c: &[Self],
+                hmax: &mut [Self],
+                hsum: &mut [Self],
+            ) -> Self {
+                use std::simd::prelude::*;
+                type V = Simd<$t, LANES>;
+                // `max_of` lane by lane: `b` where `b > a`, else `a` (one `vmaxpd`).
+                let max_of = |a: V, b: V| b.simd_gt(a).select(b, a);
+                let w = hmax.len();
+                let mut big = V::splat(0.0);
+                let mut x0 = 0;
+                while x0 < w {
+                    let v = V::from_slice(&c[x0..x0 + LANES]);
+                    big = max_of(max_of(big, v), -v);
+                    let (mut m, mut s) = (v, v);
+                    for dx in 1..S {
+                        let u = V::from_slice(&c[x0 + dx..x0 + dx + LANES]);
+                        m = max_of(m, u);
+                        s += u;
+                    }
+                    m.copy_to_slice(&mut hmax[x0..x0 + LANES]);
+                    if S >= SEP_MIN {
+                        s.copy_to_slice(&mut hsum[x0..x0 + LANES]);
+                    }
+                    x0 += LANES;
+                }
+                // The chunks started at indices 0 .. w; the last 2r values of the padded row
+                // follow.
+                let tail = c[w..]
+                    .iter()
+                    .fold(0.0, |acc: $t, &v| acc.max_of(v).max_of(-v));
+                big.to_array().iter().fold(tail, |acc, &v| acc.max_of(v))
+            }
+            #[inline(always)]
             fn round_lanes(v: &[Self; LANES]) -> [i32; LANES] {
                 use std::simd::prelude::*;
                 let arr = *v;
@@ -254,10 +294,6 @@ macro_rules! impl_unit {
 impl_unit!(f32, i32, 24);
 impl_unit!(f64, i64, 53);
 
-/// Bands per worker thread when the frame is split (more bands balance better; each costs `2r`
-/// rows prepared twice and a copy of their pedestal state).
-const BANDS_PER_THREAD: usize = 1;
-
 /// Smallest window side whose window sums go through the separable sum and its margin test
 /// first (the exact row-major sum only where the margin cannot decide).
 const SEP_MIN: usize = 3;
@@ -277,7 +313,10 @@ struct Setup<R> {
     base_zero: bool,
 }
 
-/// Working memory of one band of rows `y0 .. y1`.
+/// Working memory of one band of rows `y0 .. y1`. Aligned (and so padded) to 128 bytes: bands
+/// sit side by side in a `Vec`, and one band's record pushes (its `out` length) must not share a
+/// cache line (or an adjacent-line prefetch pair) with another thread's band.
+#[repr(align(128))]
 struct Band<R> {
     y0: usize,
     y1: usize,
@@ -294,6 +333,25 @@ struct Band<R> {
     halo_bottom: Vec<R>,
     /// Packed records of the band's centres, in row-major order.
     out: Vec<u32>,
+}
+
+impl<R: Unit> Band<R> {
+    /// A band of rows `y0 .. y1` for windows of side `S`, with its working memory (allocated by
+    /// the thread that runs the band: it then comes from that thread's allocator arena and
+    /// never shares a cache line with another band's).
+    fn new<const S: usize>(y0: usize, y1: usize, setup: &Setup<R>) -> Self {
+        Band {
+            y0,
+            y1,
+            c: vec![R::ZERO; S * setup.stride],
+            hmax: vec![R::ZERO; S * setup.w],
+            hsum: vec![R::ZERO; if S >= SEP_MIN { S * setup.w } else { 0 }],
+            mrow: vec![R::ZERO; S],
+            halo_top: Vec::new(),
+            halo_bottom: Vec::new(),
+            out: Vec::new(),
+        }
+    }
 }
 
 fn run<R: Unit, const S: usize>(
@@ -325,69 +383,41 @@ fn run<R: Unit, const S: usize>(
             .collect()
     };
     let threads = pool.map_or(1, |p| p.current_num_threads());
-    let n_bands = if threads <= 1 {
-        1
-    } else {
-        (threads * BANDS_PER_THREAD).min(rows)
-    };
-    let band_rows = rows.div_ceil(n_bands);
-    let n_bands = rows.div_ceil(band_rows);
-    let mut bands: Vec<Band<R>> = (0..n_bands)
-        .map(|i| {
-            let y0 = i * band_rows;
-            Band {
-                y0,
-                y1: (y0 + band_rows).min(rows),
-                c: vec![R::ZERO; S * setup.stride],
-                hmax: vec![R::ZERO; S * w],
-                hsum: vec![R::ZERO; if S >= SEP_MIN { S * w } else { 0 }],
-                mrow: vec![R::ZERO; S],
-                halo_top: Vec::new(),
-                halo_bottom: Vec::new(),
-                out: Vec::new(),
-            }
-        })
-        .collect();
+    let (n_bands, band_rows) = band_split(rows, r, threads);
     let isa = Isa::detect();
-    let mut frame_words = Vec::new();
-    for i in 0..frames.len() {
-        let frame = frames.frame(i);
-        let words: &[u32] = if let (Some(pool), true) = (pool, n_bands > 1) {
-            let (a, b, base, inv) = (&mut maps.a, &mut maps.b, &maps.base, maps.inv);
-            for band in bands.iter_mut() {
-                let top = band.y0.saturating_sub(r)..band.y0;
-                let bottom = band.y1..(band.y1 + r).min(rows);
-                band.halo_top.clear();
-                band.halo_top
-                    .extend_from_slice(&a[top.start * cols..top.end * cols]);
-                band.halo_bottom.clear();
-                band.halo_bottom
-                    .extend_from_slice(&a[bottom.start * cols..bottom.end * cols]);
-            }
-            let frozen_t = &frozen_t[..];
-            pool.install(|| {
-                bands
-                    .par_iter_mut()
-                    .zip(a.par_chunks_mut(band_rows * cols))
-                    .zip(b.par_chunks_mut(band_rows * cols))
-                    .for_each(|((band, a), b)| {
-                        let mut own = BandMaps { a, b, base, inv };
-                        band_pass_split::<R, S>(isa, &setup, band, frozen_t, frame, &mut own);
-                    })
-            });
-            frame_words.clear();
-            for band in &bands {
-                frame_words.extend_from_slice(&band.out);
-            }
-            &frame_words
-        } else {
-            let band = &mut bands[0];
-            band_pass::<R, S>(isa, &setup, band, &frozen_t, frame, maps);
-            &band.out
+    if let (Some(pool), true) = (pool, n_bands > 1) {
+        let job = Job {
+            isa,
+            setup: &setup,
+            frozen_t: &frozen_t,
+            frames,
+            size: config.size,
         };
-        visit(FrameClusters::new(i, config.size, words))?;
+        return pipeline::run_bands::<R, S>(pool, &job, n_bands, band_rows, maps, visit);
+    }
+    let band = &mut Band::new::<S>(0, rows, &setup);
+    for i in 0..frames.len() {
+        band_pass::<R, S>(isa, &setup, band, &frozen_t, frames.frame(i), maps);
+        visit(FrameClusters::new(i, config.size, &band.out))?;
     }
     Ok(())
+}
+
+/// Bands and rows per band for `threads` threads: every band but the last has at least `r`
+/// rows, so a band's halo (`r` rows above and below) lies in its two neighbours.
+fn band_split(rows: usize, r: usize, threads: usize) -> (usize, usize) {
+    let n = threads.min(rows / r.max(1)).max(1);
+    let band_rows = rows.div_ceil(n);
+    (rows.div_ceil(band_rows), band_rows)
+}
+
+/// What every band of a call shares.
+struct Job<'a, R> {
+    isa: Isa,
+    setup: &'a Setup<R>,
+    frozen_t: &'a [R],
+    frames: Frames<'a>,
+    size: crate::cluster::ClusterSize,
 }
 
 /// The pedestal state a band may update: sums `a`, `b` of its own rows (starting at its first
@@ -544,6 +574,9 @@ fn band_impl<R: Unit, const S: usize>(
     let inv = own.inv;
     let side = R::from_u16(S as u16);
     band.out.clear();
+    // Per chunk of the current row: its centres (records are written after the row's chunk
+    // loop, which then has no calls that would force its vectors out to the stack).
+    let mut centres = vec![0u32; w / LANES];
     let zero_c = vec![R::ZERO; stride];
     let zero_w = vec![R::ZERO; w];
     let m_floor = R::from_f64(M_FLOOR);
@@ -674,14 +707,7 @@ fn band_impl<R: Unit, const S: usize>(
             }
             let centre = valid & !neg & hot & eq;
             let pedestal = valid & !neg & !hot;
-            if centre != 0 {
-                let mut bits = centre;
-                while bits != 0 {
-                    let l = bits.trailing_zeros() as usize;
-                    bits &= bits - 1;
-                    write_record::<R, S>(&mut band.out, &c_rows, x0 + l, y);
-                }
-            }
+            centres[x0 / LANES] = centre;
             // 3. Update the pedestal of the quiet pixels (select, no branches).
             if pedestal != 0 {
                 let xs: [u16; LANES] = load(frame_row, x0, n);
@@ -700,6 +726,14 @@ fn band_impl<R: Unit, const S: usize>(
                 store(b_row, x0, n, &nb);
             }
             x0 += LANES;
+        }
+        for (ci, &centre) in centres.iter().enumerate() {
+            let mut bits = centre;
+            while bits != 0 {
+                let l = bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                write_record::<R, S>(&mut band.out, &c_rows, ci * LANES + l, y);
+            }
         }
     }
 }
@@ -750,36 +784,11 @@ fn prepare_row<R: Real>(x: &[u16], a: &[R], base: Option<&[R]>, inv: R, c: &mut 
 }
 
 /// Along one padded row of `c`: `hmax[x]` = maximum and `hsum[x]` = sum (left to right) of the
-/// `S` values centred on column `x` (`hsum` empty for 3x3). Returns the largest `|c|` of the row.
+/// `S` values centred on column `x` (`hsum` empty below [`SEP_MIN`]). Returns the largest `|c|`
+/// of the row.
 #[inline(always)]
-fn along_row<R: Real, const S: usize>(c: &[R], hmax: &mut [R], hsum: &mut [R]) -> R {
-    let w = hmax.len();
-    let mut x0 = 0;
-    let mut big = [R::ZERO; LANES];
-    while x0 < w {
-        let mut m: [R; LANES] = c[x0..][..LANES].try_into().expect("LANES");
-        let mut s = m;
-        for l in 0..LANES {
-            big[l] = big[l].max_of(m[l]).max_of(-m[l]);
-        }
-        for dx in 1..S {
-            let v = &c[x0 + dx..][..LANES];
-            for l in 0..LANES {
-                m[l] = m[l].max_of(v[l]);
-                s[l] = s[l] + v[l];
-            }
-        }
-        hmax[x0..x0 + LANES].copy_from_slice(&m);
-        if S >= SEP_MIN {
-            hsum[x0..x0 + LANES].copy_from_slice(&s);
-        }
-        x0 += LANES;
-    }
-    // The chunks started at indices 0 .. w; the last 2r values of the padded row follow.
-    let tail = c[w..]
-        .iter()
-        .fold(R::ZERO, |acc, &v| acc.max_of(v).max_of(-v));
-    big.iter().fold(tail, |acc, &v| acc.max_of(v))
+fn along_row<R: Unit, const S: usize>(c: &[R], hmax: &mut [R], hsum: &mut [R]) -> R {
+    R::along_row_lanes::<S>(c, hmax, hsum)
 }
 
 /// The exact window sums of pixels `x0 .. x0 + LANES` of the row whose window rows are `rows`:
@@ -803,23 +812,35 @@ fn exact_sums<R: Real, const S: usize>(rows: &[&[R]; S], x0: usize) -> [R; LANES
 /// once (it vectorises; the rounding of each value is the shared scalar definition).
 #[inline(always)]
 fn write_record<R: Unit, const S: usize>(out: &mut Vec<u32>, rows: &[&[R]; S], x: usize, y: usize) {
-    // Rounded LANES values at a time (zero padding): a scalar loop stays scalar.
-    let mut vals = [R::ZERO; 96];
+    // The gathered values padded to whole chunks of LANES: a scratch array sized for the
+    // window (zeroing one sized for 9x9 cost more than the rest of a 3x3 record).
+    match S {
+        0..=4 => record_n::<R, S, LANES>(out, rows, x, y),
+        5 => record_n::<R, S, { 2 * LANES }>(out, rows, x, y),
+        6..=8 => record_n::<R, S, { 4 * LANES }>(out, rows, x, y),
+        _ => record_n::<R, S, { 6 * LANES }>(out, rows, x, y),
+    }
+}
+
+/// [`write_record`] with `N >= S * S` values of scratch (a multiple of [`LANES`]).
+#[inline(always)]
+fn record_n<R: Unit, const S: usize, const N: usize>(
+    out: &mut Vec<u32>,
+    rows: &[&[R]; S],
+    x: usize,
+    y: usize,
+) {
+    let mut vals = [R::ZERO; N];
     for (dy, row) in rows.iter().enumerate() {
         vals[dy * S..dy * S + S].copy_from_slice(&row[x..x + S]);
     }
-    let mut words = [0u32; 97];
-    words[0] = pack_xy(x as u16, y as u16);
-    for (i, chunk) in vals[..(S * S).div_ceil(LANES) * LANES]
-        .chunks_exact(LANES)
-        .enumerate()
-    {
+    out.reserve(1 + S * S);
+    out.push(pack_xy(x as u16, y as u16));
+    for (i, chunk) in vals.chunks_exact(LANES).enumerate() {
+        let n = (S * S - i * LANES).min(LANES);
         let r = R::round_lanes(chunk.try_into().expect("LANES"));
-        for l in 0..LANES {
-            words[1 + i * LANES + l] = r[l] as u32;
-        }
+        out.extend(r[..n].iter().map(|&v| v as u32));
     }
-    out.extend_from_slice(&words[..1 + S * S]);
 }
 
 #[cfg(test)]
