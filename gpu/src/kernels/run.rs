@@ -398,9 +398,10 @@ pub(crate) unsafe fn run_frames<R: Real, const S: usize, const T: usize>(
             // memory; after the block meets, lane l of every warp reads warp l's and one more
             // `redux` per value sums them (and those of the warps before its own).
             let word = |w: u32, i: usize| {
-                scratch + 4 * ((k % 2) as u64 * (WARPS as u64 * SCRATCH_PER_WARP as u64)
-                    + w as u64 * SCRATCH_PER_WARP as u64
-                    + i as u64)
+                scratch
+                    + 4 * ((k % 2) as u64 * (WARPS as u64 * SCRATCH_PER_WARP as u64)
+                        + w as u64 * SCRATCH_PER_WARP as u64
+                        + i as u64)
             };
             let mut mask = [0u32; T];
             for j in 0..T {
@@ -425,10 +426,18 @@ pub(crate) unsafe fn run_frames<R: Real, const S: usize, const T: usize>(
             let mut woff = [0u32; T];
             let mut earlier = [0u32; T];
             for j in 0..T {
-                let n = if from { ld_shared(word(lane, 1 + j)) } else { 0 };
+                let n = if from {
+                    ld_shared(word(lane, 1 + j))
+                } else {
+                    0
+                };
                 tile_count[j] = warp_add(n);
                 woff[j] = warp_add(if lane < warp { n } else { 0 });
-                earlier[j] = warp_add(if from { ld_shared(word(lane, 1 + T + j)) } else { 0 });
+                earlier[j] = warp_add(if from {
+                    ld_shared(word(lane, 1 + T + j))
+                } else {
+                    0
+                });
             }
             // Where this thread's records of frame k-1 go (u32::MAX: none).
             let mut dest = [u32::MAX; T];
