@@ -51,9 +51,12 @@ pub enum Launch {
     /// One launch per frame (`cluda_step_*`: classify frame k, prepare frame k+1).
     #[default]
     PerFrame,
-    /// One cooperative launch per upload group (`cluda_run_*`): the grid stays resident and
-    /// meets at a grid-wide barrier after every frame. Needs `compact` (the records of a
-    /// frame follow the running total of the frames before it).
+    /// One cooperative launch per upload group (`cluda_run{T}_*`): the grid stays resident
+    /// and meets at a grid-wide barrier after every frame, and each pixel's pedestal state
+    /// stays in registers for the group. Needs `compact` (the records of a frame follow the
+    /// running total of the frames before it). Frames with more 256-pixel tiles than four
+    /// per resident block (on an H200 about 2.7 M pixels) go one launch per frame instead,
+    /// with the same results.
     PerUpload,
 }
 
