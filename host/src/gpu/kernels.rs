@@ -24,8 +24,8 @@ const RUN_WORK_HEAD: usize = 32;
 /// Planes of corrected values the run kernels cycle through (`PLANES` in
 /// `gpu/src/kernels/run.rs`).
 pub(crate) const RUN_PLANES: usize = 4;
-/// Tiles per block the run kernels come in (`cluda_run{T}_*`).
-const RUN_TILES: [u32; 3] = [1, 2, 4];
+/// Tiles per block the run kernels come in (`cluda_run{T}_*`; both have run on an H200).
+const RUN_TILES: [u32; 2] = [1, 4];
 
 /// A floating-point kernel parameter in the finder's precision.
 #[derive(Clone, Copy, Debug)]
