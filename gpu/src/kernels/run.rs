@@ -579,14 +579,14 @@ macro_rules! run_kernels {
     };
 }
 run_kernels! {
-    cluda_run1_f64_3 f64, 3, 1; cluda_run4_f64_3 f64, 3, 4;
-    cluda_run1_f64_5 f64, 5, 1; cluda_run4_f64_5 f64, 5, 4;
-    cluda_run1_f64_7 f64, 7, 1; cluda_run4_f64_7 f64, 7, 4;
-    cluda_run1_f64_9 f64, 9, 1; cluda_run4_f64_9 f64, 9, 4;
-    cluda_run1_f32_3 f32, 3, 1; cluda_run4_f32_3 f32, 3, 4;
-    cluda_run1_f32_5 f32, 5, 1; cluda_run4_f32_5 f32, 5, 4;
-    cluda_run1_f32_7 f32, 7, 1; cluda_run4_f32_7 f32, 7, 4;
-    cluda_run1_f32_9 f32, 9, 1; cluda_run4_f32_9 f32, 9, 4;
+    cluda_run1_f64_3 f64, 3, 1;
+    cluda_run1_f64_5 f64, 5, 1;
+    cluda_run1_f64_7 f64, 7, 1;
+    cluda_run1_f64_9 f64, 9, 1;
+    cluda_run1_f32_3 f32, 3, 1;
+    cluda_run1_f32_5 f32, 5, 1;
+    cluda_run1_f32_7 f32, 7, 1;
+    cluda_run1_f32_9 f32, 9, 1;
 }
 
 macro_rules! barrier_probe {

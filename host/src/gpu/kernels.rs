@@ -24,8 +24,11 @@ const RUN_WORK_HEAD: usize = 32;
 /// Planes of corrected values the run kernels cycle through (`PLANES` in
 /// `gpu/src/kernels/run.rs`).
 pub(crate) const RUN_PLANES: usize = 4;
-/// Tiles per block the run kernels come in (`cluda_run{T}_*`; both have run on an H200).
-const RUN_TILES: [u32; 2] = [1, 4];
+/// Tiles per block the run kernels come in (`cluda_run{T}_*`). The kernel body is generic
+/// over `T`, but only the one-tile variant (held to five blocks per SM by its launch bounds)
+/// is built: variants with more tiles kept their state in over 100 registers, fitted fewer
+/// blocks than they needed on the H200, and were slower than one launch per frame.
+const RUN_TILES: [u32; 1] = [1];
 
 /// A floating-point kernel parameter in the finder's precision.
 #[derive(Clone, Copy, Debug)]
