@@ -208,7 +208,7 @@ fn pinned_input_and_kernel_timing() {
             } else {
                 assert!(times.is_empty());
                 eprintln!(
-                    "{size} {}: {us:.2} us/frame end to end, opt9, pinned input",
+                    "{size} {}: {us:.2} us/frame end to end, default pipeline, pinned input",
                     p.name()
                 );
             }
