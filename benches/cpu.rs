@@ -9,6 +9,9 @@
 //! median warm pass, and the median's speed-up over one thread), `--sizes 3,9`,
 //! `--precisions f64,f32`, `--modes live,frozen`, `--threads 1,all`, `--no-write`.
 //!
+//! The passes of the thread counts of one configuration are interleaved (pass 1 of each, then
+//! pass 2 of each, ...), so that the speed-up compares them under the same machine state.
+//!
 //! Every pass starts from the same ready pedestal (a clone, installed with `set_pedestal`
 //! outside the timer), so passes are comparable and no finder is "warmed up" by processing
 //! frames. The timer covers `find_each` with a visitor that counts clusters (results
@@ -194,19 +197,23 @@ fn main() -> cluda::Result<()> {
         pedestal.push_frames(Frames::new(&dark, PEDESTAL_FRAMES, ROWS, COLS)?)?;
         for &size in &o.sizes {
             for &mode in &o.modes {
-                for &threads in &o.threads {
-                    let config = FinderConfig::new(ROWS, COLS)
-                        .size(size)
-                        .n_sigma(N_SIGMA)
-                        .pedestal_frames(PEDESTAL_FRAMES as u32)
-                        .threshold(mode)
-                        .precision(precision);
-                    let mut finder = CpuFinder::with_threads(config, threads)?;
-                    let mut times = Vec::new();
-                    let mut faults = Vec::new();
-                    let mut cpu = Vec::new();
-                    let mut clusters = 0usize;
-                    for _ in 0..o.passes {
+                let config = FinderConfig::new(ROWS, COLS)
+                    .size(size)
+                    .n_sigma(N_SIGMA)
+                    .pedestal_frames(PEDESTAL_FRAMES as u32)
+                    .threshold(mode)
+                    .precision(precision);
+                // One finder per thread count, their passes interleaved (pass 1 of each, then
+                // pass 2 of each, ...), so that the speed-up compares thread counts under the
+                // same machine state: on a shared VM the speed drifts by 5-15% within a minute.
+                let mut finders = o
+                    .threads
+                    .iter()
+                    .map(|&t| CpuFinder::with_threads(config.clone(), t))
+                    .collect::<cluda::Result<Vec<_>>>()?;
+                let mut passes = vec![Passes::default(); finders.len()];
+                for _ in 0..o.passes {
+                    for (finder, p) in finders.iter_mut().zip(&mut passes) {
                         finder.set_pedestal(pedestal.clone())?;
                         let mut count = 0usize;
                         let (f0, c0) = usage();
@@ -217,11 +224,14 @@ fn main() -> cluda::Result<()> {
                         })?;
                         let us = start.elapsed().as_secs_f64() * 1e6 / o.frames as f64;
                         let (f1, c1) = usage();
-                        faults.push(f1 - f0);
-                        cpu.push((c1 - c0) as f64 * 1e4 / o.frames as f64);
-                        times.push(us);
-                        clusters = count;
+                        p.faults.push(f1 - f0);
+                        p.cpu.push((c1 - c0) as f64 * 1e4 / o.frames as f64);
+                        p.times.push(us);
+                        p.clusters = count;
                     }
+                }
+                for (&threads, p) in o.threads.iter().zip(passes) {
+                    let times = &p.times;
                     let cold_us = times[0];
                     let warm = if times.len() > 1 {
                         &times[1..]
@@ -254,9 +264,9 @@ fn main() -> cluda::Result<()> {
                         median_us,
                         speedup,
                         spread: worst / warm_us - 1.0,
-                        faults,
-                        cpu_us: cpu[best],
-                        clusters_per_frame: clusters as f64 / o.frames as f64,
+                        faults: p.faults,
+                        cpu_us: p.cpu[best],
+                        clusters_per_frame: p.clusters as f64 / o.frames as f64,
                     };
                     println!("{}", markdown_row(&row));
                     rows.push(row);
@@ -269,6 +279,15 @@ fn main() -> cluda::Result<()> {
         write_results(&o, &rows);
     }
     Ok(())
+}
+
+/// The timed passes of one finder.
+#[derive(Clone, Default)]
+struct Passes {
+    times: Vec<f64>,
+    faults: Vec<u64>,
+    cpu: Vec<f64>,
+    clusters: usize,
 }
 
 /// The median of `v` (the mean of the middle two for an even count).
@@ -332,7 +351,8 @@ fn write_results(o: &Options, rows: &[Row]) {
          {PEDESTAL_FRAMES} pedestal frames, {} data frames, n_sigma {N_SIGMA}. \
          us/frame = wall time of the best warm pass of {} (cold = first pass; spread = worst warm / \
          best warm - 1; median = median warm pass; speed-up = median of one thread / this \
-         median); cpu us/frame = process CPU time (user + system, all threads) of that pass \
+         median, the thread counts' passes interleaved so that both see the same machine \
+         state); cpu us/frame = process CPU time (user + system, all threads) of that pass \
          per frame, 10 ms resolution: on a shared machine it shows the work when the wall time \
          includes time-slicing.\n",
         cpu_model(),
