@@ -241,9 +241,13 @@ macro_rules! impl_unit {
                 // `max_of` lane by lane: `b` where `b > a`, else `a` (one `vmaxpd`).
                 let max_of = |a: V, b: V| b.simd_gt(a).select(b, a);
                 let w = hmax.len();
+                // Cut to the lengths the loop reads, so that its condition (`w` is a
+                // multiple of LANES) proves every load and store in bounds.
+                let c = &c[..w + S - 1];
+                let hsum = if S >= SEP_MIN { &mut hsum[..w] } else { hsum };
                 let mut big = V::splat(0.0);
                 let mut x0 = 0;
-                while x0 < w {
+                while x0 + LANES <= w {
                     let v = V::from_slice(&c[x0..x0 + LANES]);
                     big = max_of(max_of(big, v), -v);
                     let (mut m, mut s) = (v, v);
@@ -642,90 +646,56 @@ fn band_impl<R: Unit, const S: usize>(
         } else {
             &frozen_t[y * cols..][..cols]
         };
-        let mut x0 = 0;
-        while x0 < cols {
-            let n = LANES.min(cols - x0);
-            let a: [R; LANES] = load(a_row, x0, n);
-            let b: [R; LANES] = load(b_row, x0, n);
-            let t: [R; LANES] = if live {
-                let mut t = [R::ZERO; LANES];
-                for l in 0..LANES {
-                    t[l] = threshold(n_sigma, std_dev(a[l], b[l], inv));
-                }
-                t
-            } else {
-                load(t_row, x0, n)
+        let row = RowCtx {
+            c_rows: &c_rows,
+            c_mid: &c_rows[r][r..],
+            hmax_rows: &hmax_rows,
+            hsum_rows: &hsum_rows,
+            frame_row,
+            base_row,
+            t_row,
+            margin,
+            side,
+            inv,
+            n_sigma,
+            base_zero,
+        };
+        // Whole chunks through a build with `n == LANES` known (plain vector loads and stores,
+        // nothing spilled around a partial copy), then the partial chunk, if any. For the whole
+        // chunks every row is cut to `len` (`len + 2r` padded), so that the loop condition
+        // proves each chunk's slices in bounds.
+        let full = cols / LANES;
+        let len = full * LANES;
+        {
+            let (c_cut, hmax_cut, hsum_cut) = (
+                c_rows.map(|s| &s[..len + 2 * r]),
+                hmax_rows.map(|s| &s[..len]),
+                hsum_rows.map(|s| if S >= SEP_MIN { &s[..len] } else { s }),
+            );
+            let cut = RowCtx {
+                c_rows: &c_cut,
+                c_mid: &c_cut[r][r..r + len],
+                hmax_rows: &hmax_cut,
+                hsum_rows: &hsum_cut,
+                frame_row: &frame_row[..len],
+                base_row: &base_row[..len],
+                t_row: if live { t_row } else { &t_row[..len] },
+                ..row
             };
-            let cp: [R; LANES] = c_rows[r][x0 + r..][..LANES].try_into().expect("LANES");
-            let mut max: [R; LANES] = hmax_rows[0][x0..][..LANES].try_into().expect("LANES");
-            for row in &hmax_rows[1..] {
-                let v = &row[x0..][..LANES];
-                for l in 0..LANES {
-                    max[l] = max[l].max_of(v[l]);
-                }
-            }
-            let (mut k, mut neg_t) = ([R::ZERO; LANES], [R::ZERO; LANES]);
-            for l in 0..LANES {
-                k[l] = side * t[l];
-                neg_t[l] = -t[l];
-            }
-            let neg = R::lt_bits(&cp, &neg_t);
-            let mut hot = R::gt_bits(&max, &t);
-            let eq = R::eq_bits(&cp, &max);
-            let valid = if n == LANES {
-                u32::MAX >> (32 - LANES)
+            let (a_cut, b_cut) = (&mut a_row[..len], &mut b_row[..len]);
+            if live {
+                classify_full::<R, S, true>(&cut, a_cut, b_cut, &mut centres[..full]);
             } else {
-                (1u32 << n) - 1
+                classify_full::<R, S, false>(&cut, a_cut, b_cut, &mut centres[..full]);
+            }
+        }
+        if full * LANES < cols {
+            let x0 = full * LANES;
+            centres[full] = if live {
+                classify_chunk::<R, S, false, true>(&row, a_row, b_row, x0, cols - x0)
+            } else {
+                classify_chunk::<R, S, false, false>(&row, a_row, b_row, x0, cols - x0)
             };
-            // Pixels whose outcome depends on the window sum.
-            let need = valid & !neg & !hot;
-            if need != 0 {
-                let mut decided = false;
-                if S >= SEP_MIN {
-                    let mut s: [R; LANES] = hsum_rows[0][x0..][..LANES].try_into().expect("LANES");
-                    for row in &hsum_rows[1..] {
-                        let v = &row[x0..][..LANES];
-                        for l in 0..LANES {
-                            s[l] = s[l] + v[l];
-                        }
-                    }
-                    let (mut d, hi, lo) = ([R::ZERO; LANES], [margin; LANES], [-margin; LANES]);
-                    for l in 0..LANES {
-                        d[l] = s[l] - k[l];
-                    }
-                    let above = R::gt_bits(&d, &hi);
-                    let below = R::lt_bits(&d, &lo);
-                    if need & !(above | below) == 0 {
-                        hot |= need & above;
-                        decided = true;
-                    }
-                }
-                if !decided {
-                    let total = exact_sums::<R, S>(&c_rows, x0);
-                    hot |= need & R::gt_bits(&total, &k);
-                }
-            }
-            let centre = valid & !neg & hot & eq;
-            let pedestal = valid & !neg & !hot;
-            centres[x0 / LANES] = centre;
-            // 3. Update the pedestal of the quiet pixels (select, no branches).
-            if pedestal != 0 {
-                let xs: [u16; LANES] = load(frame_row, x0, n);
-                let base: [R; LANES] = if base_zero {
-                    [R::ZERO; LANES]
-                } else {
-                    load(base_row, x0, n)
-                };
-                let (mut pa, mut pb) = (a, b);
-                for l in 0..LANES {
-                    push_ready(&mut pa[l], &mut pb[l], base[l], xs[l], inv);
-                }
-                let na = R::select_bits(pedestal, &pa, &a);
-                let nb = R::select_bits(pedestal, &pb, &b);
-                store(a_row, x0, n, &na);
-                store(b_row, x0, n, &nb);
-            }
-            x0 += LANES;
         }
         for (ci, &centre) in centres.iter().enumerate() {
             let mut bits = centre;
@@ -736,6 +706,153 @@ fn band_impl<R: Unit, const S: usize>(
             }
         }
     }
+}
+
+/// What [`classify_chunk`] reads of the current row `y` and its window.
+#[derive(Clone, Copy)]
+struct RowCtx<'a, R, const S: usize> {
+    c_rows: &'a [&'a [R]; S],
+    /// Row `y` of `c` from its column 0 (`c_rows[r]` without the left padding).
+    c_mid: &'a [R],
+    hmax_rows: &'a [&'a [R]; S],
+    hsum_rows: &'a [&'a [R]; S],
+    frame_row: &'a [u16],
+    base_row: &'a [R],
+    t_row: &'a [R],
+    margin: R,
+    side: R,
+    inv: R,
+    n_sigma: R,
+    base_zero: bool,
+}
+
+/// [`classify_chunk`] over the whole chunks of a row whose slices are all cut to
+/// `centres.len() * LANES` values (so the loop condition proves every chunk in bounds).
+/// `LIVE`: thresholds from the current sums (else `row.t_row`).
+#[inline(always)]
+fn classify_full<R: Unit, const S: usize, const LIVE: bool>(
+    row: &RowCtx<'_, R, S>,
+    a_row: &mut [R],
+    b_row: &mut [R],
+    centres: &mut [u32],
+) {
+    let len = a_row.len();
+    let mut x0 = 0;
+    for centre in centres.iter_mut() {
+        if x0 + LANES > len {
+            break;
+        }
+        *centre = classify_chunk::<R, S, true, LIVE>(row, a_row, b_row, x0, LANES);
+        x0 += LANES;
+    }
+}
+
+/// Classifies pixels `x0 .. x0 + n` of the row (steps 2 and 3 of the module docs), updates the
+/// pedestal of its quiet pixels, and returns the bits of its centres. `FULL`: `n == LANES`.
+#[inline(always)]
+fn classify_chunk<R: Unit, const S: usize, const FULL: bool, const LIVE: bool>(
+    row: &RowCtx<'_, R, S>,
+    a_row: &mut [R],
+    b_row: &mut [R],
+    x0: usize,
+    n: usize,
+) -> u32 {
+    let n = if FULL { LANES } else { n };
+    let RowCtx {
+        c_rows,
+        c_mid,
+        hmax_rows,
+        hsum_rows,
+        frame_row,
+        base_row,
+        t_row,
+        margin,
+        side,
+        inv,
+        n_sigma,
+        base_zero,
+        ..
+    } = *row;
+    let a: [R; LANES] = load(a_row, x0, n);
+    let b: [R; LANES] = load(b_row, x0, n);
+    let t: [R; LANES] = if LIVE {
+        let mut t = [R::ZERO; LANES];
+        for l in 0..LANES {
+            t[l] = threshold(n_sigma, std_dev(a[l], b[l], inv));
+        }
+        t
+    } else {
+        load(t_row, x0, n)
+    };
+    let cp: [R; LANES] = load(c_mid, x0, LANES);
+    let mut max: [R; LANES] = hmax_rows[0][x0..][..LANES].try_into().expect("LANES");
+    for row in &hmax_rows[1..] {
+        let v = &row[x0..][..LANES];
+        for l in 0..LANES {
+            max[l] = max[l].max_of(v[l]);
+        }
+    }
+    let (mut k, mut neg_t) = ([R::ZERO; LANES], [R::ZERO; LANES]);
+    for l in 0..LANES {
+        k[l] = side * t[l];
+        neg_t[l] = -t[l];
+    }
+    let neg = R::lt_bits(&cp, &neg_t);
+    let mut hot = R::gt_bits(&max, &t);
+    let eq = R::eq_bits(&cp, &max);
+    let valid = if n == LANES {
+        u32::MAX >> (32 - LANES)
+    } else {
+        (1u32 << n) - 1
+    };
+    // Pixels whose outcome depends on the window sum.
+    let need = valid & !neg & !hot;
+    if need != 0 {
+        let mut decided = false;
+        if S >= SEP_MIN {
+            let mut s: [R; LANES] = hsum_rows[0][x0..][..LANES].try_into().expect("LANES");
+            for row in &hsum_rows[1..] {
+                let v = &row[x0..][..LANES];
+                for l in 0..LANES {
+                    s[l] = s[l] + v[l];
+                }
+            }
+            let (mut d, hi, lo) = ([R::ZERO; LANES], [margin; LANES], [-margin; LANES]);
+            for l in 0..LANES {
+                d[l] = s[l] - k[l];
+            }
+            let above = R::gt_bits(&d, &hi);
+            let below = R::lt_bits(&d, &lo);
+            if need & !(above | below) == 0 {
+                hot |= need & above;
+                decided = true;
+            }
+        }
+        if !decided {
+            let total = exact_sums::<R, S>(c_rows, x0);
+            hot |= need & R::gt_bits(&total, &k);
+        }
+    }
+    let centre = valid & !neg & hot & eq;
+    let pedestal = valid & !neg & !hot;
+    // 3. Update the pedestal of the quiet pixels (select, no branches).
+    if pedestal != 0 {
+        let xs: [u16; LANES] = load(frame_row, x0, n);
+        let base: [R; LANES] = if base_zero {
+            [R::ZERO; LANES]
+        } else {
+            load(base_row, x0, n)
+        };
+        let (mut pa, mut pb) = (a, b);
+        for l in 0..LANES {
+            push_ready(&mut pa[l], &mut pb[l], base[l], xs[l], inv);
+        }
+        let na = R::select_bits(pedestal, &pa, &a);
+        let nb = R::select_bits(pedestal, &pb, &b);
+        store(a_row, x0, n, &na);
+        store(b_row, x0, n, &nb);
+    }
+    centre
 }
 
 /// `n` values of `s` from `x0` into a full lane array (the rest zero).
