@@ -61,7 +61,7 @@ pub(crate) unsafe fn ballot(flag: bool) -> u32 {
 
 /// The sum of `v` over the warp, in every lane (all 32 lanes must call).
 #[inline(always)]
-pub(crate) unsafe fn warp_sum(v: u32) -> u32 {
+unsafe fn warp_sum(v: u32) -> u32 {
     let mut s = v;
     let mut m = 16u32;
     while m > 0 {
@@ -380,7 +380,7 @@ pub(crate) unsafe fn classify_frame<R: Real, const S: usize, W: Window<R>>(
 /// max starting at the top-left value.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn classify_pixel<R: Real, const S: usize, W: Window<R>>(
+unsafe fn classify_pixel<R: Real, const S: usize, W: Window<R>>(
     win: &W,
     frame: *const u16,
     base: *const R,

@@ -34,7 +34,7 @@
 
 use core::arch::nvptx;
 
-use super::classify::{BLOCK, Geometry, GlobalWindow, ballot, window_stats};
+use super::classify::{BLOCK, Geometry, GlobalWindow, ballot, window_stats, write_record};
 use super::prepare::prepare_values;
 use crate::classify::{PixelClass, classify};
 use crate::pedestal::push_ready;
@@ -51,13 +51,7 @@ const WARPS: u32 = BLOCK / 32;
 unsafe fn barrier_arrive(counter: *mut u32, tid: u32) {
     unsafe {
         nvptx::_syncthreads();
-        if tid == 0 {
-            core::arch::asm!(
-                "fence.acq_rel.gpu;",
-                "red.relaxed.gpu.global.add.u32 [{c}], 1;",
-                c = in(reg64) counter,
-            );
-        }
+        barrier_arrive_met(counter, tid);
     }
 }
 
@@ -469,22 +463,15 @@ pub(crate) unsafe fn run_frames<R: Real, const S: usize, const T: usize>(
                 for j in 0..T {
                     if dest[j] < args.room {
                         let p = prev_pixel[j];
-                        let y = p / g.cols;
                         let out = args.records.add(dest[j] as usize * (1 + S * S));
-                        *out = (p - y * g.cols) | y << 16;
                         if S * S <= KEPT {
+                            let y = p / g.cols;
+                            *out = (p - y * g.cols) | y << 16;
                             for i in 0..S * S {
                                 *out.add(1 + i) = rec[j][i];
                             }
                         } else {
-                            let first = y as usize * g.stride as usize + (p - y * g.cols) as usize;
-                            for dy in 0..S {
-                                let row = prev.add(first + dy * g.stride as usize);
-                                for dx in 0..S {
-                                    *out.add(1 + dy * S + dx) =
-                                        (*row.add(dx)).round_half_away() as u32;
-                                }
-                            }
+                            write_record::<R, S>(prev, &g, p, out);
                         }
                     }
                 }
