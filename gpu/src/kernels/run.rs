@@ -1,36 +1,42 @@
-//! Many frames per launch: the `cluda_run{T}_*` kernels find a whole group of uploaded frames
-//! in one cooperative launch, with one grid-wide barrier per frame instead of one launch per
-//! frame.
+//! Many frames per launch: the `cluda_run1_*` kernels find a whole group of uploaded frames
+//! in one cooperative launch, each tile waiting per frame only for the tiles its windows read.
 //!
 //! Why: one launch per frame (`cluda_step_*`) pays a launch, a ramp-up and a drain per frame,
 //! reloads and stores every pixel's pedestal state per frame, and orders records with a ticket
 //! and a decoupled look-back that chain a frame's tiles one after another. Here the grid stays
-//! resident (the host launches at most as many blocks as fit on the device at once, through
-//! `cuLaunchCooperativeKernel`, so the barrier cannot deadlock). Thread `tid` of block `blk`
-//! owns pixel `tile * 256 + tid` of the `T` tiles `blk, blk + grid, ..` for the whole launch
-//! and keeps their pedestal state (sums, baseline, threshold, frozen std, raw sample) in
-//! registers: it loads them once and stores the sums once at the end.
+//! resident: one block per tile of 256 pixels, and the host launches only when every block
+//! fits on the device at once (`cuLaunchCooperativeKernel`), so no wait below can deadlock.
+//! Thread `tid` of block `tile` owns pixel `tile * 256 + tid` for the whole launch and keeps
+//! its pedestal state (sums, baseline, threshold, frozen std, raw sample) in registers: it
+//! loads it once and stores the sums once at the end.
 //!
-//! - Prologue: every pixel prepares frame 0 (corrected value into plane 0, threshold).
-//! - Iteration k: every pixel classifies frame k from plane `k % 4` (its neighbours' values),
-//!   pushes its own sums when quiet, and prepares frame k+1 into plane `(k+1) % 4` from the
-//!   sums it has just updated and the raw sample it loaded one iteration ahead. In the same
-//!   round of loads it reads the tile counts of frame k-1 and, for a 3x3 centre of frame k-1,
-//!   that record's values from plane `(k-1) % 4`. One block-wide reduction then gives the
-//!   centres of this frame per warp (and so each centre's place within its tile) and the
-//!   centres of frame k-1 before each of the block's tiles and in all. The block stores frame
-//!   k's tile counts and arrives at the grid barrier; while the others arrive it writes the
-//!   records of frame k-1 at `running total + earlier tiles + place in tile` (the row-major
-//!   order of centres, the step kernel's order, without a ticket or look-back), then waits.
-//! - Plane `(k-1) % 4` stays intact until this block's records of frame k-1 are written: the
-//!   fastest other block may already be in iteration k+1, which writes plane `(k+2) % 4`, and
-//!   nobody can start iteration k+2 (which writes plane `(k+3) % 4 = (k-1) % 4`) before this
-//!   block arrives at the barrier that ends iteration k+1. Four planes, two slots of tile
-//!   counts (those of frame k are read in iteration k+1 and rewritten in iteration k+2).
+//! - Prologue: every pixel prepares frame 0 (corrected value into plane 0, threshold); the
+//!   tile publishes progress 1 (its plane of frame 0 is written).
+//! - Iteration k first waits until every tile whose pixels this tile's windows reach (its
+//!   *neighbours*: `r` rows and `r` pixels either way) has progress k+1, and until all tiles
+//!   have counted their centres of frame k-2. Then every pixel classifies frame k from plane
+//!   `k % 5`, pushes its own sums when quiet, and prepares frame k+1 into plane `(k+1) % 5`
+//!   from the sums it has just updated and the raw sample it loaded ahead. In the same round
+//!   of loads it reads all tiles' counts of frame k-2 and, for a 3x3 centre of frame k-2,
+//!   that record's values from plane `(k-2) % 5`. One block-wide reduction gives this frame's
+//!   centres per warp (each centre's place within its tile) and frame k-2's centres before
+//!   this tile and in all. The tile stores its count of frame k, publishes progress k+2 and
+//!   one arrival for frame k, and writes the records of frame k-2 at `running total +
+//!   earlier tiles + place in tile`: the row-major order of centres, without a ticket or a
+//!   look-back. Two extra iterations write the last two frames' records.
+//! - Nothing is overwritten while someone may read it. A tile overwrites plane slot
+//!   `(k+3) % 5` (frame k-2's) in iteration k+2, after its neighbours reached progress k+3,
+//!   i.e. after they finished iteration k, records of frame k-2 included. It rewrites count
+//!   slot `k % 4` in iteration k+4, after all tiles counted frame k+2, i.e. after they finished
+//!   the loads of iteration k+2, which read frame k's counts. A slot's arrival counter cannot
+//!   reach frame k's target early: no tile arrives for frame k+4 before all have for k+2.
+//! - The grid barrier this replaced made every tile wait for the slowest one every frame;
+//!   here a tile waits for a few neighbours, and for the slowest tile only two frames late.
 //!
 //! No pixel reads another pixel's pedestal sums, and every value a pixel reads from another
-//! pixel (window values, tile counts) was written before a barrier the reader has passed, so
-//! the result is the CPU finder's, bit for bit and on every run.
+//! pixel (window values, tile counts) was published (release at GPU scope) before a flag the
+//! reader has seen (then acquire), so the result is the CPU finder's, bit for bit and on
+//! every run.
 
 use core::arch::nvptx;
 
@@ -129,24 +135,21 @@ unsafe fn barrier_wait<const NS: u32>(counter: *mut u32, target: u32, tid: u32) 
     }
 }
 
-/// Both halves of the grid barrier at once.
-#[inline(always)]
-unsafe fn grid_barrier(counter: *mut u32, target: u32, tid: u32) {
-    unsafe {
-        barrier_arrive(counter, tid);
-        barrier_wait::<0>(counter, target, tid);
-    }
-}
-
 /// Planes of corrected values a launch cycles through (frame k in plane `k % PLANES`).
-pub const PLANES: u32 = 4;
+pub const PLANES: u32 = 5;
 
-/// Scratch words per warp and frame parity: the reduction's `2 * T + 1` values (`T` <= 4).
-const SCRATCH_PER_WARP: usize = 9;
+/// Slots of per-tile counts a launch cycles through (frame k's in slot `k % COUNT_SLOTS`).
+pub const COUNT_SLOTS: u32 = 4;
 
-/// Words at the start of the work area before the two slots of tile counts: the barrier
-/// counter, alone on its 128-byte line.
-pub const WORK_HEAD: u32 = 32;
+/// Frames between classifying a frame and writing its records.
+const LAG: u32 = 2;
+
+/// Scratch words per warp and frame parity: the reduction's three values.
+const SCRATCH_PER_WARP: usize = 3;
+
+/// Words at the start of the work area before the progress flags: one arrival counter per
+/// count slot, each alone on its 128-byte line.
+pub const WORK_HEAD: u32 = 32 * COUNT_SLOTS;
 
 /// Everything one `run` launch reads and writes.
 #[derive(Clone, Copy)]
@@ -161,8 +164,9 @@ pub(crate) struct RunArgs<R> {
     /// [`PLANES`] zero-padded planes of corrected values, `plane_len` elements apart.
     pub planes: *mut R,
     pub plane_len: u32,
-    /// Barrier counter at word 0 (zeroed by the host before the launch), then from word
-    /// [`WORK_HEAD`] two slots of one count per tile.
+    /// The work area: [`COUNT_SLOTS`] arrival counters (word `32 * s`), then from word
+    /// [`WORK_HEAD`] one progress flag per tile (both zeroed by the host before the launch),
+    /// then [`COUNT_SLOTS`] slots of one count per tile.
     pub work: *mut u32,
     pub g: Geometry<R>,
     pub r: u32,
@@ -184,10 +188,24 @@ impl<R: Real> RunArgs<R> {
             .wrapping_add((k % PLANES) as usize * self.plane_len as usize)
     }
 
+    /// Arrival counter of the count slot of frame `k`.
+    #[inline(always)]
+    fn arrivals(&self, k: u32) -> *mut u32 {
+        self.work.wrapping_add(32 * (k % COUNT_SLOTS) as usize)
+    }
+
+    /// Progress flag of tile `t`: 1 + the last frame whose plane the tile has written.
+    #[inline(always)]
+    fn progress(&self, t: u32) -> *mut u32 {
+        self.work.wrapping_add((WORK_HEAD + t) as usize)
+    }
+
+    /// The per-tile counts of frame `k`.
     #[inline(always)]
     fn counts(&self, k: u32) -> *mut u32 {
+        let tiles = self.g.tiles as usize;
         self.work
-            .wrapping_add(WORK_HEAD as usize + (k % 2) as usize * self.g.tiles as usize)
+            .wrapping_add(WORK_HEAD as usize + tiles + (k % COUNT_SLOTS) as usize * tiles)
     }
 
     #[inline(always)]
@@ -197,11 +215,51 @@ impl<R: Real> RunArgs<R> {
     }
 }
 
-/// One pixel a thread owns for the whole launch, with its state in registers.
+/// Waits until `*flag` has reached `target` (wrapping compare, so that a counter can run
+/// through 2^32). Relaxed GPU-scope polls: the caller fences once it has seen every flag.
+#[inline(always)]
+unsafe fn wait_until(flag: *const u32, target: u32) {
+    loop {
+        let v: u32;
+        unsafe {
+            core::arch::asm!(
+                "ld.relaxed.gpu.global.u32 {v}, [{c}];",
+                v = out(reg32) v,
+                c = in(reg64) flag,
+            );
+        }
+        if v.wrapping_sub(target) as i32 >= 0 {
+            break;
+        }
+    }
+}
+
+/// Publishes this block's progress (thread 0 only; the block has met at `bar.sync` since
+/// its last write that other blocks read, and thread 0's own writes come before): releases
+/// every such write at GPU scope, then sets the tile's progress flag to `frames` and, when
+/// `counted`, adds one arrival at `arrivals`.
+#[inline(always)]
+unsafe fn publish(progress: *mut u32, frames: u32, arrivals: *mut u32, counted: bool) {
+    unsafe {
+        core::arch::asm!(
+            "fence.acq_rel.gpu;",
+            "st.relaxed.gpu.global.u32 [{p}], {f};",
+            p = in(reg64) progress,
+            f = in(reg32) frames,
+        );
+        if counted {
+            core::arch::asm!(
+                "red.relaxed.gpu.global.add.u32 [{c}], 1;",
+                c = in(reg64) arrivals,
+            );
+        }
+    }
+}
+
+/// State of one pixel a thread owns for the whole launch, in registers.
 #[derive(Clone, Copy)]
 struct Pixel<R> {
     p: u32,
-    tile: u32,
     inside: bool,
     a: R,
     b: R,
@@ -210,8 +268,13 @@ struct Pixel<R> {
     fstd: R,
     /// Raw sample of the frame being classified.
     raw: u16,
-    /// Centre of the previous frame, and its place among its tile's centres.
-    was_centre: bool,
+}
+
+/// A centre whose record is still to be written: whether the pixel was a centre of that
+/// frame, and its place among its tile's centres.
+#[derive(Clone, Copy, Default)]
+struct Pending {
+    centre: bool,
     place: u32,
 }
 
@@ -237,17 +300,12 @@ unsafe fn prepare_into<R: Real>(args: &RunArgs<R>, px: &mut Pixel<R>, x: u16, pl
     px.raw = x;
 }
 
-/// Counts of frame `k-1`'s tiles (slot `counts`) summed by this thread over `u = tid,
-/// tid + 256, ..`: in all, and before each of the block's tiles. Loads four words per round
-/// before adding, so the loads overlap.
+/// Counts of one frame's tiles (slot `counts`) summed by this thread over `u = tid,
+/// tid + 256, ..`: in all, and before tile `tile`. Loads four words per round before adding,
+/// so the loads overlap.
 #[inline(always)]
-unsafe fn partial_counts<R, const T: usize>(
-    counts: *const u32,
-    tiles: u32,
-    tid: u32,
-    px: &[Pixel<R>; T],
-) -> (u32, [u32; T]) {
-    let (mut all, mut before) = (0u32, [0u32; T]);
+unsafe fn partial_counts(counts: *const u32, tiles: u32, tid: u32, tile: u32) -> (u32, u32) {
+    let (mut all, mut before) = (0u32, 0u32);
     let mut u = tid;
     while u < tiles {
         let mut c = [0u32; 4];
@@ -260,10 +318,8 @@ unsafe fn partial_counts<R, const T: usize>(
         for (i, ci) in c.iter().enumerate() {
             let v = u + i as u32 * BLOCK;
             all = all.wrapping_add(*ci);
-            for j in 0..T {
-                if v < px[j].tile {
-                    before[j] = before[j].wrapping_add(*ci);
-                }
+            if v < tile {
+                before = before.wrapping_add(*ci);
             }
         }
         u += 4 * BLOCK;
@@ -274,237 +330,202 @@ unsafe fn partial_counts<R, const T: usize>(
 /// Values a 3x3 record keeps in registers from the round of loads to the write.
 const KEPT: usize = 9;
 
-/// The `run` kernel body for window side `S` and `T` tiles per block (see the module docs);
-/// `scratch` is the shared-window address of `2 * WARPS * SCRATCH_PER_WARP` words.
+/// The `run` kernel body for window side `S` (see the module docs); `scratch` is the
+/// shared-window address of `2 * WARPS * SCRATCH_PER_WARP` words. Block `b` owns tile `b`;
+/// the grid must be exactly one block per tile, all resident at once.
 #[inline(always)]
-pub(crate) unsafe fn run_frames<R: Real, const S: usize, const T: usize>(
-    args: &RunArgs<R>,
-    scratch: u64,
-) {
+pub(crate) unsafe fn run_frames<R: Real, const S: usize>(args: &RunArgs<R>, scratch: u64) {
     unsafe {
         let tid = nvptx::_thread_idx_x() as u32;
-        let (block, grid) = (nvptx::_block_idx_x() as u32, nvptx::_grid_dim_x() as u32);
+        let tile = nvptx::_block_idx_x() as u32;
         let (warp, lane) = (tid / 32, tid % 32);
         let g = args.g;
-        let counter = args.work;
-        if args.n == 0 {
+        if args.n == 0 || tile >= g.tiles {
             return;
         }
+        // The tiles whose pixels this tile's windows read, and which read this tile's.
+        let reach = args.r * g.cols + args.r;
+        let first_tile = (tile * BLOCK).saturating_sub(reach) / BLOCK;
+        let last_tile = ((tile * BLOCK + BLOCK - 1 + reach) / BLOCK).min(g.tiles - 1);
         // Load the state and prepare frame 0.
-        let mut px = [Pixel {
-            p: 0,
-            tile: 0,
-            inside: false,
+        let p = tile * BLOCK + tid;
+        let mut px = Pixel {
+            p,
+            inside: p < g.pixels,
             a: R::ZERO,
             b: R::ZERO,
             base: R::ZERO,
             t: R::ZERO,
             fstd: R::ZERO,
             raw: 0,
-            was_centre: false,
-            place: 0,
-        }; T];
-        let plane0 = args.plane(0);
-        let frame0 = args.frame(0);
-        for (j, q) in px.iter_mut().enumerate() {
-            q.tile = block + j as u32 * grid;
-            q.p = q.tile * BLOCK + tid;
-            q.inside = q.tile < g.tiles && q.p < g.pixels;
-            if q.inside {
-                let i = q.p as usize;
-                q.a = *args.a.add(i);
-                q.b = *args.b.add(i);
-                q.base = *args.base.add(i);
-                if !args.live {
-                    q.fstd = *args.frozen_std.add(i);
-                }
-                prepare_into(args, q, *frame0.add(i), plane0);
+        };
+        if px.inside {
+            let i = p as usize;
+            px.a = *args.a.add(i);
+            px.b = *args.b.add(i);
+            px.base = *args.base.add(i);
+            if !args.live {
+                px.fstd = *args.frozen_std.add(i);
             }
+            prepare_into(args, &mut px, *args.frame(0).add(i), args.plane(0));
         }
-        let mut barriers = 1u32;
-        grid_barrier(counter, grid, tid);
+        nvptx::_syncthreads();
+        if tid == 0 {
+            publish(args.progress(tile), 1, args.arrivals(0), false);
+        }
         let side = R::from_u16(S as u16);
         let mut run = if args.base_in.is_null() {
             0
         } else {
             *args.base_in
         };
-        // Iteration k classifies frame k (k < n) and writes the records of frame k-1 (k > 0).
-        for k in 0..=args.n {
+        // Centres of frames k-1 and k-2, whose records are still to be written.
+        let (mut pend1, mut pend2) = (Pending::default(), Pending::default());
+        // Iteration k classifies frame k (k < n) and writes the records of frame k-2 (k >= 2).
+        for k in 0..args.n + LAG {
             let classify_now = k < args.n;
-            let win = GlobalWindow(args.plane(k) as *const R);
+            let write_now = k >= LAG;
             let next = k + 1 < args.n;
-            let frame_next = args.frame(k + 1);
-            // The round of loads: raw samples of frame k+1, earlier counts and records of
-            // frame k-1, then the windows of frame k.
-            let mut raw_next = [0u16; T];
-            // A 3x3 record's values join the round of loads; larger ones load when written.
-            let mut rec = [[0u32; KEPT]; T];
-            let prev = args.plane(k.wrapping_sub(1)) as *const R;
-            for j in 0..T {
-                if px[j].inside && next {
-                    raw_next[j] = *frame_next.add(px[j].p as usize);
+            let old = k.wrapping_sub(LAG);
+            // Wait: for the planes of frame k of every tile this tile's windows read, and for
+            // every tile's counts of frame k-2. Warp 0 polls, one flag per lane.
+            if warp == 0 {
+                if classify_now {
+                    let mut t = first_tile + lane;
+                    while t <= last_tile {
+                        wait_until(args.progress(t), k + 1);
+                        t += 32;
+                    }
                 }
-                if S * S <= KEPT && k > 0 && px[j].was_centre {
-                    let p = px[j].p;
-                    let y = p / g.cols;
-                    let first = y as usize * g.stride as usize + (p - y * g.cols) as usize;
-                    for dy in 0..S {
-                        let row = prev.add(first + dy * g.stride as usize);
-                        for dx in 0..S {
-                            rec[j][dy * S + dx] = (*row.add(dx)).round_half_away() as u32;
-                        }
+                if write_now && lane == 31 {
+                    wait_until(
+                        args.arrivals(old),
+                        (old / COUNT_SLOTS + 1).wrapping_mul(g.tiles),
+                    );
+                }
+                // Acquire what the flags published (this also drops stale lines from this
+                // SM's L1 before anyone reads window values again).
+                core::arch::asm!("fence.acq_rel.gpu;");
+            }
+            nvptx::_syncthreads();
+            // The round of loads: raw sample of frame k+1, counts and 3x3 record values of
+            // frame k-2, then the window of frame k.
+            let mut raw_next = 0u16;
+            if px.inside && next {
+                raw_next = *args.frame(k + 1).add(p as usize);
+            }
+            let older = args.plane(old) as *const R;
+            let y = p / g.cols;
+            let first = y as usize * g.stride as usize + (p - y * g.cols) as usize;
+            // A 3x3 record's values join the round of loads; larger ones load when written.
+            let mut rec = [0u32; KEPT];
+            if S * S <= KEPT && write_now && pend2.centre {
+                for dy in 0..S {
+                    let row = older.add(first + dy * g.stride as usize);
+                    for dx in 0..S {
+                        rec[dy * S + dx] = (*row.add(dx)).round_half_away() as u32;
                     }
                 }
             }
-            let (all, before) = if k > 0 {
-                partial_counts(args.counts(k - 1), g.tiles, tid, &px)
+            let (all, before) = if write_now {
+                partial_counts(args.counts(old), g.tiles, tid, tile)
             } else {
-                (0, [0; T])
+                (0, 0)
             };
-            let mut centre = [false; T];
-            if classify_now {
-                for j in 0..T {
-                    let q = &mut px[j];
-                    if q.inside {
-                        let (cp, total, max) = window_stats::<R, S, _>(&win, &g, q.p);
-                        match classify(cp, q.t, total, max, side) {
-                            PixelClass::Pedestal => {
-                                push_ready(&mut q.a, &mut q.b, q.base, q.raw, g.inv)
-                            }
-                            PixelClass::Centre => centre[j] = true,
-                            PixelClass::Negative | PixelClass::Nothing => {}
-                        }
+            let mut centre = false;
+            if classify_now && px.inside {
+                let win = GlobalWindow(args.plane(k) as *const R);
+                let (cp, total, max) = window_stats::<R, S, _>(&win, &g, p);
+                match classify(cp, px.t, total, max, side) {
+                    PixelClass::Pedestal => {
+                        push_ready(&mut px.a, &mut px.b, px.base, px.raw, g.inv)
                     }
+                    PixelClass::Centre => centre = true,
+                    PixelClass::Negative | PixelClass::Nothing => {}
                 }
                 if next {
-                    let plane = args.plane(k + 1);
-                    for j in 0..T {
-                        if px[j].inside {
-                            prepare_into(args, &mut px[j], raw_next[j], plane);
-                        }
-                    }
+                    prepare_into(args, &mut px, raw_next, args.plane(k + 1));
                 }
             }
-            // One reduction: per warp and tile the centres of frame k, and per thread the
-            // counts of frame k-1 before each tile and in all.
-            // Warp sums first (one `redux` each); lane 0 of every warp puts them in shared
-            // memory; after the block meets, lane l of every warp reads warp l's and one more
-            // `redux` per value sums them (and those of the warps before its own).
+            // One reduction: per warp the centres of frame k, and per thread the counts of
+            // frame k-2 before this tile and in all. Warp sums first (one `redux` each); lane
+            // 0 of every warp puts them in shared memory; after the block meets, lane l of
+            // every warp reads warp l's and one more `redux` per value sums them (and those of
+            // the warps before its own).
             let word = |w: u32, i: usize| {
                 scratch
                     + 4 * ((k % 2) as u64 * (WARPS as u64 * SCRATCH_PER_WARP as u64)
                         + w as u64 * SCRATCH_PER_WARP as u64
                         + i as u64)
             };
-            let mut mask = [0u32; T];
-            for j in 0..T {
-                mask[j] = ballot(centre[j]);
-            }
+            let mask = ballot(centre);
             let all = warp_add(all);
-            let mut before_w = [0u32; T];
-            for j in 0..T {
-                before_w[j] = warp_add(before[j]);
-            }
+            let before = warp_add(before);
             if lane == 0 {
                 st_shared(word(warp, 0), all);
-                for j in 0..T {
-                    st_shared(word(warp, 1 + j), mask[j].count_ones());
-                    st_shared(word(warp, 1 + T + j), before_w[j]);
-                }
+                st_shared(word(warp, 1), mask.count_ones());
+                st_shared(word(warp, 2), before);
             }
             nvptx::_syncthreads();
             let from = lane < WARPS;
-            let total_prev = warp_add(if from { ld_shared(word(lane, 0)) } else { 0 });
-            let mut tile_count = [0u32; T];
-            let mut woff = [0u32; T];
-            let mut earlier = [0u32; T];
-            for j in 0..T {
-                let n = if from {
-                    ld_shared(word(lane, 1 + j))
-                } else {
-                    0
-                };
-                tile_count[j] = warp_add(n);
-                woff[j] = warp_add(if lane < warp { n } else { 0 });
-                earlier[j] = warp_add(if from {
-                    ld_shared(word(lane, 1 + T + j))
-                } else {
-                    0
-                });
+            let total_old = warp_add(if from { ld_shared(word(lane, 0)) } else { 0 });
+            let n_warp = if from { ld_shared(word(lane, 1)) } else { 0 };
+            let tile_count = warp_add(n_warp);
+            let woff = warp_add(if lane < warp { n_warp } else { 0 });
+            let earlier = warp_add(if from { ld_shared(word(lane, 2)) } else { 0 });
+            // Where this thread's record of frame k-2 goes (u32::MAX: none).
+            let dest = if write_now && pend2.centre {
+                run.wrapping_add(earlier).wrapping_add(pend2.place)
+            } else {
+                u32::MAX
+            };
+            pend2 = pend1;
+            pend1 = Pending {
+                centre,
+                place: woff + (mask & ((1u32 << lane) - 1)).count_ones(),
+            };
+            // Frame k's count, then publish: the block met at the reduction after its last
+            // plane store, and thread 0 stored the count itself.
+            if tid == 0 && classify_now {
+                *args.counts(k).add(tile as usize) = tile_count;
+                publish(args.progress(tile), k + 2, args.arrivals(k), true);
             }
-            // Where this thread's records of frame k-1 go (u32::MAX: none).
-            let mut dest = [u32::MAX; T];
-            for j in 0..T {
-                if k > 0 && px[j].was_centre {
-                    dest[j] = run.wrapping_add(earlier[j]).wrapping_add(px[j].place);
-                }
-            }
-            let prev_pixel = px.map(|q| q.p);
-            if classify_now {
-                // Frame k's counts and places, then the arrival: everything other blocks
-                // read after the barrier (planes, counts) is written by now.
-                let counts = args.counts(k);
-                for j in 0..T {
-                    let below = (1u32 << lane) - 1;
-                    px[j].was_centre = centre[j];
-                    px[j].place = woff[j] + (mask[j] & below).count_ones();
-                    if tid == 0 && px[j].tile < g.tiles {
-                        *counts.add(px[j].tile as usize) = tile_count[j];
-                    }
-                }
-                barriers += 1;
-                // The block met at the reduction after its last plane store, and thread 0
-                // stored the counts itself: the arrival needs no second meeting.
-                barrier_arrive_met(counter, tid);
-            }
-            // While the other blocks arrive: the records of frame k-1.
-            if k > 0 {
-                for j in 0..T {
-                    if dest[j] < args.room {
-                        let p = prev_pixel[j];
-                        let out = args.records.add(dest[j] as usize * (1 + S * S));
-                        if S * S <= KEPT {
-                            let y = p / g.cols;
-                            *out = (p - y * g.cols) | y << 16;
-                            for i in 0..S * S {
-                                *out.add(1 + i) = rec[j][i];
-                            }
-                        } else {
-                            write_record::<R, S>(prev, &g, p, out);
+            // The records of frame k-2.
+            if write_now {
+                if dest < args.room {
+                    let out = args.records.add(dest as usize * (1 + S * S));
+                    if S * S <= KEPT {
+                        *out = (p - y * g.cols) | y << 16;
+                        for i in 0..S * S {
+                            *out.add(1 + i) = rec[i];
                         }
+                    } else {
+                        write_record::<R, S>(older, &g, p, out);
                     }
                 }
-                if block == 0 && tid == 0 {
-                    *args.count_out.add(k as usize - 1) = run.wrapping_add(total_prev);
+                if tile == 0 && tid == 0 {
+                    *args.count_out.add(old as usize) = run.wrapping_add(total_old);
                 }
-                run = run.wrapping_add(total_prev);
+                run = run.wrapping_add(total_old);
             }
-            if !classify_now {
-                break;
-            }
-            barrier_wait::<0>(counter, barriers.wrapping_mul(grid), tid);
         }
-        for q in &px {
-            if q.inside {
-                *args.a.add(q.p as usize) = q.a;
-                *args.b.add(q.p as usize) = q.b;
-            }
+        if px.inside {
+            *args.a.add(p as usize) = px.a;
+            *args.b.add(p as usize) = px.b;
         }
     }
 }
 
 macro_rules! run_kernel {
-    ($name:ident, $t:ty, $s:literal, $tiles:literal) => {
+    ($name:ident, $t:ty, $s:literal) => {
         /// Finds `n` consecutive frames in one cooperative launch with a
         #[doc = concat!(stringify!($s), "x", stringify!($s))]
         /// window in
         #[doc = stringify!($t)]
-        /// , each block owning
-        #[doc = stringify!($tiles)]
-        /// tile(s): one grid barrier per frame, records in row-major order after a running
-        /// total (see the module docs). The grid must fit on the device at once and cover
-        /// every tile.
+        /// , one block per tile of 256 pixels: per frame each tile waits only for the tiles its
+        /// windows read; records in row-major order after a running total (see the module
+        /// docs). The grid must be one block per tile and fit on the device at once; the
+        /// work area's counters and flags must be zeroed.
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $name(
             frames: *const u16,
@@ -532,7 +553,7 @@ macro_rules! run_kernel {
             let scratch: u64;
             unsafe {
                 core::arch::asm!(
-                    concat!(".shared .align 16 .b8 ", stringify!($name), "_scratch[576];"),
+                    concat!(".shared .align 16 .b8 ", stringify!($name), "_scratch[192];"),
                     concat!("mov.u64 {p}, ", stringify!($name), "_scratch;"),
                     p = out(reg64) scratch,
                 );
@@ -555,25 +576,25 @@ macro_rules! run_kernel {
                     records,
                     room,
                 };
-                run_frames::<$t, $s, $tiles>(&args, scratch)
+                run_frames::<$t, $s>(&args, scratch)
             }
         }
     };
 }
 macro_rules! run_kernels {
-    ($($name:ident $t:ty, $s:literal, $tiles:literal;)*) => {
-        $(run_kernel!($name, $t, $s, $tiles);)*
+    ($($name:ident $t:ty, $s:literal;)*) => {
+        $(run_kernel!($name, $t, $s);)*
     };
 }
 run_kernels! {
-    cluda_run1_f64_3 f64, 3, 1;
-    cluda_run1_f64_5 f64, 5, 1;
-    cluda_run1_f64_7 f64, 7, 1;
-    cluda_run1_f64_9 f64, 9, 1;
-    cluda_run1_f32_3 f32, 3, 1;
-    cluda_run1_f32_5 f32, 5, 1;
-    cluda_run1_f32_7 f32, 7, 1;
-    cluda_run1_f32_9 f32, 9, 1;
+    cluda_run1_f64_3 f64, 3;
+    cluda_run1_f64_5 f64, 5;
+    cluda_run1_f64_7 f64, 7;
+    cluda_run1_f64_9 f64, 9;
+    cluda_run1_f32_3 f32, 3;
+    cluda_run1_f32_5 f32, 5;
+    cluda_run1_f32_7 f32, 7;
+    cluda_run1_f32_9 f32, 9;
 }
 
 macro_rules! barrier_probe {

@@ -18,17 +18,13 @@ use crate::error::{CudaContextExt, Result};
 pub(crate) const BLOCK: u32 = 256;
 /// Bytes of the `_smem` kernels' shared row copy (`SMEM_BYTES` in the kernel).
 const SMEM_BYTES: usize = 40960;
-/// Words before the run kernels' two slots of tile counts: the barrier counter on its own
-/// line (`WORK_HEAD` in `gpu/src/kernels/run.rs`).
-const RUN_WORK_HEAD: usize = 32;
-/// Planes of corrected values the run kernels cycle through (`PLANES` in
-/// `gpu/src/kernels/run.rs`).
-pub(crate) const RUN_PLANES: usize = 4;
-/// Tiles per block the run kernels come in (`cluda_run{T}_*`). The kernel body is generic
-/// over `T`, but only the one-tile variant (held to five blocks per SM by its launch bounds)
-/// is built: variants with more tiles kept their state in over 100 registers, fitted fewer
-/// blocks than they needed on the H200, and were slower than one launch per frame.
-const RUN_TILES: [u32; 1] = [1];
+/// Words before the run kernels' progress flags: one arrival counter per count slot, each on
+/// its own line (`WORK_HEAD` in `gpu/src/kernels/run.rs`).
+const RUN_WORK_HEAD: usize = 128;
+/// Slots of per-tile counts the run kernels cycle through (`COUNT_SLOTS` there).
+const RUN_COUNT_SLOTS: usize = 4;
+/// Planes of corrected values the run kernels cycle through (`PLANES` there).
+pub(crate) const RUN_PLANES: usize = 5;
 
 /// A floating-point kernel parameter in the finder's precision.
 #[derive(Clone, Copy, Debug)]
@@ -95,10 +91,16 @@ impl Geometry {
         1 + self.tiles as usize
     }
 
-    /// Words of the run kernels' work area: the barrier counter, then two slots of one
-    /// count per tile.
+    /// Words of the run kernels' work area: the arrival counters, one progress flag per
+    /// tile, then the slots of one count per tile.
     pub fn run_work_len(&self) -> usize {
-        RUN_WORK_HEAD + 2 * self.tiles as usize
+        self.run_flags_len() + RUN_COUNT_SLOTS * self.tiles as usize
+    }
+
+    /// Words at the start of the run kernels' work area that must be zero before every
+    /// launch: the arrival counters and the progress flags.
+    pub fn run_flags_len(&self) -> usize {
+        RUN_WORK_HEAD + self.tiles as usize
     }
 }
 
@@ -112,12 +114,12 @@ pub(crate) struct RunBuffers {
     pub work: u64,
 }
 
-/// The run kernel a frame geometry uses: the variant with the fewest tiles per block whose
-/// grid covers every tile while fitting on the device at once.
+/// The run kernel of a frame geometry whose grid (one block per tile) fits on the device at
+/// once.
 #[derive(Clone, Debug)]
 pub(crate) struct RunKernel {
     function: CudaFunction,
-    /// Blocks of the launch (each owns `tiles / grid` tiles, rounded up).
+    /// Blocks of the launch: one per tile.
     grid: u32,
 }
 
@@ -181,15 +183,12 @@ impl Kernels {
             Precision::F64 => Scalar::F64(n_sigma),
             Precision::F32 | Precision::F32Naive => Scalar::F32(n_sigma as f32),
         };
-        let mut run = None;
-        for t in RUN_TILES {
-            let function = device.function(&format!("cluda_run{t}_{p}_{}", size.side()))?;
-            let grid = tiles.div_ceil(t);
-            if grid <= resident_blocks(device, &function)? {
-                run = Some(RunKernel { function, grid });
-                break;
-            }
-        }
+        // One block per tile, all resident at once (the kernel's waits need it).
+        let function = device.function(&format!("cluda_run1_{p}_{}", size.side()))?;
+        let run = (tiles <= resident_blocks(device, &function)?).then_some(RunKernel {
+            function,
+            grid: tiles,
+        });
         Ok(Self {
             run,
             prepare: device.function(&format!("cluda_prepare_{p}"))?,
@@ -377,8 +376,8 @@ impl Kernels {
     }
 
     /// Launches `run` for `n` consecutive frames at device address `frames` (one cooperative
-    /// launch, one grid barrier per frame; see `gpu/src/kernels/run.rs`). The caller must
-    /// have zeroed the barrier counter (the first word of `run.work`) on `stream` before.
+    /// launch; see `gpu/src/kernels/run.rs`). The caller must have zeroed the counters and flags
+    /// (the first [`Geometry::run_flags_len`] words of `run.work`) on `stream` before.
     #[allow(clippy::too_many_arguments)]
     pub fn run(
         &self,
@@ -429,8 +428,8 @@ impl Kernels {
         ];
         // SAFETY: the parameters match `cluda_run*` in order and type; every pointer is a
         // live device buffer of the sizes the geometry and destination imply; the grid fits
-        // on the device at once (checked at load, and by the cooperative launch) and covers
-        // every tile with the variant's tiles per block.
+        // on the device at once (checked at load, and by the cooperative launch) and has one
+        // block per tile.
         unsafe {
             sys::cuLaunchCooperativeKernel(
                 kernel.function.cu_function(),

@@ -40,7 +40,7 @@ struct Work {
     status: [DeviceBuf; 2],
     /// The run kernels' planes (zero padding written once, like the two above).
     run_planes: DeviceBuf,
-    /// The run kernels' barrier counter and per-tile counts and ballots.
+    /// The run kernels' arrival counters, progress flags and per-tile counts.
     run_work: DeviceBuf,
 }
 
@@ -527,10 +527,11 @@ impl Pipeline {
                 self.compute
                     .wait(&slot.up[gi])
                     .cuda("waiting for an upload")?;
-                // SAFETY: the first word of the run kernels' work area (its barrier counter).
-                unsafe { sys::cuMemsetD32Async(run.work, 0, 1, cs) }
+                // SAFETY: the run kernels' counters and flags, at the start of their work
+                // area (`run_work_len` >= `run_flags_len` words).
+                unsafe { sys::cuMemsetD32Async(run.work, 0, self.geom.run_flags_len(), cs) }
                     .result()
-                    .cuda("clearing the run kernel's barrier")?;
+                    .cuda("clearing the run kernel's flags")?;
                 if timing {
                     slot.t0[gi]
                         .record(&self.compute)
