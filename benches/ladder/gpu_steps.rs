@@ -28,6 +28,7 @@ pub fn setup(
     if config.size == ClusterSize::S3 {
         pipeline.cap = 3000;
     }
+    tune(&mut pipeline)?;
     let pinned_input = pipeline.input == InputMode::Registered;
     let mut finder = GpuFinder::with_pipeline(config, pipeline).map_err(e)?;
     finder.reserve(data.len()).map_err(e)?;
@@ -40,6 +41,32 @@ pub fn setup(
         None
     };
     Ok((finder, pinned))
+}
+
+/// Diagnosis only: `CLUDA_LADDER_TUNE="chunk=256,upload-frames=64"` overrides pipeline
+/// settings of every GPU step (keys: streams, chunk, depth, upload-frames), so that a
+/// device run can compare settings without a rebuild. Results record the settings used.
+fn tune(p: &mut cluda::gpu::PipelineConfig) -> Result<(), String> {
+    let Ok(spec) = std::env::var("CLUDA_LADDER_TUNE") else {
+        return Ok(());
+    };
+    for kv in spec.split(',').filter(|s| !s.is_empty()) {
+        let (k, v) = kv
+            .split_once('=')
+            .ok_or_else(|| format!("CLUDA_LADDER_TUNE: `{kv}` is not key=value"))?;
+        let v: usize = v
+            .parse()
+            .map_err(|e| format!("CLUDA_LADDER_TUNE: `{kv}`: {e}"))?;
+        match k {
+            "streams" => p.streams = v,
+            "chunk" => p.chunk = v,
+            "depth" => p.depth = v,
+            "upload-frames" => p.upload_frames = v,
+            _ => return Err(format!("CLUDA_LADDER_TUNE: unknown key `{k}`")),
+        }
+    }
+    eprintln!("    tuned: {spec}");
+    Ok(())
 }
 
 /// Step-specific figures for the result record: the device, the cap in the end, and for the

@@ -48,15 +48,36 @@ pub(crate) fn prepare_values<R: Real>(
     n_sigma: R,
     live: bool,
 ) -> (R, R) {
-    let c = corrected(x, base, mean_offset(a, inv));
-    // Live thresholds from the current window, frozen ones from the std frozen when the
-    // pedestal became ready, both `n_sigma * std`.
+    (
+        corrected_value(x, base, a, inv),
+        threshold_value(a, b, frozen_std, inv, n_sigma, live),
+    )
+}
+
+/// The corrected value half of [`prepare_values`] (kernels that publish it before they
+/// compute the threshold).
+#[inline(always)]
+pub(crate) fn corrected_value<R: Real>(x: u16, base: R, a: R, inv: R) -> R {
+    corrected(x, base, mean_offset(a, inv))
+}
+
+/// The threshold half of [`prepare_values`]: live thresholds from the current window, frozen
+/// ones from the std frozen when the pedestal became ready, both `n_sigma * std`.
+#[inline(always)]
+pub(crate) fn threshold_value<R: Real>(
+    a: R,
+    b: R,
+    frozen_std: impl FnOnce() -> R,
+    inv: R,
+    n_sigma: R,
+    live: bool,
+) -> R {
     let std = if live {
         std_dev(a, b, inv)
     } else {
         frozen_std()
     };
-    (c, threshold(n_sigma, std))
+    threshold(n_sigma, std)
 }
 
 /// The corrected value and threshold of pixel `i < pixels` from its sums `a`, `b`.

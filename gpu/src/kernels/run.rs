@@ -15,13 +15,15 @@
 //! - Iteration k first waits until every tile whose pixels this tile's windows reach (its
 //!   *neighbours*: `r` rows and `r` pixels either way) has progress k+1, and until all tiles
 //!   have counted their centres of frame k-2. Then every pixel classifies frame k from plane
-//!   `k % 5`, pushes its own sums when quiet, and prepares frame k+1 into plane `(k+1) % 5`
-//!   from the sums it has just updated and the raw sample it loaded ahead. In the same round
-//!   of loads it reads all tiles' counts of frame k-2 and, for a 3x3 centre of frame k-2,
-//!   that record's values from plane `(k-2) % 5`. One block-wide reduction gives this frame's
-//!   centres per warp (each centre's place within its tile) and frame k-2's centres before
-//!   this tile and in all. The tile stores its count of frame k, publishes progress k+2 and
-//!   one arrival for frame k, and writes the records of frame k-2 at `running total +
+//!   `k % 5`, pushes its own sums when quiet, and stores its corrected value of frame k+1
+//!   into plane `(k+1) % 5` from the sums it has just updated and the raw sample it loaded
+//!   ahead (in the same round of loads as all tiles' counts of frame k-2). The block meets
+//!   once (a reduction through shared memory) and the tile at once publishes progress k+2:
+//!   everything on the path from one frame's planes to the next's comes before that, and
+//!   everything else after it. The reduction gives this frame's centres per warp (each
+//!   centre's place within its tile) and frame k-2's centres before this tile and in all;
+//!   the tile stores its count of frame k with one arrival for frame k, each pixel computes
+//!   its threshold for frame k+1, and the records of frame k-2 go to `running total +
 //!   earlier tiles + place in tile`: the row-major order of centres, without a ticket or a
 //!   look-back. Two extra iterations write the last two frames' records.
 //! - Nothing is overwritten while someone may read it. A tile overwrites plane slot
@@ -41,7 +43,7 @@
 use core::arch::nvptx;
 
 use super::classify::{BLOCK, Geometry, GlobalWindow, ballot, window_stats, write_record};
-use super::prepare::prepare_values;
+use super::prepare::{corrected_value, threshold_value};
 use crate::classify::{PixelClass, classify};
 use crate::pedestal::push_ready;
 use crate::real::Real;
@@ -235,11 +237,10 @@ unsafe fn wait_until(flag: *const u32, target: u32) {
 }
 
 /// Publishes this block's progress (thread 0 only; the block has met at `bar.sync` since
-/// its last write that other blocks read, and thread 0's own writes come before): releases
-/// every such write at GPU scope, then sets the tile's progress flag to `frames` and, when
-/// `counted`, adds one arrival at `arrivals`.
+/// its last write that other blocks read): releases every such write at GPU scope, then sets
+/// the tile's progress flag to `frames`.
 #[inline(always)]
-unsafe fn publish(progress: *mut u32, frames: u32, arrivals: *mut u32, counted: bool) {
+unsafe fn publish(progress: *mut u32, frames: u32) {
     unsafe {
         core::arch::asm!(
             "fence.acq_rel.gpu;",
@@ -247,12 +248,6 @@ unsafe fn publish(progress: *mut u32, frames: u32, arrivals: *mut u32, counted: 
             p = in(reg64) progress,
             f = in(reg32) frames,
         );
-        if counted {
-            core::arch::asm!(
-                "red.relaxed.gpu.global.add.u32 [{c}], 1;",
-                c = in(reg64) arrivals,
-            );
-        }
     }
 }
 
@@ -278,26 +273,24 @@ struct Pending {
     place: u32,
 }
 
-/// Corrected value and threshold of `px` for raw sample `x`, the value stored into `plane`.
+/// Stores the corrected value of `px` for raw sample `x` into `plane` (what other tiles wait
+/// for) and keeps `x` for the pedestal update.
 #[inline(always)]
-unsafe fn prepare_into<R: Real>(args: &RunArgs<R>, px: &mut Pixel<R>, x: u16, plane: *mut R) {
+unsafe fn store_corrected<R: Real>(args: &RunArgs<R>, px: &mut Pixel<R>, x: u16, plane: *mut R) {
     let g = &args.g;
     let y = px.p / g.cols;
     let col = px.p - y * g.cols;
-    let fstd = px.fstd;
-    let (c, t) = prepare_values(
-        x,
-        px.base,
-        px.a,
-        px.b,
-        || fstd,
-        g.inv,
-        args.n_sigma,
-        args.live,
-    );
+    let c = corrected_value(x, px.base, px.a, g.inv);
     unsafe { *plane.add(((y + args.r) * g.stride + col + args.r) as usize) = c };
-    px.t = t;
     px.raw = x;
+}
+
+/// The threshold of `px` from its current state (only this thread reads it, so it is
+/// computed after the corrected value is published).
+#[inline(always)]
+fn update_threshold<R: Real>(args: &RunArgs<R>, px: &mut Pixel<R>) {
+    let fstd = px.fstd;
+    px.t = threshold_value(px.a, px.b, || fstd, args.g.inv, args.n_sigma, args.live);
 }
 
 /// Counts of one frame's tiles (slot `counts`) summed by this thread over `u = tid,
@@ -326,9 +319,6 @@ unsafe fn partial_counts(counts: *const u32, tiles: u32, tid: u32, tile: u32) ->
     }
     (all, before)
 }
-
-/// Values a 3x3 record keeps in registers from the round of loads to the write.
-const KEPT: usize = 9;
 
 /// The `run` kernel body for window side `S` (see the module docs); `scratch` is the
 /// shared-window address of `2 * WARPS * SCRATCH_PER_WARP` words. Block `b` owns tile `b`;
@@ -367,11 +357,12 @@ pub(crate) unsafe fn run_frames<R: Real, const S: usize>(args: &RunArgs<R>, scra
             if !args.live {
                 px.fstd = *args.frozen_std.add(i);
             }
-            prepare_into(args, &mut px, *args.frame(0).add(i), args.plane(0));
+            store_corrected(args, &mut px, *args.frame(0).add(i), args.plane(0));
+            update_threshold(args, &mut px);
         }
         nvptx::_syncthreads();
         if tid == 0 {
-            publish(args.progress(tile), 1, args.arrivals(0), false);
+            publish(args.progress(tile), 1);
         }
         let side = R::from_u16(S as u16);
         let mut run = if args.base_in.is_null() {
@@ -408,25 +399,13 @@ pub(crate) unsafe fn run_frames<R: Real, const S: usize>(args: &RunArgs<R>, scra
                 core::arch::asm!("fence.acq_rel.gpu;");
             }
             nvptx::_syncthreads();
-            // The round of loads: raw sample of frame k+1, counts and 3x3 record values of
-            // frame k-2, then the window of frame k.
+            // The round of loads: raw sample of frame k+1, counts of frame k-2, then the
+            // window of frame k.
             let mut raw_next = 0u16;
             if px.inside && next {
                 raw_next = *args.frame(k + 1).add(p as usize);
             }
             let older = args.plane(old) as *const R;
-            let y = p / g.cols;
-            let first = y as usize * g.stride as usize + (p - y * g.cols) as usize;
-            // A 3x3 record's values join the round of loads; larger ones load when written.
-            let mut rec = [0u32; KEPT];
-            if S * S <= KEPT && write_now && pend2.centre {
-                for dy in 0..S {
-                    let row = older.add(first + dy * g.stride as usize);
-                    for dx in 0..S {
-                        rec[dy * S + dx] = (*row.add(dx)).round_half_away() as u32;
-                    }
-                }
-            }
             let (all, before) = if write_now {
                 partial_counts(args.counts(old), g.tiles, tid, tile)
             } else {
@@ -444,7 +423,7 @@ pub(crate) unsafe fn run_frames<R: Real, const S: usize>(args: &RunArgs<R>, scra
                     PixelClass::Negative | PixelClass::Nothing => {}
                 }
                 if next {
-                    prepare_into(args, &mut px, raw_next, args.plane(k + 1));
+                    store_corrected(args, &mut px, raw_next, args.plane(k + 1));
                 }
             }
             // One reduction: per warp the centres of frame k, and per thread the counts of
@@ -467,6 +446,10 @@ pub(crate) unsafe fn run_frames<R: Real, const S: usize>(args: &RunArgs<R>, scra
                 st_shared(word(warp, 2), before);
             }
             nvptx::_syncthreads();
+            // Publish: every plane store of this block came before the meeting.
+            if tid == 0 && classify_now {
+                publish(args.progress(tile), k + 2);
+            }
             let from = lane < WARPS;
             let total_old = warp_add(if from { ld_shared(word(lane, 0)) } else { 0 });
             let n_warp = if from { ld_shared(word(lane, 1)) } else { 0 };
@@ -484,24 +467,19 @@ pub(crate) unsafe fn run_frames<R: Real, const S: usize>(args: &RunArgs<R>, scra
                 centre,
                 place: woff + (mask & ((1u32 << lane) - 1)).count_ones(),
             };
-            // Frame k's count, then publish: the block met at the reduction after its last
-            // plane store, and thread 0 stored the count itself.
+            // Frame k's count and its arrival, then the threshold of frame k+1.
             if tid == 0 && classify_now {
                 *args.counts(k).add(tile as usize) = tile_count;
-                publish(args.progress(tile), k + 2, args.arrivals(k), true);
+                barrier_arrive_met(args.arrivals(k), tid);
+            }
+            if classify_now && next && px.inside {
+                update_threshold(args, &mut px);
             }
             // The records of frame k-2.
             if write_now {
                 if dest < args.room {
                     let out = args.records.add(dest as usize * (1 + S * S));
-                    if S * S <= KEPT {
-                        *out = (p - y * g.cols) | y << 16;
-                        for i in 0..S * S {
-                            *out.add(1 + i) = rec[i];
-                        }
-                    } else {
-                        write_record::<R, S>(older, &g, p, out);
-                    }
+                    write_record::<R, S>(older, &g, p, out);
                 }
                 if tile == 0 && tid == 0 {
                     *args.count_out.add(old as usize) = run.wrapping_add(total_old);

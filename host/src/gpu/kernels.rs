@@ -105,7 +105,7 @@ impl Geometry {
 }
 
 /// What a run launch needs besides the pedestal ([`FrameBuffers`]): its planes and its
-/// work area (barrier counter first, zeroed before every launch).
+/// work area (counters and flags first, zeroed before every launch).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct RunBuffers {
     /// [`RUN_PLANES`] padded planes, `plane_len` elements apart.
