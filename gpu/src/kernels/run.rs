@@ -42,7 +42,7 @@
 
 use core::arch::nvptx;
 
-use super::classify::{BLOCK, Geometry, GlobalWindow, ballot, window_stats, write_record};
+use super::classify::{BLOCK, Geometry, GlobalWindow, ballot, window_stats};
 use super::prepare::{corrected_value, threshold_value};
 use crate::classify::{PixelClass, classify};
 use crate::pedestal::push_ready;
@@ -320,6 +320,58 @@ unsafe fn partial_counts(counts: *const u32, tiles: u32, tid: u32, tile: u32) ->
     (all, before)
 }
 
+/// Lane `src`'s `v`, in every lane (all 32 lanes must call).
+#[inline(always)]
+unsafe fn shfl_idx(v: u32, src: u32) -> u32 {
+    let r: u32;
+    unsafe {
+        core::arch::asm!(
+            "shfl.sync.idx.b32 {r}, {v}, {s}, 31, -1;",
+            r = out(reg32) r,
+            v = in(reg32) v,
+            s = in(reg32) src,
+        );
+    }
+    r
+}
+
+/// Writes the records of the warp's centres (`dest < room`; `u32::MAX` for none) one after
+/// another, all 32 lanes on each: its position, then its window's corrected values from
+/// plane `c`, row-major, rounded half away from zero (the words of `write_record`, which
+/// one lane alone would take `S * S` roundings in a row for). All 32 lanes must call.
+#[inline(always)]
+unsafe fn write_records_warp<R: Real, const S: usize>(
+    c: *const R,
+    g: &Geometry<R>,
+    p: u32,
+    dest: u32,
+    args: &RunArgs<R>,
+    lane: u32,
+) {
+    unsafe {
+        let mut todo = ballot(dest < args.room);
+        while todo != 0 {
+            let src = todo.trailing_zeros();
+            todo &= todo - 1;
+            let (d, q) = (shfl_idx(dest, src), shfl_idx(p, src));
+            let y = q / g.cols;
+            let x = q - y * g.cols;
+            let first = y as usize * g.stride as usize + x as usize;
+            let out = args.records.add(d as usize * (1 + S * S));
+            let mut w = lane as usize;
+            while w <= S * S {
+                *out.add(w) = if w == 0 {
+                    x | y << 16
+                } else {
+                    let (dy, dx) = ((w - 1) / S, (w - 1) % S);
+                    (*c.add(first + dy * g.stride as usize + dx)).round_half_away() as u32
+                };
+                w += 32;
+            }
+        }
+    }
+}
+
 /// The `run` kernel body for window side `S` (see the module docs); `scratch` is the
 /// shared-window address of `2 * WARPS * SCRATCH_PER_WARP` words. Block `b` owns tile `b`;
 /// the grid must be exactly one block per tile, all resident at once.
@@ -477,10 +529,7 @@ pub(crate) unsafe fn run_frames<R: Real, const S: usize>(args: &RunArgs<R>, scra
             }
             // The records of frame k-2.
             if write_now {
-                if dest < args.room {
-                    let out = args.records.add(dest as usize * (1 + S * S));
-                    write_record::<R, S>(older, &g, p, out);
-                }
+                write_records_warp::<R, S>(older, &g, p, dest, args, lane);
                 if tile == 0 && tid == 0 {
                     *args.count_out.add(old as usize) = run.wrapping_add(total_old);
                 }
