@@ -411,9 +411,10 @@ unsafe fn classify_pixel<R: Real, const S: usize, W: Window<R>>(
     }
 }
 
-/// Pixel `p`'s own corrected value, its window's sum and its window's maximum. The same sum
-/// and max loop as the CPU finder: row-major from the window's top-left, the max starting at
-/// the top-left value.
+/// Pixel `p`'s own corrected value, its window's sum and its window's maximum. The sum is the
+/// definition's: row-major from the window's top-left. The maximum takes one `max`
+/// instruction per value ([`Real::max_cmp`]); it is only compared, so it decides exactly as
+/// the CPU finder's.
 #[inline(always)]
 pub(crate) unsafe fn window_stats<R: Real, const S: usize, W: Window<R>>(
     win: &W,
@@ -433,7 +434,7 @@ pub(crate) unsafe fn window_stats<R: Real, const S: usize, W: Window<R>>(
             for dx in 0..S {
                 let v = win.get(row + dx);
                 total = total + v;
-                max = max.max_of(v);
+                max = max.max_cmp(v);
             }
         }
         let r = S / 2;
