@@ -281,9 +281,9 @@ fn results_do_not_depend_on_streams_or_chunks() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn frames_larger_than_the_resident_grid_equal_cpu() {
-    // One launch per upload group at 625 tiles (one per block; on an H200 five blocks per SM
-    // are resident); 1,641 and 6,094 tiles: more than the run kernel covers on current GPUs,
-    // so one launch per frame. Same results either way.
+    // One launch per upload group at 625 tiles (one block per tile; on an H200 five blocks
+    // per SM are resident, 660 in all); 1,641 and 6,094 tiles: more than fit at once, so one
+    // launch per frame. Same results either way.
     for (rows, cols, size, p) in [
         (400, 400, ClusterSize::S5, Precision::F64),
         (600, 700, ClusterSize::S3, Precision::F64),
@@ -303,6 +303,46 @@ fn frames_larger_than_the_resident_grid_equal_cpu() {
                 p.name()
             );
             let mut g = gpu_finder(&cfg, pipe, &d);
+            assert_eq!(
+                g.launches_per_upload_group(),
+                rows * cols <= 400 * 400,
+                "{what}: launch mode (625 tiles fit at once on an H100/H200-class GPU)"
+            );
+            same(&want, &g.find(d.data()).unwrap(), &what);
+            assert_eq!(g.pedestal().unwrap(), ped, "{what}");
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn run_kernel_waits_for_every_tile_it_reads() {
+    // Each tile of the run kernel waits per frame for the tiles its windows reach (r rows and
+    // r pixels either way). Wide frames make that many tiles: 60x2600 at 9x9 reaches 41
+    // tiles either way (83 flags, more than a warp's lanes, so each lane polls several);
+    // 160x1000 at 7x7 12 either way; a 20x30 frame has 3 tiles in all, fewer than the reach.
+    for (rows, cols, size, p) in [
+        (60, 2600, ClusterSize::S9, Precision::F64),
+        (160, 1000, ClusterSize::S7, Precision::F32),
+        (20, 30, ClusterSize::S9, Precision::F64),
+    ] {
+        let d = Data::new(rows, cols, 5, 24, 31);
+        let cfg = config(&d, size, p, ThresholdMode::Frozen);
+        let (want, ped) = cpu_run(&cfg, &d);
+        for upload_frames in [1, 5, 24] {
+            let pipe = PipelineConfig {
+                upload_frames,
+                ..LadderStep::Opt10.config()
+            };
+            let what = format!(
+                "{rows}x{cols} {size} {} upload_frames {upload_frames}",
+                p.name()
+            );
+            let mut g = gpu_finder(&cfg, pipe, &d);
+            assert!(
+                g.launches_per_upload_group(),
+                "{what}: no run kernel (this test expects an H100/H200-class GPU, 610 tiles)"
+            );
             same(&want, &g.find(d.data()).unwrap(), &what);
             assert_eq!(g.pedestal().unwrap(), ped, "{what}");
         }

@@ -113,6 +113,13 @@ impl GpuFinder {
         self.pipeline.config()
     }
 
+    /// Whether this finder finds a whole upload group per launch ([`Launch::PerUpload`]
+    /// asked for, and the frame's 256-pixel tiles fit on the device at once, one block per
+    /// tile); `false` means one launch per frame, with the same results.
+    pub fn launches_per_upload_group(&self) -> bool {
+        self.pipeline.per_upload()
+    }
+
     /// Clusters per frame the result buffers have room for now (the configured cap, or more
     /// after a call grew them).
     pub fn cap(&self) -> usize {

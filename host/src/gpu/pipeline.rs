@@ -217,7 +217,7 @@ impl Pipeline {
 
     /// Whether frames go one launch per upload group: asked for, with compact results, and
     /// a run kernel covers the frame (otherwise one launch per frame).
-    fn per_upload(&self) -> bool {
+    pub fn per_upload(&self) -> bool {
         self.cfg.compact && self.cfg.launch == Launch::PerUpload && self.kernels.has_run()
     }
 
