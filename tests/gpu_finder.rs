@@ -278,6 +278,43 @@ fn results_do_not_depend_on_streams_or_chunks() {
     }
 }
 
+/// Opt10 on `rows x cols` frames (`dark` pedestal frames, then `n` data frames) equals the
+/// CPU finder for each number of frames per upload group, clusters and pedestal, and launches
+/// per upload group exactly when `run_kernel` says so (the sizes of the callers assume an
+/// H100/H200-class GPU, which holds 625 and more 256-pixel tiles' blocks at once).
+#[allow(clippy::too_many_arguments)]
+fn opt10_equals_cpu(
+    (rows, cols): (usize, usize),
+    size: ClusterSize,
+    p: Precision,
+    mode: ThresholdMode,
+    (dark, n): (usize, usize),
+    upload_group_sizes: &[usize],
+    run_kernel: bool,
+) {
+    let d = Data::new(rows, cols, 5, dark, n);
+    let cfg = config(&d, size, p, mode);
+    let (want, ped) = cpu_run(&cfg, &d);
+    for &upload_frames in upload_group_sizes {
+        let pipe = PipelineConfig {
+            upload_frames,
+            ..LadderStep::Opt10.config()
+        };
+        let what = format!(
+            "{rows}x{cols} {size} {} upload_frames {upload_frames}",
+            p.name()
+        );
+        let mut g = gpu_finder(&cfg, pipe, &d);
+        assert_eq!(
+            g.launches_per_upload_group(),
+            run_kernel,
+            "{what}: launch mode"
+        );
+        same(&want, &g.find(d.data()).unwrap(), &what);
+        assert_eq!(g.pedestal().unwrap(), ped, "{what}");
+    }
+}
+
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn frames_larger_than_the_resident_grid_equal_cpu() {
@@ -290,27 +327,9 @@ fn frames_larger_than_the_resident_grid_equal_cpu() {
         (600, 700, ClusterSize::S9, Precision::F32),
         (1200, 1300, ClusterSize::S3, Precision::F64),
     ] {
-        let d = Data::new(rows, cols, 5, 20, 9);
-        let cfg = config(&d, size, p, ThresholdMode::Live);
-        let (want, ped) = cpu_run(&cfg, &d);
-        for upload_frames in [1, 4, 9] {
-            let pipe = PipelineConfig {
-                upload_frames,
-                ..LadderStep::Opt10.config()
-            };
-            let what = format!(
-                "{rows}x{cols} {size} {} upload_frames {upload_frames}",
-                p.name()
-            );
-            let mut g = gpu_finder(&cfg, pipe, &d);
-            assert_eq!(
-                g.launches_per_upload_group(),
-                rows * cols <= 400 * 400,
-                "{what}: launch mode (625 tiles fit at once on an H100/H200-class GPU)"
-            );
-            same(&want, &g.find(d.data()).unwrap(), &what);
-            assert_eq!(g.pedestal().unwrap(), ped, "{what}");
-        }
+        let run_kernel = rows * cols <= 400 * 400;
+        let mode = ThresholdMode::Live;
+        opt10_equals_cpu((rows, cols), size, p, mode, (20, 9), &[1, 4, 9], run_kernel);
     }
 }
 
@@ -326,26 +345,8 @@ fn run_kernel_waits_for_every_tile_it_reads() {
         (160, 1000, ClusterSize::S7, Precision::F32),
         (20, 30, ClusterSize::S9, Precision::F64),
     ] {
-        let d = Data::new(rows, cols, 5, 24, 31);
-        let cfg = config(&d, size, p, ThresholdMode::Frozen);
-        let (want, ped) = cpu_run(&cfg, &d);
-        for upload_frames in [1, 5, 24] {
-            let pipe = PipelineConfig {
-                upload_frames,
-                ..LadderStep::Opt10.config()
-            };
-            let what = format!(
-                "{rows}x{cols} {size} {} upload_frames {upload_frames}",
-                p.name()
-            );
-            let mut g = gpu_finder(&cfg, pipe, &d);
-            assert!(
-                g.launches_per_upload_group(),
-                "{what}: no run kernel (this test expects an H100/H200-class GPU, 610 tiles)"
-            );
-            same(&want, &g.find(d.data()).unwrap(), &what);
-            assert_eq!(g.pedestal().unwrap(), ped, "{what}");
-        }
+        let mode = ThresholdMode::Frozen;
+        opt10_equals_cpu((rows, cols), size, p, mode, (24, 31), &[1, 5, 24], true);
     }
 }
 

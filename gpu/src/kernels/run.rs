@@ -431,7 +431,8 @@ pub(crate) unsafe fn run_frames<R: Real, const S: usize>(args: &RunArgs<R>, scra
             let next = k + 1 < args.n;
             let old = k.wrapping_sub(LAG);
             // Wait: for the planes of frame k of every tile this tile's windows read, and for
-            // every tile's counts of frame k-2. Warp 0 polls, one flag per lane.
+            // every tile's counts of frame k-2. Warp 0 polls, one flag per lane (several per
+            // lane for frames so wide that more than 32 tiles are in reach).
             if warp == 0 {
                 if classify_now {
                     let mut t = first_tile + lane;
