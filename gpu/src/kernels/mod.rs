@@ -14,8 +14,8 @@
 //! launch of its own.
 //!
 //! The default pipeline (ladder step opt10) goes further: one cooperative launch of
-//! `cluda_run{T}_*` ([`run`]) finds a whole upload group of frames, with a grid-wide barrier
-//! between frames and each pixel's pedestal state in registers.
+//! `cluda_run1_*` ([`run`]) finds a whole upload group of frames, each tile waiting per frame
+//! only for the tiles its windows read, with each pixel's pedestal state in registers.
 
 pub mod classify;
 pub mod matcher;

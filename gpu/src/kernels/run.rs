@@ -51,7 +51,8 @@ use crate::real::Real;
 /// Warps per block.
 const WARPS: u32 = BLOCK / 32;
 
-/// A grid-wide barrier, first half: the block meets at `bar.sync` and thread 0 counts its
+/// A grid-wide barrier, first half (used by the barrier probes, which measure what the run
+/// kernels' neighbour waits avoid): the block meets at `bar.sync` and thread 0 counts its
 /// arrival at `counter` after releasing (at GPU scope) every write the block made before.
 /// Every thread of every block must call it, then [`barrier_wait`]; in between a block may
 /// do work that reads nothing other blocks write in this phase.
@@ -116,21 +117,7 @@ unsafe fn st_shared(a: u64, v: u32) {
 unsafe fn barrier_wait<const NS: u32>(counter: *mut u32, target: u32, tid: u32) {
     unsafe {
         if tid == 0 {
-            loop {
-                let v: u32;
-                core::arch::asm!(
-                    "ld.relaxed.gpu.global.u32 {v}, [{c}];",
-                    v = out(reg32) v,
-                    c = in(reg64) counter,
-                );
-                // Wrapping compare, so that a counter can run through 2^32 arrivals.
-                if v.wrapping_sub(target) as i32 >= 0 {
-                    break;
-                }
-                if NS > 0 {
-                    core::arch::asm!("nanosleep.u32 {t};", t = in(reg32) NS);
-                }
-            }
+            wait_until::<NS>(counter, target);
             core::arch::asm!("fence.acq_rel.gpu;");
         }
         nvptx::_syncthreads();
@@ -218,9 +205,10 @@ impl<R: Real> RunArgs<R> {
 }
 
 /// Waits until `*flag` has reached `target` (wrapping compare, so that a counter can run
-/// through 2^32). Relaxed GPU-scope polls: the caller fences once it has seen every flag.
+/// through 2^32), sleeping `NS` nanoseconds between polls when `NS` > 0. Relaxed GPU-scope
+/// polls: the caller fences once it has seen every flag.
 #[inline(always)]
-unsafe fn wait_until(flag: *const u32, target: u32) {
+unsafe fn wait_until<const NS: u32>(flag: *const u32, target: u32) {
     loop {
         let v: u32;
         unsafe {
@@ -232,6 +220,9 @@ unsafe fn wait_until(flag: *const u32, target: u32) {
         }
         if v.wrapping_sub(target) as i32 >= 0 {
             break;
+        }
+        if NS > 0 {
+            unsafe { core::arch::asm!("nanosleep.u32 {t};", t = in(reg32) NS) };
         }
     }
 }
@@ -437,12 +428,12 @@ pub(crate) unsafe fn run_frames<R: Real, const S: usize>(args: &RunArgs<R>, scra
                 if classify_now {
                     let mut t = first_tile + lane;
                     while t <= last_tile {
-                        wait_until(args.progress(t), k + 1);
+                        wait_until::<0>(args.progress(t), k + 1);
                         t += 32;
                     }
                 }
                 if write_now && lane == 31 {
-                    wait_until(
+                    wait_until::<0>(
                         args.arrivals(old),
                         (old / COUNT_SLOTS + 1).wrapping_mul(g.tiles),
                     );
