@@ -508,6 +508,14 @@ impl Pipeline {
         }
         let out = slot.dev_out.ptr();
         let rec0 = out + 4 * (slot.frames as u64 + 1);
+        // Compact results from frame `f` on: after the running count of the frames before it,
+        // into the chunk's one record buffer.
+        let compact_from = |f: usize| Destination {
+            base_in: out + 4 * f as u64,
+            count_out: out + 4 * (f as u64 + 1),
+            records: rec0,
+            room: (slot.frames * cap) as u32,
+        };
         if compact {
             // SAFETY: the first word of this slot's result buffer.
             unsafe { sys::cuMemsetD32Async(out, 0, 1, cs) }
@@ -537,12 +545,7 @@ impl Pipeline {
                         .record(&self.compute)
                         .cuda("recording a timing event")?;
                 }
-                let dst = Destination {
-                    base_in: out + 4 * f0 as u64,
-                    count_out: out + 4 * (f0 as u64 + 1),
-                    records: rec0,
-                    room: (slot.frames * cap) as u32,
-                };
+                let dst = compact_from(f0);
                 self.kernels
                     .run(cs, &self.geom, frame_at(f0), m as u32, &bufs[0], &run, &dst)?;
                 if timing {
@@ -587,12 +590,7 @@ impl Pipeline {
                         .cuda("recording a timing event")?;
                 }
                 let dst = if compact {
-                    Destination {
-                        base_in: out + 4 * k as u64,
-                        count_out: out + 4 * (k as u64 + 1),
-                        records: rec0,
-                        room: (slot.frames * cap) as u32,
-                    }
+                    compact_from(k)
                 } else {
                     let f = out + 4 * (k * fw) as u64;
                     Destination {
