@@ -15,6 +15,7 @@ pub mod classify;
 pub mod lookback;
 pub mod pedestal;
 pub mod real;
+pub mod run_layout;
 
 #[cfg(target_arch = "nvptx64")]
 pub mod kernels;

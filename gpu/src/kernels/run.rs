@@ -124,21 +124,10 @@ unsafe fn barrier_wait<const NS: u32>(counter: *mut u32, target: u32, tid: u32) 
     }
 }
 
-/// Planes of corrected values a launch cycles through (frame k in plane `k % PLANES`).
-pub const PLANES: u32 = 5;
-
-/// Slots of per-tile counts a launch cycles through (frame k's in slot `k % COUNT_SLOTS`).
-pub const COUNT_SLOTS: u32 = 4;
-
-/// Frames between classifying a frame and writing its records.
-const LAG: u32 = 2;
+pub(crate) use crate::run_layout::{COUNT_SLOTS, LAG, PLANES, WORK_HEAD};
 
 /// Scratch words per warp and frame parity: the reduction's three values.
 const SCRATCH_PER_WARP: usize = 3;
-
-/// Words at the start of the work area before the progress flags: one arrival counter per
-/// count slot, each alone on its 128-byte line.
-pub const WORK_HEAD: u32 = 32 * COUNT_SLOTS;
 
 /// Everything one `run` launch reads and writes.
 #[derive(Clone, Copy)]
@@ -414,6 +403,7 @@ pub(crate) unsafe fn run_frames<R: Real, const S: usize>(args: &RunArgs<R>, scra
             *args.base_in
         };
         // Centres of frames k-1 and k-2, whose records are still to be written.
+        const { assert!(LAG == 2) };
         let (mut pend1, mut pend2) = (Pending::default(), Pending::default());
         // Iteration k classifies frame k (k < n) and writes the records of frame k-2 (k >= 2).
         for k in 0..args.n + LAG {

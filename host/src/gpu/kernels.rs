@@ -18,13 +18,12 @@ use crate::error::{CudaContextExt, Result};
 pub(crate) const BLOCK: u32 = 256;
 /// Bytes of the `_smem` kernels' shared row copy (`SMEM_BYTES` in the kernel).
 const SMEM_BYTES: usize = 40960;
-/// Words before the run kernels' progress flags: one arrival counter per count slot, each on
-/// its own line (`WORK_HEAD` in `gpu/src/kernels/run.rs`).
-const RUN_WORK_HEAD: usize = 128;
-/// Slots of per-tile counts the run kernels cycle through (`COUNT_SLOTS` there).
-const RUN_COUNT_SLOTS: usize = 4;
-/// Planes of corrected values the run kernels cycle through (`PLANES` there).
-pub(crate) const RUN_PLANES: usize = 5;
+/// Words before the run kernels' progress flags (one arrival counter per count slot).
+const RUN_WORK_HEAD: usize = cluda_gpu::run_layout::WORK_HEAD as usize;
+/// Slots of per-tile counts the run kernels cycle through.
+const RUN_COUNT_SLOTS: usize = cluda_gpu::run_layout::COUNT_SLOTS as usize;
+/// Planes of corrected values the run kernels cycle through.
+pub(crate) const RUN_PLANES: usize = cluda_gpu::run_layout::PLANES as usize;
 
 /// A floating-point kernel parameter in the finder's precision.
 #[derive(Clone, Copy, Debug)]
