@@ -34,12 +34,44 @@ pub(crate) enum Scalar {
     F32(f32),
 }
 
-impl Scalar {
-    fn as_param(&mut self) -> *mut c_void {
-        match self {
-            Scalar::F64(v) => v as *mut f64 as *mut c_void,
-            Scalar::F32(v) => v as *mut f32 as *mut c_void,
-        }
+/// A kernel's parameters in launch order, each in an 8-byte slot of its own (device pointers
+/// as `u64`; a `u32` or `f32` in the slot's first bytes, which is where a little-endian host
+/// keeps the low half), so that every wrapper below lists a kernel's parameters once, with
+/// their types, instead of keeping a local and a pointer to it per parameter.
+#[derive(Default)]
+struct Params(Vec<u64>);
+
+#[cfg(not(target_endian = "little"))]
+compile_error!("kernel parameters are packed for little-endian hosts");
+
+impl Params {
+    /// A device address (`*const T` / `*mut T` in the kernel).
+    fn ptr(mut self, v: u64) -> Self {
+        self.0.push(v);
+        self
+    }
+
+    /// A `u32`.
+    fn u32(mut self, v: u32) -> Self {
+        self.0.push(u64::from(v));
+        self
+    }
+
+    /// An `f32` or `f64` in the finder's precision.
+    fn real(mut self, v: Scalar) -> Self {
+        self.0.push(match v {
+            Scalar::F64(x) => x.to_bits(),
+            Scalar::F32(x) => u64::from(x.to_bits()),
+        });
+        self
+    }
+
+    /// The `void **` array a launch takes; valid while `self` lives and is not changed.
+    fn pointers(&mut self) -> Vec<*mut c_void> {
+        self.0
+            .iter_mut()
+            .map(|v| v as *mut u64 as *mut c_void)
+            .collect()
     }
 }
 
@@ -215,30 +247,25 @@ impl Kernels {
         frame: u64,
         buf: &FrameBuffers,
     ) -> Result<()> {
-        let (mut frame, mut base, mut a, mut b, mut fstd) =
-            (frame, buf.base, buf.a, buf.b, buf.frozen_std);
-        let (mut cols, mut pixels, mut stride, mut r) = (g.cols, g.pixels, g.stride, g.r);
-        let (mut inv, mut n_sigma, mut live) = (self.inv, self.n_sigma, self.live);
-        let (mut c, mut t, mut status) = (buf.c_plane, buf.t, buf.status);
-        let mut n_status = g.tiles + 1;
-        let mut params: [*mut c_void; 16] = [
-            &mut frame as *mut u64 as *mut c_void,
-            &mut base as *mut u64 as *mut c_void,
-            &mut a as *mut u64 as *mut c_void,
-            &mut b as *mut u64 as *mut c_void,
-            &mut fstd as *mut u64 as *mut c_void,
-            &mut cols as *mut u32 as *mut c_void,
-            &mut pixels as *mut u32 as *mut c_void,
-            &mut stride as *mut u32 as *mut c_void,
-            &mut r as *mut u32 as *mut c_void,
-            inv.as_param(),
-            n_sigma.as_param(),
-            &mut live as *mut u32 as *mut c_void,
-            &mut c as *mut u64 as *mut c_void,
-            &mut t as *mut u64 as *mut c_void,
-            &mut status as *mut u64 as *mut c_void,
-            &mut n_status as *mut u32 as *mut c_void,
-        ];
+        let n_status = g.tiles + 1;
+        let mut values = Params::default()
+            .ptr(frame)
+            .ptr(buf.base)
+            .ptr(buf.a)
+            .ptr(buf.b)
+            .ptr(buf.frozen_std)
+            .u32(g.cols)
+            .u32(g.pixels)
+            .u32(g.stride)
+            .u32(g.r)
+            .real(self.inv)
+            .real(self.n_sigma)
+            .u32(self.live)
+            .ptr(buf.c_plane)
+            .ptr(buf.t)
+            .ptr(buf.status)
+            .u32(n_status);
+        let mut params = values.pointers();
         let grid = g.pixels.max(n_status).div_ceil(BLOCK);
         // SAFETY: the parameters match `cluda_prepare_*` in order and type; every pointer is
         // a live device buffer of the sizes the geometry implies.
@@ -264,31 +291,24 @@ impl Kernels {
         buf: &FrameBuffers,
         dst: &Destination,
     ) -> Result<()> {
-        let (mut frame, mut base, mut a, mut b) = (frame, buf.base, buf.a, buf.b);
-        let (mut c, mut t) = (buf.c_plane, buf.t);
-        let (mut cols, mut pixels, mut stride, mut tiles) = (g.cols, g.pixels, g.stride, g.tiles);
-        let mut inv = self.inv;
-        let mut status = buf.status;
-        let (mut base_in, mut count_out, mut records, mut room) =
-            (dst.base_in, dst.count_out, dst.records, dst.room);
-        let mut params: [*mut c_void; 16] = [
-            &mut frame as *mut u64 as *mut c_void,
-            &mut base as *mut u64 as *mut c_void,
-            &mut a as *mut u64 as *mut c_void,
-            &mut b as *mut u64 as *mut c_void,
-            &mut c as *mut u64 as *mut c_void,
-            &mut t as *mut u64 as *mut c_void,
-            &mut cols as *mut u32 as *mut c_void,
-            &mut pixels as *mut u32 as *mut c_void,
-            &mut stride as *mut u32 as *mut c_void,
-            &mut tiles as *mut u32 as *mut c_void,
-            inv.as_param(),
-            &mut status as *mut u64 as *mut c_void,
-            &mut base_in as *mut u64 as *mut c_void,
-            &mut count_out as *mut u64 as *mut c_void,
-            &mut records as *mut u64 as *mut c_void,
-            &mut room as *mut u32 as *mut c_void,
-        ];
+        let mut values = Params::default()
+            .ptr(frame)
+            .ptr(buf.base)
+            .ptr(buf.a)
+            .ptr(buf.b)
+            .ptr(buf.c_plane)
+            .ptr(buf.t)
+            .u32(g.cols)
+            .u32(g.pixels)
+            .u32(g.stride)
+            .u32(g.tiles)
+            .real(self.inv)
+            .ptr(buf.status)
+            .ptr(dst.base_in)
+            .ptr(dst.count_out)
+            .ptr(dst.records)
+            .u32(dst.room);
+        let mut params = values.pointers();
         // SAFETY: the parameters match `cluda_classify_*` in order and type; every pointer is
         // a live device buffer of the sizes the geometry and destination imply.
         unsafe {
@@ -318,42 +338,32 @@ impl Kernels {
         next_frame: u64,
         next: &FrameBuffers,
     ) -> Result<()> {
-        let (mut frame, mut base, mut a, mut b) = (frame, buf.base, buf.a, buf.b);
-        let (mut c, mut t) = (buf.c_plane, buf.t);
-        let (mut cols, mut pixels, mut stride, mut tiles) = (g.cols, g.pixels, g.stride, g.tiles);
-        let mut inv = self.inv;
-        let mut status = buf.status;
-        let (mut base_in, mut count_out, mut records, mut room) =
-            (dst.base_in, dst.count_out, dst.records, dst.room);
-        let (mut next_frame, mut fstd, mut r) = (next_frame, buf.frozen_std, g.r);
-        let (mut n_sigma, mut live) = (self.n_sigma, self.live);
-        let (mut c_next, mut t_next, mut status_next) = (next.c_plane, next.t, next.status);
-        let mut params: [*mut c_void; 24] = [
-            &mut frame as *mut u64 as *mut c_void,
-            &mut base as *mut u64 as *mut c_void,
-            &mut a as *mut u64 as *mut c_void,
-            &mut b as *mut u64 as *mut c_void,
-            &mut c as *mut u64 as *mut c_void,
-            &mut t as *mut u64 as *mut c_void,
-            &mut cols as *mut u32 as *mut c_void,
-            &mut pixels as *mut u32 as *mut c_void,
-            &mut stride as *mut u32 as *mut c_void,
-            &mut tiles as *mut u32 as *mut c_void,
-            inv.as_param(),
-            &mut status as *mut u64 as *mut c_void,
-            &mut base_in as *mut u64 as *mut c_void,
-            &mut count_out as *mut u64 as *mut c_void,
-            &mut records as *mut u64 as *mut c_void,
-            &mut room as *mut u32 as *mut c_void,
-            &mut next_frame as *mut u64 as *mut c_void,
-            &mut fstd as *mut u64 as *mut c_void,
-            &mut r as *mut u32 as *mut c_void,
-            n_sigma.as_param(),
-            &mut live as *mut u32 as *mut c_void,
-            &mut c_next as *mut u64 as *mut c_void,
-            &mut t_next as *mut u64 as *mut c_void,
-            &mut status_next as *mut u64 as *mut c_void,
-        ];
+        let mut values = Params::default()
+            .ptr(frame)
+            .ptr(buf.base)
+            .ptr(buf.a)
+            .ptr(buf.b)
+            .ptr(buf.c_plane)
+            .ptr(buf.t)
+            .u32(g.cols)
+            .u32(g.pixels)
+            .u32(g.stride)
+            .u32(g.tiles)
+            .real(self.inv)
+            .ptr(buf.status)
+            .ptr(dst.base_in)
+            .ptr(dst.count_out)
+            .ptr(dst.records)
+            .u32(dst.room)
+            .ptr(next_frame)
+            .ptr(buf.frozen_std)
+            .u32(g.r)
+            .real(self.n_sigma)
+            .u32(self.live)
+            .ptr(next.c_plane)
+            .ptr(next.t)
+            .ptr(next.status);
+        let mut params = values.pointers();
         // SAFETY: the parameters match `cluda_step_*` in order and type; every pointer is a
         // live device buffer of the sizes the geometry and destination imply.
         unsafe {
@@ -394,37 +404,29 @@ impl Kernels {
                 "no run kernel covers this frame size; use one launch per frame",
             ));
         };
-        let (mut frames, mut n) = (frames, n);
-        let (mut base, mut a, mut b, mut fstd) = (buf.base, buf.a, buf.b, buf.frozen_std);
-        let (mut planes, mut plane_len, mut work) = (run.planes, run.plane_len, run.work);
-        let (mut cols, mut pixels, mut stride, mut tiles, mut r) =
-            (g.cols, g.pixels, g.stride, g.tiles, g.r);
-        let (mut inv, mut n_sigma, mut live) = (self.inv, self.n_sigma, self.live);
-        let (mut base_in, mut count_out, mut records, mut room) =
-            (dst.base_in, dst.count_out, dst.records, dst.room);
-        let mut params: [*mut c_void; 21] = [
-            &mut frames as *mut u64 as *mut c_void,
-            &mut n as *mut u32 as *mut c_void,
-            &mut base as *mut u64 as *mut c_void,
-            &mut a as *mut u64 as *mut c_void,
-            &mut b as *mut u64 as *mut c_void,
-            &mut fstd as *mut u64 as *mut c_void,
-            &mut planes as *mut u64 as *mut c_void,
-            &mut plane_len as *mut u32 as *mut c_void,
-            &mut work as *mut u64 as *mut c_void,
-            &mut cols as *mut u32 as *mut c_void,
-            &mut pixels as *mut u32 as *mut c_void,
-            &mut stride as *mut u32 as *mut c_void,
-            &mut tiles as *mut u32 as *mut c_void,
-            &mut r as *mut u32 as *mut c_void,
-            inv.as_param(),
-            n_sigma.as_param(),
-            &mut live as *mut u32 as *mut c_void,
-            &mut base_in as *mut u64 as *mut c_void,
-            &mut count_out as *mut u64 as *mut c_void,
-            &mut records as *mut u64 as *mut c_void,
-            &mut room as *mut u32 as *mut c_void,
-        ];
+        let mut values = Params::default()
+            .ptr(frames)
+            .u32(n)
+            .ptr(buf.base)
+            .ptr(buf.a)
+            .ptr(buf.b)
+            .ptr(buf.frozen_std)
+            .ptr(run.planes)
+            .u32(run.plane_len)
+            .ptr(run.work)
+            .u32(g.cols)
+            .u32(g.pixels)
+            .u32(g.stride)
+            .u32(g.tiles)
+            .u32(g.r)
+            .real(self.inv)
+            .real(self.n_sigma)
+            .u32(self.live)
+            .ptr(dst.base_in)
+            .ptr(dst.count_out)
+            .ptr(dst.records)
+            .u32(dst.room);
+        let mut params = values.pointers();
         // SAFETY: the parameters match `cluda_run*` in order and type; every pointer is a
         // live device buffer of the sizes the geometry and destination imply; the grid fits
         // on the device at once (checked at load, and by the cooperative launch) and has one
@@ -474,4 +476,30 @@ fn resident_blocks(device: &Device, f: &CudaFunction) -> Result<u32> {
         .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
         .cuda("querying the multiprocessor count")?;
     Ok((per_sm.max(0) as u32) * (sms.max(0) as u32))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every parameter pointer reads back its value with the kernel's type.
+    #[test]
+    fn params_point_at_their_values_with_their_types() {
+        let mut values = Params::default()
+            .ptr(0x1234_5678_9abc_def0)
+            .u32(0xdead_beef)
+            .real(Scalar::F32(-1.5))
+            .real(Scalar::F64(2.0f64.powi(-40)))
+            .u32(7);
+        let p = values.pointers();
+        assert_eq!(p.len(), 5);
+        // SAFETY: each pointer is an 8-byte-aligned slot of `values`, alive and unchanged.
+        unsafe {
+            assert_eq!(*(p[0] as *const u64), 0x1234_5678_9abc_def0);
+            assert_eq!(*(p[1] as *const u32), 0xdead_beef);
+            assert_eq!(*(p[2] as *const f32), -1.5);
+            assert_eq!(*(p[3] as *const f64), 2.0f64.powi(-40));
+            assert_eq!(*(p[4] as *const u32), 7);
+        }
+    }
 }
