@@ -28,6 +28,5 @@ run() { echo "== ladder $1 $2 $(date -u +%T)"; timeout 60 $3 --bench --sizes $2 
 grep -E "^---|warm" $OUT/xb.log | paste - - | sed -E 's/ +cold.*warm/ warm/; s/\(.*//'; grep -ho '"check": "[0-9a-f]*"' $OUT/xb/*/env.json | tr '\n' ' '; echo
 grep -h "Floors" $OUT/xb/*/ladder-*.md | sed -E 's/.*(kernel [0-9.]+ us\/frame).*/\1/'; rm -rf $OUT/xb $OUT/xb.log; }
 run main 9 $B/ladder; run t2ds 9 $X/t2ds/ladder; run r1s 9 $X/r1s/ladder
-for v in t2ds r1s; do echo "== gpu_finder $v $(date -u +%T)"; timeout 60 $X/$v/gpu_finder --include-ignored --test-threads 2 2>&1 | grep -E "test result|panicked|FAILED" | head -8; done
 echo "== end $(date -u +%T)"
 } 2>&1 | tee $OUT/experiments.log
