@@ -75,6 +75,34 @@ impl Params {
     }
 }
 
+/// The parameters of `cluda_classify_*`, which `cluda_step_*` also starts with: the frame,
+/// its pedestal state, plane and thresholds, the geometry, and where its records go.
+fn classify_params(
+    inv: Scalar,
+    g: &Geometry,
+    frame: u64,
+    buf: &FrameBuffers,
+    dst: &Destination,
+) -> Params {
+    Params::default()
+        .ptr(frame)
+        .ptr(buf.base)
+        .ptr(buf.a)
+        .ptr(buf.b)
+        .ptr(buf.c_plane)
+        .ptr(buf.t)
+        .u32(g.cols)
+        .u32(g.pixels)
+        .u32(g.stride)
+        .u32(g.tiles)
+        .real(inv)
+        .ptr(buf.status)
+        .ptr(dst.base_in)
+        .ptr(dst.count_out)
+        .ptr(dst.records)
+        .u32(dst.room)
+}
+
 /// Frame geometry shared by both kernels.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Geometry {
@@ -291,23 +319,7 @@ impl Kernels {
         buf: &FrameBuffers,
         dst: &Destination,
     ) -> Result<()> {
-        let mut values = Params::default()
-            .ptr(frame)
-            .ptr(buf.base)
-            .ptr(buf.a)
-            .ptr(buf.b)
-            .ptr(buf.c_plane)
-            .ptr(buf.t)
-            .u32(g.cols)
-            .u32(g.pixels)
-            .u32(g.stride)
-            .u32(g.tiles)
-            .real(self.inv)
-            .ptr(buf.status)
-            .ptr(dst.base_in)
-            .ptr(dst.count_out)
-            .ptr(dst.records)
-            .u32(dst.room);
+        let mut values = classify_params(self.inv, g, frame, buf, dst);
         let mut params = values.pointers();
         // SAFETY: the parameters match `cluda_classify_*` in order and type; every pointer is
         // a live device buffer of the sizes the geometry and destination imply.
@@ -338,23 +350,7 @@ impl Kernels {
         next_frame: u64,
         next: &FrameBuffers,
     ) -> Result<()> {
-        let mut values = Params::default()
-            .ptr(frame)
-            .ptr(buf.base)
-            .ptr(buf.a)
-            .ptr(buf.b)
-            .ptr(buf.c_plane)
-            .ptr(buf.t)
-            .u32(g.cols)
-            .u32(g.pixels)
-            .u32(g.stride)
-            .u32(g.tiles)
-            .real(self.inv)
-            .ptr(buf.status)
-            .ptr(dst.base_in)
-            .ptr(dst.count_out)
-            .ptr(dst.records)
-            .u32(dst.room)
+        let mut values = classify_params(self.inv, g, frame, buf, dst)
             .ptr(next_frame)
             .ptr(buf.frozen_std)
             .u32(g.r)
@@ -501,5 +497,53 @@ mod tests {
             assert_eq!(*(p[3] as *const f64), 2.0f64.powi(-40));
             assert_eq!(*(p[4] as *const u32), 7);
         }
+    }
+
+    /// `classify_params` lists `cluda_classify_*`'s parameters in the kernel's order
+    /// (`gpu/src/kernels/classify.rs`), every field its own slot.
+    #[test]
+    fn classify_params_follow_the_kernel_signature() {
+        let g = Geometry {
+            cols: 11,
+            pixels: 12,
+            stride: 13,
+            r: 14,
+            tiles: 15,
+        };
+        let buf = FrameBuffers {
+            base: 2,
+            a: 3,
+            b: 4,
+            frozen_std: 99,
+            c_plane: 5,
+            t: 6,
+            status: 7,
+        };
+        let dst = Destination {
+            base_in: 8,
+            count_out: 9,
+            records: 10,
+            room: 16,
+        };
+        let got = classify_params(Scalar::F64(0.5), &g, 1, &buf, &dst).0;
+        let want = [
+            1,
+            2,
+            3,
+            4,
+            5,
+            6,
+            11,
+            12,
+            13,
+            15,
+            0.5f64.to_bits(),
+            7,
+            8,
+            9,
+            10,
+            16,
+        ];
+        assert_eq!(got, want);
     }
 }
