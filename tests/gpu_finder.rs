@@ -8,10 +8,10 @@ use std::sync::OnceLock;
 
 use cluda::cluster::ClusterSize;
 use cluda::cuda::Device;
-use cluda::generate::{GenConfig, Generator};
-use cluda::gpu::{
+use cluda::finder::gpu::{
     GpuFinder, LadderStep, Launch, Overflow, PinnedFrames, PipelineConfig, WindowReads,
 };
+use cluda::generate::{GenConfig, Generator};
 use cluda::{
     ClusterBatch, ClusterFinder, CpuFinder, Error, FinderConfig, Frames, Precision, ThresholdMode,
 };

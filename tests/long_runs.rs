@@ -136,7 +136,7 @@ fn cpu_streams_200k_frames_with_flat_memory() {
 #[ignore = "needs a CUDA GPU; long"]
 fn gpu_zero_copy_1m_frames_with_flat_memory() {
     use cluda::cuda::Device;
-    use cluda::gpu::{Collect, GpuFinder, LadderStep, PinnedFrames};
+    use cluda::finder::gpu::{Collect, GpuFinder, LadderStep, PinnedFrames};
 
     let total = frames_wanted(1_000_000);
     let device = Device::open(0).unwrap();

@@ -7,8 +7,7 @@ use std::path::PathBuf;
 
 use cluda::Error;
 use cluda::matcher::{
-    self, Descriptor, MatchVersion, cpu, match_nearest, read_descriptors, run_match_command,
-    write_descriptors,
+    self, Descriptor, MatchVersion, cpu, match_nearest, read_descriptors, write_descriptors,
 };
 use matcher_support::*;
 use proptest::prelude::*;
@@ -221,45 +220,6 @@ fn npy_round_trip_and_errors() {
     }
     let e = read_descriptors(&tmp("missing.npy")).expect_err("missing");
     assert!(matches!(e, Error::Io { .. }), "{e}");
-}
-
-#[test]
-fn match_command_on_the_cpu() {
-    let (lhs, rhs) = with_near_duplicates(50, 80, 5, &[1e-3], false, 9);
-    let (pl, pr, po) = (tmp("cmd_l.npy"), tmp("cmd_r.npy"), tmp("cmd_out.npy"));
-    write_descriptors(&pl, &lhs).expect("write");
-    write_descriptors(&pr, &rhs).expect("write");
-    let line = run_match_command(&pl, &pr, MatchVersion::Cpu, Some(&po)).expect("command");
-    for key in [
-        "lhs=50 ",
-        "rhs=",
-        "seconds=",
-        "ms=",
-        "version=cpu",
-        "device=\"cpu\"",
-    ] {
-        assert!(line.contains(key), "{line}");
-    }
-    // The output: (n, 2) float64, [index, distance] per row.
-    let bytes = std::fs::read(&po).expect("out");
-    let hl = u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
-    let header = std::str::from_utf8(&bytes[10..10 + hl]).expect("header");
-    assert!(
-        header.contains("'<f8'") && header.contains("(50, 2)"),
-        "{header}"
-    );
-    let vals: Vec<f64> = bytes[10 + hl..]
-        .chunks_exact(8)
-        .map(|c| f64::from_le_bytes(c.try_into().expect("8")))
-        .collect();
-    let want = cpu::match_cpu(&lhs, &rhs).expect("cpu");
-    for (i, m) in want.iter().enumerate() {
-        assert_eq!(vals[2 * i], f64::from(m.index));
-        assert_eq!(vals[2 * i + 1], f64::from(m.distance));
-    }
-    let e =
-        run_match_command(&pl, &tmp("nope.npy"), MatchVersion::Cpu, None).expect_err("missing rhs");
-    assert!(e.to_string().contains("nope.npy"), "{e}");
 }
 
 #[test]

@@ -6,9 +6,10 @@ use std::path::Path;
 
 use cluda::Error;
 use cluda::generate::{GenConfig, Generator};
+use cluda::io::open_frames;
 use cluda::io::raw::{
     DetectorHeader, DetectorType, FrameDiscardPolicy, HEADER_BYTES, RawMaster, RawReader,
-    RawWriter, RawWriterConfig, open_frames,
+    RawWriter, RawWriterConfig,
 };
 
 /// A fresh, empty directory under the system temp dir, removed on drop.

@@ -1,6 +1,6 @@
 //! The GPU finder configured as each ladder step, with its input where the step wants it.
 
-use cluda::gpu::{GpuFinder, InputMode, LadderStep, PinnedFrames};
+use cluda::finder::gpu::{GpuFinder, InputMode, LadderStep, PinnedFrames};
 use cluda::{ClusterFinder, ClusterSize, FinderConfig, Frames};
 use serde_json::{Value, json};
 
@@ -46,7 +46,7 @@ pub fn setup(
 /// Diagnosis only: `CLUDA_LADDER_TUNE="chunk=256,upload-frames=64"` overrides pipeline
 /// settings of every GPU step (keys: streams, chunk, depth, upload-frames), so that a
 /// device run can compare settings without a rebuild. Results record the settings used.
-fn tune(p: &mut cluda::gpu::PipelineConfig) -> Result<(), String> {
+fn tune(p: &mut cluda::finder::gpu::PipelineConfig) -> Result<(), String> {
     let Ok(spec) = std::env::var("CLUDA_LADDER_TUNE") else {
         return Ok(());
     };

@@ -12,10 +12,10 @@
 )]
 
 pub mod classify;
+pub mod layout;
 pub mod lookback;
 pub mod pedestal;
 pub mod real;
-pub mod run_layout;
 
 #[cfg(target_arch = "nvptx64")]
 pub mod kernels;

@@ -6,7 +6,7 @@
 //! looked at `32 * K` consecutive predecessors at once, each lane at `K` consecutive ones
 //! (lane order = tile order), so its wait chain over T tiles was `T / (32 K)` window reads
 //! long; the kernel now reads 256 predecessors per round with the whole block
-//! (`look_back_block` in `kernels/classify.rs`), so 625 tiles take at most 3 rounds.
+//! (`look_back_block` in `kernels/frame.rs`), so 625 tiles take at most 3 rounds.
 
 /// Status flag mask.
 pub const FLAGS: u64 = 3 << 62;

@@ -4,7 +4,6 @@ use std::str::FromStr;
 
 use crate::cluster::ClusterSize;
 use crate::error::{Error, Result};
-use crate::pedestal::Pedestal;
 
 /// The arithmetic the pedestal and the finder use (DESIGN.md, "Precision").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
@@ -176,26 +175,5 @@ impl FinderConfig {
             ));
         }
         Ok(())
-    }
-}
-
-impl FinderConfig {
-    /// Checks that `pedestal` fits this configuration (shape, window N, precision), so a
-    /// finder can adopt it.
-    pub fn check_pedestal(&self, pedestal: &Pedestal) -> Result<()> {
-        let want = (self.rows, self.cols, self.pedestal_frames, self.precision);
-        let got = (
-            pedestal.rows(),
-            pedestal.cols(),
-            pedestal.window(),
-            pedestal.precision(),
-        );
-        if want == got {
-            return Ok(());
-        }
-        let show = |(r, c, n, p): (usize, usize, u32, Precision)| {
-            format!("{r} x {c}, N = {n}, {}", p.name())
-        };
-        Err(Error::shape("pedestal", show(want), show(got)))
     }
 }

@@ -9,7 +9,7 @@ use cluda_gpu::real::Real;
 use ndarray::Array2;
 use rayon::prelude::*;
 
-use crate::config::Precision;
+use crate::config::{FinderConfig, Precision};
 use crate::error::{Error, Result};
 use crate::frames::Frames;
 
@@ -321,6 +321,30 @@ fn add_raw<R: Real>(sum: &mut [R], sum2: &mut [R], frame: &[u16], conv: impl Fn(
         let v = conv(x);
         *s = *s + v;
         *s2 = *s2 + v * v;
+    }
+}
+
+impl Pedestal {
+    /// Checks that this pedestal fits `config` (shape, window N, precision), so a finder with
+    /// that configuration can adopt it.
+    ///
+    /// # Errors
+    /// [`Error::Shape`] naming both the wanted and the given shape, window and precision.
+    pub fn check_fits(&self, config: &FinderConfig) -> Result<()> {
+        let want = (
+            config.rows,
+            config.cols,
+            config.pedestal_frames,
+            config.precision,
+        );
+        let got = (self.rows(), self.cols(), self.window(), self.precision());
+        if want == got {
+            return Ok(());
+        }
+        let show = |(r, c, n, p): (usize, usize, u32, Precision)| {
+            format!("{r} x {c}, N = {n}, {}", p.name())
+        };
+        Err(Error::shape("pedestal", show(want), show(got)))
     }
 }
 

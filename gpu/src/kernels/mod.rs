@@ -1,13 +1,13 @@
 //! Kernel entry points (compiled for `nvptx64-nvidia-cuda` only).
 //!
 //! A data frame is found in two launches on one compute stream (see the host's
-//! `gpu::pipeline`): [`prepare`] turns the raw frame and the pedestal state into corrected
-//! values `c` (in a zero-padded plane) and thresholds `t`; [`classify`] reads only `c` and `t`
+//! `finder::gpu::pipeline`): [`prepare`] turns the raw frame and the pedestal state into corrected
+//! values `c` (in a zero-padded plane) and thresholds `t`; [`frame`] reads only `c` and `t`
 //! of neighbours, writes the frame's cluster records in row-major order and updates the pedestal
 //! of its own pixel. Because no kernel of frame k reads a neighbour's pedestal state after any
 //! kernel of frame k wrote it, the update is frame-synchronous and race-free.
 //!
-//! The pipeline normally runs one launch per frame instead: `cluda_step_*` (in [`classify`])
+//! The pipeline normally runs one launch per frame instead: `cluda_step_*` (in [`frame`])
 //! classifies frame k exactly as `classify` does and then, per pixel, prepares frame k+1 from
 //! the sums its own thread has just updated, into a second plane (planes, thresholds and
 //! look-back words alternate between two sets). Only a chunk's first frame needs a `prepare`
@@ -17,7 +17,7 @@
 //! `cluda_run1_*` ([`run`]) finds a whole upload group of frames, each tile waiting per frame
 //! only for the tiles its windows read, with each pixel's pedestal state in registers.
 
-pub mod classify;
+pub mod frame;
 pub mod matcher;
 pub mod prepare;
 pub mod run;

@@ -7,7 +7,7 @@
 //! The corrected values go into a zero-padded plane (`r = X/2` zero rows and columns around the
 //! frame, written once by the host and never touched here), exactly the plane of the CPU
 //! finder: an out-of-frame neighbour adds `+0` to a window sum and stores 0 in a cluster, which
-//! is the definition's "skipped" (see `host/src/finder/cpu.rs`).
+//! is the definition's "skipped" (see `host/src/finder/cpu/`).
 
 use super::global_index_x;
 use crate::classify::threshold;

@@ -42,7 +42,7 @@
 
 use core::arch::nvptx;
 
-use super::classify::{BLOCK, Geometry, GlobalWindow, ballot, window_stats};
+use super::frame::{BLOCK, Geometry, GlobalWindow, ballot, window_stats};
 use super::prepare::{corrected_value, threshold_value};
 use crate::classify::{PixelClass, classify};
 use crate::pedestal::push_ready;
@@ -124,7 +124,7 @@ unsafe fn barrier_wait<const NS: u32>(counter: *mut u32, target: u32, tid: u32) 
     }
 }
 
-pub(crate) use crate::run_layout::{COUNT_SLOTS, LAG, PLANES, WORK_HEAD};
+pub(crate) use crate::layout::{COUNT_SLOTS, LAG, PLANES, WORK_HEAD};
 
 /// Scratch words per warp and frame parity: the reduction's three values.
 const SCRATCH_PER_WARP: usize = 3;

@@ -5,7 +5,7 @@ use cluda::{Error, Result};
 
 use super::args::DemoArgs;
 use super::find::{Outputs, find_clusters, print_line};
-use super::source::{Generated, check_dims};
+use super::inputs::{Generated, check_dims};
 use super::summary::Spectrum;
 
 /// Runs `cluda demo`: the summary line, then the spectrum.

@@ -10,8 +10,8 @@ use cluda::plot::PlotAccumulator;
 use cluda::{Error, FinderConfig, Frames, Result};
 
 use super::args::{FindArgs, FinderArgs};
+use super::inputs::{Input, chunk_frames};
 use super::progress::frames_bar;
-use super::source::{Input, chunk_frames};
 use super::summary::{Spectrum, Summary};
 
 /// Runs `cluda find`: prints the summary line on stdout.

@@ -10,8 +10,8 @@ use cluda::{Error, Result};
 
 use super::args::GenArgs;
 use super::find::print_line;
+use super::inputs::{Generated, Input, check_dims, chunk_frames};
 use super::progress::frames_bar;
-use super::source::{Generated, Input, check_dims, chunk_frames};
 
 /// Runs `cluda gen`.
 pub fn run(args: &GenArgs) -> Result<()> {

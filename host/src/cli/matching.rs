@@ -1,8 +1,12 @@
-//! `cluda match`: chooses the version, then hands everything to
-//! [`cluda::matcher::run_match_command`], the one implementation of the command.
+//! `cluda match`: chooses the version, reads both descriptor files, matches them, writes the
+//! matches and prints the summary line.
+
+use std::path::Path;
+use std::time::Instant;
 
 use cluda::Result;
-use cluda::matcher::{MatchVersion, run_match_command};
+use cluda::cuda::Device;
+use cluda::matcher::{self, GpuMatcher, MatchVersion, read_descriptors, write_matches};
 
 use super::args::MatchArgs;
 use super::find::print_line;
@@ -27,6 +31,48 @@ fn choose_version(
         None if gpu_available() => (MatchVersion::V3, "default: a CUDA GPU is available"),
         None => (MatchVersion::Cpu, "default: no CUDA GPU available"),
     }
+}
+
+/// Reads `lhs` and `rhs` (`n x 128` float32 `.npy`), matches them with `version`, optionally
+/// writes the matches to `out` (an `(n, 2)` float64 `.npy`: index, distance per row) and
+/// returns the one-line summary, e.g.
+/// `lhs=16384 rhs=16384 seconds=0.412 ms=2.41 version=v3 device="NVIDIA H200" recomputed=0`.
+///
+/// `seconds` is the whole command (reading, matching, writing); `ms` is the matching itself:
+/// device time (CUDA events) for the GPU versions, wall time for the CPU.
+fn run_match_command(
+    lhs: &Path,
+    rhs: &Path,
+    version: MatchVersion,
+    out: Option<&Path>,
+) -> Result<String> {
+    let t0 = Instant::now();
+    let a = read_descriptors(lhs)?;
+    let b = read_descriptors(rhs)?;
+    let (matches, ms, device, recomputed) = if version == MatchVersion::Cpu {
+        let t = Instant::now();
+        let m = matcher::cpu::match_cpu(&a, &b)?;
+        (m, t.elapsed().as_secs_f64() * 1e3, "cpu".to_string(), 0)
+    } else {
+        matcher::validate(&a, &b)?;
+        let dev = Device::open(0)?;
+        let mut matcher = GpuMatcher::new(&dev)?;
+        let run = matcher.run(&a, &b, version)?;
+        (run.matches, run.device_ms, dev.name(), run.recomputed_rows)
+    };
+    if let Some(path) = out {
+        write_matches(path, &matches)?;
+    }
+    Ok(format!(
+        "lhs={} rhs={} seconds={:.3} ms={:.3} version={} device={:?} recomputed={}",
+        a.len(),
+        b.len(),
+        t0.elapsed().as_secs_f64(),
+        ms,
+        version,
+        device,
+        recomputed
+    ))
 }
 
 #[cfg(test)]

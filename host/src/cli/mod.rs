@@ -4,9 +4,9 @@ pub mod args;
 pub mod demo;
 pub mod find;
 pub mod generate;
+pub mod inputs;
 pub mod matching;
 pub mod progress;
-pub mod source;
 pub mod summary;
 
 use cluda::Result;

@@ -1,6 +1,7 @@
 //! Cluster finders: the trait every device implements, and the CPU reference finder.
 
 pub mod cpu;
+pub mod gpu;
 pub mod select;
 
 use crate::cluster::{ClusterBatch, FrameClusters};

@@ -5,8 +5,8 @@ use std::str::FromStr;
 use crate::config::FinderConfig;
 use crate::cuda;
 use crate::error::{Error, Result};
+use crate::finder::gpu::GpuFinder;
 use crate::finder::{ClusterFinder, CpuFinder};
-use crate::gpu::GpuFinder;
 
 /// Which device to find clusters on.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]

@@ -8,7 +8,7 @@ use cudarc::cublas::CudaBlas;
 use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
 use cudarc::driver::{CudaEvent, CudaFunction, CudaSlice, CudaStream, LaunchConfig};
 
-use super::v3::V3Tiling;
+use super::tiling::V3Tiling;
 use super::{Descriptor, Match, MatchVersion, validate};
 use crate::cuda::Device;
 use crate::error::{CudaContextExt, Error, Result};

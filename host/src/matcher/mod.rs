@@ -25,10 +25,10 @@
 //! naming the side (`lhs`/`rhs`), the row and the dimension. An empty `lhs` gives an empty result;
 //! an empty `rhs` is an error (no neighbour exists). Both sides hold at most `u32::MAX` rows.
 
-mod cli;
 pub mod cpu;
 mod files;
 mod gpu;
+mod tiling;
 mod v1;
 mod v2;
 pub mod v3;
@@ -38,10 +38,9 @@ use std::str::FromStr;
 
 use rayon::prelude::*;
 
-pub use cli::run_match_command;
 pub use files::{read_descriptors, write_descriptors, write_matches};
 pub use gpu::{GpuMatcher, GpuRun};
-pub use v3::V3Tiling;
+pub use tiling::V3Tiling;
 
 use crate::cuda::Device;
 use crate::error::{Error, Result};

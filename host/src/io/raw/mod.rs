@@ -23,12 +23,10 @@ pub mod header;
 pub mod master;
 pub mod pixel_map;
 pub mod reader;
-pub mod source;
 pub mod writer;
 
 pub use header::{DetectorHeader, HEADER_BYTES};
 pub use master::{DetectorType, FrameDiscardPolicy, RawMaster};
 pub use pixel_map::PixelMap;
 pub use reader::{FrameInfo, GapReport, RawFrame, RawReader};
-pub use source::{FrameSource, MemorySource, is_raw_master, open_frames, open_frames_or};
 pub use writer::{RawWriter, RawWriterConfig};

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use super::reader::{GapReport, RawReader};
+use super::raw::{GapReport, RawReader};
 use crate::error::{Error, Result};
 
 /// A stream of `rows x cols` u16 frames read in batches.

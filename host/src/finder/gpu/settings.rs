@@ -20,7 +20,7 @@ pub enum InputMode {
     /// A bulk host memcpy of the chunk into a pinned staging buffer, then DMA from there.
     Staged,
     /// DMA from the caller's memory itself: used as is when it is already pinned (e.g.
-    /// [`crate::gpu::PinnedFrames`]), otherwise page-locked (registered) for the call; falls
+    /// [`crate::finder::gpu::PinnedFrames`]), otherwise page-locked (registered) for the call; falls
     /// back to [`InputMode::Staged`] when the driver refuses to register it.
     Registered,
 }
@@ -37,7 +37,7 @@ pub enum Collect {
 /// Where the classify kernel reads the window values from (same results either way).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum WindowReads {
-    /// Plain global loads through L1 (the default: see `gpu/src/kernels/classify.rs`).
+    /// Plain global loads through L1 (the default: see `gpu/src/kernels/frame.rs`).
     #[default]
     Global,
     /// A shared-memory copy of each tile's rows (used only when they fit in 40 KiB per

@@ -6,16 +6,16 @@
 //! the state is uploaded and updated on the device, frame after frame, and downloaded again
 //! when [`ClusterFinder::pedestal`] asks for it or more pedestal frames are pushed.
 
-pub mod config;
+pub mod settings;
 
 mod buffers;
-mod kernels;
+mod launch;
 mod pipeline;
 
 use cluda_gpu::real::Real;
 
-pub use config::{Collect, InputMode, LadderStep, Launch, Overflow, PipelineConfig, WindowReads};
 pub use pipeline::KernelTime;
+pub use settings::{Collect, InputMode, LadderStep, Launch, Overflow, PipelineConfig, WindowReads};
 
 use crate::cluster::FrameClusters;
 use crate::config::{FinderConfig, Precision, ThresholdMode};
@@ -25,7 +25,7 @@ use crate::finder::ClusterFinder;
 use crate::frames::Frames;
 use crate::pedestal::{Pedestal, PixelMaps, ReadyState};
 use buffers::{DeviceState, PinnedBuf};
-use kernels::{Kernels, Scalar};
+use launch::{Kernels, Scalar};
 use pipeline::Pipeline;
 
 /// The GPU cluster finder.
@@ -75,13 +75,13 @@ impl GpuFinder {
             }
         };
         let shared = pipeline.window == WindowReads::Shared
-            && kernels::Geometry::new(config.rows, config.cols, config.size)
+            && launch::Geometry::new(config.rows, config.cols, config.size)
                 .shared_rows_fit(config.rows, elem);
         let kernels = Kernels::load(
             &device,
             config.precision,
             config.size,
-            kernels::Geometry::new(config.rows, config.cols, config.size).tiles,
+            launch::Geometry::new(config.rows, config.cols, config.size).tiles,
             inv,
             config.n_sigma,
             config.threshold == ThresholdMode::Live,
@@ -203,7 +203,7 @@ impl ClusterFinder for GpuFinder {
     }
 
     fn set_pedestal(&mut self, pedestal: Pedestal) -> Result<()> {
-        self.config.check_pedestal(&pedestal)?;
+        pedestal.check_fits(&self.config)?;
         self.host = pedestal;
         self.host_changed = true;
         self.device_newer = false;

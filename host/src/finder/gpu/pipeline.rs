@@ -25,8 +25,8 @@ use cudarc::driver::sys::{self, CUevent_flags};
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream, result};
 
 use super::buffers::{DeviceBuf, DeviceState, PinnedBuf, Registration, is_pinned};
-use super::config::{Collect, InputMode, Launch, Overflow, PipelineConfig};
-use super::kernels::{Destination, FrameBuffers, Geometry, Kernels, RUN_PLANES, RunBuffers};
+use super::launch::{Destination, FrameBuffers, Geometry, Kernels, RUN_PLANES, RunBuffers};
+use super::settings::{Collect, InputMode, Launch, Overflow, PipelineConfig};
 use crate::cluster::{ClusterSize, FrameClusters};
 use crate::error::{CudaContextExt, Error, Result};
 use crate::frames::Frames;

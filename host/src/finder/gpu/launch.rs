@@ -14,16 +14,16 @@ use crate::cuda::Device;
 use crate::error::{CudaContextExt, Result};
 
 /// Threads per block of both kernels; also the pixels per classify tile (`BLOCK` in
-/// `gpu/src/kernels/classify.rs`).
+/// `gpu/src/kernels/frame.rs`).
 pub(crate) const BLOCK: u32 = 256;
 /// Bytes of the `_smem` kernels' shared row copy (`SMEM_BYTES` in the kernel).
 const SMEM_BYTES: usize = 40960;
 /// Words before the run kernels' progress flags (one arrival counter per count slot).
-const RUN_WORK_HEAD: usize = cluda_gpu::run_layout::WORK_HEAD as usize;
+const RUN_WORK_HEAD: usize = cluda_gpu::layout::WORK_HEAD as usize;
 /// Slots of per-tile counts the run kernels cycle through.
-const RUN_COUNT_SLOTS: usize = cluda_gpu::run_layout::COUNT_SLOTS as usize;
+const RUN_COUNT_SLOTS: usize = cluda_gpu::layout::COUNT_SLOTS as usize;
 /// Planes of corrected values the run kernels cycle through.
-pub(crate) const RUN_PLANES: usize = cluda_gpu::run_layout::PLANES as usize;
+pub(crate) const RUN_PLANES: usize = cluda_gpu::layout::PLANES as usize;
 
 /// A floating-point kernel parameter in the finder's precision.
 #[derive(Clone, Copy, Debug)]
@@ -138,7 +138,7 @@ impl Geometry {
     }
 
     /// Whether the `_smem` classify kernels can hold a tile's rows for `rows`-row frames of
-    /// `elem`-byte values (`SMEM_BYTES` in `gpu/src/kernels/classify.rs`).
+    /// `elem`-byte values (`SMEM_BYTES` in `gpu/src/kernels/frame.rs`).
     pub fn shared_rows_fit(&self, rows: usize, elem: usize) -> bool {
         let cols = self.cols as usize;
         let tile_rows = rows.min((BLOCK as usize - 1) / cols + 2);
@@ -500,7 +500,7 @@ mod tests {
     }
 
     /// `classify_params` lists `cluda_classify_*`'s parameters in the kernel's order
-    /// (`gpu/src/kernels/classify.rs`), every field its own slot.
+    /// (`gpu/src/kernels/frame.rs`), every field its own slot.
     #[test]
     fn classify_params_follow_the_kernel_signature() {
         let g = Geometry {

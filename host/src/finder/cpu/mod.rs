@@ -134,7 +134,7 @@ impl ClusterFinder for CpuFinder {
     }
 
     fn set_pedestal(&mut self, pedestal: Pedestal) -> Result<()> {
-        self.config.check_pedestal(&pedestal)?;
+        pedestal.check_fits(&self.config)?;
         self.pedestal = pedestal;
         Ok(())
     }

@@ -1,12 +1,12 @@
 //! Where frames come from: a raw acquisition (master `.json`) or a `.npy` file, both read in
-//! chunks, or the generator. Every input is a [`cluda::io::raw::FrameSource`], so the find
+//! chunks, or the generator. Every input is a [`cluda::io::FrameSource`], so the find
 //! path streams frames (and their frame numbers) without caring where they come from.
 
 use std::path::Path;
 
 use cluda::generate::Generator;
 use cluda::io::NpyFrames;
-use cluda::io::raw::{FrameSource, is_raw_master, open_frames_or};
+use cluda::io::{FrameSource, is_raw_master, open_frames_or};
 use cluda::{Error, Result};
 use rayon::prelude::*;
 
