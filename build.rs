@@ -1,4 +1,4 @@
-//! Compiles the `gpu` crate to PTX with rustc's NVPTX backend (see ../shared/TOOLCHAIN.md) and
+//! Compiles the `gpu` crate to PTX with rustc's NVPTX backend (see docs/toolchain.md) and
 //! hands the PTX's path to the host crate as `CLUDA_PTX_PATH`.
 //!
 //! The nested cargo uses its own target directory (a nested cargo on the outer one waits forever

@@ -1,5 +1,5 @@
 //! The optimised CPU finder against a straightforward per-pixel implementation of the exact
-//! semantics (DESIGN.md), built from the shared per-pixel functions: for every pixel its
+//! semantics (docs/semantics.md), built from the shared per-pixel functions: for every pixel its
 //! corrected value and threshold, `window_total_max` (row-major window order), `classify`, and
 //! after the frame `push_ready` for the quiet pixels. Random small frames, every size,
 //! precision, threshold mode and several thread counts; clusters and the final pedestal state

@@ -277,7 +277,7 @@ fn hand_computed_single_pixel() {
     assert!(got[1].is_empty());
 }
 
-/// The random scenarios exercise every rule of DESIGN.md's step 3 (otherwise the property
+/// The random scenarios exercise every rule of docs/semantics.md's step 3 (otherwise the property
 /// tests above could pass vacuously).
 #[test]
 fn generated_cases_exercise_every_rule() {
@@ -310,7 +310,7 @@ fn generated_cases_exercise_every_rule() {
 /// Searches 3x3 frames where the window total's rounding depends on the summation order:
 /// the row-major total and a column-major or reversed total fall on opposite sides of
 /// `sqrt(X*Y) * t` (n_sigma is chosen between them), with `max <= t` so the total rule decides
-/// the centre pixel. The finder must decide as the row-major order says (DESIGN.md: "the
+/// the centre pixel. The finder must decide as the row-major order says (docs/semantics.md: "the
 /// order is part of the result"). Random data almost never lands this close to the threshold,
 /// so the proptest suites alone would not notice another order.
 fn summation_order_decides<T: oracle::Flt>(precision: Precision, want: usize) {

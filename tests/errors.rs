@@ -243,7 +243,7 @@ fn set_pedestal_mismatch_changes_nothing() {
 }
 
 /// A failing visitor: frames before it stay consumed, its error comes back, and the frames
-/// after it are not processed (DESIGN: streaming contract of `find_each`).
+/// after it are not processed (docs/semantics.md: streaming contract of `find_each`).
 #[test]
 fn visitor_error_stops_after_the_failing_frame() {
     let data = ramp(60, 100);

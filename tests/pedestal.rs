@@ -1,5 +1,5 @@
 //! The pedestal arithmetic against references that share no code with it: the oracle
-//! (tests/oracle, f64 / f32 std arithmetic written from DESIGN.md) bit for bit, and exact
+//! (tests/oracle, f64 / f32 std arithmetic written from docs/semantics.md) bit for bit, and exact
 //! integer math for the B1 baseline and centred sums.
 
 mod common;

@@ -1,8 +1,8 @@
-//! Precision of the `f32` pedestals against `f64` on MOENCH-like data (DESIGN.md, "Precision").
+//! Precision of the `f32` pedestals against `f64` on MOENCH-like data (docs/semantics.md).
 //!
 //! - `F32` (the centred rewrite B1) must agree with `F64` in cluster count to 1e-5 or better,
 //!   and its per-pixel std to ~1e-6 relative.
-//! - `F32Naive` (raw `f32` sums) is measured honestly. On DESIGN.md's MOENCH-like data (baseline
+//! - `F32Naive` (raw `f32` sums) is measured honestly. On docs/test-data.md's data (baseline
 //!   near 4600 ADU, noise 35-55 ADU, N = 1000) its std is off by ~0.2 % (median) when the
 //!   pedestal becomes ready and by ~1 % after a few hundred live window updates: about 1e5
 //!   times B1's error, but the cluster count moves by only ~0.5 %. It fails catastrophically
@@ -157,7 +157,7 @@ fn report(title: &str, r64: &Run, others: &[&Run]) -> Vec<(ErrStats, ErrStats, f
         .collect()
 }
 
-/// DESIGN.md's data: 200x200 MOENCH-like frames, N = 1000, 400 data frames (> 1e5 clusters, so one cluster is < 1e-5), 3x3, n_sigma 5.
+/// docs/test-data.md's data: 200x200 MOENCH-like frames, N = 1000, 400 data frames (> 1e5 clusters, so one cluster is < 1e-5), 3x3, n_sigma 5.
 #[test]
 fn f32_b1_matches_f64_and_naive_is_orders_of_magnitude_worse() {
     let ds = DataSet::new(GenConfig::new(200, 200, 2026), 1000, 400);

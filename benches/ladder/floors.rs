@@ -64,7 +64,7 @@ pub fn measure(
     let s1 = ctx.new_stream().map_err(e)?;
     let s2 = ctx.new_stream().map_err(e)?;
     // Host buffers the GPU reads are write-combined pinned memory; buffers the CPU reads are
-    // plain pinned memory (TOOLCHAIN.md).
+    // plain pinned memory (docs/toolchain.md).
     let up = unsafe { ctx.alloc_pinned::<u8>(bulk_bytes) }.map_err(e)?;
     let mut down = unsafe { ctx.alloc_pinned_with_flags::<u8>(bulk_bytes, 0) }.map_err(e)?;
     let mut dev_a = unsafe { s1.alloc::<u8>(bulk_bytes) }.map_err(e)?;

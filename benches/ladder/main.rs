@@ -1,4 +1,4 @@
-//! The benchmark ladder (DESIGN.md "The GPU pipeline and its ladder", "Measuring").
+//! The benchmark ladder (docs/ladder.md: the rungs and the measuring protocol).
 //!
 //! `cargo bench --bench ladder -- [--sizes 3,9] [--frames 20000] [--passes 5] [--steps ...]`
 //!

@@ -5,7 +5,7 @@ use std::str::FromStr;
 use crate::cluster::ClusterSize;
 use crate::error::{Error, Result};
 
-/// The arithmetic the pedestal and the finder use (DESIGN.md, "Precision").
+/// The arithmetic the pedestal and the finder use (docs/semantics.md, "Precisions").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum Precision {
     /// Everything in `f64`: aare's FastPedestal arithmetic operation for operation.

@@ -1,4 +1,4 @@
-//! Deterministic MOENCH-like test frames (DESIGN.md, "Test data").
+//! Deterministic MOENCH-like test frames (docs/test-data.md).
 //!
 //! Per-pixel baseline near 4600 ADU with spatial structure, per-pixel Gaussian noise of
 //! 35-55 ADU with a few noisy pixels, a slow global baseline drift, and Poisson photons (about

@@ -1,4 +1,4 @@
-//! Per-pixel pedestal (dark level and noise) with the exact arithmetic of DESIGN.md.
+//! Per-pixel pedestal (dark level and noise) with the exact arithmetic of docs/semantics.md.
 //!
 //! The arithmetic itself lives in `cluda_gpu::pedestal`, shared with the GPU kernels; this
 //! module owns the per-pixel arrays, the fill phase (the first N samples) and the maps users

@@ -1,4 +1,4 @@
-//! An independent oracle for cluster finding, written from DESIGN.md ("Cluster finding: the
+//! An independent oracle for cluster finding, written from docs/semantics.md ("Cluster finding: the
 //! exact semantics") alone.
 //!
 //! It shares no code with the crate's finder or pedestal: no `cluda_gpu` function is called,
@@ -7,11 +7,11 @@
 //! obviously right so that the finder can be compared with it exactly.
 //!
 //! Three pedestal arithmetics are modelled:
-//! - [`Arith::F64`]: aare's FastPedestal in `f64` (DESIGN.md's formulas, operation for operation);
+//! - [`Arith::F64`]: aare's FastPedestal in `f64` (docs/semantics.md, operation for operation);
 //! - [`Arith::B1`]: the `f32` centred rewrite: exact integer sums of the first N samples, a
 //!   frozen baseline `X0 = round(sum * inv)` (`inv` in `f64`), centred sums formed exactly and
 //!   rounded once to `f32`, then `f32` window updates of `y = x - X0`;
-//! - [`Arith::Naive`]: raw `f32` sums (the scheme DESIGN.md says cancels catastrophically).
+//! - [`Arith::Naive`]: raw `f32` sums (the scheme docs/semantics.md says cancels catastrophically).
 #![allow(dead_code)] // each test binary uses a different part of the oracle
 
 use std::ops::{Add, Mul, Neg, Sub};
@@ -49,7 +49,7 @@ pub struct OCluster {
     pub data: Vec<i32>,
 }
 
-/// How often each rule of DESIGN.md's step 3 decided a pixel (to check that generated data
+/// How often each rule of docs/semantics.md's step 3 decided a pixel (to check that generated data
 /// exercises every rule).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RuleStats {
@@ -384,7 +384,7 @@ fn add_stats(s: &mut RuleStats, o: &RuleStats) {
     s.edge_centres += o.edge_centres;
 }
 
-/// DESIGN.md steps 2-4 for one frame, given every pixel's `c` and `t`: the clusters in
+/// docs/semantics.md sections 2-4 for one frame, given every pixel's `c` and `t`: the clusters in
 /// row-major order of their centres, the quiet pixels, and rule counts.
 fn classify_frame<T: Flt>(p: &Params, c: &[T], t: &[T]) -> (Vec<OCluster>, Vec<usize>, RuleStats) {
     let (rows, cols, side) = (p.rows as isize, p.cols as isize, p.side as isize);

@@ -16,7 +16,7 @@ pub use cpu::CpuFinder;
 /// code.
 ///
 /// Frames are processed in order; each frame uses the pedestal left by the previous one, and
-/// the quiet pixels of a frame update the pedestal together after it (DESIGN.md). Results are
+/// the quiet pixels of a frame all update the pedestal after it (docs/semantics.md). Results are
 /// identical for every device, thread count and pipeline configuration.
 pub trait ClusterFinder {
     /// The parameters that determine the results.

@@ -1,7 +1,7 @@
 //! aare's cluster file: clusters of many frames, frame after frame, little-endian.
 //!
 //! Per frame: `i32 frame_number`, `u32 n_clusters`, then `n_clusters` packed records
-//! `{u16 x, u16 y, i32 data[X*Y]}` (DESIGN.md, "Files"). The file does not store the cluster
+//! `{u16 x, u16 y, i32 data[X*Y]}` (docs/file-formats.md). The file does not store the cluster
 //! size, so readers are told it. Frames without clusters are written too (count 0), so the
 //! file lists every frame that was processed.
 //!

@@ -1,4 +1,4 @@
-//! How the GPU finder schedules its work: the pipeline knobs and the ladder of DESIGN.md.
+//! How the GPU finder schedules its work: the pipeline knobs and the ladder of docs/ladder.md.
 //!
 //! None of these settings changes a result: one pedestal is updated in frame order on one
 //! compute stream whatever the stream count, chunk size or step, so every configuration gives
@@ -151,7 +151,7 @@ impl PipelineConfig {
     }
 }
 
-/// The steps of the GPU ladder (DESIGN.md, "The GPU pipeline and its ladder"), each a
+/// The steps of the GPU ladder (docs/ladder.md), each a
 /// configuration of the one GPU finder.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum LadderStep {
