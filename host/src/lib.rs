@@ -7,6 +7,7 @@
 pub mod cluster;
 pub mod config;
 pub mod cuda;
+pub mod engine;
 pub mod error;
 pub mod finder;
 pub mod frames;

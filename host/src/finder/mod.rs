@@ -6,6 +6,7 @@ pub mod select;
 
 use crate::cluster::{ClusterBatch, FrameClusters};
 use crate::config::FinderConfig;
+use crate::engine::FrameStore;
 use crate::error::Result;
 use crate::frames::Frames;
 use crate::pedestal::Pedestal;
@@ -47,6 +48,27 @@ pub trait ClusterFinder {
         frames: Frames<'_>,
         visit: &mut dyn FnMut(FrameClusters<'_>) -> Result<()>,
     ) -> Result<()>;
+
+    /// Memory for `samples` frame samples that this finder reads fastest: page-locked for a
+    /// GPU finder (uploads run at DMA speed), plain memory otherwise. The streaming engine
+    /// ([`crate::engine`]) reads frames straight into it.
+    ///
+    /// # Errors
+    /// [`crate::Error::Param`] when the memory cannot be allocated.
+    fn frame_store(&self, samples: usize) -> Result<Box<dyn FrameStore>> {
+        let mut v: Vec<u16> = Vec::new();
+        v.try_reserve_exact(samples).map_err(|_| {
+            crate::Error::param(
+                "frames",
+                format!(
+                    "cannot allocate {} bytes for frames",
+                    samples.saturating_mul(2)
+                ),
+            )
+        })?;
+        v.resize(samples, 0);
+        Ok(Box::new(v))
+    }
 
     /// Finds the clusters of every frame and returns them as one owned batch.
     fn find(&mut self, frames: Frames<'_>) -> Result<ClusterBatch> {

@@ -566,6 +566,8 @@ pub struct NpyFrames {
     cols: usize,
     next: usize,
     swap: bool,
+    /// Where the samples start in the file.
+    data_offset: u64,
 }
 
 impl NpyFrames {
@@ -600,6 +602,7 @@ impl NpyFrames {
             cols,
             next: 0,
             swap: h.needs_swap(),
+            data_offset: h.data_offset,
         })
     }
 
@@ -646,6 +649,56 @@ impl NpyFrames {
         buf.resize(n * self.rows * self.cols, 0);
         read_elements(&mut self.file, buf, self.swap, &self.path)?;
         self.next += n;
+        Ok(n)
+    }
+
+    /// Fills `dst` with the next `min(dst.len() / frame, remaining())` whole frames, read in
+    /// place by up to `threads` threads at once (positioned reads of disjoint parts of the
+    /// file, so a page-cached file is copied at the speed of several cores), and returns how
+    /// many it read; 0 at the end.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the file when a read fails or the file is shorter than its header
+    /// says.
+    pub fn fill(&mut self, dst: &mut [u16], threads: usize) -> Result<usize> {
+        use std::os::unix::fs::FileExt;
+        let pixels = self.rows * self.cols;
+        let n = (dst.len() / pixels).min(self.remaining());
+        if n == 0 {
+            return Ok(0);
+        }
+        let dst = &mut dst[..n * pixels];
+        let offset = self.data_offset + (self.next * pixels * 2) as u64;
+        // Parts of at least 4 MiB, so that small reads stay on one thread.
+        let parts = threads.clamp(1, 64).min(dst.len().div_ceil(2 << 20).max(1));
+        let per = dst.len().div_ceil(parts);
+        let (file, path, swap) = (&self.file, &self.path, self.swap);
+        std::thread::scope(|s| -> Result<()> {
+            let mut jobs = Vec::new();
+            for (i, part) in dst.chunks_mut(per).enumerate() {
+                let at = offset + (i * per * 2) as u64;
+                jobs.push(s.spawn(move || -> Result<()> {
+                    file.read_exact_at(bytemuck::cast_slice_mut(part), at)
+                        .map_err(|e| Error::io(path, e))?;
+                    if swap {
+                        for v in part.iter_mut() {
+                            *v = v.swap_bytes();
+                        }
+                    }
+                    Ok(())
+                }));
+            }
+            for j in jobs {
+                j.join()
+                    .map_err(|_| Error::format(path, "a reader thread panicked"))??;
+            }
+            Ok(())
+        })?;
+        self.next += n;
+        // Keep the sequential reads of `read_into` in step with the frames consumed here.
+        let end = self.data_offset + (self.next * pixels * 2) as u64;
+        std::io::Seek::seek(&mut self.file, std::io::SeekFrom::Start(end))
+            .map_err(|e| Error::io(&self.path, e))?;
         Ok(n)
     }
 

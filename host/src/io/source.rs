@@ -26,6 +26,22 @@ pub trait FrameSource {
         numbers: &mut Vec<u64>,
     ) -> Result<usize>;
 
+    /// Fills `dst` (whole frames) with the next frames and appends their frame numbers to
+    /// `numbers`; returns how many frames it filled, 0 at the end. The streaming engine
+    /// reads through this, straight into its (possibly page-locked) slots; sources that can
+    /// read in place override it, the default reads through [`FrameSource::read_frames`] and
+    /// copies.
+    ///
+    /// # Errors
+    /// As [`FrameSource::read_frames`].
+    fn fill(&mut self, dst: &mut [u16], numbers: &mut Vec<u64>) -> Result<usize> {
+        let pixels = (self.rows() * self.cols()).max(1);
+        let mut scratch = Vec::new();
+        let k = self.read_frames(dst.len() / pixels, &mut scratch, numbers)?;
+        dst[..scratch.len()].copy_from_slice(&scratch);
+        Ok(k)
+    }
+
     /// What went wrong in the input so far (missing or partial frames), for a person; `None`
     /// when the source cannot lose frames.
     fn report(&self) -> Option<String> {

@@ -190,6 +190,13 @@ impl ClusterFinder for GpuFinder {
         format!("gpu ({})", self.device.name())
     }
 
+    /// Page-locked memory, so that uploads from it run at DMA speed with no registration.
+    fn frame_store(&self, samples: usize) -> Result<Box<dyn crate::engine::FrameStore>> {
+        let cols = self.config.cols.max(1);
+        let rows = samples.div_ceil(cols);
+        Ok(Box::new(PinnedFrames::new(&self.device, 1, rows, cols)?))
+    }
+
     fn push_pedestal(&mut self, frames: Frames<'_>) -> Result<()> {
         frames.expect_shape(self.config.rows, self.config.cols, "pedestal frames")?;
         self.pull()?;
@@ -265,8 +272,22 @@ impl PinnedFrames {
         self.buf.as_mut_slice()
     }
 
+    /// The samples, to read.
+    pub fn as_slice(&self) -> &[u16] {
+        self.buf.as_slice()
+    }
+
     /// The frames as a view.
     pub fn frames(&self) -> Result<Frames<'_>> {
         Frames::new(self.buf.as_slice(), self.frames, self.rows, self.cols)
+    }
+}
+
+impl crate::engine::FrameStore for PinnedFrames {
+    fn samples(&self) -> &[u16] {
+        self.buf.as_slice()
+    }
+    fn samples_mut(&mut self) -> &mut [u16] {
+        self.buf.as_mut_slice()
     }
 }

@@ -1,0 +1,372 @@
+//! The streaming engine behind `cluda find`, `cluda demo` and long library runs: a source
+//! feeding a finder feeding a sink, all three overlapped, with bounded memory.
+//!
+//! ```text
+//!  reader thread                 calling thread                    writer thread
+//!  FrameSource::fill  --full-->  ClusterFinder::find_each  --bytes-->  WriteBehind
+//!        ^                 slots       |  visit(frame number, clusters)        |
+//!        +--------free slots-----------+                          buffers back -+
+//! ```
+//!
+//! A fixed ring of `slots` frame buffers circulates between the reader thread and the
+//! finder: the reader fills a free slot with the next chunk of frames (straight from the
+//! file into the slot: one copy on the host), the finder takes full slots in order and gives
+//! each back once its clusters have been visited. The slots are whatever the finder reads
+//! fastest ([`ClusterFinder::frame_store`]): page-locked memory for the GPU finder, so uploads
+//! run at DMA speed with no per-call registration; plain memory for the CPU finder. When the
+//! finder is slower than the source, the reader waits for a free slot; when the source is
+//! slower, the finder waits for a full one. Either way at most `slots` chunks exist.
+//!
+//! The cluster sink is the caller's visitor; a cluster file written through
+//! [`write_behind::WriteBehind`] leaves the calling thread after a memcpy of each frame's
+//! records, so writing overlaps finding too.
+
+pub mod write_behind;
+
+use std::time::{Duration, Instant};
+
+use crate::cluster::FrameClusters;
+use crate::error::{Error, Result};
+use crate::finder::ClusterFinder;
+use crate::frames::Frames;
+use crate::io::FrameSource;
+
+/// Memory frames are read into and found from (a slot of the engine's ring).
+pub trait FrameStore: Send {
+    /// The samples, to read.
+    fn samples(&self) -> &[u16];
+    /// The samples, to fill.
+    fn samples_mut(&mut self) -> &mut [u16];
+}
+
+impl FrameStore for Vec<u16> {
+    fn samples(&self) -> &[u16] {
+        self
+    }
+    fn samples_mut(&mut self) -> &mut [u16] {
+        self
+    }
+}
+
+/// How the engine reads ahead.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EngineConfig {
+    /// Frames per chunk (per slot and per finder call).
+    pub chunk: usize,
+    /// Slots in the ring: chunks being read, waiting, or being found (at least 2, so that
+    /// reading overlaps finding).
+    pub slots: usize,
+}
+
+impl EngineConfig {
+    /// Largest ring the engine accepts, in bytes of frame memory.
+    pub const MAX_RING_BYTES: usize = 16 << 30;
+
+    /// Chunks of at most 1024 frames and 256 MiB each, three slots: large enough that each
+    /// finder call amortises its start and drain, small enough that the ring stays under
+    /// 1 GiB and the first chunk arrives quickly.
+    pub fn for_frames(rows: usize, cols: usize) -> Self {
+        let frame_bytes = rows.saturating_mul(cols).saturating_mul(2).max(1);
+        Self {
+            chunk: ((256usize << 20) / frame_bytes).clamp(1, 1024),
+            slots: 3,
+        }
+    }
+
+    /// Checks the settings, naming the bad one.
+    ///
+    /// # Errors
+    /// [`Error::Param`] for a zero chunk, fewer than 2 slots, or a ring larger than
+    /// [`EngineConfig::MAX_RING_BYTES`] for `rows x cols` frames.
+    pub fn validate(&self, rows: usize, cols: usize) -> Result<()> {
+        if self.chunk == 0 {
+            return Err(Error::param("chunk", "must be at least 1 frame"));
+        }
+        if !(2..=64).contains(&self.slots) {
+            return Err(Error::param(
+                "slots",
+                format!("must be between 2 and 64, got {}", self.slots),
+            ));
+        }
+        let bytes = rows
+            .checked_mul(cols)
+            .and_then(|p| p.checked_mul(2 * self.chunk))
+            .and_then(|b| b.checked_mul(self.slots));
+        match bytes {
+            Some(b) if b <= Self::MAX_RING_BYTES => Ok(()),
+            _ => Err(Error::param(
+                "chunk",
+                format!(
+                    "{} slots of {} frames of {rows} x {cols} exceed the engine's {} GiB ring",
+                    self.slots,
+                    self.chunk,
+                    Self::MAX_RING_BYTES >> 30
+                ),
+            )),
+        }
+    }
+}
+
+/// Where the time of a run went, for `--timing`.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct EngineStats {
+    /// Frames found.
+    pub frames: u64,
+    /// Bytes of frames read by the source.
+    pub read_bytes: u64,
+    /// Time the reader thread spent filling slots.
+    pub read_busy: Duration,
+    /// Time the finder spent waiting for a full slot (the source was the slower side).
+    pub waited_for_input: Duration,
+    /// Time in the finder's calls, visitor included.
+    pub find: Duration,
+    /// Time in the visitor (the sink's share of `find`).
+    pub visit: Duration,
+    /// Wall time of the whole run.
+    pub wall: Duration,
+}
+
+/// A slot on its way from the reader to the finder.
+struct Filled {
+    store: Box<dyn FrameStore>,
+    frames: usize,
+    numbers: Vec<u64>,
+}
+
+/// Finds the clusters of every frame `source` delivers with `finder`, reading ahead on a
+/// thread of its own (see the module docs), and hands each frame's clusters with the
+/// source's frame number to `visit`, in order.
+///
+/// # Errors
+/// The first error of the source, the finder or the visitor; the reader thread stops with
+/// it. Frames before the failing chunk stay consumed (their pedestal updates are kept), as
+/// with [`ClusterFinder::find_each`].
+pub fn find_stream(
+    finder: &mut dyn ClusterFinder,
+    source: &mut (dyn FrameSource + Send),
+    config: EngineConfig,
+    visit: &mut dyn FnMut(u64, FrameClusters<'_>) -> Result<()>,
+) -> Result<EngineStats> {
+    let (rows, cols) = (source.rows(), source.cols());
+    let want = (finder.config().rows, finder.config().cols);
+    if (rows, cols) != want {
+        return Err(Error::shape(
+            "frames",
+            format!("{} x {} frames (the finder's)", want.0, want.1),
+            format!("{rows} x {cols} frames"),
+        ));
+    }
+    config.validate(rows, cols)?;
+    let pixels = rows * cols;
+    let slot_len = config.chunk * pixels;
+    let mut stores = Vec::with_capacity(config.slots);
+    for _ in 0..config.slots {
+        stores.push(finder.frame_store(slot_len)?);
+    }
+    let start = Instant::now();
+    let mut stats = EngineStats::default();
+    let (free_tx, free_rx) = std::sync::mpsc::sync_channel::<Box<dyn FrameStore>>(config.slots);
+    let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<Result<Filled>>(config.slots);
+    for s in stores {
+        // The channel holds every slot: this cannot block or fail.
+        let _ = free_tx.send(s);
+    }
+    let read = std::thread::scope(|scope| -> Result<(Duration, u64)> {
+        let reader = std::thread::Builder::new()
+            .name("cluda-reader".into())
+            .spawn_scoped(scope, move || {
+                let (mut busy, mut bytes) = (Duration::ZERO, 0u64);
+                while let Ok(mut store) = free_rx.recv() {
+                    let t = Instant::now();
+                    let mut numbers = Vec::with_capacity(config.chunk);
+                    let got = source.fill(&mut store.samples_mut()[..slot_len], &mut numbers);
+                    busy += t.elapsed();
+                    let msg = match got {
+                        Ok(0) => break,
+                        Ok(k) => {
+                            bytes += (k * pixels * 2) as u64;
+                            Ok(Filled {
+                                store,
+                                frames: k,
+                                numbers,
+                            })
+                        }
+                        Err(e) => Err(e),
+                    };
+                    let failed = msg.is_err();
+                    if full_tx.send(msg).is_err() || failed {
+                        break;
+                    }
+                }
+                (busy, bytes)
+            })
+            .map_err(|e| Error::io("<reader thread>", e))?;
+        let result = consume(finder, &full_rx, &free_tx, pixels, visit, &mut stats);
+        // Let a reader blocked on either channel see the end.
+        drop(full_rx);
+        drop(free_tx);
+        let read = reader
+            .join()
+            .map_err(|_| Error::param("reader", "the reader thread panicked"))?;
+        result.map(|()| read)
+    })?;
+    stats.read_busy = read.0;
+    stats.read_bytes = read.1;
+    stats.wall = start.elapsed();
+    Ok(stats)
+}
+
+/// The finder's side of [`find_stream`]: full slots in, clusters out, slots back.
+fn consume(
+    finder: &mut dyn ClusterFinder,
+    full: &std::sync::mpsc::Receiver<Result<Filled>>,
+    free: &std::sync::mpsc::SyncSender<Box<dyn FrameStore>>,
+    pixels: usize,
+    visit: &mut dyn FnMut(u64, FrameClusters<'_>) -> Result<()>,
+    stats: &mut EngineStats,
+) -> Result<()> {
+    let (rows, cols) = (finder.config().rows, finder.config().cols);
+    loop {
+        let t = Instant::now();
+        let Ok(msg) = full.recv() else {
+            return Ok(());
+        };
+        stats.waited_for_input += t.elapsed();
+        let filled = msg?;
+        let k = filled.frames;
+        let samples = &filled.store.samples()[..k * pixels];
+        let t = Instant::now();
+        let mut visiting = Duration::ZERO;
+        let numbers = &filled.numbers;
+        finder.find_each(Frames::new(samples, k, rows, cols)?, &mut |fc| {
+            let v = Instant::now();
+            let number = numbers.get(fc.frame).copied().unwrap_or(fc.frame as u64);
+            let r = visit(number, fc);
+            visiting += v.elapsed();
+            r
+        })?;
+        stats.find += t.elapsed();
+        stats.visit += visiting;
+        stats.frames += k as u64;
+        // The reader may have stopped (end of input): the slot is simply dropped then.
+        let _ = free.send(filled.store);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::ClusterSize;
+    use crate::config::FinderConfig;
+    use crate::finder::CpuFinder;
+    use crate::generate::{GenConfig, Generator};
+    use crate::io::MemorySource;
+
+    fn finder(rows: usize, cols: usize, dark: &[u16]) -> CpuFinder {
+        let config = FinderConfig::new(rows, cols)
+            .size(ClusterSize::S3)
+            .pedestal_frames(50);
+        let mut f = CpuFinder::new(config).expect("finder");
+        f.push_pedestal(Frames::new(dark, 50, rows, cols).expect("dark"))
+            .expect("pedestal");
+        f
+    }
+
+    /// The engine delivers exactly what one `find_each` over all frames delivers, for chunk
+    /// sizes that do and do not divide the frame count, with the source's frame numbers.
+    #[test]
+    fn streams_the_same_clusters_as_one_call() {
+        let (rows, cols) = (24, 40);
+        let g = Generator::new(GenConfig::new(rows, cols, 5)).expect("generator");
+        let dark = g.frames(0, 50, false);
+        let data = g.frames(50, 23, true);
+        let mut want = Vec::new();
+        finder(rows, cols, &dark)
+            .find_each(
+                Frames::new(&data, 23, rows, cols).expect("frames"),
+                &mut |fc| {
+                    want.push((fc.frame as u64, fc.words().to_vec()));
+                    Ok(())
+                },
+            )
+            .expect("find");
+        for (chunk, slots) in [(1, 2), (4, 3), (23, 2), (64, 5)] {
+            let mut f = finder(rows, cols, &dark);
+            let mut src = MemorySource::new(data.clone(), rows, cols).expect("source");
+            let mut got = Vec::new();
+            let stats = find_stream(
+                &mut f,
+                &mut src,
+                EngineConfig { chunk, slots },
+                &mut |n, fc| {
+                    got.push((n, fc.words().to_vec()));
+                    Ok(())
+                },
+            )
+            .expect("stream");
+            assert_eq!(stats.frames, 23);
+            assert_eq!(stats.read_bytes, (23 * rows * cols * 2) as u64);
+            assert!(got == want, "chunk {chunk}, slots {slots}");
+        }
+    }
+
+    /// A visitor's error stops the run and comes back unchanged; the reader thread ends.
+    #[test]
+    fn a_visitor_error_stops_the_run() {
+        let (rows, cols) = (16, 16);
+        let g = Generator::new(GenConfig::new(rows, cols, 9)).expect("generator");
+        let dark = g.frames(0, 50, false);
+        let mut f = finder(rows, cols, &dark);
+        let mut src = MemorySource::new(g.frames(50, 40, true), rows, cols).expect("source");
+        let mut seen = 0;
+        let e = find_stream(
+            &mut f,
+            &mut src,
+            EngineConfig { chunk: 3, slots: 2 },
+            &mut |n, _| {
+                seen += 1;
+                if n == 7 {
+                    return Err(Error::param("visitor", "stop at frame 7"));
+                }
+                Ok(())
+            },
+        )
+        .expect_err("the visitor fails");
+        assert!(e.to_string().contains("stop at frame 7"), "{e}");
+        assert_eq!(seen, 8);
+    }
+
+    /// Absurd settings and a frame shape the finder was not made for are refused by name.
+    #[test]
+    fn bad_settings_are_refused() {
+        let (rows, cols) = (16, 16);
+        let g = Generator::new(GenConfig::new(rows, cols, 9)).expect("generator");
+        let dark = g.frames(0, 50, false);
+        let mut f = finder(rows, cols, &dark);
+        let cases = [
+            (EngineConfig { chunk: 0, slots: 2 }, "chunk"),
+            (EngineConfig { chunk: 1, slots: 1 }, "slots"),
+            (
+                EngineConfig {
+                    chunk: usize::MAX / 4,
+                    slots: 2,
+                },
+                "chunk",
+            ),
+        ];
+        for (cfg, name) in cases {
+            let mut src = MemorySource::new(g.frames(50, 2, true), rows, cols).expect("src");
+            let e = find_stream(&mut f, &mut src, cfg, &mut |_, _| Ok(())).expect_err(name);
+            assert!(e.to_string().contains(name), "{e}");
+        }
+        let mut other = MemorySource::new(vec![0; 2 * 8 * 16], 8, 16).expect("src");
+        let e = find_stream(
+            &mut f,
+            &mut other,
+            EngineConfig { chunk: 1, slots: 2 },
+            &mut |_, _| Ok(()),
+        )
+        .expect_err("shape");
+        assert!(e.to_string().contains("8 x 16"), "{e}");
+    }
+}
