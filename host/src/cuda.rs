@@ -4,7 +4,8 @@
 //! no CUDA at all; everything GPU-related starts here and turns "no driver" or "no device" into
 //! [`Error::NoGpu`] instead of cudarc's panic.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
 use cudarc::nvrtc::Ptx;
@@ -25,11 +26,16 @@ pub fn gpu_available() -> bool {
     driver_present() && CudaContext::device_count().map(|n| n > 0).unwrap_or(false)
 }
 
-/// A CUDA context on one device with cluda's kernels loaded.
+/// A CUDA context on one device, loading cluda's kernels as they are asked for.
+///
+/// Each kernel is loaded as a module of its own, cut from the PTX text on first use
+/// (`ptx_split`), so that the driver JIT-compiles only the kernels a run launches instead of
+/// every kernel of every precision and size.
 #[derive(Clone, Debug)]
 pub struct Device {
     ctx: Arc<CudaContext>,
-    module: Arc<CudaModule>,
+    ptx: Arc<str>,
+    modules: Arc<Mutex<HashMap<String, Arc<CudaModule>>>>,
 }
 
 impl Device {
@@ -59,13 +65,20 @@ impl Device {
             )));
         }
         let ctx = CudaContext::new(ordinal).cuda("creating the CUDA context")?;
-        let module = ctx
-            .load_module(Ptx::from_src(ptx))
-            .map_err(|source| Error::PtxLoad {
-                what: "cluda's PTX module".into(),
-                source,
-            })?;
-        Ok(Self { ctx, module })
+        if !ptx.contains(".entry ") {
+            // Not a kernel module at all: load it whole, so the driver's own error names
+            // what is wrong with it.
+            ctx.load_module(Ptx::from_src(ptx))
+                .map_err(|source| Error::PtxLoad {
+                    what: "cluda's PTX module".into(),
+                    source,
+                })?;
+        }
+        Ok(Self {
+            ctx,
+            ptx: Arc::from(ptx),
+            modules: Arc::default(),
+        })
     }
 
     /// The CUDA context.
@@ -73,14 +86,34 @@ impl Device {
         &self.ctx
     }
 
-    /// A kernel of the loaded module by its entry name.
+    /// The kernel `name`, its module loaded (JIT-compiled by the driver) on first use.
     pub fn function(&self, name: &str) -> Result<CudaFunction> {
-        self.module
-            .load_function(name)
-            .map_err(|source| Error::PtxLoad {
-                what: format!("kernel `{name}`"),
-                source,
-            })
+        let module = {
+            let mut modules = self
+                .modules
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            match modules.get(name) {
+                Some(m) => m.clone(),
+                None => {
+                    let text = crate::ptx_split::entry_module(&self.ptx, name)
+                        .unwrap_or_else(|| self.ptx.to_string());
+                    let m = self
+                        .ctx
+                        .load_module(Ptx::from_src(text))
+                        .map_err(|source| Error::PtxLoad {
+                            what: format!("the module of kernel `{name}`"),
+                            source,
+                        })?;
+                    modules.insert(name.to_string(), m.clone());
+                    m
+                }
+            }
+        };
+        module.load_function(name).map_err(|source| Error::PtxLoad {
+            what: format!("kernel `{name}`"),
+            source,
+        })
     }
 
     /// The device's name, as the driver reports it.

@@ -16,6 +16,7 @@ pub mod io;
 pub mod matcher;
 pub mod pedestal;
 pub mod plot;
+mod ptx_split;
 
 /// The README's code examples, compiled and run as doctests.
 #[cfg(doctest)]
