@@ -95,18 +95,10 @@ impl FrameSource for NpySource {
     }
     fn fill(&mut self, dst: &mut [u16], numbers: &mut Vec<u64>) -> Result<usize> {
         let first = self.0.position() as u64;
-        let k = self.0.fill(dst, read_threads())?;
+        let k = self.0.fill(dst, cluda::engine::read_threads())?;
         numbers.extend(first..first + k as u64);
         Ok(k)
     }
-}
-
-/// Threads that read a `.npy` chunk at once: enough to copy from the page cache at several
-/// times one core's speed, at most 8.
-fn read_threads() -> usize {
-    std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .clamp(1, 8)
 }
 
 /// Frames `first .. first + count` of a generator, made a chunk at a time in parallel and

@@ -48,6 +48,14 @@ impl FrameStore for Vec<u16> {
     }
 }
 
+/// Threads that read one chunk of a file at once: enough to copy from the page cache at
+/// several times one core's speed, at most 8.
+pub fn read_threads() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, 8)
+}
+
 /// How the engine reads ahead.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EngineConfig {

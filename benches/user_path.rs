@@ -1,0 +1,435 @@
+//! The user's path, measured: `cluda find` from a page-cached `.npy` to a cluster file, against
+//! floors measured in the same run.
+//!
+//! `cargo bench --bench user_path -- [--frames 20000] [--pedestal-frames 1000] [--sizes 3,9]
+//!  [--devices gpu,cpu] [--data-dir DIR] [--tmpfs DIR] [--disk DIR] [--cluda PATH] [--out DIR]`
+//!
+//! 1. Makes the input once with `cluda gen` (`DIR/pedestal.npy`, `DIR/data.npy`) and reads it
+//!    once, so it is in the page cache.
+//! 2. Floors: reading the data file into the memory the finder reads (page-locked on a GPU)
+//!    with the reader's threads; opt10 in memory (one `find_each` over every frame, already
+//!    in page-locked memory); writing the bytes of each size's cluster file to the output
+//!    directory in 8 MiB writes.
+//! 3. Every run is the real command in a fresh process, once to warm up (first run) and once
+//!    measured: `us_per_frame` is the data phase from its summary line, `wall_s` the whole
+//!    command. GPU and CPU cluster files are compared byte for byte.
+//! 4. Start-up: the whole command on 10 frames, with the driver's JIT cache disabled
+//!    (`CUDA_CACHE_DISABLE=1`, as on a fresh machine) and enabled.
+//!
+//! Results: `user-path.csv` (one row per measured run: `size,device,output,frames,
+//! us_per_frame,wall_s`) and `user-path.md` under `--out`.
+
+use std::fmt::Write as _;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use cluda::io::NpyFrames;
+
+struct Opts {
+    frames: usize,
+    pedestal_frames: usize,
+    sizes: Vec<usize>,
+    devices: Vec<String>,
+    data_dir: PathBuf,
+    tmpfs: PathBuf,
+    disk: Option<PathBuf>,
+    cluda: PathBuf,
+    out: PathBuf,
+}
+
+fn parse() -> Result<Opts, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let sibling = exe.with_file_name("cluda");
+    let mut o = Opts {
+        frames: 20_000,
+        pedestal_frames: 1000,
+        sizes: vec![3, 9],
+        devices: vec!["gpu".into(), "cpu".into()],
+        data_dir: std::env::temp_dir().join("cluda-user-path"),
+        tmpfs: PathBuf::from("/dev/shm"),
+        disk: None,
+        cluda: if sibling.exists() {
+            sibling
+        } else {
+            PathBuf::from(env!("CARGO_BIN_EXE_cluda"))
+        },
+        out: PathBuf::from("bench-results/user-path"),
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        let mut val = || args.next().ok_or_else(|| format!("{a} needs a value"));
+        let num = |v: String| v.parse::<usize>().map_err(|e| format!("{v}: {e}"));
+        match a.as_str() {
+            "--bench" => {}
+            "--frames" => o.frames = num(val()?)?,
+            "--pedestal-frames" => o.pedestal_frames = num(val()?)?,
+            "--sizes" => {
+                o.sizes = val()?
+                    .split(',')
+                    .map(|s| s.parse().map_err(|e| format!("{s}: {e}")))
+                    .collect::<Result<_, _>>()?
+            }
+            "--devices" => o.devices = val()?.split(',').map(String::from).collect(),
+            "--data-dir" => o.data_dir = val()?.into(),
+            "--tmpfs" => o.tmpfs = val()?.into(),
+            "--disk" => o.disk = Some(val()?.into()),
+            "--cluda" => o.cluda = val()?.into(),
+            "--out" => o.out = val()?.into(),
+            other => return Err(format!("unknown argument {other}")),
+        }
+    }
+    Ok(o)
+}
+
+/// One run of the command: its data-phase us/frame (summary line) and wall seconds.
+struct Run {
+    us_per_frame: f64,
+    wall_s: f64,
+    stderr: String,
+}
+
+fn cluda(o: &Opts, args: &[&str], env: &[(&str, &str)]) -> Result<Run, String> {
+    let t = Instant::now();
+    let out = Command::new(&o.cluda)
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .map_err(|e| format!("{}: {e}", o.cluda.display()))?;
+    let wall_s = t.elapsed().as_secs_f64();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    if !out.status.success() {
+        return Err(format!("cluda {args:?} failed: {stderr}"));
+    }
+    let us_per_frame = stdout
+        .split_whitespace()
+        .find_map(|kv| kv.strip_prefix("us_per_frame="))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(f64::NAN);
+    Ok(Run {
+        us_per_frame,
+        wall_s,
+        stderr,
+    })
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap_or("")
+}
+
+/// Reads `path` once (into the page cache) and returns its size.
+fn warm(path: &Path) -> Result<u64, String> {
+    let mut f = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut buf = vec![0u8; 8 << 20];
+    let mut n = 0u64;
+    loop {
+        match f.read(&mut buf) {
+            Ok(0) => return Ok(n),
+            Ok(k) => n += k as u64,
+            Err(e) => return Err(format!("{}: {e}", path.display())),
+        }
+    }
+}
+
+/// The read floor: the data file into the finder's kind of memory, chunk by chunk, with the
+/// threads the CLI reads with; us/frame.
+fn read_floor(data: &Path, device: &str) -> Result<f64, String> {
+    let mut frames = NpyFrames::open(data).map_err(|e| e.to_string())?;
+    let (rows, cols, n) = (frames.rows(), frames.cols(), frames.len());
+    let cfg = cluda::engine::EngineConfig::for_frames(rows, cols);
+    let finder = floor_finder(device, rows, cols)?;
+    let mut store = finder
+        .frame_store(cfg.chunk * rows * cols)
+        .map_err(|e| e.to_string())?;
+    let threads = cluda::engine::read_threads();
+    let t = Instant::now();
+    while frames
+        .fill(store.samples_mut(), threads)
+        .map_err(|e| e.to_string())?
+        > 0
+    {}
+    Ok(t.elapsed().as_secs_f64() * 1e6 / n as f64)
+}
+
+/// A finder of the device's kind, only to ask it for frame memory.
+fn floor_finder(
+    device: &str,
+    rows: usize,
+    cols: usize,
+) -> Result<Box<dyn cluda::ClusterFinder>, String> {
+    let config = cluda::FinderConfig::new(rows, cols);
+    let dev: cluda::finder::select::DeviceChoice =
+        device.parse().map_err(|e: cluda::Error| e.to_string())?;
+    cluda::finder::select::open_finder(config, dev, None)
+        .map(|(f, _)| f)
+        .map_err(|e| e.to_string())
+}
+
+/// opt10 in memory: one call over every frame, already page-locked; us/frame.
+fn opt10_floor(pedestal: &Path, data: &Path, size: usize) -> Result<f64, String> {
+    use cluda::ClusterFinder;
+    let ped = cluda::io::read_u16_frames(pedestal).map_err(|e| e.to_string())?;
+    let mut frames = NpyFrames::open(data).map_err(|e| e.to_string())?;
+    let (rows, cols, n) = (frames.rows(), frames.cols(), frames.len());
+    let size = cluda::ClusterSize::from_side(size).map_err(|e| e.to_string())?;
+    let config = cluda::FinderConfig::new(rows, cols)
+        .size(size)
+        .pedestal_frames(ped.shape[0] as u32);
+    let mut finder = cluda::GpuFinder::new(config).map_err(|e| e.to_string())?;
+    finder
+        .push_pedestal(ped.as_frames().map_err(|e| e.to_string())?)
+        .map_err(|e| e.to_string())?;
+    let device = finder.gpu().clone();
+    let mut pinned =
+        cluda::finder::gpu::PinnedFrames::new(&device, n, rows, cols).map_err(|e| e.to_string())?;
+    frames
+        .fill(pinned.as_mut_slice(), cluda::engine::read_threads())
+        .map_err(|e| e.to_string())?;
+    finder.reserve(n).map_err(|e| e.to_string())?;
+    let mut count = 0u64;
+    let t = Instant::now();
+    finder
+        .find_each(pinned.frames().map_err(|e| e.to_string())?, &mut |fc| {
+            count += fc.len() as u64;
+            Ok(())
+        })
+        .map_err(|e| e.to_string())?;
+    let us = t.elapsed().as_secs_f64() * 1e6 / n as f64;
+    eprintln!("opt10 in memory {size:?}: {us:.2} us/frame, {count} clusters");
+    Ok(us)
+}
+
+/// The write floor: `bytes` written to a new file in `dir` in 8 MiB writes; us/frame.
+fn write_floor(dir: &Path, bytes: u64, frames: usize) -> Result<f64, String> {
+    let path = dir.join("cluda-write-floor.bin");
+    let block = vec![0x5au8; 8 << 20];
+    let t = Instant::now();
+    let mut f = std::fs::File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut left = bytes;
+    while left > 0 {
+        let k = left.min(block.len() as u64) as usize;
+        f.write_all(&block[..k]).map_err(|e| e.to_string())?;
+        left -= k as u64;
+    }
+    drop(f);
+    let us = t.elapsed().as_secs_f64() * 1e6 / frames as f64;
+    let _ = std::fs::remove_file(&path);
+    Ok(us)
+}
+
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("user_path: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> Result<(), String> {
+    let o = parse()?;
+    std::fs::create_dir_all(&o.data_dir).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(&o.out).map_err(|e| e.to_string())?;
+    let (ped, data) = (o.data_dir.join("pedestal.npy"), o.data_dir.join("data.npy"));
+    let want = NpyFrames::open(&data).map(|f| f.len()).unwrap_or(0);
+    if want != o.frames {
+        let t = Instant::now();
+        cluda(
+            &o,
+            &[
+                "gen",
+                "--out",
+                s(&o.data_dir),
+                "--frames",
+                &o.frames.to_string(),
+                "--pedestal-frames",
+                &o.pedestal_frames.to_string(),
+            ],
+            &[],
+        )?;
+        eprintln!("generated the input in {:.1} s", t.elapsed().as_secs_f64());
+    }
+    let bytes = warm(&data)? + warm(&ped)?;
+    eprintln!("input: {bytes} bytes, in the page cache");
+    let gpu = o.devices.iter().any(|d| d == "gpu");
+
+    let mut md = String::new();
+    let mut csv = String::from("size,device,output,frames,us_per_frame,wall_s\n");
+    let _ = writeln!(
+        md,
+        "# The user's path\n\ncommand: `cargo bench --bench user_path -- --frames {} --sizes {} --devices {}`\n\n{} frames of 400x400 from a page-cached `.npy`, 1000 pedestal frames, n_sigma 5, F64. `us/frame` is the data phase of the command's summary line, `wall` the whole command (second run of each; the first warms the page cache and the driver's JIT cache).\n",
+        o.frames,
+        o.sizes
+            .iter()
+            .map(|s| s.to_string())
+            .collect::<Vec<_>>()
+            .join(","),
+        o.devices.join(","),
+        o.frames
+    );
+    let _ = writeln!(
+        md,
+        "## Floors (same run)\n\n| floor | us/frame |\n|---|---:|"
+    );
+    for dev in &o.devices {
+        let us = read_floor(&data, dev)?;
+        let _ = writeln!(md, "| read into {dev} memory | {us:.2} |");
+    }
+    let mut opt10 = Vec::new();
+    if gpu {
+        for &size in &o.sizes {
+            let us = opt10_floor(&ped, &data, size)?;
+            let _ = writeln!(md, "| opt10 in memory, {size}x{size} | {us:.2} |");
+            opt10.push((size, us));
+        }
+    }
+    let _ = writeln!(
+        md,
+        "\n## Runs\n\n| size | device | output | us/frame | wall s | first run wall s | bound |\n|---|---|---|---:|---:|---:|---|"
+    );
+    let mut outputs: Vec<(&str, Option<PathBuf>)> =
+        vec![("none", None), ("tmpfs", Some(o.tmpfs.clone()))];
+    if let Some(d) = &o.disk {
+        outputs.push(("disk", Some(d.clone())));
+    }
+    for &size in &o.sizes {
+        let mut files: Vec<(String, PathBuf)> = Vec::new();
+        for (kind, dir) in &outputs {
+            let mut write_us = None;
+            for dev in &o.devices {
+                let out = dir
+                    .as_ref()
+                    .map(|d| d.join(format!("cluda-user-path-{size}-{dev}.clust")));
+                let mut args = vec![
+                    "find".to_string(),
+                    "--pedestal".into(),
+                    s(&ped).into(),
+                    "--data".into(),
+                    s(&data).into(),
+                    "--cluster".into(),
+                    size.to_string(),
+                    "--device".into(),
+                    dev.clone(),
+                    "--timing".into(),
+                ];
+                if let Some(p) = &out {
+                    args.push("--out".into());
+                    args.push(s(p).into());
+                }
+                let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+                let first = cluda(&o, &argv, &[])?;
+                let run = cluda(&o, &argv, &[])?;
+                eprintln!(
+                    "{size}x{size} {dev} {kind}: {:.2} us/frame, {:.2} s\n{}",
+                    run.us_per_frame,
+                    run.wall_s,
+                    run.stderr.trim_end()
+                );
+                if let (Some(p), Some(d)) = (&out, dir) {
+                    let len = std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+                    if write_us.is_none() {
+                        write_us = Some(write_floor(d, len, o.frames)?);
+                    }
+                    files.push((format!("{dev} {kind}"), p.clone()));
+                }
+                let floor = opt10
+                    .iter()
+                    .find(|(s, _)| *s == size)
+                    .map(|(_, us)| *us)
+                    .unwrap_or(0.0)
+                    .max(write_us.unwrap_or(0.0));
+                let _ = writeln!(
+                    md,
+                    "| {size}x{size} | {dev} | {kind} | {:.2} | {:.3} | {:.3} | {} |",
+                    run.us_per_frame,
+                    run.wall_s,
+                    first.wall_s,
+                    if floor > 0.0 {
+                        format!(
+                            "{:.0}% of max(opt10, write)",
+                            100.0 * run.us_per_frame / floor
+                        )
+                    } else {
+                        "-".into()
+                    }
+                );
+                let _ = writeln!(
+                    csv,
+                    "{size},{dev},{kind},{},{:.3},{:.3}",
+                    o.frames, run.us_per_frame, run.wall_s
+                );
+            }
+            if let Some(w) = write_us {
+                let _ = writeln!(
+                    md,
+                    "| {size}x{size} | write floor | {kind} | {w:.2} | | | |"
+                );
+            }
+        }
+        // GPU and CPU files of the same size and output kind: identical bytes.
+        for pair in files.chunks(2) {
+            if let [(a, pa), (b, pb)] = pair {
+                let same = std::fs::read(pa).ok() == std::fs::read(pb).ok();
+                let _ = writeln!(
+                    md,
+                    "\n{size}x{size}: cluster files of `{a}` and `{b}` identical: **{}**",
+                    if same { "yes" } else { "NO" }
+                );
+            }
+        }
+        for (_, p) in files {
+            let _ = std::fs::remove_file(p);
+        }
+        let _ = writeln!(md);
+    }
+    if gpu {
+        // Start-up: 10 frames, JIT cache off (a fresh machine) and on.
+        let small = o.data_dir.join("small");
+        cluda(
+            &o,
+            &[
+                "gen",
+                "--out",
+                s(&small),
+                "--frames",
+                "10",
+                "--pedestal-frames",
+                "1000",
+            ],
+            &[],
+        )?;
+        let argv = [
+            "find",
+            "--pedestal",
+            &format!("{}/pedestal.npy", s(&small)),
+            "--data",
+            &format!("{}/data.npy", s(&small)),
+            "--device",
+            "gpu",
+        ];
+        let argv: Vec<&str> = argv.iter().map(|a| a.as_ref()).collect();
+        let _ = writeln!(
+            md,
+            "## Start-up: `cluda find --device gpu` on 10 frames\n\n| JIT cache | wall s |\n|---|---:|"
+        );
+        for (what, env) in [("disabled (fresh machine)", "1"), ("enabled, warm", "0")] {
+            cluda(&o, &argv, &[("CUDA_CACHE_DISABLE", env)])?;
+            let r = cluda(&o, &argv, &[("CUDA_CACHE_DISABLE", env)])?;
+            let _ = writeln!(md, "| {what} | {:.3} |", r.wall_s);
+        }
+        let r = cluda(
+            &o,
+            &argv[..argv.len() - 1]
+                .iter()
+                .copied()
+                .chain(["cpu"])
+                .collect::<Vec<_>>(),
+            &[],
+        )?;
+        let _ = writeln!(md, "| (CPU, for scale) | {:.3} |", r.wall_s);
+    }
+    std::fs::write(o.out.join("user-path.csv"), &csv).map_err(|e| e.to_string())?;
+    std::fs::write(o.out.join("user-path.md"), &md).map_err(|e| e.to_string())?;
+    print!("{md}");
+    Ok(())
+}
