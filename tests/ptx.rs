@@ -13,9 +13,7 @@ fn ptx_holds_every_finder_kernel() {
     for p in ["f64", "f32"] {
         for side in [3, 5, 7, 9] {
             want.push(format!("cluda_classify_{p}_{side}"));
-            want.push(format!("cluda_classify_smem_{p}_{side}"));
             want.push(format!("cluda_step_{p}_{side}"));
-            want.push(format!("cluda_step_smem_{p}_{side}"));
             want.push(format!("cluda_run1_{p}_{side}"));
         }
     }

@@ -42,7 +42,7 @@
 
 use core::arch::nvptx;
 
-use super::frame::{BLOCK, Geometry, GlobalWindow, ballot, window_stats};
+use super::frame::{BLOCK, Geometry, ballot, window_stats};
 use super::prepare::{corrected_value, threshold_value};
 use crate::classify::{PixelClass, classify};
 use crate::pedestal::push_ready;
@@ -51,23 +51,12 @@ use crate::real::Real;
 /// Warps per block.
 const WARPS: u32 = BLOCK / 32;
 
-/// A grid-wide barrier, first half (used by the barrier probes, which measure what the run
-/// kernels' neighbour waits avoid): the block meets at `bar.sync` and thread 0 counts its
-/// arrival at `counter` after releasing (at GPU scope) every write the block made before.
-/// Every thread of every block must call it, then [`barrier_wait`]; in between a block may
-/// do work that reads nothing other blocks write in this phase.
+/// Counts this block's arrival at `counter` (thread 0 only acts) after releasing, at GPU
+/// scope, every write the block made before: the block must have met at `bar.sync` since its
+/// last write that other blocks read (thread 0's own later writes are covered by its
+/// release).
 #[inline(always)]
-unsafe fn barrier_arrive(counter: *mut u32, tid: u32) {
-    unsafe {
-        nvptx::_syncthreads();
-        barrier_arrive_met(counter, tid);
-    }
-}
-
-/// [`barrier_arrive`] for a block that has met at `bar.sync` since its last write that
-/// other blocks read (thread 0's own later writes are covered by its release).
-#[inline(always)]
-unsafe fn barrier_arrive_met(counter: *mut u32, tid: u32) {
+unsafe fn arrive(counter: *mut u32, tid: u32) {
     if tid == 0 {
         unsafe {
             core::arch::asm!(
@@ -105,23 +94,6 @@ unsafe fn ld_shared(a: u64) -> u32 {
 #[inline(always)]
 unsafe fn st_shared(a: u64, v: u32) {
     unsafe { core::arch::asm!("st.shared.u32 [{a}], {v};", a = in(reg64) a, v = in(reg32) v) };
-}
-
-/// A grid-wide barrier, second half: returns once `target` arrivals in all are counted at
-/// `counter` (the n-th barrier of a launch of G blocks waits for `n * G`; the counter starts
-/// at 0, zeroed by the host). Thread 0 then acquires the other blocks' writes (which also
-/// drops stale lines from this SM's L1 before anyone reads window values again) and the block
-/// meets again, so every thread sees every write made before every block's arrival.
-/// `NS` > 0 sleeps that many nanoseconds between polls.
-#[inline(always)]
-unsafe fn barrier_wait<const NS: u32>(counter: *mut u32, target: u32, tid: u32) {
-    unsafe {
-        if tid == 0 {
-            wait_until::<NS>(counter, target);
-            core::arch::asm!("fence.acq_rel.gpu;");
-        }
-        nvptx::_syncthreads();
-    }
 }
 
 pub(crate) use crate::layout::{COUNT_SLOTS, LAG, PLANES, WORK_HEAD};
@@ -194,10 +166,9 @@ impl<R: Real> RunArgs<R> {
 }
 
 /// Waits until `*flag` has reached `target` (wrapping compare, so that a counter can run
-/// through 2^32), sleeping `NS` nanoseconds between polls when `NS` > 0. Relaxed GPU-scope
-/// polls: the caller fences once it has seen every flag.
+/// through 2^32). Relaxed GPU-scope polls: the caller fences once it has seen every flag.
 #[inline(always)]
-unsafe fn wait_until<const NS: u32>(flag: *const u32, target: u32) {
+unsafe fn wait_until(flag: *const u32, target: u32) {
     loop {
         let v: u32;
         unsafe {
@@ -209,9 +180,6 @@ unsafe fn wait_until<const NS: u32>(flag: *const u32, target: u32) {
         }
         if v.wrapping_sub(target) as i32 >= 0 {
             break;
-        }
-        if NS > 0 {
-            unsafe { core::arch::asm!("nanosleep.u32 {t};", t = in(reg32) NS) };
         }
     }
 }
@@ -418,12 +386,12 @@ pub(crate) unsafe fn run_frames<R: Real, const S: usize>(args: &RunArgs<R>, scra
                 if classify_now {
                     let mut t = first_tile + lane;
                     while t <= last_tile {
-                        wait_until::<0>(args.progress(t), k + 1);
+                        wait_until(args.progress(t), k + 1);
                         t += 32;
                     }
                 }
                 if write_now && lane == 31 {
-                    wait_until::<0>(
+                    wait_until(
                         args.arrivals(old),
                         (old / COUNT_SLOTS + 1).wrapping_mul(g.tiles),
                     );
@@ -447,8 +415,7 @@ pub(crate) unsafe fn run_frames<R: Real, const S: usize>(args: &RunArgs<R>, scra
             };
             let mut centre = false;
             if classify_now && px.inside {
-                let win = GlobalWindow(args.plane(k) as *const R);
-                let (cp, total, max) = window_stats::<R, S, _>(&win, &g, p);
+                let (cp, total, max) = window_stats::<R, S>(args.plane(k) as *const R, &g, p);
                 match classify(cp, px.t, total, max, side) {
                     PixelClass::Pedestal => {
                         push_ready(&mut px.a, &mut px.b, px.base, px.raw, g.inv)
@@ -504,7 +471,7 @@ pub(crate) unsafe fn run_frames<R: Real, const S: usize>(args: &RunArgs<R>, scra
             // Frame k's count and its arrival, then the threshold of frame k+1.
             if tid == 0 && classify_now {
                 *args.counts(k).add(tile as usize) = tile_count;
-                barrier_arrive_met(args.arrivals(k), tid);
+                arrive(args.arrivals(k), tid);
             }
             if classify_now && next && px.inside {
                 update_threshold(args, &mut px);
@@ -605,25 +572,3 @@ run_kernels! {
     cluda_run1_f32_7 f32, 7;
     cluda_run1_f32_9 f32, 9;
 }
-
-macro_rules! barrier_probe {
-    ($name:ident, $ns:literal) => {
-        /// Diagnostic: `n` grid barriers and nothing else (a cooperative launch; tests time
-        /// it to see what one barrier costs), polling with a
-        #[doc = concat!(stringify!($ns), " ns")]
-        /// back-off.
-        #[unsafe(no_mangle)]
-        pub unsafe extern "ptx-kernel" fn $name(counter: *mut u32, n: u32) {
-            unsafe {
-                let tid = nvptx::_thread_idx_x() as u32;
-                let grid = nvptx::_grid_dim_x() as u32;
-                for i in 1..=n {
-                    barrier_arrive(counter, tid);
-                    barrier_wait::<$ns>(counter, i.wrapping_mul(grid), tid);
-                }
-            }
-        }
-    };
-}
-barrier_probe!(cluda_barrier_probe_0, 0);
-barrier_probe!(cluda_barrier_probe_100, 100);

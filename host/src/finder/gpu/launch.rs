@@ -16,8 +16,6 @@ use crate::error::{CudaContextExt, Result};
 /// Threads per block of both kernels; also the pixels per classify tile (`BLOCK` in
 /// `gpu/src/kernels/frame.rs`).
 pub(crate) const BLOCK: u32 = 256;
-/// Bytes of the `_smem` kernels' shared row copy (`SMEM_BYTES` in the kernel).
-const SMEM_BYTES: usize = 40960;
 /// Words before the run kernels' progress flags (one arrival counter per count slot).
 const RUN_WORK_HEAD: usize = cluda_gpu::layout::WORK_HEAD as usize;
 /// Slots of per-tile counts the run kernels cycle through.
@@ -137,14 +135,6 @@ impl Geometry {
         (rows + 2 * self.r as usize) * self.stride as usize
     }
 
-    /// Whether the `_smem` classify kernels can hold a tile's rows for `rows`-row frames of
-    /// `elem`-byte values (`SMEM_BYTES` in `gpu/src/kernels/frame.rs`).
-    pub fn shared_rows_fit(&self, rows: usize, elem: usize) -> bool {
-        let cols = self.cols as usize;
-        let tile_rows = rows.min((BLOCK as usize - 1) / cols + 2);
-        (tile_rows + 2 * self.r as usize) * self.stride as usize * elem <= SMEM_BYTES
-    }
-
     /// Look-back words of one classify launch: the ticket, then one per tile.
     pub fn status_len(&self) -> usize {
         1 + self.tiles as usize
@@ -232,7 +222,6 @@ impl Kernels {
         inv: Scalar,
         n_sigma: f64,
         live: bool,
-        shared_window: bool,
     ) -> Result<Self> {
         let p = match precision {
             Precision::F64 => "f64",
@@ -251,16 +240,8 @@ impl Kernels {
         Ok(Self {
             run,
             prepare: device.function(&format!("cluda_prepare_{p}"))?,
-            classify: device.function(&format!(
-                "cluda_classify_{}{p}_{}",
-                if shared_window { "smem_" } else { "" },
-                size.side()
-            ))?,
-            step: device.function(&format!(
-                "cluda_step_{}{p}_{}",
-                if shared_window { "smem_" } else { "" },
-                size.side()
-            ))?,
+            classify: device.function(&format!("cluda_classify_{p}_{}", size.side()))?,
+            step: device.function(&format!("cluda_step_{p}_{}", size.side()))?,
             inv,
             n_sigma,
             live: live as u32,

@@ -34,17 +34,6 @@ pub enum Collect {
     ZeroCopy,
 }
 
-/// Where the classify kernel reads the window values from (same results either way).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
-pub enum WindowReads {
-    /// Plain global loads through L1 (the default: see `gpu/src/kernels/frame.rs`).
-    #[default]
-    Global,
-    /// A shared-memory copy of each tile's rows (used only when they fit in 40 KiB per
-    /// block, e.g. 400-wide frames up to 9x9 in f64; otherwise global loads).
-    Shared,
-}
-
 /// How the frames of an upload group are launched.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum Launch {
@@ -100,8 +89,6 @@ pub struct PipelineConfig {
     pub upload_frames: usize,
     /// What to do when a frame holds more clusters than there is room for.
     pub overflow: Overflow,
-    /// Where the classify kernel reads window values from (per-frame launches only).
-    pub window: WindowReads,
     /// One launch per frame or one per upload group.
     pub launch: Launch,
     /// Record CUDA events around every frame's kernels (diagnosis only: it slows
@@ -235,7 +222,6 @@ impl LadderStep {
             compact: false,
             upload_frames: 1,
             overflow: Overflow::Grow,
-            window: WindowReads::Global,
             launch: Launch::PerFrame,
             timing: false,
         };
