@@ -8,12 +8,17 @@ use std::sync::OnceLock;
 
 use cluda::cluster::ClusterSize;
 use cluda::cuda::Device;
-use cluda::finder::gpu::{GpuFinder, LadderStep, Launch, Overflow, PinnedFrames, PipelineConfig};
+use cluda::finder::gpu::{GpuFinder, Launch, Overflow, PinnedFrames, PipelineConfig};
 use cluda::generate::{GenConfig, Generator};
 use cluda::{
     ClusterBatch, ClusterFinder, CpuFinder, Error, FinderConfig, Frames, Precision, ThresholdMode,
 };
 use proptest::prelude::*;
+use steps_config::LadderStep;
+
+/// The ladder steps, as the ladder bench defines them.
+#[path = "../benches/ladder/steps_config.rs"]
+mod steps_config;
 
 const GPU: &str = "needs a CUDA GPU";
 
@@ -620,6 +625,18 @@ proptest! {
         prop_assert_eq!(want, got);
         prop_assert_eq!(c.pedestal().unwrap(), g.pedestal().unwrap());
     }
+}
+
+/// Every ladder step is a valid pipeline with a name that parses back, and the last one is
+/// the library's default pipeline (runs without a GPU).
+#[test]
+fn every_step_is_valid_named_and_opt10_is_the_default() {
+    for step in LadderStep::ALL {
+        step.config().validate().unwrap();
+        assert_eq!(step.name().parse::<LadderStep>().unwrap(), step);
+    }
+    assert!("opt11".parse::<LadderStep>().is_err());
+    assert_eq!(PipelineConfig::default(), LadderStep::Opt10.config());
 }
 
 /// Without a GPU, asking for one is a typed error (with a GPU this checks nothing).

@@ -15,7 +15,7 @@ mod pipeline;
 use cluda_gpu::real::Real;
 
 pub use pipeline::KernelTime;
-pub use settings::{Collect, InputMode, LadderStep, Launch, Overflow, PipelineConfig};
+pub use settings::{Collect, DEFAULT_SLOT_BYTES, InputMode, Launch, Overflow, PipelineConfig};
 
 use crate::cluster::FrameClusters;
 use crate::config::{FinderConfig, Precision, ThresholdMode};
@@ -44,7 +44,7 @@ pub struct GpuFinder {
 }
 
 impl GpuFinder {
-    /// A finder on device 0 with the default pipeline ([`LadderStep::Opt10`]).
+    /// A finder on device 0 with the default pipeline ([`PipelineConfig::default`]).
     pub fn new(config: FinderConfig) -> Result<Self> {
         Self::with_pipeline(config, PipelineConfig::default())
     }
