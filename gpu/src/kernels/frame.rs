@@ -25,62 +25,16 @@
 use core::arch::nvptx;
 use core::sync::atomic::{AtomicU32, Ordering};
 
-use super::prepare::{PrepareArgs, prepare_pixel};
+use super::prepare::{Prepare, prepare_pixel};
+use super::prims::{ballot, nanosleep, warp_sum};
+use crate::args::{ClassifyArgs, StepArgs};
 use crate::classify::{PixelClass, classify};
+use crate::layout::CLASSIFY_SCRATCH_BYTES;
 use crate::lookback::{AGGREGATE, FLAGS, INCLUSIVE};
 use crate::pedestal::push_ready;
 use crate::real::Real;
 
-/// Pixels (threads) per block and per tile.
-pub const BLOCK: u32 = 256;
-/// Warps per block.
-const WARPS: u32 = BLOCK / 32;
-
-/// Bit mask of the lanes of the calling warp whose `flag` is true (all 32 lanes must call).
-#[inline(always)]
-pub(crate) unsafe fn ballot(flag: bool) -> u32 {
-    let m: u32;
-    unsafe {
-        core::arch::asm!(
-            "{{",
-            ".reg .pred %cluda_p;",
-            "setp.ne.u32 %cluda_p, {f}, 0;",
-            "vote.sync.ballot.b32 {m}, %cluda_p, 0xffffffff;",
-            "}}",
-            f = in(reg32) flag as u32,
-            m = out(reg32) m,
-        );
-    }
-    m
-}
-
-/// The sum of `v` over the warp, in every lane (all 32 lanes must call).
-#[inline(always)]
-unsafe fn warp_sum(v: u32) -> u32 {
-    let mut s = v;
-    let mut m = 16u32;
-    while m > 0 {
-        let o: u32;
-        unsafe {
-            core::arch::asm!(
-                "shfl.sync.bfly.b32 {o}, {v}, {m}, 0x1f, 0xffffffff;",
-                o = out(reg32) o,
-                v = in(reg32) s,
-                m = in(reg32) m,
-            );
-        }
-        s = s.wrapping_add(o);
-        m >>= 1;
-    }
-    s
-}
-
-/// Sleeps about `ns` nanoseconds (a back-off while spinning on a status word, so that spinning
-/// blocks leave the L2 to the tiles they wait for).
-#[inline(always)]
-unsafe fn nanosleep(ns: u32) {
-    unsafe { core::arch::asm!("nanosleep.u32 {t};", t = in(reg32) ns) };
-}
+pub(crate) use crate::layout::{BLOCK, WARPS};
 
 /// Publishes tile `tile`'s own count `sum` in `status[tile]` (inclusive for tile 0, whose
 /// count is its prefix); thread 0 only.
@@ -98,14 +52,6 @@ unsafe fn publish(status: *mut u64, tile: u32, sum: u32) {
 /// thread spins only on its own word until it is published (with a back-off), so a round is
 /// one load per thread when the predecessors are done. Tiles before tile 0 read as
 /// "inclusive 0". `scratch` holds 16 words at `[16..32)`.
-///
-/// Measured on the H200 (ladder, 4000 frames, 2 warm passes, same session, one-launch step
-/// kernel both times): opt9 3x3 f32 13.72 -> 12.35 us/frame, 3x3 f64 14.53 -> 12.89, 9x9 f64
-/// 30.20 -> 29.56, 9x9 f32 28.80 -> 28.43. ncu, 3x3 f32: the step kernel takes 10.9-11.1 us
-/// with it. Dropping the look-back and the ticket altogether (records of frame k-1 written by
-/// launch k from complete counts, branch `gpuperf-lagged`) was not faster as first written
-/// (11.5-12.0 us), but that version summed the earlier tiles' counts in a loop that made one
-/// dependent L2 round trip per word (up to 20 per thread); its batched fix is unmeasured.
 #[inline(always)]
 unsafe fn look_back_block(
     status: *mut u64,
@@ -205,7 +151,7 @@ pub(crate) unsafe fn classify_frame<R: Real, const S: usize>(
     g: Geometry<R>,
     out: Output,
     scratch: *mut u32,
-    next: Option<PrepareArgs<R>>,
+    next: Option<Prepare<R>>,
 ) {
     unsafe {
         let tid = nvptx::_thread_idx_x() as u32;
@@ -361,142 +307,104 @@ pub(crate) unsafe fn write_record<R: Real, const S: usize>(
     }
 }
 
-macro_rules! classify_kernel {
-    ($name:ident, $t:ty, $s:literal) => {
-        /// Classifies one frame with a
-        #[doc = concat!(stringify!($s), "x", stringify!($s))]
-        /// window in
-        #[doc = stringify!($t)]
-        /// : records in row-major order, pedestal update of quiet pixels (see the module docs).
-        #[unsafe(no_mangle)]
-        pub unsafe extern "ptx-kernel" fn $name(
-            frame: *const u16,
-            base: *const $t,
-            a: *mut $t,
-            b: *mut $t,
-            c: *const $t,
-            t: *const $t,
-            cols: u32,
-            pixels: u32,
-            stride: u32,
-            tiles: u32,
-            inv: $t,
-            status: *mut u64,
-            base_in: *const u32,
-            count_out: *mut u32,
-            records: *mut u32,
-            room: u32,
-        ) {
-            let scratch: u64;
-            unsafe {
-                core::arch::asm!(
-                    concat!(".shared .align 16 .b8 ", stringify!($name), "_scratch[128];"),
-                    concat!("cvta.shared.u64 {p}, ", stringify!($name), "_scratch;"),
-                    p = out(reg64) scratch,
-                );
-                classify_frame::<$t, $s>(
-                    frame,
-                    base,
-                    a,
-                    b,
-                    c,
-                    t,
-                    Geometry { cols, pixels, stride, tiles, inv },
-                    Output { status, base_in, count_out, records, room },
-                    scratch as *mut u32,
-                    None,
-                )
-            }
-        }
-    };
+/// A classify kernel (no next frame).
+#[inline(always)]
+unsafe fn classify_entry<R: Real, const S: usize>(k: ClassifyArgs<R>, scratch: u64) {
+    unsafe {
+        classify_frame::<R, S>(
+            k.frame,
+            k.base,
+            k.a,
+            k.b,
+            k.c,
+            k.t,
+            Geometry {
+                cols: k.cols,
+                pixels: k.pixels,
+                stride: k.stride,
+                tiles: k.tiles,
+                inv: k.inv,
+            },
+            Output {
+                status: k.status,
+                base_in: k.base_in,
+                count_out: k.count_out,
+                records: k.records,
+                room: k.room,
+            },
+            scratch as *mut u32,
+            None,
+        )
+    }
 }
-macro_rules! step_kernel {
-    ($name:ident, $t:ty, $s:literal) => {
-        /// One launch per frame: classifies this frame as the `cluda_classify_` kernel of the
-        /// same type and size does, then prepares the next frame (`next_frame`, if not null)
-        /// into the other plane (`c_next`, `t_next`, look-back words `status_next` reset).
-        /// Each pixel's next prepare reads only its own sums, which only its own thread has
-        /// just updated, so the update stays frame-synchronous (see the module docs).
-        #[unsafe(no_mangle)]
-        pub unsafe extern "ptx-kernel" fn $name(
-            frame: *const u16,
-            base: *const $t,
-            a: *mut $t,
-            b: *mut $t,
-            c: *const $t,
-            t: *const $t,
-            cols: u32,
-            pixels: u32,
-            stride: u32,
-            tiles: u32,
-            inv: $t,
-            status: *mut u64,
-            base_in: *const u32,
-            count_out: *mut u32,
-            records: *mut u32,
-            room: u32,
-            next_frame: *const u16,
-            frozen_std: *const $t,
-            r: u32,
-            n_sigma: $t,
-            live: u32,
-            c_next: *mut $t,
-            t_next: *mut $t,
-            status_next: *mut u64,
-        ) {
-            let scratch: u64;
-            unsafe {
-                core::arch::asm!(
-                    concat!(".shared .align 16 .b8 ", stringify!($name), "_scratch[128];"),
-                    concat!("cvta.shared.u64 {p}, ", stringify!($name), "_scratch;"),
-                    p = out(reg64) scratch,
-                );
-                let next = (!next_frame.is_null()).then_some(PrepareArgs {
-                    frame: next_frame,
-                    base,
-                    frozen_std,
-                    cols,
-                    pixels,
-                    stride,
-                    r,
-                    inv,
-                    n_sigma,
-                    live: live != 0,
-                    c_plane: c_next,
-                    t_out: t_next,
-                    status: status_next,
-                    n_status: tiles + 1,
-                });
-                classify_frame::<$t, $s>(
-                    frame,
-                    base,
-                    a,
-                    b,
-                    c,
-                    t,
-                    Geometry { cols, pixels, stride, tiles, inv },
-                    Output { status, base_in, count_out, records, room },
-                    scratch as *mut u32,
-                    next,
-                )
-            }
-        }
-    };
-}
-step_kernel!(cluda_step_f64_3, f64, 3);
-step_kernel!(cluda_step_f64_5, f64, 5);
-step_kernel!(cluda_step_f64_7, f64, 7);
-step_kernel!(cluda_step_f64_9, f64, 9);
-step_kernel!(cluda_step_f32_3, f32, 3);
-step_kernel!(cluda_step_f32_5, f32, 5);
-step_kernel!(cluda_step_f32_7, f32, 7);
-step_kernel!(cluda_step_f32_9, f32, 9);
 
-classify_kernel!(cluda_classify_f64_3, f64, 3);
-classify_kernel!(cluda_classify_f64_5, f64, 5);
-classify_kernel!(cluda_classify_f64_7, f64, 7);
-classify_kernel!(cluda_classify_f64_9, f64, 9);
-classify_kernel!(cluda_classify_f32_3, f32, 3);
-classify_kernel!(cluda_classify_f32_5, f32, 5);
-classify_kernel!(cluda_classify_f32_7, f32, 7);
-classify_kernel!(cluda_classify_f32_9, f32, 9);
+/// A step kernel: classify this frame, then prepare the next (`next_frame`, if not null) into
+/// the other plane.
+#[inline(always)]
+unsafe fn step_entry<R: Real, const S: usize>(k: StepArgs<R>, scratch: u64) {
+    unsafe {
+        let next = (!k.next_frame.is_null()).then_some(Prepare {
+            frame: k.next_frame,
+            base: k.base,
+            frozen_std: k.frozen_std,
+            cols: k.cols,
+            pixels: k.pixels,
+            stride: k.stride,
+            r: k.r,
+            inv: k.inv,
+            n_sigma: k.n_sigma,
+            live: k.live != 0,
+            c_plane: k.c_next,
+            t_out: k.t_next,
+            status: k.status_next,
+            n_status: k.tiles + 1,
+        });
+        classify_frame::<R, S>(
+            k.frame,
+            k.base,
+            k.a,
+            k.b,
+            k.c,
+            k.t,
+            Geometry {
+                cols: k.cols,
+                pixels: k.pixels,
+                stride: k.stride,
+                tiles: k.tiles,
+                inv: k.inv,
+            },
+            Output {
+                status: k.status,
+                base_in: k.base_in,
+                count_out: k.count_out,
+                records: k.records,
+                room: k.room,
+            },
+            scratch as *mut u32,
+            next,
+        )
+    }
+}
+
+super::entry! { classify_fields;
+    /// Classifies one frame with a window of side `S` (the name's last number): records in
+    /// row-major order, pedestal update of quiet pixels (see the module docs).
+    ClassifyArgs => classify_entry [generic CLASSIFY_SCRATCH_BYTES];
+    cluda_classify_f64_3(f64, 3), cluda_classify_f64_5(f64, 5),
+    cluda_classify_f64_7(f64, 7), cluda_classify_f64_9(f64, 9),
+    cluda_classify_f32_3(f32, 3), cluda_classify_f32_5(f32, 5),
+    cluda_classify_f32_7(f32, 7), cluda_classify_f32_9(f32, 9),
+}
+
+super::entry! { step_fields;
+    /// One launch per frame: classifies this frame as the `cluda_classify_` kernel of the
+    /// same type and size does, then prepares the next frame (`next_frame`, if not null)
+    /// into the other plane (`c_next`, `t_next`, look-back words `status_next` reset).
+    /// Each pixel's next prepare reads only its own sums, which only its own thread has
+    /// just updated, so the update stays frame-synchronous (see the module docs).
+    StepArgs => step_entry [generic CLASSIFY_SCRATCH_BYTES];
+    cluda_step_f64_3(f64, 3), cluda_step_f64_5(f64, 5),
+    cluda_step_f64_7(f64, 7), cluda_step_f64_9(f64, 9),
+    cluda_step_f32_3(f32, 3), cluda_step_f32_5(f32, 5),
+    cluda_step_f32_7(f32, 7), cluda_step_f32_9(f32, 9),
+}
