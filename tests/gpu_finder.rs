@@ -8,14 +8,17 @@ use std::sync::OnceLock;
 
 use cluda::cluster::ClusterSize;
 use cluda::cuda::Device;
-use cluda::finder::gpu::{
-    GpuFinder, LadderStep, Launch, Overflow, PinnedFrames, PipelineConfig, WindowReads,
-};
+use cluda::finder::gpu::{GpuFinder, Launch, Overflow, PinnedFrames, PipelineConfig};
 use cluda::generate::{GenConfig, Generator};
 use cluda::{
     ClusterBatch, ClusterFinder, CpuFinder, Error, FinderConfig, Frames, Precision, ThresholdMode,
 };
 use proptest::prelude::*;
+use steps_config::LadderStep;
+
+/// The ladder steps, as the ladder bench defines them.
+#[path = "../benches/ladder/steps_config.rs"]
+mod steps_config;
 
 const GPU: &str = "needs a CUDA GPU";
 
@@ -176,15 +179,9 @@ fn pinned_input_and_kernel_timing() {
     ] {
         let cfg = config(d, size, p, ThresholdMode::Live);
         let (want, _) = cpu_run(&cfg, d);
-        for (timing, window) in [
-            (false, WindowReads::Global),
-            (true, WindowReads::Global),
-            (false, WindowReads::Shared),
-            (true, WindowReads::Shared),
-        ] {
+        for timing in [false, true] {
             let pipe = PipelineConfig {
                 timing,
-                window,
                 ..PipelineConfig::default()
             };
             let mut g = gpu_finder(&cfg, pipe, d);
@@ -192,7 +189,6 @@ fn pinned_input_and_kernel_timing() {
             let t = std::time::Instant::now();
             let got = g.find(pinned.frames().unwrap()).unwrap();
             let us = t.elapsed().as_secs_f64() * 1e6 / d.data_n as f64;
-            let size = format!("{size} {window:?}");
             same(&want, &got, &format!("{size} {} timing {timing}", p.name()));
             let times = g.kernel_times();
             if timing {
@@ -555,13 +551,14 @@ fn error_paths() {
 fn repeated_runs_are_identical() {
     let d = Data::new(100, 100, 4, 20, 30);
     let cfg = config(&d, ClusterSize::S9, Precision::F64, ThresholdMode::Live);
-    // Both window variants, twice each: all four identical (and so deterministic).
-    let runs: Vec<_> = [WindowReads::Global, WindowReads::Shared]
+    // One launch per frame and one per upload group, twice each: all four identical (and so
+    // deterministic).
+    let runs: Vec<_> = [Launch::PerFrame, Launch::PerUpload]
         .repeat(2)
         .into_iter()
-        .map(|window| {
+        .map(|launch| {
             let pipe = PipelineConfig {
-                window,
+                launch,
                 ..PipelineConfig::default()
             };
             gpu_finder(&cfg, pipe, &d).find(d.data()).unwrap()
@@ -572,9 +569,9 @@ fn repeated_runs_are_identical() {
     }
 }
 
-type Case = (usize, usize, u64, usize, usize, usize, usize, bool);
+type Case = (usize, usize, u64, usize, usize, usize, usize);
 
-/// rows, cols, seed, size, precision, mode, ladder step, shared window.
+/// rows, cols, seed, size, precision, mode, ladder step.
 fn small_case() -> impl Strategy<Value = Case> {
     (
         1usize..14,
@@ -584,7 +581,6 @@ fn small_case() -> impl Strategy<Value = Case> {
         0usize..3,
         0usize..2,
         0usize..LadderStep::ALL.len(),
-        any::<bool>(),
     )
 }
 
@@ -593,7 +589,7 @@ proptest! {
     /// Random small frames (any values, spikes included): GPU equals CPU.
     #[test]
     #[ignore = "needs a CUDA GPU"]
-    fn random_small_frames_gpu_equals_cpu((rows, cols, seed, s, p, m, step, shared) in small_case()) {
+    fn random_small_frames_gpu_equals_cpu((rows, cols, seed, s, p, m, step) in small_case()) {
         let px = rows * cols;
         let n_ped = 5;
         let frames = 6;
@@ -622,14 +618,25 @@ proptest! {
         let mut c = CpuFinder::with_threads(cfg.clone(), 1).unwrap();
         c.push_pedestal(dark).unwrap();
         let want = c.find(data).unwrap();
-        let window = if shared { WindowReads::Shared } else { WindowReads::Global };
-        let pipe = PipelineConfig { window, ..LadderStep::ALL[step].config() };
+        let pipe = LadderStep::ALL[step].config();
         let mut g = GpuFinder::on_device(device(), cfg, pipe).unwrap();
         g.push_pedestal(dark).unwrap();
         let got = g.find(data).unwrap();
         prop_assert_eq!(want, got);
         prop_assert_eq!(c.pedestal().unwrap(), g.pedestal().unwrap());
     }
+}
+
+/// Every ladder step is a valid pipeline with a name that parses back, and the last one is
+/// the library's default pipeline (runs without a GPU).
+#[test]
+fn every_step_is_valid_named_and_opt10_is_the_default() {
+    for step in LadderStep::ALL {
+        step.config().validate().unwrap();
+        assert_eq!(step.name().parse::<LadderStep>().unwrap(), step);
+    }
+    assert!("opt11".parse::<LadderStep>().is_err());
+    assert_eq!(PipelineConfig::default(), LadderStep::Opt10.config());
 }
 
 /// Without a GPU, asking for one is a typed error (with a GPU this checks nothing).
@@ -678,111 +685,29 @@ fn ladder_pass_times() {
     }
 }
 
-/// Diagnostics of the run kernels (printed; the only assertion is that every barrier of the
-/// probe completed): registers and resident blocks per SM of the run and step kernels, and
-/// the time of one grid-wide barrier for several grid sizes and polling back-offs.
+/// Diagnostics of the run kernels (printed, nothing asserted): registers and resident blocks
+/// per SM of the run and step kernels.
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn run_kernel_occupancy_and_barrier_cost() {
-    use cudarc::driver::sys::{self, CUdevice_attribute, CUfunction_attribute};
-    use std::ffi::c_void;
+fn run_kernel_occupancy() {
+    use cudarc::driver::sys::CUdevice_attribute;
     let dev = device();
     let ctx = dev.context();
     ctx.bind_to_thread().unwrap();
     let sms = ctx
         .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
         .unwrap() as u32;
-    let per_sm = |f: &cudarc::driver::CudaFunction| -> u32 {
-        let mut n = 0;
-        unsafe {
-            sys::cuOccupancyMaxActiveBlocksPerMultiprocessor(&mut n, f.cu_function(), 256, 0)
-        }
-        .result()
-        .unwrap();
-        n as u32
-    };
     for p in ["f64", "f32"] {
         for side in [3, 9] {
             for kind in ["run1", "step"] {
                 let name = format!("cluda_{kind}_{p}_{side}");
                 let f = dev.function(&name).unwrap();
-                let mut regs = 0;
-                unsafe {
-                    sys::cuFuncGetAttribute(
-                        &mut regs,
-                        CUfunction_attribute::CU_FUNC_ATTRIBUTE_NUM_REGS,
-                        f.cu_function(),
-                    )
-                }
-                .result()
-                .unwrap();
-                eprintln!(
-                    "{name}: {regs} registers, {} blocks of 256 per SM, {sms} SMs",
-                    per_sm(&f)
-                );
+                let per_sm = f
+                    .occupancy_max_active_blocks_per_multiprocessor(256, 0, None)
+                    .unwrap();
+                let regs = f.num_regs().unwrap();
+                eprintln!("{name}: {regs} registers, {per_sm} blocks of 256 per SM, {sms} SMs");
             }
         }
     }
-    let mut counter = 0u64;
-    unsafe { sys::cuMemAlloc_v2(&mut counter, 4) }
-        .result()
-        .unwrap();
-    let event = || {
-        let mut e = std::ptr::null_mut();
-        unsafe { sys::cuEventCreate(&mut e, 0) }.result().unwrap();
-        e
-    };
-    let (e0, e1) = (event(), event());
-    for probe in ["cluda_barrier_probe_0", "cluda_barrier_probe_100"] {
-        let f = dev.function(probe).unwrap();
-        let most = per_sm(&f) * sms;
-        for grid in [sms, 2 * sms, 4 * sms, 625.min(most), most] {
-            let n: u32 = 2000;
-            unsafe { sys::cuMemsetD32_v2(counter, 0, 1) }
-                .result()
-                .unwrap();
-            let (mut c, mut nn) = (counter, n);
-            let mut params = [
-                &mut c as *mut u64 as *mut c_void,
-                &mut nn as *mut u32 as *mut c_void,
-            ];
-            unsafe {
-                sys::cuEventRecord(e0, std::ptr::null_mut())
-                    .result()
-                    .unwrap();
-                sys::cuLaunchCooperativeKernel(
-                    f.cu_function(),
-                    grid,
-                    1,
-                    1,
-                    256,
-                    1,
-                    1,
-                    0,
-                    std::ptr::null_mut(),
-                    params.as_mut_ptr(),
-                )
-                .result()
-                .unwrap();
-                sys::cuEventRecord(e1, std::ptr::null_mut())
-                    .result()
-                    .unwrap();
-                sys::cuEventSynchronize(e1).result().unwrap();
-            }
-            let mut ms = 0f32;
-            unsafe { sys::cuEventElapsedTime(&mut ms, e0, e1) }
-                .result()
-                .unwrap();
-            let mut got = 0u32;
-            unsafe { sys::cuMemcpyDtoH_v2(&mut got as *mut u32 as *mut c_void, counter, 4) }
-                .result()
-                .unwrap();
-            assert_eq!(got, n * grid, "{probe} grid {grid}: arrivals");
-            eprintln!(
-                "{probe}: grid {grid} x 256: {:.3} us per barrier",
-                ms as f64 * 1000.0 / n as f64
-            );
-        }
-    }
-    unsafe { sys::cuMemFree_v2(counter) }.result().unwrap();
 }

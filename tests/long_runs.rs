@@ -13,6 +13,10 @@ use cluda::generate::{GenConfig, Generator};
 use cluda::{ClusterFinder, CpuFinder, FinderConfig, Frames, Precision};
 use rayon::prelude::*;
 
+/// The ladder steps, as the ladder bench defines them.
+#[path = "../benches/ladder/steps_config.rs"]
+mod steps_config;
+
 const ROWS: usize = 400;
 const COLS: usize = 400;
 const DARK: usize = 1000;
@@ -136,7 +140,8 @@ fn cpu_streams_200k_frames_with_flat_memory() {
 #[ignore = "needs a CUDA GPU; long"]
 fn gpu_zero_copy_1m_frames_with_flat_memory() {
     use cluda::cuda::Device;
-    use cluda::finder::gpu::{Collect, GpuFinder, LadderStep, PinnedFrames};
+    use cluda::finder::gpu::{Collect, GpuFinder, PinnedFrames};
+    use steps_config::LadderStep;
 
     let total = frames_wanted(1_000_000);
     let device = Device::open(0).unwrap();

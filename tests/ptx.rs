@@ -1,7 +1,10 @@
 //! The PTX build holds every kernel the GPU finder loads, and its only fused multiply-adds
 //! are the deliberate ones of the variance (runs without a GPU).
 
+use std::mem::{offset_of, size_of};
+
 use cluda::cuda::{PTX, ptx_entries};
+use cluda_gpu::args::{ClassifyArgs, PrepareArgs, RunArgs, StepArgs, names};
 
 #[test]
 fn ptx_holds_every_finder_kernel() {
@@ -13,9 +16,7 @@ fn ptx_holds_every_finder_kernel() {
     for p in ["f64", "f32"] {
         for side in [3, 5, 7, 9] {
             want.push(format!("cluda_classify_{p}_{side}"));
-            want.push(format!("cluda_classify_smem_{p}_{side}"));
             want.push(format!("cluda_step_{p}_{side}"));
-            want.push(format!("cluda_step_smem_{p}_{side}"));
             want.push(format!("cluda_run1_{p}_{side}"));
         }
     }
@@ -25,6 +26,165 @@ fn ptx_holds_every_finder_kernel() {
             "PTX lacks `.entry {w}`; has {entries:?}"
         );
     }
+    // The name table the host loads from lists exactly these.
+    let mut table: Vec<String> = [names::prepare(true), names::prepare(false)]
+        .into_iter()
+        .map(String::from)
+        .collect();
+    for f64 in [true, false] {
+        for side in names::SIDES {
+            for name in [
+                names::classify(f64, side),
+                names::step(f64, side),
+                names::run(f64, side),
+            ] {
+                table.push(name.expect("every side has kernels").to_string());
+            }
+        }
+    }
+    table.sort();
+    want.sort();
+    assert_eq!(table, want);
+    assert_eq!(names::run(true, 4), None);
+}
+
+/// The `(size, offset)` of every parameter of entry `name`, from its PTX parameter list
+/// (offsets as CUDA lays out a parameter buffer: each at a multiple of its size).
+fn ptx_params(name: &str) -> Vec<(usize, usize)> {
+    let head = format!(".visible .entry {name}(");
+    let start = PTX
+        .find(&head)
+        .unwrap_or_else(|| panic!("PTX lacks `{name}`"))
+        + head.len();
+    let end = start + PTX[start..].find(')').expect("a parameter list ends");
+    let mut at = 0usize;
+    let mut out = Vec::new();
+    for line in PTX[start..end]
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+    {
+        let size = if line.starts_with(".param .u64") || line.starts_with(".param .f64") {
+            8
+        } else if line.starts_with(".param .u32") || line.starts_with(".param .f32") {
+            4
+        } else {
+            panic!("`{name}`: unexpected parameter `{line}`")
+        };
+        at = at.next_multiple_of(size);
+        out.push((at, size));
+        at += size;
+    }
+    out
+}
+
+/// Every kernel the host can ask for takes exactly its family's argument struct, field by
+/// field: as many parameters as fields, each of its field's size at its field's offset (the
+/// host hands a launch the address of every field).
+#[test]
+fn every_kernel_takes_its_argument_struct() {
+    let check = |name: &str, layout: &[(usize, usize)]| {
+        assert_eq!(
+            ptx_params(name),
+            layout,
+            "`{name}` against its argument struct"
+        );
+    };
+    for (f64, prepare, classify, step, run) in [
+        (
+            true,
+            PrepareArgs::<f64>::layout().to_vec(),
+            ClassifyArgs::<f64>::layout().to_vec(),
+            StepArgs::<f64>::layout().to_vec(),
+            RunArgs::<f64>::layout().to_vec(),
+        ),
+        (
+            false,
+            PrepareArgs::<f32>::layout().to_vec(),
+            ClassifyArgs::<f32>::layout().to_vec(),
+            StepArgs::<f32>::layout().to_vec(),
+            RunArgs::<f32>::layout().to_vec(),
+        ),
+    ] {
+        check(names::prepare(f64), &prepare);
+        for side in names::SIDES {
+            check(names::classify(f64, side).unwrap(), &classify);
+            check(names::step(f64, side).unwrap(), &step);
+            check(names::run(f64, side).unwrap(), &run);
+        }
+    }
+}
+
+/// Offsets of the named fields of `$t`.
+macro_rules! offsets {
+    ($t:ty: $($f:ident),*) => {
+        [$(offset_of!($t, $f)),*]
+    };
+}
+
+/// The argument structs' layouts, pinned: the host and the kernels agree on them by
+/// construction; this catches a change to them that nobody meant.
+#[test]
+fn argument_struct_layouts_are_pinned() {
+    assert_eq!(
+        offsets!(PrepareArgs<f64>: frame, base, a, b, frozen_std, cols, pixels, stride, r, inv,
+            n_sigma, live, c_plane, t_out, status, n_status),
+        [
+            0, 8, 16, 24, 32, 40, 44, 48, 52, 56, 64, 72, 80, 88, 96, 104
+        ]
+    );
+    assert_eq!(
+        offsets!(PrepareArgs<f32>: inv, n_sigma, live, c_plane, t_out, status, n_status),
+        [56, 60, 64, 72, 80, 88, 96]
+    );
+    assert_eq!(
+        offsets!(ClassifyArgs<f64>: frame, base, a, b, c, t, cols, pixels, stride, tiles, inv,
+            status, base_in, count_out, records, room),
+        [
+            0, 8, 16, 24, 32, 40, 48, 52, 56, 60, 64, 72, 80, 88, 96, 104
+        ]
+    );
+    assert_eq!(
+        offsets!(ClassifyArgs<f32>: inv, status, room),
+        [64, 72, 104]
+    );
+    assert_eq!(
+        offsets!(StepArgs<f64>: room, next_frame, frozen_std, r, n_sigma, live, c_next, t_next,
+            status_next),
+        [104, 112, 120, 128, 136, 144, 152, 160, 168]
+    );
+    assert_eq!(
+        offsets!(StepArgs<f32>: n_sigma, live, c_next, t_next, status_next),
+        [132, 136, 144, 152, 160]
+    );
+    assert_eq!(
+        offsets!(RunArgs<f64>: frames, n, base, a, b, frozen_std, planes, plane_len, work, cols,
+            pixels, stride, tiles, r, inv, n_sigma, live, base_in, count_out, records, room),
+        [
+            0, 8, 16, 24, 32, 40, 48, 56, 64, 72, 76, 80, 84, 88, 96, 104, 112, 120, 128, 136, 144
+        ]
+    );
+    assert_eq!(
+        offsets!(RunArgs<f32>: r, inv, n_sigma, live, base_in, count_out, records, room),
+        [88, 92, 96, 100, 104, 112, 120, 128]
+    );
+    let sizes = [
+        (size_of::<PrepareArgs<f64>>(), 112),
+        (size_of::<PrepareArgs<f32>>(), 104),
+        (size_of::<ClassifyArgs<f64>>(), 112),
+        (size_of::<ClassifyArgs<f32>>(), 112),
+        (size_of::<StepArgs<f64>>(), 176),
+        (size_of::<StepArgs<f32>>(), 168),
+        (size_of::<RunArgs<f64>>(), 152),
+        (size_of::<RunArgs<f32>>(), 136),
+    ];
+    for (i, (got, want)) in sizes.into_iter().enumerate() {
+        assert_eq!(got, want, "argument struct {i}: size");
+    }
+    assert_eq!(PrepareArgs::<f64>::PARAMS, 16);
+    assert_eq!(ClassifyArgs::<f64>::PARAMS, 16);
+    assert_eq!(StepArgs::<f64>::PARAMS, 24);
+    assert_eq!(RunArgs::<f64>::PARAMS, 21);
 }
 
 #[test]

@@ -1,8 +1,10 @@
 //! The GPU finder configured as each ladder step, with its input where the step wants it.
 
-use cluda::finder::gpu::{GpuFinder, InputMode, LadderStep, PinnedFrames};
+use cluda::finder::gpu::{GpuFinder, InputMode, PinnedFrames};
 use cluda::{ClusterFinder, ClusterSize, FinderConfig, Frames};
 use serde_json::{Value, json};
+
+use crate::steps_config::LadderStep;
 
 /// The pipeline of step `step` ("opt1" .. "opt10"; "kernel" is opt10 with event timing
 /// around every launch, the untimed pass that measures the kernel's own time per frame). The 3x3 runs use a cap of
@@ -21,7 +23,7 @@ pub fn setup(
         // the device time of the run kernel per frame (per-frame steps would time the
         // two-kernel path instead).
         "kernel" => (LadderStep::Opt10, true),
-        s => (s.parse::<LadderStep>().map_err(e)?, false),
+        s => (s.parse::<LadderStep>()?, false),
     };
     let mut pipeline = ladder.config();
     pipeline.timing = timing;

@@ -15,6 +15,7 @@ mod floors;
 mod gpu_steps;
 mod report;
 mod steps;
+mod steps_config;
 
 use std::process::Command;
 

@@ -1,5 +1,6 @@
-//! The buffer layout the `cluda_run1_*` kernels share with the host that allocates and clears
-//! their buffers, in one place (the kernels themselves compile for the GPU only).
+//! Constants the kernels share with the host that launches them and allocates their
+//! buffers, in one place (the kernels themselves compile for the GPU only): the block size,
+//! the shared scratch sizes, the run kernels' buffer layout and the matcher's tile shapes.
 //!
 //! A run launch writes a frame's records [`LAG`] frames after classifying it, so that the
 //! grid-wide counts its record offsets need are complete by then without a grid barrier; the
@@ -8,9 +9,8 @@
 //! while it is read (`gpu/src/kernels/run.rs`, module docs).
 
 /// Frames between classifying a frame and writing its records. The kernels hold two frames'
-/// pending centres; 3 and 4 were measured (H200, 9x9 ladder excerpts,
-/// `bench-results/2026-11-30-h200-session4/`) and were no faster: the grid-wide wait is not
-/// what a frame waits for.
+/// pending centres; 3 and 4 measured no faster: the grid-wide wait is not what a frame
+/// waits for.
 pub const LAG: u32 = 2;
 
 /// Planes of corrected values a launch cycles through (frame k in plane `k % PLANES`): a tile
@@ -26,3 +26,39 @@ pub const COUNT_SLOTS: u32 = 2 * LAG;
 /// Words at the start of the work area before the progress flags: one arrival counter per
 /// count slot, each alone on its 128-byte line.
 pub const WORK_HEAD: u32 = 32 * COUNT_SLOTS;
+
+/// Threads per block of the cluster-finding kernels, and pixels per tile: block `t` of a
+/// classify, step or run launch owns pixels `t * BLOCK ..`.
+pub const BLOCK: u32 = 256;
+
+/// Warps per block.
+pub const WARPS: u32 = BLOCK / 32;
+
+/// Bytes of the classify and step kernels' shared scratch: per-warp counts, the tile ticket
+/// and the look-back's per-warp sums and flags (32 words).
+pub const CLASSIFY_SCRATCH_BYTES: usize = 128;
+
+/// Words per warp of the run kernels' reduction (three values per frame).
+pub const RUN_SCRATCH_PER_WARP: usize = 3;
+
+/// Bytes of the run kernels' shared scratch: the reduction's words of two frames.
+pub const RUN_SCRATCH_BYTES: usize = 2 * WARPS as usize * RUN_SCRATCH_PER_WARP * 4;
+
+/// The matcher kernels' shapes (descriptor length, tiles, candidates).
+pub mod matcher {
+    /// Floats per descriptor.
+    pub const DIM: usize = 128;
+    /// Left rows per V1/V2 block tile.
+    pub const BM: usize = 128;
+    /// Right rows per V1/V2 block tile.
+    pub const BN: usize = 128;
+    /// Dimensions per shared-memory chunk.
+    pub const KC: usize = 16;
+    /// Padded row length (floats) of the transposed shared tiles: a multiple of 4 keeps the
+    /// 16-byte reads aligned, the +4 spreads the transposing stores over the banks.
+    pub const LD: usize = BM + 4;
+    /// Bytes of one shared tile (KC x LD floats).
+    pub const TILE_BYTES: usize = KC * LD * 4;
+    /// Candidates kept per row by V3.
+    pub const V3_K: usize = 4;
+}

@@ -11,6 +11,7 @@
     feature(abi_ptx, stdarch_nvptx, asm_experimental_arch)
 )]
 
+pub mod args;
 pub mod classify;
 pub mod layout;
 pub mod lookback;

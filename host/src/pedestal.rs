@@ -198,12 +198,6 @@ impl Pedestal {
             .ok_or(Error::PedestalNotReady { have, need })
     }
 
-    /// Replaces the ready state (the GPU finder writes back its device state).
-    #[allow(dead_code)] // used by the GPU finder
-    pub(crate) fn set_ready(&mut self, state: ReadyState) {
-        self.ready = Some(state);
-    }
-
     /// Pushes every pixel of every frame (dark frames: no photons expected).
     pub fn push_frames(&mut self, frames: Frames<'_>) -> Result<()> {
         self.push_frames_with(frames, true)

@@ -15,77 +15,26 @@
 //! already running: no deadlock whatever order the hardware schedules blocks in. The result is
 //! the same bytes in the same places on every run: deterministic.
 //!
-//! Window reads: plain global loads through L1 by default, because they measured faster than
-//! the shared-memory variant (the `_smem` kernels, selectable with `WindowReads::Shared`,
-//! same results). H200, 400x400, 2000 frames, prepare + classify per frame by events:
-//! 3x3 f64 18.7 us (L1) vs 20.1 us (shared), 9x9 f64 29.6 vs 34.7, 9x9 f32 28.4 vs 29.6; a
-//! second run: 3x3 f64 24.3 vs 27.4, 9x9 f64 37.3 vs 47.5. Why: a warp reads 32 consecutive
-//! `c` of each window row (one or two 128-byte lines, then L1 hits for the other X-1
-//! columns), the `c` plane (1.3 MB in f64) sits in L2, and the window sum must be one
-//! sequential chain per pixel in row-major window order (the order is part of the result),
-//! so no neighbour can share a partial sum: the shared tile only replaces L1 hits by
-//! shared-memory hits after an extra staging pass and a barrier (and 40 KiB of shared memory
-//! per block lowers occupancy).
+//! Window reads are plain global loads through L1: a warp reads 32 consecutive `c` of each
+//! window row (one or two 128-byte lines, then L1 hits for the other X-1 columns), the `c` plane
+//! sits in L2, and the window sum must be one sequential chain per pixel in row-major window
+//! order (the order is part of the result), so no neighbour can share a partial sum. A
+//! shared-memory copy of the tile's rows would only replace L1 hits by shared-memory hits after
+//! an extra staging pass and a barrier; it measured slower.
 
 use core::arch::nvptx;
 use core::sync::atomic::{AtomicU32, Ordering};
 
-use super::prepare::{PrepareArgs, prepare_pixel};
+use super::prepare::{Prepare, prepare_pixel};
+use super::prims::{ballot, nanosleep, warp_sum};
+use crate::args::{ClassifyArgs, StepArgs};
 use crate::classify::{PixelClass, classify};
+use crate::layout::CLASSIFY_SCRATCH_BYTES;
 use crate::lookback::{AGGREGATE, FLAGS, INCLUSIVE};
 use crate::pedestal::push_ready;
 use crate::real::Real;
 
-/// Pixels (threads) per block and per tile.
-pub const BLOCK: u32 = 256;
-/// Warps per block.
-const WARPS: u32 = BLOCK / 32;
-
-/// Bit mask of the lanes of the calling warp whose `flag` is true (all 32 lanes must call).
-#[inline(always)]
-pub(crate) unsafe fn ballot(flag: bool) -> u32 {
-    let m: u32;
-    unsafe {
-        core::arch::asm!(
-            "{{",
-            ".reg .pred %cluda_p;",
-            "setp.ne.u32 %cluda_p, {f}, 0;",
-            "vote.sync.ballot.b32 {m}, %cluda_p, 0xffffffff;",
-            "}}",
-            f = in(reg32) flag as u32,
-            m = out(reg32) m,
-        );
-    }
-    m
-}
-
-/// The sum of `v` over the warp, in every lane (all 32 lanes must call).
-#[inline(always)]
-unsafe fn warp_sum(v: u32) -> u32 {
-    let mut s = v;
-    let mut m = 16u32;
-    while m > 0 {
-        let o: u32;
-        unsafe {
-            core::arch::asm!(
-                "shfl.sync.bfly.b32 {o}, {v}, {m}, 0x1f, 0xffffffff;",
-                o = out(reg32) o,
-                v = in(reg32) s,
-                m = in(reg32) m,
-            );
-        }
-        s = s.wrapping_add(o);
-        m >>= 1;
-    }
-    s
-}
-
-/// Sleeps about `ns` nanoseconds (a back-off while spinning on a status word, so that spinning
-/// blocks leave the L2 to the tiles they wait for).
-#[inline(always)]
-unsafe fn nanosleep(ns: u32) {
-    unsafe { core::arch::asm!("nanosleep.u32 {t};", t = in(reg32) ns) };
-}
+pub(crate) use crate::layout::{BLOCK, WARPS};
 
 /// Publishes tile `tile`'s own count `sum` in `status[tile]` (inclusive for tile 0, whose
 /// count is its prefix); thread 0 only.
@@ -103,14 +52,6 @@ unsafe fn publish(status: *mut u64, tile: u32, sum: u32) {
 /// thread spins only on its own word until it is published (with a back-off), so a round is
 /// one load per thread when the predecessors are done. Tiles before tile 0 read as
 /// "inclusive 0". `scratch` holds 16 words at `[16..32)`.
-///
-/// Measured on the H200 (ladder, 4000 frames, 2 warm passes, same session, one-launch step
-/// kernel both times): opt9 3x3 f32 13.72 -> 12.35 us/frame, 3x3 f64 14.53 -> 12.89, 9x9 f64
-/// 30.20 -> 29.56, 9x9 f32 28.80 -> 28.43. ncu, 3x3 f32: the step kernel takes 10.9-11.1 us
-/// with it. Dropping the look-back and the ticket altogether (records of frame k-1 written by
-/// launch k from complete counts, branch `gpuperf-lagged`) was not faster as first written
-/// (11.5-12.0 us), but that version summed the earlier tiles' counts in a loop that made one
-/// dependent L2 round trip per word (up to 20 per thread); its batched fix is unmeasured.
 #[inline(always)]
 unsafe fn look_back_block(
     status: *mut u64,
@@ -176,106 +117,6 @@ unsafe fn look_back_block(
     earlier
 }
 
-/// Bytes of the shared-memory window tile of the `_smem` kernels (static, per block).
-pub const SMEM_BYTES: usize = 40960;
-
-/// Where the window sums read `c` from: element `i` of the padded plane.
-pub(crate) trait Window<R> {
-    /// `c` at plane index `i`.
-    unsafe fn get(&self, i: usize) -> R;
-}
-
-/// Plain global loads (through L1).
-pub(crate) struct GlobalWindow<R>(pub *const R);
-
-impl<R: Real> Window<R> for GlobalWindow<R> {
-    #[inline(always)]
-    unsafe fn get(&self, i: usize) -> R {
-        unsafe { *self.0.add(i) }
-    }
-}
-
-/// Loads from a block's shared-memory copy of plane elements `offset ..`.
-pub(crate) struct SharedWindow {
-    /// Shared-window address of the copy.
-    pub addr: u64,
-    /// Plane index of its first element.
-    pub offset: usize,
-}
-
-/// One value type's shared-memory load and store.
-pub(crate) trait SharedValue: Real {
-    /// Loads from shared address `a`.
-    unsafe fn ld_shared(a: u64) -> Self;
-    /// Stores to shared address `a`.
-    unsafe fn st_shared(a: u64, v: Self);
-}
-
-impl SharedValue for f64 {
-    #[inline(always)]
-    unsafe fn ld_shared(a: u64) -> f64 {
-        let v: f64;
-        unsafe { core::arch::asm!("ld.shared.f64 {v}, [{a}];", v = out(reg64) v, a = in(reg64) a) };
-        v
-    }
-    #[inline(always)]
-    unsafe fn st_shared(a: u64, v: f64) {
-        unsafe { core::arch::asm!("st.shared.f64 [{a}], {v};", a = in(reg64) a, v = in(reg64) v) };
-    }
-}
-
-impl SharedValue for f32 {
-    #[inline(always)]
-    unsafe fn ld_shared(a: u64) -> f32 {
-        let v: f32;
-        unsafe { core::arch::asm!("ld.shared.f32 {v}, [{a}];", v = out(reg32) v, a = in(reg64) a) };
-        v
-    }
-    #[inline(always)]
-    unsafe fn st_shared(a: u64, v: f32) {
-        unsafe { core::arch::asm!("st.shared.f32 [{a}], {v};", a = in(reg64) a, v = in(reg32) v) };
-    }
-}
-
-impl<R: SharedValue> Window<R> for SharedWindow {
-    #[inline(always)]
-    unsafe fn get(&self, i: usize) -> R {
-        unsafe { R::ld_shared(self.addr + ((i - self.offset) * size_of::<R>()) as u64) }
-    }
-}
-
-/// Copies the plane rows tile `tile`'s windows read (full padded rows: the tile's rows plus
-/// `2r`) into shared memory at `addr`; every thread of the block must call. Traps if the rows
-/// do not fit (the host only selects these kernels when they do).
-#[inline(always)]
-pub(crate) unsafe fn stage_rows<R: SharedValue>(
-    c: *const R,
-    g: &Geometry<R>,
-    r: usize,
-    tile: u32,
-    addr: u64,
-) -> SharedWindow {
-    unsafe {
-        let tid = nvptx::_thread_idx_x() as usize;
-        let p0 = tile * BLOCK;
-        let p1 = (p0 + BLOCK - 1).min(g.pixels.saturating_sub(1));
-        let (y0, y1) = ((p0 / g.cols) as usize, (p1 / g.cols) as usize);
-        let stride = g.stride as usize;
-        let n = (y1 - y0 + 2 * r + 1) * stride;
-        if n * size_of::<R>() > SMEM_BYTES {
-            nvptx::trap();
-        }
-        let offset = y0 * stride;
-        let mut i = tid;
-        while i < n {
-            R::st_shared(addr + (i * size_of::<R>()) as u64, *c.add(offset + i));
-            i += BLOCK as usize;
-        }
-        nvptx::_syncthreads();
-        SharedWindow { addr, offset }
-    }
-}
-
 /// Parameters of one classify launch that are not per-pixel arrays.
 #[derive(Clone, Copy)]
 pub(crate) struct Geometry<R> {
@@ -300,7 +141,7 @@ pub(crate) struct Output {
 /// The classify kernel body for window side `S`; `scratch` is 32 words of shared memory.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn classify_frame<R: Real, const S: usize, W: Window<R>>(
+pub(crate) unsafe fn classify_frame<R: Real, const S: usize>(
     frame: *const u16,
     base: *const R,
     a: *mut R,
@@ -310,8 +151,7 @@ pub(crate) unsafe fn classify_frame<R: Real, const S: usize, W: Window<R>>(
     g: Geometry<R>,
     out: Output,
     scratch: *mut u32,
-    window: impl FnOnce(u32) -> W,
-    next: Option<PrepareArgs<R>>,
+    next: Option<Prepare<R>>,
 ) {
     unsafe {
         let tid = nvptx::_thread_idx_x() as u32;
@@ -323,9 +163,8 @@ pub(crate) unsafe fn classify_frame<R: Real, const S: usize, W: Window<R>>(
         }
         nvptx::_syncthreads();
         let tile = *scratch.add(8);
-        let win = window(tile);
         let p = tile * BLOCK + tid;
-        let centre = p < g.pixels && classify_pixel::<R, S, W>(&win, frame, base, a, b, t, &g, p);
+        let centre = p < g.pixels && classify_pixel::<R, S>(c, frame, base, a, b, t, &g, p);
         let mask = ballot(centre);
         let rank = (mask & ((1u32 << lane) - 1)).count_ones();
         if lane == 0 {
@@ -374,14 +213,14 @@ pub(crate) unsafe fn classify_frame<R: Real, const S: usize, W: Window<R>>(
     }
 }
 
-/// Classifies in-frame pixel `p` from its window in `win` and its threshold, and pushes its
+/// Classifies in-frame pixel `p` from its window in plane `c` and its threshold, and pushes its
 /// raw value into its own pedestal when it is quiet; returns whether `p` is a cluster centre.
 /// The same sum and max loop as the CPU finder: row-major from the window's top-left, the
 /// max starting at the top-left value.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn classify_pixel<R: Real, const S: usize, W: Window<R>>(
-    win: &W,
+unsafe fn classify_pixel<R: Real, const S: usize>(
+    c: *const R,
     frame: *const u16,
     base: *const R,
     a: *mut R,
@@ -391,7 +230,7 @@ unsafe fn classify_pixel<R: Real, const S: usize, W: Window<R>>(
     p: u32,
 ) -> bool {
     unsafe {
-        let (cp, total, max) = window_stats::<R, S, W>(win, g, p);
+        let (cp, total, max) = window_stats::<R, S>(c, g, p);
         let side = R::from_u16(S as u16);
         let pi = p as usize;
         match classify(cp, *t.add(pi), total, max, side) {
@@ -411,13 +250,13 @@ unsafe fn classify_pixel<R: Real, const S: usize, W: Window<R>>(
     }
 }
 
-/// Pixel `p`'s own corrected value, its window's sum and its window's maximum. The sum is the
+/// Pixel `p`'s own corrected value (from plane `c`), its window's sum and its window's maximum. The sum is the
 /// definition's: row-major from the window's top-left. The maximum takes one `max`
 /// instruction per value ([`Real::max_cmp`]); it is only compared, so it decides exactly as
 /// the CPU finder's.
 #[inline(always)]
-pub(crate) unsafe fn window_stats<R: Real, const S: usize, W: Window<R>>(
-    win: &W,
+pub(crate) unsafe fn window_stats<R: Real, const S: usize>(
+    c: *const R,
     g: &Geometry<R>,
     p: u32,
 ) -> (R, R, R) {
@@ -427,18 +266,18 @@ pub(crate) unsafe fn window_stats<R: Real, const S: usize, W: Window<R>>(
         let x = p - y * g.cols;
         // Top-left of the window in the padded plane.
         let first = y as usize * stride + x as usize;
-        let mut max = win.get(first);
+        let mut max = *c.add(first);
         let mut total = R::ZERO;
         for dy in 0..S {
             let row = first + dy * stride;
             for dx in 0..S {
-                let v = win.get(row + dx);
+                let v = *c.add(row + dx);
                 total = total + v;
                 max = max.max_cmp(v);
             }
         }
         let r = S / 2;
-        (win.get(first + r * stride + r), total, max)
+        (*c.add(first + r * stride + r), total, max)
     }
 }
 
@@ -468,267 +307,104 @@ pub(crate) unsafe fn write_record<R: Real, const S: usize>(
     }
 }
 
-macro_rules! classify_kernel {
-    ($name:ident, $smem:ident, $t:ty, $s:literal) => {
-        /// Classifies one frame with a
-        #[doc = concat!(stringify!($s), "x", stringify!($s))]
-        /// window in
-        #[doc = stringify!($t)]
-        /// : records in row-major order, pedestal update of quiet pixels (see the module docs).
-        /// Window reads are global loads through L1.
-        #[unsafe(no_mangle)]
-        pub unsafe extern "ptx-kernel" fn $name(
-            frame: *const u16,
-            base: *const $t,
-            a: *mut $t,
-            b: *mut $t,
-            c: *const $t,
-            t: *const $t,
-            cols: u32,
-            pixels: u32,
-            stride: u32,
-            tiles: u32,
-            inv: $t,
-            status: *mut u64,
-            base_in: *const u32,
-            count_out: *mut u32,
-            records: *mut u32,
-            room: u32,
-        ) {
-            let scratch: u64;
-            unsafe {
-                core::arch::asm!(
-                    concat!(".shared .align 16 .b8 ", stringify!($name), "_scratch[128];"),
-                    concat!("cvta.shared.u64 {p}, ", stringify!($name), "_scratch;"),
-                    p = out(reg64) scratch,
-                );
-                classify_frame::<$t, $s, GlobalWindow<$t>>(
-                    frame,
-                    base,
-                    a,
-                    b,
-                    c,
-                    t,
-                    Geometry { cols, pixels, stride, tiles, inv },
-                    Output { status, base_in, count_out, records, room },
-                    scratch as *mut u32,
-                    |_| GlobalWindow(c),
-                    None,
-                )
-            }
-        }
-
-        /// As the kernel without `_smem`, but the window reads come from a shared-memory copy
-        /// of the tile's plane rows (the host uses it only when those rows fit in
-        #[doc = concat!("`SMEM_BYTES`", ").")]
-        #[unsafe(no_mangle)]
-        pub unsafe extern "ptx-kernel" fn $smem(
-            frame: *const u16,
-            base: *const $t,
-            a: *mut $t,
-            b: *mut $t,
-            c: *const $t,
-            t: *const $t,
-            cols: u32,
-            pixels: u32,
-            stride: u32,
-            tiles: u32,
-            inv: $t,
-            status: *mut u64,
-            base_in: *const u32,
-            count_out: *mut u32,
-            records: *mut u32,
-            room: u32,
-        ) {
-            let scratch: u64;
-            let rows: u64;
-            unsafe {
-                core::arch::asm!(
-                    concat!(".shared .align 16 .b8 ", stringify!($smem), "_scratch[128];"),
-                    concat!(".shared .align 16 .b8 ", stringify!($smem), "_rows[40960];"),
-                    concat!("cvta.shared.u64 {p}, ", stringify!($smem), "_scratch;"),
-                    concat!("mov.u64 {q}, ", stringify!($smem), "_rows;"),
-                    p = out(reg64) scratch,
-                    q = out(reg64) rows,
-                );
-                let g = Geometry { cols, pixels, stride, tiles, inv };
-                classify_frame::<$t, $s, SharedWindow>(
-                    frame,
-                    base,
-                    a,
-                    b,
-                    c,
-                    t,
-                    g,
-                    Output { status, base_in, count_out, records, room },
-                    scratch as *mut u32,
-                    |tile| stage_rows::<$t>(c, &g, $s / 2, tile, rows),
-                    None,
-                )
-            }
-        }
-    };
+/// A classify kernel (no next frame).
+#[inline(always)]
+unsafe fn classify_entry<R: Real, const S: usize>(k: ClassifyArgs<R>, scratch: u64) {
+    unsafe {
+        classify_frame::<R, S>(
+            k.frame,
+            k.base,
+            k.a,
+            k.b,
+            k.c,
+            k.t,
+            Geometry {
+                cols: k.cols,
+                pixels: k.pixels,
+                stride: k.stride,
+                tiles: k.tiles,
+                inv: k.inv,
+            },
+            Output {
+                status: k.status,
+                base_in: k.base_in,
+                count_out: k.count_out,
+                records: k.records,
+                room: k.room,
+            },
+            scratch as *mut u32,
+            None,
+        )
+    }
 }
-macro_rules! step_kernel {
-    ($name:ident, $smem:ident, $t:ty, $s:literal) => {
-        /// One launch per frame: classifies this frame as the `cluda_classify_` kernel of the
-        /// same type and size does, then prepares the next frame (`next_frame`, if not null)
-        /// into the other plane (`c_next`, `t_next`, look-back words `status_next` reset).
-        /// Each pixel's next prepare reads only its own sums, which only its own thread has
-        /// just updated, so the update stays frame-synchronous (see the module docs).
-        #[unsafe(no_mangle)]
-        pub unsafe extern "ptx-kernel" fn $name(
-            frame: *const u16,
-            base: *const $t,
-            a: *mut $t,
-            b: *mut $t,
-            c: *const $t,
-            t: *const $t,
-            cols: u32,
-            pixels: u32,
-            stride: u32,
-            tiles: u32,
-            inv: $t,
-            status: *mut u64,
-            base_in: *const u32,
-            count_out: *mut u32,
-            records: *mut u32,
-            room: u32,
-            next_frame: *const u16,
-            frozen_std: *const $t,
-            r: u32,
-            n_sigma: $t,
-            live: u32,
-            c_next: *mut $t,
-            t_next: *mut $t,
-            status_next: *mut u64,
-        ) {
-            let scratch: u64;
-            unsafe {
-                core::arch::asm!(
-                    concat!(".shared .align 16 .b8 ", stringify!($name), "_scratch[128];"),
-                    concat!("cvta.shared.u64 {p}, ", stringify!($name), "_scratch;"),
-                    p = out(reg64) scratch,
-                );
-                let next = (!next_frame.is_null()).then_some(PrepareArgs {
-                    frame: next_frame,
-                    base,
-                    frozen_std,
-                    cols,
-                    pixels,
-                    stride,
-                    r,
-                    inv,
-                    n_sigma,
-                    live: live != 0,
-                    c_plane: c_next,
-                    t_out: t_next,
-                    status: status_next,
-                    n_status: tiles + 1,
-                });
-                classify_frame::<$t, $s, GlobalWindow<$t>>(
-                    frame,
-                    base,
-                    a,
-                    b,
-                    c,
-                    t,
-                    Geometry { cols, pixels, stride, tiles, inv },
-                    Output { status, base_in, count_out, records, room },
-                    scratch as *mut u32,
-                    |_| GlobalWindow(c),
-                    next,
-                )
-            }
-        }
 
-        /// As the kernel without `_smem`, with the window reads of the `_smem` classify kernel.
-        #[unsafe(no_mangle)]
-        pub unsafe extern "ptx-kernel" fn $smem(
-            frame: *const u16,
-            base: *const $t,
-            a: *mut $t,
-            b: *mut $t,
-            c: *const $t,
-            t: *const $t,
-            cols: u32,
-            pixels: u32,
-            stride: u32,
-            tiles: u32,
-            inv: $t,
-            status: *mut u64,
-            base_in: *const u32,
-            count_out: *mut u32,
-            records: *mut u32,
-            room: u32,
-            next_frame: *const u16,
-            frozen_std: *const $t,
-            r: u32,
-            n_sigma: $t,
-            live: u32,
-            c_next: *mut $t,
-            t_next: *mut $t,
-            status_next: *mut u64,
-        ) {
-            let scratch: u64;
-            let rows: u64;
-            unsafe {
-                core::arch::asm!(
-                    concat!(".shared .align 16 .b8 ", stringify!($smem), "_scratch[128];"),
-                    concat!(".shared .align 16 .b8 ", stringify!($smem), "_rows[40960];"),
-                    concat!("cvta.shared.u64 {p}, ", stringify!($smem), "_scratch;"),
-                    concat!("mov.u64 {q}, ", stringify!($smem), "_rows;"),
-                    p = out(reg64) scratch,
-                    q = out(reg64) rows,
-                );
-                let next = (!next_frame.is_null()).then_some(PrepareArgs {
-                    frame: next_frame,
-                    base,
-                    frozen_std,
-                    cols,
-                    pixels,
-                    stride,
-                    r,
-                    inv,
-                    n_sigma,
-                    live: live != 0,
-                    c_plane: c_next,
-                    t_out: t_next,
-                    status: status_next,
-                    n_status: tiles + 1,
-                });
-                let g = Geometry { cols, pixels, stride, tiles, inv };
-                classify_frame::<$t, $s, SharedWindow>(
-                    frame,
-                    base,
-                    a,
-                    b,
-                    c,
-                    t,
-                    g,
-                    Output { status, base_in, count_out, records, room },
-                    scratch as *mut u32,
-                    |tile| stage_rows::<$t>(c, &g, $s / 2, tile, rows),
-                    next,
-                )
-            }
-        }
-    };
+/// A step kernel: classify this frame, then prepare the next (`next_frame`, if not null) into
+/// the other plane.
+#[inline(always)]
+unsafe fn step_entry<R: Real, const S: usize>(k: StepArgs<R>, scratch: u64) {
+    unsafe {
+        let next = (!k.next_frame.is_null()).then_some(Prepare {
+            frame: k.next_frame,
+            base: k.base,
+            frozen_std: k.frozen_std,
+            cols: k.cols,
+            pixels: k.pixels,
+            stride: k.stride,
+            r: k.r,
+            inv: k.inv,
+            n_sigma: k.n_sigma,
+            live: k.live != 0,
+            c_plane: k.c_next,
+            t_out: k.t_next,
+            status: k.status_next,
+            n_status: k.tiles + 1,
+        });
+        classify_frame::<R, S>(
+            k.frame,
+            k.base,
+            k.a,
+            k.b,
+            k.c,
+            k.t,
+            Geometry {
+                cols: k.cols,
+                pixels: k.pixels,
+                stride: k.stride,
+                tiles: k.tiles,
+                inv: k.inv,
+            },
+            Output {
+                status: k.status,
+                base_in: k.base_in,
+                count_out: k.count_out,
+                records: k.records,
+                room: k.room,
+            },
+            scratch as *mut u32,
+            next,
+        )
+    }
 }
-step_kernel!(cluda_step_f64_3, cluda_step_smem_f64_3, f64, 3);
-step_kernel!(cluda_step_f64_5, cluda_step_smem_f64_5, f64, 5);
-step_kernel!(cluda_step_f64_7, cluda_step_smem_f64_7, f64, 7);
-step_kernel!(cluda_step_f64_9, cluda_step_smem_f64_9, f64, 9);
-step_kernel!(cluda_step_f32_3, cluda_step_smem_f32_3, f32, 3);
-step_kernel!(cluda_step_f32_5, cluda_step_smem_f32_5, f32, 5);
-step_kernel!(cluda_step_f32_7, cluda_step_smem_f32_7, f32, 7);
-step_kernel!(cluda_step_f32_9, cluda_step_smem_f32_9, f32, 9);
 
-classify_kernel!(cluda_classify_f64_3, cluda_classify_smem_f64_3, f64, 3);
-classify_kernel!(cluda_classify_f64_5, cluda_classify_smem_f64_5, f64, 5);
-classify_kernel!(cluda_classify_f64_7, cluda_classify_smem_f64_7, f64, 7);
-classify_kernel!(cluda_classify_f64_9, cluda_classify_smem_f64_9, f64, 9);
-classify_kernel!(cluda_classify_f32_3, cluda_classify_smem_f32_3, f32, 3);
-classify_kernel!(cluda_classify_f32_5, cluda_classify_smem_f32_5, f32, 5);
-classify_kernel!(cluda_classify_f32_7, cluda_classify_smem_f32_7, f32, 7);
-classify_kernel!(cluda_classify_f32_9, cluda_classify_smem_f32_9, f32, 9);
+super::entry! { classify_fields;
+    /// Classifies one frame with a window of side `S` (the name's last number): records in
+    /// row-major order, pedestal update of quiet pixels (see the module docs).
+    ClassifyArgs => classify_entry [generic CLASSIFY_SCRATCH_BYTES];
+    cluda_classify_f64_3(f64, 3), cluda_classify_f64_5(f64, 5),
+    cluda_classify_f64_7(f64, 7), cluda_classify_f64_9(f64, 9),
+    cluda_classify_f32_3(f32, 3), cluda_classify_f32_5(f32, 5),
+    cluda_classify_f32_7(f32, 7), cluda_classify_f32_9(f32, 9),
+}
+
+super::entry! { step_fields;
+    /// One launch per frame: classifies this frame as the `cluda_classify_` kernel of the
+    /// same type and size does, then prepares the next frame (`next_frame`, if not null)
+    /// into the other plane (`c_next`, `t_next`, look-back words `status_next` reset).
+    /// Each pixel's next prepare reads only its own sums, which only its own thread has
+    /// just updated, so the update stays frame-synchronous (see the module docs).
+    StepArgs => step_entry [generic CLASSIFY_SCRATCH_BYTES];
+    cluda_step_f64_3(f64, 3), cluda_step_f64_5(f64, 5),
+    cluda_step_f64_7(f64, 7), cluda_step_f64_9(f64, 9),
+    cluda_step_f32_3(f32, 3), cluda_step_f32_5(f32, 5),
+    cluda_step_f32_7(f32, 7), cluda_step_f32_9(f32, 9),
+}

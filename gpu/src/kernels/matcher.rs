@@ -23,40 +23,13 @@
 //! Ties are broken towards the smaller right index wherever two candidates are compared.
 
 use core::arch::asm;
+
+use super::prims::{ld_shared_f32x4, shared_array, shfl_xor_f32, shfl_xor_u32, st_shared_f32};
 use core::arch::nvptx::{_block_dim_x, _block_idx_x, _block_idx_y, _syncthreads, _thread_idx_x};
 use core::sync::atomic::{AtomicU32, Ordering};
 
-/// Floats per descriptor.
-pub const DIM: usize = 128;
-/// Left rows per V1/V2 block tile.
-const BM: usize = 128;
-/// Right rows per V1/V2 block tile.
-const BN: usize = 128;
-/// Dimensions per shared-memory chunk.
-const KC: usize = 16;
-/// Padded row length (floats) of the transposed shared tiles: a multiple of 4 keeps the
-/// 16-byte reads aligned, the +4 spreads the transposing stores over the banks.
-const LD: usize = BM + 4;
-/// Bytes of one shared tile (KC x LD floats).
-const TILE_BYTES: usize = KC * LD * 4;
-/// Candidates kept per row by V3.
-pub const V3_K: usize = 4;
-
-/// Declares a 16-byte aligned shared array of `$bytes` bytes named `$name` in the calling
-/// kernel and returns its shared-window address. Call once per kernel, at its top.
-macro_rules! shared_array {
-    ($name:literal, $bytes:literal) => {{
-        let p: u64;
-        unsafe {
-            asm!(
-                concat!(".shared .align 16 .b8 ", $name, "[", $bytes, "];"),
-                concat!("mov.u64 {p}, ", $name, ";"),
-                p = out(reg64) p,
-            );
-        }
-        p
-    }};
-}
+use crate::layout::matcher::{BM, BN, KC, LD, TILE_BYTES};
+pub use crate::layout::matcher::{DIM, V3_K};
 
 /// Repeats `$body` with `$i` bound to the constants 0..N (guaranteed unrolling, so that
 /// small per-thread arrays stay in registers instead of local memory).
@@ -143,52 +116,6 @@ unsafe fn ldg4(p: *const f32) -> [f32; 4] {
     [a, b, c, d]
 }
 
-/// Loads four consecutive floats from shared memory (16-byte aligned address).
-#[inline(always)]
-unsafe fn lds4(addr: u64) -> [f32; 4] {
-    let (a, b, c, d): (f32, f32, f32, f32);
-    unsafe {
-        asm!(
-            "ld.shared.v4.f32 {{{a}, {b}, {c}, {d}}}, [{p}];",
-            p = in(reg64) addr,
-            a = out(reg32) a,
-            b = out(reg32) b,
-            c = out(reg32) c,
-            d = out(reg32) d,
-            options(readonly, nostack),
-        );
-    }
-    [a, b, c, d]
-}
-
-/// Stores one float to shared memory.
-#[inline(always)]
-unsafe fn sts(addr: u64, v: f32) {
-    unsafe {
-        asm!("st.shared.f32 [{p}], {v};", p = in(reg64) addr, v = in(reg32) v, options(nostack));
-    }
-}
-
-/// Butterfly shuffle of a 32-bit value across the full warp.
-#[inline(always)]
-unsafe fn shfl_xor_u32(v: u32, mask: u32) -> u32 {
-    let r: u32;
-    unsafe {
-        asm!(
-            "shfl.sync.bfly.b32 {r}, {v}, {m}, 31, -1;",
-            r = out(reg32) r,
-            v = in(reg32) v,
-            m = in(reg32) mask,
-        );
-    }
-    r
-}
-
-#[inline(always)]
-unsafe fn shfl_xor_f32(v: f32, mask: u32) -> f32 {
-    f32::from_bits(unsafe { shfl_xor_u32(v.to_bits(), mask) })
-}
-
 /// `(d, i)` beats `(bd, bi)`: smaller distance, ties to the smaller index.
 #[inline(always)]
 fn better(d: f32, i: u32, bd: f32, bi: u32) -> bool {
@@ -241,7 +168,7 @@ unsafe fn store_chunk(sh: u64, v: [[f32; 4]; 2], t: usize) {
         let row = f / 4;
         let part = f % 4;
         unroll!(4, E, {
-            unsafe { sts(sh + (((part * 4 + E) * LD + row) * 4) as u64, v[Q][E]) };
+            unsafe { st_shared_f32(sh + (((part * 4 + E) * LD + row) * 4) as u64, v[Q][E]) };
         });
     });
 }
@@ -283,10 +210,10 @@ unsafe fn tile_distances(
         while k < KC {
             unroll!(4, KK, {
                 let row = ((k + KK) * LD * 4) as u64;
-                let a0 = unsafe { lds4(sa + row + (ty * 16) as u64) };
-                let a1 = unsafe { lds4(sa + row + (256 + ty * 16) as u64) };
-                let b0 = unsafe { lds4(sb + row + (tx * 16) as u64) };
-                let b1 = unsafe { lds4(sb + row + (256 + tx * 16) as u64) };
+                let a0 = unsafe { ld_shared_f32x4(sa + row + (ty * 16) as u64) };
+                let a1 = unsafe { ld_shared_f32x4(sa + row + (256 + ty * 16) as u64) };
+                let b0 = unsafe { ld_shared_f32x4(sb + row + (tx * 16) as u64) };
+                let b1 = unsafe { ld_shared_f32x4(sb + row + (256 + tx * 16) as u64) };
                 let av = [a0[0], a0[1], a0[2], a0[3], a1[0], a1[1], a1[2], a1[3]];
                 let bv = [b0[0], b0[1], b0[2], b0[3], b1[0], b1[1], b1[2], b1[3]];
                 unroll!(8, I, {
@@ -327,8 +254,8 @@ pub unsafe extern "ptx-kernel" fn cluda_match_v1_distances(
     m: u32,
     dist: *mut f32,
 ) {
-    let sa = shared_array!("cluda_v1_sa", 8448);
-    let sb = shared_array!("cluda_v1_sb", 8448);
+    let sa = shared_array!(window "cluda_v1_sa", TILE_BYTES);
+    let sb = shared_array!(window "cluda_v1_sb", TILE_BYTES);
     let (n, m) = (n as usize, m as usize);
     let t = tid();
     let (row0, col0) = unsafe { (_block_idx_y() as usize * BM, _block_idx_x() as usize * BN) };
@@ -419,8 +346,8 @@ pub unsafe extern "ptx-kernel" fn cluda_match_v2_fused(
     part_dist: *mut f32,
     part_idx: *mut u32,
 ) {
-    let sa = shared_array!("cluda_v2_sa", 8448);
-    let sb = shared_array!("cluda_v2_sb", 8448);
+    let sa = shared_array!(window "cluda_v2_sa", TILE_BYTES);
+    let sb = shared_array!(window "cluda_v2_sb", TILE_BYTES);
     let (n, m) = (n as usize, m as usize);
     let t = tid();
     let (tx, ty) = (t % 16, t / 16);

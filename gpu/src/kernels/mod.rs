@@ -13,13 +13,67 @@
 //! look-back words alternate between two sets). Only a chunk's first frame needs a `prepare`
 //! launch of its own.
 //!
-//! The default pipeline (ladder step opt10) goes further: one cooperative launch of
+//! The default pipeline goes further: one cooperative launch of
 //! `cluda_run1_*` ([`run`]) finds a whole upload group of frames, each tile waiting per frame
 //! only for the tiles its windows read, with each pixel's pedestal state in registers.
+//!
+//! Every kernel's parameters are the fields of its family's argument struct in `crate::args`
+//! (declared from the same field list by [`entry`]); warp and shared-memory primitives are in
+//! [`prims`].
+
+/// Declares the kernels of one family, one per `name(real type[, window side])`: each takes
+/// the family's fields (`$fields!`, in `crate::args`) as its parameters, gathers them into
+/// the family's argument struct and calls `$body::<R[, S]>(args[, scratch])`, with a shared
+/// scratch array of `$bytes` bytes per block when one is asked for (`[generic $bytes]` hands
+/// over its generic address, `[window $bytes]` its shared-window address).
+macro_rules! entry {
+    ($fields:ident; $(#[$m:meta])* $args:ident => $body:ident $shared:tt;) => {};
+    ($fields:ident; $(#[$m:meta])* $args:ident => $body:ident $shared:tt;
+        $k:ident($t:ty $(, $s:literal)?) $(, $($rest:tt)*)?) => {
+        crate::$fields!(entry_one; $(#[$m])* $k [$t] [$($s)?] $args $body $shared);
+        crate::kernels::entry!($fields; $(#[$m])* $args => $body $shared; $($($rest)*)?);
+    };
+}
+pub(crate) use entry;
+
+/// One kernel of [`entry`], given its family's field list.
+macro_rules! entry_one {
+    ($(#[$m:meta])* $k:ident [$t:ty] [$($s:literal)?] $args:ident $body:ident []
+        { $($(#[$fm:meta])* $f:ident: $ty:ty,)* }) => {
+        mod $k {
+            use super::*;
+            type R = $t;
+            $(#[$m])*
+            #[unsafe(no_mangle)]
+            pub unsafe extern "ptx-kernel" fn $k($($f: $ty),*) {
+                let args = $args::<R> { $($f),* };
+                unsafe { $body::<R $(, $s)?>(args) }
+            }
+        }
+    };
+    ($(#[$m:meta])* $k:ident [$t:ty] [$($s:literal)?] $args:ident $body:ident [$mode:ident $bytes:expr]
+        { $($(#[$fm:meta])* $f:ident: $ty:ty,)* }) => {
+        mod $k {
+            use super::*;
+            type R = $t;
+            $(#[$m])*
+            #[unsafe(no_mangle)]
+            pub unsafe extern "ptx-kernel" fn $k($($f: $ty),*) {
+                let scratch = crate::kernels::prims::shared_array!(
+                    $mode concat!(stringify!($k), "_scratch"),
+                    $bytes
+                );
+                let args = $args::<R> { $($f),* };
+                unsafe { $body::<R $(, $s)?>(args, scratch) }
+            }
+        }
+    };
+}
 
 pub mod frame;
 pub mod matcher;
 pub mod prepare;
+pub(crate) mod prims;
 pub mod run;
 
 use core::arch::nvptx;

@@ -10,13 +10,14 @@
 //! is the definition's "skipped" (see `host/src/finder/cpu/`).
 
 use super::global_index_x;
+use crate::args::PrepareArgs;
 use crate::classify::threshold;
 use crate::pedestal::{corrected, mean_offset, std_dev};
 use crate::real::Real;
 
 /// What `prepare` needs besides the pedestal sums: the frame, the outputs and the constants.
 #[derive(Clone, Copy)]
-pub(crate) struct PrepareArgs<R> {
+pub(crate) struct Prepare<R> {
     pub frame: *const u16,
     pub base: *const R,
     pub frozen_std: *const R,
@@ -82,7 +83,7 @@ pub(crate) fn threshold_value<R: Real>(
 
 /// The corrected value and threshold of pixel `i < pixels` from its sums `a`, `b`.
 #[inline(always)]
-pub(crate) unsafe fn prepare_pixel<R: Real>(p: &PrepareArgs<R>, i: usize, ai: R, bi: R) {
+pub(crate) unsafe fn prepare_pixel<R: Real>(p: &Prepare<R>, i: usize, ai: R, bi: R) {
     unsafe {
         let iu = i as u32;
         let y = iu / p.cols;
@@ -106,7 +107,7 @@ pub(crate) unsafe fn prepare_pixel<R: Real>(p: &PrepareArgs<R>, i: usize, ai: R,
 /// The corrected value and threshold of pixel `i`, and the reset of the classify kernel's
 /// look-back words (`status[0..n_status]`, which the next launch on the stream reads).
 #[inline(always)]
-unsafe fn prepare<R: Real>(p: &PrepareArgs<R>, a: *const R, b: *const R) {
+unsafe fn prepare<R: Real>(p: &Prepare<R>, a: *const R, b: *const R) {
     let i = global_index_x();
     unsafe {
         if i < p.n_status as usize {
@@ -119,50 +120,31 @@ unsafe fn prepare<R: Real>(p: &PrepareArgs<R>, a: *const R, b: *const R) {
     }
 }
 
-macro_rules! prepare_kernel {
-    ($name:ident, $t:ty) => {
-        /// Corrected values (zero-padded plane) and thresholds of one frame; resets the
-        /// look-back words of the following classify launch (see the module docs).
-        #[unsafe(no_mangle)]
-        pub unsafe extern "ptx-kernel" fn $name(
-            frame: *const u16,
-            base: *const $t,
-            a: *const $t,
-            b: *const $t,
-            frozen_std: *const $t,
-            cols: u32,
-            pixels: u32,
-            stride: u32,
-            r: u32,
-            inv: $t,
-            n_sigma: $t,
-            live: u32,
-            c_plane: *mut $t,
-            t_out: *mut $t,
-            status: *mut u64,
-            n_status: u32,
-        ) {
-            unsafe {
-                let p = PrepareArgs {
-                    frame,
-                    base,
-                    frozen_std,
-                    cols,
-                    pixels,
-                    stride,
-                    r,
-                    inv,
-                    n_sigma,
-                    live: live != 0,
-                    c_plane,
-                    t_out,
-                    status,
-                    n_status,
-                };
-                prepare::<$t>(&p, a, b)
-            }
-        }
+/// A prepare kernel.
+#[inline(always)]
+unsafe fn prepare_entry<R: Real>(k: PrepareArgs<R>) {
+    let p = Prepare {
+        frame: k.frame,
+        base: k.base,
+        frozen_std: k.frozen_std,
+        cols: k.cols,
+        pixels: k.pixels,
+        stride: k.stride,
+        r: k.r,
+        inv: k.inv,
+        n_sigma: k.n_sigma,
+        live: k.live != 0,
+        c_plane: k.c_plane,
+        t_out: k.t_out,
+        status: k.status,
+        n_status: k.n_status,
     };
+    unsafe { prepare::<R>(&p, k.a, k.b) }
 }
-prepare_kernel!(cluda_prepare_f64, f64);
-prepare_kernel!(cluda_prepare_f32, f32);
+
+super::entry! { prepare_fields;
+    /// Corrected values (zero-padded plane) and thresholds of one frame; resets the
+    /// look-back words of the following classify launch (see the module docs).
+    PrepareArgs => prepare_entry [];
+    cluda_prepare_f64(f64), cluda_prepare_f32(f32),
+}

@@ -42,32 +42,21 @@
 
 use core::arch::nvptx;
 
-use super::frame::{BLOCK, Geometry, GlobalWindow, ballot, window_stats};
+use super::frame::{BLOCK, Geometry, WARPS, window_stats};
 use super::prepare::{corrected_value, threshold_value};
+use super::prims::{ballot, ld_shared_u32, shfl_idx, st_shared_u32, warp_sum};
+use crate::args::RunArgs;
 use crate::classify::{PixelClass, classify};
+use crate::layout::RUN_SCRATCH_BYTES;
 use crate::pedestal::push_ready;
 use crate::real::Real;
 
-/// Warps per block.
-const WARPS: u32 = BLOCK / 32;
-
-/// A grid-wide barrier, first half (used by the barrier probes, which measure what the run
-/// kernels' neighbour waits avoid): the block meets at `bar.sync` and thread 0 counts its
-/// arrival at `counter` after releasing (at GPU scope) every write the block made before.
-/// Every thread of every block must call it, then [`barrier_wait`]; in between a block may
-/// do work that reads nothing other blocks write in this phase.
+/// Counts this block's arrival at `counter` (thread 0 only acts) after releasing, at GPU
+/// scope, every write the block made before: the block must have met at `bar.sync` since its
+/// last write that other blocks read (thread 0's own later writes are covered by its
+/// release).
 #[inline(always)]
-unsafe fn barrier_arrive(counter: *mut u32, tid: u32) {
-    unsafe {
-        nvptx::_syncthreads();
-        barrier_arrive_met(counter, tid);
-    }
-}
-
-/// [`barrier_arrive`] for a block that has met at `bar.sync` since its last write that
-/// other blocks read (thread 0's own later writes are covered by its release).
-#[inline(always)]
-unsafe fn barrier_arrive_met(counter: *mut u32, tid: u32) {
+unsafe fn arrive(counter: *mut u32, tid: u32) {
     if tid == 0 {
         unsafe {
             core::arch::asm!(
@@ -79,59 +68,14 @@ unsafe fn barrier_arrive_met(counter: *mut u32, tid: u32) {
     }
 }
 
-/// The sum of `v` over the warp, in every lane (all 32 lanes must call; sm_80's `redux`).
-#[inline(always)]
-unsafe fn warp_add(v: u32) -> u32 {
-    let s: u32;
-    unsafe {
-        core::arch::asm!(
-            "redux.sync.add.u32 {s}, {v}, 0xffffffff;",
-            s = out(reg32) s,
-            v = in(reg32) v,
-        );
-    }
-    s
-}
-
-/// Loads the word at shared-window address `a`.
-#[inline(always)]
-unsafe fn ld_shared(a: u64) -> u32 {
-    let v: u32;
-    unsafe { core::arch::asm!("ld.shared.u32 {v}, [{a}];", v = out(reg32) v, a = in(reg64) a) };
-    v
-}
-
-/// Stores `v` at shared-window address `a`.
-#[inline(always)]
-unsafe fn st_shared(a: u64, v: u32) {
-    unsafe { core::arch::asm!("st.shared.u32 [{a}], {v};", a = in(reg64) a, v = in(reg32) v) };
-}
-
-/// A grid-wide barrier, second half: returns once `target` arrivals in all are counted at
-/// `counter` (the n-th barrier of a launch of G blocks waits for `n * G`; the counter starts
-/// at 0, zeroed by the host). Thread 0 then acquires the other blocks' writes (which also
-/// drops stale lines from this SM's L1 before anyone reads window values again) and the block
-/// meets again, so every thread sees every write made before every block's arrival.
-/// `NS` > 0 sleeps that many nanoseconds between polls.
-#[inline(always)]
-unsafe fn barrier_wait<const NS: u32>(counter: *mut u32, target: u32, tid: u32) {
-    unsafe {
-        if tid == 0 {
-            wait_until::<NS>(counter, target);
-            core::arch::asm!("fence.acq_rel.gpu;");
-        }
-        nvptx::_syncthreads();
-    }
-}
-
 pub(crate) use crate::layout::{COUNT_SLOTS, LAG, PLANES, WORK_HEAD};
 
 /// Scratch words per warp and frame parity: the reduction's three values.
-const SCRATCH_PER_WARP: usize = 3;
+const SCRATCH_PER_WARP: usize = crate::layout::RUN_SCRATCH_PER_WARP;
 
 /// Everything one `run` launch reads and writes.
 #[derive(Clone, Copy)]
-pub(crate) struct RunArgs<R> {
+pub(crate) struct Run<R> {
     /// `n` frames, one after another.
     pub frames: *const u16,
     pub n: u32,
@@ -159,7 +103,7 @@ pub(crate) struct RunArgs<R> {
     pub room: u32,
 }
 
-impl<R: Real> RunArgs<R> {
+impl<R: Real> Run<R> {
     #[inline(always)]
     fn plane(&self, k: u32) -> *mut R {
         self.planes
@@ -194,10 +138,9 @@ impl<R: Real> RunArgs<R> {
 }
 
 /// Waits until `*flag` has reached `target` (wrapping compare, so that a counter can run
-/// through 2^32), sleeping `NS` nanoseconds between polls when `NS` > 0. Relaxed GPU-scope
-/// polls: the caller fences once it has seen every flag.
+/// through 2^32). Relaxed GPU-scope polls: the caller fences once it has seen every flag.
 #[inline(always)]
-unsafe fn wait_until<const NS: u32>(flag: *const u32, target: u32) {
+unsafe fn wait_until(flag: *const u32, target: u32) {
     loop {
         let v: u32;
         unsafe {
@@ -209,9 +152,6 @@ unsafe fn wait_until<const NS: u32>(flag: *const u32, target: u32) {
         }
         if v.wrapping_sub(target) as i32 >= 0 {
             break;
-        }
-        if NS > 0 {
-            unsafe { core::arch::asm!("nanosleep.u32 {t};", t = in(reg32) NS) };
         }
     }
 }
@@ -256,7 +196,7 @@ struct Pending {
 /// Stores the corrected value of `px` for raw sample `x` into `plane` (what other tiles wait
 /// for) and keeps `x` for the pedestal update.
 #[inline(always)]
-unsafe fn store_corrected<R: Real>(args: &RunArgs<R>, px: &mut Pixel<R>, x: u16, plane: *mut R) {
+unsafe fn store_corrected<R: Real>(args: &Run<R>, px: &mut Pixel<R>, x: u16, plane: *mut R) {
     let g = &args.g;
     let y = px.p / g.cols;
     let col = px.p - y * g.cols;
@@ -268,7 +208,7 @@ unsafe fn store_corrected<R: Real>(args: &RunArgs<R>, px: &mut Pixel<R>, x: u16,
 /// The threshold of `px` from its current state (only this thread reads it, so it is
 /// computed after the corrected value is published).
 #[inline(always)]
-fn update_threshold<R: Real>(args: &RunArgs<R>, px: &mut Pixel<R>) {
+fn update_threshold<R: Real>(args: &Run<R>, px: &mut Pixel<R>) {
     let fstd = px.fstd;
     px.t = threshold_value(px.a, px.b, || fstd, args.g.inv, args.n_sigma, args.live);
 }
@@ -300,21 +240,6 @@ unsafe fn partial_counts(counts: *const u32, tiles: u32, tid: u32, tile: u32) ->
     (all, before)
 }
 
-/// Lane `src`'s `v`, in every lane (all 32 lanes must call).
-#[inline(always)]
-unsafe fn shfl_idx(v: u32, src: u32) -> u32 {
-    let r: u32;
-    unsafe {
-        core::arch::asm!(
-            "shfl.sync.idx.b32 {r}, {v}, {s}, 31, -1;",
-            r = out(reg32) r,
-            v = in(reg32) v,
-            s = in(reg32) src,
-        );
-    }
-    r
-}
-
 /// Writes the records of the warp's centres (`dest < room`; `u32::MAX` for none) one after
 /// another, all 32 lanes on each: its position, then its window's corrected values from
 /// plane `c`, row-major, rounded half away from zero (the words of `write_record`, which
@@ -325,7 +250,7 @@ unsafe fn write_records_warp<R: Real, const S: usize>(
     g: &Geometry<R>,
     p: u32,
     dest: u32,
-    args: &RunArgs<R>,
+    args: &Run<R>,
     lane: u32,
 ) {
     unsafe {
@@ -356,7 +281,7 @@ unsafe fn write_records_warp<R: Real, const S: usize>(
 /// shared-window address of `2 * WARPS * SCRATCH_PER_WARP` words. Block `b` owns tile `b`;
 /// the grid must be exactly one block per tile, all resident at once.
 #[inline(always)]
-pub(crate) unsafe fn run_frames<R: Real, const S: usize>(args: &RunArgs<R>, scratch: u64) {
+pub(crate) unsafe fn run_frames<R: Real, const S: usize>(args: &Run<R>, scratch: u64) {
     unsafe {
         let tid = nvptx::_thread_idx_x() as u32;
         let tile = nvptx::_block_idx_x() as u32;
@@ -418,12 +343,12 @@ pub(crate) unsafe fn run_frames<R: Real, const S: usize>(args: &RunArgs<R>, scra
                 if classify_now {
                     let mut t = first_tile + lane;
                     while t <= last_tile {
-                        wait_until::<0>(args.progress(t), k + 1);
+                        wait_until(args.progress(t), k + 1);
                         t += 32;
                     }
                 }
                 if write_now && lane == 31 {
-                    wait_until::<0>(
+                    wait_until(
                         args.arrivals(old),
                         (old / COUNT_SLOTS + 1).wrapping_mul(g.tiles),
                     );
@@ -447,8 +372,7 @@ pub(crate) unsafe fn run_frames<R: Real, const S: usize>(args: &RunArgs<R>, scra
             };
             let mut centre = false;
             if classify_now && px.inside {
-                let win = GlobalWindow(args.plane(k) as *const R);
-                let (cp, total, max) = window_stats::<R, S, _>(&win, &g, p);
+                let (cp, total, max) = window_stats::<R, S>(args.plane(k) as *const R, &g, p);
                 match classify(cp, px.t, total, max, side) {
                     PixelClass::Pedestal => {
                         push_ready(&mut px.a, &mut px.b, px.base, px.raw, g.inv)
@@ -472,12 +396,12 @@ pub(crate) unsafe fn run_frames<R: Real, const S: usize>(args: &RunArgs<R>, scra
                         + i as u64)
             };
             let mask = ballot(centre);
-            let all = warp_add(all);
-            let before = warp_add(before);
+            let all = warp_sum(all);
+            let before = warp_sum(before);
             if lane == 0 {
-                st_shared(word(warp, 0), all);
-                st_shared(word(warp, 1), mask.count_ones());
-                st_shared(word(warp, 2), before);
+                st_shared_u32(word(warp, 0), all);
+                st_shared_u32(word(warp, 1), mask.count_ones());
+                st_shared_u32(word(warp, 2), before);
             }
             nvptx::_syncthreads();
             // Publish: every plane store of this block came before the meeting.
@@ -485,11 +409,23 @@ pub(crate) unsafe fn run_frames<R: Real, const S: usize>(args: &RunArgs<R>, scra
                 publish(args.progress(tile), k + 2);
             }
             let from = lane < WARPS;
-            let total_old = warp_add(if from { ld_shared(word(lane, 0)) } else { 0 });
-            let n_warp = if from { ld_shared(word(lane, 1)) } else { 0 };
-            let tile_count = warp_add(n_warp);
-            let woff = warp_add(if lane < warp { n_warp } else { 0 });
-            let earlier = warp_add(if from { ld_shared(word(lane, 2)) } else { 0 });
+            let total_old = warp_sum(if from {
+                ld_shared_u32(word(lane, 0))
+            } else {
+                0
+            });
+            let n_warp = if from {
+                ld_shared_u32(word(lane, 1))
+            } else {
+                0
+            };
+            let tile_count = warp_sum(n_warp);
+            let woff = warp_sum(if lane < warp { n_warp } else { 0 });
+            let earlier = warp_sum(if from {
+                ld_shared_u32(word(lane, 2))
+            } else {
+                0
+            });
             // Where this thread's record of frame k-2 goes (u32::MAX: none).
             let dest = if write_now && pend2.centre {
                 run.wrapping_add(earlier).wrapping_add(pend2.place)
@@ -504,7 +440,7 @@ pub(crate) unsafe fn run_frames<R: Real, const S: usize>(args: &RunArgs<R>, scra
             // Frame k's count and its arrival, then the threshold of frame k+1.
             if tid == 0 && classify_now {
                 *args.counts(k).add(tile as usize) = tile_count;
-                barrier_arrive_met(args.arrivals(k), tid);
+                arrive(args.arrivals(k), tid);
             }
             if classify_now && next && px.inside {
                 update_threshold(args, &mut px);
@@ -525,105 +461,46 @@ pub(crate) unsafe fn run_frames<R: Real, const S: usize>(args: &RunArgs<R>, scra
     }
 }
 
-macro_rules! run_kernel {
-    ($name:ident, $t:ty, $s:literal) => {
-        /// Finds `n` consecutive frames in one cooperative launch with a
-        #[doc = concat!(stringify!($s), "x", stringify!($s))]
-        /// window in
-        #[doc = stringify!($t)]
-        /// , one block per tile of 256 pixels: per frame each tile waits only for the tiles its
-        /// windows read; records in row-major order after a running total (see the module
-        /// docs). The grid must be one block per tile and fit on the device at once; the
-        /// work area's counters and flags must be zeroed.
-        #[unsafe(no_mangle)]
-        pub unsafe extern "ptx-kernel" fn $name(
-            frames: *const u16,
-            n: u32,
-            base: *const $t,
-            a: *mut $t,
-            b: *mut $t,
-            frozen_std: *const $t,
-            planes: *mut $t,
-            plane_len: u32,
-            work: *mut u32,
-            cols: u32,
-            pixels: u32,
-            stride: u32,
-            tiles: u32,
-            r: u32,
-            inv: $t,
-            n_sigma: $t,
-            live: u32,
-            base_in: *const u32,
-            count_out: *mut u32,
-            records: *mut u32,
-            room: u32,
-        ) {
-            let scratch: u64;
-            unsafe {
-                core::arch::asm!(
-                    concat!(".shared .align 16 .b8 ", stringify!($name), "_scratch[192];"),
-                    concat!("mov.u64 {p}, ", stringify!($name), "_scratch;"),
-                    p = out(reg64) scratch,
-                );
-                let args = RunArgs {
-                    frames,
-                    n,
-                    base,
-                    a,
-                    b,
-                    frozen_std,
-                    planes,
-                    plane_len,
-                    work,
-                    g: Geometry { cols, pixels, stride, tiles, inv },
-                    r,
-                    n_sigma,
-                    live: live != 0,
-                    base_in,
-                    count_out,
-                    records,
-                    room,
-                };
-                run_frames::<$t, $s>(&args, scratch)
-            }
-        }
+/// A run kernel.
+#[inline(always)]
+unsafe fn run_entry<R: Real, const S: usize>(k: RunArgs<R>, scratch: u64) {
+    let args = Run {
+        frames: k.frames,
+        n: k.n,
+        base: k.base,
+        a: k.a,
+        b: k.b,
+        frozen_std: k.frozen_std,
+        planes: k.planes,
+        plane_len: k.plane_len,
+        work: k.work,
+        g: Geometry {
+            cols: k.cols,
+            pixels: k.pixels,
+            stride: k.stride,
+            tiles: k.tiles,
+            inv: k.inv,
+        },
+        r: k.r,
+        n_sigma: k.n_sigma,
+        live: k.live != 0,
+        base_in: k.base_in,
+        count_out: k.count_out,
+        records: k.records,
+        room: k.room,
     };
-}
-macro_rules! run_kernels {
-    ($($name:ident $t:ty, $s:literal;)*) => {
-        $(run_kernel!($name, $t, $s);)*
-    };
-}
-run_kernels! {
-    cluda_run1_f64_3 f64, 3;
-    cluda_run1_f64_5 f64, 5;
-    cluda_run1_f64_7 f64, 7;
-    cluda_run1_f64_9 f64, 9;
-    cluda_run1_f32_3 f32, 3;
-    cluda_run1_f32_5 f32, 5;
-    cluda_run1_f32_7 f32, 7;
-    cluda_run1_f32_9 f32, 9;
+    unsafe { run_frames::<R, S>(&args, scratch) }
 }
 
-macro_rules! barrier_probe {
-    ($name:ident, $ns:literal) => {
-        /// Diagnostic: `n` grid barriers and nothing else (a cooperative launch; tests time
-        /// it to see what one barrier costs), polling with a
-        #[doc = concat!(stringify!($ns), " ns")]
-        /// back-off.
-        #[unsafe(no_mangle)]
-        pub unsafe extern "ptx-kernel" fn $name(counter: *mut u32, n: u32) {
-            unsafe {
-                let tid = nvptx::_thread_idx_x() as u32;
-                let grid = nvptx::_grid_dim_x() as u32;
-                for i in 1..=n {
-                    barrier_arrive(counter, tid);
-                    barrier_wait::<$ns>(counter, i.wrapping_mul(grid), tid);
-                }
-            }
-        }
-    };
+super::entry! { run_fields;
+    /// Finds `n` consecutive frames in one cooperative launch with a window of side `S` (the
+    /// name's last number), one block per tile of 256 pixels: per frame each tile waits only
+    /// for the tiles its windows read; records in row-major order after a running total (see
+    /// the module docs). The grid must be one block per tile and fit on the device at once;
+    /// the work area's counters and flags must be zeroed.
+    RunArgs => run_entry [window RUN_SCRATCH_BYTES];
+    cluda_run1_f64_3(f64, 3), cluda_run1_f64_5(f64, 5),
+    cluda_run1_f64_7(f64, 7), cluda_run1_f64_9(f64, 9),
+    cluda_run1_f32_3(f32, 3), cluda_run1_f32_5(f32, 5),
+    cluda_run1_f32_7(f32, 7), cluda_run1_f32_9(f32, 9),
 }
-barrier_probe!(cluda_barrier_probe_0, 0);
-barrier_probe!(cluda_barrier_probe_100, 100);

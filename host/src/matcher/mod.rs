@@ -45,8 +45,8 @@ pub use tiling::V3Tiling;
 use crate::cuda::Device;
 use crate::error::{Error, Result};
 
-/// Floats per descriptor.
-pub const DIM: usize = 128;
+/// Floats per descriptor (the kernels' `DIM`, shared with them).
+pub const DIM: usize = cluda_gpu::layout::matcher::DIM;
 
 /// One descriptor.
 pub type Descriptor = [f32; DIM];

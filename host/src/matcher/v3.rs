@@ -29,8 +29,8 @@ use cudarc::driver::{CudaSlice, CudaStream, PushKernelArg};
 use super::gpu::{DeviceResult, GpuMatcher, cfg, warp_rows_grid};
 use crate::error::{CudaContextExt, Error, Result};
 
-/// Candidates kept per row (must match the kernels' `V3_K`).
-const K: usize = 4;
+/// Candidates kept per row (the kernels' `V3_K`, shared with them).
+const K: usize = cluda_gpu::layout::matcher::V3_K;
 
 /// V3's flagged rows on the device: a counter and the list it counts into.
 pub(super) struct Flags {

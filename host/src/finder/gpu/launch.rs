@@ -1,23 +1,23 @@
-//! Typed launch wrappers of the cluster-finding kernels (`gpu/src/kernels/`).
+//! Typed launches of the cluster-finding kernels (`gpu/src/kernels/`).
 //!
-//! Each wrapper takes the kernel's parameters in the kernel's order with the kernel's types
-//! (device pointers as `u64`), so a mismatch shows up here in one place.
+//! Each launch fills the kernel family's argument struct from `cluda_gpu::args` (the struct
+//! the kernels' parameter lists are declared from) and hands the driver the address of every
+//! field; the entry names come from `cluda_gpu::args::names`. So the host and the kernels
+//! share one definition of every parameter list.
 
 use std::ffi::c_void;
 
+use cluda_gpu::args::{ClassifyArgs, PrepareArgs, RunArgs, StepArgs, names};
 use cudarc::driver::sys::{self, CUstream};
 use cudarc::driver::{CudaFunction, result};
 
 use crate::cluster::ClusterSize;
 use crate::config::Precision;
 use crate::cuda::Device;
-use crate::error::{CudaContextExt, Result};
+use crate::error::{CudaContextExt, Error, Result};
 
-/// Threads per block of both kernels; also the pixels per classify tile (`BLOCK` in
-/// `gpu/src/kernels/frame.rs`).
-pub(crate) const BLOCK: u32 = 256;
-/// Bytes of the `_smem` kernels' shared row copy (`SMEM_BYTES` in the kernel).
-const SMEM_BYTES: usize = 40960;
+/// Threads per block of the finder's kernels; also the pixels per tile.
+pub(crate) const BLOCK: u32 = cluda_gpu::layout::BLOCK;
 /// Words before the run kernels' progress flags (one arrival counter per count slot).
 const RUN_WORK_HEAD: usize = cluda_gpu::layout::WORK_HEAD as usize;
 /// Slots of per-tile counts the run kernels cycle through.
@@ -34,73 +34,43 @@ pub(crate) enum Scalar {
     F32(f32),
 }
 
-/// A kernel's parameters in launch order, each in an 8-byte slot of its own (device pointers
-/// as `u64`; a `u32` or `f32` in the slot's first bytes, which is where a little-endian host
-/// keeps the low half), so that every wrapper below lists a kernel's parameters once, with
-/// their types, instead of keeping a local and a pointer to it per parameter.
-#[derive(Default)]
-struct Params(Vec<u64>);
-
-#[cfg(not(target_endian = "little"))]
-compile_error!("kernel parameters are packed for little-endian hosts");
-
-impl Params {
-    /// A device address (`*const T` / `*mut T` in the kernel).
-    fn ptr(mut self, v: u64) -> Self {
-        self.0.push(v);
-        self
-    }
-
-    /// A `u32`.
-    fn u32(mut self, v: u32) -> Self {
-        self.0.push(u64::from(v));
-        self
-    }
-
-    /// An `f32` or `f64` in the finder's precision.
-    fn real(mut self, v: Scalar) -> Self {
-        self.0.push(match v {
-            Scalar::F64(x) => x.to_bits(),
-            Scalar::F32(x) => u64::from(x.to_bits()),
-        });
-        self
-    }
-
-    /// The `void **` array a launch takes; valid while `self` lives and is not changed.
-    fn pointers(&mut self) -> Vec<*mut c_void> {
-        self.0
-            .iter_mut()
-            .map(|v| v as *mut u64 as *mut c_void)
-            .collect()
-    }
+/// `inv` and `n_sigma` of one precision, for the argument structs of that real type.
+#[derive(Clone, Copy, Debug)]
+enum Reals {
+    F64(f64, f64),
+    F32(f32, f32),
 }
 
-/// The parameters of `cluda_classify_*`, which `cluda_step_*` also starts with: the frame,
-/// its pedestal state, plane and thresholds, the geometry, and where its records go.
-fn classify_params(
-    inv: Scalar,
-    g: &Geometry,
-    frame: u64,
-    buf: &FrameBuffers,
-    dst: &Destination,
-) -> Params {
-    Params::default()
-        .ptr(frame)
-        .ptr(buf.base)
-        .ptr(buf.a)
-        .ptr(buf.b)
-        .ptr(buf.c_plane)
-        .ptr(buf.t)
-        .u32(g.cols)
-        .u32(g.pixels)
-        .u32(g.stride)
-        .u32(g.tiles)
-        .real(inv)
-        .ptr(buf.status)
-        .ptr(dst.base_in)
-        .ptr(dst.count_out)
-        .ptr(dst.records)
-        .u32(dst.room)
+/// A device address as the kernels' pointer type (never dereferenced on the host).
+fn dev<T>(addr: u64) -> *mut T {
+    addr as usize as *mut T
+}
+
+/// Launches `f` with `params` (the field addresses of its argument struct) on `stream`:
+/// `grid` blocks of [`BLOCK`] threads, as a cooperative launch when `cooperative` (every
+/// block resident at once).
+///
+/// # Safety
+///
+/// `params` must be the fields of the argument struct of `f`'s family (the struct its
+/// parameters are declared from), alive until the call returns, with every pointer a live
+/// device buffer of the sizes the kernel reads and writes.
+unsafe fn launch(
+    f: &CudaFunction,
+    grid: u32,
+    stream: CUstream,
+    params: &mut [*mut c_void],
+    cooperative: bool,
+) -> std::result::Result<(), cudarc::driver::DriverError> {
+    let (grid, block) = ((grid, 1, 1), (BLOCK, 1, 1));
+    // SAFETY: as the caller promises.
+    unsafe {
+        if cooperative {
+            result::launch_cooperative_kernel(f.cu_function(), grid, block, 0, stream, params)
+        } else {
+            result::launch_kernel(f.cu_function(), grid, block, 0, stream, params)
+        }
+    }
 }
 
 /// Frame geometry shared by both kernels.
@@ -135,14 +105,6 @@ impl Geometry {
     /// Elements of the padded plane.
     pub fn plane_len(&self, rows: usize) -> usize {
         (rows + 2 * self.r as usize) * self.stride as usize
-    }
-
-    /// Whether the `_smem` classify kernels can hold a tile's rows for `rows`-row frames of
-    /// `elem`-byte values (`SMEM_BYTES` in `gpu/src/kernels/frame.rs`).
-    pub fn shared_rows_fit(&self, rows: usize, elem: usize) -> bool {
-        let cols = self.cols as usize;
-        let tile_rows = rows.min((BLOCK as usize - 1) / cols + 2);
-        (tile_rows + 2 * self.r as usize) * self.stride as usize * elem <= SMEM_BYTES
     }
 
     /// Look-back words of one classify launch: the ticket, then one per tile.
@@ -207,23 +169,172 @@ pub(crate) struct Destination {
     pub room: u32,
 }
 
+/// The prepare arguments of the frame at `frame` with the pedestal and scratch of `buf`.
+fn prepare_args<R>(
+    (inv, n_sigma): (R, R),
+    live: u32,
+    g: &Geometry,
+    frame: u64,
+    buf: &FrameBuffers,
+) -> PrepareArgs<R> {
+    PrepareArgs {
+        frame: dev(frame),
+        base: dev(buf.base),
+        a: dev(buf.a),
+        b: dev(buf.b),
+        frozen_std: dev(buf.frozen_std),
+        cols: g.cols,
+        pixels: g.pixels,
+        stride: g.stride,
+        r: g.r,
+        inv,
+        n_sigma,
+        live,
+        c_plane: dev(buf.c_plane),
+        t_out: dev(buf.t),
+        status: dev(buf.status),
+        n_status: g.status_len() as u32,
+    }
+}
+
+/// The classify arguments of the frame at `frame`: its pedestal state, plane and thresholds,
+/// the geometry, and where its records go.
+fn classify_args<R>(
+    inv: R,
+    g: &Geometry,
+    frame: u64,
+    buf: &FrameBuffers,
+    dst: &Destination,
+) -> ClassifyArgs<R> {
+    ClassifyArgs {
+        frame: dev(frame),
+        base: dev(buf.base),
+        a: dev(buf.a),
+        b: dev(buf.b),
+        c: dev(buf.c_plane),
+        t: dev(buf.t),
+        cols: g.cols,
+        pixels: g.pixels,
+        stride: g.stride,
+        tiles: g.tiles,
+        inv,
+        status: dev(buf.status),
+        base_in: dev(dst.base_in),
+        count_out: dev(dst.count_out),
+        records: dev(dst.records),
+        room: dst.room,
+    }
+}
+
+/// The step arguments: classify `c`'s frame, then prepare the frame at `next_frame` (0: none)
+/// into `next`'s plane, thresholds and look-back words.
+fn step_args<R>(
+    c: ClassifyArgs<R>,
+    n_sigma: R,
+    live: u32,
+    g: &Geometry,
+    frozen_std: u64,
+    next_frame: u64,
+    next: &FrameBuffers,
+) -> StepArgs<R> {
+    StepArgs {
+        frame: c.frame,
+        base: c.base,
+        a: c.a,
+        b: c.b,
+        c: c.c,
+        t: c.t,
+        cols: c.cols,
+        pixels: c.pixels,
+        stride: c.stride,
+        tiles: c.tiles,
+        inv: c.inv,
+        status: c.status,
+        base_in: c.base_in,
+        count_out: c.count_out,
+        records: c.records,
+        room: c.room,
+        next_frame: dev(next_frame),
+        frozen_std: dev(frozen_std),
+        r: g.r,
+        n_sigma,
+        live,
+        c_next: dev(next.c_plane),
+        t_next: dev(next.t),
+        status_next: dev(next.status),
+    }
+}
+
+/// The run arguments of `n` frames at `frames`.
+#[allow(clippy::too_many_arguments)]
+fn run_args<R>(
+    (inv, n_sigma): (R, R),
+    live: u32,
+    g: &Geometry,
+    frames: u64,
+    n: u32,
+    buf: &FrameBuffers,
+    run: &RunBuffers,
+    dst: &Destination,
+) -> RunArgs<R> {
+    RunArgs {
+        frames: dev(frames),
+        n,
+        base: dev(buf.base),
+        a: dev(buf.a),
+        b: dev(buf.b),
+        frozen_std: dev(buf.frozen_std),
+        planes: dev(run.planes),
+        plane_len: run.plane_len,
+        work: dev(run.work),
+        cols: g.cols,
+        pixels: g.pixels,
+        stride: g.stride,
+        tiles: g.tiles,
+        r: g.r,
+        inv,
+        n_sigma,
+        live,
+        base_in: dev(dst.base_in),
+        count_out: dev(dst.count_out),
+        records: dev(dst.records),
+        room: dst.room,
+    }
+}
+
+/// Evaluates `$body` with `$reals` (`(inv, n_sigma)`) in the real type of `$k`'s precision.
+macro_rules! with_reals {
+    ($k:expr, |$reals:ident| $body:expr) => {
+        match $k.reals {
+            Reals::F64(inv, n_sigma) => {
+                let $reals = (inv, n_sigma);
+                $body
+            }
+            Reals::F32(inv, n_sigma) => {
+                let $reals = (inv, n_sigma);
+                $body
+            }
+        }
+    };
+}
+
 /// The kernels of one precision and cluster size: `prepare` and `classify` (two launches per
-/// frame), and `step` (classify this frame and prepare the next one in one launch).
+/// frame), `step` (classify this frame and prepare the next one in one launch), and `run`
+/// (many frames in one cooperative launch).
 pub(crate) struct Kernels {
     prepare: CudaFunction,
     classify: CudaFunction,
     step: CudaFunction,
     /// `None` when no run variant covers a frame's tiles (launches go per frame then).
     run: Option<RunKernel>,
-    inv: Scalar,
-    n_sigma: Scalar,
+    reals: Reals,
     live: u32,
 }
 
 impl Kernels {
-    /// Loads the kernels for `precision` and `size`; `inv` and `n_sigma` are converted to the
-    /// kernels' precision exactly as the CPU finder converts them.
-    #[allow(clippy::too_many_arguments)]
+    /// Loads the kernels for `precision` and `size`; `inv` (in the kernels' precision) and
+    /// `n_sigma` (converted to it exactly as the CPU finder converts it) are the constants of
+    /// every launch.
     pub fn load(
         device: &Device,
         precision: Precision,
@@ -232,37 +343,36 @@ impl Kernels {
         inv: Scalar,
         n_sigma: f64,
         live: bool,
-        shared_window: bool,
     ) -> Result<Self> {
-        let p = match precision {
-            Precision::F64 => "f64",
-            Precision::F32 | Precision::F32Naive => "f32",
+        let reals = match (precision, inv) {
+            (Precision::F64, Scalar::F64(inv)) => Reals::F64(inv, n_sigma),
+            (Precision::F32 | Precision::F32Naive, Scalar::F32(inv)) => {
+                Reals::F32(inv, n_sigma as f32)
+            }
+            _ => {
+                return Err(Error::param(
+                    "precision",
+                    "the kernels' constants are not in the finder's precision",
+                ));
+            }
         };
-        let n_sigma = match precision {
-            Precision::F64 => Scalar::F64(n_sigma),
-            Precision::F32 | Precision::F32Naive => Scalar::F32(n_sigma as f32),
+        let f64 = matches!(reals, Reals::F64(..));
+        let side = size.side();
+        let sized = |name: Option<&'static str>| {
+            name.ok_or_else(|| Error::param("size", format!("no kernels for {side}x{side}")))
         };
         // One block per tile, all resident at once (the kernel's waits need it).
-        let function = device.function(&format!("cluda_run1_{p}_{}", size.side()))?;
+        let function = device.function(sized(names::run(f64, side))?)?;
         let run = (tiles <= resident_blocks(device, &function)?).then_some(RunKernel {
             function,
             grid: tiles,
         });
         Ok(Self {
             run,
-            prepare: device.function(&format!("cluda_prepare_{p}"))?,
-            classify: device.function(&format!(
-                "cluda_classify_{}{p}_{}",
-                if shared_window { "smem_" } else { "" },
-                size.side()
-            ))?,
-            step: device.function(&format!(
-                "cluda_step_{}{p}_{}",
-                if shared_window { "smem_" } else { "" },
-                size.side()
-            ))?,
-            inv,
-            n_sigma,
+            prepare: device.function(names::prepare(f64))?,
+            classify: device.function(sized(names::classify(f64, side))?)?,
+            step: device.function(sized(names::step(f64, side))?)?,
+            reals,
             live: live as u32,
         })
     }
@@ -275,38 +385,13 @@ impl Kernels {
         frame: u64,
         buf: &FrameBuffers,
     ) -> Result<()> {
-        let n_status = g.tiles + 1;
-        let mut values = Params::default()
-            .ptr(frame)
-            .ptr(buf.base)
-            .ptr(buf.a)
-            .ptr(buf.b)
-            .ptr(buf.frozen_std)
-            .u32(g.cols)
-            .u32(g.pixels)
-            .u32(g.stride)
-            .u32(g.r)
-            .real(self.inv)
-            .real(self.n_sigma)
-            .u32(self.live)
-            .ptr(buf.c_plane)
-            .ptr(buf.t)
-            .ptr(buf.status)
-            .u32(n_status);
-        let mut params = values.pointers();
-        let grid = g.pixels.max(n_status).div_ceil(BLOCK);
-        // SAFETY: the parameters match `cluda_prepare_*` in order and type; every pointer is
-        // a live device buffer of the sizes the geometry implies.
-        unsafe {
-            result::launch_kernel(
-                self.prepare.cu_function(),
-                (grid, 1, 1),
-                (BLOCK, 1, 1),
-                0,
-                stream,
-                &mut params,
-            )
-        }
+        let grid = g.pixels.max(g.status_len() as u32).div_ceil(BLOCK);
+        with_reals!(self, |reals| {
+            let mut args = prepare_args(reals, self.live, g, frame, buf);
+            // SAFETY: the fields of `cluda_prepare_*`'s struct; every pointer is a live
+            // device buffer of the sizes the geometry implies.
+            unsafe { launch(&self.prepare, grid, stream, &mut args.params(), false) }
+        })
         .cuda("launching the prepare kernel")
     }
 
@@ -319,20 +404,12 @@ impl Kernels {
         buf: &FrameBuffers,
         dst: &Destination,
     ) -> Result<()> {
-        let mut values = classify_params(self.inv, g, frame, buf, dst);
-        let mut params = values.pointers();
-        // SAFETY: the parameters match `cluda_classify_*` in order and type; every pointer is
-        // a live device buffer of the sizes the geometry and destination imply.
-        unsafe {
-            result::launch_kernel(
-                self.classify.cu_function(),
-                (g.tiles, 1, 1),
-                (BLOCK, 1, 1),
-                0,
-                stream,
-                &mut params,
-            )
-        }
+        with_reals!(self, |reals| {
+            let mut args = classify_args(reals.0, g, frame, buf, dst);
+            // SAFETY: the fields of `cluda_classify_*`'s struct; every pointer is a live
+            // device buffer of the sizes the geometry and destination imply.
+            unsafe { launch(&self.classify, g.tiles, stream, &mut args.params(), false) }
+        })
         .cuda("launching the classify kernel")
     }
 
@@ -350,28 +427,13 @@ impl Kernels {
         next_frame: u64,
         next: &FrameBuffers,
     ) -> Result<()> {
-        let mut values = classify_params(self.inv, g, frame, buf, dst)
-            .ptr(next_frame)
-            .ptr(buf.frozen_std)
-            .u32(g.r)
-            .real(self.n_sigma)
-            .u32(self.live)
-            .ptr(next.c_plane)
-            .ptr(next.t)
-            .ptr(next.status);
-        let mut params = values.pointers();
-        // SAFETY: the parameters match `cluda_step_*` in order and type; every pointer is a
-        // live device buffer of the sizes the geometry and destination imply.
-        unsafe {
-            result::launch_kernel(
-                self.step.cu_function(),
-                (g.tiles, 1, 1),
-                (BLOCK, 1, 1),
-                0,
-                stream,
-                &mut params,
-            )
-        }
+        with_reals!(self, |reals| {
+            let c = classify_args(reals.0, g, frame, buf, dst);
+            let mut args = step_args(c, reals.1, self.live, g, buf.frozen_std, next_frame, next);
+            // SAFETY: the fields of `cluda_step_*`'s struct; every pointer is a live device
+            // buffer of the sizes the geometry and destination imply.
+            unsafe { launch(&self.step, g.tiles, stream, &mut args.params(), false) }
+        })
         .cuda("launching the step kernel")
     }
 
@@ -395,114 +457,54 @@ impl Kernels {
         dst: &Destination,
     ) -> Result<()> {
         let Some(kernel) = &self.run else {
-            return Err(crate::error::Error::param(
+            return Err(Error::param(
                 "launch",
                 "no run kernel covers this frame size; use one launch per frame",
             ));
         };
-        let mut values = Params::default()
-            .ptr(frames)
-            .u32(n)
-            .ptr(buf.base)
-            .ptr(buf.a)
-            .ptr(buf.b)
-            .ptr(buf.frozen_std)
-            .ptr(run.planes)
-            .u32(run.plane_len)
-            .ptr(run.work)
-            .u32(g.cols)
-            .u32(g.pixels)
-            .u32(g.stride)
-            .u32(g.tiles)
-            .u32(g.r)
-            .real(self.inv)
-            .real(self.n_sigma)
-            .u32(self.live)
-            .ptr(dst.base_in)
-            .ptr(dst.count_out)
-            .ptr(dst.records)
-            .u32(dst.room);
-        let mut params = values.pointers();
-        // SAFETY: the parameters match `cluda_run*` in order and type; every pointer is a
-        // live device buffer of the sizes the geometry and destination imply; the grid fits
-        // on the device at once (checked at load, and by the cooperative launch) and has one
-        // block per tile.
-        unsafe {
-            sys::cuLaunchCooperativeKernel(
-                kernel.function.cu_function(),
-                kernel.grid,
-                1,
-                1,
-                BLOCK,
-                1,
-                1,
-                0,
-                stream,
-                params.as_mut_ptr(),
-            )
-        }
-        .result()
+        with_reals!(self, |reals| {
+            let mut args = run_args(reals, self.live, g, frames, n, buf, run, dst);
+            // SAFETY: the fields of `cluda_run1_*`'s struct; every pointer is a live device
+            // buffer of the sizes the geometry and destination imply; the grid fits on the
+            // device at once (checked at load, and by the cooperative launch) and has one
+            // block per tile.
+            unsafe {
+                launch(
+                    &kernel.function,
+                    kernel.grid,
+                    stream,
+                    &mut args.params(),
+                    true,
+                )
+            }
+        })
         .cuda("launching the run kernel")
     }
 }
 
-/// Blocks of `f` (with [`BLOCK`] threads) that fit on `device` at once: the grid bound of a
-/// cooperative launch.
+/// Blocks of `f` (with [`BLOCK`] threads) that fit on the device at once: the grid bound of
+/// a cooperative launch.
 fn resident_blocks(device: &Device, f: &CudaFunction) -> Result<u32> {
     // The occupancy query is a context call: the context must be current on this thread.
     device
         .context()
         .bind_to_thread()
         .cuda("binding the CUDA context")?;
-    let mut per_sm: std::ffi::c_int = 0;
-    // SAFETY: `f` is a loaded function of the current context; `per_sm` is a valid out
-    // pointer.
-    unsafe {
-        sys::cuOccupancyMaxActiveBlocksPerMultiprocessor(
-            &mut per_sm,
-            f.cu_function(),
-            BLOCK as std::ffi::c_int,
-            0,
-        )
-    }
-    .result()
-    .cuda("querying the run kernel's occupancy")?;
+    let per_sm = f
+        .occupancy_max_active_blocks_per_multiprocessor(BLOCK, 0, None)
+        .cuda("querying the run kernel's occupancy")?;
     let sms = device
         .context()
         .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
         .cuda("querying the multiprocessor count")?;
-    Ok((per_sm.max(0) as u32) * (sms.max(0) as u32))
+    Ok(per_sm * (sms.max(0) as u32))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// Every parameter pointer reads back its value with the kernel's type.
-    #[test]
-    fn params_point_at_their_values_with_their_types() {
-        let mut values = Params::default()
-            .ptr(0x1234_5678_9abc_def0)
-            .u32(0xdead_beef)
-            .real(Scalar::F32(-1.5))
-            .real(Scalar::F64(2.0f64.powi(-40)))
-            .u32(7);
-        let p = values.pointers();
-        assert_eq!(p.len(), 5);
-        // SAFETY: each pointer is an 8-byte-aligned slot of `values`, alive and unchanged.
-        unsafe {
-            assert_eq!(*(p[0] as *const u64), 0x1234_5678_9abc_def0);
-            assert_eq!(*(p[1] as *const u32), 0xdead_beef);
-            assert_eq!(*(p[2] as *const f32), -1.5);
-            assert_eq!(*(p[3] as *const f64), 2.0f64.powi(-40));
-            assert_eq!(*(p[4] as *const u32), 7);
-        }
-    }
-
-    /// `classify_params` lists `cluda_classify_*`'s parameters in the kernel's order
-    /// (`gpu/src/kernels/frame.rs`), every field its own slot.
-    #[test]
-    fn classify_params_follow_the_kernel_signature() {
+    fn sample() -> (Geometry, FrameBuffers, Destination) {
         let g = Geometry {
             cols: 11,
             pixels: 12,
@@ -525,25 +527,69 @@ mod tests {
             records: 10,
             room: 16,
         };
-        let got = classify_params(Scalar::F64(0.5), &g, 1, &buf, &dst).0;
-        let want = [
-            1,
-            2,
-            3,
-            4,
-            5,
-            6,
-            11,
-            12,
-            13,
-            15,
-            0.5f64.to_bits(),
-            7,
-            8,
-            9,
-            10,
-            16,
-        ];
-        assert_eq!(got, want);
+        (g, buf, dst)
+    }
+
+    /// Every field of the classify and step arguments comes from its own source value.
+    #[test]
+    fn arguments_take_each_value_once() {
+        let (g, buf, dst) = sample();
+        let c = classify_args(0.5f64, &g, 1, &buf, &dst);
+        let next = FrameBuffers {
+            c_plane: 50,
+            t: 60,
+            status: 70,
+            ..buf
+        };
+        let s = step_args(c, 3.0, 1, &g, buf.frozen_std, 40, &next);
+        assert_eq!(c.frame as usize, 1);
+        assert_eq!([c.base as usize, c.a as usize, c.b as usize], [2, 3, 4]);
+        assert_eq!([c.c as usize, c.t as usize, c.status as usize], [5, 6, 7]);
+        assert_eq!(
+            [c.cols, c.pixels, c.stride, c.tiles, c.room],
+            [11, 12, 13, 15, 16]
+        );
+        assert_eq!(
+            [c.base_in as usize, c.count_out as usize, c.records as usize],
+            [8, 9, 10]
+        );
+        assert_eq!(c.inv, 0.5);
+        assert_eq!((s.next_frame as usize, s.frozen_std as usize), (40, 99));
+        assert_eq!(
+            [s.c_next as usize, s.t_next as usize, s.status_next as usize],
+            [50, 60, 70]
+        );
+        assert_eq!((s.r, s.n_sigma, s.live), (14, 3.0, 1));
+        let p = prepare_args((0.25f32, 5.0f32), 0, &g, 1, &buf);
+        assert_eq!((p.n_status, p.r, p.inv, p.n_sigma), (16, 14, 0.25, 5.0));
+    }
+
+    /// A step launch's leading parameters are a classify launch's, in the same places.
+    #[test]
+    fn step_arguments_start_with_the_classify_arguments() {
+        let n = ClassifyArgs::<f64>::PARAMS;
+        assert_eq!(
+            StepArgs::<f64>::layout()[..n],
+            ClassifyArgs::<f64>::layout()[..]
+        );
+        assert_eq!(
+            StepArgs::<f32>::layout()[..n],
+            ClassifyArgs::<f32>::layout()[..]
+        );
+        assert_eq!(StepArgs::<f64>::NAMES[..n], ClassifyArgs::<f64>::NAMES[..]);
+    }
+
+    /// The parameter array of a launch points at the struct's fields, in order.
+    #[test]
+    fn params_point_at_the_fields() {
+        let (g, buf, dst) = sample();
+        let mut c = classify_args(0.5f32, &g, 1, &buf, &dst);
+        let base = &raw const c as usize;
+        let layout = ClassifyArgs::<f32>::layout();
+        let p = c.params();
+        assert_eq!(p.len(), layout.len());
+        for (ptr, (offset, _)) in p.iter().zip(layout) {
+            assert_eq!(*ptr as usize - base, offset);
+        }
     }
 }

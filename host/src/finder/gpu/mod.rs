@@ -15,7 +15,7 @@ mod pipeline;
 use cluda_gpu::real::Real;
 
 pub use pipeline::KernelTime;
-pub use settings::{Collect, InputMode, LadderStep, Launch, Overflow, PipelineConfig, WindowReads};
+pub use settings::{Collect, DEFAULT_SLOT_BYTES, InputMode, Launch, Overflow, PipelineConfig};
 
 use crate::cluster::FrameClusters;
 use crate::config::{FinderConfig, Precision, ThresholdMode};
@@ -44,7 +44,7 @@ pub struct GpuFinder {
 }
 
 impl GpuFinder {
-    /// A finder on device 0 with the default pipeline ([`LadderStep::Opt10`]).
+    /// A finder on device 0 with the default pipeline ([`PipelineConfig::default`]).
     pub fn new(config: FinderConfig) -> Result<Self> {
         Self::with_pipeline(config, PipelineConfig::default())
     }
@@ -74,9 +74,6 @@ impl GpuFinder {
                 (Scalar::F32(1.0f32 / config.pedestal_frames as f32), 4)
             }
         };
-        let shared = pipeline.window == WindowReads::Shared
-            && launch::Geometry::new(config.rows, config.cols, config.size)
-                .shared_rows_fit(config.rows, elem);
         let kernels = Kernels::load(
             &device,
             config.precision,
@@ -85,7 +82,6 @@ impl GpuFinder {
             inv,
             config.n_sigma,
             config.threshold == ThresholdMode::Live,
-            shared,
         )?;
         let ctx = device.context().clone();
         let pipeline = Pipeline::new(

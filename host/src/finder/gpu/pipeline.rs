@@ -1,18 +1,16 @@
 //! The scheduling of the GPU finder: chunks of frames through uploads, kernels and downloads.
 //!
-//! One compute stream runs every frame's kernels in frame order (one `step` launch per frame
-//! that classifies it and prepares the next; `prepare` + `classify` per frame with event
-//! timing), so the one pedestal on
-//! the device is updated exactly as the CPU updates it, whatever the stream count or chunk
-//! size. Uploads and downloads of frame groups go round-robin over `streams` copy streams and
-//! meet the compute stream through events: the compute stream waits for a group's upload, a
-//! copy stream waits for the group's kernels before downloading their results. The host waits
-//! only when it collects a chunk (opt3 and later: no per-frame synchronisation), and with
-//! `depth` 2 the next chunk is already queued while it does. Compact results (opt8 on) come
-//! down on two streams of their own, counts then records, so that no upload of the next chunk
-//! queues behind a download that waits for kernels, and no collection behind the next chunk's
-//! kernels (H200, 3x3 f64, opt10: 10.8 -> 8.85 us/frame for the records, see
-//! `bench-results/2026-11-30-h200-opt10`).
+//! One compute stream runs every frame's kernels in frame order (one cooperative `run` launch
+//! per upload group; or one `step` launch per frame that classifies it and prepares the next;
+//! or `prepare` + `classify` per frame with event timing), so the one pedestal on the device
+//! is updated exactly as the CPU updates it, whatever the stream count or chunk size. Uploads
+//! and downloads of frame groups go round-robin over `streams` copy streams and meet the
+//! compute stream through events: the compute stream waits for a group's upload, a copy
+//! stream waits for the group's kernels before downloading their results. The host waits only
+//! when it collects a chunk (no per-frame synchronisation), and with `depth` 2 the next chunk
+//! is already queued while it does. Compact results come down on two streams of their own,
+//! counts then records, so that no upload of the next chunk queues behind a download that
+//! waits for kernels, and no collection behind the next chunk's kernels.
 //!
 //! A checkpoint of the pedestal sums is copied (on the device, in stream order) at the start
 //! of every chunk; overflowing result room or a failing visitor rolls the pedestal back to it.
@@ -448,16 +446,33 @@ impl Pipeline {
         frames: Frames<'_>,
         state: &DeviceState,
     ) -> Result<()> {
-        let px = self.geom.pixels as usize;
-        let frame_bytes = 2 * px;
-        let ns = self.copies.len();
-        let compact = self.cfg.compact;
-        let timing = self.cfg.timing;
-        let fw = self.frame_words();
-        let cap = self.cap;
-        let cs = self.compute.cu_stream();
+        self.upload(job, src, frames, state)?;
+        let slot = &self.slots[job.slot];
+        if self.cfg.compact {
+            // SAFETY: the first word of this slot's result buffer.
+            unsafe { sys::cuMemsetD32Async(slot.dev_out.ptr(), 0, 1, self.compute.cu_stream()) }
+                .result()
+                .cuda("clearing the chunk's cluster count")?;
+        }
+        let bufs = self.frame_buffers(state);
+        if self.per_upload() {
+            self.launch_per_upload(job, slot, &bufs[0])?;
+        } else {
+            self.launch_per_frame(job, slot, &bufs)?;
+        }
+        self.download(job, slot)
+    }
+
+    /// Frames per upload group of chunk `job`, and how many groups it has.
+    fn groups(&self, job: Job) -> (usize, usize) {
+        let g = self.cfg.upload_frames.clamp(1, job.n);
+        (g, job.n.div_ceil(g))
+    }
+
+    /// The pedestal state with each of the two sets of per-frame scratch.
+    fn frame_buffers(&self, state: &DeviceState) -> [FrameBuffers; 2] {
         let w = &self.work;
-        let bufs = [0, 1].map(|i| FrameBuffers {
+        [0, 1].map(|i| FrameBuffers {
             base: state.base.ptr(),
             a: state.a(),
             b: state.b(),
@@ -465,14 +480,22 @@ impl Pipeline {
             c_plane: w.c_plane[i].ptr(),
             t: w.t[i].ptr(),
             status: w.status[i].ptr(),
-        });
-        // One launch per frame (`step`: classify frame k, prepare frame k+1), except with
-        // event timing, which keeps the two launches apart to time them separately. Measured
-        // on the H200 (ladder, 4000 frames, same session): opt9 3x3 f32 15.22 -> 13.72
-        // us/frame, 3x3 f64 15.94 -> 14.53, 9x9 f64 32.35 -> 30.20, 9x9 f32 30.66 -> 28.80;
-        // ncu, 3x3 f32: prepare 3.5-4.1 us + classify 11.2-11.7 us became one launch.
-        let fused = !timing;
-        let per_upload = self.per_upload();
+        })
+    }
+
+    /// Checkpoints the pedestal (compute stream) and queues the uploads of chunk `job`, one
+    /// copy per upload group, round-robin over the copy streams, each followed by its `up`
+    /// event.
+    fn upload(
+        &mut self,
+        job: Job,
+        src: Source,
+        frames: Frames<'_>,
+        state: &DeviceState,
+    ) -> Result<()> {
+        let px = self.geom.pixels as usize;
+        let frame_bytes = 2 * px;
+        let (g, groups) = self.groups(job);
         let slot = &mut self.slots[job.slot];
         copy_dtod(&slot.ckpt, &state.ab, &self.compute)?;
         let input = &frames.as_slice()[job.start * px..(job.start + job.n) * px];
@@ -487,11 +510,9 @@ impl Pipeline {
                 pin.ptr_at(0)
             }
         };
-        let g = self.cfg.upload_frames.clamp(1, job.n);
-        let groups = job.n.div_ceil(g);
         for gi in 0..groups {
             let (f0, m) = (gi * g, g.min(job.n - gi * g));
-            let s = &self.copies[gi % ns];
+            let s = &self.copies[gi % self.copies.len()];
             // SAFETY: source: `m` frames of the caller's borrowed slice or of the staging
             // buffer, both alive until `run` has synchronised; destination inside `dev_in`.
             unsafe {
@@ -506,122 +527,143 @@ impl Pipeline {
             .cuda("uploading frames")?;
             slot.up[gi].record(s).cuda("recording an upload event")?;
         }
+        Ok(())
+    }
+
+    /// Device address of frame `k` of the chunk in `slot`.
+    fn frame_at(&self, slot: &Slot, k: usize) -> u64 {
+        slot.dev_in.ptr() + (k * 2 * self.geom.pixels as usize) as u64
+    }
+
+    /// Where compact results of the chunk in `slot` from its frame `f` on go: after the
+    /// running count of the frames before it, into the chunk's one record buffer.
+    fn compact_from(&self, slot: &Slot, f: usize) -> Destination {
         let out = slot.dev_out.ptr();
-        let rec0 = out + 4 * (slot.frames as u64 + 1);
-        // Compact results from frame `f` on: after the running count of the frames before it,
-        // into the chunk's one record buffer.
-        let compact_from = |f: usize| Destination {
+        Destination {
             base_in: out + 4 * f as u64,
             count_out: out + 4 * (f as u64 + 1),
-            records: rec0,
-            room: (slot.frames * cap) as u32,
-        };
-        if compact {
-            // SAFETY: the first word of this slot's result buffer.
-            unsafe { sys::cuMemsetD32Async(out, 0, 1, cs) }
-                .result()
-                .cuda("clearing the chunk's cluster count")?;
+            records: out + 4 * (slot.frames as u64 + 1),
+            room: (slot.frames * self.cap) as u32,
         }
-        let frame_at = |k: usize| slot.dev_in.ptr() + (k * frame_bytes) as u64;
-        if per_upload {
-            // One cooperative launch per upload group, right after its upload.
-            let run = RunBuffers {
-                planes: w.run_planes.ptr(),
-                plane_len: (w.run_planes.bytes() / (RUN_PLANES * self.elem)) as u32,
-                work: w.run_work.ptr(),
-            };
-            for gi in 0..groups {
-                let (f0, m) = (gi * g, g.min(job.n - gi * g));
+    }
+
+    /// Records timing event `events[i]` on the compute stream (only with `timing`: without
+    /// it the slot has no timing events).
+    fn mark(&self, events: &[CudaEvent], i: usize) -> Result<()> {
+        if self.cfg.timing {
+            events[i]
+                .record(&self.compute)
+                .cuda("recording a timing event")?;
+        }
+        Ok(())
+    }
+
+    /// One cooperative run launch per upload group of chunk `job`, each right after its
+    /// upload, with its flags cleared before it.
+    fn launch_per_upload(&self, job: Job, slot: &Slot, buf: &FrameBuffers) -> Result<()> {
+        let (g, groups) = self.groups(job);
+        let cs = self.compute.cu_stream();
+        let w = &self.work;
+        let run = RunBuffers {
+            planes: w.run_planes.ptr(),
+            plane_len: (w.run_planes.bytes() / (RUN_PLANES * self.elem)) as u32,
+            work: w.run_work.ptr(),
+        };
+        for gi in 0..groups {
+            let (f0, m) = (gi * g, g.min(job.n - gi * g));
+            self.compute
+                .wait(&slot.up[gi])
+                .cuda("waiting for an upload")?;
+            // SAFETY: the run kernels' counters and flags, at the start of their work area
+            // (`run_work_len` >= `run_flags_len` words).
+            unsafe { sys::cuMemsetD32Async(run.work, 0, self.geom.run_flags_len(), cs) }
+                .result()
+                .cuda("clearing the run kernel's flags")?;
+            self.mark(&slot.t0, gi)?;
+            let dst = self.compact_from(slot, f0);
+            let frames = self.frame_at(slot, f0);
+            self.kernels
+                .run(cs, &self.geom, frames, m as u32, buf, &run, &dst)?;
+            self.mark(&slot.t1, gi)?;
+            slot.done[gi]
+                .record(&self.compute)
+                .cuda("recording a kernel event")?;
+        }
+        Ok(())
+    }
+
+    /// Launches per frame of chunk `job`: one `step` launch per frame (classify frame k,
+    /// prepare frame k+1, from alternating sets of `bufs`) after one `prepare` of the first
+    /// frame; or, with event timing, `prepare` and `classify` per frame, timed apart.
+    fn launch_per_frame(&self, job: Job, slot: &Slot, bufs: &[FrameBuffers; 2]) -> Result<()> {
+        let (g, _) = self.groups(job);
+        let cs = self.compute.cu_stream();
+        let timing = self.cfg.timing;
+        let fused = !timing;
+        if fused {
+            self.compute
+                .wait(&slot.up[0])
+                .cuda("waiting for an upload")?;
+            self.kernels
+                .prepare(cs, &self.geom, self.frame_at(slot, 0), &bufs[0])?;
+        }
+        let fw = self.frame_words();
+        for k in 0..job.n {
+            // The launch that first reads a group's frames waits for its upload: frame k's
+            // prepare, or with `fused` the launch before it (it prepares frame k+1).
+            let first = if fused { k + 1 } else { k };
+            if first < job.n && first % g == 0 {
                 self.compute
-                    .wait(&slot.up[gi])
+                    .wait(&slot.up[first / g])
                     .cuda("waiting for an upload")?;
-                // SAFETY: the run kernels' counters and flags, at the start of their work
-                // area (`run_work_len` >= `run_flags_len` words).
-                unsafe { sys::cuMemsetD32Async(run.work, 0, self.geom.run_flags_len(), cs) }
-                    .result()
-                    .cuda("clearing the run kernel's flags")?;
-                if timing {
-                    slot.t0[gi]
-                        .record(&self.compute)
-                        .cuda("recording a timing event")?;
+            }
+            self.mark(&slot.t0, k)?;
+            let frame = self.frame_at(slot, k);
+            if !fused {
+                self.kernels.prepare(cs, &self.geom, frame, &bufs[0])?;
+            }
+            self.mark(&slot.tm, k)?;
+            let dst = if self.cfg.compact {
+                self.compact_from(slot, k)
+            } else {
+                let f = slot.dev_out.ptr() + 4 * (k * fw) as u64;
+                Destination {
+                    base_in: 0,
+                    count_out: f,
+                    records: f + 4,
+                    room: self.cap as u32,
                 }
-                let dst = compact_from(f0);
+            };
+            if fused {
+                let next = if k + 1 < job.n {
+                    self.frame_at(slot, k + 1)
+                } else {
+                    0
+                };
+                let (cur, nxt) = (&bufs[k % 2], &bufs[(k + 1) % 2]);
                 self.kernels
-                    .run(cs, &self.geom, frame_at(f0), m as u32, &bufs[0], &run, &dst)?;
-                if timing {
-                    slot.t1[gi]
-                        .record(&self.compute)
-                        .cuda("recording a timing event")?;
-                }
-                slot.done[gi]
+                    .step(cs, &self.geom, frame, cur, &dst, next, nxt)?;
+            } else {
+                self.kernels
+                    .classify(cs, &self.geom, frame, &bufs[0], &dst)?;
+            }
+            self.mark(&slot.t1, k)?;
+            if k % g == g - 1 || k + 1 == job.n {
+                slot.done[k / g]
                     .record(&self.compute)
                     .cuda("recording a kernel event")?;
             }
-        } else {
-            if fused {
-                self.compute
-                    .wait(&slot.up[0])
-                    .cuda("waiting for an upload")?;
-                self.kernels
-                    .prepare(cs, &self.geom, frame_at(0), &bufs[0])?;
-            }
-            for k in 0..job.n {
-                let gi = k / g;
-                // The launch that first reads a group's frames waits for its upload: frame k's
-                // prepare, or with `fused` the launch before it (it prepares frame k+1).
-                let first = if fused { k + 1 } else { k };
-                if first < job.n && first % g == 0 {
-                    self.compute
-                        .wait(&slot.up[first / g])
-                        .cuda("waiting for an upload")?;
-                }
-                if timing {
-                    slot.t0[k]
-                        .record(&self.compute)
-                        .cuda("recording a timing event")?;
-                }
-                let frame = frame_at(k);
-                if !fused {
-                    self.kernels.prepare(cs, &self.geom, frame, &bufs[0])?;
-                }
-                if timing {
-                    slot.tm[k]
-                        .record(&self.compute)
-                        .cuda("recording a timing event")?;
-                }
-                let dst = if compact {
-                    compact_from(k)
-                } else {
-                    let f = out + 4 * (k * fw) as u64;
-                    Destination {
-                        base_in: 0,
-                        count_out: f,
-                        records: f + 4,
-                        room: cap as u32,
-                    }
-                };
-                if fused {
-                    let next = if k + 1 < job.n { frame_at(k + 1) } else { 0 };
-                    let (cur, nxt) = (&bufs[k % 2], &bufs[(k + 1) % 2]);
-                    self.kernels
-                        .step(cs, &self.geom, frame, cur, &dst, next, nxt)?;
-                } else {
-                    self.kernels
-                        .classify(cs, &self.geom, frame, &bufs[0], &dst)?;
-                }
-                if timing {
-                    slot.t1[k]
-                        .record(&self.compute)
-                        .cuda("recording a timing event")?;
-                }
-                if k % g == g - 1 || k + 1 == job.n {
-                    slot.done[gi]
-                        .record(&self.compute)
-                        .cuda("recording a kernel event")?;
-                }
-            }
         }
-        if compact {
+        Ok(())
+    }
+
+    /// Queues the downloads of chunk `job`'s results, each after the kernels it reads: the
+    /// per-frame counts of compact results on the count stream (the records follow at
+    /// collection), else each upload group's result slots on its copy stream.
+    fn download(&self, job: Job, slot: &Slot) -> Result<()> {
+        let (g, groups) = self.groups(job);
+        let out = slot.dev_out.ptr();
+        if self.cfg.compact {
             // Not on a copy stream: the next chunk's uploads must not queue behind a
             // download that waits for this chunk's kernels.
             let s = &self.tally;
@@ -629,9 +671,10 @@ impl Pipeline {
             dtoh(&slot.pin_out, 0, out, job.n + 1, s)?;
             slot.dl[0].record(s).cuda("recording a download event")?;
         } else {
+            let fw = self.frame_words();
             for gi in 0..groups {
                 let (f0, m) = (gi * g, g.min(job.n - gi * g));
-                let s = &self.copies[gi % ns];
+                let s = &self.copies[gi % self.copies.len()];
                 s.wait(&slot.done[gi]).cuda("waiting for kernels")?;
                 dtoh(
                     &slot.pin_out,

@@ -1,12 +1,9 @@
-//! How the GPU finder schedules its work: the pipeline knobs and the ladder of docs/ladder.md.
+//! How the GPU finder schedules its work: the pipeline knobs.
 //!
 //! None of these settings changes a result: one pedestal is updated in frame order on one
 //! compute stream whatever the stream count, chunk size or step, so every configuration gives
 //! the bytes of the CPU reference. They change only speed and memory.
 
-use std::str::FromStr;
-
-use crate::config::Precision;
 use crate::error::{Error, Result};
 
 /// Default bound on the pinned host memory of one slot (the reference capped each at 128 MiB).
@@ -32,17 +29,6 @@ pub enum Collect {
     Owned,
     /// Handed to the visitor as views borrowed from the pinned result buffer (zero-copy).
     ZeroCopy,
-}
-
-/// Where the classify kernel reads the window values from (same results either way).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
-pub enum WindowReads {
-    /// Plain global loads through L1 (the default: see `gpu/src/kernels/frame.rs`).
-    #[default]
-    Global,
-    /// A shared-memory copy of each tile's rows (used only when they fit in 40 KiB per
-    /// block, e.g. 400-wide frames up to 9x9 in f64; otherwise global loads).
-    Shared,
 }
 
 /// How the frames of an upload group are launched.
@@ -100,8 +86,6 @@ pub struct PipelineConfig {
     pub upload_frames: usize,
     /// What to do when a frame holds more clusters than there is room for.
     pub overflow: Overflow,
-    /// Where the classify kernel reads window values from (per-frame launches only).
-    pub window: WindowReads,
     /// One launch per frame or one per upload group.
     pub launch: Launch,
     /// Record CUDA events around every frame's kernels (diagnosis only: it slows
@@ -110,9 +94,28 @@ pub struct PipelineConfig {
 }
 
 impl Default for PipelineConfig {
-    /// The fastest step of the ladder ([`LadderStep::Opt10`]).
+    /// The fastest configuration measured (the last step of the ladder bench): one copy
+    /// stream with chunks of 128 frames, two chunks in flight (the next is queued while one
+    /// is collected), the caller's memory pinned for DMA, results compacted on the GPU and
+    /// handed over zero-copy, uploads of 32 frames, each found by one cooperative launch.
     fn default() -> Self {
-        LadderStep::Opt10.config()
+        Self {
+            // One copy stream: upload groups land one after another, so each group's launch
+            // starts as soon as its own frames are in (round-robin over several streams
+            // shares the bandwidth among a chunk's groups, so they all land at its end).
+            streams: 1,
+            chunk: 128,
+            depth: 2,
+            cap: 2048,
+            slot_bytes: DEFAULT_SLOT_BYTES,
+            input: InputMode::Registered,
+            collect: Collect::ZeroCopy,
+            compact: true,
+            upload_frames: 32,
+            overflow: Overflow::Grow,
+            launch: Launch::PerUpload,
+            timing: false,
+        }
     }
 }
 
@@ -151,178 +154,20 @@ impl PipelineConfig {
     }
 }
 
-/// The steps of the GPU ladder (docs/ladder.md), each a
-/// configuration of the one GPU finder.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum LadderStep {
-    /// One stream, one frame at a time: copy in, kernels, copy out, synchronise.
-    Opt1,
-    /// Four streams, frames round-robin, a bulk memcpy of each round into pinned staging,
-    /// a synchronisation barrier per round.
-    Opt2,
-    /// Continuous queueing of a whole chunk without per-round barriers; one fixed-size
-    /// result block per frame; input from pageable memory.
-    Opt3,
-    /// Opt3 with the caller's input pinned (registered) so uploads run at DMA speed.
-    Opt4,
-    /// Chunks: chunk i+1 is submitted before chunk i is collected.
-    Opt5,
-    /// Opt5 with zero-copy collection (views into the pinned result buffer).
-    Opt6,
-    /// Opt6 with the F32 (B1) pedestal (the precision is part of the finder's
-    /// [`crate::FinderConfig`]; see [`LadderStep::precision`]).
-    Opt7,
-    /// Opt7 with results compacted on the GPU: the download carries only clusters found.
-    Opt8,
-    /// Opt8 with many frames per upload copy.
-    Opt9,
-    /// Opt9 with one launch per upload group instead of one per frame: the grid stays
-    /// resident and each tile waits per frame only for the tiles its windows read; uploads
-    /// on one copy stream, in order.
-    Opt10,
-}
-
-impl LadderStep {
-    /// Every step, in ladder order.
-    pub const ALL: [LadderStep; 10] = [
-        Self::Opt1,
-        Self::Opt2,
-        Self::Opt3,
-        Self::Opt4,
-        Self::Opt5,
-        Self::Opt6,
-        Self::Opt7,
-        Self::Opt8,
-        Self::Opt9,
-        Self::Opt10,
-    ];
-
-    /// The step's name (`opt1` .. `opt10`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Opt1 => "opt1",
-            Self::Opt2 => "opt2",
-            Self::Opt3 => "opt3",
-            Self::Opt4 => "opt4",
-            Self::Opt5 => "opt5",
-            Self::Opt6 => "opt6",
-            Self::Opt7 => "opt7",
-            Self::Opt8 => "opt8",
-            Self::Opt9 => "opt9",
-            Self::Opt10 => "opt10",
-        }
-    }
-
-    /// The precision the ladder measures this step with: `F32` from opt7 on, `F64` before.
-    /// (Results of every step equal the CPU's at whatever precision the finder is given.)
-    pub fn precision(self) -> Precision {
-        match self {
-            Self::Opt7 | Self::Opt8 | Self::Opt9 | Self::Opt10 => Precision::F32,
-            _ => Precision::F64,
-        }
-    }
-
-    /// The pipeline settings of this step.
-    pub fn config(self) -> PipelineConfig {
-        let base = PipelineConfig {
-            streams: 1,
-            chunk: 1,
-            depth: 1,
-            cap: 2048,
-            slot_bytes: DEFAULT_SLOT_BYTES,
-            input: InputMode::Pageable,
-            collect: Collect::Owned,
-            compact: false,
-            upload_frames: 1,
-            overflow: Overflow::Grow,
-            window: WindowReads::Global,
-            launch: Launch::PerFrame,
-            timing: false,
-        };
-        let opt2 = PipelineConfig {
-            streams: 4,
-            chunk: 4,
-            input: InputMode::Staged,
-            ..base.clone()
-        };
-        let opt3 = PipelineConfig {
-            chunk: 1 << 20, // the whole call, bounded by `slot_bytes`
-            input: InputMode::Pageable,
-            ..opt2.clone()
-        };
-        let opt4 = PipelineConfig {
-            input: InputMode::Registered,
-            ..opt3.clone()
-        };
-        let opt5 = PipelineConfig {
-            chunk: 128,
-            depth: 2,
-            ..opt4.clone()
-        };
-        let opt6 = PipelineConfig {
-            collect: Collect::ZeroCopy,
-            ..opt5.clone()
-        };
-        let opt8 = PipelineConfig {
-            compact: true,
-            ..opt6.clone()
-        };
-        let opt9 = PipelineConfig {
-            upload_frames: opt8.chunk / opt8.streams,
-            ..opt8.clone()
-        };
-        match self {
-            Self::Opt1 => base,
-            Self::Opt2 => opt2,
-            Self::Opt3 => opt3,
-            Self::Opt4 => opt4,
-            Self::Opt5 => opt5,
-            Self::Opt6 | Self::Opt7 => opt6,
-            Self::Opt8 => opt8,
-            Self::Opt9 => opt9,
-            // One copy stream: the upload groups land one after another, so each group's
-            // launch starts as soon as its own frames are in. Round-robin over four streams
-            // shares the bandwidth among a chunk's groups, so they all land at the chunk's
-            // end and the first launch waits for the whole chunk (H200, 3x3 f64, same run:
-            // 6.58 us/frame with four streams, 6.12 with one).
-            Self::Opt10 => PipelineConfig {
-                launch: Launch::PerUpload,
-                streams: 1,
-                ..opt9
-            },
-        }
-    }
-}
-
-impl FromStr for LadderStep {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        Self::ALL
-            .into_iter()
-            .find(|step| step.name() == s)
-            .ok_or_else(|| Error::param("step", format!("`{s}` is not one of opt1 .. opt10")))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn every_step_is_valid_and_named() {
-        for step in LadderStep::ALL {
-            step.config().validate().unwrap();
-            assert_eq!(step.name().parse::<LadderStep>().unwrap(), step);
-        }
-        assert!("opt11".parse::<LadderStep>().is_err());
-        assert_eq!(PipelineConfig::default(), LadderStep::Opt10.config());
+    fn the_default_is_valid() {
+        PipelineConfig::default().validate().unwrap();
     }
 
     #[test]
     fn one_launch_per_upload_group_needs_compact_results() {
         let bad = PipelineConfig {
             compact: false,
-            ..LadderStep::Opt10.config()
+            ..PipelineConfig::default()
         };
         let e = bad.validate().unwrap_err().to_string();
         assert!(e.contains("launch") && e.contains("compact"), "{e}");
