@@ -6,6 +6,7 @@
 //! share one definition of every parameter list.
 
 use std::ffi::c_void;
+use std::sync::OnceLock;
 
 use cluda_gpu::args::{ClassifyArgs, PrepareArgs, RunArgs, StepArgs, names};
 use cudarc::driver::sys::{self, CUstream};
@@ -318,13 +319,39 @@ macro_rules! with_reals {
     };
 }
 
+/// A kernel loaded (its module JIT-compiled by the driver) on its first launch, so that a
+/// run pays only for the kernels it launches: opt10 never launches `classify` or `step`.
+struct LazyKernel {
+    name: &'static str,
+    function: OnceLock<CudaFunction>,
+}
+
+impl LazyKernel {
+    fn new(name: &'static str) -> Self {
+        Self {
+            name,
+            function: OnceLock::new(),
+        }
+    }
+
+    /// The kernel, loaded from `device` the first time.
+    fn get(&self, device: &Device) -> Result<&CudaFunction> {
+        if let Some(f) = self.function.get() {
+            return Ok(f);
+        }
+        let f = device.function(self.name)?;
+        Ok(self.function.get_or_init(|| f))
+    }
+}
+
 /// The kernels of one precision and cluster size: `prepare` and `classify` (two launches per
 /// frame), `step` (classify this frame and prepare the next one in one launch), and `run`
 /// (many frames in one cooperative launch).
 pub(crate) struct Kernels {
-    prepare: CudaFunction,
-    classify: CudaFunction,
-    step: CudaFunction,
+    device: Device,
+    prepare: LazyKernel,
+    classify: LazyKernel,
+    step: LazyKernel,
     /// `None` when no run variant covers a frame's tiles (launches go per frame then).
     run: Option<RunKernel>,
     reals: Reals,
@@ -368,10 +395,11 @@ impl Kernels {
             grid: tiles,
         });
         Ok(Self {
+            device: device.clone(),
             run,
-            prepare: device.function(names::prepare(f64))?,
-            classify: device.function(sized(names::classify(f64, side))?)?,
-            step: device.function(sized(names::step(f64, side))?)?,
+            prepare: LazyKernel::new(names::prepare(f64)),
+            classify: LazyKernel::new(sized(names::classify(f64, side))?),
+            step: LazyKernel::new(sized(names::step(f64, side))?),
             reals,
             live: live as u32,
         })
@@ -386,11 +414,12 @@ impl Kernels {
         buf: &FrameBuffers,
     ) -> Result<()> {
         let grid = g.pixels.max(g.status_len() as u32).div_ceil(BLOCK);
+        let prepare = self.prepare.get(&self.device)?;
         with_reals!(self, |reals| {
             let mut args = prepare_args(reals, self.live, g, frame, buf);
             // SAFETY: the fields of `cluda_prepare_*`'s struct; every pointer is a live
             // device buffer of the sizes the geometry implies.
-            unsafe { launch(&self.prepare, grid, stream, &mut args.params(), false) }
+            unsafe { launch(prepare, grid, stream, &mut args.params(), false) }
         })
         .cuda("launching the prepare kernel")
     }
@@ -404,11 +433,12 @@ impl Kernels {
         buf: &FrameBuffers,
         dst: &Destination,
     ) -> Result<()> {
+        let classify = self.classify.get(&self.device)?;
         with_reals!(self, |reals| {
             let mut args = classify_args(reals.0, g, frame, buf, dst);
             // SAFETY: the fields of `cluda_classify_*`'s struct; every pointer is a live
             // device buffer of the sizes the geometry and destination imply.
-            unsafe { launch(&self.classify, g.tiles, stream, &mut args.params(), false) }
+            unsafe { launch(classify, g.tiles, stream, &mut args.params(), false) }
         })
         .cuda("launching the classify kernel")
     }
@@ -427,12 +457,13 @@ impl Kernels {
         next_frame: u64,
         next: &FrameBuffers,
     ) -> Result<()> {
+        let step = self.step.get(&self.device)?;
         with_reals!(self, |reals| {
             let c = classify_args(reals.0, g, frame, buf, dst);
             let mut args = step_args(c, reals.1, self.live, g, buf.frozen_std, next_frame, next);
             // SAFETY: the fields of `cluda_step_*`'s struct; every pointer is a live device
             // buffer of the sizes the geometry and destination imply.
-            unsafe { launch(&self.step, g.tiles, stream, &mut args.params(), false) }
+            unsafe { launch(step, g.tiles, stream, &mut args.params(), false) }
         })
         .cuda("launching the step kernel")
     }
