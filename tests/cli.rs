@@ -607,7 +607,7 @@ fn write_raw(
     let config = RawWriterConfig {
         rows,
         cols,
-        detector: DetectorType::Other("Jungfrau".into()),
+        detector: DetectorType::Generic16,
         max_frames_per_file: 7,
         ..RawWriterConfig::moench03()
     };

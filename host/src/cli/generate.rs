@@ -61,7 +61,7 @@ fn write_raw(dir: &Path, base: &str, input: &mut Input<'_>) -> Result<()> {
         detector: if r == 400 {
             DetectorType::Moench03
         } else {
-            DetectorType::Other("Jungfrau".to_string())
+            DetectorType::Generic16
         },
         ..RawWriterConfig::moench03()
     };
