@@ -1,11 +1,12 @@
 //! `cluda gen` (module `generate`, as `gen` is a reserved word): writes DIR/pedestal.npy (dark
-//! frames) and DIR/data.npy (frames with photons), or the same as raw acquisitions.
+//! frames) and DIR/data.npy (frames with photons), or the same as raw acquisitions. Every file
+//! is written under a temporary name and renamed into place when complete.
 
 use std::path::Path;
 
 use cluda::generate::{GenConfig, Generator};
-use cluda::io::NpyWriter;
 use cluda::io::raw::{DetectorType, RawWriter, RawWriterConfig};
+use cluda::io::{NpyWriter, check_output};
 use cluda::{Error, Result};
 
 use super::args::GenArgs;
@@ -23,6 +24,14 @@ pub fn run(args: &GenArgs) -> Result<()> {
         ));
     }
     std::fs::create_dir_all(&args.out).map_err(|e| Error::io(&args.out, e))?;
+    for name in ["pedestal", "data"] {
+        let file = if args.raw {
+            format!("{name}_master_0.json")
+        } else {
+            format!("{name}.npy")
+        };
+        check_output(&args.out.join(file), "out", &[])?;
+    }
     let generator = Generator::new(GenConfig::new(args.rows, args.cols, args.seed))?;
     let p = args.pedestal_frames;
     let dark = Generated::new(&generator, 0, p, false).input("pedestal");
@@ -89,6 +98,7 @@ fn stream(
     let bar = frames_bar(input.len, "writing");
     let (mut buf, mut numbers) = (Vec::new(), Vec::new());
     loop {
+        super::signals::check()?;
         buf.clear();
         numbers.clear();
         let k = input

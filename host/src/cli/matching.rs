@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use cluda::Result;
 use cluda::cuda::Device;
+use cluda::io::{check_output, check_regular};
 use cluda::matcher::{self, GpuMatcher, MatchVersion, read_descriptors, write_matches};
 
 use super::args::MatchArgs;
@@ -14,6 +15,13 @@ use super::find::print_line;
 /// Runs `cluda match`: a `note:` on stderr saying which version runs and why, then the
 /// summary line on stdout.
 pub fn run(args: &MatchArgs) -> Result<()> {
+    let inputs = [args.lhs.clone(), args.rhs.clone()];
+    for input in &inputs {
+        check_regular(input)?;
+    }
+    if let Some(out) = &args.out {
+        check_output(out, "out", &inputs)?;
+    }
     let (version, why) = choose_version(args.version, cluda::cuda::gpu_available);
     eprintln!("note: version={version} ({why})");
     let line = run_match_command(&args.lhs, &args.rhs, version, args.out.as_deref())?;

@@ -125,7 +125,7 @@ pub fn check_output(out: &Path, option: &'static str, inputs: &[PathBuf]) -> Res
         Err(e) => {
             return Err(Error::param(
                 option,
-                format!("{}: directory {}: {e}", out.display(), dir.display()),
+                format!("{}: {e} (its directory {})", out.display(), dir.display()),
             ));
         }
     }
@@ -170,7 +170,7 @@ mod tests {
             e.to_string().contains("refusing to overwrite an input"),
             "{e}"
         );
-        assert!(check_output(&dir.path().join("o.clust"), "out", &[d.clone()]).is_ok());
+        assert!(check_output(&dir.path().join("o.clust"), "out", std::slice::from_ref(&d)).is_ok());
         let e = check_output(dir.path(), "out", &[d]).unwrap_err();
         assert!(e.to_string().contains("a directory"), "{e}");
     }
