@@ -432,7 +432,7 @@ fn lost_raw_frames_are_reported() {
     let (out, err) = raw_warning(&ped, &master);
     assert!(out.starts_with("frames=10 "), "{out}");
     assert!(
-        err.contains("frames in no data file: 40 of the 50"),
+        err.contains("frames missing at the end: 40 of the 50"),
         "{err}"
     );
     assert!(err.contains("frame numbers 11..=50"), "{err}");
@@ -450,7 +450,10 @@ fn lost_raw_frames_are_reported() {
         .unwrap();
     let (out, err) = raw_warning(&ped, &master);
     assert!(out.starts_with("frames=43 "), "{out}");
-    assert!(err.contains("frames in no data file: 7 of the 50"), "{err}");
+    assert!(
+        err.contains("frames missing at the end: 7 of the 50"),
+        "{err}"
+    );
     assert!(err.contains("frame numbers 44..=50"), "{err}");
 
     // A 0-byte data file.
@@ -459,7 +462,7 @@ fn lost_raw_frames_are_reported() {
     let (out, err) = raw_warning(&ped, &master);
     assert!(out.starts_with("frames=0 "), "{out}");
     assert!(
-        err.contains("frames in no data file: 50 of the 50"),
+        err.contains("frames missing at the end: 50 of the 50"),
         "{err}"
     );
     no_temp_files(d);
@@ -637,4 +640,28 @@ fn a_list_shape_is_blamed_on_shape() {
         "{e}"
     );
     assert!(!e.contains("descr"), "{e}");
+}
+
+#[test]
+fn library_writers_and_reader_reports() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // An NpyWriter dropped before finish leaves nothing; a ClusterFileWriter likewise.
+    let p = d.join("x.npy");
+    let mut w = cluda::io::NpyWriter::<u16>::create(&p, &[4, 2, 2]).unwrap();
+    w.write(&[1; 8]).unwrap();
+    drop(w);
+    let c = d.join("x.clust");
+    drop(cluda::io::ClusterFileWriter::create(&c).unwrap());
+    assert!(listing(d).is_empty(), "{:?}", listing(d));
+    // The reader's report counts the frames of a missing data file.
+    let master = raw_acquisition(d, "a", 50, 10);
+    std::fs::remove_file(d.join("a_d0_f1_0.raw")).unwrap();
+    let mut r = cluda::io::raw::RawReader::open(&master).unwrap();
+    let mut frames = Vec::new();
+    while !r.next_frames(64, &mut frames).unwrap().is_empty() {}
+    let g = r.report();
+    assert_eq!((g.frames_delivered, g.unaccounted()), (10, 40));
+    assert_eq!(g.absent_files, [d.join("a_d0_f1_0.raw")]);
+    assert!(!g.is_clean());
 }

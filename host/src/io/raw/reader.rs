@@ -150,15 +150,15 @@ impl GapReport {
                 None => "no frame was read".to_string(),
             };
             s += &format!(
-                "
-frames in no data file: {n} of the {} the master file asks for ({range})",
+                "\nframes missing at the end: {n} of the {} the master file asks for were not \
+                 read ({range})",
                 self.total_frames
             );
         }
         for p in &self.absent_files {
             s += &format!(
-                "
-{}: data file missing (the master file's frame count needs it)",
+                "\n{}: data file missing (the master file's frame count needs it; reading \
+                 stops at the first missing data file, as in aare)",
                 p.display()
             );
         }
