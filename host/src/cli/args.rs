@@ -106,7 +106,8 @@ pub struct FindArgs {
     #[command(flatten)]
     pub finder: FinderArgs,
     /// Write the clusters to FILE in aare's cluster file layout (frame numbers: the raw
-    /// headers' for raw input, else counting from 0).
+    /// headers' for raw input, else counting from 0). Written under a temporary name and
+    /// renamed when complete; FILE may not be one of the inputs.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
     /// Write PNG plots into DIR: spectrum.png, hitmap.png, pedestal_mean.png and
