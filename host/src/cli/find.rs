@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use cluda::finder::select::open_finder;
-use cluda::io::{ClusterFileWriter, check_output, input_files};
+use cluda::io::{AtomicFile, ClusterFileWriter, check_output, input_files};
 use cluda::plot::PlotAccumulator;
 use cluda::{Error, FinderConfig, Frames, Result};
 
@@ -23,6 +23,8 @@ pub fn run(args: &FindArgs) -> Result<()> {
     inputs.extend(input_files(&args.data)?);
     if let Some(out) = &args.out {
         check_output(out, "out", &inputs)?;
+        // Can a file be created there? (A temporary one, removed at once.)
+        drop(AtomicFile::create(out)?);
     }
     if let Some(dir) = &args.plot {
         check_plot_dir(dir, &inputs)?;
@@ -82,6 +84,8 @@ pub fn check_plot_dir(dir: &Path, inputs: &[PathBuf]) -> Result<()> {
             })?;
         }
     }
+    // Can files be created in it? (The staging directory, removed at once.)
+    drop(PlotStage::create(dir)?);
     cluda::plot::register_font()
 }
 
@@ -136,6 +140,18 @@ impl Drop for PlotStage {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.stage);
     }
+}
+
+/// Says on stderr that `path` was not written when `result` is an error (the writer removed
+/// its temporary file); passes `result` on.
+pub fn note_unwritten<T>(path: &Path, result: Result<T>) -> Result<T> {
+    if result.is_err() {
+        eprintln!(
+            "note: {} was not written (its unfinished temporary file was removed)",
+            path.display()
+        );
+    }
+    result
 }
 
 /// Says on stderr that an output was not written, when dropped before [`Pending::done`]: the

@@ -10,7 +10,7 @@ use cluda::io::{NpyWriter, check_output};
 use cluda::{Error, Result};
 
 use super::args::GenArgs;
-use super::find::print_line;
+use super::find::{note_unwritten, print_line};
 use super::inputs::{Generated, Input, check_dims, chunk_frames};
 use super::progress::frames_bar;
 
@@ -38,9 +38,11 @@ pub fn run(args: &GenArgs) -> Result<()> {
     let data = Generated::new(&generator, p as u64, args.frames, true).input("data");
     for (name, mut input) in [("pedestal", dark), ("data", data)] {
         if args.raw {
-            write_raw(&args.out, name, &mut input)?;
+            let master = args.out.join(format!("{name}_master_0.json"));
+            note_unwritten(&master, write_raw(&args.out, name, &mut input))?;
         } else {
-            write_npy(&args.out.join(format!("{name}.npy")), &mut input)?;
+            let path = args.out.join(format!("{name}.npy"));
+            note_unwritten(&path, write_npy(&path, &mut input))?;
         }
     }
     Ok(())

@@ -10,7 +10,7 @@ use cluda::io::{check_output, check_regular};
 use cluda::matcher::{self, GpuMatcher, MatchVersion, read_descriptors, write_matches};
 
 use super::args::MatchArgs;
-use super::find::print_line;
+use super::find::{note_unwritten, print_line};
 
 /// Runs `cluda match`: a `note:` on stderr saying which version runs and why, then the
 /// summary line on stdout.
@@ -69,7 +69,7 @@ fn run_match_command(
         (run.matches, run.device_ms, dev.name(), run.recomputed_rows)
     };
     if let Some(path) = out {
-        write_matches(path, &matches)?;
+        note_unwritten(path, write_matches(path, &matches))?;
     }
     Ok(format!(
         "lhs={} rhs={} seconds={:.3} ms={:.3} version={} device={:?} recomputed={}",

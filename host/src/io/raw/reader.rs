@@ -271,6 +271,17 @@ impl RawReader {
 
     /// Opens the data files of a parsed master.
     pub fn from_master(master: RawMaster) -> Result<Self> {
+        if let DetectorType::Other(name) = &master.detector_type {
+            return Err(Error::format(
+                &master.path,
+                format!(
+                    "\"Detector Type\" {name:?} is not one cluda reads (MOENCH 03, or the \
+                     generic 16-bit frames `cluda gen --raw` writes): its samples may carry \
+                     gain bits or another pixel order, so they cannot be read as plain 16-bit \
+                     frames"
+                ),
+            ));
+        }
         let record = master.frame_bytes();
         let mut files = Vec::new();
         loop {
@@ -286,17 +297,6 @@ impl RawReader {
                 frames: len / record,
                 tail: len % record,
             });
-        }
-        if let DetectorType::Other(name) = &master.detector_type {
-            return Err(Error::format(
-                &master.path,
-                format!(
-                    "\"Detector Type\" {name:?} is not one cluda reads (MOENCH 03, or the \
-                     generic 16-bit frames `cluda gen --raw` writes): its samples may carry \
-                     gain bits or another pixel order, so they cannot be read as plain 16-bit \
-                     frames"
-                ),
-            ));
         }
         if files.is_empty() {
             return Err(Error::format(
