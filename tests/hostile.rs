@@ -46,6 +46,21 @@ fn wait_at_most(mut child: Child, limit: Duration) -> Output {
     }
 }
 
+/// Waits (at most 60 s) until a temporary file for `name` appears in `dir`: the run is then
+/// writing that output.
+fn wait_for_temp(dir: &Path, name: &str) {
+    let start = Instant::now();
+    let prefix = format!(".{name}.");
+    while !listing(dir).iter().any(|n| n.starts_with(&prefix)) {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no temporary file for {name} appeared: {:?}",
+            listing(dir)
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
@@ -304,7 +319,8 @@ fn a_signal_stops_find_at_a_frame_boundary_and_removes_its_output() {
             "--threads",
             "1",
         ]);
-        std::thread::sleep(Duration::from_millis(1500));
+        wait_for_temp(d, "c.clust");
+        std::thread::sleep(Duration::from_millis(300));
         // SAFETY: signalling the child this test started.
         assert_eq!(unsafe { libc::kill(child.id() as i32, signal) }, 0);
         let o = wait_at_most(child, Duration::from_secs(60));
@@ -335,7 +351,8 @@ fn an_interrupted_gen_leaves_no_npy_promising_missing_frames() {
         "--cols",
         "16",
     ]);
-    std::thread::sleep(Duration::from_millis(700));
+    wait_for_temp(d, "data.npy");
+    std::thread::sleep(Duration::from_millis(200));
     // SAFETY: signalling the child this test started.
     assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
     let o = wait_at_most(child, Duration::from_secs(60));
