@@ -343,13 +343,13 @@ fn bad_input_is_a_named_error_with_exit_code_1() {
         p,
         &data,
         &["--nsigma", "nan"],
-        "n_sigma must be finite and >= 0, got nan",
+        "--nsigma must be finite and not negative, got nan",
     );
     find(
         p,
         &data,
         &["--nsigma", "-1"],
-        "n_sigma must be finite and >= 0, got -1",
+        "--nsigma must be finite and not negative, got -1",
     );
     find(
         p,
@@ -607,7 +607,7 @@ fn write_raw(
     let config = RawWriterConfig {
         rows,
         cols,
-        detector: DetectorType::Other("Jungfrau".into()),
+        detector: DetectorType::Generic16,
         max_frames_per_file: 7,
         ..RawWriterConfig::moench03()
     };

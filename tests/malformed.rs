@@ -57,7 +57,7 @@ fn acquisition(dir: &Path, frames: u64, max: u64) -> PathBuf {
     let cfg = RawWriterConfig {
         rows: 4,
         cols: 6,
-        detector: DetectorType::Other("Jungfrau".into()),
+        detector: DetectorType::Generic16,
         max_frames_per_file: max,
         version: 7.2,
         frame_padding: true,
@@ -436,7 +436,7 @@ fn huge_declared_frames_allocate_nothing_for_absent_data() {
     // opens, finds no whole frame, reports the partial record, and never allocates a frame.
     let d = temp_dir("huge");
     let mut m = good_master();
-    m["Detector Type"] = json!("Jungfrau");
+    m["Detector Type"] = json!("Generic16");
     m["Pixels"] = json!({"x": 65536, "y": 65536});
     m["Image Size in bytes"] = json!(65536u64 * 65536 * 2);
     m["Max Frames Per File"] = json!(0);

@@ -25,7 +25,7 @@ fn small(max: u64) -> RawWriterConfig {
     RawWriterConfig {
         rows: 4,
         cols: 6,
-        detector: DetectorType::Other("Jungfrau".into()),
+        detector: DetectorType::Generic16,
         max_frames_per_file: max,
         version: 7.2,
         frame_padding: true,
@@ -93,11 +93,12 @@ fn round_trip_over_several_data_files() {
 
 #[test]
 fn reads_files_laid_out_as_aares_own_test_helper_writes_them() {
-    // aare tests/raw_file_helpers.hpp: Jungfrau 3 x 2 pixels, 1 frame per file, two files
-    // with an all-zero header except the frame number (100, 101), pixels 1..6.
+    // aare tests/raw_file_helpers.hpp: 3 x 2 pixels, 1 frame per file, two files with an
+    // all-zero header except the frame number (100, 101), pixels 1..6. aare's helper says
+    // Jungfrau, which cluda refuses (gain bits); the layout is read as cluda's Generic16.
     let dir = temp_dir("aare");
     let master = serde_json::json!({
-        "Version": 7.2, "Detector Type": "Jungfrau", "Timing Mode": "auto",
+        "Version": 7.2, "Detector Type": "Generic16", "Timing Mode": "auto",
         "Geometry": {"x": 1, "y": 1}, "Image Size in bytes": 12,
         "Pixels": {"x": 3, "y": 2}, "Max Frames Per File": 1, "Total Frames": 2,
         "Frames in File": 2, "Frame Padding": 1, "Frame Discard Policy": "nodiscard"

@@ -106,6 +106,30 @@ pub enum Error {
         /// cuBLAS's error.
         source: cudarc::cublas::result::CublasError,
     },
+    /// A buffer or state larger than the memory this machine has available (or than a
+    /// `Vec` can address): refused up front instead of aborting on a failed allocation.
+    #[error(
+        "{what} needs {bytes} bytes of memory, more than the {available} bytes available on this machine"
+    )]
+    TooLarge {
+        /// What the memory is for (names the file or the frame shape).
+        what: String,
+        /// Bytes needed.
+        bytes: u64,
+        /// Bytes available (MemAvailable of /proc/meminfo, or what the allocator gave).
+        available: u64,
+    },
+    /// Work stopped at a frame boundary because the process was sent a termination signal;
+    /// unfinished outputs were removed.
+    #[error(
+        "interrupted by {signal}: stopped at a frame boundary; unfinished outputs were removed"
+    )]
+    Interrupted {
+        /// The signal's name, e.g. `SIGINT`.
+        signal: &'static str,
+        /// Its number (the command line exits with 128 + it).
+        number: i32,
+    },
     /// The caller's visitor returned an error; frames before it were delivered and consumed.
     #[error("result visitor failed: {0}")]
     Visitor(Box<dyn std::error::Error + Send + Sync>),

@@ -14,6 +14,7 @@ pub mod frames;
 pub mod generate;
 pub mod io;
 pub mod matcher;
+pub mod memory;
 pub mod pedestal;
 pub mod plot;
 mod ptx_split;

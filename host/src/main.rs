@@ -1,5 +1,6 @@
 //! The `cluda` command line: generate MOENCH-like frames, find clusters in `.npy` files, a
-//! self-contained demo, and nearest-neighbour descriptor matching. Errors print as `error: <message>` and exit with code 1.
+//! self-contained demo, and nearest-neighbour descriptor matching. Errors print as `error: <message>` and exit with code 1; a termination signal (SIGINT, SIGTERM, SIGHUP) stops
+//! at the next frame boundary, removes unfinished outputs and exits with 128 + its number.
 
 mod cli;
 
@@ -18,8 +19,13 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    cli::signals::install();
     match cli::run(args) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e @ cluda::Error::Interrupted { number, .. }) => {
+            eprintln!("error: {e}");
+            ExitCode::from(u8::try_from(128 + number).unwrap_or(1))
+        }
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::from(1)

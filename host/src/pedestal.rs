@@ -127,18 +127,29 @@ impl Pedestal {
         let p = rows
             .checked_mul(cols)
             .ok_or_else(|| Error::param("rows/cols", "frame too large"))?;
+        // Peak per pixel: the two fill sums, then (when the pedestal becomes ready) the
+        // per-pixel state and the four maps built from it, all at once.
+        let real = if precision == Precision::F64 { 8 } else { 4 };
+        let per_pixel = 16 + 7 * real;
+        let what = || {
+            format!(
+                "the pedestal state of {rows} x {cols} pixels ({})",
+                precision.name()
+            )
+        };
+        crate::memory::check(what, (p as u64).saturating_mul(per_pixel))?;
         let fill = match precision {
             Precision::F64 => Fill::Raw64 {
-                sum: vec![0.0; p],
-                sum2: vec![0.0; p],
+                sum: crate::memory::zeroed_vec(what, p)?,
+                sum2: crate::memory::zeroed_vec(what, p)?,
             },
             Precision::F32 => Fill::Exact {
-                sum: vec![0; p],
-                sum2: vec![0; p],
+                sum: crate::memory::zeroed_vec(what, p)?,
+                sum2: crate::memory::zeroed_vec(what, p)?,
             },
             Precision::F32Naive => Fill::Raw32 {
-                sum: vec![0.0; p],
-                sum2: vec![0.0; p],
+                sum: crate::memory::zeroed_vec(what, p)?,
+                sum2: crate::memory::zeroed_vec(what, p)?,
             },
         };
         Ok(Self {

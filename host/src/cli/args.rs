@@ -73,7 +73,7 @@ pub struct FinderArgs {
     #[arg(long, default_value = "3", value_parser = parse_cluster, value_name = "3|5|7|9")]
     pub cluster: ClusterSize,
     /// Threshold in standard deviations of the pedestal noise (finite, >= 0).
-    #[arg(long, default_value_t = 5.0, value_parser = parse_nsigma, allow_negative_numbers = true, value_name = "NSIGMA")]
+    #[arg(long, default_value_t = 5.0, value_parser = parse_nsigma, allow_hyphen_values = true, value_name = "NSIGMA")]
     pub nsigma: f64,
     /// Threshold noise: `live` (current pedestal std) or `frozen` (std when the pedestal filled).
     #[arg(long, default_value = "live", value_parser = parse_threshold, value_name = "live|frozen")]
@@ -84,8 +84,9 @@ pub struct FinderArgs {
     /// Device: auto (GPU if available, else CPU), cpu or gpu.
     #[arg(long, default_value = "auto", value_parser = parse_device, value_name = "auto|cpu|gpu")]
     pub device: DeviceChoice,
-    /// CPU worker threads (default: every core; 1 = single-threaded).
-    #[arg(long, value_name = "N")]
+    /// CPU worker threads (default: every core; 1 = single-threaded; at most 4 x the
+    /// available parallelism, and never more than 1024).
+    #[arg(long, value_parser = parse_threads, value_name = "N")]
     pub threads: Option<usize>,
 }
 
@@ -105,7 +106,8 @@ pub struct FindArgs {
     #[command(flatten)]
     pub finder: FinderArgs,
     /// Write the clusters to FILE in aare's cluster file layout (frame numbers: the raw
-    /// headers' for raw input, else counting from 0).
+    /// headers' for raw input, else counting from 0). Written under a temporary name and
+    /// renamed when complete; FILE may not be one of the inputs.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
     /// Write PNG plots into DIR: spectrum.png, hitmap.png, pedestal_mean.png and
@@ -167,9 +169,32 @@ fn parse_cluster(s: &str) -> Result<ClusterSize, String> {
 }
 
 fn parse_nsigma(s: &str) -> Result<f64, String> {
-    let v: f64 = s.parse().map_err(|_| format!("`{s}` is not a number"))?;
+    let v: f64 = s
+        .parse()
+        .map_err(|_| format!("--nsigma: `{s}` is not a number"))?;
     if !v.is_finite() || v < 0.0 {
-        return Err(format!("n_sigma must be finite and >= 0, got {s}"));
+        return Err(format!("--nsigma must be finite and not negative, got {s}"));
+    }
+    Ok(v)
+}
+
+/// The most `--threads` accepted: 4 x the available parallelism, at most 1024. More threads
+/// than cores only adds switching; thousands of them look like a hang.
+pub fn max_threads() -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    cores.saturating_mul(4).min(1024)
+}
+
+fn parse_threads(s: &str) -> Result<usize, String> {
+    let v: usize = s
+        .parse()
+        .map_err(|_| format!("--threads: `{s}` is not a thread count"))?;
+    let max = max_threads();
+    if v == 0 || v > max {
+        return Err(format!(
+            "--threads must be between 1 and {max} (4 x the {} available cores, at most 1024), got {s}",
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        ));
     }
     Ok(v)
 }
@@ -206,8 +231,15 @@ mod tests {
         assert!(parse_cluster("4").unwrap_err().contains("use 3, 5, 7 or 9"));
         assert!(parse_cluster("x").is_err());
         assert_eq!(parse_nsigma("0"), Ok(0.0));
-        for bad in ["nan", "-1", "inf", "five"] {
-            assert!(parse_nsigma(bad).is_err(), "{bad}");
+        for bad in ["nan", "-1", "inf", "-inf", "-1e-9", "five"] {
+            assert!(parse_nsigma(bad).unwrap_err().contains("--nsigma"), "{bad}");
+        }
+        assert_eq!(parse_threads("1"), Ok(1));
+        for bad in ["0", "100000", "4294967296", "-1", "x"] {
+            assert!(
+                parse_threads(bad).unwrap_err().contains("--threads"),
+                "{bad}"
+            );
         }
         assert_eq!(parse_device("gpu"), Ok(DeviceChoice::Gpu));
         assert!(parse_precision("f16").is_err());

@@ -4,7 +4,7 @@ use cluda::generate::{GenConfig, Generator};
 use cluda::{Error, Result};
 
 use super::args::DemoArgs;
-use super::find::{Outputs, find_clusters, print_line};
+use super::find::{Outputs, check_plot_dir, find_clusters, print_line};
 use super::inputs::{Generated, check_dims};
 use super::summary::Spectrum;
 
@@ -16,6 +16,9 @@ pub fn run(args: &DemoArgs) -> Result<()> {
             "pedestal-frames",
             "must be at least 1 (the pedestal needs dark frames)",
         ));
+    }
+    if let Some(dir) = &args.plot {
+        check_plot_dir(dir, &[])?;
     }
     let generator = Generator::new(GenConfig::new(args.rows, args.cols, args.seed))?;
     let p = args.pedestal_frames;

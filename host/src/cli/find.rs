@@ -1,21 +1,34 @@
 //! `cluda find`, and the find path it shares with `cluda demo`.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use cluda::finder::select::open_finder;
-use cluda::io::ClusterFileWriter;
+use cluda::io::{AtomicFile, ClusterFileWriter, check_output, input_files};
 use cluda::plot::PlotAccumulator;
 use cluda::{Error, FinderConfig, Frames, Result};
 
 use super::args::{FindArgs, FinderArgs};
 use super::inputs::{Input, chunk_frames};
 use super::progress::frames_bar;
+use super::signals;
 use super::summary::{Spectrum, Summary};
 
-/// Runs `cluda find`: prints the summary line on stdout.
+/// Runs `cluda find`: prints the summary line on stdout. Every input and output is checked
+/// before any frame is read: inputs must be regular files (for a raw acquisition the master
+/// and every data file), and no output may be one of them.
 pub fn run(args: &FindArgs) -> Result<()> {
+    let mut inputs = input_files(&args.pedestal)?;
+    inputs.extend(input_files(&args.data)?);
+    if let Some(out) = &args.out {
+        check_output(out, "out", &inputs)?;
+        // Can a file be created there? (A temporary one, removed at once.)
+        drop(AtomicFile::create(out)?);
+    }
+    if let Some(dir) = &args.plot {
+        check_plot_dir(dir, &inputs)?;
+    }
     let mut pedestal = Input::count_exactly(&args.pedestal, "pedestal")?;
     let mut data = Input::open(&args.data, "data")?;
     let summary = find_clusters(
@@ -40,6 +53,127 @@ pub struct Outputs<'a> {
     pub spectrum: Option<&'a mut Spectrum>,
     /// A directory for the PNG plots ([`PlotAccumulator::finish`]).
     pub plots: Option<&'a Path>,
+}
+
+/// The PNG files [`PlotAccumulator::finish`] writes, checked up front.
+const PLOT_FILES: [&str; 4] = [
+    "spectrum.png",
+    "hitmap.png",
+    "pedestal_mean.png",
+    "pedestal_noise.png",
+];
+
+/// Checks `--plot DIR` before any work: DIR is a directory (or can be created), none of its
+/// PNGs is an input or a non-file, and the plot font loads.
+pub fn check_plot_dir(dir: &Path, inputs: &[PathBuf]) -> Result<()> {
+    match std::fs::metadata(dir) {
+        Ok(m) if !m.is_dir() => {
+            return Err(Error::param(
+                "plot",
+                format!("{} exists and is not a directory", dir.display()),
+            ));
+        }
+        Ok(_) => {
+            for name in PLOT_FILES {
+                check_output(&dir.join(name), "plot", inputs)?;
+            }
+        }
+        Err(_) => {
+            std::fs::create_dir_all(dir).map_err(|e| {
+                Error::param("plot", format!("cannot create {}: {e}", dir.display()))
+            })?;
+        }
+    }
+    // Can files be created in it? (The staging directory, removed at once.)
+    drop(PlotStage::create(dir)?);
+    cluda::plot::register_font()
+}
+
+/// A directory beside the plots' final place that they are drawn into, then renamed from, so
+/// an interrupted or failed run leaves no half-drawn PNG; removed (with what is in it) when
+/// dropped.
+struct PlotStage {
+    dir: PathBuf,
+    stage: PathBuf,
+}
+
+impl PlotStage {
+    fn create(dir: &Path) -> Result<Self> {
+        let mut last = None;
+        for _ in 0..16 {
+            let stage = dir.join(format!(
+                ".cluda-plots.{}.{:08x}.tmp",
+                std::process::id(),
+                rand::random::<u32>()
+            ));
+            match std::fs::create_dir(&stage) {
+                Ok(()) => {
+                    return Ok(Self {
+                        dir: dir.to_path_buf(),
+                        stage,
+                    });
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
+                Err(e) => return Err(Error::io(&stage, e)),
+            }
+        }
+        Err(Error::io(
+            dir,
+            last.unwrap_or_else(|| std::io::Error::other("no free temporary name")),
+        ))
+    }
+
+    /// Moves every drawn file into the final directory; returns their final paths.
+    fn commit(&self, drawn: Vec<PathBuf>) -> Result<Vec<PathBuf>> {
+        let mut done = Vec::new();
+        for p in drawn {
+            let Some(name) = p.file_name() else { continue };
+            let to = self.dir.join(name);
+            std::fs::rename(&p, &to).map_err(|e| Error::io(&to, e))?;
+            done.push(to);
+        }
+        Ok(done)
+    }
+}
+
+impl Drop for PlotStage {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.stage);
+    }
+}
+
+/// Says on stderr that `path` was not written when `result` is an error (the writer removed
+/// its temporary file); passes `result` on.
+pub fn note_unwritten<T>(path: &Path, result: Result<T>) -> Result<T> {
+    if result.is_err() {
+        eprintln!(
+            "note: {} was not written (its unfinished temporary file was removed)",
+            path.display()
+        );
+    }
+    result
+}
+
+/// Says on stderr that an output was not written, when dropped before [`Pending::done`]: the
+/// error path of a run that had started an output (its temporary file is removed by its
+/// writer).
+struct Pending<'a>(Option<&'a Path>);
+
+impl Pending<'_> {
+    fn done(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        if let Some(p) = self.0 {
+            eprintln!(
+                "note: {} was not written (its unfinished temporary file was removed)",
+                p.display()
+            );
+        }
+    }
 }
 
 /// Prints a line on stdout; a closed stdout is an error, not a panic.
@@ -98,10 +232,12 @@ pub fn find_clusters(
         .precision(args.precision);
     let (mut finder, note) = open_finder(config, args.device, args.threads)?;
     eprintln!("note: {note}");
+    let stage = outputs.plots.map(PlotStage::create).transpose()?;
     let mut writer = outputs
         .clusters
         .map(ClusterFileWriter::create)
         .transpose()?;
+    let pending = Pending(outputs.clusters);
     let mut plot = outputs.plots.map(|_| PlotAccumulator::new(rows, cols));
     let chunk = chunk_frames(rows, cols);
     let (mut buf, mut numbers) = (Vec::new(), Vec::new());
@@ -109,6 +245,7 @@ pub fn find_clusters(
     let bar = frames_bar(pedestal.len, "pedestal");
     let mut pushed = 0u64;
     loop {
+        signals::check()?;
         buf.clear();
         numbers.clear();
         let k = pedestal.frames.read_frames(chunk, &mut buf, &mut numbers)?;
@@ -138,6 +275,7 @@ pub fn find_clusters(
     let (mut frames, mut clusters) = (0u64, 0u64);
     let mut busy = Duration::ZERO;
     loop {
+        signals::check()?;
         buf.clear();
         numbers.clear();
         let k = data.frames.read_frames(chunk, &mut buf, &mut numbers)?;
@@ -174,18 +312,22 @@ pub fn find_clusters(
         frames += k as u64;
         bar.inc(k as u64);
     }
-    if let Some(w) = writer {
-        let start = Instant::now();
-        w.finish()?;
-        busy += start.elapsed();
-    }
     bar.finish_and_clear();
-    warn_gaps(data);
-    if let (Some(p), Some(dir)) = (plot, outputs.plots) {
-        for path in p.finish(&finder.pedestal()?, dir)? {
+    signals::check()?;
+    if let (Some(p), Some(stage)) = (plot, stage.as_ref()) {
+        let drawn = p.finish(&finder.pedestal()?, &stage.stage)?;
+        signals::check()?;
+        for path in stage.commit(drawn)? {
             eprintln!("wrote {}", path.display());
         }
     }
+    if let Some(w) = writer {
+        let start = Instant::now();
+        w.commit()?;
+        busy += start.elapsed();
+    }
+    pending.done();
+    warn_gaps(data);
     let device = finder.device();
     Ok(Summary {
         frames,

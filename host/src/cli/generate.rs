@@ -1,15 +1,16 @@
 //! `cluda gen` (module `generate`, as `gen` is a reserved word): writes DIR/pedestal.npy (dark
-//! frames) and DIR/data.npy (frames with photons), or the same as raw acquisitions.
+//! frames) and DIR/data.npy (frames with photons), or the same as raw acquisitions. Every file
+//! is written under a temporary name and renamed into place when complete.
 
 use std::path::Path;
 
 use cluda::generate::{GenConfig, Generator};
-use cluda::io::NpyWriter;
 use cluda::io::raw::{DetectorType, RawWriter, RawWriterConfig};
+use cluda::io::{NpyWriter, check_output};
 use cluda::{Error, Result};
 
 use super::args::GenArgs;
-use super::find::print_line;
+use super::find::{note_unwritten, print_line};
 use super::inputs::{Generated, Input, check_dims, chunk_frames};
 use super::progress::frames_bar;
 
@@ -23,15 +24,25 @@ pub fn run(args: &GenArgs) -> Result<()> {
         ));
     }
     std::fs::create_dir_all(&args.out).map_err(|e| Error::io(&args.out, e))?;
+    for name in ["pedestal", "data"] {
+        let file = if args.raw {
+            format!("{name}_master_0.json")
+        } else {
+            format!("{name}.npy")
+        };
+        check_output(&args.out.join(file), "out", &[])?;
+    }
     let generator = Generator::new(GenConfig::new(args.rows, args.cols, args.seed))?;
     let p = args.pedestal_frames;
     let dark = Generated::new(&generator, 0, p, false).input("pedestal");
     let data = Generated::new(&generator, p as u64, args.frames, true).input("data");
     for (name, mut input) in [("pedestal", dark), ("data", data)] {
         if args.raw {
-            write_raw(&args.out, name, &mut input)?;
+            let master = args.out.join(format!("{name}_master_0.json"));
+            note_unwritten(&master, write_raw(&args.out, name, &mut input))?;
         } else {
-            write_npy(&args.out.join(format!("{name}.npy")), &mut input)?;
+            let path = args.out.join(format!("{name}.npy"));
+            note_unwritten(&path, write_npy(&path, &mut input))?;
         }
     }
     Ok(())
@@ -61,7 +72,7 @@ fn write_raw(dir: &Path, base: &str, input: &mut Input<'_>) -> Result<()> {
         detector: if r == 400 {
             DetectorType::Moench03
         } else {
-            DetectorType::Other("Jungfrau".to_string())
+            DetectorType::Generic16
         },
         ..RawWriterConfig::moench03()
     };
@@ -89,6 +100,7 @@ fn stream(
     let bar = frames_bar(input.len, "writing");
     let (mut buf, mut numbers) = (Vec::new(), Vec::new());
     loop {
+        super::signals::check()?;
         buf.clear();
         numbers.clear();
         let k = input

@@ -45,6 +45,7 @@ impl Input<'static> {
             let (rows, cols) = (counter.frames.rows(), counter.frames.cols());
             let (mut buf, mut numbers, mut n) = (Vec::new(), Vec::new(), 0u64);
             loop {
+                super::signals::check()?;
                 buf.clear();
                 numbers.clear();
                 match counter.frames.read_frames(

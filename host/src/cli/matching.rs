@@ -6,14 +6,22 @@ use std::time::Instant;
 
 use cluda::Result;
 use cluda::cuda::Device;
+use cluda::io::{check_output, check_regular};
 use cluda::matcher::{self, GpuMatcher, MatchVersion, read_descriptors, write_matches};
 
 use super::args::MatchArgs;
-use super::find::print_line;
+use super::find::{note_unwritten, print_line};
 
 /// Runs `cluda match`: a `note:` on stderr saying which version runs and why, then the
 /// summary line on stdout.
 pub fn run(args: &MatchArgs) -> Result<()> {
+    let inputs = [args.lhs.clone(), args.rhs.clone()];
+    for input in &inputs {
+        check_regular(input)?;
+    }
+    if let Some(out) = &args.out {
+        check_output(out, "out", &inputs)?;
+    }
     let (version, why) = choose_version(args.version, cluda::cuda::gpu_available);
     eprintln!("note: version={version} ({why})");
     let line = run_match_command(&args.lhs, &args.rhs, version, args.out.as_deref())?;
@@ -61,7 +69,7 @@ fn run_match_command(
         (run.matches, run.device_ms, dev.name(), run.recomputed_rows)
     };
     if let Some(path) = out {
-        write_matches(path, &matches)?;
+        note_unwritten(path, write_matches(path, &matches))?;
     }
     Ok(format!(
         "lhs={} rhs={} seconds={:.3} ms={:.3} version={} device={:?} recomputed={}",

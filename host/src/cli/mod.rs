@@ -7,6 +7,7 @@ pub mod generate;
 pub mod inputs;
 pub mod matching;
 pub mod progress;
+pub mod signals;
 pub mod summary;
 
 use cluda::Result;

@@ -11,9 +11,10 @@
 //! corrupt count is an error that names the file and byte offset, never a huge allocation.
 
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Read, Write};
+use std::io::{BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 
+use super::atomic::AtomicFile;
 use crate::cluster::{ClusterBatch, ClusterSize, FrameClusters};
 use crate::error::{Error, Result};
 
@@ -29,11 +30,17 @@ pub struct ClusterFileWriter<W: Write> {
     scratch: Vec<u8>,
 }
 
-impl ClusterFileWriter<BufWriter<File>> {
-    /// Creates (or truncates) the file at `path`.
+impl ClusterFileWriter<AtomicFile> {
+    /// Starts the file at `path`: written to a temporary file beside it ([`AtomicFile`]) and
+    /// renamed over `path` by [`ClusterFileWriter::commit`]; dropped without a commit, the
+    /// temporary file is removed and `path` is as it was.
     pub fn create(path: &Path) -> Result<Self> {
-        let file = File::create(path).map_err(|e| Error::io(path, e))?;
-        Ok(Self::new(BufWriter::with_capacity(1 << 20, file), path))
+        Ok(Self::new(AtomicFile::create(path)?, path))
+    }
+
+    /// Flushes, syncs and renames the file into place; returns its path.
+    pub fn commit(self) -> Result<PathBuf> {
+        self.out.commit()
     }
 }
 
@@ -111,7 +118,8 @@ impl<W: Write> ClusterFileWriter<W> {
         self.clusters
     }
 
-    /// Flushes and returns the underlying writer.
+    /// Flushes and returns the underlying writer (for a file from
+    /// [`ClusterFileWriter::create`] use [`ClusterFileWriter::commit`], or nothing is kept).
     pub fn finish(mut self) -> Result<W> {
         self.out.flush().map_err(|e| Error::io(&self.path, e))?;
         Ok(self.out)
@@ -126,7 +134,7 @@ pub fn write_cluster_file(
 ) -> Result<()> {
     let mut w = ClusterFileWriter::create(path)?;
     w.write_batch(first_frame_number, batch)?;
-    w.finish()?;
+    w.commit()?;
     Ok(())
 }
 
@@ -142,7 +150,7 @@ pub struct ClusterFileReader<R: Read> {
 impl ClusterFileReader<BufReader<File>> {
     /// Opens `path`, whose clusters are `size` (the file does not say).
     pub fn open(path: &Path, size: ClusterSize) -> Result<Self> {
-        let file = File::open(path).map_err(|e| Error::io(path, e))?;
+        let file = super::checks::open_regular(path)?;
         let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
         Ok(Self::new(
             BufReader::with_capacity(1 << 20, file),

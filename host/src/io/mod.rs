@@ -1,11 +1,15 @@
 //! File formats: NumPy `.npy` frame stacks and matrices, aare's cluster file, and
 //! slsDetector raw acquisitions (MOENCH).
 
+pub mod atomic;
+pub mod checks;
 pub mod cluster_file;
 pub mod npy;
 pub mod raw;
 pub mod source;
 
+pub use atomic::AtomicFile;
+pub use checks::{check_output, check_regular, input_files, same_file};
 pub use cluster_file::{
     ClusterFileReader, ClusterFileWriter, read_cluster_file, write_cluster_file,
 };

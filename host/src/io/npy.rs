@@ -16,10 +16,11 @@
 //! a multiple of 64 bytes as NumPy does.
 
 use std::fs::File;
-use std::io::{BufWriter, Read, Write};
+use std::io::{Read, Write};
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 
+use super::atomic::AtomicFile;
 use crate::error::{Error, Result};
 use crate::frames::Frames;
 
@@ -155,7 +156,7 @@ fn shape_text(shape: &[usize]) -> String {
 
 /// Reads and parses the header of the `.npy` file at `path` (nothing else is read).
 pub fn read_header(path: &Path) -> Result<NpyHeader> {
-    let mut file = File::open(path).map_err(|e| Error::io(path, e))?;
+    let mut file = super::checks::open_regular(path)?;
     let len = file_len(&file, path)?;
     read_header_from(&mut file, len, path)
 }
@@ -253,6 +254,8 @@ enum Value {
     Str(String),
     Bool(bool),
     Tuple(Vec<usize>),
+    /// A `[...]` list: only a structured `descr` is one; the key decides the message.
+    List,
 }
 
 /// Parses `{'descr': '<u2', 'fortran_order': False, 'shape': (2, 3), }`.
@@ -275,12 +278,18 @@ fn parse_dict(text: &str) -> std::result::Result<Dict, String> {
             ("descr", Value::Str(s)) => descr.replace(s).is_some(),
             ("fortran_order", Value::Bool(b)) => fortran.replace(b).is_some(),
             ("shape", Value::Tuple(t)) => shape.replace(t).is_some(),
+            ("descr", Value::List) => {
+                return Err("'descr' lists (structured dtypes) are not supported".into());
+            }
             ("descr", _) => {
                 return Err(
                     "'descr' must be a string (structured dtypes are not supported)".into(),
                 );
             }
             ("fortran_order", _) => return Err("'fortran_order' must be True or False".into()),
+            ("shape", Value::List) => {
+                return Err("'shape' must be a tuple of integers, not a list".into());
+            }
             ("shape", _) => return Err("'shape' must be a tuple of integers".into()),
             (other, _) => return Err(format!("unexpected key '{other}' in the header dict")),
         };
@@ -389,10 +398,31 @@ impl Parser<'_> {
         } else if rest.starts_with(b"'") || rest.starts_with(b"\"") {
             Ok(Value::Str(self.string()?))
         } else if rest.starts_with(b"[") {
-            Err("'descr' lists (structured dtypes) are not supported".into())
+            self.skip_list()?;
+            Ok(Value::List)
         } else {
             Err(self.unexpected("a string, True, False or a tuple"))
         }
+    }
+
+    /// Skips a bracketed list (nested brackets included; strings are not interpreted).
+    fn skip_list(&mut self) -> std::result::Result<(), String> {
+        let start = self.i;
+        let mut depth = 0usize;
+        while let Some(&c) = self.s.get(self.i) {
+            self.i += 1;
+            match c {
+                b'[' => depth += 1,
+                b']' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        return Ok(());
+                    }
+                }
+                _ => {}
+            }
+        }
+        Err(format!("unterminated list at byte {start}"))
     }
 
     fn int(&mut self) -> std::result::Result<usize, String> {
@@ -424,7 +454,7 @@ fn open_checked<T: Element>(
     dims: &[usize],
     what: &str,
 ) -> Result<(File, NpyHeader, usize)> {
-    let mut file = File::open(path).map_err(|e| Error::io(path, e))?;
+    let mut file = super::checks::open_regular(path)?;
     let len = file_len(&file, path)?;
     let h = read_header_from(&mut file, len, path)?;
     h.expect_dtype::<T>(path)?;
@@ -524,7 +554,7 @@ impl NpyArray<u16> {
 /// Reads a whole array of element type `T` and any dimensionality (C order).
 pub fn read_array<T: Element>(path: &Path) -> Result<NpyArray<T>> {
     let (mut file, h, n) = open_checked::<T>(path, &[0, 1, 2, 3, 4, 5, 6, 7, 8], "an array")?;
-    let mut data = vec![T::zeroed(); n];
+    let mut data = crate::memory::zeroed_vec::<T>(|| format!("reading {}", path.display()), n)?;
     read_elements(&mut file, &mut data, h.needs_swap(), path)?;
     Ok(NpyArray {
         shape: h.shape,
@@ -535,7 +565,7 @@ pub fn read_array<T: Element>(path: &Path) -> Result<NpyArray<T>> {
 /// Reads a 2-D `float32` array (e.g. `n x 128` descriptors); shape is `[rows, cols]`.
 pub fn read_f32_2d(path: &Path) -> Result<NpyArray<f32>> {
     let (mut file, h, n) = open_checked::<f32>(path, &[2], "a 2-D array (rows x cols)")?;
-    let mut data = vec![0f32; n];
+    let mut data = crate::memory::zeroed_vec::<f32>(|| format!("reading {}", path.display()), n)?;
     read_elements(&mut file, &mut data, h.needs_swap(), path)?;
     Ok(NpyArray {
         shape: h.shape,
@@ -646,7 +676,25 @@ impl NpyFrames {
     pub fn read_into(&mut self, max_frames: usize, buf: &mut Vec<u16>) -> Result<usize> {
         let n = max_frames.min(self.remaining());
         buf.clear();
-        buf.resize(n * self.rows * self.cols, 0);
+        let len = n * self.rows * self.cols;
+        if buf.capacity() < len {
+            let what = || {
+                format!(
+                    "{n} frames of {} x {} from {}",
+                    self.rows,
+                    self.cols,
+                    self.path.display()
+                )
+            };
+            let bytes = len as u64 * 2;
+            crate::memory::check(what, bytes)?;
+            buf.try_reserve_exact(len).map_err(|_| Error::TooLarge {
+                what: what(),
+                bytes,
+                available: crate::memory::available_bytes().unwrap_or(0),
+            })?;
+        }
+        buf.resize(len, 0);
         read_elements(&mut self.file, buf, self.swap, &self.path)?;
         self.next += n;
         Ok(n)
@@ -752,7 +800,7 @@ pub fn header_bytes(descr: &str, shape: &[usize]) -> Vec<u8> {
 /// that exactly the declared number of elements was written and flushes.
 pub struct NpyWriter<T: Element> {
     path: PathBuf,
-    out: BufWriter<File>,
+    out: AtomicFile,
     expected: usize,
     written: usize,
     scratch: Vec<u8>,
@@ -760,7 +808,10 @@ pub struct NpyWriter<T: Element> {
 }
 
 impl<T: Element> NpyWriter<T> {
-    /// Creates (or truncates) `path` and writes the header for `shape`.
+    /// Starts `path` and writes the header for `shape`: the file is written under a
+    /// temporary name ([`AtomicFile`]) and appears under `path` only when
+    /// [`NpyWriter::finish`] succeeds, so no `.npy` whose header promises data it lacks is
+    /// ever left under the final name.
     pub fn create(path: &Path, shape: &[usize]) -> Result<Self> {
         let expected = shape
             .iter()
@@ -772,8 +823,7 @@ impl<T: Element> NpyWriter<T> {
                     format!("shape {} is too large to write", shape_text(shape)),
                 )
             })?;
-        let file = File::create(path).map_err(|e| Error::io(path, e))?;
-        let mut out = BufWriter::with_capacity(1 << 20, file);
+        let mut out = AtomicFile::create(path)?;
         out.write_all(&header_bytes(&T::descr(), shape))
             .map_err(|e| Error::io(path, e))?;
         Ok(Self {
@@ -815,8 +865,8 @@ impl<T: Element> NpyWriter<T> {
         Ok(())
     }
 
-    /// Checks the element count and flushes the file.
-    pub fn finish(mut self) -> Result<()> {
+    /// Checks the element count, flushes and syncs the file and renames it into place.
+    pub fn finish(self) -> Result<()> {
         if self.written != self.expected {
             return Err(Error::format(
                 &self.path,
@@ -826,19 +876,7 @@ impl<T: Element> NpyWriter<T> {
                 ),
             ));
         }
-        self.out.flush().map_err(|e| Error::io(&self.path, e))?;
-        self.out
-            .get_ref()
-            .sync_data()
-            .or_else(|e| {
-                // Some file systems (pipes, /dev/null) cannot sync; that is not a write error.
-                if e.kind() == std::io::ErrorKind::InvalidInput {
-                    Ok(())
-                } else {
-                    Err(e)
-                }
-            })
-            .map_err(|e| Error::io(&self.path, e))
+        self.out.commit().map(|_| ())
     }
 }
 

@@ -31,6 +31,18 @@ pub fn read_descriptors(path: &Path) -> Result<Vec<Descriptor>> {
             ),
         ));
     }
+    // The file's array and the descriptor rows copied from it live at once.
+    let bytes = (header.shape[0] as u64).saturating_mul(DIM as u64 * 4 * 2);
+    crate::memory::check(
+        || {
+            format!(
+                "reading {} descriptors from {}",
+                header.shape[0],
+                path.display()
+            )
+        },
+        bytes,
+    )?;
     let array = npy::read_f32_2d(path)?;
     if array.shape[..] != [header.shape[0], DIM] {
         // Only if the file was replaced between reading its header and its data.

@@ -59,7 +59,11 @@ pub enum DetectorType {
     /// MOENCH 03 with "Analog Samples" 5000 (CTB-style readout): frames in ADC order, reordered
     /// with [`PixelMap::moench03`](super::PixelMap::moench03).
     Moench03Old,
-    /// Any other detector type (read as 16-bit frames in image order).
+    /// cluda's own tag ("Detector Type" `Generic16`) for plain 16-bit frames in image order of
+    /// any shape: what `cluda gen --raw` writes for shapes no MOENCH has. No detector writes it.
+    Generic16,
+    /// Any other detector type: parsed, but refused by the reader, since cluda does not know
+    /// its sample format (e.g. Jungfrau's gain bits).
     Other(String),
 }
 
@@ -68,6 +72,7 @@ impl DetectorType {
     pub fn master_name(&self) -> &str {
         match self {
             Self::Moench03 | Self::Moench03Old => "Moench",
+            Self::Generic16 => "Generic16",
             Self::Other(s) => s,
         }
     }
@@ -112,6 +117,7 @@ impl RawMaster {
     /// Reads and parses the master file at `path`.
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
+        crate::io::checks::check_regular(path)?;
         let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
         // A master file is a few kB; refuse to read anything absurd into memory.
         if meta.len() > 16 << 20 {
@@ -224,6 +230,8 @@ impl RawMaster {
                     )));
                 }
             }
+        } else if type_name == "Generic16" {
+            DetectorType::Generic16
         } else {
             DetectorType::Other(type_name.to_string())
         };

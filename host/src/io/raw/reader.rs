@@ -83,6 +83,9 @@ pub struct GapReport {
     /// Data files other than the last with fewer frames than "Max Frames Per File":
     /// (file, frames).
     pub short_files: Vec<(PathBuf, u64)>,
+    /// Data files that the master's frame count calls for but that do not exist (the reader
+    /// stops at the first absent one, as aare does).
+    pub absent_files: Vec<PathBuf>,
     /// Frames delivered to the caller.
     pub frames_delivered: u64,
     /// Complete frame records on disk, over all data files.
@@ -103,9 +106,20 @@ impl GapReport {
             .fold(0u64, |a, m| a.saturating_add(m.count))
     }
 
+    /// Frames the master file's "Total Frames" asks for that neither a data file holds nor a
+    /// gap between frame numbers accounts for: frames lost at the end (a missing or cut data
+    /// file, an empty one). Exact once the reader reached the end; an upper bound before.
+    pub fn unaccounted(&self) -> u64 {
+        self.total_frames
+            .saturating_sub(self.frames_on_disk)
+            .saturating_sub(self.missing_count())
+    }
+
     /// Whether nothing was missing, partial, out of order or truncated.
     pub fn is_clean(&self) -> bool {
-        self.missing.is_empty()
+        self.unaccounted() == 0
+            && self.absent_files.is_empty()
+            && self.missing.is_empty()
             && self.incomplete.is_empty()
             && self.out_of_order.is_empty()
             && self.truncated.is_empty()
@@ -124,6 +138,29 @@ impl GapReport {
         if self.is_clean() {
             s += "; no missing, partial or truncated frames";
             return s;
+        }
+        if self.unaccounted() > 0 {
+            let n = self.unaccounted();
+            let range = match self.last_frame_number {
+                Some(l) => format!(
+                    "frame numbers {}..={}",
+                    l.saturating_add(1),
+                    l.saturating_add(n)
+                ),
+                None => "no frame was read".to_string(),
+            };
+            s += &format!(
+                "\nframes missing at the end: {n} of the {} the master file asks for were not \
+                 read ({range})",
+                self.total_frames
+            );
+        }
+        for p in &self.absent_files {
+            s += &format!(
+                "\n{}: data file missing (the master file's frame count needs it; reading \
+                 stops at the first missing data file, as in aare)",
+                p.display()
+            );
         }
         if !self.missing.is_empty() {
             let first: Vec<String> = self
@@ -234,6 +271,17 @@ impl RawReader {
 
     /// Opens the data files of a parsed master.
     pub fn from_master(master: RawMaster) -> Result<Self> {
+        if let DetectorType::Other(name) = &master.detector_type {
+            return Err(Error::format(
+                &master.path,
+                format!(
+                    "\"Detector Type\" {name:?} is not one cluda reads (MOENCH 03, or the \
+                     generic 16-bit frames `cluda gen --raw` writes): its samples may carry \
+                     gain bits or another pixel order, so they cannot be read as plain 16-bit \
+                     frames"
+                ),
+            ));
+        }
         let record = master.frame_bytes();
         let mut files = Vec::new();
         loop {
@@ -264,6 +312,17 @@ impl RawReader {
             ..GapReport::default()
         };
         let max = master.max_frames_per_file;
+        if max > 0 {
+            // Files the frame count needs beyond the first absent one (at most 1000 looked at).
+            let needed = master
+                .total_frames
+                .div_ceil(max)
+                .min(files.len() as u64 + 1000);
+            report.absent_files = (files.len() as u64..needed)
+                .map(|i| master.data_path(i))
+                .filter(|p| std::fs::metadata(p).is_err())
+                .collect();
+        }
         let last = files.len() - 1;
         for (i, f) in files.iter().enumerate() {
             if max > 0 && f.frames > max {

@@ -5,10 +5,11 @@
 //! Layout facts as in [`master`](super::master) and [`reader`](super::reader): records
 //! `[112-byte header][image]`, a new data file `<base>_d0_f<k>_<N>.raw` every
 //! "Max Frames Per File" frames, the master `<base>_master_<N>.json` with the keys aare
-//! reads (written by [`RawWriter::finish`], when the frame count is known).
+//! reads (written by [`RawWriter::finish`], when the frame count is known). Every file is
+//! written under a temporary name and renamed into place by [`RawWriter::finish`] (data files
+//! first, the master last); a writer dropped before that leaves nothing behind.
 
-use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde_json::json;
@@ -17,6 +18,7 @@ use super::header::DetectorHeader;
 use super::master::{DetectorType, FrameDiscardPolicy};
 use super::pixel_map::{MOENCH03_SIDE, PixelMap};
 use crate::error::{Error, Result};
+use crate::io::atomic::AtomicFile;
 
 /// What to write.
 #[derive(Clone, Debug, PartialEq)]
@@ -68,7 +70,9 @@ pub struct RawWriter {
     map: Option<PixelMap>,
     file_no: u64,
     in_file: u64,
-    out: Option<BufWriter<File>>,
+    out: Option<AtomicFile>,
+    /// Finished data files, still under their temporary names until [`RawWriter::finish`].
+    done: Vec<AtomicFile>,
     written: u64,
     scratch: Vec<u16>,
 }
@@ -111,6 +115,7 @@ impl RawWriter {
             file_no: 0,
             in_file: 0,
             out: None,
+            done: Vec::new(),
             written: 0,
             scratch: Vec::new(),
         })
@@ -162,8 +167,7 @@ impl RawWriter {
         }
         if self.out.is_none() {
             let p = self.data_path(self.file_no);
-            let f = File::create(&p).map_err(|e| Error::io(&p, e))?;
-            self.out = Some(BufWriter::with_capacity(1 << 20, f));
+            self.out = Some(AtomicFile::create(&p)?);
         }
         let pixels: &[u16] = match &self.map {
             Some(map) => {
@@ -193,6 +197,7 @@ impl RawWriter {
         if let Some(mut out) = self.out.take() {
             let p = self.data_path(self.file_no);
             out.flush().map_err(|e| Error::io(&p, e))?;
+            self.done.push(out);
         }
         Ok(())
     }
@@ -246,7 +251,15 @@ impl RawWriter {
         let path = self.master_path();
         let text = serde_json::to_string_pretty(&m)
             .map_err(|e| Error::format(&path, format!("cannot encode the master file: {e}")))?;
-        std::fs::write(&path, text).map_err(|e| Error::io(&path, e))?;
-        Ok(path)
+        // The data files first, the master (which makes the acquisition readable) last; an
+        // error on the way removes every temporary file not yet renamed.
+        for f in std::mem::take(&mut self.done) {
+            f.commit()?;
+        }
+        let mut master = AtomicFile::create(&path)?;
+        master
+            .write_all(text.as_bytes())
+            .map_err(|e| Error::io(&path, e))?;
+        master.commit()
     }
 }

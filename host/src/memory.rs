@@ -1,0 +1,63 @@
+//! Up-front memory checks, so a valid but huge input (a sparse 65536 x 65536 frame, a
+//! 50-million-row descriptor file) is an [`Error::TooLarge`] naming what it was for, never an
+//! abort on a failed allocation.
+//!
+//! The bound is the kernel's `MemAvailable` (Linux `/proc/meminfo`); where that cannot be read
+//! only the allocator's own answer ([`Vec::try_reserve_exact`]) decides.
+
+use crate::error::{Error, Result};
+
+/// Bytes of memory available to new allocations, when the system says (`MemAvailable` of
+/// `/proc/meminfo` on Linux); `None` elsewhere.
+pub fn available_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
+/// Checks that `bytes` for `what` fit in the available memory; an [`Error::TooLarge`] if not.
+pub fn check(what: impl FnOnce() -> String, bytes: u64) -> Result<()> {
+    match available_bytes() {
+        Some(available) if bytes > available => Err(Error::TooLarge {
+            what: what(),
+            bytes,
+            available,
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// A vector of `n` zeroed `T`s, allocated fallibly after [`check`]: an [`Error::TooLarge`]
+/// (naming `what`) instead of an abort when the memory is not there.
+pub fn zeroed_vec<T: bytemuck::Zeroable + Clone>(
+    what: impl Fn() -> String,
+    n: usize,
+) -> Result<Vec<T>> {
+    let bytes = (n as u64).saturating_mul(std::mem::size_of::<T>() as u64);
+    check(&what, bytes)?;
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| Error::TooLarge {
+        what: what(),
+        bytes,
+        available: available_bytes().unwrap_or(0),
+    })?;
+    v.resize(n, T::zeroed());
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn huge_is_an_error_small_is_fine() {
+        let e = zeroed_vec::<u64>(|| "test buffer".into(), usize::MAX / 16).unwrap_err();
+        assert!(matches!(e, Error::TooLarge { .. }), "{e}");
+        assert!(e.to_string().contains("test buffer"), "{e}");
+        assert_eq!(
+            zeroed_vec::<u16>(|| "small".into(), 10).unwrap(),
+            vec![0; 10]
+        );
+    }
+}
