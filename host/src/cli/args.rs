@@ -88,6 +88,11 @@ pub struct FinderArgs {
     /// available parallelism, and never more than 1024).
     #[arg(long, value_parser = parse_threads, value_name = "N")]
     pub threads: Option<usize>,
+    /// Print on stderr where the time went: reading, finding (upload, kernels and download on
+    /// a GPU), writing, and the waits between them, with bandwidths, so the resource that
+    /// bounds the run shows.
+    #[arg(long)]
+    pub timing: bool,
 }
 
 /// `cluda find`.

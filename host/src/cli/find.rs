@@ -4,6 +4,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use cluda::engine::write_behind::WriteStats;
+use cluda::engine::{EngineConfig, EngineStats, find_stream};
 use cluda::finder::select::open_finder;
 use cluda::io::{AtomicFile, ClusterFileWriter, check_output, input_files};
 use cluda::plot::PlotAccumulator;
@@ -246,9 +248,9 @@ pub fn find_clusters(
     let mut pushed = 0u64;
     loop {
         signals::check()?;
-        buf.clear();
         numbers.clear();
-        let k = pedestal.frames.read_frames(chunk, &mut buf, &mut numbers)?;
+        buf.resize(chunk * rows * cols, 0);
+        let k = pedestal.frames.fill(&mut buf, &mut numbers)?;
         if k == 0 {
             break;
         }
@@ -256,7 +258,7 @@ pub fn find_clusters(
         if pushed > pedestal.len {
             break;
         }
-        finder.push_pedestal(Frames::new(&buf, k, rows, cols)?)?;
+        finder.push_pedestal(Frames::new(&buf[..k * rows * cols], k, rows, cols)?)?;
         bar.inc(k as u64);
     }
     bar.finish_and_clear();
@@ -272,22 +274,17 @@ pub fn find_clusters(
     warn_gaps(pedestal);
 
     let bar = frames_bar(data.len, "finding");
-    let (mut frames, mut clusters) = (0u64, 0u64);
-    let mut busy = Duration::ZERO;
-    loop {
-        signals::check()?;
-        buf.clear();
-        numbers.clear();
-        let k = data.frames.read_frames(chunk, &mut buf, &mut numbers)?;
-        if k == 0 {
-            break;
-        }
-        let start = Instant::now();
-        let describe = &data.describe;
-        finder.find_each(Frames::new(&buf, k, rows, cols)?, &mut |fc| {
+    let mut clusters = 0u64;
+    let describe = &data.describe;
+    let engine = EngineConfig::for_frames(rows, cols);
+    let stats = find_stream(
+        finder.as_mut(),
+        data.frames.as_mut(),
+        engine,
+        &mut |number, fc| {
+            signals::check()?;
             clusters += fc.len() as u64;
             if let Some(w) = writer.as_mut() {
-                let number = numbers.get(fc.frame).copied().unwrap_or(u64::MAX);
                 let number = i32::try_from(number).map_err(|_| {
                     Error::param(
                         "out",
@@ -306,14 +303,22 @@ pub fn find_clusters(
             if let Some(p) = plot.as_mut() {
                 p.add(&fc);
             }
+            bar.inc(1);
             Ok(())
-        })?;
-        busy += start.elapsed();
-        frames += k as u64;
-        bar.inc(k as u64);
-    }
+        },
+    )?;
     bar.finish_and_clear();
     signals::check()?;
+    let start = Instant::now();
+    let written = writer.map(|w| w.commit()).transpose()?;
+    let busy = stats.wall + start.elapsed();
+    if args.timing {
+        let bytes = written.as_ref().map_or(0, |(_, w)| w.bytes);
+        eprintln!(
+            "{}",
+            timing_line(&stats, written.as_ref().map(|(_, w)| w), busy, bytes)
+        );
+    }
     if let (Some(p), Some(stage)) = (plot, stage.as_ref()) {
         let drawn = p.finish(&finder.pedestal()?, &stage.stage)?;
         signals::check()?;
@@ -321,16 +326,11 @@ pub fn find_clusters(
             eprintln!("wrote {}", path.display());
         }
     }
-    if let Some(w) = writer {
-        let start = Instant::now();
-        w.commit()?;
-        busy += start.elapsed();
-    }
     pending.done();
     warn_gaps(data);
     let device = finder.device();
     Ok(Summary {
-        frames,
+        frames: stats.frames,
         clusters,
         seconds: busy.as_secs_f64(),
         device: device.split_whitespace().next().unwrap_or("?").to_string(),
@@ -343,4 +343,45 @@ fn warn_gaps(input: &Input<'_>) {
     if let Some(g) = input.frames.gaps().filter(|g| !g.is_clean()) {
         eprintln!("warning: {}: {}", input.describe, g.summary());
     }
+}
+
+/// The `--timing` line: where the data phase went, each stage with its bandwidth. The reader
+/// and writer threads overlap the finder, so their busy times add up to more than the phase
+/// when the run is overlapped; the stage whose busy time is closest to the phase bounds it.
+fn timing_line(
+    stats: &EngineStats,
+    write: Option<&WriteStats>,
+    phase: Duration,
+    written: u64,
+) -> String {
+    let gbs = |bytes: u64, t: Duration| {
+        if t.is_zero() {
+            0.0
+        } else {
+            bytes as f64 / t.as_secs_f64() / 1e9
+        }
+    };
+    let s = |t: Duration| t.as_secs_f64();
+    let frames = stats.frames.max(1) as f64;
+    let mut line = format!(
+        "timing: data phase {:.3} s ({:.2} us/frame); read {:.3} s busy ({:.1} GB/s); waited for frames {:.3} s; find {:.3} s ({:.1} GB/s of frames, {:.2} us/frame), of which handing clusters on {:.3} s",
+        s(phase),
+        s(phase) * 1e6 / frames,
+        s(stats.read_busy),
+        gbs(stats.read_bytes, stats.read_busy),
+        s(stats.waited_for_input),
+        s(stats.find),
+        gbs(stats.read_bytes, stats.find),
+        s(stats.find) * 1e6 / frames,
+        s(stats.visit),
+    );
+    if let Some(w) = write {
+        line.push_str(&format!(
+            "; write {:.3} s busy ({:.1} GB/s, {written} bytes); waited for the writer {:.3} s",
+            s(w.busy),
+            gbs(w.bytes, w.busy),
+            s(w.waited),
+        ));
+    }
+    line
 }

@@ -16,7 +16,7 @@ pub struct Input<'a> {
     /// What the frames are, for messages (e.g. `data file d.npy`).
     pub describe: String,
     /// The frames.
-    pub frames: Box<dyn FrameSource + 'a>,
+    pub frames: Box<dyn FrameSource + Send + 'a>,
     /// Frames it will deliver (an upper bound for raw acquisitions until counted).
     pub len: u64,
 }
@@ -26,7 +26,7 @@ impl Input<'static> {
     /// `what` says which input it is (`pedestal`, `data`).
     pub fn open(path: &Path, what: &str) -> Result<Self> {
         let frames = open_frames_or(path, |p| {
-            Ok(Box::new(NpySource(NpyFrames::open(p)?)) as Box<dyn FrameSource>)
+            Ok(Box::new(NpySource(NpyFrames::open(p)?)) as Box<dyn FrameSource + Send>)
         })?;
         Ok(Self {
             describe: format!("{what} file {}", path.display()),

@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 
 use super::atomic::AtomicFile;
 use crate::cluster::{ClusterBatch, ClusterSize, FrameClusters};
+use crate::engine::write_behind::{WriteBehind, WriteStats};
 use crate::error::{Error, Result};
 
 /// Bytes of a frame header (`i32 frame_number`, `u32 n_clusters`).
@@ -30,17 +31,31 @@ pub struct ClusterFileWriter<W: Write> {
     scratch: Vec<u8>,
 }
 
-impl ClusterFileWriter<AtomicFile> {
+impl ClusterFileWriter<WriteBehind<AtomicFile>> {
     /// Starts the file at `path`: written to a temporary file beside it ([`AtomicFile`]) and
     /// renamed over `path` by [`ClusterFileWriter::commit`]; dropped without a commit, the
-    /// temporary file is removed and `path` is as it was.
+    /// temporary file is removed and `path` is as it was. The bytes are written by a thread
+    /// of their own ([`WriteBehind`]), in large sequential writes, so writing overlaps the
+    /// caller's work.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming `path` when the temporary file or the writer thread cannot be
+    /// created.
     pub fn create(path: &Path) -> Result<Self> {
-        Ok(Self::new(AtomicFile::create(path)?, path))
+        let file = AtomicFile::create(path)?;
+        let out = WriteBehind::new(file, 4).map_err(|e| Error::io(path, e))?;
+        Ok(Self::new(out, path))
     }
 
-    /// Flushes, syncs and renames the file into place; returns its path.
-    pub fn commit(self) -> Result<PathBuf> {
-        self.out.commit()
+    /// Writes what is left, flushes, syncs and renames the file into place; returns its path
+    /// and what the writer thread did.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the file when a write, the sync or the rename fails (the
+    /// temporary file is removed and the final name is untouched).
+    pub fn commit(self) -> Result<(PathBuf, WriteStats)> {
+        let (file, stats) = self.out.finish().map_err(|e| Error::io(&self.path, e))?;
+        Ok((file.commit()?, stats))
     }
 }
 

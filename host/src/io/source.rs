@@ -169,7 +169,7 @@ pub fn is_raw_master(path: &Path) -> bool {
 
 /// Opens a raw acquisition by its master file; any other path is an
 /// [`Error::Format`] saying so (use [`open_frames_or`] to handle other formats).
-pub fn open_frames(path: &Path) -> Result<Box<dyn FrameSource>> {
+pub fn open_frames(path: &Path) -> Result<Box<dyn FrameSource + Send>> {
     open_frames_or(path, |p| {
         Err(Error::format(
             p,
@@ -182,8 +182,8 @@ pub fn open_frames(path: &Path) -> Result<Box<dyn FrameSource>> {
 /// `.npy` reader wrapped in a [`MemorySource`]).
 pub fn open_frames_or(
     path: &Path,
-    other: impl FnOnce(&Path) -> Result<Box<dyn FrameSource>>,
-) -> Result<Box<dyn FrameSource>> {
+    other: impl FnOnce(&Path) -> Result<Box<dyn FrameSource + Send>>,
+) -> Result<Box<dyn FrameSource + Send>> {
     if is_raw_master(path) {
         Ok(Box::new(RawReader::open(path)?))
     } else {
