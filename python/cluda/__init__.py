@@ -294,6 +294,11 @@ def write_cluster_file(
             keep = np.ones(len(f), dtype=bool)
             keep[1:] = f[1:] != f[:-1]
             frames = f[keep]
+            if len(np.unique(frames)) != len(frames):
+                raise ValueError(
+                    "clusters: the rows of a frame are not together (a frame number comes back "
+                    "after another frame's rows); sort them by frame or pass `frames`"
+                )
         else:
             frames = np.zeros(0, dtype=np.int32)
     elif isinstance(frames, (int, np.integer)):
