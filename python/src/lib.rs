@@ -245,6 +245,8 @@ struct PyClusterFinder {
     note: String,
     /// Data frames found so far: the default number of the next call's first frame.
     found: Mutex<i64>,
+    /// Seconds the last `find` spent inside the Rust finder (for overhead measurements).
+    last_find: Mutex<f64>,
 }
 
 #[pymethods]
@@ -282,6 +284,7 @@ impl PyClusterFinder {
             config,
             note,
             found: Mutex::new(0),
+            last_find: Mutex::new(0.0),
         })
     }
 
@@ -345,6 +348,14 @@ impl PyClusterFinder {
         *lock(&self.found)
     }
 
+    /// Seconds the last `find` call spent in the Rust finder (finding and collecting the
+    /// records), without the Python side: `bench/overhead.py` compares it with the call's
+    /// wall time.
+    #[getter]
+    fn last_find_seconds(&self) -> f64 {
+        *lock(&self.last_find)
+    }
+
     /// Pushes dark frames (2-D or 3-D uint16) into the pedestal.
     fn push_pedestal(&self, py: Python<'_>, frames: &Bound<'_, PyAny>) -> PyResult<()> {
         let arg = frames_arg(frames, "frames")?;
@@ -373,10 +384,13 @@ impl PyClusterFinder {
                 // Check the numbering before any frame is consumed.
                 frame_number(first, frames.len().saturating_sub(1))?;
                 let mut out = Vec::new();
-                finder.find_each(frames, &mut |fc| {
+                let start = std::time::Instant::now();
+                let done = finder.find_each(frames, &mut |fc| {
                     push_rows(&mut out, frame_number(first, fc.frame)?, &fc);
                     Ok(())
-                })?;
+                });
+                *lock(&self.last_find) = start.elapsed().as_secs_f64();
+                done?;
                 *found = first + frames.len() as i64;
                 Ok(out)
             })

@@ -149,6 +149,7 @@ def test_frame_numbering_and_helpers():
     np.testing.assert_array_equal(f.pedestal, f.pedestal_mean())
     np.testing.assert_array_equal(f.noise, f.pedestal_std())
     assert "cluda.ClusterFinder(" in repr(f)
+    assert 0 < f.last_find_seconds < 60
 
 
 def test_strided_input_is_copied_and_gives_the_same_result():
