@@ -48,20 +48,22 @@ impl FromStr for DeviceChoice {
 
 /// Opens a finder for `config` on `device`, with `threads` CPU worker threads (all cores when
 /// `None`; ignored on the GPU). Returns the finder and a sentence saying which device was
-/// chosen and why.
+/// chosen and why. The finder is `Send`, so it can be moved to (or used from) another thread,
+/// e.g. one that runs without Python's GIL.
 pub fn open_finder(
     config: FinderConfig,
     device: DeviceChoice,
     threads: Option<usize>,
-) -> Result<(Box<dyn ClusterFinder>, String)> {
-    let cpu = |config: FinderConfig, why: String| -> Result<(Box<dyn ClusterFinder>, String)> {
-        let f = match threads {
-            Some(t) => CpuFinder::with_threads(config, t)?,
-            None => CpuFinder::new(config)?,
+) -> Result<(Box<dyn ClusterFinder + Send>, String)> {
+    let cpu =
+        |config: FinderConfig, why: String| -> Result<(Box<dyn ClusterFinder + Send>, String)> {
+            let f = match threads {
+                Some(t) => CpuFinder::with_threads(config, t)?,
+                None => CpuFinder::new(config)?,
+            };
+            let msg = format!("device: cpu ({} threads), {why}", f.threads());
+            Ok((Box::new(f), msg))
         };
-        let msg = format!("device: cpu ({} threads), {why}", f.threads());
-        Ok((Box::new(f), msg))
-    };
     match device {
         DeviceChoice::Cpu => cpu(config, "as requested".into()),
         DeviceChoice::Gpu => {

@@ -1,0 +1,340 @@
+"""cluda: photon cluster finding for hybrid pixel detectors (MOENCH), from Python.
+
+The finder runs on the GPU when there is one (kernels written in Rust) and on the CPU
+otherwise; both give the same clusters, bit for bit (``docs/semantics.md`` in the repository
+defines them operation by operation). Arrays go in and come out as numpy arrays.
+
+Input arrays
+    Frames are ``uint16`` arrays, 2-D (``rows x cols``, one frame) or 3-D
+    (``frames x rows x cols``). Any other dtype raises ``ValueError`` (a cast could change
+    the values: convert explicitly). A C-contiguous array is used in place, never copied;
+    any other layout (a strided slice, Fortran order) is copied once into C order. The GIL
+    is released while the frames are processed: do not write to an array from another
+    thread while a call reads it.
+
+Results
+    Clusters come back as a numpy structured array, one row per cluster, with fields
+    ``frame`` (int32), ``x``, ``y`` (uint16: column and row of the centre) and ``data``
+    (int32, shape ``(N*N,)``: the pedestal-corrected values of the window, row-major from its
+    top-left, 0 outside the frame), rows in frame order and, within a frame, in row-major
+    order of the centres. ``cluster_dtype(n)`` is that dtype.
+
+Errors
+    ``ValueError`` for bad parameters and shapes, ``OSError`` (``FileNotFoundError``, ...)
+    for files, ``FileFormatError`` (an ``OSError``) for files cluda cannot read,
+    ``PedestalNotReadyError`` and ``ClusterLimitError`` (``RuntimeError``), ``NoGpuError``
+    and ``CudaError`` (``RuntimeError``), ``GpuMemoryError`` (``MemoryError``). Messages are
+    the Rust library's, unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Iterable, Iterator, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from . import _cluda
+from ._cluda import (
+    ClusterLimitError,
+    CudaError,
+    FileFormatError,
+    GpuMemoryError,
+    NoGpuError,
+    PedestalNotReadyError,
+    RawFile as _RawFile,
+    generate as _generate,
+    match_nearest as _match_nearest,
+    read_npy_frames as _read_npy_frames,
+)
+
+__all__ = [
+    "ClusterFinder",
+    "RawFile",
+    "cluster_dtype",
+    "cluster_sums",
+    "spectrum",
+    "read_npy_frames",
+    "read_cluster_file",
+    "write_cluster_file",
+    "generate",
+    "match_nearest",
+    "PedestalNotReadyError",
+    "ClusterLimitError",
+    "NoGpuError",
+    "CudaError",
+    "GpuMemoryError",
+    "FileFormatError",
+]
+
+__version__ = "0.1.0"
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+def cluster_dtype(cluster_size: int = 3) -> np.dtype:
+    """The structured dtype of result rows for ``cluster_size`` x ``cluster_size`` clusters:
+    ``frame`` int32, ``x``, ``y`` uint16, ``data`` int32 of shape ``(cluster_size**2,)``.
+    Its bytes after ``frame`` are aare's packed cluster record."""
+    return _cluda._cluster_dtype(cluster_size)
+
+
+def _size_of(clusters: np.ndarray) -> int:
+    """The cluster side of a result array, checking that it is one."""
+    if not isinstance(clusters, np.ndarray) or clusters.dtype.names is None:
+        raise ValueError(
+            "clusters must be a structured array of cluster rows (cluda.cluster_dtype(n)), "
+            f"got {type(clusters).__name__}"
+            + (f" of dtype {clusters.dtype}" if isinstance(clusters, np.ndarray) else "")
+        )
+    try:
+        cells = clusters.dtype["data"].shape[0]
+    except (KeyError, IndexError):
+        cells = -1
+    side = int(round(cells**0.5)) if cells > 0 else 0
+    if side not in (3, 5, 7, 9) or clusters.dtype != cluster_dtype(side):
+        raise ValueError(
+            f"clusters must have dtype cluda.cluster_dtype(n) for n in 3, 5, 7, 9, got {clusters.dtype}"
+        )
+    if clusters.ndim != 1:
+        raise ValueError(f"clusters must be 1-D, got shape {clusters.shape}")
+    return side
+
+
+def cluster_sums(clusters: np.ndarray) -> np.ndarray:
+    """The sum of each cluster's values (the photon's energy estimate, ADU), int64."""
+    _size_of(clusters)
+    return clusters["data"].sum(axis=1, dtype=np.int64)
+
+
+def spectrum(
+    clusters: np.ndarray,
+    bins: Union[int, Sequence[float]] = 200,
+    range: Optional[Tuple[float, float]] = None,
+) -> Tuple[np.ndarray, np.ndarray]:
+    """Histogram of the cluster sums: ``(counts, bin_edges)`` as from ``numpy.histogram``."""
+    return np.histogram(cluster_sums(clusters), bins=bins, range=range)
+
+
+class ClusterFinder(_cluda.ClusterFinder):
+    """Finds photon clusters in MOENCH-like frames, frame after frame.
+
+    ``ClusterFinder(shape, cluster_size=3, n_sigma=5.0, precision="f64", threshold="live",
+    device="auto", pedestal_frames=1000, threads=None)``
+
+    - ``shape``: ``(rows, cols)`` of every frame;
+    - ``cluster_size``: the window side, 3, 5, 7 or 9;
+    - ``n_sigma``: threshold in standard deviations (finite, >= 0);
+    - ``precision``: ``"f64"`` (aare's arithmetic), ``"f32"`` (the centred f32 rewrite) or
+      ``"f32-naive"`` (``"f32naive"``; only to show that it fails on real data);
+    - ``threshold``: ``"live"`` (std of the current pedestal) or ``"frozen"`` (std when the
+      pedestal became ready, as aare >= 2026.9);
+    - ``device``: ``"auto"`` (the GPU when one is usable, else the CPU), ``"cpu"`` or ``"gpu"``;
+    - ``pedestal_frames``: the pedestal window N; ``find`` needs N pedestal frames first;
+    - ``threads``: CPU worker threads (default every core; ignored on the GPU).
+
+    ``device`` says where it runs (``"cpu"`` or ``"gpu"``), ``device_note`` why. Calls on one
+    finder from several threads are serialised; different finders run in parallel (the GIL
+    is released while they work).
+    """
+
+    def push_pedestal(self, frames: np.ndarray) -> None:
+        """Pushes dark frames (2-D or 3-D uint16) into every pixel's pedestal."""
+        super().push_pedestal(frames)
+
+    def push_pedestal_frame(self, frame: np.ndarray) -> None:
+        """aare's name: pushes one dark frame (any frames, in fact) into the pedestal."""
+        super().push_pedestal(frame)
+
+    def find(self, frames: np.ndarray, first_frame: Optional[int] = None) -> np.ndarray:
+        """Finds the clusters of every frame (2-D or 3-D uint16), in order.
+
+        Returns the structured array of cluster rows (see the module docs). Frame ``i`` of
+        this call is numbered ``first_frame + i``; by default numbering continues from the
+        frames this finder has already searched (``frames_found``), so a stream of calls
+        numbers frames 0, 1, 2, ... as ``cluda find`` does in its cluster file. Each frame uses
+        the pedestal left by the previous one, and quiet pixels update it.
+        """
+        return super().find(frames, first_frame)
+
+    def find_iter(
+        self,
+        frames: Union[np.ndarray, Iterable[np.ndarray]],
+        chunk: int = 1000,
+    ) -> Iterator[np.ndarray]:
+        """Finds clusters a chunk at a time, yielding one result array per chunk.
+
+        ``frames`` is a 3-D uint16 array (e.g. ``np.load(path, mmap_mode="r")`` for a file
+        larger than memory: only ``chunk`` frames are read at a time), or an iterable of 2-D
+        or 3-D arrays (e.g. the chunks of a ``RawFile``), each searched as it comes. Frames are
+        numbered as by ``find``; ``frames_found`` tells where the next chunk starts.
+        """
+        if chunk < 1:
+            raise ValueError(f"chunk must be at least 1, got {chunk}")
+        if isinstance(frames, np.ndarray):
+            if frames.ndim == 2:
+                yield self.find(frames)
+                return
+            if frames.ndim != 3:
+                # Let find() raise its error for the shape.
+                yield self.find(frames)
+                return
+            for start in range(0, frames.shape[0], chunk):
+                yield self.find(frames[start : start + chunk])
+        else:
+            for block in frames:
+                yield self.find(block)
+
+    def pedestal_mean(self) -> np.ndarray:
+        """Every pixel's dark level (pedestal mean), ADU, float64 ``rows x cols``."""
+        return super().pedestal_mean()
+
+    def pedestal_std(self) -> np.ndarray:
+        """Every pixel's noise (std of its pedestal window), ADU, float64 ``rows x cols``."""
+        return super().pedestal_std()
+
+    @property
+    def pedestal(self) -> np.ndarray:
+        """aare's name for ``pedestal_mean()``."""
+        return self.pedestal_mean()
+
+    @property
+    def noise(self) -> np.ndarray:
+        """aare's name for ``pedestal_std()``."""
+        return self.pedestal_std()
+
+
+
+class RawFile(_RawFile):
+    """An slsDetector raw acquisition (MOENCH 03), opened by its master file
+    ``<base>_master_<N>.json``.
+
+    ``read_n(n)`` returns ``(frame_numbers, frames)``: uint64 header frame numbers and a
+    uint16 ``(k, rows, cols)`` array of the next ``k <= n`` frames (``k == 0`` at the end).
+    Frames with lost packets are skipped; ``report()`` is the gap report (missing frame
+    numbers, partial frames, truncated files) as a dict, its ``"summary"`` a sentence.
+    Iterating yields ``(frame_numbers, frames)`` chunks of up to ``chunk_size`` frames.
+    """
+
+    chunk_size = 1000
+
+    def read(self) -> Tuple[np.ndarray, np.ndarray]:
+        """Every remaining frame: ``(frame_numbers, frames)``."""
+        numbers, frames = [], []
+        while True:
+            n, f = self.read_n(self.chunk_size)
+            if len(n) == 0:
+                break
+            numbers.append(n)
+            frames.append(f)
+        if not numbers:
+            return self.read_n(0)
+        return np.concatenate(numbers), np.concatenate(frames)
+
+    def read_frame(self) -> Tuple[int, np.ndarray]:
+        """The next frame: ``(frame_number, frame)`` (``rows x cols``); ``EOFError`` at the end."""
+        n, f = self.read_n(1)
+        if len(n) == 0:
+            raise EOFError(f"{self.path}: no frames left")
+        return int(n[0]), f[0]
+
+    def __iter__(self) -> Iterator[Tuple[np.ndarray, np.ndarray]]:
+        while True:
+            n, f = self.read_n(self.chunk_size)
+            if len(n) == 0:
+                return
+            yield n, f
+
+    def __enter__(self) -> "RawFile":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+
+def read_npy_frames(path: PathLike) -> np.ndarray:
+    """Reads a whole uint16 ``.npy`` frame stack (as ``cluda find`` does): a 3-D array, a 2-D
+    file being one frame. For files larger than memory use ``np.load(path, mmap_mode="r")``
+    with ``ClusterFinder.find_iter``."""
+    return _read_npy_frames(path)
+
+
+def read_cluster_file(
+    path: PathLike, cluster_size: int = 3, with_frame_numbers: bool = False
+):
+    """Reads an aare cluster file of ``cluster_size`` clusters (the file does not say).
+
+    Returns the structured array of cluster rows, ``frame`` being the file's frame number;
+    with ``with_frame_numbers=True`` also the int32 array of every frame number in the file,
+    in order, including frames without clusters: ``(clusters, frame_numbers)``.
+    """
+    clusters, numbers = _cluda._read_cluster_file(path, cluster_size)
+    return (clusters, numbers) if with_frame_numbers else clusters
+
+
+def write_cluster_file(
+    path: PathLike,
+    clusters: np.ndarray,
+    frames: Optional[Union[int, Sequence[int], np.ndarray]] = None,
+    append: bool = False,
+) -> None:
+    """Writes cluster rows as an aare cluster file (``cluda find --out``'s layout).
+
+    The file has one entry per frame: ``frames`` lists their numbers in order (an int ``n``
+    means ``range(n)``); frames without clusters get an entry with count 0, as ``cluda find``
+    writes them. By default the frames are those that have clusters, in order of appearance.
+    Rows must be grouped by frame in the order of ``frames`` (as ``find`` returns them).
+    ``append=True`` adds to the end of an existing file (for writing a stream chunk by chunk).
+    """
+    side = _size_of(clusters)
+    rows = np.ascontiguousarray(clusters)
+    if frames is None:
+        f = rows["frame"]
+        if len(f):
+            keep = np.ones(len(f), dtype=bool)
+            keep[1:] = f[1:] != f[:-1]
+            frames = f[keep]
+            if len(np.unique(frames)) != len(frames):
+                raise ValueError(
+                    "clusters: the rows of a frame are not together (a frame number comes back "
+                    "after another frame's rows); sort them by frame or pass `frames`"
+                )
+        else:
+            frames = np.zeros(0, dtype=np.int32)
+    elif isinstance(frames, (int, np.integer)):
+        frames = np.arange(int(frames), dtype=np.int32)
+    frames = np.asarray(frames)
+    if frames.ndim != 1 or (frames.size and frames.dtype.kind not in "iu"):
+        raise ValueError(f"frames must be a 1-D sequence of frame numbers, got {frames!r}")
+    info = np.iinfo(np.int32)
+    if frames.size and (frames.min() < info.min or frames.max() > info.max):
+        raise ValueError("frames: frame numbers must fit in int32 (the file's field)")
+    words = rows.view(np.uint32).reshape(-1)
+    _cluda._write_cluster_file(
+        path, words, np.ascontiguousarray(frames, dtype=np.int32), side, append
+    )
+
+
+def generate(
+    count: int,
+    first: int = 0,
+    photons: bool = True,
+    shape: Tuple[int, int] = (400, 400),
+    seed: int = 1,
+) -> np.ndarray:
+    """Frames ``first .. first + count`` of cluda's deterministic MOENCH-like generator, a
+    uint16 ``(count, rows, cols)`` array: baseline near 4600 ADU, 35-55 ADU noise, and with
+    ``photons`` about 2500 photons of about 400 ADU per 400x400 frame. Frame ``k`` depends only
+    on ``shape``, ``seed`` and ``k``. ``cluda gen --seed S --pedestal-frames P`` writes
+    ``generate(P, 0, False, seed=S)`` and ``generate(N, P, True, seed=S)``."""
+    return _generate(count, first, photons, tuple(shape), seed)
+
+
+def match_nearest(
+    lhs: np.ndarray, rhs: np.ndarray, version: str = "cpu"
+) -> Tuple[np.ndarray, np.ndarray]:
+    """For each row of ``lhs`` (float32 ``n x 128`` descriptors), its nearest row of ``rhs`` in
+    squared L2 distance: ``(index uint32 (n,), squared distance float32 (n,))``. ``version``
+    is ``"cpu"`` or a GPU version ``"v1"``, ``"v2"``, ``"v3"``. The descriptors are copied once
+    (into aligned memory)."""
+    return _match_nearest(lhs, rhs, version)

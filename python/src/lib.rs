@@ -1,0 +1,764 @@
+//! `cluda._cluda`: the native half of the `cluda` Python package (pyo3 + numpy).
+//!
+//! Everything here is a thin layer over the `cluda` library: it checks and borrows numpy
+//! arrays, releases the GIL for every call that does real work, and turns results into numpy
+//! arrays without copying them again. The pure-Python package `cluda/` (beside `src/`) adds the
+//! helpers that are plain numpy (cluster sums, spectra, streaming) and the docstrings users see.
+//!
+//! Input arrays: frames must be `uint16` (descriptors `float32`), any other dtype is a
+//! `ValueError` (casting could change the values). A C-contiguous array is used in place, never
+//! copied; any other layout (a strided slice, Fortran order) is copied once into C order.
+
+use std::fs::OpenOptions;
+use std::io::BufWriter;
+use std::path::PathBuf;
+use std::sync::{Mutex, MutexGuard};
+
+use numpy::{
+    Element, PyArray1, PyArray2, PyArrayDescrMethods, PyArrayDyn, PyArrayMethods,
+    PyReadonlyArrayDyn, PyUntypedArray, PyUntypedArrayMethods,
+};
+use pyo3::create_exception;
+use pyo3::exceptions::{
+    PyFileNotFoundError, PyIsADirectoryError, PyMemoryError, PyOSError, PyPermissionError,
+    PyRuntimeError, PyTypeError, PyValueError,
+};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyTuple};
+
+use cluda::finder::select::{DeviceChoice, open_finder};
+use cluda::generate::{GenConfig, Generator};
+use cluda::io::raw::RawReader;
+use cluda::io::{ClusterFileReader, ClusterFileWriter};
+use cluda::matcher::{Descriptor, MatchVersion};
+use cluda::{ClusterSize, Error, FinderConfig, FrameClusters, Frames, Precision, ThresholdMode};
+
+create_exception!(
+    cluda,
+    PedestalNotReadyError,
+    PyRuntimeError,
+    "Clusters were asked for before the pedestal held its N frames; push more pedestal frames."
+);
+create_exception!(
+    cluda,
+    ClusterLimitError,
+    PyRuntimeError,
+    "A frame held more clusters than a fixed result slot could take; nothing of the call was kept."
+);
+create_exception!(
+    cluda,
+    NoGpuError,
+    PyRuntimeError,
+    "No usable CUDA driver or device (device=\"gpu\", or a GPU matcher version)."
+);
+create_exception!(
+    cluda,
+    CudaError,
+    PyRuntimeError,
+    "A CUDA driver or cuBLAS call failed, or the driver rejected cluda's kernels."
+);
+create_exception!(
+    cluda,
+    GpuMemoryError,
+    PyMemoryError,
+    "The GPU (or the driver's pinned host memory) could not hold an allocation."
+);
+create_exception!(
+    cluda,
+    FileFormatError,
+    PyOSError,
+    "A file whose contents cluda cannot read (wrong dtype, truncated, corrupt counts)."
+);
+
+/// Turns a cluda error into the Python exception of its kind, with Rust's message unchanged.
+fn to_py(e: Error) -> PyErr {
+    let msg = e.to_string();
+    match e {
+        Error::InvalidParameter { .. } | Error::Shape { .. } => PyValueError::new_err(msg),
+        Error::PedestalNotReady { .. } => PedestalNotReadyError::new_err(msg),
+        Error::ClusterLimit { .. } => ClusterLimitError::new_err(msg),
+        Error::Io { ref source, .. } => match source.kind() {
+            std::io::ErrorKind::NotFound => PyFileNotFoundError::new_err(msg),
+            std::io::ErrorKind::PermissionDenied => PyPermissionError::new_err(msg),
+            std::io::ErrorKind::IsADirectory => PyIsADirectoryError::new_err(msg),
+            _ => PyOSError::new_err(msg),
+        },
+        Error::Format { .. } => FileFormatError::new_err(msg),
+        Error::NoGpu(_) => NoGpuError::new_err(msg),
+        Error::OutOfDeviceMemory { .. } => GpuMemoryError::new_err(msg),
+        // CUDA driver, PTX loading and cuBLAS failures, and anything added later.
+        _ => CudaError::new_err(msg),
+    }
+}
+
+/// A mutex that a panic elsewhere cannot make unusable from Python.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The `uint16` samples of a 2-D (one frame) or 3-D (`frames x rows x cols`) array, borrowed
+/// when C-contiguous, else copied once into C order.
+enum U16Input<'py> {
+    Borrowed(PyReadonlyArrayDyn<'py, u16>),
+    Copied(Vec<u16>),
+}
+
+struct FramesArg<'py> {
+    data: U16Input<'py>,
+    frames: usize,
+    rows: usize,
+    cols: usize,
+}
+
+impl FramesArg<'_> {
+    fn slice(&self) -> &[u16] {
+        match &self.data {
+            U16Input::Borrowed(a) => a.as_slice().unwrap_or(&[]),
+            U16Input::Copied(v) => v,
+        }
+    }
+
+    fn frames(&self) -> PyResult<Frames<'_>> {
+        Frames::new(self.slice(), self.frames, self.rows, self.cols).map_err(to_py)
+    }
+}
+
+/// Checks that `obj` is a numpy array of dtype `T` (named `dtype` in the error) and returns it
+/// typed; `what` names the argument.
+fn typed_array<'py, T: Element>(
+    obj: &Bound<'py, PyAny>,
+    what: &str,
+    dtype: &str,
+) -> PyResult<Bound<'py, PyArrayDyn<T>>> {
+    let untyped = obj.downcast::<PyUntypedArray>().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "{what} must be a numpy array of {dtype}, got {}",
+            obj.get_type()
+                .name()
+                .map(|n| n.to_string())
+                .unwrap_or_else(|_| "an object".into())
+        ))
+    })?;
+    let want = numpy::dtype::<T>(obj.py());
+    if !untyped.dtype().is_equiv_to(&want) {
+        return Err(PyValueError::new_err(format!(
+            "{what} must have dtype {dtype} (native byte order), got {}; convert explicitly, e.g. \
+             arr.astype(np.{dtype}), if the values fit",
+            untyped.dtype()
+        )));
+    }
+    Ok(untyped.downcast::<PyArrayDyn<T>>()?.clone())
+}
+
+/// Reads a frames argument: a 2-D (one frame) or 3-D uint16 array.
+fn frames_arg<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<FramesArg<'py>> {
+    let arr = typed_array::<u16>(obj, what, "uint16")?;
+    let shape = arr.shape().to_vec();
+    let (frames, rows, cols) = match shape[..] {
+        [r, c] => (1, r, c),
+        [f, r, c] => (f, r, c),
+        _ => {
+            return Err(PyValueError::new_err(format!(
+                "{what} must be a 2-D (rows x cols) or 3-D (frames x rows x cols) array, got {} \
+                 dimensions (shape {shape:?})",
+                shape.len()
+            )));
+        }
+    };
+    let data = if arr.is_c_contiguous() {
+        U16Input::Borrowed(arr.readonly())
+    } else {
+        // One copy into C order; documented in the package.
+        U16Input::Copied(arr.readonly().as_array().iter().copied().collect())
+    };
+    Ok(FramesArg {
+        data,
+        frames,
+        rows,
+        cols,
+    })
+}
+
+/// The numpy dtype of result rows for clusters of `cells` values.
+fn cluster_dtype<'py>(py: Python<'py>, cells: usize) -> PyResult<Bound<'py, PyAny>> {
+    let np = py.import("numpy")?;
+    let fields = PyList::new(
+        py,
+        [
+            ("frame", "<i4").into_pyobject(py)?.into_any(),
+            ("x", "<u2").into_pyobject(py)?.into_any(),
+            ("y", "<u2").into_pyobject(py)?.into_any(),
+            ("data", "<i4", (cells,)).into_pyobject(py)?.into_any(),
+        ],
+    )?;
+    np.getattr("dtype")?.call1((fields,))
+}
+
+/// Appends one frame's records as result rows `[frame, x | y << 16, data...]` (u32 words).
+fn push_rows(out: &mut Vec<u32>, frame: i32, fc: &FrameClusters<'_>) {
+    let w = fc.size().record_words();
+    out.reserve(fc.len() * (w + 1));
+    for rec in fc.words().chunks_exact(w) {
+        out.push(frame as u32);
+        out.extend_from_slice(rec);
+    }
+}
+
+/// Wraps result rows (u32 words, `2 + cells` per cluster) as a structured numpy array, moving
+/// the buffer into numpy (no copy).
+fn rows_to_numpy<'py>(
+    py: Python<'py>,
+    words: Vec<u32>,
+    size: ClusterSize,
+) -> PyResult<Bound<'py, PyAny>> {
+    let arr = PyArray1::from_vec(py, words);
+    arr.call_method1("view", (cluster_dtype(py, size.cells())?,))
+}
+
+fn frame_number(first: i64, i: usize) -> Result<i32, Error> {
+    i64::try_from(i)
+        .ok()
+        .and_then(|i| first.checked_add(i))
+        .and_then(|n| i32::try_from(n).ok())
+        .ok_or_else(|| {
+            Error::param(
+                "first_frame",
+                format!("frame number {first} + {i} does not fit in the result's int32"),
+            )
+        })
+}
+
+fn parse_precision(s: &str) -> PyResult<Precision> {
+    let s = match s {
+        "f32naive" | "f32_naive" => "f32-naive",
+        s => s,
+    };
+    s.parse().map_err(to_py)
+}
+
+/// The cluster finder (see the Python class `cluda.ClusterFinder` for the documentation).
+#[pyclass(subclass, module = "cluda._cluda", name = "ClusterFinder")]
+struct PyClusterFinder {
+    finder: Mutex<Box<dyn cluda::ClusterFinder + Send>>,
+    config: FinderConfig,
+    device: String,
+    note: String,
+    /// Data frames found so far: the default number of the next call's first frame.
+    found: Mutex<i64>,
+    /// Seconds the last `find` spent inside the Rust finder (for overhead measurements).
+    last_find: Mutex<f64>,
+}
+
+#[pymethods]
+impl PyClusterFinder {
+    #[new]
+    #[pyo3(signature = (shape, cluster_size=3, n_sigma=5.0, precision="f64", threshold="live",
+                        device="auto", pedestal_frames=1000, threads=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        shape: (usize, usize),
+        cluster_size: usize,
+        n_sigma: f64,
+        precision: &str,
+        threshold: &str,
+        device: &str,
+        pedestal_frames: u32,
+        threads: Option<usize>,
+    ) -> PyResult<Self> {
+        let config = FinderConfig::new(shape.0, shape.1)
+            .size(ClusterSize::from_side(cluster_size).map_err(to_py)?)
+            .n_sigma(n_sigma)
+            .pedestal_frames(pedestal_frames)
+            .threshold(threshold.parse::<ThresholdMode>().map_err(to_py)?)
+            .precision(parse_precision(precision)?);
+        config.validate().map_err(to_py)?;
+        let choice: DeviceChoice = device.parse().map_err(to_py)?;
+        let cfg = config.clone();
+        let (finder, note) = py
+            .allow_threads(move || open_finder(cfg, choice, threads))
+            .map_err(to_py)?;
+        Ok(Self {
+            device: finder.device(),
+            finder: Mutex::new(finder),
+            config,
+            note,
+            found: Mutex::new(0),
+            last_find: Mutex::new(0.0),
+        })
+    }
+
+    /// `"cpu"` or `"gpu"`: where this finder runs.
+    #[getter]
+    fn device(&self) -> String {
+        self.device.clone()
+    }
+
+    /// A sentence saying which device was chosen and why.
+    #[getter]
+    fn device_note(&self) -> String {
+        self.note.clone()
+    }
+
+    /// `(rows, cols)` of every frame.
+    #[getter]
+    fn shape(&self) -> (usize, usize) {
+        (self.config.rows, self.config.cols)
+    }
+
+    /// The cluster window side (3, 5, 7 or 9).
+    #[getter]
+    fn cluster_size(&self) -> usize {
+        self.config.size.side()
+    }
+
+    /// The threshold in standard deviations.
+    #[getter]
+    fn n_sigma(&self) -> f64 {
+        self.config.n_sigma
+    }
+
+    /// `"f64"`, `"f32"` or `"f32-naive"`.
+    #[getter]
+    fn precision(&self) -> &'static str {
+        self.config.precision.name()
+    }
+
+    /// `"live"` or `"frozen"`.
+    #[getter]
+    fn threshold(&self) -> &'static str {
+        self.config.threshold.name()
+    }
+
+    /// The pedestal window N.
+    #[getter]
+    fn pedestal_frames(&self) -> u32 {
+        self.config.pedestal_frames
+    }
+
+    /// Whether the pedestal holds its N frames, so clusters can be found.
+    #[getter]
+    fn is_ready(&self, py: Python<'_>) -> bool {
+        py.allow_threads(|| lock(&self.finder).is_ready())
+    }
+
+    /// Data frames found so far (the number the next `find` call's first frame gets).
+    #[getter]
+    fn frames_found(&self) -> i64 {
+        *lock(&self.found)
+    }
+
+    /// Seconds the last `find` call spent in the Rust finder (finding and collecting the
+    /// records), without the Python side: `bench/overhead.py` compares it with the call's
+    /// wall time.
+    #[getter]
+    fn last_find_seconds(&self) -> f64 {
+        *lock(&self.last_find)
+    }
+
+    /// Pushes dark frames (2-D or 3-D uint16) into the pedestal.
+    fn push_pedestal(&self, py: Python<'_>, frames: &Bound<'_, PyAny>) -> PyResult<()> {
+        let arg = frames_arg(frames, "frames")?;
+        let frames = arg.frames()?;
+        py.allow_threads(|| lock(&self.finder).push_pedestal(frames))
+            .map_err(to_py)
+    }
+
+    /// Finds the clusters of every frame; returns the result rows as words (internal: the
+    /// Python class wraps them).
+    #[pyo3(signature = (frames, first_frame=None))]
+    fn find<'py>(
+        &self,
+        py: Python<'py>,
+        frames: &Bound<'py, PyAny>,
+        first_frame: Option<i64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let arg = frames_arg(frames, "frames")?;
+        let frames = arg.frames()?;
+        let size = self.config.size;
+        let words = py
+            .allow_threads(|| -> Result<Vec<u32>, Error> {
+                let mut finder = lock(&self.finder);
+                let mut found = lock(&self.found);
+                let first = first_frame.unwrap_or(*found);
+                // Check the numbering before any frame is consumed.
+                frame_number(first, frames.len().saturating_sub(1))?;
+                let mut out = Vec::new();
+                let start = std::time::Instant::now();
+                let done = finder.find_each(frames, &mut |fc| {
+                    push_rows(&mut out, frame_number(first, fc.frame)?, &fc);
+                    Ok(())
+                });
+                *lock(&self.last_find) = start.elapsed().as_secs_f64();
+                done?;
+                *found = first + frames.len() as i64;
+                Ok(out)
+            })
+            .map_err(to_py)?;
+        rows_to_numpy(py, words, size)
+    }
+
+    /// The mean (dark level) of every pixel, `rows x cols` float64.
+    fn pedestal_mean<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArray2<f64>>> {
+        let map = py
+            .allow_threads(|| lock(&self.finder).pedestal()?.mean_map())
+            .map_err(to_py)?;
+        Ok(PyArray2::from_owned_array(py, map))
+    }
+
+    /// The noise (standard deviation of the current window) of every pixel, float64.
+    fn pedestal_std<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArray2<f64>>> {
+        let map = py
+            .allow_threads(|| lock(&self.finder).pedestal()?.std_map())
+            .map_err(to_py)?;
+        Ok(PyArray2::from_owned_array(py, map))
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "cluda.ClusterFinder(shape=({}, {}), cluster_size={}, n_sigma={}, precision={:?}, \
+             threshold={:?}, device={:?}, pedestal_frames={})",
+            self.config.rows,
+            self.config.cols,
+            self.config.size.side(),
+            self.config.n_sigma,
+            self.config.precision.name(),
+            self.config.threshold.name(),
+            self.device,
+            self.config.pedestal_frames
+        )
+    }
+}
+
+/// An slsDetector raw acquisition (see the Python docs of `cluda.RawFile`).
+#[pyclass(subclass, module = "cluda._cluda", name = "RawFile")]
+struct PyRawFile {
+    reader: Mutex<RawReader>,
+    path: PathBuf,
+    rows: usize,
+    cols: usize,
+    total_frames: u64,
+    frames_on_disk: u64,
+}
+
+#[pymethods]
+impl PyRawFile {
+    #[new]
+    fn new(py: Python<'_>, master_path: PathBuf) -> PyResult<Self> {
+        let p = master_path.clone();
+        let reader = py.allow_threads(|| RawReader::open(&p)).map_err(to_py)?;
+        Ok(Self {
+            rows: reader.rows(),
+            cols: reader.cols(),
+            total_frames: reader.master().total_frames,
+            frames_on_disk: reader.frames_on_disk(),
+            reader: Mutex::new(reader),
+            path: master_path,
+        })
+    }
+
+    /// Rows per frame.
+    #[getter]
+    fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Columns per frame.
+    #[getter]
+    fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// Frames the master file says were acquired.
+    #[getter]
+    fn total_frames(&self) -> u64 {
+        self.total_frames
+    }
+
+    /// Frame records present in the data files.
+    #[getter]
+    fn frames_on_disk(&self) -> u64 {
+        self.frames_on_disk
+    }
+
+    /// The master file's path.
+    #[getter]
+    fn path(&self) -> PathBuf {
+        self.path.clone()
+    }
+
+    /// Reads up to `n` frames: `(frame_numbers uint64 (k,), frames uint16 (k, rows, cols))`.
+    fn read_n<'py>(&self, py: Python<'py>, n: usize) -> PyResult<Bound<'py, PyTuple>> {
+        let (numbers, data) = py
+            .allow_threads(|| -> Result<(Vec<u64>, Vec<u16>), Error> {
+                let mut data = Vec::new();
+                let infos = lock(&self.reader).next_frames(n, &mut data)?;
+                Ok((infos.iter().map(|i| i.frame_number).collect(), data))
+            })
+            .map_err(to_py)?;
+        let k = numbers.len();
+        let frames = PyArray1::from_vec(py, data).reshape([k, self.rows, self.cols])?;
+        PyTuple::new(
+            py,
+            [
+                PyArray1::from_vec(py, numbers).into_any(),
+                frames.into_any(),
+            ],
+        )
+    }
+
+    /// The gap report so far, as a dict (complete once every frame was read).
+    fn report<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let reader = lock(&self.reader);
+        let r = reader.report();
+        let d = PyDict::new(py);
+        d.set_item("frames_delivered", r.frames_delivered)?;
+        d.set_item("frames_on_disk", r.frames_on_disk)?;
+        d.set_item("total_frames", r.total_frames)?;
+        d.set_item("first_frame_number", r.first_frame_number)?;
+        d.set_item("last_frame_number", r.last_frame_number)?;
+        d.set_item(
+            "missing",
+            r.missing
+                .iter()
+                .map(|m| (m.first, m.count))
+                .collect::<Vec<_>>(),
+        )?;
+        d.set_item("missing_count", r.missing_count())?;
+        let incomplete = PyList::empty(py);
+        for f in &r.incomplete {
+            let e = PyDict::new(py);
+            e.set_item("frame_number", f.frame_number)?;
+            e.set_item("packets_caught", f.packets_caught)?;
+            e.set_item("mask_count", f.mask_count)?;
+            e.set_item("expected", f.expected)?;
+            e.set_item("delivered", f.delivered)?;
+            incomplete.append(e)?;
+        }
+        d.set_item("incomplete", incomplete)?;
+        d.set_item(
+            "out_of_order",
+            r.out_of_order
+                .iter()
+                .map(|o| (o.after, o.got))
+                .collect::<Vec<_>>(),
+        )?;
+        let truncated = PyList::empty(py);
+        for t in &r.truncated {
+            let e = PyDict::new(py);
+            e.set_item("path", &t.path)?;
+            e.set_item("frame_in_file", t.frame_in_file)?;
+            e.set_item("bytes_present", t.bytes_present)?;
+            e.set_item("record_bytes", t.record_bytes)?;
+            e.set_item("frame_number", t.frame_number)?;
+            truncated.append(e)?;
+        }
+        d.set_item("truncated", truncated)?;
+        d.set_item("short_files", r.short_files.clone())?;
+        d.set_item("clean", r.is_clean())?;
+        d.set_item("summary", r.summary())?;
+        Ok(d)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "cluda.RawFile({:?}, rows={}, cols={}, total_frames={})",
+            self.path.display().to_string(),
+            self.rows,
+            self.cols,
+            self.total_frames
+        )
+    }
+}
+
+/// Reads a whole uint16 `.npy` frame stack: always 3-D (a 2-D file is one frame).
+#[pyfunction]
+fn read_npy_frames<'py>(py: Python<'py>, path: PathBuf) -> PyResult<Bound<'py, PyAny>> {
+    let arr = py
+        .allow_threads(|| cluda::io::read_u16_frames(&path))
+        .map_err(to_py)?;
+    let shape = arr.shape.clone();
+    Ok(PyArray1::from_vec(py, arr.data).reshape(shape)?.into_any())
+}
+
+/// Reads a cluster file; returns `(rows as words, frame numbers)` (internal).
+#[pyfunction]
+fn _read_cluster_file<'py>(
+    py: Python<'py>,
+    path: PathBuf,
+    cluster_size: usize,
+) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyArray1<i32>>)> {
+    let size = ClusterSize::from_side(cluster_size).map_err(to_py)?;
+    let (words, numbers) = py
+        .allow_threads(|| -> Result<(Vec<u32>, Vec<i32>), Error> {
+            let mut r = ClusterFileReader::open(&path, size)?;
+            let (mut out, mut numbers, mut buf) = (Vec::new(), Vec::new(), Vec::new());
+            while let Some(n) = r.next_frame(&mut buf)? {
+                push_rows(&mut out, n, &FrameClusters::new(0, size, &buf));
+                numbers.push(n);
+            }
+            Ok((out, numbers))
+        })
+        .map_err(to_py)?;
+    Ok((
+        rows_to_numpy(py, words, size)?,
+        PyArray1::from_vec(py, numbers),
+    ))
+}
+
+/// Writes result rows (u32 words, `2 + cells` per row) as a cluster file, one record per entry
+/// of `frames` in that order (internal: `cluda.write_cluster_file` checks the arguments).
+#[pyfunction]
+fn _write_cluster_file(
+    py: Python<'_>,
+    path: PathBuf,
+    rows: &Bound<'_, PyAny>,
+    frames: &Bound<'_, PyAny>,
+    cluster_size: usize,
+    append: bool,
+) -> PyResult<()> {
+    let size = ClusterSize::from_side(cluster_size).map_err(to_py)?;
+    let rows = typed_array::<u32>(rows, "clusters", "uint32")?.readonly();
+    let frames = typed_array::<i32>(frames, "frames", "int32")?.readonly();
+    let (rows, frames) = (rows.as_slice()?, frames.as_slice()?);
+    let w = size.record_words();
+    if rows.len() % (w + 1) != 0 {
+        return Err(PyValueError::new_err(format!(
+            "clusters: {} words are not whole {size} rows",
+            rows.len()
+        )));
+    }
+    py.allow_threads(|| -> Result<(), Error> {
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .append(append)
+            .truncate(!append)
+            .open(&path)
+            .map_err(|e| Error::io(&path, e))?;
+        let mut writer = ClusterFileWriter::new(BufWriter::with_capacity(1 << 20, file), &path);
+        let mut rest = rows.chunks_exact(w + 1).enumerate().peekable();
+        let mut scratch = Vec::new();
+        for &f in frames {
+            scratch.clear();
+            while let Some((_, row)) = rest.next_if(|(_, row)| row[0] as i32 == f) {
+                scratch.extend_from_slice(&row[1..]);
+            }
+            writer.write_frame(f, &FrameClusters::new(0, size, &scratch))?;
+        }
+        if let Some((i, row)) = rest.next() {
+            return Err(Error::param(
+                "clusters",
+                format!(
+                    "row {i} belongs to frame {}, which is not next in `frames`: rows must be \
+                     grouped by frame in the order of `frames`",
+                    row[0] as i32
+                ),
+            ));
+        }
+        writer.finish()?;
+        Ok(())
+    })
+    .map_err(to_py)
+}
+
+/// Frames `first .. first + count` of the deterministic MOENCH-like generator.
+#[pyfunction]
+#[pyo3(signature = (count, first=0, photons=true, shape=(400, 400), seed=1))]
+fn generate<'py>(
+    py: Python<'py>,
+    count: usize,
+    first: u64,
+    photons: bool,
+    shape: (usize, usize),
+    seed: u64,
+) -> PyResult<Bound<'py, PyAny>> {
+    let (rows, cols) = shape;
+    if rows
+        .checked_mul(cols)
+        .and_then(|n| n.checked_mul(count))
+        .is_none()
+    {
+        return Err(PyValueError::new_err(format!(
+            "{count} frames of {rows} x {cols} do not fit in memory"
+        )));
+    }
+    let data = py
+        .allow_threads(|| -> Result<Vec<u16>, Error> {
+            let g = Generator::new(GenConfig::new(rows, cols, seed))?;
+            Ok(g.frames(first, count, photons))
+        })
+        .map_err(to_py)?;
+    Ok(PyArray1::from_vec(py, data)
+        .reshape([count, rows, cols])?
+        .into_any())
+}
+
+/// `match_nearest`'s result: the indices and the squared distances.
+type Matches<'py> = (Bound<'py, PyArray1<u32>>, Bound<'py, PyArray1<f32>>);
+
+/// Nearest right descriptor of every left one: `(index uint32, squared distance float32)`.
+#[pyfunction]
+#[pyo3(signature = (lhs, rhs, version="cpu"))]
+fn match_nearest<'py>(
+    py: Python<'py>,
+    lhs: &Bound<'py, PyAny>,
+    rhs: &Bound<'py, PyAny>,
+    version: &str,
+) -> PyResult<Matches<'py>> {
+    let version: MatchVersion = version.parse().map_err(to_py)?;
+    let descriptors = |obj: &Bound<'py, PyAny>, what: &str| -> PyResult<Vec<f32>> {
+        let a = typed_array::<f32>(obj, what, "float32")?;
+        let shape = a.shape().to_vec();
+        if shape.len() != 2 || shape[1] != cluda::matcher::DIM {
+            return Err(PyValueError::new_err(format!(
+                "{what} must be a 2-D (n, {}) array of descriptors, got shape {shape:?}",
+                cluda::matcher::DIM
+            )));
+        }
+        // Copied into an aligned buffer of descriptors (a numpy array need not be aligned).
+        Ok(a.readonly().as_array().iter().copied().collect())
+    };
+    let (l, r) = (descriptors(lhs, "lhs")?, descriptors(rhs, "rhs")?);
+    let matches = py
+        .allow_threads(|| {
+            let l: &[Descriptor] = bytemuck::cast_slice(&l);
+            let r: &[Descriptor] = bytemuck::cast_slice(&r);
+            cluda::matcher::match_nearest(l, r, version)
+        })
+        .map_err(to_py)?;
+    Ok((
+        PyArray1::from_iter(py, matches.iter().map(|m| m.index)),
+        PyArray1::from_iter(py, matches.iter().map(|m| m.distance)),
+    ))
+}
+
+/// The numpy dtype of result rows for `cluster_size` clusters (internal).
+#[pyfunction]
+fn _cluster_dtype(py: Python<'_>, cluster_size: usize) -> PyResult<Bound<'_, PyAny>> {
+    let size = ClusterSize::from_side(cluster_size).map_err(to_py)?;
+    cluster_dtype(py, size.cells())
+}
+
+#[pymodule]
+fn _cluda(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add_class::<PyClusterFinder>()?;
+    m.add_class::<PyRawFile>()?;
+    m.add_function(wrap_pyfunction!(read_npy_frames, m)?)?;
+    m.add_function(wrap_pyfunction!(_read_cluster_file, m)?)?;
+    m.add_function(wrap_pyfunction!(_write_cluster_file, m)?)?;
+    m.add_function(wrap_pyfunction!(generate, m)?)?;
+    m.add_function(wrap_pyfunction!(match_nearest, m)?)?;
+    m.add_function(wrap_pyfunction!(_cluster_dtype, m)?)?;
+    m.add(
+        "PedestalNotReadyError",
+        py.get_type::<PedestalNotReadyError>(),
+    )?;
+    m.add("ClusterLimitError", py.get_type::<ClusterLimitError>())?;
+    m.add("NoGpuError", py.get_type::<NoGpuError>())?;
+    m.add("CudaError", py.get_type::<CudaError>())?;
+    m.add("GpuMemoryError", py.get_type::<GpuMemoryError>())?;
+    m.add("FileFormatError", py.get_type::<FileFormatError>())?;
+    Ok(())
+}
