@@ -158,7 +158,7 @@ fn floor_finder(
     device: &str,
     rows: usize,
     cols: usize,
-) -> Result<Box<dyn cluda::ClusterFinder>, String> {
+) -> Result<Box<dyn cluda::ClusterFinder + Send>, String> {
     let config = cluda::FinderConfig::new(rows, cols);
     let dev: cluda::finder::select::DeviceChoice =
         device.parse().map_err(|e: cluda::Error| e.to_string())?;
