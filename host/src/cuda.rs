@@ -63,7 +63,7 @@ impl Device {
             .load_module(Ptx::from_src(ptx))
             .map_err(|source| Error::PtxLoad {
                 what: "cluda's PTX module".into(),
-                source,
+                source: Box::new(source),
             })?;
         Ok(Self { ctx, module })
     }
@@ -79,7 +79,7 @@ impl Device {
             .load_function(name)
             .map_err(|source| Error::PtxLoad {
                 what: format!("kernel `{name}`"),
-                source,
+                source: Box::new(source),
             })
     }
 

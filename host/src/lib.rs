@@ -21,6 +21,11 @@ pub mod plot;
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeDoctests;
 
+/// The `ndarray` crate cluda is built with. Use `cluda::ndarray` to build the views that
+/// [`Frames::from_array3`] and [`Frames::from_array2`] take, so that your code and cluda cannot
+/// end up with two incompatible ndarray versions.
+pub use ndarray;
+
 pub use cluster::{Cluster, ClusterBatch, ClusterRef, ClusterSize, FrameClusters};
 pub use config::{FinderConfig, Precision, ThresholdMode};
 pub use error::{Error, Result};

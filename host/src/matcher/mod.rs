@@ -26,6 +26,7 @@
 //! an empty `rhs` is an error (no neighbour exists). Both sides hold at most `u32::MAX` rows.
 
 pub mod cpu;
+pub mod cublas;
 mod files;
 mod gpu;
 mod tiling;
