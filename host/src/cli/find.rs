@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use cluda::finder::select::open_finder;
 use cluda::io::ClusterFileWriter;
-use cluda::plot::PlotAccumulator;
+use cluda::plot::{PlotAccumulator, SpectrumOptions};
 use cluda::{Error, FinderConfig, Frames, Result};
 
 use super::args::{FindArgs, FinderArgs};
@@ -26,6 +26,7 @@ pub fn run(args: &FindArgs) -> Result<()> {
             clusters: args.out.as_deref(),
             spectrum: None,
             plots: args.plot.as_deref(),
+            plot_options: args.spectrum.options(),
         },
     )?;
     print_line(&summary.to_string())
@@ -40,6 +41,8 @@ pub struct Outputs<'a> {
     pub spectrum: Option<&'a mut Spectrum>,
     /// A directory for the PNG plots ([`PlotAccumulator::finish`]).
     pub plots: Option<&'a Path>,
+    /// How the PNG spectrum is binned and drawn.
+    pub plot_options: SpectrumOptions,
 }
 
 /// Prints a line on stdout; a closed stdout is an error, not a panic.
@@ -102,7 +105,10 @@ pub fn find_clusters(
         .clusters
         .map(ClusterFileWriter::create)
         .transpose()?;
-    let mut plot = outputs.plots.map(|_| PlotAccumulator::new(rows, cols));
+    let mut plot = outputs
+        .plots
+        .map(|_| PlotAccumulator::with_options(rows, cols, &outputs.plot_options))
+        .transpose()?;
     let chunk = chunk_frames(rows, cols);
     let (mut buf, mut numbers) = (Vec::new(), Vec::new());
 
