@@ -734,7 +734,7 @@ mod tests {
     fn auto_range_pads_the_quantiles() {
         let mut v: Vec<f64> = (0..=1000).map(f64::from).collect();
         let (lo, hi) = auto_range(&mut v);
-        assert!(lo < 0.0 && lo >= -60.0, "{lo}");
+        assert!((-60.0..0.0).contains(&lo), "{lo}");
         assert!(hi > 1000.0 && hi <= 1060.0, "{hi}");
         assert_eq!(auto_range(&mut []), (-200.0, 2000.0));
         let (lo, hi) = auto_range(&mut [5.0, 5.0]);
