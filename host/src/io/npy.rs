@@ -14,6 +14,13 @@
 //! processed; [`NpyWriter`] writes them a chunk at a time. Written files are version 1.0
 //! (2.0 only if the header would not fit), little-endian, C order, with the header padded to
 //! a multiple of 64 bytes as NumPy does.
+//!
+//! Why a reader of its own rather than the `npyz` crate: reading a page-cached 2000 x 400 x
+//! 400 `uint16` file (640 MB) into a `Vec<u16>` took 1.3-1.5 s here against 2.7-2.8 s with
+//! `npyz` 0.9 (`NpyFile::into_vec`, element by element), on a shared 2-core machine. This
+//! module also reads frame stacks in chunks ([`NpyFrames`]), checks the declared size against
+//! the file's length before allocating, and words every error with the file and the faulty
+//! header field, which `npyz` does not do out of the box.
 
 use std::fs::File;
 use std::io::{BufWriter, Read, Write};
