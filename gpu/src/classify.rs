@@ -1,4 +1,4 @@
-//! Classification of one pixel from its window (DESIGN.md, step 3).
+//! Classification of one pixel from its window (`docs/semantics.md`, step 3).
 
 use crate::real::Real;
 

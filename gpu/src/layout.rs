@@ -8,8 +8,7 @@
 //! while it is read (`gpu/src/kernels/run.rs`, module docs).
 
 /// Frames between classifying a frame and writing its records. The kernels hold two frames'
-/// pending centres; 3 and 4 were measured (H200, 9x9 ladder excerpts,
-/// `bench-results/2026-11-30-h200-session4/`) and were no faster: the grid-wide wait is not
+/// pending centres; a lag of 3 or 4 was measured and was no faster: the grid-wide wait is not
 /// what a frame waits for.
 pub const LAG: u32 = 2;
 

@@ -1,4 +1,4 @@
-//! Per-pixel pedestal arithmetic (DESIGN.md, "Cluster finding: the exact semantics").
+//! Per-pixel pedestal arithmetic (`docs/semantics.md`).
 //!
 //! All three precisions share one representation once the pedestal is ready: a per-pixel
 //! baseline `base`, a window sum `a` of `y = x - base` and a window sum of squares `b` of `y`.

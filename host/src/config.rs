@@ -5,7 +5,7 @@ use std::str::FromStr;
 use crate::cluster::ClusterSize;
 use crate::error::{Error, Result};
 
-/// The arithmetic the pedestal and the finder use (DESIGN.md, "Precision").
+/// The arithmetic the pedestal and the finder use (`docs/semantics.md`, "Precision").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum Precision {
     /// Everything in `f64`: aare's FastPedestal arithmetic operation for operation.
@@ -143,6 +143,10 @@ impl FinderConfig {
     }
 
     /// Checks every parameter, naming the first bad one.
+    ///
+    /// # Errors
+    /// [`Error::InvalidParameter`] naming the parameter: frames without pixels, a non-finite or
+    /// negative `n_sigma`, a pedestal window of 0 frames, or a frame too large for the finders.
     pub fn validate(&self) -> Result<()> {
         if self.rows == 0 || self.cols == 0 {
             return Err(Error::param(

@@ -49,6 +49,11 @@ impl FromStr for DeviceChoice {
 /// Opens a finder for `config` on `device`, with `threads` CPU worker threads (all cores when
 /// `None`; ignored on the GPU). Returns the finder and a sentence saying which device was
 /// chosen and why.
+///
+/// # Errors
+/// [`Error::NoGpu`] for [`DeviceChoice::Gpu`] without a usable GPU; the errors of
+/// [`CpuFinder::new`] or [`GpuFinder::new`] (an invalid configuration or thread count,
+/// CUDA errors).
 pub fn open_finder(
     config: FinderConfig,
     device: DeviceChoice,

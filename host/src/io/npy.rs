@@ -161,6 +161,11 @@ fn shape_text(shape: &[usize]) -> String {
 }
 
 /// Reads and parses the header of the `.npy` file at `path` (nothing else is read).
+///
+/// # Errors
+/// [`Error::Io`] when the file cannot be opened or read; [`Error::Format`] naming the file
+/// when it is not a `.npy` file cluda reads (magic, version, header dict, element type, order,
+/// shape, or a length that does not match the shape).
 pub fn read_header(path: &Path) -> Result<NpyHeader> {
     let mut file = File::open(path).map_err(|e| Error::io(path, e))?;
     let len = file_len(&file, path)?;
@@ -516,6 +521,9 @@ pub struct NpyArray<T> {
 
 impl NpyArray<u16> {
     /// The array as frames; it must be 3-D (`frames x rows x cols`).
+    ///
+    /// # Errors
+    /// [`Error::Shape`] unless the array is 3-D (`frames x rows x cols`) with rows and columns.
     pub fn as_frames(&self) -> Result<Frames<'_>> {
         match self.shape[..] {
             [f, r, c] => Frames::new(&self.data, f, r, c),
@@ -529,6 +537,10 @@ impl NpyArray<u16> {
 }
 
 /// Reads a whole array of element type `T` and any dimensionality (C order).
+///
+/// # Errors
+/// [`Error::Io`] or [`Error::Format`] as for [`read_header`], and [`Error::Format`] when the
+/// element type is not `T`.
 pub fn read_array<T: Element>(path: &Path) -> Result<NpyArray<T>> {
     let (mut file, h, n) = open_checked::<T>(path, &[0, 1, 2, 3, 4, 5, 6, 7, 8], "an array")?;
     let mut data = vec![T::zeroed(); n];
@@ -540,6 +552,10 @@ pub fn read_array<T: Element>(path: &Path) -> Result<NpyArray<T>> {
 }
 
 /// Reads a 2-D `float32` array (e.g. `n x 128` descriptors); shape is `[rows, cols]`.
+///
+/// # Errors
+/// [`Error::Io`] or [`Error::Format`] as for [`read_array`], and [`Error::Format`] unless the
+/// array is a 2-D `float32` matrix.
 pub fn read_f32_2d(path: &Path) -> Result<NpyArray<f32>> {
     let (mut file, h, n) = open_checked::<f32>(path, &[2], "a 2-D array (rows x cols)")?;
     let mut data = vec![0f32; n];
@@ -552,6 +568,10 @@ pub fn read_f32_2d(path: &Path) -> Result<NpyArray<f32>> {
 
 /// Reads a whole `uint16` frame stack (3-D, or 2-D as one frame); shape is always
 /// `[frames, rows, cols]`. Use [`NpyFrames`] for files that should not be loaded whole.
+///
+/// # Errors
+/// [`Error::Io`] or [`Error::Format`] as for [`read_array`], and [`Error::Format`] unless the
+/// array is a 2-D or 3-D `uint16` stack.
 pub fn read_u16_frames(path: &Path) -> Result<NpyArray<u16>> {
     let mut r = NpyFrames::open(path)?;
     let shape = vec![r.len(), r.rows(), r.cols()];
@@ -577,6 +597,9 @@ pub struct NpyFrames {
 
 impl NpyFrames {
     /// Opens `path` and checks its header: `uint16`, C order, 3-D or 2-D (one frame).
+    ///
+    /// # Errors
+    /// [`Error::Io`] or [`Error::Format`] as for [`read_u16_frames`], from the header alone.
     pub fn open(path: &Path) -> Result<Self> {
         let (file, h, _) = open_checked::<u16>(
             path,
@@ -647,6 +670,10 @@ impl NpyFrames {
 
     /// Reads the next `min(max_frames, remaining())` frames into `buf` (resized to hold exactly
     /// them, reusing its allocation) and returns how many were read; 0 at the end.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when a read fails, [`Error::Format`] when the file is shorter than its
+    /// header said (it changed after [`NpyFrames::open`]).
     pub fn read_into(&mut self, max_frames: usize, buf: &mut Vec<u16>) -> Result<usize> {
         let n = max_frames.min(self.remaining());
         buf.clear();
@@ -657,6 +684,9 @@ impl NpyFrames {
     }
 
     /// Reads the next `min(max_frames, remaining())` frames into a new vector.
+    ///
+    /// # Errors
+    /// As [`NpyFrames::read_into`].
     pub fn read_chunk(&mut self, max_frames: usize) -> Result<Vec<u16>> {
         let mut buf = Vec::new();
         self.read_into(max_frames, &mut buf)?;
@@ -715,6 +745,9 @@ pub struct NpyWriter<T: Element> {
 
 impl<T: Element> NpyWriter<T> {
     /// Creates (or truncates) `path` and writes the header for `shape`.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the file cannot be created or its header written.
     pub fn create(path: &Path, shape: &[usize]) -> Result<Self> {
         let expected = shape
             .iter()
@@ -741,6 +774,10 @@ impl<T: Element> NpyWriter<T> {
     }
 
     /// Appends elements (in C order); more than the shape declares is an error.
+    ///
+    /// # Errors
+    /// [`Error::Format`] naming the file when more elements are written than the header
+    /// declares (nothing is written); [`Error::Io`] when writing fails.
     pub fn write(&mut self, data: &[T]) -> Result<()> {
         if data.len() > self.expected - self.written {
             return Err(Error::format(
@@ -770,6 +807,10 @@ impl<T: Element> NpyWriter<T> {
     }
 
     /// Checks the element count and flushes the file.
+    ///
+    /// # Errors
+    /// [`Error::Format`] naming the file when fewer elements were written than the header
+    /// declares; [`Error::Io`] when flushing or syncing fails.
     pub fn finish(mut self) -> Result<()> {
         if self.written != self.expected {
             return Err(Error::format(
@@ -797,6 +838,10 @@ impl<T: Element> NpyWriter<T> {
 }
 
 /// Writes a whole C-order array; `data.len()` must equal the shape's element count.
+///
+/// # Errors
+/// [`Error::Shape`] when `data` does not hold the shape's elements; [`Error::Io`] when the
+/// file cannot be written.
 pub fn write_array<T: Element>(path: &Path, shape: &[usize], data: &[T]) -> Result<()> {
     let n = shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
     if n != Some(data.len()) {
@@ -816,6 +861,9 @@ pub fn write_array<T: Element>(path: &Path, shape: &[usize], data: &[T]) -> Resu
 }
 
 /// Writes `frames x rows x cols` `uint16` samples (C order) as a 3-D array.
+///
+/// # Errors
+/// As [`write_array`].
 pub fn write_u16_3d(
     path: &Path,
     frames: usize,
@@ -827,6 +875,9 @@ pub fn write_u16_3d(
 }
 
 /// Writes frames as a 3-D `uint16` array.
+///
+/// # Errors
+/// As [`write_array`].
 pub fn write_frames(path: &Path, frames: Frames<'_>) -> Result<()> {
     write_u16_3d(
         path,
@@ -838,11 +889,17 @@ pub fn write_frames(path: &Path, frames: Frames<'_>) -> Result<()> {
 }
 
 /// Writes a `rows x cols` `float32` matrix (C order).
+///
+/// # Errors
+/// As [`write_array`].
 pub fn write_f32_2d(path: &Path, rows: usize, cols: usize, data: &[f32]) -> Result<()> {
     write_array(path, &[rows, cols], data)
 }
 
 /// Writes a `rows x cols` `float64` matrix (C order).
+///
+/// # Errors
+/// As [`write_array`].
 pub fn write_f64_2d(path: &Path, rows: usize, cols: usize, data: &[f64]) -> Result<()> {
     write_array(path, &[rows, cols], data)
 }
