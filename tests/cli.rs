@@ -767,10 +767,6 @@ fn png_size(bytes: &[u8]) -> (u32, u32) {
 
 #[test]
 fn plot_writes_four_pngs_for_find_and_demo() {
-    if cluda::plot::register_font().is_err() {
-        eprintln!("skipped: no TrueType font for plot labels on this machine");
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let (ped, data) = gen_small(d);
@@ -789,6 +785,11 @@ fn plot_writes_four_pngs_for_find_and_demo() {
             s(&data),
             "--device",
             "cpu",
+            "--spectrum-range",
+            "-100:1500",
+            "--spectrum-bins",
+            "80",
+            "--spectrum-log",
         ],
         vec![
             "demo",
@@ -816,5 +817,17 @@ fn plot_writes_four_pngs_for_find_and_demo() {
             assert!(err.contains(&format!("wrote {}", p.display())), "{err}");
             assert_eq!(png_size(&std::fs::read(&p).unwrap()), cluda::plot::PNG_SIZE);
         }
+    }
+    // Bad spectrum options are refused by name before any work.
+    for (flag, value, name) in [
+        ("--spectrum-bins", "0", "spectrum-bins"),
+        ("--spectrum-bins", "100001", "spectrum-bins"),
+        ("--spectrum-range", "5:5", "spectrum-range"),
+        ("--spectrum-range", "-1:nan", "spectrum-range"),
+    ] {
+        let o = cluda(&["demo", "--frames", "1", flag, value]);
+        let err = text(&o.stderr);
+        assert!(!o.status.success(), "{flag} {value}: {err}");
+        assert!(err.contains(name) && !err.contains("panicked"), "{err}");
     }
 }

@@ -44,8 +44,9 @@ pub trait Real:
     /// (`max > t`, `c == max`) and never stored: equal to [`Real::max_of`] for values that
     /// are not NaN, except that it may return either zero of `+0` and `-0`, which compare
     /// equal. In f32 it is one `max.f32` on the GPU; in f64 it stays [`Real::max_of`],
-    /// because `max.f64` made ptxas spill the register-bound run kernels (H200, ladder
-    /// excerpt of one run: 9x9 f32 8.79 -> 7.79 us/frame, 9x9 f64 9.80 -> 13.78).
+    /// because `max.f64` made ptxas spill the register-bound run kernels.
+    // Measured (one ladder run): 9x9 f32 8.79 -> 7.79 us/frame with max.f32, 9x9 f64
+    // 9.80 -> 13.78 us/frame with max.f64.
     fn max_cmp(self, other: Self) -> Self;
 }
 

@@ -32,6 +32,9 @@ impl ClusterSize {
     ];
 
     /// The size with window side `side` (3, 5, 7 or 9).
+    ///
+    /// # Errors
+    /// [`Error::InvalidParameter`] (`cluster`) unless `side` is 3, 5, 7 or 9.
     pub fn from_side(side: usize) -> Result<Self> {
         match side {
             3 => Ok(Self::S3),

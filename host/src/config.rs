@@ -143,6 +143,10 @@ impl FinderConfig {
     }
 
     /// Checks every parameter, naming the first bad one.
+    ///
+    /// # Errors
+    /// [`Error::InvalidParameter`] naming the parameter: frames without pixels, a non-finite or
+    /// negative `n_sigma`, a pedestal window of 0 frames, or a frame too large for the finders.
     pub fn validate(&self) -> Result<()> {
         if self.rows == 0 || self.cols == 0 {
             return Err(Error::param(

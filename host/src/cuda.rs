@@ -71,7 +71,7 @@ impl Device {
             ctx.load_module(Ptx::from_src(ptx))
                 .map_err(|source| Error::PtxLoad {
                     what: "cluda's PTX module".into(),
-                    source,
+                    source: Box::new(source),
                 })?;
         }
         Ok(Self {
@@ -103,7 +103,7 @@ impl Device {
                         .load_module(Ptx::from_src(text))
                         .map_err(|source| Error::PtxLoad {
                             what: format!("the module of kernel `{name}`"),
-                            source,
+                            source: Box::new(source),
                         })?;
                     modules.insert(name.to_string(), m.clone());
                     m
@@ -112,7 +112,7 @@ impl Device {
         };
         module.load_function(name).map_err(|source| Error::PtxLoad {
             what: format!("kernel `{name}`"),
-            source,
+            source: Box::new(source),
         })
     }
 

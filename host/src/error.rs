@@ -9,8 +9,16 @@ use std::path::PathBuf;
 /// Result alias used throughout cluda.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// A lower-level error kept as the [`std::error::Error::source`] of a cluda error (the CUDA
+/// driver's or cuBLAS's own error). Boxed so that cluda's public API does not depend on the
+/// version of the CUDA bindings it is built with.
+pub type BoxedSource = Box<dyn std::error::Error + Send + Sync + 'static>;
+
 /// Everything that can go wrong in cluda.
+///
+/// New variants may be added in minor releases, so a `match` on it needs a wildcard arm.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// A parameter is outside its allowed range (cluster size, n_sigma, thread count, ...).
     #[error("invalid parameter `{name}`: {reason}")]
@@ -77,8 +85,8 @@ pub enum Error {
     Cuda {
         /// What cluda was doing.
         context: String,
-        /// The driver's error.
-        source: cudarc::driver::DriverError,
+        /// The driver's error (its message names the CUDA error code).
+        source: BoxedSource,
     },
     /// The device (or the driver's page-locked host memory) could not hold an allocation.
     #[error(
@@ -95,16 +103,16 @@ pub enum Error {
     PtxLoad {
         /// What was being loaded (the module or a named kernel).
         what: String,
-        /// The driver's error.
-        source: cudarc::driver::DriverError,
+        /// The driver's error (its message names the CUDA error code).
+        source: BoxedSource,
     },
     /// A cuBLAS call failed.
     #[error("cuBLAS error while {context}: {source}")]
     Cublas {
         /// What cluda was doing.
         context: String,
-        /// cuBLAS's error.
-        source: cudarc::cublas::result::CublasError,
+        /// cuBLAS's error (its message names the cuBLAS status).
+        source: BoxedSource,
     },
     /// A buffer or state larger than the memory this machine has available (or than a
     /// `Vec` can address): refused up front instead of aborting on a failed allocation.
@@ -130,6 +138,10 @@ pub enum Error {
         /// Its number (the command line exits with 128 + it).
         number: i32,
     },
+    /// An internal invariant of cluda does not hold: a bug in cluda, not in the caller's input.
+    /// Please report it with the message.
+    #[error("internal error in cluda (please report): {0}")]
+    Internal(String),
     /// The caller's visitor returned an error; frames before it were delivered and consumed.
     #[error("result visitor failed: {0}")]
     Visitor(Box<dyn std::error::Error + Send + Sync>),
@@ -184,7 +196,7 @@ impl<T> CudaContextExt<T> for std::result::Result<T, cudarc::driver::DriverError
     fn cuda(self, context: &str) -> Result<T> {
         self.map_err(|source| Error::Cuda {
             context: context.to_string(),
-            source,
+            source: Box::new(source),
         })
     }
 }

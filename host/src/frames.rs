@@ -19,6 +19,10 @@ pub struct Frames<'a> {
 
 impl<'a> Frames<'a> {
     /// Views `data` as `frames x rows x cols`; the length must match the shape exactly.
+    ///
+    /// # Errors
+    /// [`Error::Shape`] when `rows` or `cols` is 0, the shape overflows `usize`, or `data` does
+    /// not hold exactly `frames x rows x cols` samples.
     pub fn new(data: &'a [u16], frames: usize, rows: usize, cols: usize) -> Result<Self> {
         if rows == 0 || cols == 0 {
             return Err(Error::shape(
@@ -53,11 +57,18 @@ impl<'a> Frames<'a> {
     }
 
     /// One frame of `rows x cols` samples.
+    ///
+    /// # Errors
+    /// [`Error::Shape`] as for [`Frames::new`].
     pub fn single(data: &'a [u16], rows: usize, cols: usize) -> Result<Self> {
         Self::new(data, 1, rows, cols)
     }
 
     /// Views a 3-D array `frames x rows x cols`; it must be in standard (C-contiguous) layout.
+    ///
+    /// # Errors
+    /// [`Error::Shape`] when the view is not in standard (C-contiguous) layout or has a zero
+    /// dimension.
     pub fn from_array3(a: ArrayView3<'a, u16>) -> Result<Self> {
         let (f, r, c) = a.dim();
         let data = a.to_slice().ok_or_else(|| {
@@ -71,6 +82,10 @@ impl<'a> Frames<'a> {
     }
 
     /// Views a 2-D array `rows x cols` as one frame; it must be C-contiguous.
+    ///
+    /// # Errors
+    /// [`Error::Shape`] when the view is not in standard (C-contiguous) layout or has a zero
+    /// dimension.
     pub fn from_array2(a: ArrayView2<'a, u16>) -> Result<Self> {
         let (r, c) = a.dim();
         let data = a.to_slice().ok_or_else(|| {
@@ -131,6 +146,9 @@ impl<'a> Frames<'a> {
     }
 
     /// Checks that these frames are `rows x cols`; `what` names the input in the error.
+    ///
+    /// # Errors
+    /// [`Error::Shape`] naming `what` when the frames are not `rows x cols`.
     pub fn expect_shape(&self, rows: usize, cols: usize, what: &str) -> Result<()> {
         if self.rows != rows || self.cols != cols {
             return Err(Error::shape(

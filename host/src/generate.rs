@@ -77,6 +77,10 @@ pub struct Generator {
 
 impl Generator {
     /// Builds the per-pixel maps; errors on an empty frame or nonsensical parameters.
+    ///
+    /// # Errors
+    /// [`Error::InvalidParameter`] naming the field: frames without pixels, a negative or
+    /// non-finite photon rate, photon ADU or baseline, or a cloud sigma that is not finite and > 0.
     pub fn new(config: GenConfig) -> Result<Self> {
         let c = &config;
         if c.rows == 0 || c.cols == 0 {

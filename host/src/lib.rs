@@ -1,6 +1,110 @@
 //! cluda: photon cluster finding for hybrid pixel detectors (MOENCH) on the GPU with kernels
 //! written in Rust, bit-identical to its CPU reference; and nearest-neighbour descriptor
 //! matching.
+//!
+//! A finder keeps a running pedestal (per-pixel mean and noise of dark frames) and, for every
+//! frame, reports the clusters (an N x N window of pedestal-subtracted values around a local
+//! maximum above `n_sigma` noise) in frame order. The CPU finder ([`CpuFinder`]) is the
+//! reference; the GPU finder ([`GpuFinder`]) gives the same clusters, bit for bit.
+//!
+//! # Quick start: finding clusters on the CPU
+//!
+//! ```
+//! use cluda::generate::{GenConfig, Generator};
+//! use cluda::{ClusterFinder, ClusterSize, CpuFinder, FinderConfig, Frames};
+//!
+//! # fn main() -> cluda::Result<()> {
+//! let (rows, cols) = (64, 64);
+//! // Simulated MOENCH-like frames: 50 dark ones for the pedestal, then 5 with photons.
+//! let generator = Generator::new(GenConfig::new(rows, cols, 1))?;
+//! let dark = generator.frames(0, 50, false);
+//! let data = generator.frames(50, 5, true);
+//!
+//! let config = FinderConfig::new(rows, cols)
+//!     .size(ClusterSize::S3)
+//!     .n_sigma(5.0)
+//!     .pedestal_frames(50);
+//! let mut finder = CpuFinder::new(config)?;
+//! finder.push_pedestal(Frames::new(&dark, 50, rows, cols)?)?;
+//! let batch = finder.find(Frames::new(&data, 5, rows, cols)?)?;
+//! for frame in batch.iter_frames() {
+//!     for c in frame.iter() {
+//!         let _ = (c.x, c.y, c.sum());
+//!     }
+//! }
+//! assert_eq!(batch.frames(), 5);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Frames can also come from an [`ndarray`] view ([`Frames::from_array3`]); use the
+//! re-exported [`cluda::ndarray`](ndarray) so that the versions match.
+//!
+//! # Files: reading `.npy` or raw frames, writing an aare cluster file
+//!
+//! ```no_run
+//! use std::path::Path;
+//! use cluda::io::{ClusterFileWriter, npy};
+//! use cluda::{ClusterFinder, CpuFinder, FinderConfig};
+//!
+//! # fn main() -> cluda::Result<()> {
+//! let dark = npy::read_u16_frames(Path::new("pedestal.npy"))?; // frames x rows x cols uint16
+//! let data = npy::read_u16_frames(Path::new("data.npy"))?;
+//! let dark = dark.as_frames()?;
+//! let n = u32::try_from(dark.len()).expect("a pedestal window fits in u32");
+//! let config = FinderConfig::new(dark.rows(), dark.cols()).pedestal_frames(n);
+//! let mut finder = CpuFinder::new(config)?;
+//! finder.push_pedestal(dark)?;
+//!
+//! let mut out = ClusterFileWriter::create(Path::new("clusters.clust"))?;
+//! finder.find_each(data.as_frames()?, &mut |frame| {
+//!     out.write_frame(frame.frame as i32, &frame)
+//! })?;
+//! out.finish()?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Large `.npy` files can be read a chunk of frames at a time with [`io::NpyFrames`];
+//! slsDetector raw acquisitions (a `*_master_<N>.json` and its `.raw` files) are read with
+//! [`io::open_frames`], which streams frames and reports missing ones.
+//!
+//! # On the GPU
+//!
+//! [`GpuFinder`] implements the same [`ClusterFinder`] trait. It needs a CUDA driver and
+//! device at run time (cluda builds without CUDA and its GPU code is loaded dynamically);
+//! without one it returns [`Error::NoGpu`]. [`finder::select::open_finder`] picks the device
+//! from a [`finder::select::DeviceChoice`] (`Auto` falls back to the CPU) and says why.
+//!
+//! ```no_run
+//! use cluda::finder::select::{DeviceChoice, open_finder};
+//! use cluda::{ClusterFinder, FinderConfig, GpuFinder};
+//!
+//! # fn main() -> cluda::Result<()> {
+//! let config = FinderConfig::new(400, 400).pedestal_frames(1000);
+//! // Explicitly on the GPU (an error if there is none):
+//! let gpu = GpuFinder::new(config.clone())?;
+//! // Or whatever is available, with a note saying which device was chosen:
+//! let (finder, note) = open_finder(config, DeviceChoice::Auto, None)?;
+//! println!("{note}: {}", finder.device());
+//! # let _ = gpu;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Modules
+//!
+//! * [`finder`]: the [`ClusterFinder`] trait, the CPU and GPU finders and device selection.
+//! * [`config`]: [`FinderConfig`] (cluster size, threshold, pedestal window, precision).
+//! * [`pedestal`]: the running per-pixel pedestal ([`Pedestal`]).
+//! * [`frames`]: borrowed frame stacks ([`Frames`]).
+//! * [`cluster`]: cluster sizes and the packed results ([`ClusterBatch`], [`FrameClusters`]).
+//! * [`io`]: `.npy` files, aare cluster files, slsDetector raw acquisitions.
+//! * [`generate`]: simulated MOENCH-like frames for tests and demos.
+//! * [`plot`]: PNG plots of the spectrum, hit map and pedestal.
+//! * [`matcher`]: nearest-neighbour matching of 128-float descriptors (CPU and GPU).
+//! * [`cuda`]: CUDA driver detection and the embedded kernels.
+//! * [`error`]: the crate's [`Error`] type.
 #![warn(missing_docs)]
 #![feature(portable_simd)] // lane masks of the CPU finder (std::simd, pinned nightly)
 
@@ -23,6 +127,11 @@ mod ptx_split;
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeDoctests;
+
+/// The `ndarray` crate cluda is built with. Use `cluda::ndarray` to build the views that
+/// [`Frames::from_array3`] and [`Frames::from_array2`] take, so that your code and cluda cannot
+/// end up with two incompatible ndarray versions.
+pub use ndarray;
 
 pub use cluster::{Cluster, ClusterBatch, ClusterRef, ClusterSize, FrameClusters};
 pub use config::{FinderConfig, Precision, ThresholdMode};

@@ -111,6 +111,10 @@ pub struct Pedestal {
 
 impl Pedestal {
     /// An empty pedestal for `rows x cols` frames with window `n` in `precision`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidParameter`] when `rows` or `cols` is 0 (`rows/cols`), the frame is too
+    /// large, or `n` is 0 (`pedestal-frames`).
     pub fn new(rows: usize, cols: usize, n: u32, precision: Precision) -> Result<Self> {
         if rows == 0 || cols == 0 {
             return Err(Error::param(
@@ -194,6 +198,9 @@ impl Pedestal {
     }
 
     /// The ready state, or [`Error::PedestalNotReady`].
+    ///
+    /// # Errors
+    /// [`Error::PedestalNotReady`] until `n` frames have been pushed.
     pub fn ready(&self) -> Result<&ReadyState> {
         self.ready.as_ref().ok_or(Error::PedestalNotReady {
             have: self.count,
@@ -210,6 +217,9 @@ impl Pedestal {
     }
 
     /// Pushes every pixel of every frame (dark frames: no photons expected).
+    ///
+    /// # Errors
+    /// [`Error::Shape`] when the frames are not the pedestal's `rows x cols`; nothing is pushed.
     pub fn push_frames(&mut self, frames: Frames<'_>) -> Result<()> {
         self.push_frames_with(frames, true)
     }
@@ -225,6 +235,9 @@ impl Pedestal {
     }
 
     /// Pushes one `rows x cols` frame into every pixel.
+    ///
+    /// # Errors
+    /// [`Error::Shape`] when `frame` does not hold `rows x cols` samples; nothing changes.
     pub fn push_frame(&mut self, frame: &[u16]) -> Result<()> {
         self.push_frames(Frames::single(frame, self.rows, self.cols)?)
     }
@@ -287,6 +300,9 @@ impl Pedestal {
     }
 
     /// The mean (dark level) of every pixel, in ADU. Errors before the pedestal is ready.
+    ///
+    /// # Errors
+    /// [`Error::PedestalNotReady`] until the pedestal holds its `n` frames.
     pub fn mean_map(&self) -> Result<Array2<f64>> {
         self.map(|m| match m {
             ReadyState::F64(m) => Box::new(move |p| m.mean(p)),
@@ -295,6 +311,9 @@ impl Pedestal {
     }
 
     /// The standard deviation (noise) of every pixel's current window, in ADU.
+    ///
+    /// # Errors
+    /// [`Error::PedestalNotReady`] until the pedestal holds its `n` frames.
     pub fn std_map(&self) -> Result<Array2<f64>> {
         self.map(|m| match m {
             ReadyState::F64(m) => Box::new(move |p| m.std(p)),
@@ -303,6 +322,9 @@ impl Pedestal {
     }
 
     /// The standard deviation frozen when the pedestal became ready (frozen thresholds use it).
+    ///
+    /// # Errors
+    /// [`Error::PedestalNotReady`] until the pedestal holds its `n` frames.
     pub fn frozen_std_map(&self) -> Result<Array2<f64>> {
         self.map(|m| match m {
             ReadyState::F64(m) => Box::new(move |p| m.frozen_std[p]),

@@ -3,13 +3,19 @@
 //!
 //! Feed every frame's clusters to a [`PlotAccumulator`] (it keeps a fixed-size histogram and
 //! one counter per pixel, never the clusters), then call [`PlotAccumulator::finish`] with the
-//! finder's pedestal. Text needs a TrueType font from the system ([`register_font`]); without
-//! one the plots are refused with an error, never drawn unlabelled.
+//! finder's pedestal. The spectrum's binning and scale are set with [`SpectrumOptions`]; by
+//! default its range follows the data, so it fits 3x3 and 9x9 cluster sums alike.
+//!
+//! Text is drawn with DejaVu Sans, embedded in cluda (see `assets/fonts/` for its licence), so
+//! plots need no system font. Maps use plotters' viridis colour map.
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+use plotters::coord::Shift;
+use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
 use plotters::prelude::*;
+use plotters::style::colors::colormaps::ViridisRGB;
 
 use crate::cluster::{ClusterBatch, FrameClusters};
 use crate::error::{Error, Result};
@@ -18,48 +24,110 @@ use crate::pedestal::Pedestal;
 /// Font family name the plots use.
 const FAMILY: &str = "sans-serif";
 
-/// Places a TrueType sans-serif font is looked for, in order.
-pub const FONT_PATHS: [&str; 5] = [
-    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
-    "/usr/share/fonts/dejavu/DejaVuSans.ttf",
-    "/usr/share/fonts/TTF/DejaVuSans.ttf",
-    "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
-    "/usr/share/fonts/liberation/LiberationSans-Regular.ttf",
-];
+/// DejaVu Sans (Bitstream Vera licence, which permits redistribution; the text is in
+/// `assets/fonts/LICENSE-DejaVu.txt`).
+static FONT: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans.ttf");
 
-/// Registers a system TrueType font as plotters' "sans-serif" (once per process): the first
-/// of [`FONT_PATHS`], then matplotlib's bundled DejaVu Sans when `python3` can name it.
-/// Errors (never panics) when none is found.
+/// Registers the embedded DejaVu Sans as plotters' "sans-serif" (once per process). Every
+/// plotting function here calls it; call it yourself before drawing your own plotters charts
+/// with that family.
+///
+/// # Errors
+/// [`Error::InvalidParameter`] (`plot`) if plotters cannot parse the embedded font, which
+/// would be a packaging fault; it does not depend on the machine.
 pub fn register_font() -> Result<()> {
-    static DONE: OnceLock<std::result::Result<(), String>> = OnceLock::new();
-    DONE.get_or_init(|| {
-        let mut candidates: Vec<String> = FONT_PATHS.iter().map(|s| s.to_string()).collect();
-        if let Ok(o) = std::process::Command::new("python3")
-            .args([
-                "-c",
-                "import matplotlib,os;print(os.path.join(os.path.dirname(matplotlib.__file__),'mpl-data/fonts/ttf/DejaVuSans.ttf'))",
-            ])
-            .stderr(std::process::Stdio::null())
-            .output()
-        {
-            candidates.push(String::from_utf8_lossy(&o.stdout).trim().to_string());
+    static DONE: OnceLock<bool> = OnceLock::new();
+    let ok = *DONE
+        .get_or_init(|| plotters::style::register_font(FAMILY, FontStyle::Normal, FONT).is_ok());
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::param(
+            "plot",
+            "the embedded DejaVu Sans font could not be read by plotters",
+        ))
+    }
+}
+
+/// Largest number of spectrum bins [`SpectrumOptions`] accepts.
+pub const MAX_SPECTRUM_BINS: usize = 100_000;
+
+/// Cluster sums collected before an automatic spectrum range is chosen from their quantiles.
+pub const AUTO_RANGE_SAMPLE: usize = 200_000;
+
+/// How the spectrum of cluster sums is binned and drawn.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SpectrumOptions {
+    /// The histogram's range `[min, max)` in ADU. `None` (the default): chosen from the first
+    /// [`AUTO_RANGE_SAMPLE`] cluster sums, from their 0.05 % to 99.95 % quantiles widened by
+    /// 5 % on each side ([`auto_range`]), then stretched upwards so that bins are a whole
+    /// number of ADU wide; so it follows the cluster size (a 9x9 sum spreads over a much wider
+    /// range than a 3x3 one). Sums outside the range are counted and reported on the plot.
+    pub range: Option<(f64, f64)>,
+    /// Number of equal bins, 1 ..= [`MAX_SPECTRUM_BINS`] (default 400).
+    pub bins: usize,
+    /// Logarithmic count axis (shows the multi-photon tail next to the single-photon peak).
+    pub log: bool,
+}
+
+impl Default for SpectrumOptions {
+    fn default() -> Self {
+        Self {
+            range: None,
+            bins: 400,
+            log: false,
         }
-        for p in candidates.iter().filter(|p| !p.is_empty()) {
-            if let Ok(bytes) = std::fs::read(p) {
-                // plotters keeps fonts for the life of the process.
-                let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
-                if plotters::style::register_font(FAMILY, FontStyle::Normal, bytes).is_ok() {
-                    return Ok(());
-                }
+    }
+}
+
+impl SpectrumOptions {
+    /// Checks the options.
+    ///
+    /// # Errors
+    /// [`Error::InvalidParameter`] named `spectrum-bins` when `bins` is outside
+    /// 1 ..= [`MAX_SPECTRUM_BINS`], or `spectrum-range` when the range's ends are not finite
+    /// or `min >= max`.
+    pub fn validate(&self) -> Result<()> {
+        if !(1..=MAX_SPECTRUM_BINS).contains(&self.bins) {
+            return Err(Error::param(
+                "spectrum-bins",
+                format!(
+                    "must be between 1 and {MAX_SPECTRUM_BINS}, got {}",
+                    self.bins
+                ),
+            ));
+        }
+        if let Some((min, max)) = self.range {
+            if !(min.is_finite() && max.is_finite()) {
+                return Err(Error::param(
+                    "spectrum-range",
+                    format!("both ends must be finite, got {min}:{max}"),
+                ));
+            }
+            if min >= max {
+                return Err(Error::param(
+                    "spectrum-range",
+                    format!("MIN must be below MAX, got {min}:{max}"),
+                ));
             }
         }
-        Err(format!(
-            "no TrueType font found for plot labels (looked for {}); install fonts-dejavu-core",
-            candidates.join(", ")
-        ))
-    })
-    .clone()
-    .map_err(|reason| Error::param("plot", reason))
+        Ok(())
+    }
+}
+
+/// The automatic spectrum range for `sums` (sorted in place): the 0.05 % .. 99.95 % quantiles
+/// widened by 5 % of their span on each side and rounded outwards to whole ADU; -200 .. 2000
+/// ADU when there are no sums.
+pub fn auto_range(sums: &mut [f64]) -> (f64, f64) {
+    sums.sort_by(f64::total_cmp);
+    let finite: Vec<f64> = sums.iter().copied().filter(|v| v.is_finite()).collect();
+    if finite.is_empty() {
+        return (-200.0, 2000.0);
+    }
+    let (lo, hi) = (quantile(&finite, 0.0005), quantile(&finite, 0.9995));
+    let pad = ((hi - lo) * 0.05).max(1.0);
+    let (lo, hi) = ((lo - pad).floor(), (hi + pad).ceil());
+    (lo, if hi > lo { hi } else { lo + 1.0 })
 }
 
 /// A fixed-bin histogram of values in `[min, max)`, with under- and overflow counts.
@@ -137,12 +205,68 @@ impl Histogram {
     }
 }
 
+/// The spectrum while its range is not yet known, then its histogram.
+#[derive(Clone, Debug)]
+enum SpectrumState {
+    /// Automatic range: the first sums, kept until [`AUTO_RANGE_SAMPLE`] of them are seen.
+    Sampling { bins: usize, sums: Vec<f64> },
+    /// Range fixed.
+    Binned(Histogram),
+}
+
+impl SpectrumState {
+    fn add(&mut self, v: f64) {
+        match self {
+            SpectrumState::Binned(h) => h.add(v),
+            SpectrumState::Sampling { sums, .. } => {
+                sums.push(v);
+                if sums.len() >= AUTO_RANGE_SAMPLE {
+                    *self = SpectrumState::Binned(self.histogram());
+                }
+            }
+        }
+    }
+
+    /// The histogram as it stands (for a sampling state: binned over the automatic range of
+    /// the sums seen so far).
+    fn histogram(&self) -> Histogram {
+        match self {
+            SpectrumState::Binned(h) => h.clone(),
+            SpectrumState::Sampling { bins, sums } => {
+                let mut sorted = sums.clone();
+                let (min, max) = auto_range(&mut sorted);
+                // Whole-ADU bins when they are at least 1 ADU wide: integer sums in bins of a
+                // fractional width fill them unevenly (a comb pattern).
+                let bins = (*bins).max(1);
+                let width = (max - min) / bins as f64;
+                let max = if width >= 1.0 {
+                    min + width.ceil() * bins as f64
+                } else {
+                    max
+                };
+                let mut h = Histogram {
+                    min,
+                    max,
+                    counts: vec![0; bins],
+                    underflow: 0,
+                    overflow: 0,
+                };
+                for &v in sums {
+                    h.add(v);
+                }
+                h
+            }
+        }
+    }
+}
+
 /// Collects what the plots need from the clusters of every frame, in bounded memory.
 #[derive(Clone, Debug)]
 pub struct PlotAccumulator {
     rows: usize,
     cols: usize,
-    spectrum: Histogram,
+    spectrum: SpectrumState,
+    log: bool,
     hits: Vec<u32>,
     frames: u64,
     clusters: u64,
@@ -150,28 +274,47 @@ pub struct PlotAccumulator {
 }
 
 impl PlotAccumulator {
-    /// For `rows x cols` frames, with the spectrum over -200 .. 2000 ADU in 5 ADU bins (one
-    /// and several ~400 ADU photons).
+    /// For `rows x cols` frames, with the default [`SpectrumOptions`] (400 bins over a range
+    /// chosen from the data, linear counts).
     pub fn new(rows: usize, cols: usize) -> Self {
-        Self::with_spectrum(
+        Self::build(
             rows,
             cols,
-            Histogram {
-                min: -200.0,
-                max: 2000.0,
-                counts: vec![0; 440],
-                underflow: 0,
-                overflow: 0,
+            SpectrumState::Sampling {
+                bins: 400,
+                sums: Vec::new(),
             },
+            false,
         )
     }
 
-    /// With a spectrum histogram of your choice.
+    /// For `rows x cols` frames, with the spectrum binned and drawn as `options` say.
+    ///
+    /// # Errors
+    /// [`Error::InvalidParameter`] as [`SpectrumOptions::validate`] gives it.
+    pub fn with_options(rows: usize, cols: usize, options: &SpectrumOptions) -> Result<Self> {
+        options.validate()?;
+        let state = match options.range {
+            Some((min, max)) => SpectrumState::Binned(Histogram::new(min, max, options.bins)?),
+            None => SpectrumState::Sampling {
+                bins: options.bins,
+                sums: Vec::new(),
+            },
+        };
+        Ok(Self::build(rows, cols, state, options.log))
+    }
+
+    /// With a spectrum histogram of your choice (linear counts).
     pub fn with_spectrum(rows: usize, cols: usize, spectrum: Histogram) -> Self {
+        Self::build(rows, cols, SpectrumState::Binned(spectrum), false)
+    }
+
+    fn build(rows: usize, cols: usize, spectrum: SpectrumState, log: bool) -> Self {
         Self {
             rows,
             cols,
             spectrum,
+            log,
             hits: vec![0; rows * cols],
             frames: 0,
             clusters: 0,
@@ -203,9 +346,10 @@ impl PlotAccumulator {
         }
     }
 
-    /// The spectrum of cluster sums so far.
-    pub fn spectrum(&self) -> &Histogram {
-        &self.spectrum
+    /// The spectrum of cluster sums so far (a copy; while an automatic range is still being
+    /// sampled, binned over the range the sums so far give).
+    pub fn spectrum(&self) -> Histogram {
+        self.spectrum.histogram()
     }
 
     /// Clusters per pixel so far (row-major).
@@ -221,6 +365,12 @@ impl PlotAccumulator {
     /// Writes `spectrum.png`, `hitmap.png`, `pedestal_mean.png` and `pedestal_noise.png` into
     /// `dir` (created if needed); returns their paths. The pedestal must be ready and of the
     /// accumulator's shape.
+    ///
+    /// # Errors
+    /// * [`Error::Shape`] when the pedestal's shape is not the accumulator's;
+    /// * [`Error::PedestalNotReady`] when the pedestal does not hold its N frames yet;
+    /// * [`Error::Io`] when `dir` cannot be created;
+    /// * [`Error::Format`] naming the PNG when plotters cannot draw or write it.
     pub fn finish(&self, pedestal: &Pedestal, dir: &Path) -> Result<Vec<PathBuf>> {
         if (pedestal.rows(), pedestal.cols()) != (self.rows, self.cols) {
             return Err(Error::shape(
@@ -237,11 +387,12 @@ impl PlotAccumulator {
         let p = dir.join("spectrum.png");
         spectrum_png(
             &p,
-            &self.spectrum,
+            &self.spectrum(),
             &format!(
                 "Cluster sums ({label}): {} clusters in {} frames",
                 self.clusters, self.frames
             ),
+            self.log,
         )?;
         out.push(p);
 
@@ -291,11 +442,16 @@ fn draw_err(path: &Path, e: impl std::fmt::Display) -> Error {
 /// Size of every PNG written here, in pixels (width, height).
 pub const PNG_SIZE: (u32, u32) = (960, 800);
 
-/// Draws `hist` as a bar histogram into the PNG `path`, marking the fullest bin above 100.
-pub fn spectrum_png(path: &Path, hist: &Histogram, title: &str) -> Result<()> {
+/// Draws `hist` as a bar histogram into the PNG `path`, marking the fullest bin above 100
+/// ADU; `log` draws the counts on a logarithmic axis.
+///
+/// # Errors
+/// [`Error::Format`] naming `path` when plotters cannot draw or write the PNG (for example an
+/// unwritable directory).
+pub fn spectrum_png(path: &Path, hist: &Histogram, title: &str, log: bool) -> Result<()> {
     register_font()?;
     let e = |x: &dyn std::fmt::Display| draw_err(path, x);
-    let ymax = hist.counts.iter().copied().max().unwrap_or(0).max(1) as f64 * 1.1;
+    let cmax = hist.counts.iter().copied().max().unwrap_or(0).max(1) as f64;
     let root = BitMapBackend::new(path, PNG_SIZE).into_drawing_area();
     root.fill(&WHITE).map_err(|x| e(&x))?;
     let peak = hist.peak_from(100.0);
@@ -303,44 +459,19 @@ pub fn spectrum_png(path: &Path, hist: &Histogram, title: &str) -> Result<()> {
         Some(p) => format!("{title}; peak at {p:.0} ADU"),
         None => title.to_string(),
     };
-    let mut chart = ChartBuilder::on(&root)
-        .caption(caption, (FAMILY, 22))
-        .margin(20)
-        .margin_right(40)
-        .x_label_area_size(50)
-        .y_label_area_size(80)
-        .build_cartesian_2d(hist.min..hist.max, 0.0..ymax)
-        .map_err(|x| e(&x))?;
-    chart
-        .configure_mesh()
-        .x_label_formatter(&|v| format!("{v:.0}"))
-        .y_label_formatter(&|v| format!("{v:.0}"))
-        .x_desc("cluster sum (ADU)")
-        .y_desc(format!("clusters per {:.0} ADU bin", hist.bin_width()))
-        .label_style((FAMILY, 16))
-        .axis_desc_style((FAMILY, 18))
-        .draw()
-        .map_err(|x| e(&x))?;
-    let w = hist.bin_width();
-    chart
-        .draw_series(
-            hist.counts
-                .iter()
-                .enumerate()
-                .filter(|(_, c)| **c > 0)
-                .map(|(i, &c)| {
-                    let x0 = hist.min + i as f64 * w;
-                    Rectangle::new([(x0, 0.0), (x0 + w, c as f64)], BLUE.mix(0.7).filled())
-                }),
+    if log {
+        // Bars start at 0.5 so that a bin of one count is visible on the log axis.
+        draw_bars(
+            &root,
+            hist,
+            &caption,
+            (0.5..cmax * 2.0).log_scale(),
+            0.5,
+            cmax * 2.0,
         )
         .map_err(|x| e(&x))?;
-    if let Some(p) = peak {
-        chart
-            .draw_series(std::iter::once(PathElement::new(
-                vec![(p, 0.0), (p, ymax)],
-                RED.stroke_width(1),
-            )))
-            .map_err(|x| e(&x))?;
+    } else {
+        draw_bars(&root, hist, &caption, 0.0..cmax * 1.1, 0.0, cmax * 1.1).map_err(|x| e(&x))?;
     }
     let note = format!(
         "{} below {:.0}, {} above {:.0} ADU",
@@ -356,26 +487,68 @@ pub fn spectrum_png(path: &Path, hist: &Histogram, title: &str) -> Result<()> {
     Ok(())
 }
 
-/// Viridis-like colour map: `t` in `[0, 1]` from dark purple through teal to yellow.
+/// The spectrum's axes, bars and peak marker, on a linear or logarithmic count axis `y`
+/// whose bars start at `base` and whose marker reaches `top`.
+fn draw_bars<Y>(
+    root: &DrawingArea<BitMapBackend<'_>, Shift>,
+    hist: &Histogram,
+    caption: &str,
+    y: Y,
+    base: f64,
+    top: f64,
+) -> std::result::Result<(), String>
+where
+    Y: AsRangedCoord<Value = f64>,
+    Y::CoordDescType: ValueFormatter<f64>,
+{
+    let s = |x: &dyn std::fmt::Display| x.to_string();
+    let mut chart = ChartBuilder::on(root)
+        .caption(caption, (FAMILY, 22))
+        .margin(20)
+        .margin_right(40)
+        .x_label_area_size(50)
+        .y_label_area_size(80)
+        .build_cartesian_2d(hist.min..hist.max, y)
+        .map_err(|x| s(&x))?;
+    chart
+        .configure_mesh()
+        .x_label_formatter(&|v| format!("{v:.0}"))
+        .y_label_formatter(&|v| format!("{v:.0}"))
+        .x_desc("cluster sum (ADU)")
+        .y_desc(format!("clusters per {} ADU bin", num(hist.bin_width())))
+        .label_style((FAMILY, 16))
+        .axis_desc_style((FAMILY, 18))
+        .draw()
+        .map_err(|x| s(&x))?;
+    let w = hist.bin_width();
+    chart
+        .draw_series(
+            hist.counts
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| **c > 0)
+                .map(|(i, &c)| {
+                    let x0 = hist.min + i as f64 * w;
+                    Rectangle::new([(x0, base), (x0 + w, c as f64)], BLUE.mix(0.7).filled())
+                }),
+        )
+        .map_err(|x| s(&x))?;
+    if let Some(p) = hist.peak_from(100.0) {
+        chart
+            .draw_series(std::iter::once(PathElement::new(
+                vec![(p, base), (p, top)],
+                RED.stroke_width(1),
+            )))
+            .map_err(|x| s(&x))?;
+    }
+    Ok(())
+}
+
+/// The viridis colour map (plotters' [`ViridisRGB`]): `t` in `[0, 1]` from dark purple
+/// through teal to yellow; values outside are clamped and NaN is the low end.
 pub fn viridis(t: f64) -> RGBColor {
-    const LUT: [(u8, u8, u8); 9] = [
-        (68, 1, 84),
-        (71, 44, 122),
-        (59, 81, 139),
-        (44, 113, 142),
-        (33, 144, 141),
-        (39, 173, 129),
-        (92, 200, 99),
-        (170, 220, 50),
-        (253, 231, 37),
-    ];
     let t = if t.is_nan() { 0.0 } else { t.clamp(0.0, 1.0) };
-    let x = t * (LUT.len() - 1) as f64;
-    let i = (x as usize).min(LUT.len() - 2);
-    let f = x - i as f64;
-    let lerp = |a: u8, b: u8| (a as f64 + (b as f64 - a as f64) * f).round() as u8;
-    let (a, b) = (LUT[i], LUT[i + 1]);
-    RGBColor(lerp(a.0, b.0), lerp(a.1, b.1), lerp(a.2, b.2))
+    ViridisRGB::get_color(t)
 }
 
 /// A number with as many decimals as its size calls for.
@@ -399,6 +572,10 @@ fn quantile(sorted: &[f64], q: f64) -> f64 {
 /// into the PNG `path`, with a colour bar. The colour scale spans the 0.5 % .. 99.5 %
 /// quantiles (so a few hot pixels do not flatten the rest); the title gives min, median and
 /// max.
+///
+/// # Errors
+/// [`Error::Shape`] unless `values` holds `rows x cols >= 1` values; [`Error::Format`] naming
+/// `path` when plotters cannot draw or write the PNG.
 pub fn map_png(
     path: &Path,
     rows: usize,
@@ -545,9 +722,22 @@ mod tests {
 
     #[test]
     fn viridis_ends() {
-        assert_eq!(viridis(0.0), RGBColor(68, 1, 84));
-        assert_eq!(viridis(1.0), RGBColor(253, 231, 37));
-        assert_eq!(viridis(f64::NAN), RGBColor(68, 1, 84));
-        assert_eq!(viridis(7.0), RGBColor(253, 231, 37));
+        let (lo, hi) = (viridis(0.0), viridis(1.0));
+        assert_eq!(lo, RGBColor(68, 1, 84));
+        assert!(hi.0 > 240 && hi.1 > 220 && hi.2 < 60, "{hi:?}");
+        assert_eq!(viridis(f64::NAN), lo);
+        assert_eq!(viridis(7.0), hi);
+        assert_eq!(viridis(-1.0), lo);
+    }
+
+    #[test]
+    fn auto_range_pads_the_quantiles() {
+        let mut v: Vec<f64> = (0..=1000).map(f64::from).collect();
+        let (lo, hi) = auto_range(&mut v);
+        assert!((-60.0..0.0).contains(&lo), "{lo}");
+        assert!(hi > 1000.0 && hi <= 1060.0, "{hi}");
+        assert_eq!(auto_range(&mut []), (-200.0, 2000.0));
+        let (lo, hi) = auto_range(&mut [5.0, 5.0]);
+        assert!(lo < 5.0 && hi > 5.0);
     }
 }

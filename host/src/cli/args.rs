@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 use cluda::finder::select::DeviceChoice;
 use cluda::matcher::MatchVersion;
+use cluda::plot::SpectrumOptions;
 use cluda::{ClusterSize, Precision, ThresholdMode};
 
 /// What the summary line says.
@@ -116,9 +117,38 @@ pub struct FindArgs {
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
     /// Write PNG plots into DIR: spectrum.png, hitmap.png, pedestal_mean.png and
-    /// pedestal_noise.png (needs a TrueType font, e.g. fonts-dejavu-core).
+    /// pedestal_noise.png.
     #[arg(long, value_name = "DIR")]
     pub plot: Option<PathBuf>,
+    /// Options of the spectrum plot.
+    #[command(flatten)]
+    pub spectrum: SpectrumArgs,
+}
+
+/// Options of the PNG spectrum drawn with `--plot`, shared by `find` and `demo`.
+#[derive(Args, Debug)]
+pub struct SpectrumArgs {
+    /// Spectrum range in ADU, MIN:MAX (finite, MIN < MAX). Default: from the data's quantiles,
+    /// so that it follows the cluster size.
+    #[arg(long, value_parser = parse_range, allow_hyphen_values = true, value_name = "MIN:MAX")]
+    pub spectrum_range: Option<(f64, f64)>,
+    /// Spectrum bins, 1 ..= 100000.
+    #[arg(long, default_value_t = 400, value_parser = parse_bins, value_name = "N")]
+    pub spectrum_bins: usize,
+    /// Draw the spectrum's counts on a logarithmic axis.
+    #[arg(long)]
+    pub spectrum_log: bool,
+}
+
+impl SpectrumArgs {
+    /// The library's spectrum options.
+    pub fn options(&self) -> SpectrumOptions {
+        SpectrumOptions {
+            range: self.spectrum_range,
+            bins: self.spectrum_bins,
+            log: self.spectrum_log,
+        }
+    }
 }
 
 /// `cluda demo`.
@@ -145,6 +175,9 @@ pub struct DemoArgs {
     /// Write PNG plots into DIR (as `find --plot`).
     #[arg(long, value_name = "DIR")]
     pub plot: Option<PathBuf>,
+    /// Options of the spectrum plot.
+    #[command(flatten)]
+    pub spectrum: SpectrumArgs,
 }
 
 /// `cluda match`.
@@ -216,6 +249,38 @@ fn parse_device(s: &str) -> Result<DeviceChoice, String> {
     s.parse().map_err(|e: cluda::Error| e.to_string())
 }
 
+fn parse_range(s: &str) -> Result<(f64, f64), String> {
+    let (a, b) = s
+        .split_once(':')
+        .ok_or_else(|| format!("`{s}` is not a range; use MIN:MAX, e.g. -200:2000"))?;
+    let num = |v: &str| {
+        v.trim()
+            .parse::<f64>()
+            .map_err(|_| format!("`{v}` in `{s}` is not a number"))
+    };
+    let range = (num(a)?, num(b)?);
+    SpectrumOptions {
+        range: Some(range),
+        ..SpectrumOptions::default()
+    }
+    .validate()
+    .map_err(|e| e.to_string())?;
+    Ok(range)
+}
+
+fn parse_bins(s: &str) -> Result<usize, String> {
+    let bins: usize = s
+        .parse()
+        .map_err(|_| format!("`{s}` is not a whole number of bins"))?;
+    SpectrumOptions {
+        bins,
+        ..SpectrumOptions::default()
+    }
+    .validate()
+    .map_err(|e| e.to_string())?;
+    Ok(bins)
+}
+
 fn parse_version(s: &str) -> Result<MatchVersion, String> {
     s.parse().map_err(|e: cluda::Error| e.to_string())
 }
@@ -251,5 +316,14 @@ mod tests {
         assert_eq!(parse_threshold("frozen"), Ok(ThresholdMode::Frozen));
         assert_eq!(parse_version("v2"), Ok(MatchVersion::V2));
         assert!(parse_version("v4").unwrap_err().contains("v1, v2, v3, cpu"));
+        assert_eq!(parse_range("-200:2000"), Ok((-200.0, 2000.0)));
+        for bad in ["5", "1:1", "2:1", "a:3", "0:inf", "nan:1"] {
+            assert!(parse_range(bad).is_err(), "{bad}");
+        }
+        assert!(parse_range("2:1").unwrap_err().contains("spectrum-range"));
+        assert_eq!(parse_bins("100000"), Ok(100_000));
+        for bad in ["0", "100001", "-3", "x"] {
+            assert!(parse_bins(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -34,6 +34,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
             clusters: None,
             spectrum: Some(&mut spectrum),
             plots: args.plot.as_deref(),
+            plot_options: args.spectrum.options(),
         },
     )?;
     print_line(&summary.to_string())?;

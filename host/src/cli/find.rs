@@ -8,7 +8,7 @@ use cluda::engine::write_behind::WriteStats;
 use cluda::engine::{EngineConfig, EngineStats, find_stream};
 use cluda::finder::select::open_finder;
 use cluda::io::{AtomicFile, ClusterFileWriter, check_output, input_files};
-use cluda::plot::PlotAccumulator;
+use cluda::plot::{PlotAccumulator, SpectrumOptions};
 use cluda::{Error, FinderConfig, Frames, Result};
 
 use super::args::{FindArgs, FinderArgs};
@@ -41,6 +41,7 @@ pub fn run(args: &FindArgs) -> Result<()> {
             clusters: args.out.as_deref(),
             spectrum: None,
             plots: args.plot.as_deref(),
+            plot_options: args.spectrum.options(),
         },
     )?;
     print_line(&summary.to_string())
@@ -55,6 +56,8 @@ pub struct Outputs<'a> {
     pub spectrum: Option<&'a mut Spectrum>,
     /// A directory for the PNG plots ([`PlotAccumulator::finish`]).
     pub plots: Option<&'a Path>,
+    /// How the PNG spectrum is binned and drawn.
+    pub plot_options: SpectrumOptions,
 }
 
 /// The PNG files [`PlotAccumulator::finish`] writes, checked up front.
@@ -240,7 +243,10 @@ pub fn find_clusters(
         .map(ClusterFileWriter::create)
         .transpose()?;
     let pending = Pending(outputs.clusters);
-    let mut plot = outputs.plots.map(|_| PlotAccumulator::new(rows, cols));
+    let mut plot = outputs
+        .plots
+        .map(|_| PlotAccumulator::with_options(rows, cols, &outputs.plot_options))
+        .transpose()?;
     let chunk = chunk_frames(rows, cols);
     let (mut buf, mut numbers) = (Vec::new(), Vec::new());
 

@@ -27,22 +27,42 @@ pub trait ClusterFinder {
     fn device(&self) -> String;
 
     /// Pushes dark frames into the pedestal (all pixels of every frame).
+    ///
+    /// # Errors
+    /// [`crate::Error::Shape`] when the frames are not the configured `rows x cols`; a GPU
+    /// finder also returns CUDA errors ([`crate::Error::Cuda`],
+    /// [`crate::Error::OutOfDeviceMemory`]).
     fn push_pedestal(&mut self, frames: Frames<'_>) -> Result<()>;
 
     /// Whether the pedestal holds N frames, so clusters can be found.
     fn is_ready(&self) -> bool;
 
     /// A copy of the current pedestal (a GPU finder downloads its device state).
+    ///
+    /// # Errors
+    /// A GPU finder returns [`crate::Error::Cuda`] when the download fails.
     fn pedestal(&self) -> Result<Pedestal>;
 
     /// Replaces the pedestal (one saved earlier, or filled elsewhere); it must match the
     /// configuration (shape, window, precision), else nothing changes.
+    ///
+    /// # Errors
+    /// [`crate::Error::Shape`] or [`crate::Error::InvalidParameter`] when the pedestal does not
+    /// match the configuration (shape, window, precision); CUDA errors on a GPU finder.
     fn set_pedestal(&mut self, pedestal: Pedestal) -> Result<()>;
 
     /// Finds the clusters of every frame and hands each frame's clusters, borrowed, to `visit`
     /// in frame order, allocating nothing per frame. If `visit` fails, the frames before the
     /// failing one stay consumed (their pedestal updates are kept) and its error is returned
     /// as [`crate::Error::Visitor`] or as is.
+    ///
+    /// # Errors
+    /// * [`crate::Error::PedestalNotReady`] before the pedestal holds N frames;
+    /// * [`crate::Error::Shape`] when the frames are not `rows x cols`;
+    /// * [`crate::Error::ClusterLimit`] when a frame holds more clusters than a fixed cap (GPU);
+    /// * [`crate::Error::Visitor`] or the visitor's own error when `visit` fails;
+    /// * CUDA errors ([`crate::Error::Cuda`], [`crate::Error::OutOfDeviceMemory`]) on a GPU
+    ///   finder.
     fn find_each(
         &mut self,
         frames: Frames<'_>,
@@ -71,6 +91,9 @@ pub trait ClusterFinder {
     }
 
     /// Finds the clusters of every frame and returns them as one owned batch.
+    ///
+    /// # Errors
+    /// As [`ClusterFinder::find_each`].
     fn find(&mut self, frames: Frames<'_>) -> Result<ClusterBatch> {
         let mut batch = ClusterBatch::new(self.config().size);
         self.find_each(frames, &mut |fc| {

@@ -50,6 +50,11 @@ impl FromStr for DeviceChoice {
 /// `None`; ignored on the GPU). Returns the finder and a sentence saying which device was
 /// chosen and why. The finder is `Send`, so it can be moved to (or used from) another thread,
 /// e.g. one that runs without Python's GIL.
+///
+/// # Errors
+/// [`Error::NoGpu`] for [`DeviceChoice::Gpu`] without a usable GPU; the errors of
+/// [`CpuFinder::new`] or [`GpuFinder::new`] (an invalid configuration or thread count,
+/// CUDA errors).
 pub fn open_finder(
     config: FinderConfig,
     device: DeviceChoice,

@@ -72,6 +72,10 @@ impl<W: Write> ClusterFileWriter<W> {
     }
 
     /// Appends one frame's clusters under `frame_number`.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when writing fails; [`Error::Format`] when the frame holds more clusters
+    /// than the format's `i32` count can say.
     pub fn write_frame(&mut self, frame_number: i32, clusters: &FrameClusters<'_>) -> Result<()> {
         let n = u32::try_from(clusters.len()).map_err(|_| {
             Error::format(
@@ -104,6 +108,10 @@ impl<W: Write> ClusterFileWriter<W> {
     }
 
     /// Appends every frame of `batch`, numbering frame `i` as `first_frame_number + i`.
+    ///
+    /// # Errors
+    /// As [`ClusterFileWriter::write_frame`], and [`Error::Format`] naming the file when a frame
+    /// number would overflow `i32`.
     pub fn write_batch(&mut self, first_frame_number: i32, batch: &ClusterBatch) -> Result<()> {
         for fc in batch.iter_frames() {
             let number = i32::try_from(fc.frame)
@@ -135,6 +143,9 @@ impl<W: Write> ClusterFileWriter<W> {
 
     /// Flushes and returns the underlying writer (for a file from
     /// [`ClusterFileWriter::create`] use [`ClusterFileWriter::commit`], or nothing is kept).
+    ///
+    /// # Errors
+    /// [`Error::Io`] when flushing fails.
     pub fn finish(mut self) -> Result<W> {
         self.out.flush().map_err(|e| Error::io(&self.path, e))?;
         Ok(self.out)
@@ -142,6 +153,10 @@ impl<W: Write> ClusterFileWriter<W> {
 }
 
 /// Writes a whole batch to `path`, frame `i` numbered `first_frame_number + i`.
+///
+/// # Errors
+/// As [`ClusterFileWriter::create`], [`ClusterFileWriter::write_batch`] and
+/// [`ClusterFileWriter::finish`].
 pub fn write_cluster_file(
     path: &Path,
     first_frame_number: i32,
@@ -164,6 +179,9 @@ pub struct ClusterFileReader<R: Read> {
 
 impl ClusterFileReader<BufReader<File>> {
     /// Opens `path`, whose clusters are `size` (the file does not say).
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the file when it cannot be opened.
     pub fn open(path: &Path, size: ClusterSize) -> Result<Self> {
         let file = super::checks::open_regular(path)?;
         let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
@@ -195,6 +213,10 @@ impl<R: Read> ClusterFileReader<R> {
 
     /// Reads the next frame's records into `words` (replacing its contents) and returns its
     /// frame number, or `None` at the end of the file.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when a read fails; [`Error::Format`] naming the file when a frame is cut
+    /// short or declares a negative or impossible cluster count.
     pub fn next_frame(&mut self, words: &mut Vec<u32>) -> Result<Option<i32>> {
         words.clear();
         let left = self.len - self.offset;
@@ -247,6 +269,9 @@ impl<R: Read> ClusterFileReader<R> {
 
 /// Reads a whole cluster file of `size` clusters: the frame numbers and the clusters (frame
 /// `i` of the batch is the file's `i`-th frame).
+///
+/// # Errors
+/// As [`ClusterFileReader::open`] and [`ClusterFileReader::next_frame`].
 pub fn read_cluster_file(path: &Path, size: ClusterSize) -> Result<(Vec<i32>, ClusterBatch)> {
     let mut r = ClusterFileReader::open(path, size)?;
     let mut numbers = Vec::new();

@@ -14,6 +14,13 @@
 //! processed; [`NpyWriter`] writes them a chunk at a time. Written files are version 1.0
 //! (2.0 only if the header would not fit), little-endian, C order, with the header padded to
 //! a multiple of 64 bytes as NumPy does.
+//!
+//! Why a reader of its own rather than the `npyz` crate: reading a page-cached 2000 x 400 x
+//! 400 `uint16` file (640 MB) into a `Vec<u16>` took 1.3-1.5 s here against 2.7-2.8 s with
+//! `npyz` 0.9 (`NpyFile::into_vec`, element by element), on a shared 2-core machine. This
+//! module also reads frame stacks in chunks ([`NpyFrames`]), checks the declared size against
+//! the file's length before allocating, and words every error with the file and the faulty
+//! header field, which `npyz` does not do out of the box.
 
 use std::fs::File;
 use std::io::{Read, Write};
@@ -155,6 +162,11 @@ fn shape_text(shape: &[usize]) -> String {
 }
 
 /// Reads and parses the header of the `.npy` file at `path` (nothing else is read).
+///
+/// # Errors
+/// [`Error::Io`] when the file cannot be opened or read; [`Error::Format`] naming the file
+/// when it is not a `.npy` file cluda reads (magic, version, header dict, element type, order,
+/// shape, or a length that does not match the shape).
 pub fn read_header(path: &Path) -> Result<NpyHeader> {
     let mut file = super::checks::open_regular(path)?;
     let len = file_len(&file, path)?;
@@ -539,6 +551,9 @@ pub struct NpyArray<T> {
 
 impl NpyArray<u16> {
     /// The array as frames; it must be 3-D (`frames x rows x cols`).
+    ///
+    /// # Errors
+    /// [`Error::Shape`] unless the array is 3-D (`frames x rows x cols`) with rows and columns.
     pub fn as_frames(&self) -> Result<Frames<'_>> {
         match self.shape[..] {
             [f, r, c] => Frames::new(&self.data, f, r, c),
@@ -552,6 +567,10 @@ impl NpyArray<u16> {
 }
 
 /// Reads a whole array of element type `T` and any dimensionality (C order).
+///
+/// # Errors
+/// [`Error::Io`] or [`Error::Format`] as for [`read_header`], and [`Error::Format`] when the
+/// element type is not `T`.
 pub fn read_array<T: Element>(path: &Path) -> Result<NpyArray<T>> {
     let (mut file, h, n) = open_checked::<T>(path, &[0, 1, 2, 3, 4, 5, 6, 7, 8], "an array")?;
     let mut data = crate::memory::zeroed_vec::<T>(|| format!("reading {}", path.display()), n)?;
@@ -563,6 +582,10 @@ pub fn read_array<T: Element>(path: &Path) -> Result<NpyArray<T>> {
 }
 
 /// Reads a 2-D `float32` array (e.g. `n x 128` descriptors); shape is `[rows, cols]`.
+///
+/// # Errors
+/// [`Error::Io`] or [`Error::Format`] as for [`read_array`], and [`Error::Format`] unless the
+/// array is a 2-D `float32` matrix.
 pub fn read_f32_2d(path: &Path) -> Result<NpyArray<f32>> {
     let (mut file, h, n) = open_checked::<f32>(path, &[2], "a 2-D array (rows x cols)")?;
     let mut data = crate::memory::zeroed_vec::<f32>(|| format!("reading {}", path.display()), n)?;
@@ -575,6 +598,10 @@ pub fn read_f32_2d(path: &Path) -> Result<NpyArray<f32>> {
 
 /// Reads a whole `uint16` frame stack (3-D, or 2-D as one frame); shape is always
 /// `[frames, rows, cols]`. Use [`NpyFrames`] for files that should not be loaded whole.
+///
+/// # Errors
+/// [`Error::Io`] or [`Error::Format`] as for [`read_array`], and [`Error::Format`] unless the
+/// array is a 2-D or 3-D `uint16` stack.
 pub fn read_u16_frames(path: &Path) -> Result<NpyArray<u16>> {
     let mut r = NpyFrames::open(path)?;
     let shape = vec![r.len(), r.rows(), r.cols()];
@@ -602,6 +629,9 @@ pub struct NpyFrames {
 
 impl NpyFrames {
     /// Opens `path` and checks its header: `uint16`, C order, 3-D or 2-D (one frame).
+    ///
+    /// # Errors
+    /// [`Error::Io`] or [`Error::Format`] as for [`read_u16_frames`], from the header alone.
     pub fn open(path: &Path) -> Result<Self> {
         let (file, h, _) = open_checked::<u16>(
             path,
@@ -673,6 +703,10 @@ impl NpyFrames {
 
     /// Reads the next `min(max_frames, remaining())` frames into `buf` (resized to hold exactly
     /// them, reusing its allocation) and returns how many were read; 0 at the end.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when a read fails, [`Error::Format`] when the file is shorter than its
+    /// header said (it changed after [`NpyFrames::open`]).
     pub fn read_into(&mut self, max_frames: usize, buf: &mut Vec<u16>) -> Result<usize> {
         let n = max_frames.min(self.remaining());
         buf.clear();
@@ -751,6 +785,9 @@ impl NpyFrames {
     }
 
     /// Reads the next `min(max_frames, remaining())` frames into a new vector.
+    ///
+    /// # Errors
+    /// As [`NpyFrames::read_into`].
     pub fn read_chunk(&mut self, max_frames: usize) -> Result<Vec<u16>> {
         let mut buf = Vec::new();
         self.read_into(max_frames, &mut buf)?;
@@ -812,6 +849,9 @@ impl<T: Element> NpyWriter<T> {
     /// temporary name ([`AtomicFile`]) and appears under `path` only when
     /// [`NpyWriter::finish`] succeeds, so no `.npy` whose header promises data it lacks is
     /// ever left under the final name.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the file cannot be created or its header written.
     pub fn create(path: &Path, shape: &[usize]) -> Result<Self> {
         let expected = shape
             .iter()
@@ -837,6 +877,10 @@ impl<T: Element> NpyWriter<T> {
     }
 
     /// Appends elements (in C order); more than the shape declares is an error.
+    ///
+    /// # Errors
+    /// [`Error::Format`] naming the file when more elements are written than the header
+    /// declares (nothing is written); [`Error::Io`] when writing fails.
     pub fn write(&mut self, data: &[T]) -> Result<()> {
         if data.len() > self.expected - self.written {
             return Err(Error::format(
@@ -866,6 +910,10 @@ impl<T: Element> NpyWriter<T> {
     }
 
     /// Checks the element count, flushes and syncs the file and renames it into place.
+    ///
+    /// # Errors
+    /// [`Error::Format`] naming the file when fewer elements were written than the header
+    /// declares; [`Error::Io`] when flushing, syncing or renaming fails.
     pub fn finish(self) -> Result<()> {
         if self.written != self.expected {
             return Err(Error::format(
@@ -881,6 +929,10 @@ impl<T: Element> NpyWriter<T> {
 }
 
 /// Writes a whole C-order array; `data.len()` must equal the shape's element count.
+///
+/// # Errors
+/// [`Error::Shape`] when `data` does not hold the shape's elements; [`Error::Io`] when the
+/// file cannot be written.
 pub fn write_array<T: Element>(path: &Path, shape: &[usize], data: &[T]) -> Result<()> {
     let n = shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
     if n != Some(data.len()) {
@@ -900,6 +952,9 @@ pub fn write_array<T: Element>(path: &Path, shape: &[usize], data: &[T]) -> Resu
 }
 
 /// Writes `frames x rows x cols` `uint16` samples (C order) as a 3-D array.
+///
+/// # Errors
+/// As [`write_array`].
 pub fn write_u16_3d(
     path: &Path,
     frames: usize,
@@ -911,6 +966,9 @@ pub fn write_u16_3d(
 }
 
 /// Writes frames as a 3-D `uint16` array.
+///
+/// # Errors
+/// As [`write_array`].
 pub fn write_frames(path: &Path, frames: Frames<'_>) -> Result<()> {
     write_u16_3d(
         path,
@@ -922,11 +980,17 @@ pub fn write_frames(path: &Path, frames: Frames<'_>) -> Result<()> {
 }
 
 /// Writes a `rows x cols` `float32` matrix (C order).
+///
+/// # Errors
+/// As [`write_array`].
 pub fn write_f32_2d(path: &Path, rows: usize, cols: usize, data: &[f32]) -> Result<()> {
     write_array(path, &[rows, cols], data)
 }
 
 /// Writes a `rows x cols` `float64` matrix (C order).
+///
+/// # Errors
+/// As [`write_array`].
 pub fn write_f64_2d(path: &Path, rows: usize, cols: usize, data: &[f64]) -> Result<()> {
     write_array(path, &[rows, cols], data)
 }

@@ -19,6 +19,10 @@ pub trait FrameSource {
 
     /// Appends up to `n` frames (C order) to `frames` and their frame numbers to `numbers`;
     /// returns how many were appended, 0 at the end.
+    ///
+    /// # Errors
+    /// [`Error::Io`] or [`Error::Format`] naming the file when the input cannot be read or is
+    /// malformed.
     fn read_frames(
         &mut self,
         n: usize,
@@ -102,6 +106,9 @@ pub struct MemorySource {
 
 impl MemorySource {
     /// `data` holds whole `rows x cols` frames.
+    ///
+    /// # Errors
+    /// [`Error::Shape`] when `rows` or `cols` is 0 or `data` is not a whole number of frames.
     pub fn new(data: Vec<u16>, rows: usize, cols: usize) -> Result<Self> {
         let px = rows.checked_mul(cols).filter(|&p| p > 0).ok_or_else(|| {
             Error::shape(
@@ -169,6 +176,10 @@ pub fn is_raw_master(path: &Path) -> bool {
 
 /// Opens a raw acquisition by its master file; any other path is an
 /// [`Error::Format`] saying so (use [`open_frames_or`] to handle other formats).
+///
+/// # Errors
+/// [`Error::Format`] when `path` is not a raw master file; [`Error::Io`] or
+/// [`Error::Format`] naming the file when the master file or its data files cannot be read.
 pub fn open_frames(path: &Path) -> Result<Box<dyn FrameSource + Send>> {
     open_frames_or(path, |p| {
         Err(Error::format(
@@ -180,6 +191,9 @@ pub fn open_frames(path: &Path) -> Result<Box<dyn FrameSource + Send>> {
 
 /// Opens a raw acquisition by its master file, or hands any other path to `other` (e.g. the
 /// `.npy` reader wrapped in a [`MemorySource`]).
+///
+/// # Errors
+/// As [`open_frames`] for raw master files; otherwise whatever `other` returns.
 pub fn open_frames_or(
     path: &Path,
     other: impl FnOnce(&Path) -> Result<Box<dyn FrameSource + Send>>,

@@ -19,6 +19,10 @@ use crate::io::npy;
 /// The shape is checked from the header first, so a file of the wrong shape is reported as
 /// such (with its dtype) before its data length is looked at; dtype, order and length are then
 /// checked by [`npy::read_f32_2d`].
+///
+/// # Errors
+/// [`Error::Io`] or [`Error::Format`] as for [`crate::io::npy::read_f32_2d`], and
+/// [`Error::Format`] unless the matrix has 128 columns.
 pub fn read_descriptors(path: &Path) -> Result<Vec<Descriptor>> {
     let header = npy::read_header(path)?;
     if !matches!(header.shape[..], [_, DIM]) {
@@ -56,6 +60,9 @@ pub fn read_descriptors(path: &Path) -> Result<Vec<Descriptor>> {
 }
 
 /// Writes matches as one `(n, 2)` float64 `.npy` array: `[index, distance]` per left row.
+///
+/// # Errors
+/// [`Error::Io`] when the file cannot be written.
 pub fn write_matches(path: &Path, matches: &[Match]) -> Result<()> {
     let data: Vec<f64> = matches
         .iter()
@@ -65,6 +72,9 @@ pub fn write_matches(path: &Path, matches: &[Match]) -> Result<()> {
 }
 
 /// Writes descriptors as an `n x 128` float32 `.npy` file (tests, tools).
+///
+/// # Errors
+/// [`Error::Io`] when the file cannot be written.
 pub fn write_descriptors(path: &Path, rows: &[Descriptor]) -> Result<()> {
     npy::write_f32_2d(path, rows.len(), DIM, rows.as_flattened())
 }

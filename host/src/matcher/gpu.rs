@@ -4,10 +4,10 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use cudarc::cublas::CudaBlas;
 use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
 use cudarc::driver::{CudaEvent, CudaFunction, CudaSlice, CudaStream, LaunchConfig};
 
+use super::cublas::Blas;
 use super::tiling::V3Tiling;
 use super::{Descriptor, Match, MatchVersion, validate};
 use crate::cuda::Device;
@@ -37,7 +37,7 @@ pub struct GpuMatcher {
     /// allocations of hundreds of MiB cost more than the work they hold. See
     /// [`GpuMatcher::release_workspace`].
     pub(super) workspace: Vec<CudaSlice<f32>>,
-    pub(super) blas: Option<CudaBlas>,
+    pub(super) blas: Option<Blas>,
     pub(super) sms: usize,
     pub(super) tiling: V3Tiling,
 }

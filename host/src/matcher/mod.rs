@@ -1,4 +1,4 @@
-//! Nearest-neighbour descriptor matching (issue 6): for every left descriptor, the index of its
+//! Nearest-neighbour descriptor matching: for every left descriptor, the index of its
 //! nearest right descriptor in squared L2 distance, and that distance.
 //!
 //! Descriptors are 128 `f32`s. Four implementations, selected by [`MatchVersion`]:
@@ -26,6 +26,7 @@
 //! an empty `rhs` is an error (no neighbour exists). Both sides hold at most `u32::MAX` rows.
 
 pub mod cpu;
+pub mod cublas;
 mod files;
 mod gpu;
 mod tiling;
@@ -126,6 +127,11 @@ impl FromStr for MatchVersion {
 /// GPU versions open device 0 for this call (use [`GpuMatcher`] to keep one open across calls);
 /// without a GPU they return [`Error::NoGpu`]. See the module docs for the input rules and what
 /// the result holds.
+///
+/// # Errors
+/// [`Error::Shape`] or [`Error::InvalidParameter`] when the inputs break the rules above
+/// ([`validate`]); [`Error::NoGpu`] for a GPU version without a GPU (or, for V3, without
+/// cuBLAS); CUDA, cuBLAS or out-of-memory errors from the device.
 pub fn match_nearest(
     lhs: &[Descriptor],
     rhs: &[Descriptor],
@@ -144,6 +150,11 @@ pub fn match_nearest(
 }
 
 /// Checks both sides (see the module docs); `Ok` means every version can run on them.
+///
+/// # Errors
+/// [`Error::Shape`] for an empty `rhs` or more than `u32::MAX` rows;
+/// [`Error::InvalidParameter`] naming the side, row and dimension of a NaN, an infinity or a
+/// value beyond [`MAX_ABS_VALUE`].
 pub fn validate(lhs: &[Descriptor], rhs: &[Descriptor]) -> Result<()> {
     if rhs.is_empty() {
         return Err(Error::shape(

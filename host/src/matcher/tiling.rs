@@ -19,7 +19,7 @@ pub struct V3Tiling {
 impl Default for V3Tiling {
     /// 4096 x 16384 (256 MiB per tile buffer, two buffers), overlapped: GEMMs large enough for
     /// cuBLAS to run at full speed and rows long enough for the fold to stream (the fastest
-    /// bounded shape of the H200 sweep in `bench-results/2026-11-29-h200-matcher/`).
+    /// bounded shape of a sweep over tile shapes; see `docs/matcher.md`).
     fn default() -> Self {
         V3Tiling {
             rows: 4096,

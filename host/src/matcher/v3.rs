@@ -15,17 +15,17 @@
 //!
 //! The estimate `||b||^2 - 2 a.b` omits `||a||^2`, which is the same for a whole row.
 //!
-//! Deployment: cudarc (built for CUDA 12.8) loads `libcublas.so` or `libcublas.so.12` (and
-//! older), not `libcublas.so.13`; with a CUDA 13 toolkit put a directory holding
-//! `libcublas.so` (the toolkit's `lib64` has one) on `LD_LIBRARY_PATH`. Without cuBLAS, V3
-//! fails with [`Error::NoGpu`] naming it; V1 and V2 do not need it.
+//! cuBLAS is loaded at run time under the name the installed CUDA (11, 12 or 13) gives it; see
+//! [`super::cublas`] for the search. Without cuBLAS, V3 fails with [`Error::NoGpu`] naming the
+//! files tried; V1 and V2 do not need it.
 
 use std::sync::Arc;
 
-use cudarc::cublas::sys::{cublasMath_t, cublasOperation_t};
-use cudarc::cublas::{CudaBlas, Gemm, GemmConfig};
+use cudarc::cublas::GemmConfig;
+use cudarc::cublas::sys::cublasOperation_t;
 use cudarc::driver::{CudaSlice, CudaStream, PushKernelArg};
 
+use super::cublas::{Blas, CublasStatus};
 use super::gpu::{DeviceResult, GpuMatcher, cfg, warp_rows_grid};
 use crate::error::{CudaContextExt, Error, Result};
 
@@ -109,35 +109,18 @@ pub fn bare_sgemm_ms(
     Ok(times.get(times.len() / 2).copied().unwrap_or(f64::NAN))
 }
 
-fn blas_err(context: &str) -> impl FnOnce(cudarc::cublas::result::CublasError) -> Error + '_ {
+fn blas_err(context: &str) -> impl FnOnce(CublasStatus) -> Error + '_ {
     move |source| Error::Cublas {
         context: context.to_string(),
-        source,
+        source: Box::new(source),
     }
 }
 
 impl GpuMatcher {
     /// The cuBLAS handle on the matcher's stream, created on first use in pure FP32 mode.
-    fn blas(&mut self) -> Result<&CudaBlas> {
+    fn blas(&mut self) -> Result<&Blas> {
         if self.blas.is_none() {
-            // SAFETY: only tries to dlopen libcublas.
-            if !unsafe { cudarc::cublas::sys::is_culib_present() } {
-                return Err(Error::NoGpu(
-                    "v3 needs cuBLAS, but libcublas could not be loaded".into(),
-                ));
-            }
-            let blas = CudaBlas::new(self.stream.clone())
-                .map_err(blas_err("creating the cuBLAS handle"))?;
-            // SAFETY: a valid handle; CUBLAS_DEFAULT_MATH keeps SGEMM in FP32 (no TF32).
-            unsafe {
-                cudarc::cublas::sys::cublasSetMathMode(
-                    *blas.handle(),
-                    cublasMath_t::CUBLAS_DEFAULT_MATH,
-                )
-            }
-            .result()
-            .map_err(blas_err("setting cuBLAS's math mode to FP32"))?;
-            self.blas = Some(blas);
+            self.blas = Some(Blas::new(self.stream.clone())?);
         }
         self.blas
             .as_ref()

@@ -20,7 +20,7 @@ pub(crate) fn alloc_error(e: DriverError, what: &str, bytes: usize) -> Error {
     } else {
         Error::Cuda {
             context: format!("allocating {bytes} bytes for {what}"),
-            source: e,
+            source: Box::new(e),
         }
     }
 }

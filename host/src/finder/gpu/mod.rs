@@ -163,7 +163,7 @@ impl GpuFinder {
         }
         self.state
             .as_ref()
-            .ok_or_else(|| Error::NoGpu("the device pedestal is missing".into()))
+            .ok_or_else(|| Error::Internal("the device pedestal is missing".into()))
     }
 }
 
@@ -233,7 +233,7 @@ impl ClusterFinder for GpuFinder {
         } = self;
         let state = state
             .as_ref()
-            .ok_or_else(|| Error::NoGpu("the device pedestal is missing".into()))?;
+            .ok_or_else(|| Error::Internal("the device pedestal is missing".into()))?;
         self.device_newer = true;
         pipeline.run(state, frames, visit)
     }
