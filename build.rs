@@ -130,6 +130,9 @@ fn check_toolchain(channel: &str) -> PathBuf {
     );
     let mut cmd = Command::new("rustup");
     clean_env(&mut cmd);
+    // A missing toolchain is reported with the command to install it, not downloaded here.
+    cmd.env("RUSTUP_AUTO_INSTALL", "0")
+        .env_remove("RUST_BACKTRACE");
     let sysroot = match cmd
         .args(["run", channel, "rustc", "--print", "sysroot"])
         .output()
@@ -137,7 +140,11 @@ fn check_toolchain(channel: &str) -> PathBuf {
         Err(e) => fail(&format!("rustup could not be started ({e}): {hint}")),
         Ok(o) if !o.status.success() => fail(&format!(
             "`rustup run {channel} rustc` failed ({}): {hint}",
-            String::from_utf8_lossy(&o.stderr).trim()
+            String::from_utf8_lossy(&o.stderr)
+                .lines()
+                .next()
+                .unwrap_or_default()
+                .trim()
         )),
         Ok(o) => PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()),
     };
