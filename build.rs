@@ -88,6 +88,12 @@ fn main() {
         let ptx = out.join(format!("cluda_{name}.ptx"));
         std::fs::write(&ptx, with_launch_bounds(&text))
             .unwrap_or_else(|e| fail(&format!("writing {}: {e}", ptx.display())));
+        if name == "sm90" {
+            // The tuned module also under its earlier name, for scripts that read the PTX.
+            let old = out.join("cluda.ptx");
+            std::fs::copy(&ptx, &old)
+                .unwrap_or_else(|e| fail(&format!("writing {}: {e}", old.display())));
+        }
         println!(
             "cargo:rustc-env=CLUDA_PTX_{}_PATH={}",
             name.to_ascii_uppercase(),
