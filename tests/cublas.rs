@@ -1,3 +1,4 @@
+#![cfg(feature = "gpu")]
 //! cuBLAS loading (CPU-side): the search list covers CUDA 12 and 13, and a failed load names
 //! every file it tried. A separate test binary because the override is read once per process.
 

@@ -149,6 +149,7 @@ fn versions_parse() {
 
 #[test]
 fn gpu_versions_without_a_gpu_are_clear_errors() {
+    #[cfg(feature = "gpu")]
     if cluda::cuda::gpu_available() {
         return; // covered by matcher_gpu.rs
     }

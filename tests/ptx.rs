@@ -261,3 +261,37 @@ fn one_tile_run_kernels_carry_their_launch_bounds() {
         assert!(*maxntid && *minctas, "`{entry}` lacks its launch bounds");
     }
 }
+
+#[test]
+fn both_builds_hold_the_same_kernels_for_their_targets() {
+    use cluda::cuda::{PTX_BASELINE, PtxBuild, ptx_entries_of};
+    let mut tuned = ptx_entries_of(PTX);
+    let mut base = ptx_entries_of(PTX_BASELINE);
+    assert!(!tuned.is_empty());
+    tuned.sort_unstable();
+    base.sort_unstable();
+    assert_eq!(
+        tuned, base,
+        "the sm80 and sm90 builds differ in their entries"
+    );
+    let header = |ptx: &'static str, key: &str| {
+        ptx.lines()
+            .map(str::trim)
+            .find(|l| l.starts_with(key))
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert_eq!(header(PTX, ".target"), ".target sm_90");
+    assert_eq!(header(PTX, ".version"), ".version 8.0");
+    assert_eq!(header(PTX_BASELINE, ".target"), ".target sm_80");
+    assert_eq!(header(PTX_BASELINE, ".version"), ".version 7.0");
+    // Both carry the run kernels' launch bounds.
+    for b in PtxBuild::ALL {
+        let runs = ptx_entries_of(b.ptx())
+            .iter()
+            .filter(|e| e.starts_with("cluda_run1_"))
+            .count();
+        assert!(runs > 0);
+        assert_eq!(b.ptx().matches(".minnctapersm 5").count(), runs, "{b:?}");
+    }
+}

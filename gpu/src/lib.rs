@@ -1,14 +1,18 @@
 //! Device side of cluda: the per-pixel cluster-finding algorithm, written once, and the kernels.
 //!
-//! Everything outside [`kernels`] is plain `no_std` Rust that compiles both for the host (the
-//! CPU finder calls it) and for `nvptx64-nvidia-cuda` (the kernels call it), so the CPU and GPU
-//! finders perform the same floating-point operations in the same order. The top-level
-//! `build.rs` compiles this crate to PTX; the host crate embeds that PTX.
-#![cfg_attr(not(test), no_std)]
-#![feature(core_float_math)]
+//! Everything outside [`kernels`] is plain Rust using only `core` that compiles both for the
+//! host (the CPU finder calls it) and for `nvptx64-nvidia-cuda` (the kernels call it), so the
+//! CPU and GPU finders perform the same floating-point operations in the same order. The
+//! top-level `build.rs` compiles this crate to PTX with the pinned nightly; the host crate
+//! embeds that PTX.
+//!
+//! On the host the crate builds on stable Rust and links `std` (for `sqrt` and `mul_add`, see
+//! [`real`]); only the nvptx build is `no_std` and uses nightly features, so a stable crate can
+//! depend on cluda.
+#![cfg_attr(target_arch = "nvptx64", no_std)]
 #![cfg_attr(
     target_arch = "nvptx64",
-    feature(abi_ptx, stdarch_nvptx, asm_experimental_arch)
+    feature(abi_ptx, stdarch_nvptx, asm_experimental_arch, core_float_math)
 )]
 
 pub mod args;
@@ -21,7 +25,7 @@ pub mod real;
 #[cfg(target_arch = "nvptx64")]
 pub mod kernels;
 
-#[cfg(all(target_arch = "nvptx64", not(test)))]
+#[cfg(target_arch = "nvptx64")]
 #[panic_handler]
 fn panic(_: &core::panic::PanicInfo) -> ! {
     // A kernel must never unwind; trap makes the launch fail with an error the host sees.

@@ -4,6 +4,11 @@
 //! [`Real::round_half_away`]), so a function generic over [`Real`] performs the same roundings
 //! on the CPU and on the GPU. Multiply-add is never contracted implicitly: [`Real::fma`] is the
 //! only fused operation, and the PTX is emitted with contraction switched off.
+//!
+//! `sqrt` and `fma` go through `core`'s float math on nvptx (a nightly feature, the kernels
+//! are built with the pinned nightly anyway) and through `std` on the host (stable). Both
+//! lower to the same LLVM intrinsics (`llvm.sqrt`, `llvm.fma`), which are correctly rounded
+//! IEEE operations, so the results are identical on either side.
 
 use core::ops::{Add, Mul, Neg, Sub};
 
@@ -72,11 +77,19 @@ macro_rules! impl_real {
             }
             #[inline(always)]
             fn fma(a: Self, b: Self, c: Self) -> Self {
-                core::$t::math::mul_add(a, b, c)
+                #[cfg(target_arch = "nvptx64")]
+                let r = core::$t::math::mul_add(a, b, c);
+                #[cfg(not(target_arch = "nvptx64"))]
+                let r = $t::mul_add(a, b, c);
+                r
             }
             #[inline(always)]
             fn sqrt(self) -> Self {
-                core::$t::math::sqrt(self)
+                #[cfg(target_arch = "nvptx64")]
+                let r = core::$t::math::sqrt(self);
+                #[cfg(not(target_arch = "nvptx64"))]
+                let r = $t::sqrt(self);
+                r
             }
             #[inline(always)]
             fn max_cmp(self, other: Self) -> Self {

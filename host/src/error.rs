@@ -80,7 +80,8 @@ pub enum Error {
     /// No usable CUDA driver or device.
     #[error("no CUDA GPU available: {0}")]
     NoGpu(String),
-    /// A CUDA driver call failed.
+    /// A CUDA driver call failed (only with the `gpu` feature).
+    #[cfg(feature = "gpu")]
     #[error("CUDA error while {context}: {source}")]
     Cuda {
         /// What cluda was doing.
@@ -98,7 +99,8 @@ pub enum Error {
         /// Bytes requested.
         bytes: usize,
     },
-    /// The driver rejected cluda's PTX module or a kernel in it.
+    /// The driver rejected cluda's PTX module or a kernel in it (only with the `gpu` feature).
+    #[cfg(feature = "gpu")]
     #[error("loading the GPU kernels failed ({what}): {source}")]
     PtxLoad {
         /// What was being loaded (the module or a named kernel).
@@ -106,7 +108,8 @@ pub enum Error {
         /// The driver's error (its message names the CUDA error code).
         source: BoxedSource,
     },
-    /// A cuBLAS call failed.
+    /// A cuBLAS call failed (only with the `gpu` feature).
+    #[cfg(feature = "gpu")]
     #[error("cuBLAS error while {context}: {source}")]
     Cublas {
         /// What cluda was doing.
@@ -177,6 +180,14 @@ impl Error {
         }
     }
 
+    /// The [`Error::NoGpu`] of a cluda built without the `gpu` feature, for `what` (a device
+    /// choice or a GPU matcher version the caller asked for).
+    pub fn built_without_gpu(what: &str) -> Self {
+        Error::NoGpu(format!(
+            "{what} needs the GPU, but this cluda was built without the `gpu` feature (enable it: it is on by default)"
+        ))
+    }
+
     /// Shorthand for [`Error::Io`].
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Error::Io {
@@ -187,11 +198,13 @@ impl Error {
 }
 
 /// Attaches what cluda was doing to a CUDA driver error.
+#[cfg(feature = "gpu")]
 pub(crate) trait CudaContextExt<T> {
     /// Converts a driver error into [`Error::Cuda`] with `context`.
     fn cuda(self, context: &str) -> Result<T>;
 }
 
+#[cfg(feature = "gpu")]
 impl<T> CudaContextExt<T> for std::result::Result<T, cudarc::driver::DriverError> {
     fn cuda(self, context: &str) -> Result<T> {
         self.map_err(|source| Error::Cuda {

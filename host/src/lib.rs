@@ -60,7 +60,7 @@
 //! finder.find_each(data.as_frames()?, &mut |frame| {
 //!     out.write_frame(frame.frame as i32, &frame)
 //! })?;
-//! out.finish()?;
+//! out.commit()?;
 //! # Ok(())
 //! # }
 //! ```
@@ -77,10 +77,11 @@
 //! from a [`finder::select::DeviceChoice`] (`Auto` falls back to the CPU) and says why.
 //!
 //! ```no_run
+//! # #[cfg(feature = "gpu")]
+//! # fn main() -> cluda::Result<()> {
 //! use cluda::finder::select::{DeviceChoice, open_finder};
 //! use cluda::{ClusterFinder, FinderConfig, GpuFinder};
 //!
-//! # fn main() -> cluda::Result<()> {
 //! let config = FinderConfig::new(400, 400).pedestal_frames(1000);
 //! // Explicitly on the GPU (an error if there is none):
 //! let gpu = GpuFinder::new(config.clone())?;
@@ -90,6 +91,8 @@
 //! # let _ = gpu;
 //! # Ok(())
 //! # }
+//! # #[cfg(not(feature = "gpu"))]
+//! # fn main() {}
 //! ```
 //!
 //! # Modules
@@ -105,11 +108,22 @@
 //! * [`matcher`]: nearest-neighbour matching of 128-float descriptors (CPU and GPU).
 //! * [`cuda`]: CUDA driver detection and the embedded kernels.
 //! * [`error`]: the crate's [`Error`] type.
+//! * [`engine`]: the streaming engine: a reader thread, the finder and a write-behind sink,
+//!   overlapped with bounded memory.
+//!
+//! # Cargo features
+//!
+//! Cargo features (all on by default): `gpu` (the GPU finder and matcher, [`cuda`]; needs the
+//! pinned nightly through rustup to compile the kernels, see the README), `plot` ([`plot`],
+//! PNG plots) and `cli` (the `cluda` program). With `default-features = false` cluda is a
+//! CPU-only library that builds on stable Rust: the CPU finder, pedestals, the generator, the
+//! file formats and the CPU matcher; asking it for a GPU gives [`Error::NoGpu`].
 #![warn(missing_docs)]
 #![feature(portable_simd)] // lane masks of the CPU finder (std::simd, pinned nightly)
 
 pub mod cluster;
 pub mod config;
+#[cfg(feature = "gpu")]
 pub mod cuda;
 pub mod engine;
 pub mod error;
@@ -120,7 +134,9 @@ pub mod io;
 pub mod matcher;
 pub mod memory;
 pub mod pedestal;
+#[cfg(feature = "plot")]
 pub mod plot;
+#[cfg(feature = "gpu")]
 mod ptx_split;
 
 /// The README's code examples, compiled and run as doctests.
@@ -136,6 +152,8 @@ pub use ndarray;
 pub use cluster::{Cluster, ClusterBatch, ClusterRef, ClusterSize, FrameClusters};
 pub use config::{FinderConfig, Precision, ThresholdMode};
 pub use error::{Error, Result};
-pub use finder::{ClusterFinder, CpuFinder, gpu::GpuFinder};
+#[cfg(feature = "gpu")]
+pub use finder::gpu::GpuFinder;
+pub use finder::{ClusterFinder, CpuFinder};
 pub use frames::Frames;
 pub use pedestal::Pedestal;

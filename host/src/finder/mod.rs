@@ -1,6 +1,7 @@
 //! Cluster finders: the trait every device implements, and the CPU reference finder.
 
 pub mod cpu;
+#[cfg(feature = "gpu")]
 pub mod gpu;
 pub mod select;
 

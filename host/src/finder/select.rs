@@ -1,10 +1,14 @@
 //! Choosing the device a finder runs on: `--device auto|cpu|gpu`.
+//!
+//! Without the `gpu` feature, `gpu` is an [`Error::NoGpu`] saying so and `auto` picks the CPU.
 
 use std::str::FromStr;
 
 use crate::config::FinderConfig;
+#[cfg(feature = "gpu")]
 use crate::cuda;
 use crate::error::{Error, Result};
+#[cfg(feature = "gpu")]
 use crate::finder::gpu::GpuFinder;
 use crate::finder::{ClusterFinder, CpuFinder};
 
@@ -16,7 +20,8 @@ pub enum DeviceChoice {
     Auto,
     /// The CPU reference finder.
     Cpu,
-    /// The GPU finder; an error when no GPU is usable.
+    /// The GPU finder; an error when no GPU is usable or cluda was built without the `gpu`
+    /// feature.
     Gpu,
 }
 
@@ -71,11 +76,17 @@ pub fn open_finder(
         };
     match device {
         DeviceChoice::Cpu => cpu(config, "as requested".into()),
+        #[cfg(not(feature = "gpu"))]
+        DeviceChoice::Gpu => Err(Error::built_without_gpu("--device gpu")),
+        #[cfg(not(feature = "gpu"))]
+        DeviceChoice::Auto => cpu(config, "auto: built without the `gpu` feature".into()),
+        #[cfg(feature = "gpu")]
         DeviceChoice::Gpu => {
             let f = GpuFinder::new(config)?;
             let msg = format!("device: gpu ({}), as requested", f.gpu().name());
             Ok((Box::new(f), msg))
         }
+        #[cfg(feature = "gpu")]
         DeviceChoice::Auto => {
             if !cuda::driver_present() {
                 return cpu(config, "auto: no CUDA driver found".into());
@@ -116,5 +127,18 @@ mod tests {
         let (f, why) = open_finder(FinderConfig::new(8, 8), DeviceChoice::Auto, Some(1)).unwrap();
         assert!(why.starts_with("device: "), "{why}");
         assert!(why.contains(if f.device() == "cpu" { "cpu" } else { "gpu" }));
+    }
+
+    #[cfg(not(feature = "gpu"))]
+    #[test]
+    fn gpu_choice_without_the_feature_is_a_clear_error() {
+        let e = open_finder(FinderConfig::new(8, 8), DeviceChoice::Gpu, Some(1))
+            .err()
+            .expect("no gpu feature");
+        assert!(matches!(e, Error::NoGpu(_)), "{e}");
+        assert!(e.to_string().contains("`gpu` feature"), "{e}");
+        let (f, why) = open_finder(FinderConfig::new(8, 8), DeviceChoice::Auto, Some(1)).unwrap();
+        assert_eq!(f.device(), "cpu");
+        assert!(why.contains("`gpu` feature"), "{why}");
     }
 }

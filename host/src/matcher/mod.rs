@@ -11,7 +11,9 @@
 //! * [`MatchVersion::V3`]: GPU, tiles of `-2 A B^T` from cuBLAS SGEMM (pure FP32:
 //!   `CUBLAS_DEFAULT_MATH`, no TF32), folded tile by tile into each row's best four candidates
 //!   by a Rust kernel; the four are re-scored exactly and rows whose winner the GEMM's rounding
-//!   could have hidden are recomputed with V2 (see [`v3`]).
+//!   could have hidden are recomputed with V2 (see `v3`).
+//!
+//! The GPU versions need the `gpu` feature; without it they are [`Error::NoGpu`] errors.
 //!
 //! **What [`Match::distance`] holds**: for every version, the squared L2 distance of the
 //! returned pair computed directly as `sum((a_k - b_k)^2)` in `f32` (with fused multiply-adds on
@@ -26,12 +28,17 @@
 //! an empty `rhs` is an error (no neighbour exists). Both sides hold at most `u32::MAX` rows.
 
 pub mod cpu;
+#[cfg(feature = "gpu")]
 pub mod cublas;
 mod files;
+#[cfg(feature = "gpu")]
 mod gpu;
 mod tiling;
+#[cfg(feature = "gpu")]
 mod v1;
+#[cfg(feature = "gpu")]
 mod v2;
+#[cfg(feature = "gpu")]
 pub mod v3;
 
 use std::fmt;
@@ -40,9 +47,11 @@ use std::str::FromStr;
 use rayon::prelude::*;
 
 pub use files::{read_descriptors, write_descriptors, write_matches};
+#[cfg(feature = "gpu")]
 pub use gpu::{GpuMatcher, GpuRun};
 pub use tiling::V3Tiling;
 
+#[cfg(feature = "gpu")]
 use crate::cuda::Device;
 use crate::error::{Error, Result};
 
@@ -124,8 +133,8 @@ impl FromStr for MatchVersion {
 
 /// For each descriptor of `lhs`, its nearest descriptor in `rhs` (squared L2), with `version`.
 ///
-/// GPU versions open device 0 for this call (use [`GpuMatcher`] to keep one open across calls);
-/// without a GPU they return [`Error::NoGpu`]. See the module docs for the input rules and what
+/// GPU versions open device 0 for this call (use `GpuMatcher` to keep one open across calls);
+/// without a GPU, or in a cluda built without the `gpu` feature, they return [`Error::NoGpu`]. See the module docs for the input rules and what
 /// the result holds.
 ///
 /// # Errors
@@ -144,9 +153,16 @@ pub fn match_nearest(
     if lhs.is_empty() {
         return Ok(Vec::new());
     }
-    let device = Device::open(0)?;
-    let mut matcher = GpuMatcher::new(&device)?;
-    Ok(matcher.run(lhs, rhs, version)?.matches)
+    #[cfg(feature = "gpu")]
+    {
+        let device = Device::open(0)?;
+        let mut matcher = GpuMatcher::new(&device)?;
+        Ok(matcher.run(lhs, rhs, version)?.matches)
+    }
+    #[cfg(not(feature = "gpu"))]
+    Err(Error::built_without_gpu(&format!(
+        "matcher version {version}"
+    )))
 }
 
 /// Checks both sides (see the module docs); `Ok` means every version can run on them.
