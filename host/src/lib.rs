@@ -2,7 +2,6 @@
 //! written in Rust, bit-identical to its CPU reference; and nearest-neighbour descriptor
 //! matching.
 #![warn(missing_docs)]
-#![feature(portable_simd)] // lane masks of the CPU finder (std::simd, pinned nightly)
 
 pub mod cluster;
 pub mod config;
