@@ -188,8 +188,8 @@ pub(super) fn classify_chunk<
         for l in 0..LANES {
             push_ready(&mut pa[l], &mut pb[l], base[l], xs[l], inv);
         }
-        let na = R::select_bits(pedestal, &pa, &a);
-        let nb = R::select_bits(pedestal, &pb, &b);
+        let na = R::select_bits(isa, pedestal, &pa, &a);
+        let nb = R::select_bits(isa, pedestal, &pb, &b);
         store(isa, a_row, x0, n, &na);
         store(isa, b_row, x0, n, &nb);
     }

@@ -9,8 +9,11 @@
 //! - [`Unit::store_lanes`] and [`Unit::along_row_lanes`] are explicit vector loads and stores:
 //!   written lane by lane, a copy became a `memcpy` call and the overlapping loads at every
 //!   offset were merged into long shuffle chains.
-//! - [`Unit::select_bits`] and [`Unit::round_lanes`] are plain loops over fixed-size arrays:
-//!   LLVM vectorises them well in every build (masked moves, `vcvttpd2qq`, ...).
+//! - [`Unit::select_bits`] is a mask blend: as a plain loop it vectorised on its own, but in
+//!   the kernel its per-lane branches kept the pedestal update feeding it scalar (f32 about
+//!   2.5 times slower).
+//! - [`Unit::round_lanes`] is a plain loop over fixed-size arrays, which LLVM vectorises
+//!   (`vcvttps2qq`, ...).
 //!
 //! Intrinsics rather than a SIMD crate: `wide` picks its instructions when the crate is compiled
 //! (baseline SSE2 here), not in the AVX2 and AVX-512 builds chosen at run time, and `pulp` would
@@ -54,16 +57,12 @@ pub(crate) trait Unit: Real + Default + Send + Sync {
     ) -> Self;
 
     /// Lane `l` of `yes` where bit `l` of `bits` is set, else of `no`.
-    #[inline(always)]
-    fn select_bits(bits: u32, yes: &[Self; LANES], no: &[Self; LANES]) -> [Self; LANES] {
-        let mut out = *no;
-        for l in 0..LANES {
-            if bits >> l & 1 != 0 {
-                out[l] = yes[l];
-            }
-        }
-        out
-    }
+    fn select_bits<B: Build>(
+        isa: B,
+        bits: u32,
+        yes: &[Self; LANES],
+        no: &[Self; LANES],
+    ) -> [Self; LANES];
 
     /// [`Real::round_half_away`] of every lane, in a form that vectorises (the same operations
     /// lane by lane: truncate, exact remainder, round up at `>= 0.5`, saturate, sign).
@@ -101,6 +100,21 @@ macro_rules! impl_unit {
             #[inline(always)]
             fn eq_bits<B: Build>(_: B, a: &[Self; LANES], b: &[Self; LANES]) -> u32 {
                 by_isa!(B, $avx512, $avx2, eq_bits(a, b), bits(a, b, |x, y| x == y))
+            }
+            #[inline(always)]
+            fn select_bits<B: Build>(
+                _: B,
+                bits: u32,
+                yes: &[Self; LANES],
+                no: &[Self; LANES],
+            ) -> [Self; LANES] {
+                by_isa!(
+                    B,
+                    $avx512,
+                    $avx2,
+                    select_bits(bits, yes, no),
+                    std::array::from_fn(|l| if bits >> l & 1 != 0 { yes[l] } else { no[l] })
+                )
             }
             #[inline(always)]
             fn store_lanes<B: Build>(_: B, dst: &mut [Self], v: &[Self; LANES]) {
@@ -301,6 +315,16 @@ mod tests {
             assert_eq!(R::lt_bits(isa, &a, &b), R::lt_bits(Portable, &a, &b));
             assert_eq!(R::gt_bits(isa, &a, &b), R::gt_bits(Portable, &a, &b));
             assert_eq!(R::eq_bits(isa, &a, &b), R::eq_bits(Portable, &a, &b));
+            let bits = rng.random::<u32>() & 0xffff;
+            assert_eq!(
+                to_bits(&R::select_bits(isa, bits, &a, &b)),
+                to_bits(&R::select_bits(Portable, bits, &a, &b))
+            );
+            let want: Vec<u64> = (0..LANES)
+                .map(|l| if bits >> l & 1 != 0 { a[l] } else { b[l] })
+                .map(|x| x.to_f64().to_bits())
+                .collect();
+            assert_eq!(to_bits(&R::select_bits(isa, bits, &a, &b)), want);
             let mut dst = [R::ZERO; LANES + 3];
             R::store_lanes(isa, &mut dst[1..], &a);
             assert_eq!(to_bits(&dst[1..=LANES]), to_bits(&a));

@@ -92,6 +92,25 @@ macro_rules! lane_ops {
             unsafe { store(dst, load(v)) }
         }
 
+        /// See [`Unit::select_bits`](crate::finder::cpu::lanes::Unit::select_bits).
+        #[inline(always)]
+        pub(in crate::finder::cpu) unsafe fn select_bits(
+            bits: u32,
+            yes: &[$t; LANES],
+            no: &[$t; LANES],
+        ) -> [$t; LANES] {
+            let mut out = [0.0; LANES];
+            // SAFETY: as the caller.
+            unsafe {
+                let (yes, mut v) = (load(yes), load(no));
+                for i in 0..N {
+                    v[i] = blend(bits >> (i * W), v[i], yes[i]);
+                }
+                store(&mut out, v);
+            }
+            out
+        }
+
         /// `b` where `b > a`, else `a`, lane by lane ([`Real::max_of`]).
         #[inline(always)]
         unsafe fn max_of(a: $reg, b: $reg) -> $reg {
@@ -191,6 +210,13 @@ pub(super) mod avx512_f32 {
         _mm512_cmp_ps_mask::<OP>(a, b) as u32
     }
 
+    /// Lane `l` of `yes` where bit `l` of `bits` is set, else of `no`.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512dq")]
+    fn blend(bits: u32, no: __m512, yes: __m512) -> __m512 {
+        _mm512_mask_blend_ps(bits as u16, no, yes)
+    }
+
     lane_ops!(f32, __m512);
 }
 
@@ -237,6 +263,13 @@ pub(super) mod avx512_f64 {
     #[target_feature(enable = "avx512f,avx512dq")]
     fn cmp<const OP: i32>(a: __m512d, b: __m512d) -> u32 {
         _mm512_cmp_pd_mask::<OP>(a, b) as u32
+    }
+
+    /// Lane `l` of `yes` where bit `l` of `bits` is set, else of `no`.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512dq")]
+    fn blend(bits: u32, no: __m512d, yes: __m512d) -> __m512d {
+        _mm512_mask_blend_pd(bits as u8, no, yes)
     }
 
     lane_ops!(f64, __m512d);
@@ -287,6 +320,16 @@ pub(super) mod avx2_f32 {
         _mm256_movemask_ps(_mm256_cmp_ps::<OP>(a, b)) as u32
     }
 
+    /// Lane `l` of `yes` where bit `l` of `bits` is set, else of `no`.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn blend(bits: u32, no: __m256, yes: __m256) -> __m256 {
+        let lane_bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+        let set = _mm256_and_si256(_mm256_set1_epi32(bits as i32), lane_bit);
+        let mask = _mm256_castsi256_ps(_mm256_cmpeq_epi32(set, lane_bit));
+        _mm256_blendv_ps(no, yes, mask)
+    }
+
     lane_ops!(f32, __m256);
 }
 
@@ -333,6 +376,16 @@ pub(super) mod avx2_f64 {
     #[target_feature(enable = "avx2")]
     fn cmp<const OP: i32>(a: __m256d, b: __m256d) -> u32 {
         _mm256_movemask_pd(_mm256_cmp_pd::<OP>(a, b)) as u32
+    }
+
+    /// Lane `l` of `yes` where bit `l` of `bits` is set, else of `no`.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn blend(bits: u32, no: __m256d, yes: __m256d) -> __m256d {
+        let lane_bit = _mm256_setr_epi64x(1, 2, 4, 8);
+        let set = _mm256_and_si256(_mm256_set1_epi64x(bits as i64), lane_bit);
+        let mask = _mm256_castsi256_pd(_mm256_cmpeq_epi64(set, lane_bit));
+        _mm256_blendv_pd(no, yes, mask)
     }
 
     lane_ops!(f64, __m256d);
