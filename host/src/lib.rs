@@ -119,7 +119,6 @@
 //! CPU-only library that builds on stable Rust: the CPU finder, pedestals, the generator, the
 //! file formats and the CPU matcher; asking it for a GPU gives [`Error::NoGpu`].
 #![warn(missing_docs)]
-#![feature(portable_simd)] // lane masks of the CPU finder (std::simd, pinned nightly)
 
 pub mod cluster;
 pub mod config;

@@ -28,7 +28,10 @@
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use super::{Band, BandMaps, Job, Unit, band_pass_split};
+use super::Job;
+use super::band::{Band, BandMaps};
+use super::dispatch::band_pass_split;
+use super::lanes::Unit;
 use crate::cluster::FrameClusters;
 use crate::error::Result;
 use crate::pedestal::PixelMaps;
