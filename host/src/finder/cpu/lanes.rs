@@ -81,6 +81,9 @@ macro_rules! by_isa {
             super::dispatch::Isa::Avx2 => return unsafe { super::x86::$avx2::$f$(::<$s>)?($($arg),*) },
             super::dispatch::Isa::Portable => {}
         }
+        // (Elsewhere every build is portable.)
+        #[cfg(not(target_arch = "x86_64"))]
+        let _: super::dispatch::Isa = <$b as Build>::ISA;
         $portable
     }};
 }
