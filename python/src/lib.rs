@@ -403,7 +403,7 @@ impl PyClusterFinder {
         let map = py
             .allow_threads(|| lock(&self.finder).pedestal()?.mean_map())
             .map_err(to_py)?;
-        Ok(PyArray2::from_owned_array(py, map))
+        map_to_numpy(py, map)
     }
 
     /// The noise (standard deviation of the current window) of every pixel, float64.
@@ -411,7 +411,7 @@ impl PyClusterFinder {
         let map = py
             .allow_threads(|| lock(&self.finder).pedestal()?.std_map())
             .map_err(to_py)?;
-        Ok(PyArray2::from_owned_array(py, map))
+        map_to_numpy(py, map)
     }
 
     fn __repr__(&self) -> String {
@@ -761,4 +761,20 @@ fn _cluda(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("GpuMemoryError", py.get_type::<GpuMemoryError>())?;
     m.add("FileFormatError", py.get_type::<FileFormatError>())?;
     Ok(())
+}
+
+/// A `rows x cols` map as a float64 numpy array. Goes through a `Vec` (one copy of a small
+/// map) because the `numpy` crate and cluda may be built on different ndarray versions.
+fn map_to_numpy<'py>(
+    py: Python<'py>,
+    map: cluda::ndarray::Array2<f64>,
+) -> PyResult<Bound<'py, PyArray2<f64>>> {
+    let (rows, cols) = map.dim();
+    let (data, offset) = map.into_raw_vec_and_offset();
+    if offset.unwrap_or(0) != 0 || data.len() != rows * cols {
+        return Err(pyo3::exceptions::PyValueError::new_err(
+            "internal: a pedestal map is not a plain rows x cols array",
+        ));
+    }
+    Ok(PyArray1::from_vec(py, data).reshape([rows, cols])?)
 }
