@@ -251,7 +251,7 @@ fn run() -> Result<(), String> {
     }
     let bytes = warm(&data)? + warm(&ped)?;
     eprintln!("input: {bytes} bytes, in the page cache");
-    let gpu = o.devices.iter().any(|d| d == "gpu");
+    let gpu = o.devices.iter().any(|d| d.starts_with("gpu"));
 
     let mut md = String::new();
     let mut csv = String::from("size,device,output,frames,us_per_frame,wall_s\n");
@@ -271,7 +271,7 @@ fn run() -> Result<(), String> {
         md,
         "## Floors (same run)\n\n| floor | us/frame |\n|---|---:|"
     );
-    for dev in &o.devices {
+    for dev in o.devices.iter().filter(|d| !d.contains(':')) {
         let us = read_floor(&data, dev)?;
         let _ = writeln!(md, "| read into {dev} memory | {us:.2} |");
     }
@@ -297,9 +297,14 @@ fn run() -> Result<(), String> {
         for (kind, dir) in &outputs {
             let mut write_us = None;
             for dev in &o.devices {
-                let out = dir
-                    .as_ref()
-                    .map(|d| d.join(format!("cluda-user-path-{size}-{dev}.clust")));
+                let out = dir.as_ref().map(|d| {
+                    d.join(format!(
+                        "cluda-user-path-{size}-{}.clust",
+                        dev.replace(':', "-")
+                    ))
+                });
+                // `gpu:map` is the GPU with the zero-copy (mapped) input.
+                let (device, input) = dev.split_once(':').unwrap_or((dev.as_str(), "read"));
                 let mut args = vec![
                     "find".to_string(),
                     "--pedestal".into(),
@@ -309,7 +314,9 @@ fn run() -> Result<(), String> {
                     "--cluster".into(),
                     size.to_string(),
                     "--device".into(),
-                    dev.clone(),
+                    device.into(),
+                    "--input".into(),
+                    input.into(),
                     "--timing".into(),
                 ];
                 if let Some(p) = &out {
@@ -366,10 +373,11 @@ fn run() -> Result<(), String> {
                 );
             }
         }
-        // GPU and CPU files of the same size and output kind: identical bytes.
-        for pair in files.chunks(2) {
-            if let [(a, pa), (b, pb)] = pair {
-                let same = std::fs::read(pa).ok() == std::fs::read(pb).ok();
+        // Every file of the same size: the same bytes as the first.
+        if let Some((a, pa)) = files.first() {
+            let first = std::fs::read(pa).ok();
+            for (b, pb) in &files[1..] {
+                let same = first.is_some() && std::fs::read(pb).ok() == first;
                 let _ = writeln!(
                     md,
                     "\n{size}x{size}: cluster files of `{a}` and `{b}` identical: **{}**",

@@ -94,6 +94,12 @@ pub struct FinderArgs {
     /// bounds the run shows.
     #[arg(long)]
     pub timing: bool,
+    /// How a .npy input reaches the finder: `read` copies each chunk from the file into the
+    /// finder's memory (page-locked on a GPU) with several threads; `map` maps the file and
+    /// hands the finder the mapped pages themselves (page-locked in place on a GPU, so the
+    /// upload reads the page cache with no copy). Raw inputs are always read.
+    #[arg(long, default_value = "read", value_parser = ["read", "map"], value_name = "read|map")]
+    pub input: String,
 }
 
 /// `cluda find`.

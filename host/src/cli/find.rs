@@ -235,7 +235,9 @@ pub fn find_clusters(
         .pedestal_frames(n)
         .threshold(args.threshold)
         .precision(args.precision);
+    let opened = Instant::now();
     let (mut finder, note) = open_finder(config, args.device, args.threads)?;
+    let open_time = opened.elapsed();
     eprintln!("note: {note}");
     let stage = outputs.plots.map(PlotStage::create).transpose()?;
     let mut writer = outputs
@@ -250,6 +252,7 @@ pub fn find_clusters(
     let chunk = chunk_frames(rows, cols);
     let (mut buf, mut numbers) = (Vec::new(), Vec::new());
 
+    let pedestal_start = Instant::now();
     let bar = frames_bar(pedestal.len, "pedestal");
     let mut pushed = 0u64;
     loop {
@@ -278,11 +281,15 @@ pub fn find_clusters(
         ));
     }
     warn_gaps(pedestal);
+    let pedestal_time = pedestal_start.elapsed();
 
     let bar = frames_bar(data.len, "finding");
     let mut clusters = 0u64;
     let describe = &data.describe;
-    let engine = EngineConfig::for_frames(rows, cols);
+    let engine = EngineConfig {
+        map: args.input == "map",
+        ..EngineConfig::for_frames(rows, cols).capped(data.len)
+    };
     let stats = find_stream(
         finder.as_mut(),
         data.frames.as_mut(),
@@ -320,6 +327,13 @@ pub fn find_clusters(
     let busy = stats.wall + start.elapsed();
     if args.timing {
         let bytes = written.as_ref().map_or(0, |(_, w)| w.bytes);
+        eprintln!(
+            "timing: opening the device {:.3} s; pedestal {:.3} s ({} frames); frame ring {:.3} s",
+            open_time.as_secs_f64(),
+            pedestal_time.as_secs_f64(),
+            pedestal.len,
+            stats.alloc.as_secs_f64(),
+        );
         eprintln!(
             "{}",
             timing_line(&stats, written.as_ref().map(|(_, w)| w), busy, bytes)

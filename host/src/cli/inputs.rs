@@ -26,7 +26,7 @@ impl Input<'static> {
     /// `what` says which input it is (`pedestal`, `data`).
     pub fn open(path: &Path, what: &str) -> Result<Self> {
         let frames = open_frames_or(path, |p| {
-            Ok(Box::new(NpySource(NpyFrames::open(p)?)) as Box<dyn FrameSource + Send>)
+            Ok(Box::new(NpyFrames::open(p)?) as Box<dyn FrameSource + Send>)
         })?;
         Ok(Self {
             describe: format!("{what} file {}", path.display()),
@@ -60,45 +60,6 @@ impl Input<'static> {
             input.len = n;
         }
         Ok(input)
-    }
-}
-
-/// The frames of a `.npy` file, numbered from 0.
-struct NpySource(NpyFrames);
-
-impl FrameSource for NpySource {
-    fn rows(&self) -> usize {
-        self.0.rows()
-    }
-    fn cols(&self) -> usize {
-        self.0.cols()
-    }
-    fn remaining_hint(&self) -> u64 {
-        self.0.remaining() as u64
-    }
-    fn read_frames(
-        &mut self,
-        n: usize,
-        frames: &mut Vec<u16>,
-        numbers: &mut Vec<u64>,
-    ) -> Result<usize> {
-        let first = self.0.position() as u64;
-        let k = if frames.is_empty() {
-            // The usual case (the caller reuses one buffer): read straight into it.
-            self.0.read_into(n, frames)?
-        } else {
-            let chunk = self.0.read_chunk(n)?;
-            frames.extend_from_slice(&chunk);
-            chunk.len() / (self.0.rows() * self.0.cols())
-        };
-        numbers.extend(first..first + k as u64);
-        Ok(k)
-    }
-    fn fill(&mut self, dst: &mut [u16], numbers: &mut Vec<u64>) -> Result<usize> {
-        let first = self.0.position() as u64;
-        let k = self.0.fill(dst, cluda::engine::read_threads())?;
-        numbers.extend(first..first + k as u64);
-        Ok(k)
     }
 }
 

@@ -48,12 +48,12 @@ impl FrameStore for Vec<u16> {
     }
 }
 
-/// Threads that read one chunk of a file at once: enough to copy from the page cache at
-/// several times one core's speed, at most 8.
+/// Threads that read one chunk of a file at once: one per core, at most 16 (copying from the
+/// page cache is bound by memory bandwidth, which one core cannot use up).
 pub fn read_threads() -> usize {
     std::thread::available_parallelism()
         .map_or(1, |n| n.get())
-        .clamp(1, 8)
+        .clamp(1, 16)
 }
 
 /// How the engine reads ahead.
@@ -64,6 +64,10 @@ pub struct EngineConfig {
     /// Slots in the ring: chunks being read, waiting, or being found (at least 2, so that
     /// reading overlaps finding).
     pub slots: usize,
+    /// Zero-copy input: when the source can map its file ([`FrameSource::map_rest`]), hand
+    /// chunks of the map to the finder, page-locked in place on a GPU, instead of reading
+    /// them into the ring.
+    pub map: bool,
 }
 
 impl EngineConfig {
@@ -78,7 +82,18 @@ impl EngineConfig {
         Self {
             chunk: ((256usize << 20) / frame_bytes).clamp(1, 1024),
             slots: 3,
+            map: false,
         }
+    }
+
+    /// The same, with chunks no larger than an input of `frames` frames needs (a short run
+    /// allocates no more than it reads).
+    pub fn capped(mut self, frames: u64) -> Self {
+        self.chunk = self
+            .chunk
+            .min(usize::try_from(frames).unwrap_or(usize::MAX))
+            .max(1);
+        self
     }
 
     /// Checks the settings, naming the bad one.
@@ -130,13 +145,37 @@ pub struct EngineStats {
     pub find: Duration,
     /// Time in the visitor (the sink's share of `find`).
     pub visit: Duration,
-    /// Wall time of the whole run.
+    /// Time to allocate the ring's slots (page-locked memory on a GPU).
+    pub alloc: Duration,
+    /// Wall time of the whole run, allocation included.
     pub wall: Duration,
 }
 
-/// A slot on its way from the reader to the finder.
+/// Where a chunk's frames are.
+enum Chunk {
+    /// A slot of the ring, filled by the reader; it goes back to the reader afterwards.
+    Slot(Box<dyn FrameStore>),
+    /// A piece of a mapped file, page-locked while the guard lives (or not at all).
+    Mapped {
+        /// Dropped first (fields drop in order): unlocked before the map can go.
+        _pin: Option<Box<dyn Send>>,
+        map: std::sync::Arc<memmap2::Mmap>,
+        range: std::ops::Range<usize>,
+    },
+}
+
+impl Chunk {
+    fn samples(&self) -> &[u16] {
+        match self {
+            Chunk::Slot(s) => s.samples(),
+            Chunk::Mapped { map, range, .. } => bytemuck::cast_slice(&map[range.clone()]),
+        }
+    }
+}
+
+/// A chunk on its way from the reader to the finder.
 struct Filled {
-    store: Box<dyn FrameStore>,
+    chunk: Chunk,
     frames: usize,
     numbers: Vec<u64>,
 }
@@ -167,34 +206,70 @@ pub fn find_stream(
     config.validate(rows, cols)?;
     let pixels = rows * cols;
     let slot_len = config.chunk * pixels;
+    let start = Instant::now();
+    let mapped = if config.map { source.map_rest() } else { None };
     let mut stores = Vec::with_capacity(config.slots);
     for _ in 0..config.slots {
-        stores.push(finder.frame_store(slot_len)?);
+        stores.push(match mapped {
+            // Tokens only: the chunks are pieces of the map.
+            Some(_) => None,
+            None => Some(finder.frame_store(slot_len)?),
+        });
     }
-    let start = Instant::now();
-    let mut stats = EngineStats::default();
-    let (free_tx, free_rx) = std::sync::mpsc::sync_channel::<Box<dyn FrameStore>>(config.slots);
+    let mut stats = EngineStats {
+        alloc: start.elapsed(),
+        ..EngineStats::default()
+    };
+    let (free_tx, free_rx) =
+        std::sync::mpsc::sync_channel::<Option<Box<dyn FrameStore>>>(config.slots);
     let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<Result<Filled>>(config.slots);
     for s in stores {
         // The channel holds every slot: this cannot block or fail.
         let _ = free_tx.send(s);
     }
+    let pin = mapped.as_ref().and_then(|_| finder.host_pinner());
     let read = std::thread::scope(|scope| -> Result<(Duration, u64)> {
         let reader = std::thread::Builder::new()
             .name("cluda-reader".into())
             .spawn_scoped(scope, move || {
                 let (mut busy, mut bytes) = (Duration::ZERO, 0u64);
-                while let Ok(mut store) = free_rx.recv() {
+                let mut next_mapped = 0usize;
+                while let Ok(store) = free_rx.recv() {
                     let t = Instant::now();
                     let mut numbers = Vec::with_capacity(config.chunk);
-                    let got = source.fill(&mut store.samples_mut()[..slot_len], &mut numbers);
+                    let got = match (store, &mapped) {
+                        (Some(mut store), _) => source
+                            .fill(&mut store.samples_mut()[..slot_len], &mut numbers)
+                            .map(|k| (k, Chunk::Slot(store))),
+                        (None, Some(m)) => {
+                            let k = config.chunk.min(m.frames - next_mapped);
+                            let from = m.offset + next_mapped * pixels * 2;
+                            let range = from..from + k * pixels * 2;
+                            let first = m.first_number + next_mapped as u64;
+                            numbers.extend(first..first + k as u64);
+                            next_mapped += k;
+                            let guard = match (k, &pin) {
+                                (0, _) | (_, None) => None,
+                                (_, Some(pin)) => pin(m.map[range.clone()].as_ptr(), range.len()),
+                            };
+                            Ok((
+                                k,
+                                Chunk::Mapped {
+                                    _pin: guard,
+                                    map: m.map.clone(),
+                                    range,
+                                },
+                            ))
+                        }
+                        (None, None) => Ok((0, Chunk::Slot(Box::new(Vec::new())))),
+                    };
                     busy += t.elapsed();
                     let msg = match got {
-                        Ok(0) => break,
-                        Ok(k) => {
+                        Ok((0, _)) => break,
+                        Ok((k, chunk)) => {
                             bytes += (k * pixels * 2) as u64;
                             Ok(Filled {
-                                store,
+                                chunk,
                                 frames: k,
                                 numbers,
                             })
@@ -228,7 +303,7 @@ pub fn find_stream(
 fn consume(
     finder: &mut dyn ClusterFinder,
     full: &std::sync::mpsc::Receiver<Result<Filled>>,
-    free: &std::sync::mpsc::SyncSender<Box<dyn FrameStore>>,
+    free: &std::sync::mpsc::SyncSender<Option<Box<dyn FrameStore>>>,
     pixels: usize,
     visit: &mut dyn FnMut(u64, FrameClusters<'_>) -> Result<()>,
     stats: &mut EngineStats,
@@ -242,7 +317,7 @@ fn consume(
         stats.waited_for_input += t.elapsed();
         let filled = msg?;
         let k = filled.frames;
-        let samples = &filled.store.samples()[..k * pixels];
+        let samples = &filled.chunk.samples()[..k * pixels];
         let t = Instant::now();
         let mut visiting = Duration::ZERO;
         let numbers = &filled.numbers;
@@ -256,8 +331,13 @@ fn consume(
         stats.find += t.elapsed();
         stats.visit += visiting;
         stats.frames += k as u64;
-        // The reader may have stopped (end of input): the slot is simply dropped then.
-        let _ = free.send(filled.store);
+        // The reader may have stopped (end of input): the slot is simply dropped then. A
+        // mapped chunk is unpinned here; its token lets the reader map the next one.
+        let back = match filled.chunk {
+            Chunk::Slot(s) => Some(s),
+            Chunk::Mapped { .. } => None,
+        };
+        let _ = free.send(back);
     }
 }
 
@@ -305,7 +385,11 @@ mod tests {
             let stats = find_stream(
                 &mut f,
                 &mut src,
-                EngineConfig { chunk, slots },
+                EngineConfig {
+                    chunk,
+                    slots,
+                    map: false,
+                },
                 &mut |n, fc| {
                     got.push((n, fc.words().to_vec()));
                     Ok(())
@@ -330,7 +414,11 @@ mod tests {
         let e = find_stream(
             &mut f,
             &mut src,
-            EngineConfig { chunk: 3, slots: 2 },
+            EngineConfig {
+                chunk: 3,
+                slots: 2,
+                map: false,
+            },
             &mut |n, _| {
                 seen += 1;
                 if n == 7 {
@@ -352,12 +440,27 @@ mod tests {
         let dark = g.frames(0, 50, false);
         let mut f = finder(rows, cols, &dark);
         let cases = [
-            (EngineConfig { chunk: 0, slots: 2 }, "chunk"),
-            (EngineConfig { chunk: 1, slots: 1 }, "slots"),
+            (
+                EngineConfig {
+                    chunk: 0,
+                    slots: 2,
+                    map: false,
+                },
+                "chunk",
+            ),
+            (
+                EngineConfig {
+                    chunk: 1,
+                    slots: 1,
+                    map: false,
+                },
+                "slots",
+            ),
             (
                 EngineConfig {
                     chunk: usize::MAX / 4,
                     slots: 2,
+                    map: false,
                 },
                 "chunk",
             ),
@@ -371,10 +474,56 @@ mod tests {
         let e = find_stream(
             &mut f,
             &mut other,
-            EngineConfig { chunk: 1, slots: 2 },
+            EngineConfig {
+                chunk: 1,
+                slots: 2,
+                map: false,
+            },
             &mut |_, _| Ok(()),
         )
         .expect_err("shape");
         assert!(e.to_string().contains("8 x 16"), "{e}");
+    }
+
+    /// A `.npy` file through the engine, read in place and mapped, gives what one call over
+    /// its frames gives, with its frame numbers, for chunks that do and do not divide it.
+    #[test]
+    fn a_npy_file_read_or_mapped_gives_the_same_clusters() {
+        let (rows, cols) = (20, 36);
+        let g = Generator::new(GenConfig::new(rows, cols, 11)).expect("generator");
+        let dark = g.frames(0, 50, false);
+        let data = g.frames(50, 17, true);
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("d.npy");
+        crate::io::npy::write_u16_3d(&path, 17, rows, cols, &data).expect("write");
+        let mut want = Vec::new();
+        finder(rows, cols, &dark)
+            .find_each(
+                Frames::new(&data, 17, rows, cols).expect("frames"),
+                &mut |fc| {
+                    want.push((fc.frame as u64, fc.words().to_vec()));
+                    Ok(())
+                },
+            )
+            .expect("find");
+        for map in [false, true] {
+            for chunk in [1, 5, 17, 40] {
+                let mut f = finder(rows, cols, &dark);
+                let mut src = crate::io::NpyFrames::open(&path).expect("open");
+                let mut got = Vec::new();
+                let cfg = EngineConfig {
+                    chunk,
+                    slots: 2,
+                    map,
+                };
+                find_stream(&mut f, &mut src, cfg, &mut |n, fc| {
+                    got.push((n, fc.words().to_vec()));
+                    Ok(())
+                })
+                .expect("stream");
+                assert!(got == want, "map {map}, chunk {chunk}");
+                assert_eq!(src.remaining(), 0);
+            }
+        }
     }
 }

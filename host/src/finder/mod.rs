@@ -14,6 +14,12 @@ use crate::pedestal::Pedestal;
 
 pub use cpu::CpuFinder;
 
+/// Page-locks `bytes` bytes at a pointer until the returned guard is dropped; `None` when the
+/// driver refuses (the memory is then used as it is). The memory must stay mapped while the
+/// guard lives.
+pub type HostPinner =
+    std::sync::Arc<dyn Fn(*const u8, usize) -> Option<Box<dyn Send>> + Send + Sync>;
+
 /// What every cluster finder (CPU or GPU) offers, so callers switch devices without changing
 /// code.
 ///
@@ -75,20 +81,22 @@ pub trait ClusterFinder {
     /// ([`crate::engine`]) reads frames straight into it.
     ///
     /// # Errors
-    /// [`crate::Error::Param`] when the memory cannot be allocated.
+    /// [`crate::Error::TooLarge`] when the memory is not available.
     fn frame_store(&self, samples: usize) -> Result<Box<dyn FrameStore>> {
-        let mut v: Vec<u16> = Vec::new();
-        v.try_reserve_exact(samples).map_err(|_| {
-            crate::Error::param(
-                "frames",
-                format!(
-                    "cannot allocate {} bytes for frames",
-                    samples.saturating_mul(2)
-                ),
-            )
-        })?;
-        v.resize(samples, 0);
-        Ok(Box::new(v))
+        crate::memory::check(
+            || format!("{samples} frame samples"),
+            (samples as u64).saturating_mul(2),
+        )?;
+        // Zeroed by the allocator: pages are touched only when frames are read into them.
+        Ok(Box::new(vec![0u16; samples]))
+    }
+
+    /// A function that page-locks host memory for this finder, when it reads page-locked
+    /// memory faster (a GPU finder: its uploads then read that memory directly); `None` when
+    /// it does not need it. The engine's zero-copy input locks each chunk of a mapped file
+    /// with it, on its reader thread, and drops the guard (unlocking) before the memory goes.
+    fn host_pinner(&self) -> Option<HostPinner> {
+        None
     }
 
     /// Finds the clusters of every frame and returns them as one owned batch.

@@ -14,4 +14,6 @@ pub use cluster_file::{
     ClusterFileReader, ClusterFileWriter, read_cluster_file, write_cluster_file,
 };
 pub use npy::{NpyArray, NpyFrames, NpyWriter, read_f32_2d, read_u16_frames, write_u16_3d};
-pub use source::{FrameSource, MemorySource, is_raw_master, open_frames, open_frames_or};
+pub use source::{
+    FrameSource, MappedFrames, MemorySource, is_raw_master, open_frames, open_frames_or,
+};

@@ -784,6 +784,35 @@ impl NpyFrames {
         Ok(n)
     }
 
+    /// Every frame not read yet as a read-only memory map of the file (see
+    /// [`crate::io::FrameSource::map_rest`]); `None`, with nothing consumed, when the file's
+    /// byte order is not the host's or it cannot be mapped.
+    ///
+    /// The map shows the file as it is: a file changed by another program while it is mapped
+    /// changes the frames read (as a file changed during a read would).
+    pub fn map_rest(&mut self) -> Option<crate::io::source::MappedFrames> {
+        if self.swap || self.remaining() == 0 {
+            return None;
+        }
+        let pixels = self.rows * self.cols;
+        let offset = usize::try_from(self.data_offset).ok()? + self.next * pixels * 2;
+        // SAFETY: a read-only shared map of a regular file (checked at open); see above for
+        // what a concurrent writer can do.
+        let map = unsafe { memmap2::Mmap::map(&self.file) }.ok()?;
+        let frames = self.remaining();
+        if map.len() < offset + frames * pixels * 2 || !offset.is_multiple_of(2) {
+            return None;
+        }
+        let first_number = self.next as u64;
+        self.next = self.frames;
+        Some(crate::io::source::MappedFrames {
+            map: std::sync::Arc::new(map),
+            offset,
+            frames,
+            first_number,
+        })
+    }
+
     /// Reads the next `min(max_frames, remaining())` frames into a new vector.
     ///
     /// # Errors

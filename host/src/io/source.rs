@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+use super::npy::NpyFrames;
 use super::raw::{GapReport, RawReader};
 use crate::error::{Error, Result};
 
@@ -46,6 +47,15 @@ pub trait FrameSource {
         Ok(k)
     }
 
+    /// Every frame not read yet, as one read-only memory map of the file, when the source can
+    /// give one (a `.npy` in host byte order); the source is then at its end. The engine's
+    /// zero-copy input hands chunks of the map to the finder, which page-locks them in place
+    /// (the GPU then reads the page cache directly) instead of copying them. `None` (the
+    /// default) when the source cannot; it is then unchanged.
+    fn map_rest(&mut self) -> Option<MappedFrames> {
+        None
+    }
+
     /// What went wrong in the input so far (missing or partial frames), for a person; `None`
     /// when the source cannot lose frames.
     fn report(&self) -> Option<String> {
@@ -57,6 +67,19 @@ pub trait FrameSource {
     fn gaps(&self) -> Option<&GapReport> {
         None
     }
+}
+
+/// Frames in a read-only memory map of their file (see [`FrameSource::map_rest`]).
+#[derive(Clone, Debug)]
+pub struct MappedFrames {
+    /// The file's map.
+    pub map: std::sync::Arc<memmap2::Mmap>,
+    /// Byte offset of the first frame in the map (a multiple of 2).
+    pub offset: usize,
+    /// Frames from there.
+    pub frames: usize,
+    /// Frame number of the first of them.
+    pub first_number: u64,
 }
 
 impl FrameSource for RawReader {
@@ -92,6 +115,46 @@ impl FrameSource for RawReader {
 
     fn gaps(&self) -> Option<&GapReport> {
         Some(RawReader::report(self))
+    }
+}
+
+/// The frames of a `.npy` file, numbered from 0, read in place by several threads (or mapped).
+impl FrameSource for NpyFrames {
+    fn rows(&self) -> usize {
+        NpyFrames::rows(self)
+    }
+    fn cols(&self) -> usize {
+        NpyFrames::cols(self)
+    }
+    fn remaining_hint(&self) -> u64 {
+        self.remaining() as u64
+    }
+    fn read_frames(
+        &mut self,
+        n: usize,
+        frames: &mut Vec<u16>,
+        numbers: &mut Vec<u64>,
+    ) -> Result<usize> {
+        let first = self.position() as u64;
+        let k = if frames.is_empty() {
+            // The usual case (the caller reuses one buffer): read straight into it.
+            self.read_into(n, frames)?
+        } else {
+            let chunk = self.read_chunk(n)?;
+            frames.extend_from_slice(&chunk);
+            chunk.len() / (NpyFrames::rows(self) * NpyFrames::cols(self))
+        };
+        numbers.extend(first..first + k as u64);
+        Ok(k)
+    }
+    fn map_rest(&mut self) -> Option<MappedFrames> {
+        NpyFrames::map_rest(self)
+    }
+    fn fill(&mut self, dst: &mut [u16], numbers: &mut Vec<u64>) -> Result<usize> {
+        let first = self.position() as u64;
+        let k = NpyFrames::fill(self, dst, crate::engine::read_threads())?;
+        numbers.extend(first..first + k as u64);
+        Ok(k)
     }
 }
 

@@ -198,6 +198,10 @@ pub(crate) struct Registration {
     ctx: Arc<CudaContext>,
 }
 
+// SAFETY: the registration only names pages and a context; unregistering from another
+// thread (with the context bound) is what the driver API allows.
+unsafe impl Send for Registration {}
+
 impl Registration {
     /// Page-locks the pages holding `[ptr, ptr + bytes)`, or `None` when the driver refuses.
     pub fn new(ctx: &Arc<CudaContext>, ptr: *const u8, bytes: usize) -> Option<Self> {

@@ -186,6 +186,13 @@ impl ClusterFinder for GpuFinder {
         format!("gpu ({})", self.device.name())
     }
 
+    fn host_pinner(&self) -> Option<crate::finder::HostPinner> {
+        let ctx = self.device.context().clone();
+        Some(std::sync::Arc::new(move |ptr, bytes| {
+            buffers::Registration::new(&ctx, ptr, bytes).map(|r| Box::new(r) as Box<dyn Send>)
+        }))
+    }
+
     /// Page-locked memory, so that uploads from it run at DMA speed with no registration.
     fn frame_store(&self, samples: usize) -> Result<Box<dyn crate::engine::FrameStore>> {
         let cols = self.config.cols.max(1);
