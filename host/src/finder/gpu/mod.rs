@@ -9,6 +9,7 @@
 pub mod settings;
 
 mod buffers;
+mod input;
 mod launch;
 mod pipeline;
 
@@ -243,6 +244,28 @@ impl ClusterFinder for GpuFinder {
             .ok_or_else(|| Error::Internal("the device pedestal is missing".into()))?;
         self.device_newer = true;
         pipeline.run(state, frames, visit)
+    }
+
+    /// One pipeline through all the feed's chunks: chunk i+1's uploads are queued before
+    /// chunk i's results are collected, and no chunk boundary waits for the GPU. A chunk goes
+    /// back to the feed once its last frames' results are in and their room is checked
+    /// (before they are visited); the finder holds at most as many chunks as it has chunks
+    /// in flight (`depth`). Chunks that are not page-locked are registered while held (with
+    /// [`InputMode::Registered`], as for `find_each`).
+    fn find_feed(
+        &mut self,
+        feed: &mut dyn crate::engine::FrameFeed,
+        visit: &mut dyn FnMut(FrameClusters<'_>) -> Result<()>,
+    ) -> Result<()> {
+        self.push_state()?;
+        let Self {
+            pipeline, state, ..
+        } = self;
+        let state = state
+            .as_ref()
+            .ok_or_else(|| Error::Internal("the device pedestal is missing".into()))?;
+        self.device_newer = true;
+        pipeline.run_feed(state, feed, visit)
     }
 }
 
