@@ -121,7 +121,10 @@ impl<'a> ChunkedFeed<'a> {
         if let Some(s) = stores.iter().find(|s| s.samples().len() < need) {
             return Err(Error::param(
                 "stores",
-                format!("a store of {} samples, chunks need {need}", s.samples().len()),
+                format!(
+                    "a store of {} samples, chunks need {need}",
+                    s.samples().len()
+                ),
             ));
         }
         if !data.len().is_multiple_of(frame_len) {
@@ -335,7 +338,11 @@ mod tests {
         r.expect("chunked");
         assert!(got == want);
         assert_eq!(feed.outstanding(), 0);
-        assert_eq!(feed.most_outstanding(), 1, "the CPU holds one chunk at a time");
+        assert_eq!(
+            feed.most_outstanding(),
+            1,
+            "the CPU holds one chunk at a time"
+        );
     }
 
     /// A feed error stops the stream after every frame lent before it; a visitor error keeps
@@ -347,7 +354,11 @@ mod tests {
         let mut f = finder(&dark);
         let mut feed = Script::new(&data, &sizes, Some(2));
         let (r, got) = run_feed(&mut f, &mut feed, None);
-        assert!(r.expect_err("feed error").to_string().contains("the input broke"));
+        assert!(
+            r.expect_err("feed error")
+                .to_string()
+                .contains("the input broke")
+        );
         let (want, ped) = reference(&dark, &data, 11, None);
         assert!(got == want);
         assert_eq!(f.pedestal().expect("pedestal"), ped);
@@ -360,7 +371,11 @@ mod tests {
             assert!(r.is_err());
             let (want, ped) = reference(&dark, &data, 30, Some(fail));
             assert!(got == want, "visitor fails at {fail}");
-            assert_eq!(f.pedestal().expect("pedestal"), ped, "visitor fails at {fail}");
+            assert_eq!(
+                f.pedestal().expect("pedestal"),
+                ped,
+                "visitor fails at {fail}"
+            );
             assert_eq!(feed.out, feed.back);
         }
     }
@@ -369,7 +384,9 @@ mod tests {
     /// refused by name.
     #[test]
     fn bad_chunks_are_refused() {
-        let e = FedChunk::new(Box::new(vec![0u16; 10]), 2, 6).err().expect("too small");
+        let e = FedChunk::new(Box::new(vec![0u16; 10]), 2, 6)
+            .err()
+            .expect("too small");
         assert!(e.to_string().contains("chunk"), "{e}");
         let (dark, _) = data(1);
         let mut f = finder(&dark);

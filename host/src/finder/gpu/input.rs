@@ -76,6 +76,13 @@ pub(crate) fn source_for(
     }
 }
 
+/// The 4 KiB pages holding `data` (those a registration locks).
+fn pages_of(data: &[u16]) -> std::ops::Range<usize> {
+    let start = data.as_ptr() as usize;
+    let end = start + std::mem::size_of_val(data);
+    (start & !4095)..end.div_ceil(4096) * 4096
+}
+
 /// The frames of one call, borrowed for it.
 pub(crate) struct CallInput<'a> {
     pub data: &'a [u16],
@@ -111,6 +118,8 @@ struct Held {
     src: Source,
     /// Dropped (unlocking the memory) before the chunk goes back.
     registration: Option<Registration>,
+    /// The pages it covers.
+    pages: std::ops::Range<usize>,
 }
 
 impl Held {
@@ -178,13 +187,26 @@ impl<'a> FeedInput<'a> {
                         self.done = true;
                         break;
                     }
-                    let (src, registration) = source_for(&self.ctx, self.mode, chunk.samples());
+                    let pages = pages_of(chunk.samples());
+                    // Memory that shares a page with a chunk this input registered counts
+                    // as page-locked only while that one is held: stage it instead.
+                    let shares = self.held.iter().any(|h| {
+                        h.registration.is_some()
+                            && h.pages.start < pages.end
+                            && pages.start < h.pages.end
+                    });
+                    let (src, registration) = if shares {
+                        (Source::Staged, None)
+                    } else {
+                        source_for(&self.ctx, self.mode, chunk.samples())
+                    };
                     self.held.push_back(Held {
                         chunk,
                         first: self.taken,
                         part: self.parts,
                         src,
                         registration,
+                        pages,
                     });
                     self.taken += frames;
                     self.parts += 1;

@@ -542,7 +542,12 @@ impl Pipeline {
             Source::Direct => job.host,
             Source::Staged => {
                 if slot.pin_in.is_none() {
-                    slot.pin_in = Some(PinnedBuf::new(&ctx, slot.frames * px, true, "staged frames")?);
+                    slot.pin_in = Some(PinnedBuf::new(
+                        &ctx,
+                        slot.frames * px,
+                        true,
+                        "staged frames",
+                    )?);
                 }
                 let pin = slot
                     .pin_in
