@@ -134,6 +134,32 @@ impl GpuFinder {
         self.pipeline.reserve(frames)
     }
 
+    /// Page-locks the caller's frames in place (registers them with the CUDA driver) until
+    /// the returned guard is dropped, so that calls on them upload by DMA straight from that
+    /// memory, with no staging copy and no registration per call: the zero-copy way for
+    /// frames the caller already has (for frames still to be read, [`PinnedFrames`] or
+    /// [`ClusterFinder::frame_store`] give page-locked memory to read them into). Locking
+    /// costs about as much as allocating page-locked memory, once; memory the caller
+    /// page-locked itself is recognised as such without it.
+    ///
+    /// # Errors
+    /// [`Error::InvalidParameter`] when the driver refuses (e.g. the memory-lock limit).
+    pub fn lock_frames<'a>(&self, frames: &'a [u16]) -> Result<LockedFrames<'a>> {
+        let ptr = frames.as_ptr() as *const u8;
+        let bytes = std::mem::size_of_val(frames);
+        let registration = buffers::Registration::new(self.device.context(), ptr, bytes)
+            .ok_or_else(|| {
+                Error::param(
+                    "frames",
+                    format!("the CUDA driver refused to page-lock {bytes} bytes of frames"),
+                )
+            })?;
+        Ok(LockedFrames {
+            frames,
+            _registration: registration,
+        })
+    }
+
     /// Per-frame kernel times of the last call (empty unless the pipeline was configured
     /// with `timing`).
     pub fn kernel_times(&self) -> &[KernelTime] {
@@ -266,6 +292,19 @@ impl ClusterFinder for GpuFinder {
             .ok_or_else(|| Error::Internal("the device pedestal is missing".into()))?;
         self.device_newer = true;
         pipeline.run_feed(state, feed, visit)
+    }
+}
+
+/// The caller's frames page-locked in place ([`GpuFinder::lock_frames`]) while this lives.
+pub struct LockedFrames<'a> {
+    frames: &'a [u16],
+    _registration: buffers::Registration,
+}
+
+impl<'a> LockedFrames<'a> {
+    /// The locked samples, to hand to the finder (e.g. through [`Frames::new`]).
+    pub fn samples(&self) -> &'a [u16] {
+        self.frames
     }
 }
 
