@@ -13,9 +13,11 @@
 //!    over every frame, already in page-locked memory); writing the bytes of each size's
 //!    cluster file to the output directory in 8 MiB writes.
 //! 3. The library path (GPU): `GpuFinder::find_each` over every frame, in one call, from a
-//!    plain (pageable) `Vec<u16>` already in memory, from the same memory page-locked in
-//!    place beforehand (`GpuFinder::lock_frames`, lock time reported apart), and from
-//!    `PinnedFrames`; a fresh finder each, no `reserve`: what a library caller gets.
+//!    plain (pageable) `Vec<u16>` already in memory (the default input mode, which registers
+//!    it for the call; and `InputMode::Staged`, copied into pinned buffers on every core),
+//!    from the same memory page-locked in place beforehand (`GpuFinder::lock_frames`, lock
+//!    time reported apart), and from `PinnedFrames`; a fresh finder each, no `reserve`: what
+//!    a library caller gets.
 //! 4. Every run is the real command in a fresh process, once to warm up (first run) and once
 //!    measured: `us_per_frame` is the data phase from its summary line, `wall_s` the whole
 //!    command. GPU and CPU cluster files are compared byte for byte.
@@ -239,11 +241,7 @@ type LibRow = (&'static str, f64, f64);
 /// `reserve`), from a pageable `Vec`, from the same memory locked in place first, and from
 /// `PinnedFrames`: (name, us/frame of the call, wall seconds of the call) per row, plus the
 /// lock's seconds.
-fn library_path(
-    pedestal: &Path,
-    data: &Path,
-    size: usize,
-) -> Result<(Vec<LibRow>, f64), String> {
+fn library_path(pedestal: &Path, data: &Path, size: usize) -> Result<(Vec<LibRow>, f64), String> {
     use cluda::ClusterFinder;
     let e = |e: &dyn std::fmt::Display| e.to_string();
     let ped = cluda::io::read_u16_frames(pedestal).map_err(|x| e(&x))?;
@@ -253,12 +251,13 @@ fn library_path(
     let config = cluda::FinderConfig::new(rows, cols)
         .size(size)
         .pedestal_frames(ped.shape[0] as u32);
-    let fresh = || -> Result<cluda::GpuFinder, String> {
-        let mut f = cluda::GpuFinder::new(config.clone()).map_err(|x| e(&x))?;
+    let fresh_with = |pipe| -> Result<cluda::GpuFinder, String> {
+        let mut f = cluda::GpuFinder::with_pipeline(config.clone(), pipe).map_err(|x| e(&x))?;
         f.push_pedestal(ped.as_frames().map_err(|x| e(&x))?)
             .map_err(|x| e(&x))?;
         Ok(f)
     };
+    let fresh = || fresh_with(cluda::finder::gpu::PipelineConfig::default());
     let mut plain = vec![0u16; n * rows * cols];
     frames
         .fill(&mut plain, cluda::engine::read_threads())
@@ -285,6 +284,13 @@ fn library_path(
     let mut f = fresh()?;
     let (s, want) = call(&mut f, frames_of(&plain, n, rows, cols)?)?;
     rows_out.push(("gpu:lib-pageable", s * 1e6 / n as f64, s));
+    let mut f = fresh_with(cluda::finder::gpu::PipelineConfig {
+        input: cluda::finder::gpu::InputMode::Staged,
+        ..cluda::finder::gpu::PipelineConfig::default()
+    })?;
+    let (s, count) = call(&mut f, frames_of(&plain, n, rows, cols)?)?;
+    rows_out.push(("gpu:lib-pageable-staged", s * 1e6 / n as f64, s));
+    let same_staged = count == want;
     let mut f = fresh()?;
     let t = Instant::now();
     let locked = f.lock_frames(&plain).map_err(|x| e(&x))?;
@@ -301,7 +307,7 @@ fn library_path(
     drop(plain);
     let (s, count) = call(&mut f, pinned.frames().map_err(|x| e(&x))?)?;
     rows_out.push(("gpu:lib-pinned", s * 1e6 / n as f64, s));
-    if !same_locked || count != want {
+    if !same_locked || !same_staged || count != want {
         return Err(format!(
             "the library paths found different cluster counts ({want} pageable)"
         ));

@@ -556,7 +556,7 @@ impl Pipeline {
                 // SAFETY: the input holds `job.n` frames at `job.host` until the chunk is
                 // collected (see `Input`).
                 let input = unsafe { std::slice::from_raw_parts(job.host, job.n * px) };
-                pin.as_mut_slice()[..input.len()].copy_from_slice(input);
+                copy_parallel(&mut pin.as_mut_slice()[..input.len()], input);
                 pin.ptr_at(0)
             }
         };
@@ -865,6 +865,20 @@ impl Pipeline {
         }
         Ok(())
     }
+}
+
+/// Copies `src` into `dst` (the same length) on rayon's threads in pieces of 4 MiB: one core
+/// copies at about a quarter of what the memory bus and an upload can take.
+fn copy_parallel(dst: &mut [u16], src: &[u16]) {
+    use rayon::prelude::*;
+    const PIECE: usize = 2 << 20;
+    if src.len() <= PIECE {
+        dst.copy_from_slice(src);
+        return;
+    }
+    dst.par_chunks_mut(PIECE)
+        .zip(src.par_chunks(PIECE))
+        .for_each(|(d, s)| d.copy_from_slice(s));
 }
 
 /// Device-to-device copy of all of `src` into `dst`, queued on `stream`.
