@@ -585,6 +585,42 @@ fn the_engine_on_the_gpu_stops_cleanly() {
     }
 }
 
+/// Frames locked in place (`GpuFinder::lock_frames`) and pageable frames staged on every
+/// core give the CPU's clusters, in one call and in several; the lock is released on drop
+/// (the same memory can be locked again).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn locked_and_staged_caller_memory_equal_the_cpu() {
+    let d = Data::new(400, 400, 77, 100, 120);
+    let cfg = d.config(ClusterSize::S3, Precision::F64);
+    let (want, ped) = cpu(&cfg, &d, 120, None);
+    for round in 0..2 {
+        let mut g = gpu(&cfg, PipelineConfig::default(), &d);
+        let locked = g.lock_frames(&d.data).unwrap();
+        let frames = Frames::new(locked.samples(), 120, 400, 400).unwrap();
+        let got = g.find(frames).unwrap();
+        assert!(got == want, "locked, round {round}");
+        assert_eq!(g.pedestal().unwrap(), ped);
+        drop(locked);
+    }
+    let mut g = gpu(
+        &cfg,
+        PipelineConfig {
+            input: InputMode::Staged,
+            ..PipelineConfig::default()
+        },
+        &d,
+    );
+    let mut got = g.find(d.first(50)).unwrap();
+    let rest = Frames::new(&d.data[50 * d.px()..], 70, 400, 400).unwrap();
+    let more = g.find(rest).unwrap();
+    for i in 0..more.frames() {
+        got.push_frame(more.frame(i).words());
+    }
+    assert!(got == want, "staged");
+    assert_eq!(g.pedestal().unwrap(), ped);
+}
+
 type FeedCase = (
     usize,
     usize,
