@@ -7,9 +7,10 @@
 //! 1. Makes the input once with `cluda gen` (`DIR/pedestal.npy`, `DIR/data.npy`) and reads it
 //!    once, so it is in the page cache.
 //! 2. Floors: reading the data file into the memory the finder reads (page-locked on a GPU)
-//!    with the reader's threads; reading it the same way into a ring of page-locked slots
-//!    while one stream uploads each filled slot to the GPU (no kernel: the file path's
-//!    floor when reads and uploads share the memory bus); opt10 in memory (one `find_each`
+//!    with the reader's threads (on a GPU also into write-combined page-locked memory);
+//!    reading it the same way into a ring of page-locked slots (both kinds) while one stream
+//!    uploads each filled slot to the GPU (no kernel: the file path's floor when reads and
+//!    uploads share the memory bus); opt10 in memory (one `find_each`
 //!    over every frame, already in page-locked memory); writing the bytes of each size's
 //!    cluster file to the output directory in 8 MiB writes.
 //! 3. The library path (GPU): `GpuFinder::find_each` over every frame, in one call, from a
@@ -162,10 +163,10 @@ fn read_floor(data: &Path, device: &str) -> Result<f64, String> {
 }
 
 /// The file path's floor with the memory bus shared: the reader's threads fill a ring of
-/// page-locked slots of the engine's size while the calling thread uploads each filled slot
-/// to the GPU on one stream (no kernel) and gives it back; us/frame.
-fn read_upload_floor(data: &Path) -> Result<f64, String> {
-    use cluda::ClusterFinder;
+/// page-locked slots of the engine's size (the finder's frame stores, or write-combined)
+/// while the calling thread uploads each filled slot to the GPU on one stream (no kernel)
+/// and gives it back; us/frame.
+fn read_upload_floor(data: &Path, write_combined: bool) -> Result<f64, String> {
     use cudarc::driver::{result, sys};
     use std::sync::mpsc::sync_channel;
     let e = |e: &dyn std::fmt::Display| e.to_string();
@@ -183,7 +184,7 @@ fn read_upload_floor(data: &Path) -> Result<f64, String> {
     let (free_tx, free_rx) = sync_channel::<Box<dyn cluda::engine::FrameStore>>(cfg.slots);
     let (full_tx, full_rx) = sync_channel::<(Box<dyn cluda::engine::FrameStore>, usize)>(cfg.slots);
     for _ in 0..cfg.slots {
-        let store = finder.frame_store(slot_len).map_err(|x| e(&x))?;
+        let store = pinned_store(&finder, slot_len, cols, write_combined)?;
         free_tx.send(store).map_err(|x| e(&x))?;
     }
     let threads = cluda::engine::read_threads();
@@ -236,6 +237,43 @@ fn read_upload_floor(data: &Path) -> Result<f64, String> {
 
 /// One library-path measurement: which memory, us/frame, seconds of the call.
 type LibRow = (&'static str, f64, f64);
+
+/// Page-locked memory for `samples` samples of `cols`-sample rows: the finder's frame store,
+/// or write-combined.
+fn pinned_store(
+    finder: &cluda::GpuFinder,
+    samples: usize,
+    cols: usize,
+    write_combined: bool,
+) -> Result<Box<dyn cluda::engine::FrameStore>, String> {
+    use cluda::ClusterFinder;
+    if write_combined {
+        let rows = samples.div_ceil(cols.max(1));
+        cluda::finder::gpu::PinnedFrames::write_combined(finder.gpu(), 1, rows, cols)
+            .map(|p| Box::new(p) as Box<dyn cluda::engine::FrameStore>)
+            .map_err(|e| e.to_string())
+    } else {
+        finder.frame_store(samples).map_err(|e| e.to_string())
+    }
+}
+
+/// The read floor into write-combined page-locked memory (see [`read_floor`]); us/frame.
+fn read_floor_write_combined(data: &Path) -> Result<f64, String> {
+    let mut frames = NpyFrames::open(data).map_err(|e| e.to_string())?;
+    let (rows, cols, n) = (frames.rows(), frames.cols(), frames.len());
+    let cfg = cluda::engine::EngineConfig::for_frames(rows, cols);
+    let finder =
+        cluda::GpuFinder::new(cluda::FinderConfig::new(rows, cols)).map_err(|e| e.to_string())?;
+    let mut store = pinned_store(&finder, cfg.chunk * rows * cols, cols, true)?;
+    let threads = cluda::engine::read_threads();
+    let t = Instant::now();
+    while frames
+        .fill(store.samples_mut(), threads)
+        .map_err(|e| e.to_string())?
+        > 0
+    {}
+    Ok(t.elapsed().as_secs_f64() * 1e6 / n as f64)
+}
 
 /// The library path: `find_each` over every frame in one call on a fresh finder (no
 /// `reserve`), from a pageable `Vec`, from the same memory locked in place first, and from
@@ -439,11 +477,15 @@ fn run() -> Result<(), String> {
         let _ = writeln!(md, "| read into {dev} memory | {us:.2} |");
     }
     if gpu {
-        let us = read_upload_floor(&data)?;
-        let _ = writeln!(
-            md,
-            "| read into gpu memory while each slot is uploaded (no kernel) | {us:.2} |"
-        );
+        let us = read_floor_write_combined(&data)?;
+        let _ = writeln!(md, "| read into write-combined gpu memory | {us:.2} |");
+        for (wc, what) in [(false, "gpu memory"), (true, "write-combined gpu memory")] {
+            let us = read_upload_floor(&data, wc)?;
+            let _ = writeln!(
+                md,
+                "| read into {what} while each slot is uploaded (no kernel) | {us:.2} |"
+            );
+        }
     }
     let mut opt10 = Vec::new();
     if gpu {

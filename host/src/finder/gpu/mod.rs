@@ -320,12 +320,34 @@ pub struct PinnedFrames {
 impl PinnedFrames {
     /// Zeroed pinned memory for `frames x rows x cols` samples on `device`.
     pub fn new(device: &Device, frames: usize, rows: usize, cols: usize) -> Result<Self> {
+        Self::alloc(device, frames, rows, cols, false)
+    }
+
+    /// The same in write-combined memory: for frames the host only writes and the GPU
+    /// reads. Host writes skip reading each line in first (less memory traffic while
+    /// uploads share the bus), but host reads of it are very slow (uncached).
+    pub fn write_combined(
+        device: &Device,
+        frames: usize,
+        rows: usize,
+        cols: usize,
+    ) -> Result<Self> {
+        Self::alloc(device, frames, rows, cols, true)
+    }
+
+    fn alloc(
+        device: &Device,
+        frames: usize,
+        rows: usize,
+        cols: usize,
+        write_combined: bool,
+    ) -> Result<Self> {
         let len = frames
             .checked_mul(rows)
             .and_then(|n| n.checked_mul(cols))
             .ok_or_else(|| Error::param("frames", "shape too large"))?;
         Ok(Self {
-            buf: PinnedBuf::new(device.context(), len, false, "pinned frames")?,
+            buf: PinnedBuf::new(device.context(), len, write_combined, "pinned frames")?,
             frames,
             rows,
             cols,
