@@ -527,6 +527,133 @@ mod tests {
         assert_eq!(seen, 8);
     }
 
+    /// Frames in memory numbered from 100, at most 3 per read (slots filled in part).
+    struct Offset(MemorySource);
+
+    impl FrameSource for Offset {
+        fn rows(&self) -> usize {
+            self.0.rows()
+        }
+        fn cols(&self) -> usize {
+            self.0.cols()
+        }
+        fn remaining_hint(&self) -> u64 {
+            self.0.remaining_hint()
+        }
+        fn read_frames(
+            &mut self,
+            n: usize,
+            frames: &mut Vec<u16>,
+            numbers: &mut Vec<u64>,
+        ) -> Result<usize> {
+            let from = numbers.len();
+            let k = self.0.read_frames(n.min(3), frames, numbers)?;
+            numbers[from..].iter_mut().for_each(|x| *x += 100);
+            Ok(k)
+        }
+    }
+
+    /// A finder that holds two chunks at a time (as a GPU pipeline does) and reports an
+    /// overflow at stream index `at`, after visiting the frames before it.
+    struct Overflowing {
+        inner: CpuFinder,
+        at: usize,
+    }
+
+    impl ClusterFinder for Overflowing {
+        fn config(&self) -> &crate::config::FinderConfig {
+            self.inner.config()
+        }
+        fn device(&self) -> String {
+            "test".into()
+        }
+        fn push_pedestal(&mut self, frames: Frames<'_>) -> Result<()> {
+            self.inner.push_pedestal(frames)
+        }
+        fn is_ready(&self) -> bool {
+            self.inner.is_ready()
+        }
+        fn pedestal(&self) -> Result<crate::Pedestal> {
+            self.inner.pedestal()
+        }
+        fn set_pedestal(&mut self, p: crate::Pedestal) -> Result<()> {
+            self.inner.set_pedestal(p)
+        }
+        fn find_each(
+            &mut self,
+            frames: Frames<'_>,
+            visit: &mut dyn FnMut(FrameClusters<'_>) -> Result<()>,
+        ) -> Result<()> {
+            self.inner.find_each(frames, visit)
+        }
+        fn find_feed(
+            &mut self,
+            feed: &mut dyn FrameFeed,
+            visit: &mut dyn FnMut(FrameClusters<'_>) -> Result<()>,
+        ) -> Result<()> {
+            let mut held: VecDeque<FedChunk> = VecDeque::new();
+            let mut index = 0;
+            while let Some(chunk) = feed.next_chunk()? {
+                held.push_back(chunk);
+                if held.len() == 2 {
+                    let c = held.pop_front().expect("held");
+                    let n = c.frames();
+                    feed.give_back(c);
+                    for _ in 0..n {
+                        if index == self.at {
+                            while let Some(c) = held.pop_front() {
+                                feed.give_back(c);
+                            }
+                            return Err(Error::ClusterLimit {
+                                frame: index,
+                                found: 9,
+                                limit: 1,
+                            });
+                        }
+                        visit(FrameClusters::new(index, ClusterSize::S3, &[]))?;
+                        index += 1;
+                    }
+                }
+            }
+            held.into_iter().for_each(|c| feed.give_back(c));
+            Ok(())
+        }
+    }
+
+    /// The engine names an overflowing frame by the source's frame number and hands the
+    /// visitor the source's numbers through chunks filled in part, from a finder holding
+    /// several slots.
+    #[test]
+    fn an_overflow_is_named_by_the_source_frame_number() {
+        let (rows, cols) = (16, 16);
+        let g = Generator::new(GenConfig::new(rows, cols, 9)).expect("generator");
+        let dark = g.frames(0, 50, false);
+        for at in [0, 2, 3, 7] {
+            let mut f = Overflowing {
+                inner: finder(rows, cols, &dark),
+                at,
+            };
+            let data = g.frames(50, 12, true);
+            let mut src = Offset(MemorySource::new(data, rows, cols).expect("source"));
+            let mut seen = Vec::new();
+            let cfg = EngineConfig {
+                chunk: 5,
+                slots: 3,
+                map: false,
+            };
+            let e = find_stream(&mut f, &mut src, cfg, &mut |n, _| {
+                seen.push(n);
+                Ok(())
+            })
+            .expect_err("overflow");
+            match e {
+                Error::ClusterLimit { frame, .. } => assert_eq!(frame, 100 + at, "{e}"),
+                e => panic!("expected ClusterLimit, got {e}"),
+            }
+            assert!(seen.iter().copied().eq(100..100 + at as u64), "{seen:?}");
+        }
+    }
+
     /// Absurd settings and a frame shape the finder was not made for are refused by name.
     #[test]
     fn bad_settings_are_refused() {
