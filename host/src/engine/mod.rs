@@ -3,7 +3,7 @@
 //!
 //! ```text
 //!  reader thread                 calling thread                    writer thread
-//!  FrameSource::fill  --full-->  ClusterFinder::find_each  --bytes-->  WriteBehind
+//!  FrameSource::fill  --full-->  ClusterFinder::find_feed  --bytes-->  WriteBehind
 //!        ^                 slots       |  visit(frame number, clusters)        |
 //!        +--------free slots-----------+                          buffers back -+
 //! ```
@@ -11,7 +11,7 @@
 //! A fixed ring of `slots` frame buffers circulates between the reader thread and the
 //! finder: the reader fills a free slot with the next chunk of frames (straight from the
 //! file into the slot: one copy on the host), the finder takes full slots in order and gives
-//! each back once its clusters have been visited. The slots are whatever the finder reads
+//! each back once it no longer reads it (the CPU finder: after its clusters are visited). The slots are whatever the finder reads
 //! fastest ([`ClusterFinder::frame_store`]): page-locked memory for the GPU finder, so uploads
 //! run at DMA speed with no per-call registration; plain memory for the CPU finder. When the
 //! finder is slower than the source, the reader waits for a free slot; when the source is
