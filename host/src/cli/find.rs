@@ -397,8 +397,9 @@ fn timing_line(
     );
     if let Some(w) = write {
         line.push_str(&format!(
-            "; write {:.3} s busy ({:.1} GB/s, {written} bytes); waited for the writer {:.3} s",
+            "; write {:.3} s busy in {} threads ({:.1} GB/s per busy thread, {written} bytes); waited for the writer {:.3} s",
             s(w.busy),
+            w.threads,
             gbs(w.bytes, w.busy),
             s(w.waited),
         ));
