@@ -135,7 +135,7 @@ fn warm(path: &Path) -> Result<u64, String> {
 }
 
 /// The read floor: the data file into the finder's kind of memory, chunk by chunk, with the
-/// threads the CLI reads with; us/frame.
+/// threads the CLI reads with for that device; us/frame.
 fn read_floor(data: &Path, device: &str) -> Result<f64, String> {
     let mut frames = NpyFrames::open(data).map_err(|e| e.to_string())?;
     let (rows, cols, n) = (frames.rows(), frames.cols(), frames.len());
@@ -144,7 +144,8 @@ fn read_floor(data: &Path, device: &str) -> Result<f64, String> {
     let mut store = finder
         .frame_store(cfg.chunk * rows * cols)
         .map_err(|e| e.to_string())?;
-    let threads = cluda::engine::read_threads();
+    // As many threads as `cluda find` reads with for this device.
+    let threads = finder.read_threads();
     let t = Instant::now();
     while frames
         .fill(store.samples_mut(), threads)

@@ -239,6 +239,9 @@ pub fn find_clusters(
     let (mut finder, note) = open_finder(config, args.device, args.threads)?;
     let open_time = opened.elapsed();
     eprintln!("note: {note}");
+    let read_threads = args.read_threads.unwrap_or_else(|| finder.read_threads());
+    pedestal.frames.set_read_threads(read_threads);
+    data.frames.set_read_threads(read_threads);
     let stage = outputs.plots.map(PlotStage::create).transpose()?;
     let mut writer = outputs
         .clusters
@@ -336,7 +339,13 @@ pub fn find_clusters(
         );
         eprintln!(
             "{}",
-            timing_line(&stats, written.as_ref().map(|(_, w)| w), busy, bytes)
+            timing_line(
+                &stats,
+                data.frames.read_threads(),
+                written.as_ref().map(|(_, w)| w),
+                busy,
+                bytes
+            )
         );
     }
     if let (Some(p), Some(stage)) = (plot, stage.as_ref()) {
@@ -370,6 +379,7 @@ fn warn_gaps(input: &Input<'_>) {
 /// when the run is overlapped; the stage whose busy time is closest to the phase bounds it.
 fn timing_line(
     stats: &EngineStats,
+    read_threads: usize,
     write: Option<&WriteStats>,
     phase: Duration,
     written: u64,
@@ -384,7 +394,7 @@ fn timing_line(
     let s = |t: Duration| t.as_secs_f64();
     let frames = stats.frames.max(1) as f64;
     let mut line = format!(
-        "timing: data phase {:.3} s ({:.2} us/frame); read {:.3} s busy ({:.1} GB/s); waited for frames {:.3} s; find {:.3} s ({:.1} GB/s of frames, {:.2} us/frame), of which handing clusters on {:.3} s",
+        "timing: data phase {:.3} s ({:.2} us/frame); read {:.3} s busy with {read_threads} threads ({:.1} GB/s); waited for frames {:.3} s; find {:.3} s ({:.1} GB/s of frames, {:.2} us/frame), of which handing clusters on {:.3} s",
         s(phase),
         s(phase) * 1e6 / frames,
         s(stats.read_busy),

@@ -99,6 +99,14 @@ pub trait ClusterFinder {
         None
     }
 
+    /// Threads a source should read frames with for this finder (see
+    /// [`crate::io::FrameSource::set_read_threads`]): few for a finder that computes on the
+    /// host's cores ([`crate::engine::HOST_FINDER_READ_THREADS`], the default), every core
+    /// up to 16 ([`crate::engine::read_threads`]) for one that computes elsewhere (a GPU).
+    fn read_threads(&self) -> usize {
+        crate::engine::HOST_FINDER_READ_THREADS.min(crate::engine::read_threads())
+    }
+
     /// Finds the clusters of every frame and returns them as one owned batch.
     ///
     /// # Errors
