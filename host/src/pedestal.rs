@@ -225,8 +225,12 @@ impl Pedestal {
     }
 
     /// [`Pedestal::push_frames`], on the calling thread only unless `parallel` (a finder
-    /// asked to use one thread must not start rayon's global pool).
-    pub(crate) fn push_frames_with(&mut self, frames: Frames<'_>, parallel: bool) -> Result<()> {
+    /// asked to use one thread must not start rayon's global pool). The result is the same
+    /// either way.
+    ///
+    /// # Errors
+    /// As [`Pedestal::push_frames`].
+    pub fn push_frames_with(&mut self, frames: Frames<'_>, parallel: bool) -> Result<()> {
         frames.expect_shape(self.rows, self.cols, "pedestal frames")?;
         for i in 0..frames.len() {
             self.push_frame_unchecked(frames.frame(i), parallel);

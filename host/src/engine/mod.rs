@@ -136,6 +136,44 @@ impl EngineConfig {
     }
 }
 
+/// The slots of an engine's ring, allocated ahead of [`find_stream_with`]: page-locked memory
+/// on a GPU takes a noticeable part of a short run's start-up, and can be allocated while
+/// the pedestal is read.
+pub struct RingSlots {
+    stores: Vec<Box<dyn FrameStore>>,
+    /// Samples per slot.
+    samples: usize,
+    /// Time the allocation took.
+    alloc: Duration,
+}
+
+impl RingSlots {
+    /// The `config.slots` slots of `config.chunk` frames each that [`find_stream_with`] needs
+    /// for `finder` ([`ClusterFinder::frame_store`]).
+    ///
+    /// # Errors
+    /// As [`EngineConfig::validate`] and [`ClusterFinder::frame_store`].
+    pub fn allocate(finder: &dyn ClusterFinder, config: EngineConfig) -> Result<Self> {
+        let (rows, cols) = (finder.config().rows, finder.config().cols);
+        config.validate(rows, cols)?;
+        let start = Instant::now();
+        let samples = config.chunk * rows * cols;
+        let stores = (0..config.slots)
+            .map(|_| finder.frame_store(samples))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Self {
+            stores,
+            samples,
+            alloc: start.elapsed(),
+        })
+    }
+
+    /// The time the allocation took.
+    pub fn alloc_time(&self) -> Duration {
+        self.alloc
+    }
+}
+
 /// Where the time of a run went, for `--timing`.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct EngineStats {
@@ -151,7 +189,8 @@ pub struct EngineStats {
     pub find: Duration,
     /// Time in the visitor (the sink's share of `find`).
     pub visit: Duration,
-    /// Time to allocate the ring's slots (page-locked memory on a GPU).
+    /// Time to allocate the ring's slots (page-locked memory on a GPU) in the engine; zero
+    /// when they were allocated ahead ([`RingSlots`]).
     pub alloc: Duration,
     /// Wall time of the data phase: from the first chunk asked for to the last one found
     /// (the ring's allocation before it is [`EngineStats::alloc`]).
@@ -201,6 +240,22 @@ pub fn find_stream(
     config: EngineConfig,
     visit: &mut dyn FnMut(u64, FrameClusters<'_>) -> Result<()>,
 ) -> Result<EngineStats> {
+    find_stream_with(finder, source, config, None, visit)
+}
+
+/// As [`find_stream`], with the ring's slots allocated ahead ([`RingSlots::allocate`], e.g. on
+/// the thread that opened the device while the pedestal was pushed); `None`, or slots that do
+/// not fit `config`, and they are allocated here ([`EngineStats::alloc`] counts only that).
+///
+/// # Errors
+/// As [`find_stream`].
+pub fn find_stream_with(
+    finder: &mut dyn ClusterFinder,
+    source: &mut (dyn FrameSource + Send),
+    config: EngineConfig,
+    slots: Option<RingSlots>,
+    visit: &mut dyn FnMut(u64, FrameClusters<'_>) -> Result<()>,
+) -> Result<EngineStats> {
     let (rows, cols) = (source.rows(), source.cols());
     let want = (finder.config().rows, finder.config().cols);
     if (rows, cols) != want {
@@ -215,14 +270,19 @@ pub fn find_stream(
     let slot_len = config.chunk * pixels;
     let start = Instant::now();
     let mapped = if config.map { source.map_rest() } else { None };
+    let mut given = slots
+        .filter(|s| s.samples == slot_len)
+        .map_or_else(Vec::new, |s| s.stores);
     let mut stores = Vec::with_capacity(config.slots);
     for _ in 0..config.slots {
-        stores.push(match mapped {
+        stores.push(match (&mapped, given.pop()) {
             // Tokens only: the chunks are pieces of the map.
-            Some(_) => None,
-            None => Some(finder.frame_store(slot_len)?),
+            (Some(_), _) => None,
+            (None, Some(slot)) => Some(slot),
+            (None, None) => Some(finder.frame_store(slot_len)?),
         });
     }
+    drop(given);
     let mut stats = EngineStats {
         alloc: start.elapsed(),
         ..EngineStats::default()
