@@ -364,6 +364,15 @@ pub fn find_clusters(
     pending.done();
     warn_gaps(data);
     let device = finder.device();
+    // Releasing the device (its memory, the context) is part of the command's wall time.
+    let released = Instant::now();
+    drop(finder);
+    if args.timing {
+        eprintln!(
+            "timing: releasing the device {:.3} s",
+            released.elapsed().as_secs_f64()
+        );
+    }
     Ok(Summary {
         frames: stats.frames,
         clusters,
@@ -419,8 +428,10 @@ fn read_pedestal(
     );
     // A CPU finder asked for one thread does not start rayon's pool for its pedestal either.
     let parallel = args.threads != Some(1);
-    let chunk = chunk_frames(rows, cols);
-    let (mut buf, mut numbers) = (Vec::new(), Vec::new());
+    // No larger than the pedestal; zeroed by the allocator, so the page faults of its first
+    // use are taken by the reading threads, in parallel.
+    let chunk = chunk_frames(rows, cols).min(usize::try_from(pedestal.len).unwrap_or(usize::MAX));
+    let (mut buf, mut numbers) = (vec![0u16; chunk.max(1) * rows * cols], Vec::new());
     let bar = frames_bar(pedestal.len, "pedestal");
     let mut pushed = 0u64;
     loop {
@@ -429,7 +440,6 @@ fn read_pedestal(
             return Ok(None);
         }
         numbers.clear();
-        buf.resize(chunk * rows * cols, 0);
         let k = pedestal.frames.fill(&mut buf, &mut numbers)?;
         if k == 0 {
             break;
