@@ -475,7 +475,12 @@ impl<W: Write + Send + 'static> Drop for WriteBehind<W> {
                     let _ = t.join();
                 }
             }
-            Mode::Positioned { workers, .. } => {
+            Mode::Positioned {
+                workers, failure, ..
+            } => {
+                // The buffers still queued are skipped, not written: the output is being
+                // thrown away (its temporary file removed by its owner).
+                failure.failed.store(true, Ordering::Release);
                 for w in workers.drain(..) {
                     let _ = w.join();
                 }
