@@ -268,6 +268,7 @@ pub fn find_clusters(
         note,
         open_time,
         slots,
+        reserve_time,
     } = opened?;
     let (host_pedestal, pedestal_time) = host_pedestal?
         .ok_or_else(|| Error::Internal("the pedestal stopped without a device error".into()))?;
@@ -337,9 +338,10 @@ pub fn find_clusters(
             ),
         };
         eprintln!(
-            "timing: start-up {:.3} s: opening the device {:.3} s {ring} on one thread, the pedestal {:.3} s ({} frames) on another at the same time",
+            "timing: start-up {:.3} s: opening the device {:.3} s {ring}, then the finder's buffers {:.3} s on one thread, the pedestal {:.3} s ({} frames) on another at the same time",
             startup.as_secs_f64(),
             open_time.as_secs_f64(),
+            reserve_time.as_secs_f64(),
             pedestal_time.as_secs_f64(),
             pedestal.len,
         );
@@ -388,24 +390,30 @@ struct Opened {
     note: String,
     open_time: Duration,
     slots: Option<RingSlots>,
+    /// Time the finder took to allocate its buffers for a chunk.
+    reserve_time: Duration,
 }
 
-/// Opens the finder on `args.device` and allocates the engine's ring for it (not for a
-/// mapped input, which needs none).
+/// Opens the finder on `args.device`, allocates the engine's ring for it (not for a mapped
+/// input, which needs none) and the finder's buffers for a chunk.
 fn open_device(config: &FinderConfig, args: &FinderArgs, engine: EngineConfig) -> Result<Opened> {
     let t = Instant::now();
-    let (finder, note) = open_finder(config.clone(), args.device, args.threads)?;
+    let (mut finder, note) = open_finder(config.clone(), args.device, args.threads)?;
     let open_time = t.elapsed();
     let slots = if engine.map {
         None
     } else {
         Some(RingSlots::allocate(finder.as_ref(), engine)?)
     };
+    let t = Instant::now();
+    finder.reserve(engine.chunk)?;
+    let reserve_time = t.elapsed();
     Ok(Opened {
         finder,
         note,
         open_time,
         slots,
+        reserve_time,
     })
 }
 

@@ -107,6 +107,18 @@ pub trait ClusterFinder {
         crate::engine::HOST_FINDER_READ_THREADS.min(crate::engine::read_threads())
     }
 
+    /// Allocates ahead what calls of up to `frames` frames need, so that the first call
+    /// allocates nothing (a GPU finder: device buffers and page-locked result memory; `cluda
+    /// find` does it on the thread that opens the device, while the pedestal is read).
+    /// Processes no frame; the default does nothing.
+    ///
+    /// # Errors
+    /// A GPU finder returns CUDA errors ([`crate::Error::Cuda`],
+    /// [`crate::Error::OutOfDeviceMemory`]).
+    fn reserve(&mut self, _frames: usize) -> Result<()> {
+        Ok(())
+    }
+
     /// Finds the clusters of every frame and returns them as one owned batch.
     ///
     /// # Errors

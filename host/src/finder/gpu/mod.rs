@@ -199,6 +199,10 @@ impl ClusterFinder for GpuFinder {
         crate::engine::read_threads()
     }
 
+    fn reserve(&mut self, frames: usize) -> Result<()> {
+        GpuFinder::reserve(self, frames)
+    }
+
     /// Page-locked memory, so that uploads from it run at DMA speed with no registration.
     fn frame_store(&self, samples: usize) -> Result<Box<dyn crate::engine::FrameStore>> {
         let cols = self.config.cols.max(1);
