@@ -472,6 +472,47 @@ mod tests {
         }
     }
 
+    /// Slots allocated ahead are used (no allocation in the engine); slots of another size
+    /// are replaced; either way the clusters are those of one call.
+    #[test]
+    fn slots_allocated_ahead_give_the_same_clusters() {
+        let (rows, cols) = (24, 40);
+        let g = Generator::new(GenConfig::new(rows, cols, 6)).expect("generator");
+        let dark = g.frames(0, 50, false);
+        let data = g.frames(50, 19, true);
+        let mut want = Vec::new();
+        finder(rows, cols, &dark)
+            .find_each(
+                Frames::new(&data, 19, rows, cols).expect("frames"),
+                &mut |fc| {
+                    want.push(fc.words().to_vec());
+                    Ok(())
+                },
+            )
+            .expect("find");
+        let cfg = EngineConfig {
+            chunk: 4,
+            slots: 3,
+            map: false,
+        };
+        for ahead_chunk in [4, 7] {
+            let mut f = finder(rows, cols, &dark);
+            let ahead = EngineConfig {
+                chunk: ahead_chunk,
+                ..cfg
+            };
+            let slots = RingSlots::allocate(&f, ahead).expect("slots");
+            let mut src = MemorySource::new(data.clone(), rows, cols).expect("source");
+            let mut got = Vec::new();
+            find_stream_with(&mut f, &mut src, cfg, Some(slots), &mut |_, fc| {
+                got.push(fc.words().to_vec());
+                Ok(())
+            })
+            .expect("stream");
+            assert!(got == want, "slots of {ahead_chunk} frames");
+        }
+    }
+
     /// A visitor's error stops the run and comes back unchanged; the reader thread ends.
     #[test]
     fn a_visitor_error_stops_the_run() {

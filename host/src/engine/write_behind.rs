@@ -686,7 +686,7 @@ mod tests {
         }
         let e = match failed {
             Some(e) => e,
-            None => w.finish().err().expect("finish fails"),
+            None => w.finish().expect_err("finish fails"),
         };
         assert!(e.to_string().contains("at byte"), "{e}");
         for bad in [0, MAX_WRITE_THREADS + 1] {
