@@ -491,6 +491,20 @@ fn run() -> Result<(), String> {
             &[],
         )?;
         let _ = writeln!(md, "| (CPU, for scale) | {:.3} |", r.wall_s);
+        // Where a fresh machine's start-up goes: the same run with `--timing`.
+        let timed: Vec<&str> = argv.iter().copied().chain(["--timing"]).collect();
+        let r = cluda(&o, &timed, &[("CUDA_CACHE_DISABLE", "1")])?;
+        let lines: Vec<&str> = r
+            .stderr
+            .lines()
+            .filter(|l| l.starts_with("timing:"))
+            .collect();
+        let _ = writeln!(
+            md,
+            "\n`--timing` of the same run, JIT cache disabled ({:.3} s wall):\n\n```text\n{}\n```",
+            r.wall_s,
+            lines.join("\n")
+        );
     }
     std::fs::write(o.out.join("user-path.csv"), &csv).map_err(|e| e.to_string())?;
     std::fs::write(o.out.join("user-path.md"), &md).map_err(|e| e.to_string())?;
