@@ -332,8 +332,11 @@ pub fn find_clusters(
         let bytes = written.as_ref().map_or(0, |(_, w)| w.bytes);
         let ring = match ring_ahead {
             Some(t) => format!("then the frame ring {:.3} s", t.as_secs_f64()),
+            // Mapped input: no ring, unless the source could not be mapped and the engine
+            // allocated one after the start-up.
+            None if stats.alloc.is_zero() => "(no frame ring: the input is mapped)".to_string(),
             None => format!(
-                "(the frame ring {:.3} s after the start-up)",
+                "(the frame ring {:.3} s in the engine, after the start-up)",
                 stats.alloc.as_secs_f64()
             ),
         };
