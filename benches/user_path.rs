@@ -12,7 +12,8 @@
 //!    uploads each filled slot to the GPU (no kernel: the file path's floor when reads and
 //!    uploads share the memory bus); opt10 in memory (one `find_each`
 //!    over every frame, already in page-locked memory); writing the bytes of each size's
-//!    cluster file to the output directory in 8 MiB writes.
+//!    cluster file to the output directory in 8 MiB writes, on one thread and in positioned
+//!    writes on 4 threads (as the cluster-file writer's threads write).
 //! 3. The library path (GPU): `GpuFinder::find_each` over every frame, in one call, from a
 //!    plain (pageable) `Vec<u16>` already in memory (the default input mode, which registers
 //!    it for the call; and `InputMode::Staged`, copied into pinned buffers on every core),
@@ -143,7 +144,7 @@ fn warm(path: &Path) -> Result<u64, String> {
 }
 
 /// The read floor: the data file into the finder's kind of memory, chunk by chunk, with the
-/// threads the CLI reads with; us/frame.
+/// threads the CLI reads with for that device; us/frame.
 fn read_floor(data: &Path, device: &str) -> Result<f64, String> {
     let mut frames = NpyFrames::open(data).map_err(|e| e.to_string())?;
     let (rows, cols, n) = (frames.rows(), frames.cols(), frames.len());
@@ -152,7 +153,8 @@ fn read_floor(data: &Path, device: &str) -> Result<f64, String> {
     let mut store = finder
         .frame_store(cfg.chunk * rows * cols)
         .map_err(|e| e.to_string())?;
-    let threads = cluda::engine::read_threads();
+    // As many threads as `cluda find` reads with for this device.
+    let threads = finder.read_threads();
     let t = Instant::now();
     while frames
         .fill(store.samples_mut(), threads)
@@ -428,6 +430,52 @@ fn write_floor(dir: &Path, bytes: u64, frames: usize) -> Result<f64, String> {
     Ok(us)
 }
 
+/// Writer threads of the threaded write floor (as many as the writer accepts is pointless:
+/// where one file is written in parallel at all, a few threads reach it).
+const FLOOR_WRITE_THREADS: usize = 4;
+
+/// The threaded write floor: `bytes` written to a new file in `dir` in 8 MiB positioned writes
+/// (`write_all_at`) by `threads` threads, buffer `i` by thread `i % threads`; us/frame.
+fn write_floor_threaded(
+    dir: &Path,
+    bytes: u64,
+    frames: usize,
+    threads: usize,
+) -> Result<f64, String> {
+    use std::os::unix::fs::FileExt;
+    let path = dir.join("cluda-write-floor-threaded.bin");
+    let block = vec![0x5au8; 8 << 20];
+    let t = Instant::now();
+    let f = std::fs::File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let blocks = bytes.div_ceil(block.len() as u64);
+    std::thread::scope(|s| -> Result<(), String> {
+        let jobs: Vec<_> = (0..threads as u64)
+            .map(|first| {
+                let (f, block) = (&f, &block);
+                s.spawn(move || -> Result<(), String> {
+                    let mut i = first;
+                    while i < blocks {
+                        let at = i * block.len() as u64;
+                        let k = (bytes - at).min(block.len() as u64) as usize;
+                        f.write_all_at(&block[..k], at).map_err(|e| e.to_string())?;
+                        i += threads as u64;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        for j in jobs {
+            j.join()
+                .map_err(|_| "a floor thread panicked".to_string())??;
+        }
+        Ok(())
+    })?;
+    drop(f);
+    let us = t.elapsed().as_secs_f64() * 1e6 / frames as f64;
+    let _ = std::fs::remove_file(&path);
+    Ok(us)
+}
+
 fn main() {
     if let Err(e) = run() {
         eprintln!("user_path: {e}");
@@ -542,7 +590,7 @@ fn run() -> Result<(), String> {
     for &size in &o.sizes {
         let mut files: Vec<(String, PathBuf)> = Vec::new();
         for (kind, dir) in &outputs {
-            let mut write_us = None;
+            let (mut write_us, mut write_threaded_us) = (None, None);
             for dev in &o.devices {
                 let out = dir.as_ref().map(|d| {
                     d.join(format!(
@@ -583,6 +631,8 @@ fn run() -> Result<(), String> {
                     let len = std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
                     if write_us.is_none() {
                         write_us = Some(write_floor(d, len, o.frames)?);
+                        write_threaded_us =
+                            Some(write_floor_threaded(d, len, o.frames, FLOOR_WRITE_THREADS)?);
                     }
                     files.push((format!("{dev} {kind}"), p.clone()));
                 }
@@ -617,6 +667,12 @@ fn run() -> Result<(), String> {
                 let _ = writeln!(
                     md,
                     "| {size}x{size} | write floor | {kind} | {w:.2} | | | |"
+                );
+            }
+            if let Some(w) = write_threaded_us {
+                let _ = writeln!(
+                    md,
+                    "| {size}x{size} | write floor, {FLOOR_WRITE_THREADS} threads | {kind} | {w:.2} | | | |"
                 );
             }
         }
@@ -682,6 +738,20 @@ fn run() -> Result<(), String> {
             &[],
         )?;
         let _ = writeln!(md, "| (CPU, for scale) | {:.3} |", r.wall_s);
+        // Where a fresh machine's start-up goes: the same run with `--timing`.
+        let timed: Vec<&str> = argv.iter().copied().chain(["--timing"]).collect();
+        let r = cluda(&o, &timed, &[("CUDA_CACHE_DISABLE", "1")])?;
+        let lines: Vec<&str> = r
+            .stderr
+            .lines()
+            .filter(|l| l.starts_with("timing:"))
+            .collect();
+        let _ = writeln!(
+            md,
+            "\n`--timing` of the same run, JIT cache disabled ({:.3} s wall):\n\n```text\n{}\n```",
+            r.wall_s,
+            lines.join("\n")
+        );
     }
     std::fs::write(o.out.join("user-path.csv"), &csv).map_err(|e| e.to_string())?;
     std::fs::write(o.out.join("user-path.md"), &md).map_err(|e| e.to_string())?;

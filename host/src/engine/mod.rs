@@ -64,6 +64,12 @@ pub fn read_threads() -> usize {
         .clamp(1, 16)
 }
 
+/// Read threads for a finder that computes on the host's own cores (the CPU finder): 2. It
+/// is about 20 times slower than reading, so two threads keep it fed, and every further one
+/// takes a core its band threads need (on the H200's 16 cores, 16 read threads slowed the
+/// 3x3 CPU run from 99 to 145 us/frame).
+pub const HOST_FINDER_READ_THREADS: usize = 2;
+
 /// How the engine reads ahead.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EngineConfig {
@@ -138,6 +144,44 @@ impl EngineConfig {
     }
 }
 
+/// The slots of an engine's ring, allocated ahead of [`find_stream_with`]: page-locked memory
+/// on a GPU takes a noticeable part of a short run's start-up, and can be allocated while
+/// the pedestal is read.
+pub struct RingSlots {
+    stores: Vec<Box<dyn FrameStore>>,
+    /// Samples per slot.
+    samples: usize,
+    /// Time the allocation took.
+    alloc: Duration,
+}
+
+impl RingSlots {
+    /// The `config.slots` slots of `config.chunk` frames each that [`find_stream_with`] needs
+    /// for `finder` ([`ClusterFinder::frame_store`]).
+    ///
+    /// # Errors
+    /// As [`EngineConfig::validate`] and [`ClusterFinder::frame_store`].
+    pub fn allocate(finder: &dyn ClusterFinder, config: EngineConfig) -> Result<Self> {
+        let (rows, cols) = (finder.config().rows, finder.config().cols);
+        config.validate(rows, cols)?;
+        let start = Instant::now();
+        let samples = config.chunk * rows * cols;
+        let stores = (0..config.slots)
+            .map(|_| finder.frame_store(samples))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Self {
+            stores,
+            samples,
+            alloc: start.elapsed(),
+        })
+    }
+
+    /// The time the allocation took.
+    pub fn alloc_time(&self) -> Duration {
+        self.alloc
+    }
+}
+
 /// Where the time of a run went, for `--timing`.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct EngineStats {
@@ -153,7 +197,8 @@ pub struct EngineStats {
     pub find: Duration,
     /// Time in the visitor (the sink's share of `find`).
     pub visit: Duration,
-    /// Time to allocate the ring's slots (page-locked memory on a GPU).
+    /// Time to allocate the ring's slots (page-locked memory on a GPU) in the engine; zero
+    /// when they were allocated ahead ([`RingSlots`]).
     pub alloc: Duration,
     /// Wall time of the data phase: from the first chunk asked for to the last one found
     /// (the ring's allocation before it is [`EngineStats::alloc`]).
@@ -218,6 +263,22 @@ pub fn find_stream(
     config: EngineConfig,
     visit: &mut dyn FnMut(u64, FrameClusters<'_>) -> Result<()>,
 ) -> Result<EngineStats> {
+    find_stream_with(finder, source, config, None, visit)
+}
+
+/// As [`find_stream`], with the ring's slots allocated ahead ([`RingSlots::allocate`], e.g. on
+/// the thread that opened the device while the pedestal was pushed); `None`, or slots that do
+/// not fit `config`, and they are allocated here ([`EngineStats::alloc`] counts only that).
+///
+/// # Errors
+/// As [`find_stream`].
+pub fn find_stream_with(
+    finder: &mut dyn ClusterFinder,
+    source: &mut (dyn FrameSource + Send),
+    config: EngineConfig,
+    slots: Option<RingSlots>,
+    visit: &mut dyn FnMut(u64, FrameClusters<'_>) -> Result<()>,
+) -> Result<EngineStats> {
     let (rows, cols) = (source.rows(), source.cols());
     let want = (finder.config().rows, finder.config().cols);
     if (rows, cols) != want {
@@ -232,14 +293,19 @@ pub fn find_stream(
     let slot_len = config.chunk * pixels;
     let start = Instant::now();
     let mapped = if config.map { source.map_rest() } else { None };
+    let mut given = slots
+        .filter(|s| s.samples == slot_len)
+        .map_or_else(Vec::new, |s| s.stores);
     let mut stores = Vec::with_capacity(config.slots);
     for _ in 0..config.slots {
-        stores.push(match mapped {
+        stores.push(match (&mapped, given.pop()) {
             // Tokens only: the chunks are pieces of the map.
-            Some(_) => None,
-            None => Some(finder.frame_store(slot_len)?),
+            (Some(_), _) => None,
+            (None, Some(slot)) => Some(slot),
+            (None, None) => Some(finder.frame_store(slot_len)?),
         });
     }
+    drop(given);
     let mut stats = EngineStats {
         alloc: start.elapsed(),
         ..EngineStats::default()
@@ -494,6 +560,47 @@ mod tests {
             assert_eq!(stats.frames, 23);
             assert_eq!(stats.read_bytes, (23 * rows * cols * 2) as u64);
             assert!(got == want, "chunk {chunk}, slots {slots}");
+        }
+    }
+
+    /// Slots allocated ahead are used (no allocation in the engine); slots of another size
+    /// are replaced; either way the clusters are those of one call.
+    #[test]
+    fn slots_allocated_ahead_give_the_same_clusters() {
+        let (rows, cols) = (24, 40);
+        let g = Generator::new(GenConfig::new(rows, cols, 6)).expect("generator");
+        let dark = g.frames(0, 50, false);
+        let data = g.frames(50, 19, true);
+        let mut want = Vec::new();
+        finder(rows, cols, &dark)
+            .find_each(
+                Frames::new(&data, 19, rows, cols).expect("frames"),
+                &mut |fc| {
+                    want.push(fc.words().to_vec());
+                    Ok(())
+                },
+            )
+            .expect("find");
+        let cfg = EngineConfig {
+            chunk: 4,
+            slots: 3,
+            map: false,
+        };
+        for ahead_chunk in [4, 7] {
+            let mut f = finder(rows, cols, &dark);
+            let ahead = EngineConfig {
+                chunk: ahead_chunk,
+                ..cfg
+            };
+            let slots = RingSlots::allocate(&f, ahead).expect("slots");
+            let mut src = MemorySource::new(data.clone(), rows, cols).expect("source");
+            let mut got = Vec::new();
+            find_stream_with(&mut f, &mut src, cfg, Some(slots), &mut |_, fc| {
+                got.push(fc.words().to_vec());
+                Ok(())
+            })
+            .expect("stream");
+            assert!(got == want, "slots of {ahead_chunk} frames");
         }
     }
 

@@ -144,6 +144,26 @@ pub trait ClusterFinder {
         None
     }
 
+    /// Threads a source should read frames with for this finder (see
+    /// [`crate::io::FrameSource::set_read_threads`]): few for a finder that computes on the
+    /// host's cores ([`crate::engine::HOST_FINDER_READ_THREADS`], the default), every core
+    /// up to 16 ([`crate::engine::read_threads`]) for one that computes elsewhere (a GPU).
+    fn read_threads(&self) -> usize {
+        crate::engine::HOST_FINDER_READ_THREADS.min(crate::engine::read_threads())
+    }
+
+    /// Allocates ahead what calls of up to `frames` frames need, so that the first call
+    /// allocates nothing (a GPU finder: device buffers and page-locked result memory; `cluda
+    /// find` does it on the thread that opens the device, while the pedestal is read).
+    /// Processes no frame; the default does nothing.
+    ///
+    /// # Errors
+    /// A GPU finder returns CUDA errors ([`crate::Error::Cuda`],
+    /// [`crate::Error::OutOfDeviceMemory`]).
+    fn reserve(&mut self, _frames: usize) -> Result<()> {
+        Ok(())
+    }
+
     /// Finds the clusters of every frame and returns them as one owned batch.
     ///
     /// # Errors

@@ -220,6 +220,16 @@ impl ClusterFinder for GpuFinder {
         }))
     }
 
+    /// Every core up to 16: the GPU finds faster than one core copies frames, and the host's
+    /// cores have nothing else to do.
+    fn read_threads(&self) -> usize {
+        crate::engine::read_threads()
+    }
+
+    fn reserve(&mut self, frames: usize) -> Result<()> {
+        GpuFinder::reserve(self, frames)
+    }
+
     /// Page-locked memory, so that uploads from it run at DMA speed with no registration.
     fn frame_store(&self, samples: usize) -> Result<Box<dyn crate::engine::FrameStore>> {
         let cols = self.config.cols.max(1);
