@@ -15,7 +15,8 @@
 //!
 //! The default pipeline goes further: one cooperative launch of
 //! `cluda_run1_*` ([`run`]) finds a whole upload group of frames, each tile waiting per frame
-//! only for the tiles its windows read, with each pixel's pedestal state in registers.
+//! only for the tiles its windows read, with each pixel's pedestal state in registers (in shared
+//! memory between uses for F64 9x9).
 //!
 //! Every kernel's parameters are the fields of its family's argument struct in `crate::args`
 //! (declared from the same field list by [`entry`]); warp and shared-memory primitives are in

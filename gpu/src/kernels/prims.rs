@@ -121,6 +121,20 @@ pub(crate) unsafe fn st_shared_u32(a: u64, v: u32) {
     unsafe { asm!("st.shared.u32 [{a}], {v};", a = in(reg64) a, v = in(reg32) v) };
 }
 
+/// Loads the 8-byte word at shared-window address `a`.
+#[inline(always)]
+pub(crate) unsafe fn ld_shared_u64(a: u64) -> u64 {
+    let v: u64;
+    unsafe { asm!("ld.shared.u64 {v}, [{a}];", v = out(reg64) v, a = in(reg64) a) };
+    v
+}
+
+/// Stores the 8-byte word `v` at shared-window address `a`.
+#[inline(always)]
+pub(crate) unsafe fn st_shared_u64(a: u64, v: u64) {
+    unsafe { asm!("st.shared.u64 [{a}], {v};", a = in(reg64) a, v = in(reg64) v) };
+}
+
 /// Loads four consecutive floats from shared memory (16-byte aligned address).
 #[inline(always)]
 pub(crate) unsafe fn ld_shared_f32x4(addr: u64) -> [f32; 4] {

@@ -7,8 +7,13 @@
 //! resident: one block per tile of 256 pixels, and the host launches only when every block
 //! fits on the device at once (`cuLaunchCooperativeKernel`), so no wait below can deadlock.
 //! Thread `tid` of block `tile` owns pixel `tile * 256 + tid` for the whole launch and keeps
-//! its pedestal state (sums, baseline, threshold, frozen std, raw sample) in registers: it
-//! loads it once and stores the sums once at the end.
+//! its pedestal state (sums, baseline, threshold, frozen std, raw sample) for the whole
+//! launch: it loads it once and stores the sums once at the end. Where it keeps it between
+//! uses is the kernel's `SHARED` parameter: in registers, or (the F64 9x9 kernel) in shared
+//! memory, loaded before each use and stored after it, so that no register holds it across
+//! the waits, the reduction and the records (measured on the H200: 9x9 F64 kernel 9.88 ->
+//! 9.01 us/frame; F32 9x9 opt10 8.28 -> 8.58, so F32 keeps registers; see
+//! bench-results/2026-12-02-h200-kernel/).
 //!
 //! - Prologue: every pixel prepares frame 0 (corrected value into plane 0, threshold); the
 //!   tile publishes progress 1 (its plane of frame 0 is written).
@@ -44,7 +49,9 @@ use core::arch::nvptx;
 
 use super::frame::{BLOCK, Geometry, WARPS, window_stats};
 use super::prepare::{corrected_value, threshold_value};
-use super::prims::{ballot, ld_shared_u32, shfl_idx, st_shared_u32, warp_sum};
+use super::prims::{
+    ballot, ld_shared_u32, ld_shared_u64, shfl_idx, st_shared_u32, st_shared_u64, warp_sum,
+};
 use crate::args::RunArgs;
 use crate::classify::{PixelClass, classify};
 use crate::layout::RUN_SCRATCH_BYTES;
@@ -171,7 +178,8 @@ unsafe fn publish(progress: *mut u32, frames: u32) {
     }
 }
 
-/// State of one pixel a thread owns for the whole launch, in registers.
+/// State of one pixel a thread owns for the whole launch (in registers, or between uses in
+/// shared memory: [`StateSlots`]).
 #[derive(Clone, Copy)]
 struct Pixel<R> {
     p: u32,
@@ -277,16 +285,94 @@ unsafe fn write_records_warp<R: Real, const S: usize>(
     }
 }
 
+/// Where a thread keeps its pixel's state between uses when the kernel's `SHARED` is set:
+/// one 8-byte slot per value and thread in shared memory, `(slot * BLOCK + tid) * 8` bytes
+/// after the reduction's scratch (consecutive threads, consecutive slots: no bank conflicts
+/// beyond the two wavefronts of a warp's 8-byte access).
+#[derive(Clone, Copy)]
+struct StateSlots {
+    at: u64,
+}
+
+/// Values of the shared state of a `SHARED` run kernel: `a`, `b`, baseline, frozen std,
+/// threshold.
+const STATE_SLOTS: u64 = 5;
+
+/// Bytes of a run kernel's shared array: the reduction's scratch, then (with `SHARED`) the state.
+pub(crate) const fn run_shared_bytes(shared: bool) -> usize {
+    if shared {
+        (STATE_OFFSET + STATE_SLOTS * BLOCK as u64 * 8) as usize
+    } else {
+        RUN_SCRATCH_BYTES
+    }
+}
+
+/// Bytes of the reduction's scratch before the state (rounded up to keep the state aligned).
+const STATE_OFFSET: u64 = 256;
+const _: () = assert!(RUN_SCRATCH_BYTES as u64 <= STATE_OFFSET);
+
+const SLOT_A: u64 = 0;
+const SLOT_B: u64 = 1;
+const SLOT_BASE: u64 = 2;
+const SLOT_FSTD: u64 = 3;
+const SLOT_T: u64 = 4;
+
+impl StateSlots {
+    /// The slots of thread `tid` in the shared array at window address `scratch`.
+    #[inline(always)]
+    fn new(scratch: u64, tid: u32) -> Self {
+        Self {
+            at: scratch + STATE_OFFSET + tid as u64 * 8,
+        }
+    }
+
+    #[inline(always)]
+    fn addr(self, slot: u64) -> u64 {
+        self.at + slot * BLOCK as u64 * 8
+    }
+
+    /// Loads value `slot`.
+    #[inline(always)]
+    unsafe fn get<R: Real>(self, slot: u64) -> R {
+        unsafe {
+            if size_of::<R>() == 8 {
+                let v = ld_shared_u64(self.addr(slot));
+                core::mem::transmute_copy::<u64, R>(&v)
+            } else {
+                let v = ld_shared_u32(self.addr(slot));
+                core::mem::transmute_copy::<u32, R>(&v)
+            }
+        }
+    }
+
+    /// Stores `v` as value `slot`.
+    #[inline(always)]
+    unsafe fn set<R: Real>(self, slot: u64, v: R) {
+        unsafe {
+            if size_of::<R>() == 8 {
+                st_shared_u64(self.addr(slot), core::mem::transmute_copy::<R, u64>(&v));
+            } else {
+                st_shared_u32(self.addr(slot), core::mem::transmute_copy::<R, u32>(&v));
+            }
+        }
+    }
+}
+
 /// The `run` kernel body for window side `S` (see the module docs); `scratch` is the
-/// shared-window address of `2 * WARPS * SCRATCH_PER_WARP` words. Block `b` owns tile `b`;
+/// shared-window address of [`run_shared_bytes`]`(SHARED)` bytes; with `SHARED` the pixel's
+/// state lives there between uses ([`StateSlots`]). Block `b` owns tile `b`;
 /// the grid must be exactly one block per tile, all resident at once.
 #[inline(always)]
-pub(crate) unsafe fn run_frames<R: Real, const S: usize>(args: &Run<R>, scratch: u64) {
+pub(crate) unsafe fn run_frames<R: Real, const S: usize, const SHARED: bool>(
+    args: &Run<R>,
+    scratch: u64,
+) {
     unsafe {
         let tid = nvptx::_thread_idx_x() as u32;
         let tile = nvptx::_block_idx_x() as u32;
         let (warp, lane) = (tid / 32, tid % 32);
         let g = args.g;
+        let slots = StateSlots::new(scratch, tid);
         if args.n == 0 || tile >= g.tiles {
             return;
         }
@@ -316,6 +402,13 @@ pub(crate) unsafe fn run_frames<R: Real, const S: usize>(args: &Run<R>, scratch:
             }
             store_corrected(args, &mut px, *args.frame(0).add(i), args.plane(0));
             update_threshold(args, &mut px);
+            if SHARED {
+                slots.set(SLOT_A, px.a);
+                slots.set(SLOT_B, px.b);
+                slots.set(SLOT_BASE, px.base);
+                slots.set(SLOT_FSTD, px.fstd);
+                slots.set(SLOT_T, px.t);
+            }
         }
         nvptx::_syncthreads();
         if tid == 0 {
@@ -372,15 +465,31 @@ pub(crate) unsafe fn run_frames<R: Real, const S: usize>(args: &Run<R>, scratch:
             };
             let mut centre = false;
             if classify_now && px.inside {
+                if SHARED {
+                    px.t = slots.get(SLOT_T);
+                }
                 let (cp, total, max) = window_stats::<R, S>(args.plane(k) as *const R, &g, p);
                 match classify(cp, px.t, total, max, side) {
                     PixelClass::Pedestal => {
-                        push_ready(&mut px.a, &mut px.b, px.base, px.raw, g.inv)
+                        if SHARED {
+                            px.a = slots.get(SLOT_A);
+                            px.b = slots.get(SLOT_B);
+                            px.base = slots.get(SLOT_BASE);
+                        }
+                        push_ready(&mut px.a, &mut px.b, px.base, px.raw, g.inv);
+                        if SHARED {
+                            slots.set(SLOT_A, px.a);
+                            slots.set(SLOT_B, px.b);
+                        }
                     }
                     PixelClass::Centre => centre = true,
                     PixelClass::Negative | PixelClass::Nothing => {}
                 }
                 if next {
+                    if SHARED {
+                        px.a = slots.get(SLOT_A);
+                        px.base = slots.get(SLOT_BASE);
+                    }
                     store_corrected(args, &mut px, raw_next, args.plane(k + 1));
                 }
             }
@@ -443,7 +552,15 @@ pub(crate) unsafe fn run_frames<R: Real, const S: usize>(args: &Run<R>, scratch:
                 arrive(args.arrivals(k), tid);
             }
             if classify_now && next && px.inside {
+                if SHARED {
+                    px.a = slots.get(SLOT_A);
+                    px.b = slots.get(SLOT_B);
+                    px.fstd = slots.get(SLOT_FSTD);
+                }
                 update_threshold(args, &mut px);
+                if SHARED {
+                    slots.set(SLOT_T, px.t);
+                }
             }
             // The records of frame k-2.
             if write_now {
@@ -455,15 +572,19 @@ pub(crate) unsafe fn run_frames<R: Real, const S: usize>(args: &Run<R>, scratch:
             }
         }
         if px.inside {
+            if SHARED {
+                px.a = slots.get(SLOT_A);
+                px.b = slots.get(SLOT_B);
+            }
             *args.a.add(p as usize) = px.a;
             *args.b.add(p as usize) = px.b;
         }
     }
 }
 
-/// A run kernel.
+/// A run kernel whose pixel state stays in registers or, with `SHARED`, in shared memory.
 #[inline(always)]
-unsafe fn run_entry<R: Real, const S: usize>(k: RunArgs<R>, scratch: u64) {
+unsafe fn run_kernel<R: Real, const S: usize, const SHARED: bool>(k: RunArgs<R>, scratch: u64) {
     let args = Run {
         frames: k.frames,
         n: k.n,
@@ -489,8 +610,23 @@ unsafe fn run_entry<R: Real, const S: usize>(k: RunArgs<R>, scratch: u64) {
         records: k.records,
         room: k.room,
     };
-    unsafe { run_frames::<R, S>(&args, scratch) }
+    unsafe { run_frames::<R, S, SHARED>(&args, scratch) }
 }
+
+/// A run kernel with the pixel state in registers.
+#[inline(always)]
+unsafe fn run_entry<R: Real, const S: usize>(k: RunArgs<R>, scratch: u64) {
+    unsafe { run_kernel::<R, S, false>(k, scratch) }
+}
+
+/// A run kernel with the pixel state in shared memory between uses.
+#[inline(always)]
+unsafe fn run_entry_shared<R: Real, const S: usize>(k: RunArgs<R>, scratch: u64) {
+    unsafe { run_kernel::<R, S, true>(k, scratch) }
+}
+
+const REGISTER_STATE_BYTES: usize = run_shared_bytes(false);
+const SHARED_STATE_BYTES: usize = run_shared_bytes(true);
 
 super::entry! { run_fields;
     /// Finds `n` consecutive frames in one cooperative launch with a window of side `S` (the
@@ -498,9 +634,16 @@ super::entry! { run_fields;
     /// for the tiles its windows read; records in row-major order after a running total (see
     /// the module docs). The grid must be one block per tile and fit on the device at once;
     /// the work area's counters and flags must be zeroed.
-    RunArgs => run_entry [window RUN_SCRATCH_BYTES];
+    RunArgs => run_entry [window REGISTER_STATE_BYTES];
     cluda_run1_f64_3(f64, 3), cluda_run1_f64_5(f64, 5),
-    cluda_run1_f64_7(f64, 7), cluda_run1_f64_9(f64, 9),
+    cluda_run1_f64_7(f64, 7),
     cluda_run1_f32_3(f32, 3), cluda_run1_f32_5(f32, 5),
     cluda_run1_f32_7(f32, 7), cluda_run1_f32_9(f32, 9),
+}
+
+super::entry! { run_fields;
+    /// As the other `cluda_run1_*` kernels, with each pixel's pedestal state in shared memory
+    /// between its uses (the module docs say why this one).
+    RunArgs => run_entry_shared [window SHARED_STATE_BYTES];
+    cluda_run1_f64_9(f64, 9),
 }

@@ -39,7 +39,7 @@ pub enum Launch {
     PerFrame,
     /// One cooperative launch per upload group (`cluda_run1_*`): the grid stays resident,
     /// one block per 256-pixel tile, each tile waits per frame only for the tiles its
-    /// windows read, and each pixel's pedestal state stays in registers for the group. Needs
+    /// windows read, and each pixel's pedestal state stays on chip for the group. Needs
     /// `compact` (the records of a frame follow the running total of the frames before it).
     /// Frames with more tiles than the device holds blocks at once (on an H200 660 tiles,
     /// about 169,000 pixels; a 400x400 MOENCH frame has 625) go one launch per frame
