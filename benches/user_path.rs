@@ -15,8 +15,9 @@
 //!    cluster file to the output directory in 8 MiB writes, on one thread and in positioned
 //!    writes on 4 threads (as the cluster-file writer's threads write).
 //! 3. The library path (GPU): `GpuFinder::find_each` over every frame, in one call, from a
-//!    plain (pageable) `Vec<u16>` already in memory (the default input mode, which registers
-//!    it for the call; and `InputMode::Staged`, copied into pinned buffers on every core),
+//!    plain (pageable) `Vec<u16>` already in memory (the default input mode, which stages it:
+//!    copied into pinned buffers on every core; and `InputMode::Registered`, which locks it
+//!    for the call),
 //!    from the same memory page-locked in place beforehand (`GpuFinder::lock_frames`, lock
 //!    time reported apart), and from `PinnedFrames`; a fresh finder each, no `reserve`: what
 //!    a library caller gets.
@@ -325,12 +326,12 @@ fn library_path(pedestal: &Path, data: &Path, size: usize) -> Result<(Vec<LibRow
     let (s, want) = call(&mut f, frames_of(&plain, n, rows, cols)?)?;
     rows_out.push(("gpu:lib-pageable", s * 1e6 / n as f64, s));
     let mut f = fresh_with(cluda::finder::gpu::PipelineConfig {
-        input: cluda::finder::gpu::InputMode::Staged,
+        input: cluda::finder::gpu::InputMode::Registered,
         ..cluda::finder::gpu::PipelineConfig::default()
     })?;
     let (s, count) = call(&mut f, frames_of(&plain, n, rows, cols)?)?;
-    rows_out.push(("gpu:lib-pageable-staged", s * 1e6 / n as f64, s));
-    let same_staged = count == want;
+    rows_out.push(("gpu:lib-pageable-registered", s * 1e6 / n as f64, s));
+    let same_registered = count == want;
     let mut f = fresh()?;
     let t = Instant::now();
     // A driver that refuses to lock 6 GB is a finding, not a failed bench.
@@ -355,7 +356,7 @@ fn library_path(pedestal: &Path, data: &Path, size: usize) -> Result<(Vec<LibRow
     drop(plain);
     let (s, count) = call(&mut f, pinned.frames().map_err(|x| e(&x))?)?;
     rows_out.push(("gpu:lib-pinned", s * 1e6 / n as f64, s));
-    if !same_locked || !same_staged || count != want {
+    if !same_locked || !same_registered || count != want {
         return Err(format!(
             "the library paths found different cluster counts ({want} pageable)"
         ));

@@ -62,6 +62,14 @@ pub(crate) fn source_for(
     match mode {
         InputMode::Pageable => (Source::Direct, None),
         InputMode::Staged => (Source::Staged, None),
+        InputMode::Auto => {
+            let p = data.as_ptr() as *const u8;
+            if is_pinned(p, std::mem::size_of_val(data)) {
+                (Source::Direct, None)
+            } else {
+                (Source::Staged, None)
+            }
+        }
         InputMode::Registered => {
             let p = data.as_ptr() as *const u8;
             let bytes = std::mem::size_of_val(data);

@@ -286,8 +286,9 @@ impl ClusterFinder for GpuFinder {
     /// chunk i's results are collected, and no chunk boundary waits for the GPU. A chunk goes
     /// back to the feed once its last frames' results are in and their room is checked
     /// (before they are visited); the finder holds at most as many chunks as it has chunks
-    /// in flight (`depth`). Chunks that are not page-locked are registered while held (with
-    /// [`InputMode::Registered`], as for `find_each`).
+    /// in flight (`depth`). Chunks that are not page-locked are read as the input mode says
+    /// (staged by default, [`InputMode::Auto`]; registered while held with
+    /// [`InputMode::Registered`]), as for `find_each`.
     fn find_feed(
         &mut self,
         feed: &mut dyn crate::engine::FrameFeed,

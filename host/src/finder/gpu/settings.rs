@@ -20,6 +20,13 @@ pub enum InputMode {
     /// [`crate::finder::gpu::PinnedFrames`]), otherwise page-locked (registered) for the call; falls
     /// back to [`InputMode::Staged`] when the driver refuses to register it.
     Registered,
+    /// The default: DMA from the caller's memory when it is already page-locked
+    /// ([`crate::finder::gpu::PinnedFrames`], [`crate::finder::gpu::GpuFinder::lock_frames`],
+    /// the engine's ring), otherwise [`InputMode::Staged`]. Registering pageable memory on
+    /// every call costs more than staging it: on the H200, 20,000 400x400 frames in a plain
+    /// `Vec` took 24.8 us/frame registered per call against 11.3 staged on every core
+    /// (bench-results/2026-12-02-h200-user-path-feed).
+    Auto,
 }
 
 /// How results reach the visitor.
@@ -108,7 +115,7 @@ impl Default for PipelineConfig {
             depth: 2,
             cap: 2048,
             slot_bytes: DEFAULT_SLOT_BYTES,
-            input: InputMode::Registered,
+            input: InputMode::Auto,
             collect: Collect::ZeroCopy,
             compact: true,
             upload_frames: 32,
