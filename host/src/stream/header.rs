@@ -210,7 +210,11 @@ impl ZmqHeader {
         // add a terminating NUL.
         let bytes = bytes.strip_suffix(b"\0").unwrap_or(bytes);
         let h: Self = serde_json::from_slice(bytes).map_err(|e| {
-            HeaderFault::Malformed(format!("not a JSON header as slsReceiver sends: {e}"))
+            let field = field_at(bytes, e.line(), e.column())
+                .map_or(String::new(), |f| format!(" (field `{f}`)"));
+            HeaderFault::Malformed(format!(
+                "not a JSON header as slsReceiver sends{field}: {e}"
+            ))
         })?;
         let mut h = h;
         let absent = [
@@ -374,6 +378,21 @@ impl ZmqHeader {
         s.push_str("}\n");
         s
     }
+}
+
+/// The key whose value serde_json stopped at (1-based `line`, `column`): the last `"key":`
+/// before that position, so a type error names the field.
+fn field_at(bytes: &[u8], line: usize, column: usize) -> Option<String> {
+    let mut offset = 0;
+    for _ in 1..line {
+        offset += bytes[offset..].iter().position(|&b| b == b'\n')? + 1;
+    }
+    let end = (offset + column).min(bytes.len());
+    let text = std::str::from_utf8(&bytes[..end]).ok()?;
+    let colon = text.rfind("\":")?;
+    let start = text[..colon].rfind('"')?;
+    let key = &text[start + 1..colon];
+    (!key.is_empty() && key.len() < 64).then(|| key.to_string())
 }
 
 /// Markers of a field the header left out (values no sender writes), so that a data header

@@ -90,8 +90,6 @@ pub(crate) struct DropLog {
 pub(crate) struct Shared {
     /// Frames in the queue now.
     pub depth: AtomicUsize,
-    /// Items put into the queue so far.
-    pub queued: AtomicU64,
     /// Frames dropped so far (all acquisitions).
     pub dropped: AtomicU64,
     pub drops: Mutex<DropLog>,
@@ -105,7 +103,8 @@ pub struct ZmqReceiver {
     pub(crate) rx: Receiver<Message>,
     pub(crate) shared: Arc<Shared>,
     pub(crate) config: ReceiverConfig,
-    /// Items taken from the queue so far (matches [`Shared::queued`] order).
+    /// Items taken from the queue so far (the receiving thread counts the items it queued the
+    /// same way).
     pub(crate) taken: u64,
     thread: Option<JoinHandle<()>>,
 }
@@ -218,7 +217,8 @@ impl ZmqReceiver {
         };
         let mut ranges = Vec::new();
         while let Some(&(before, a, b)) = log.ranges.front() {
-            if before > self.taken {
+            // Dropped after `before` items were queued: before item `before + 1`.
+            if before >= self.taken {
                 break;
             }
             ranges.push((a, b));
@@ -226,7 +226,7 @@ impl ZmqReceiver {
         }
         let mut unnumbered = 0;
         while let Some(&before) = log.unnumbered.front() {
-            if before > self.taken {
+            if before >= self.taken {
                 break;
             }
             unnumbered += 1;
@@ -259,6 +259,9 @@ fn receive(
     shared: &Shared,
     full: FullQueue,
 ) -> std::result::Result<(), zmq::Error> {
+    // Items queued so far: a dropped frame is logged with it, so the consumer knows which
+    // queued item it came before.
+    let mut queued = 0u64;
     while !shared.stop.load(Ordering::Relaxed) {
         let first = match socket.recv_msg(zmq::DONTWAIT) {
             Ok(m) => m,
@@ -292,7 +295,7 @@ fn receive(
             if tx.send(msg).is_err() {
                 return Ok(());
             }
-            shared.queued.fetch_add(1, Ordering::Relaxed);
+            queued += 1;
             continue;
         }
         shared.depth.fetch_add(1, Ordering::Relaxed);
@@ -302,7 +305,7 @@ fn receive(
                 Ok(()) => Ok(()),
                 Err(TrySendError::Full(msg)) => {
                     shared.depth.fetch_sub(1, Ordering::Relaxed);
-                    log_drop(shared, &msg);
+                    log_drop(shared, &msg, queued);
                     continue;
                 }
                 Err(TrySendError::Disconnected(_)) => Err(()),
@@ -311,16 +314,15 @@ fn receive(
         if sent.is_err() {
             return Ok(());
         }
-        shared.queued.fetch_add(1, Ordering::Relaxed);
+        queued += 1;
     }
     Ok(())
 }
 
 /// Logs a frame dropped because the queue was full, by its frame number when its header
 /// says it.
-fn log_drop(shared: &Shared, msg: &Message) {
+fn log_drop(shared: &Shared, msg: &Message, before: u64) {
     shared.dropped.fetch_add(1, Ordering::Relaxed);
-    let before = shared.queued.load(Ordering::Relaxed);
     let number = ZmqHeader::parse(&msg.parts[0])
         .ok()
         .and_then(|h| h.frame_number);

@@ -310,14 +310,6 @@ impl<'r> Acquisition<'r> {
             return None;
         }
         let number = header.number();
-        if parts.len() < 2 {
-            self.fault(
-                FaultKind::Malformed,
-                1,
-                format!("frame {number}: its header came without the data part; skipped"),
-            );
-            return None;
-        }
         // Does the frame belong to this acquisition?
         let key = (header.file_index, header.fname.clone());
         if let (Some(k), Some(last)) = (&self.key, self.last) {
@@ -389,11 +381,19 @@ impl<'r> Acquisition<'r> {
         if self.counts.first_arrival.is_none() {
             self.counts.first_arrival = Some(arrived);
         }
+        if parts.len() < 2 {
+            self.fault(
+                FaultKind::Malformed,
+                1,
+                format!("frame {number}: its header came without the data part; skipped"),
+            );
+            return None;
+        }
         if extra_parts > 0 {
             self.fault(
                 FaultKind::Malformed,
                 1,
-                format!("frame {number}: {extra_parts} parts after the data part; skipped"),
+                format!("frame {number}: {extra_parts} more part(s) after the data part; skipped"),
             );
             return None;
         }
