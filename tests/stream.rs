@@ -521,3 +521,60 @@ fn sigint_finishes_the_acquisition() {
         .collect();
     assert_eq!(names.len(), 1, "{names:?}");
 }
+
+/// An acquisition whose end message never comes (a PUB drops it at its high-water mark like
+/// any frame) is ended after `--idle-end` seconds without messages, reported, and its file
+/// written.
+#[test]
+fn a_lost_end_message_ends_the_acquisition_when_idle() {
+    let dir = tempfile::tempdir().expect("dir");
+    let d = dir.path();
+    let (rows, cols) = (40usize, 160usize);
+    let g = Generator::new(GenConfig::new(rows, cols, 5)).expect("generator");
+    let port = free_port();
+    let out = d.join("out");
+    let stream = spawn(
+        d,
+        "idle",
+        &[
+            "stream",
+            "--zmq",
+            &format!("tcp://127.0.0.1:{port}"),
+            "--out-dir",
+            s(&out),
+            "--pedestal-frames",
+            "10",
+            "--device",
+            "cpu",
+            "--acquisitions",
+            "1",
+            "--idle-end",
+            "1",
+        ],
+    );
+    let mut p = Publisher::bind(&format!("tcp://127.0.0.1:{port}"), 1000, true).expect("bind");
+    assert_eq!(
+        p.wait_for_subscribers(1, Duration::from_secs(30))
+            .expect("wait"),
+        1
+    );
+    for n in 0..15 {
+        send(&mut p, &g, n, n >= 10, |_| {});
+    }
+    let done = stream.wait(LIMIT);
+    assert!(done.status.success(), "{}", done.stderr);
+    let sums = summaries(&done.stdout);
+    assert_eq!(sums.len(), 1, "{}", done.stdout);
+    let m = &sums[0];
+    assert_eq!(m["end"], "idle");
+    assert_eq!((num(m, "frames"), num(m, "malformed")), (5, 1));
+    assert!(
+        done.stderr.contains(
+            "no end-of-acquisition message and nothing for 1.0 s: the acquisition is ended after frame 14"
+        ),
+        "{}",
+        done.stderr
+    );
+    let (numbers, _) = read_cluster_file(&out.join("run_0.clust"), ClusterSize::S3).expect("read");
+    assert_eq!(numbers, vec![10, 11, 12, 13, 14]);
+}

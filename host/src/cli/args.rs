@@ -117,6 +117,11 @@ pub struct StreamArgs {
     /// Frames per finder call.
     #[arg(long, default_value_t = 128, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=4096))]
     pub chunk: u64,
+    /// End an acquisition when nothing arrived for S seconds and its end-of-acquisition
+    /// message did not come (a sender's PUB socket drops it at its high-water mark like any
+    /// frame); 0: wait for it until SIGINT.
+    #[arg(long, default_value_t = 10.0, value_name = "S")]
+    pub idle_end: f64,
     /// Write live PNG plots into DIR (spectrum.png, hitmap.png), refreshed every few seconds
     /// and at the end of each acquisition.
     #[arg(long, value_name = "DIR")]

@@ -64,6 +64,13 @@ pub fn run(args: &StreamArgs) -> Result<()> {
     settings.acquisitions = args.acquisitions;
     settings.chunk = args.chunk as usize;
     settings.slow_sink = Duration::from_micros(args.slow_sink_us);
+    if !(args.idle_end.is_finite() && (0.0..=86_400.0).contains(&args.idle_end)) {
+        return Err(Error::param(
+            "idle-end",
+            format!("must be between 0 and 86400 seconds, got {}", args.idle_end),
+        ));
+    }
+    settings.idle_end = Duration::from_secs_f64(args.idle_end);
     let mut config = ReceiverConfig::new(&args.zmq);
     config.queue_frames = args.queue as usize;
     config.full = if args.on_full == "block" {

@@ -68,6 +68,9 @@ pub struct StreamSettings {
     pub chunk: usize,
     /// Longest wait for more frames before a partial chunk goes to the finder.
     pub max_wait: Duration,
+    /// End an acquisition when nothing came for this long without its end message (lost:
+    /// a PUB drops it at its high-water mark like any frame); zero: wait for it forever.
+    pub idle_end: Duration,
     /// An artificial delay per frame in the sink, to test what happens when cluda cannot keep
     /// up; zero normally.
     pub slow_sink: Duration,
@@ -87,6 +90,7 @@ impl StreamSettings {
             acquisitions: None,
             chunk: 128,
             max_wait: Duration::from_millis(10),
+            idle_end: Duration::from_secs(10),
             slow_sink: Duration::ZERO,
         }
     }
@@ -120,7 +124,8 @@ pub struct AcquisitionSummary {
     pub clusters: u64,
     /// Faults and how it ended.
     pub counts: AcquisitionCounts,
-    /// From its first frame's arrival to its last frame's clusters written.
+    /// From its first frame's arrival to its last frame's clusters handed to the file (or its
+    /// pushing into the pedestal); the file's final flush and rename are not counted.
     pub seconds: f64,
     /// Longest time from a frame's arrival to its clusters being written (or its pushing into
     /// the pedestal).
@@ -352,6 +357,7 @@ pub fn run(
             Arc::clone(&report),
         );
         acq.max_wait = settings.max_wait;
+        acq.idle_end = settings.idle_end;
         let mut out = AcquisitionSummary {
             file_index: first.file_index,
             kind: AcquisitionKind::Data,
@@ -365,6 +371,7 @@ pub fn run(
             device,
         };
         let pixels = shape.0 * shape.1;
+        let mut last_done: Option<std::time::Instant> = None;
         let mut buf = vec![0u16; settings.chunk.max(1) * pixels];
         let mut numbers = Vec::new();
         if dark {
@@ -383,6 +390,7 @@ pub fn run(
                 pedestal.push_frames(Frames::new(&buf[..k * pixels], k, shape.0, shape.1)?)?;
                 out.pedestal_frames += k as u64;
                 out.worst_lag = out.worst_lag.max(claim_lag(&acq, numbers.last().copied()));
+                last_done = Some(std::time::Instant::now());
             }
             dark_done += 1;
             out.kind = AcquisitionKind::Dark;
@@ -424,6 +432,7 @@ pub fn run(
                         )?)?;
                         out.pedestal_frames += k as u64;
                         out.worst_lag = out.worst_lag.max(claim_lag(&acq, numbers.last().copied()));
+                        last_done = Some(std::time::Instant::now());
                     }
                 }
                 (_, Some(p)) => finder.set_pedestal(p.clone())?,
@@ -469,6 +478,7 @@ pub fn run(
                     if !slow.is_zero() {
                         std::thread::sleep(slow);
                     }
+                    last_done = Some(std::time::Instant::now());
                     Ok(())
                 });
                 let stats = match result {
@@ -504,10 +514,10 @@ pub fn run(
         if out.counts.ending == Ending::Open {
             out.counts.ending = Ending::Stopped;
         }
-        out.seconds = out
-            .counts
-            .first_arrival
-            .map_or(0.0, |t| t.elapsed().as_secs_f64());
+        out.seconds = match (out.counts.first_arrival, last_done) {
+            (Some(a), Some(b)) => b.saturating_duration_since(a).as_secs_f64(),
+            _ => 0.0,
+        };
         totals.acquisitions += 1;
         summary(&out)?;
         if stop.load(Ordering::SeqCst) {

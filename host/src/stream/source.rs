@@ -5,7 +5,8 @@
 //! another acquisition without one (a different `fileIndex` or `fname`: the end message was
 //! lost) or that shows the sender restarted (`frameIndex` 0 again, or a frame number not above
 //! the last), which is kept for the next acquisition, or when the caller's stop flag is set
-//! (SIGINT). `fill` returns a partial chunk when frames come slowly (after `max_wait` from the
+//! (SIGINT), or when nothing came for `idle_end` (the end message was lost: a PUB drops it at
+//! its high-water mark like any other message). `fill` returns a partial chunk when frames come slowly (after `max_wait` from the
 //! chunk's first frame), so a slow detector's clusters are not held back.
 
 use std::collections::VecDeque;
@@ -90,6 +91,8 @@ pub enum Ending {
     Restart,
     /// The caller's stop flag (SIGINT).
     Stopped,
+    /// Nothing came for the idle time and no end message (it was lost).
+    Idle,
 }
 
 impl Ending {
@@ -101,6 +104,7 @@ impl Ending {
             Self::NextAcquisition => "next-acquisition",
             Self::Restart => "restart",
             Self::Stopped => "interrupted",
+            Self::Idle => "idle",
         }
     }
 }
@@ -128,6 +132,8 @@ pub struct AcquisitionCounts {
     pub ending: Ending,
     /// When its first frame arrived.
     pub first_arrival: Option<Instant>,
+    /// When its last frame was delivered.
+    pub last_delivery: Option<Instant>,
 }
 
 /// Reports per kind before further ones are suppressed, per acquisition.
@@ -146,6 +152,9 @@ pub struct Acquisition<'r> {
     report: Reporter,
     /// Longest wait for more frames once a chunk has one.
     pub max_wait: Duration,
+    /// End the acquisition when no message came for this long (zero: never).
+    pub idle_end: Duration,
+    last_message: Instant,
     /// Counts so far.
     pub counts: AcquisitionCounts,
     /// `(fileIndex, fname)` of its first frame.
@@ -174,6 +183,8 @@ impl<'r> Acquisition<'r> {
             stop,
             report,
             max_wait: Duration::from_millis(10),
+            idle_end: Duration::ZERO,
+            last_message: Instant::now(),
             counts: AcquisitionCounts::default(),
             key: None,
             last: None,
@@ -482,8 +493,29 @@ impl FrameSource for Acquisition<'_> {
                 }
             };
             let Some(msg) = self.next(timeout)? else {
+                if !self.idle_end.is_zero()
+                    && self.last_message.elapsed() >= self.idle_end
+                    && got.is_empty()
+                {
+                    let after = self
+                        .last
+                        .map_or(String::new(), |l| format!(" after frame {l}"));
+                    self.fault(
+                        FaultKind::Malformed,
+                        1,
+                        format!(
+                            "no end-of-acquisition message and nothing for {:.1} s: the acquisition is ended{after} (its end message was lost)",
+                            self.idle_end.as_secs_f64()
+                        ),
+                    );
+                    let last = self.last;
+                    self.account_drops(last, None);
+                    self.counts.ending = Ending::Idle;
+                    break;
+                }
                 continue;
             };
+            self.last_message = Instant::now();
             self.behind();
             if let Some(frame) = self.handle(msg) {
                 if deadline.is_none() {
@@ -506,6 +538,9 @@ impl FrameSource for Acquisition<'_> {
         }
         numbers.extend(got.iter().map(|(n, _, _)| *n));
         self.counts.frames += got.len() as u64;
+        if !got.is_empty() {
+            self.counts.last_delivery = Some(Instant::now());
+        }
         Ok(got.len())
     }
 
