@@ -17,9 +17,19 @@ pub fn free_port() -> u16 {
     l.local_addr().expect("address").port()
 }
 
-/// The `cluda` binary.
-pub fn cluda_bin() -> &'static str {
-    env!("CARGO_BIN_EXE_cluda")
+/// The `cluda` binary: `$CLUDA_BIN`, else the one cargo built, else (a test staged on another
+/// machine by tools/gpu-pack) the `cluda` beside this test's executable.
+pub fn cluda_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("CLUDA_BIN") {
+        return PathBuf::from(p);
+    }
+    let built = PathBuf::from(env!("CARGO_BIN_EXE_cluda"));
+    if built.exists() {
+        return built;
+    }
+    std::env::current_exe()
+        .map(|e| e.with_file_name("cluda"))
+        .unwrap_or(built)
 }
 
 /// Path as text.
