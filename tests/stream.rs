@@ -2,7 +2,8 @@
 //! cluster files are byte-identical to `cluda find` on the same frames (one and two
 //! acquisitions, a pedestal file or dark acquisitions); every fault of a stream is counted and
 //! reported with its frame number while the stream goes on; a slow consumer reports its drops;
-//! SIGINT mid-acquisition leaves a valid file and exits 0.
+//! SIGINT mid-acquisition leaves a valid file and exits 0; a lost end message ends the
+//! acquisition when idle; live plots are drawn.
 
 mod stream_support;
 
@@ -577,4 +578,74 @@ fn a_lost_end_message_ends_the_acquisition_when_idle() {
     );
     let (numbers, _) = read_cluster_file(&out.join("run_0.clust"), ClusterSize::S3).expect("read");
     assert_eq!(numbers, vec![10, 11, 12, 13, 14]);
+}
+
+/// `--plot DIR`: the spectrum and hit map of the acquisition are drawn while it runs and when it
+/// ends, as whole PNG files (no temporary file left).
+#[test]
+fn live_plots_are_drawn() {
+    let dir = tempfile::tempdir().expect("dir");
+    let d = dir.path();
+    let data = write_frames(d, "data", SHAPE, 0, 400, true);
+    let port = free_port();
+    let plots = d.join("plots");
+    let stream = spawn(
+        d,
+        "plots",
+        &[
+            "stream",
+            "--zmq",
+            &format!("tcp://127.0.0.1:{port}"),
+            "--out-dir",
+            s(&d.join("out")),
+            "--pedestal-frames",
+            "50",
+            "--device",
+            "cpu",
+            "--acquisitions",
+            "1",
+            "--plot",
+            s(&plots),
+            "--plot-every",
+            "0.2",
+        ],
+    );
+    // Watch the directory while frames come at 400 Hz: a refresh lands before the end.
+    let replay = spawn(
+        d,
+        "replay",
+        &[
+            "replay",
+            "--zmq",
+            &format!("tcp://*:{port}"),
+            "--data",
+            s(&data),
+            "--rate",
+            "400",
+        ],
+    );
+    let mut seen_live = false;
+    let until = std::time::Instant::now() + Duration::from_secs(60);
+    while std::time::Instant::now() < until && !stream.stdout_now().contains("acquisition=") {
+        seen_live |= plots.join("spectrum.png").exists();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(replay.wait(LIMIT).status.success());
+    let done = stream.wait(LIMIT);
+    assert!(done.status.success(), "{}", done.stderr);
+    assert!(seen_live, "no plot before the acquisition ended");
+    assert!(!done.stderr.contains("not drawn"), "{}", done.stderr);
+    let mut names: Vec<String> = std::fs::read_dir(&plots)
+        .expect("plots")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["hitmap.png", "spectrum.png"]);
+    for n in names {
+        let bytes = std::fs::read(plots.join(&n)).expect("png");
+        assert!(
+            bytes.starts_with(b"\x89PNG\r\n\x1a\n") && bytes.len() > 1000,
+            "{n}"
+        );
+    }
 }

@@ -3,12 +3,14 @@
 //! stdout, and optional live plots.
 
 use std::cell::RefCell;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
+use std::sync::mpsc::SyncSender;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use cluda::plot::{PlotAccumulator, map_png, spectrum_png};
+use cluda::plot::{Histogram, PlotAccumulator, map_png, spectrum_png};
 use cluda::stream::{
     Callbacks, FullQueue, PedestalPlan, ReceiverConfig, StreamEvent, StreamSettings, ZmqReceiver,
 };
@@ -182,28 +184,48 @@ fn read_pedestal(path: &Path, finder: &FinderConfig) -> Result<Pedestal> {
     Ok(pedestal)
 }
 
-/// Draws one PNG at a path.
-type Draw<'a> = dyn Fn(&Path) -> Result<()> + 'a;
+/// What one refresh of the plots draws: a snapshot of the accumulator.
+struct Snapshot {
+    spectrum: Histogram,
+    hits: Vec<f64>,
+    rows: usize,
+    cols: usize,
+    frames: u64,
+}
 
-/// Spectrum and hit map of the current acquisition, drawn every `every` seconds and when it
-/// ends, each PNG written under a temporary name and renamed, so a viewer never sees half a
-/// file.
+/// Spectrum and hit map of the current acquisition, refreshed every `every` seconds and when
+/// it ends. Drawing happens on a thread of its own from a snapshot, so the finder is never held
+/// up by it (a refresh is skipped while the previous one is still drawing); each PNG is written
+/// under a temporary name and renamed, so a viewer never sees half a file.
 struct LivePlots {
-    dir: PathBuf,
     every: Duration,
     acc: Option<PlotAccumulator>,
     shape: (usize, usize),
     last: Instant,
+    tx: Option<SyncSender<Snapshot>>,
+    drawer: Option<JoinHandle<()>>,
 }
 
 impl LivePlots {
     fn new(dir: &Path, every: f64) -> Self {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Snapshot>(1);
+        let dir = dir.to_path_buf();
+        let drawer = std::thread::Builder::new()
+            .name("cluda-plots".into())
+            .spawn(move || {
+                while let Ok(s) = rx.recv() {
+                    draw(&dir, &s);
+                }
+            })
+            .map_err(|e| eprintln!("warning: stream: no plot thread ({e}); plots are off"))
+            .ok();
         Self {
-            dir: dir.to_path_buf(),
             every: Duration::from_secs_f64(every),
             acc: None,
             shape: (0, 0),
             last: Instant::now(),
+            tx: drawer.as_ref().map(|_| tx),
+            drawer,
         }
     }
 
@@ -217,51 +239,78 @@ impl LivePlots {
             a.add(fc);
         }
         if self.last.elapsed() >= self.every {
-            self.draw();
             self.last = Instant::now();
+            if let (Some(tx), Some(s)) = (&self.tx, self.snapshot()) {
+                // Busy drawing the last one: this refresh is skipped.
+                let _ = tx.try_send(s);
+            }
         }
     }
 
+    /// The acquisition ended: its final plots are drawn (waiting for the drawer).
     fn finish(&mut self) {
-        self.draw();
+        if let (Some(tx), Some(s)) = (&self.tx, self.snapshot()) {
+            let _ = tx.send(s);
+        }
         self.acc = None;
     }
 
-    fn draw(&self) {
-        let Some(acc) = &self.acc else { return };
-        let (rows, cols) = self.shape;
-        let title = format!("Cluster sums: {} frames so far", acc.frames());
-        let hits: Vec<f64> = acc.hits().iter().map(|&h| h as f64).collect();
-        let draws: [(&str, Box<Draw<'_>>); 2] = [
-            (
-                "spectrum.png",
-                Box::new(|p: &Path| spectrum_png(p, &acc.spectrum(), &title, false)),
-            ),
-            (
-                "hitmap.png",
-                Box::new(|p: &Path| {
-                    map_png(
-                        p,
-                        rows,
-                        cols,
-                        &hits,
-                        "Hit map (cluster centres per pixel)",
-                        "clusters",
-                    )
-                }),
-            ),
-        ];
-        for (name, draw) in draws {
-            let tmp = self
-                .dir
-                .join(format!(".{name}.{}.tmp.png", std::process::id()));
-            let done = self.dir.join(name);
-            let r = draw(&tmp)
-                .and_then(|()| std::fs::rename(&tmp, &done).map_err(|e| Error::io(&done, e)));
-            if let Err(e) = r {
-                let _ = std::fs::remove_file(&tmp);
-                eprintln!("warning: stream: plot {} not drawn: {e}", done.display());
-            }
+    fn snapshot(&self) -> Option<Snapshot> {
+        let acc = self.acc.as_ref()?;
+        Some(Snapshot {
+            spectrum: acc.spectrum(),
+            hits: acc.hits().iter().map(|&h| h as f64).collect(),
+            rows: self.shape.0,
+            cols: self.shape.1,
+            frames: acc.frames(),
+        })
+    }
+}
+
+impl Drop for LivePlots {
+    fn drop(&mut self) {
+        // Closing the channel ends the drawer once it has drawn what it holds.
+        self.tx = None;
+        if let Some(d) = self.drawer.take() {
+            let _ = d.join();
+        }
+    }
+}
+
+/// Draws one PNG at a path.
+type Draw<'a> = dyn Fn(&Path) -> Result<()> + 'a;
+
+/// Draws `spectrum.png` and `hitmap.png` of a snapshot into `dir`, each under a temporary name
+/// renamed into place; a failure is a warning (the stream goes on).
+fn draw(dir: &Path, s: &Snapshot) {
+    let title = format!("Cluster sums: {} frames so far", s.frames);
+    let draws: [(&str, Box<Draw<'_>>); 2] = [
+        (
+            "spectrum.png",
+            Box::new(|p: &Path| spectrum_png(p, &s.spectrum, &title, false)),
+        ),
+        (
+            "hitmap.png",
+            Box::new(|p: &Path| {
+                map_png(
+                    p,
+                    s.rows,
+                    s.cols,
+                    &s.hits,
+                    "Hit map (cluster centres per pixel)",
+                    "clusters",
+                )
+            }),
+        ),
+    ];
+    for (name, draw) in draws {
+        let tmp = dir.join(format!(".{name}.{}.tmp.png", std::process::id()));
+        let done = dir.join(name);
+        let r =
+            draw(&tmp).and_then(|()| std::fs::rename(&tmp, &done).map_err(|e| Error::io(&done, e)));
+        if let Err(e) = r {
+            let _ = std::fs::remove_file(&tmp);
+            eprintln!("warning: stream: plot {} not drawn: {e}", done.display());
         }
     }
 }
