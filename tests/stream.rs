@@ -285,6 +285,8 @@ fn every_fault_is_counted_and_reported() {
             .expect("wait"),
         1
     );
+    // Before any acquisition: a message that is not a header (counted in the next one).
+    p.send_parts(&[b"garbage"]).expect("send");
     // Acquisition 1 (fileIndex 0): pedestal 0..9, then faults among data frames.
     for n in 0..10 {
         send(&mut p, &g, n, false, |_| {});
@@ -336,7 +338,7 @@ fn every_fault_is_counted_and_reported() {
         ("missing", 2),
         ("incomplete", 2),
         ("mismatched", 3),
-        ("malformed", 3),
+        ("malformed", 4),
         ("dropped", 0),
         ("restarts", 1),
     ];
@@ -375,6 +377,7 @@ fn every_fault_is_counted_and_reported() {
         "mismatched: frame 16: size 12000 bytes does not match shape [160, 40]",
         "mismatched: frame 17: bitmode 32",
         "mismatched: frame 18: shape [40, 160] (160 rows x 40 columns) is not this acquisition's 40 x 160",
+        "malformed: malformed message between acquisitions: not a JSON header",
         "malformed: malformed message (after frame 18): not a JSON header",
         "malformed: frame 19: its header came without the data part",
         "malformed: frame 22: 1 more part(s) after the data part",

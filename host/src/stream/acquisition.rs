@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use super::header::ZmqHeader;
+use super::header::{HeaderFault, ZmqHeader};
 use super::receiver::{Message, ZmqReceiver};
 use super::source::{Acquisition, AcquisitionCounts, Ending, FaultKind, Reporter, StreamEvent};
 use crate::cluster::FrameClusters;
@@ -200,6 +200,10 @@ pub struct Callbacks<'a> {
 struct Inbox {
     receiver: ZmqReceiver,
     pending: Option<Message>,
+    /// Malformed messages between acquisitions, counted in the next one.
+    stray: u64,
+    /// Frames of impossible shapes between acquisitions, counted in the next one.
+    stray_mismatched: u64,
 }
 
 impl Inbox {
@@ -226,6 +230,7 @@ impl Inbox {
                 Ok(h) if h.is_data() => {
                     let (rows, cols) = h.rows_cols();
                     if rows == 0 || cols == 0 || rows > 65536 || cols > 65536 {
+                        self.stray_mismatched += 1;
                         report(&StreamEvent::Fault {
                             kind: FaultKind::Mismatch,
                             message: format!(
@@ -245,10 +250,15 @@ impl Inbox {
                     message: "an end-of-acquisition message with no frames before it; ignored"
                         .into(),
                 }),
-                Err(e) => report(&StreamEvent::Fault {
-                    kind: FaultKind::Malformed,
-                    message: format!("malformed message between acquisitions: {e:?}; skipped"),
-                }),
+                Err(HeaderFault::Malformed(why) | HeaderFault::Mismatch(why)) => {
+                    self.stray += 1;
+                    report(&StreamEvent::Fault {
+                        kind: FaultKind::Malformed,
+                        message: format!(
+                            "malformed message between acquisitions: {why}; skipped (counted in the next acquisition)"
+                        ),
+                    })
+                }
             }
         }
     }
@@ -289,6 +299,8 @@ pub fn run(
     let mut inbox = Inbox {
         receiver,
         pending: None,
+        stray: 0,
+        stray_mismatched: 0,
     };
     let mut finder: Option<Box<dyn ClusterFinder + Send>> = None;
     let mut saved = match &settings.pedestal {
@@ -356,6 +368,8 @@ pub fn run(
             Arc::clone(&stop),
             Arc::clone(&report),
         );
+        acq.counts.malformed = std::mem::take(&mut inbox.stray);
+        acq.counts.mismatched = std::mem::take(&mut inbox.stray_mismatched);
         acq.max_wait = settings.max_wait;
         acq.idle_end = settings.idle_end;
         let mut out = AcquisitionSummary {

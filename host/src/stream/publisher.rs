@@ -22,6 +22,7 @@ pub struct Publisher {
     _ctx: zmq::Context,
     endpoint: String,
     subscribers: usize,
+    sent: u64,
 }
 
 fn zmq_err(endpoint: &str, what: &str, e: zmq::Error) -> Error {
@@ -57,6 +58,7 @@ impl Publisher {
             _ctx: ctx,
             endpoint: endpoint.to_string(),
             subscribers: 0,
+            sent: 0,
         })
     }
 
@@ -138,8 +140,12 @@ impl Publisher {
     /// # Errors
     /// As [`Publisher::send_frame`].
     pub fn send_parts(&mut self, parts: &[&[u8]]) -> Result<()> {
-        // Subscriptions queue up on an XPUB until read; keep them short.
-        self.poll_subscriptions(0)?;
+        // Subscriptions queue up on an XPUB until read; read them now and then (a poll per
+        // message would cost a system call each).
+        if self.sent.is_multiple_of(256) {
+            self.poll_subscriptions(0)?;
+        }
+        self.sent += 1;
         for (i, p) in parts.iter().enumerate() {
             let flags = if i + 1 < parts.len() { zmq::SNDMORE } else { 0 };
             self.socket
