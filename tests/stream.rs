@@ -3,7 +3,7 @@
 //! acquisitions, a pedestal file or dark acquisitions); every fault of a stream is counted and
 //! reported with its frame number while the stream goes on; a slow consumer reports its drops;
 //! SIGINT mid-acquisition leaves a valid file and exits 0; a lost end message ends the
-//! acquisition when idle; live plots are drawn.
+//! acquisition when idle; live plots are drawn; a raw acquisition keeps its frame numbers.
 
 mod stream_support;
 
@@ -651,4 +651,84 @@ fn live_plots_are_drawn() {
             "{n}"
         );
     }
+}
+
+/// A raw acquisition (master file and data file) replayed keeps its headers' frame numbers
+/// (from 1), and the stream's file is `cluda find`'s on the same raw files.
+#[test]
+fn a_raw_acquisition_replays_with_its_frame_numbers() {
+    let dir = tempfile::tempdir().expect("dir");
+    let d = dir.path();
+    let raw = d.join("raw");
+    let made = std::process::Command::new(cluda_bin())
+        .args([
+            "gen",
+            "--out",
+            s(&raw),
+            "--raw",
+            "--frames",
+            "200",
+            "--pedestal-frames",
+            "50",
+            "--rows",
+            "48",
+            "--cols",
+            "64",
+        ])
+        .output()
+        .expect("gen");
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let (dark, data) = (
+        raw.join("pedestal_master_0.json"),
+        raw.join("data_master_0.json"),
+    );
+    let port = free_port();
+    let out = d.join("out");
+    let stream = spawn(
+        d,
+        "raw",
+        &[
+            "stream",
+            "--zmq",
+            &format!("tcp://127.0.0.1:{port}"),
+            "--out-dir",
+            s(&out),
+            "--pedestal",
+            s(&dark),
+            "--device",
+            "cpu",
+            "--acquisitions",
+            "1",
+            "--on-full",
+            "block",
+        ],
+    );
+    let replay = spawn(
+        d,
+        "replay",
+        &[
+            "replay",
+            "--zmq",
+            &format!("tcp://*:{port}"),
+            "--data",
+            s(&data),
+            "--no-drop",
+        ],
+    )
+    .wait(LIMIT);
+    assert!(replay.status.success(), "{}", replay.stderr);
+    let done = stream.wait(LIMIT);
+    assert!(done.status.success(), "{}", done.stderr);
+    let m = &summaries(&done.stdout)[0];
+    assert_eq!((num(m, "frames"), num(m, "missing")), (200, 0));
+    let file = out.join("run_0.clust");
+    assert!(
+        std::fs::read(&file).expect("file") == find_bytes(d, &dark, &data, &["--device", "cpu"])
+    );
+    let (numbers, _) = read_cluster_file(&file, ClusterSize::S3).expect("read");
+    assert_eq!(numbers, (1..=200).collect::<Vec<i32>>());
 }

@@ -147,7 +147,7 @@ pub struct ReplayArgs {
     #[arg(long, value_name = "D.npy|D_master_0.json", required = true)]
     pub data: Vec<PathBuf>,
     /// Frames per second (default: as fast as possible).
-    #[arg(long, value_name = "HZ")]
+    #[arg(long, value_name = "HZ", allow_hyphen_values = true)]
     pub rate: Option<f64>,
     /// Send the list of inputs K times (K x inputs acquisitions, fileIndex counting up).
     #[arg(long, default_value_t = 1, value_name = "K")]

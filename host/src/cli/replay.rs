@@ -25,6 +25,14 @@ pub fn run(args: &ReplayArgs) -> Result<()> {
             format!("must be between 0 and 86400 seconds, got {}", args.wait),
         ));
     }
+    if let Some(r) = args.rate
+        && !(r.is_finite() && r > 0.0 && r <= 10_000_000.0)
+    {
+        return Err(Error::param(
+            "rate",
+            format!("must be a number of frames per second above 0 and at most 1e7, got {r}"),
+        ));
+    }
     if args.hwm < 0 {
         return Err(Error::param(
             "hwm",

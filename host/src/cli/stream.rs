@@ -24,6 +24,12 @@ use super::signals;
 /// Runs `cluda stream` until SIGINT (or `--acquisitions`); exits 0 after finishing the current
 /// acquisition.
 pub fn run(args: &StreamArgs) -> Result<()> {
+    if args.out_dir.exists() && !args.out_dir.is_dir() {
+        return Err(Error::param(
+            "out-dir",
+            format!("{} exists and is not a directory", args.out_dir.display()),
+        ));
+    }
     std::fs::create_dir_all(&args.out_dir).map_err(|e| {
         Error::param(
             "out-dir",
