@@ -46,7 +46,7 @@ fn gpu_stream_equals_cpu_find() {
             &[
                 "replay",
                 "--zmq",
-                &format!("tcp://*:{port}"),
+                &format!("tcp://127.0.0.1:{port}"),
                 "--data",
                 s(&data),
                 "--acquisitions",

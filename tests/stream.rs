@@ -136,7 +136,7 @@ fn consecutive_and_dark_acquisitions() {
         &[
             "replay",
             "--zmq",
-            &format!("tcp://*:{port}"),
+            &format!("tcp://127.0.0.1:{port}"),
             "--data",
             s(&data),
             "--acquisitions",
@@ -197,7 +197,7 @@ fn consecutive_and_dark_acquisitions() {
         &[
             "replay",
             "--zmq",
-            &format!("tcp://*:{port}"),
+            &format!("tcp://127.0.0.1:{port}"),
             "--data",
             s(&dark_a),
             "--data",
@@ -426,7 +426,7 @@ fn a_slow_consumer_reports_its_drops() {
         &[
             "replay",
             "--zmq",
-            &format!("tcp://*:{port}"),
+            &format!("tcp://127.0.0.1:{port}"),
             "--data",
             s(&data),
             "--rate",
@@ -493,7 +493,7 @@ fn sigint_finishes_the_acquisition() {
         &[
             "replay",
             "--zmq",
-            &format!("tcp://*:{port}"),
+            &format!("tcp://127.0.0.1:{port}"),
             "--data",
             s(&data),
             "--rate",
@@ -620,7 +620,7 @@ fn live_plots_are_drawn() {
         &[
             "replay",
             "--zmq",
-            &format!("tcp://*:{port}"),
+            &format!("tcp://127.0.0.1:{port}"),
             "--data",
             s(&data),
             "--rate",
@@ -713,7 +713,7 @@ fn a_raw_acquisition_replays_with_its_frame_numbers() {
         &[
             "replay",
             "--zmq",
-            &format!("tcp://*:{port}"),
+            &format!("tcp://127.0.0.1:{port}"),
             "--data",
             s(&data),
             "--no-drop",
