@@ -37,7 +37,7 @@ use cluda::generate::{GenConfig, Generator};
 use cluda::io::FrameSource;
 use cluda::stream::{
     AcquisitionSummary, Callbacks, FullQueue, PedestalPlan, Publisher, ReceiverConfig,
-    ReplaySettings, StreamSettings, ZmqHeader, ZmqReceiver, replay,
+    ReplaySettings, StreamSettings, ZmqHeader, replay,
 };
 use cluda::{ClusterSize, FinderConfig, Frames, Pedestal, Precision};
 
@@ -240,7 +240,6 @@ fn stream(
         .map_err(|e| e.to_string())?;
     let mut config = ReceiverConfig::new(&format!("tcp://127.0.0.1:{port}"));
     config.full = full;
-    let receiver = ZmqReceiver::connect(config).map_err(|e| e.to_string())?;
     let publisher = publish(o, frames, port, rate, full == FullQueue::Block);
     let mut settings = StreamSettings::new(
         FinderConfig::new(o.rows, o.cols)
@@ -259,7 +258,7 @@ fn stream(
         eprintln!("  {e:?}");
     });
     cluda::stream::run(
-        receiver,
+        config,
         &settings,
         Arc::new(AtomicBool::new(false)),
         Callbacks {

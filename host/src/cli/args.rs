@@ -108,14 +108,15 @@ pub struct StreamArgs {
     pub acquisitions: Option<u64>,
     /// Frames cluda's queue holds at most (memory: this many frames); when it is full,
     /// frames are dropped (or the sender is pushed back, see --on-full) and reported.
-    #[arg(long, default_value_t = 2048, value_name = "FRAMES", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    #[arg(long, default_value_t = 4096, value_name = "FRAMES", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub queue: u64,
     /// When the queue is full: `drop` the newest frame (reported with its number) or `block`
     /// (stop reading the socket: the sender's high-water mark then drops, or waits).
     #[arg(long, default_value = "drop", value_parser = ["drop", "block"], value_name = "drop|block")]
     pub on_full: String,
-    /// Frames per finder call.
-    #[arg(long, default_value_t = 128, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=4096))]
+    /// Frames per finder call (the engine's ring holds three such chunks, allocated per
+    /// acquisition).
+    #[arg(long, default_value_t = 64, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=4096))]
     pub chunk: u64,
     /// End an acquisition when nothing arrived for S seconds and its end-of-acquisition
     /// message did not come (a sender's PUB socket drops it at its high-water mark like any

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use cluda::plot::{Histogram, PlotAccumulator, map_png, spectrum_png};
 use cluda::stream::{
-    Callbacks, FullQueue, PedestalPlan, ReceiverConfig, StreamEvent, StreamSettings, ZmqReceiver,
+    Callbacks, FullQueue, PedestalPlan, ReceiverConfig, StreamEvent, StreamSettings,
 };
 use cluda::{Error, FinderConfig, Frames, Pedestal, Result};
 
@@ -86,11 +86,6 @@ pub fn run(args: &StreamArgs) -> Result<()> {
     } else {
         FullQueue::Drop
     };
-    let receiver = ZmqReceiver::connect(config)?;
-    eprintln!(
-        "note: subscribed to {} (SUB); waiting for frames (SIGINT finishes the current acquisition)",
-        args.zmq
-    );
     let stop = signals::stop_flag().unwrap_or_else(|| Arc::new(AtomicBool::new(false)));
     let report: cluda::stream::Reporter = Arc::new(|e: &StreamEvent| match e {
         StreamEvent::Fault { kind, message } => {
@@ -126,7 +121,7 @@ pub fn run(args: &StreamArgs) -> Result<()> {
         }
     };
     let totals = cluda::stream::run(
-        receiver,
+        config,
         &settings,
         stop,
         Callbacks {
