@@ -96,8 +96,8 @@ fn replay_to_stream_equals_find() {
     assert_eq!(batch.total() as u64, num(m, "clusters"));
 }
 
-/// Two acquisitions in a row, then two dark acquisitions as the pedestal of a third: each data
-/// file is find's with the same pedestal, named from fname and fileIndex.
+/// Two acquisitions in a row, then dark acquisitions (until the pedestal is full) as the pedestal
+/// of a third: each data file is find's with the same pedestal, named from fname and fileIndex.
 #[test]
 fn consecutive_and_dark_acquisitions() {
     let dir = tempfile::tempdir().expect("dir");
@@ -163,7 +163,9 @@ fn consecutive_and_dark_acquisitions() {
         assert!(std::fs::read(&file).expect("file") == want, "{index}");
     }
 
-    // Dark acquisitions: 60 + 40 dark frames (window N = 100), then the data.
+    // Dark acquisitions: 60 + 40 dark frames (window N = 100), then the data. One dark
+    // acquisition is asked for, but its 60 frames do not fill the pedestal: the second one is
+    // taken as dark too.
     let dark_a = write_frames(d, "dark_a", SHAPE, 0, 60, false);
     let dark_b = write_frames(d, "dark_b", SHAPE, 60, 40, false);
     let port = free_port();
@@ -178,7 +180,7 @@ fn consecutive_and_dark_acquisitions() {
             "--out-dir",
             s(&out),
             "--dark-acquisitions",
-            "2",
+            "1",
             "--pedestal-frames",
             "100",
             "--device",

@@ -378,7 +378,10 @@ pub fn run(
             .unwrap_or("?")
             .to_string();
         let dark = match settings.pedestal {
-            PedestalPlan::DarkAcquisitions(k) => dark_done < k || saved.is_none(),
+            // Dark until K were seen and the pedestal holds its N frames.
+            PedestalPlan::DarkAcquisitions(k) => {
+                dark_done < k || saved.as_ref().is_none_or(|p| !p.is_ready())
+            }
             _ => false,
         };
         let mut acq = Acquisition::new(
