@@ -10,7 +10,7 @@
 //! incomplete frames, headers that disagree with their data, malformed messages, restarts,
 //! frames dropped when cluda does not keep up), [`acquisition`] runs the streaming engine
 //! acquisition after acquisition (pedestal, finder, one aare cluster file each, summary), and
-//! [`publisher`]/[`replay`] send frames from files as slsReceiver does (`cluda replay`).
+//! [`publisher`]/[`mod@replay`] send frames from files as slsReceiver does (`cluda replay`).
 //!
 //! The ZMQ implementation is libzmq through the `zmq` crate (built from source and linked
 //! statically by `zmq-sys`, so no system library is needed): the same library slsReceiver and
