@@ -502,8 +502,16 @@ fn sigint_finishes_the_acquisition() {
             "200",
         ],
     );
-    // Until some data frames have been found (the pedestal takes 0.1 s at 200 Hz).
-    std::thread::sleep(Duration::from_millis(1500));
+    // Until the data phase has started (its temporary file exists) and found some frames.
+    let until = std::time::Instant::now() + Duration::from_secs(60);
+    while std::fs::read_dir(&out).map_or(0, |d| d.count()) == 0 {
+        assert!(
+            std::time::Instant::now() < until,
+            "no data phase within 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(500));
     stream.interrupt();
     let done = stream.wait(LIMIT);
     let mut replay = replay;
