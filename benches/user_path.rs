@@ -7,13 +7,23 @@
 //! 1. Makes the input once with `cluda gen` (`DIR/pedestal.npy`, `DIR/data.npy`) and reads it
 //!    once, so it is in the page cache.
 //! 2. Floors: reading the data file into the memory the finder reads (page-locked on a GPU)
-//!    with the reader's threads; opt10 in memory (one `find_each` over every frame, already
-//!    in page-locked memory); writing the bytes of each size's cluster file to the output
-//!    directory in 8 MiB writes.
-//! 3. Every run is the real command in a fresh process, once to warm up (first run) and once
+//!    with the reader's threads (on a GPU also into write-combined page-locked memory);
+//!    reading it the same way into a ring of page-locked slots (both kinds) while one stream
+//!    uploads each filled slot to the GPU (no kernel: the file path's floor when reads and
+//!    uploads share the memory bus); opt10 in memory (one `find_each`
+//!    over every frame, already in page-locked memory); writing the bytes of each size's
+//!    cluster file to the output directory in 8 MiB writes, on one thread and in positioned
+//!    writes on 4 threads (as the cluster-file writer's threads write).
+//! 3. The library path (GPU): `GpuFinder::find_each` over every frame, in one call, from a
+//!    plain (pageable) `Vec<u16>` already in memory (the default input mode, which registers
+//!    it for the call; and `InputMode::Staged`, copied into pinned buffers on every core),
+//!    from the same memory page-locked in place beforehand (`GpuFinder::lock_frames`, lock
+//!    time reported apart), and from `PinnedFrames`; a fresh finder each, no `reserve`: what
+//!    a library caller gets.
+//! 4. Every run is the real command in a fresh process, once to warm up (first run) and once
 //!    measured: `us_per_frame` is the data phase from its summary line, `wall_s` the whole
 //!    command. GPU and CPU cluster files are compared byte for byte.
-//! 4. Start-up: the whole command on 10 frames, with the driver's JIT cache disabled
+//! 5. Start-up: the whole command on 10 frames, with the driver's JIT cache disabled
 //!    (`CUDA_CACHE_DISABLE=1`, as on a fresh machine) and enabled.
 //!
 //! Results: `user-path.csv` (one row per measured run: `size,device,output,frames,
@@ -134,7 +144,7 @@ fn warm(path: &Path) -> Result<u64, String> {
 }
 
 /// The read floor: the data file into the finder's kind of memory, chunk by chunk, with the
-/// threads the CLI reads with; us/frame.
+/// threads the CLI reads with for that device; us/frame.
 fn read_floor(data: &Path, device: &str) -> Result<f64, String> {
     let mut frames = NpyFrames::open(data).map_err(|e| e.to_string())?;
     let (rows, cols, n) = (frames.rows(), frames.cols(), frames.len());
@@ -143,6 +153,120 @@ fn read_floor(data: &Path, device: &str) -> Result<f64, String> {
     let mut store = finder
         .frame_store(cfg.chunk * rows * cols)
         .map_err(|e| e.to_string())?;
+    // As many threads as `cluda find` reads with for this device.
+    let threads = finder.read_threads();
+    let t = Instant::now();
+    while frames
+        .fill(store.samples_mut(), threads)
+        .map_err(|e| e.to_string())?
+        > 0
+    {}
+    Ok(t.elapsed().as_secs_f64() * 1e6 / n as f64)
+}
+
+/// The file path's floor with the memory bus shared: the reader's threads fill a ring of
+/// page-locked slots of the engine's size (the finder's frame stores, or write-combined)
+/// while the calling thread uploads each filled slot to the GPU on one stream (no kernel)
+/// and gives it back; us/frame.
+fn read_upload_floor(data: &Path, write_combined: bool) -> Result<f64, String> {
+    use cudarc::driver::{result, sys};
+    use std::sync::mpsc::sync_channel;
+    let e = |e: &dyn std::fmt::Display| e.to_string();
+    let mut frames = NpyFrames::open(data).map_err(|x| e(&x))?;
+    let (rows, cols, n) = (frames.rows(), frames.cols(), frames.len());
+    let px = rows * cols;
+    let cfg = cluda::engine::EngineConfig::for_frames(rows, cols);
+    let finder = cluda::GpuFinder::new(cluda::FinderConfig::new(rows, cols)).map_err(|x| e(&x))?;
+    let ctx = finder.gpu().context().clone();
+    ctx.bind_to_thread().map_err(|x| e(&x))?;
+    let stream = ctx.new_stream().map_err(|x| e(&x))?;
+    let slot_len = cfg.chunk * px;
+    // SAFETY: a plain device allocation, freed below after the stream is idle.
+    let dev = unsafe { result::malloc_sync(slot_len * 2) }.map_err(|x| e(&x))?;
+    let (free_tx, free_rx) = sync_channel::<Box<dyn cluda::engine::FrameStore>>(cfg.slots);
+    let (full_tx, full_rx) = sync_channel::<(Box<dyn cluda::engine::FrameStore>, usize)>(cfg.slots);
+    for _ in 0..cfg.slots {
+        let store = pinned_store(&finder, slot_len, cols, write_combined)?;
+        free_tx.send(store).map_err(|x| e(&x))?;
+    }
+    let threads = cluda::engine::read_threads();
+    let t = Instant::now();
+    let uploaded = std::thread::scope(|scope| -> Result<usize, String> {
+        let reader = scope.spawn(move || -> Result<(), String> {
+            while let Ok(mut store) = free_rx.recv() {
+                let k = frames
+                    .fill(&mut store.samples_mut()[..slot_len], threads)
+                    .map_err(|x| x.to_string())?;
+                if k == 0 || full_tx.send((store, k)).is_err() {
+                    break;
+                }
+            }
+            Ok(())
+        });
+        let mut total = 0;
+        while let Ok((store, k)) = full_rx.recv() {
+            // SAFETY: `k` frames of the page-locked slot into the device buffer; the slot
+            // stays here until the stream has finished the copy.
+            unsafe {
+                sys::cuMemcpyHtoDAsync_v2(
+                    dev,
+                    store.samples().as_ptr() as *const std::ffi::c_void,
+                    k * px * 2,
+                    stream.cu_stream(),
+                )
+            }
+            .result()
+            .map_err(|x| e(&x))?;
+            stream.synchronize().map_err(|x| e(&x))?;
+            total += k;
+            // The reader stops at the end of the file: the slot is dropped then.
+            let _ = free_tx.send(store);
+        }
+        drop(free_tx);
+        reader
+            .join()
+            .map_err(|_| "the reader thread panicked".to_string())??;
+        Ok(total)
+    })?;
+    let us = t.elapsed().as_secs_f64() * 1e6 / n as f64;
+    // SAFETY: allocated above; the stream is idle.
+    unsafe { result::free_sync(dev) }.map_err(|x| e(&x))?;
+    if uploaded != n {
+        return Err(format!("read and uploaded {uploaded} of {n} frames"));
+    }
+    Ok(us)
+}
+
+/// One library-path measurement: which memory, us/frame, seconds of the call.
+type LibRow = (&'static str, f64, f64);
+
+/// Page-locked memory for `samples` samples of `cols`-sample rows: the finder's frame store,
+/// or write-combined.
+fn pinned_store(
+    finder: &cluda::GpuFinder,
+    samples: usize,
+    cols: usize,
+    write_combined: bool,
+) -> Result<Box<dyn cluda::engine::FrameStore>, String> {
+    use cluda::ClusterFinder;
+    if write_combined {
+        let rows = samples.div_ceil(cols.max(1));
+        cluda::finder::gpu::PinnedFrames::write_combined(finder.gpu(), 1, rows, cols)
+            .map(|p| Box::new(p) as Box<dyn cluda::engine::FrameStore>)
+            .map_err(|e| e.to_string())
+    } else {
+        finder.frame_store(samples).map_err(|e| e.to_string())
+    }
+}
+
+/// The read floor into write-combined page-locked memory (see [`read_floor`]); us/frame.
+fn read_floor_write_combined(data: &Path) -> Result<f64, String> {
+    let mut frames = NpyFrames::open(data).map_err(|e| e.to_string())?;
+    let (rows, cols, n) = (frames.rows(), frames.cols(), frames.len());
+    let cfg = cluda::engine::EngineConfig::for_frames(rows, cols);
+    let finder =
+        cluda::GpuFinder::new(cluda::FinderConfig::new(rows, cols)).map_err(|e| e.to_string())?;
+    let mut store = pinned_store(&finder, cfg.chunk * rows * cols, cols, true)?;
     let threads = cluda::engine::read_threads();
     let t = Instant::now();
     while frames
@@ -151,6 +275,93 @@ fn read_floor(data: &Path, device: &str) -> Result<f64, String> {
         > 0
     {}
     Ok(t.elapsed().as_secs_f64() * 1e6 / n as f64)
+}
+
+/// The library path: `find_each` over every frame in one call on a fresh finder (no
+/// `reserve`), from a pageable `Vec`, from the same memory locked in place first, and from
+/// `PinnedFrames`: (name, us/frame of the call, wall seconds of the call) per row, plus the
+/// lock's seconds.
+fn library_path(pedestal: &Path, data: &Path, size: usize) -> Result<(Vec<LibRow>, f64), String> {
+    use cluda::ClusterFinder;
+    let e = |e: &dyn std::fmt::Display| e.to_string();
+    let ped = cluda::io::read_u16_frames(pedestal).map_err(|x| e(&x))?;
+    let mut frames = NpyFrames::open(data).map_err(|x| e(&x))?;
+    let (rows, cols, n) = (frames.rows(), frames.cols(), frames.len());
+    let size = cluda::ClusterSize::from_side(size).map_err(|x| e(&x))?;
+    let config = cluda::FinderConfig::new(rows, cols)
+        .size(size)
+        .pedestal_frames(ped.shape[0] as u32);
+    let fresh_with = |pipe| -> Result<cluda::GpuFinder, String> {
+        let mut f = cluda::GpuFinder::with_pipeline(config.clone(), pipe).map_err(|x| e(&x))?;
+        f.push_pedestal(ped.as_frames().map_err(|x| e(&x))?)
+            .map_err(|x| e(&x))?;
+        Ok(f)
+    };
+    let fresh = || fresh_with(cluda::finder::gpu::PipelineConfig::default());
+    let mut plain = vec![0u16; n * rows * cols];
+    frames
+        .fill(&mut plain, cluda::engine::read_threads())
+        .map_err(|x| e(&x))?;
+    let call = |f: &mut cluda::GpuFinder, fr: cluda::Frames<'_>| -> Result<(f64, u64), String> {
+        let mut count = 0u64;
+        let t = Instant::now();
+        f.find_each(fr, &mut |fc| {
+            count += fc.len() as u64;
+            Ok(())
+        })
+        .map_err(|x| e(&x))?;
+        Ok((t.elapsed().as_secs_f64(), count))
+    };
+    fn frames_of(
+        s: &[u16],
+        n: usize,
+        rows: usize,
+        cols: usize,
+    ) -> Result<cluda::Frames<'_>, String> {
+        cluda::Frames::new(s, n, rows, cols).map_err(|x| x.to_string())
+    }
+    let mut rows_out = Vec::new();
+    let mut f = fresh()?;
+    let (s, want) = call(&mut f, frames_of(&plain, n, rows, cols)?)?;
+    rows_out.push(("gpu:lib-pageable", s * 1e6 / n as f64, s));
+    let mut f = fresh_with(cluda::finder::gpu::PipelineConfig {
+        input: cluda::finder::gpu::InputMode::Staged,
+        ..cluda::finder::gpu::PipelineConfig::default()
+    })?;
+    let (s, count) = call(&mut f, frames_of(&plain, n, rows, cols)?)?;
+    rows_out.push(("gpu:lib-pageable-staged", s * 1e6 / n as f64, s));
+    let same_staged = count == want;
+    let mut f = fresh()?;
+    let t = Instant::now();
+    // A driver that refuses to lock 6 GB is a finding, not a failed bench.
+    let (lock_s, same_locked) = match f.lock_frames(&plain) {
+        Ok(locked) => {
+            let lock_s = t.elapsed().as_secs_f64();
+            let (s, count) = call(&mut f, frames_of(locked.samples(), n, rows, cols)?)?;
+            drop(locked);
+            rows_out.push(("gpu:lib-locked", s * 1e6 / n as f64, s));
+            (lock_s, count == want)
+        }
+        Err(x) => {
+            eprintln!("library path: locking the frames in place failed: {x}");
+            (f64::NAN, true)
+        }
+    };
+    let mut f = fresh()?;
+    let device = f.gpu().clone();
+    let mut pinned =
+        cluda::finder::gpu::PinnedFrames::new(&device, n, rows, cols).map_err(|x| e(&x))?;
+    pinned.as_mut_slice().copy_from_slice(&plain);
+    drop(plain);
+    let (s, count) = call(&mut f, pinned.frames().map_err(|x| e(&x))?)?;
+    rows_out.push(("gpu:lib-pinned", s * 1e6 / n as f64, s));
+    if !same_locked || !same_staged || count != want {
+        return Err(format!(
+            "the library paths found different cluster counts ({want} pageable)"
+        ));
+    }
+    eprintln!("library path {size:?}: {rows_out:?}, lock {lock_s:.3} s, {want} clusters");
+    Ok((rows_out, lock_s))
 }
 
 /// A finder of the device's kind, only to ask it for frame memory.
@@ -219,6 +430,52 @@ fn write_floor(dir: &Path, bytes: u64, frames: usize) -> Result<f64, String> {
     Ok(us)
 }
 
+/// Writer threads of the threaded write floor (as many as the writer accepts is pointless:
+/// where one file is written in parallel at all, a few threads reach it).
+const FLOOR_WRITE_THREADS: usize = 4;
+
+/// The threaded write floor: `bytes` written to a new file in `dir` in 8 MiB positioned writes
+/// (`write_all_at`) by `threads` threads, buffer `i` by thread `i % threads`; us/frame.
+fn write_floor_threaded(
+    dir: &Path,
+    bytes: u64,
+    frames: usize,
+    threads: usize,
+) -> Result<f64, String> {
+    use std::os::unix::fs::FileExt;
+    let path = dir.join("cluda-write-floor-threaded.bin");
+    let block = vec![0x5au8; 8 << 20];
+    let t = Instant::now();
+    let f = std::fs::File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let blocks = bytes.div_ceil(block.len() as u64);
+    std::thread::scope(|s| -> Result<(), String> {
+        let jobs: Vec<_> = (0..threads as u64)
+            .map(|first| {
+                let (f, block) = (&f, &block);
+                s.spawn(move || -> Result<(), String> {
+                    let mut i = first;
+                    while i < blocks {
+                        let at = i * block.len() as u64;
+                        let k = (bytes - at).min(block.len() as u64) as usize;
+                        f.write_all_at(&block[..k], at).map_err(|e| e.to_string())?;
+                        i += threads as u64;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        for j in jobs {
+            j.join()
+                .map_err(|_| "a floor thread panicked".to_string())??;
+        }
+        Ok(())
+    })?;
+    drop(f);
+    let us = t.elapsed().as_secs_f64() * 1e6 / frames as f64;
+    let _ = std::fs::remove_file(&path);
+    Ok(us)
+}
+
 fn main() {
     if let Err(e) = run() {
         eprintln!("user_path: {e}");
@@ -275,12 +532,50 @@ fn run() -> Result<(), String> {
         let us = read_floor(&data, dev)?;
         let _ = writeln!(md, "| read into {dev} memory | {us:.2} |");
     }
+    if gpu {
+        let us = read_floor_write_combined(&data)?;
+        let _ = writeln!(md, "| read into write-combined gpu memory | {us:.2} |");
+        for (wc, what) in [(false, "gpu memory"), (true, "write-combined gpu memory")] {
+            let us = read_upload_floor(&data, wc)?;
+            let _ = writeln!(
+                md,
+                "| read into {what} while each slot is uploaded (no kernel) | {us:.2} |"
+            );
+        }
+    }
     let mut opt10 = Vec::new();
     if gpu {
         for &size in &o.sizes {
             let us = opt10_floor(&ped, &data, size)?;
             let _ = writeln!(md, "| opt10 in memory, {size}x{size} | {us:.2} |");
             opt10.push((size, us));
+        }
+    }
+    if gpu {
+        let _ = writeln!(
+            md,
+            "\n## Library path: `GpuFinder::find_each` on {} frames in memory, one call\n\n| size | memory | us/frame | call s | vs opt10 |\n|---|---|---:|---:|---:|",
+            o.frames
+        );
+        for &size in &o.sizes {
+            let (rows, lock_s) = library_path(&ped, &data, size)?;
+            let opt = opt10
+                .iter()
+                .find(|(s, _)| *s == size)
+                .map_or(f64::NAN, |(_, us)| *us);
+            for (what, us, wall) in rows {
+                let _ = writeln!(
+                    md,
+                    "| {size}x{size} | {what} | {us:.2} | {wall:.3} | {:.0}% |",
+                    100.0 * opt / us
+                );
+                let _ = writeln!(csv, "{size},{what},none,{},{us:.3},{wall:.3}", o.frames);
+            }
+            let _ = writeln!(
+                md,
+                "| {size}x{size} | (locking the Vec in place, once) | {:.2} | {lock_s:.3} | |",
+                lock_s * 1e6 / o.frames as f64
+            );
         }
     }
     let _ = writeln!(
@@ -295,7 +590,7 @@ fn run() -> Result<(), String> {
     for &size in &o.sizes {
         let mut files: Vec<(String, PathBuf)> = Vec::new();
         for (kind, dir) in &outputs {
-            let mut write_us = None;
+            let (mut write_us, mut write_threaded_us) = (None, None);
             for dev in &o.devices {
                 let out = dir.as_ref().map(|d| {
                     d.join(format!(
@@ -336,6 +631,8 @@ fn run() -> Result<(), String> {
                     let len = std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
                     if write_us.is_none() {
                         write_us = Some(write_floor(d, len, o.frames)?);
+                        write_threaded_us =
+                            Some(write_floor_threaded(d, len, o.frames, FLOOR_WRITE_THREADS)?);
                     }
                     files.push((format!("{dev} {kind}"), p.clone()));
                 }
@@ -370,6 +667,12 @@ fn run() -> Result<(), String> {
                 let _ = writeln!(
                     md,
                     "| {size}x{size} | write floor | {kind} | {w:.2} | | | |"
+                );
+            }
+            if let Some(w) = write_threaded_us {
+                let _ = writeln!(
+                    md,
+                    "| {size}x{size} | write floor, {FLOOR_WRITE_THREADS} threads | {kind} | {w:.2} | | | |"
                 );
             }
         }
@@ -435,6 +738,20 @@ fn run() -> Result<(), String> {
             &[],
         )?;
         let _ = writeln!(md, "| (CPU, for scale) | {:.3} |", r.wall_s);
+        // Where a fresh machine's start-up goes: the same run with `--timing`.
+        let timed: Vec<&str> = argv.iter().copied().chain(["--timing"]).collect();
+        let r = cluda(&o, &timed, &[("CUDA_CACHE_DISABLE", "1")])?;
+        let lines: Vec<&str> = r
+            .stderr
+            .lines()
+            .filter(|l| l.starts_with("timing:"))
+            .collect();
+        let _ = writeln!(
+            md,
+            "\n`--timing` of the same run, JIT cache disabled ({:.3} s wall):\n\n```text\n{}\n```",
+            r.wall_s,
+            lines.join("\n")
+        );
     }
     std::fs::write(o.out.join("user-path.csv"), &csv).map_err(|e| e.to_string())?;
     std::fs::write(o.out.join("user-path.md"), &md).map_err(|e| e.to_string())?;

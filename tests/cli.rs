@@ -131,7 +131,9 @@ fn gen_find_matches_the_library() {
         (vec![40, 24, 36], vec![12, 24, 36])
     );
 
-    for (cluster, threads, threshold) in [("3", "1", "live"), ("5", "2", "frozen")] {
+    for (cluster, threads, threshold, read_threads) in
+        [("3", "1", "live", "1"), ("5", "2", "frozen", "3")]
+    {
         let clust = dir.path().join(format!("c{cluster}.clust"));
         let out = cluda(&[
             "find",
@@ -149,6 +151,8 @@ fn gen_find_matches_the_library() {
             "cpu",
             "--threads",
             threads,
+            "--read-threads",
+            read_threads,
             "--out",
             s(&clust),
         ]);
@@ -373,6 +377,18 @@ fn bad_input_is_a_named_error_with_exit_code_1() {
         "`tpu` is not one of auto, cpu, gpu",
     );
     find(p, &data, &["--threads", "0"], "threads");
+    find(
+        p,
+        &data,
+        &["--read-threads", "0"],
+        "--read-threads must be between 1 and",
+    );
+    find(
+        p,
+        &data,
+        &["--read-threads", "100000"],
+        "--read-threads must be between 1 and",
+    );
     find(
         p,
         &data,

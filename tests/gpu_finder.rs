@@ -346,6 +346,20 @@ fn run_kernel_waits_for_every_tile_it_reads() {
     }
 }
 
+/// Every run kernel (each size, both precisions, both threshold modes) on one small frame:
+/// small enough to run under compute-sanitizer (memcheck, racecheck) in seconds.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn every_run_kernel_on_a_small_frame_equals_cpu() {
+    for size in ClusterSize::ALL {
+        for p in [Precision::F64, Precision::F32] {
+            for mode in [ThresholdMode::Live, ThresholdMode::Frozen] {
+                opt10_equals_cpu((48, 80), size, p, mode, (30, 25), &[7, 25], true);
+            }
+        }
+    }
+}
+
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn tiny_cap_grows_and_stays_exact() {

@@ -1,6 +1,9 @@
 //! Long runs with flat memory (ignored by default; run with `--ignored`, in release):
 //! 200,000 generated 400x400 frames through the CPU finder's streaming API, and 1,000,000 on
-//! a CUDA GPU through the zero-copy collection path with pinned input. A pool of distinct
+//! a CUDA GPU through the zero-copy collection path with pinned input, and 1,000,000 on a
+//! CUDA GPU through the streaming engine (`engine::find_stream`, as `cluda find` runs: a
+//! reader thread filling page-locked slots from a generator-like source), whose resident
+//! memory after 100,000 frames and at the end must agree within 8 MiB. A pool of distinct
 //! frames is generated once and cycled; resident memory (RSS, /proc/self/statm) is sampled
 //! after every call and must stay flat after warm-up. Each test prints one summary line:
 //! `frames=... clusters=... seconds=... rss_warm_mib=... rss_peak_mib=... rss_final_mib=...`.
@@ -16,6 +19,10 @@ use rayon::prelude::*;
 /// The ladder steps, as the ladder bench defines them.
 #[path = "../benches/ladder/steps_config.rs"]
 mod steps_config;
+
+/// A generator-like source cycling a pool of frames, and RSS tracking along a stream.
+#[path = "common/pool_source.rs"]
+mod pool_source;
 
 const ROWS: usize = 400;
 const COLS: usize = 400;
@@ -181,4 +188,48 @@ fn gpu_zero_copy_1m_frames_with_flat_memory() {
         rss.sample(frames);
     }
     rss.finish(frames, clusters, start.elapsed().as_secs_f64());
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU; long"]
+fn gpu_engine_1m_frames_with_flat_memory() {
+    use cluda::engine::{EngineConfig, find_stream};
+    use cluda::finder::gpu::GpuFinder;
+    use pool_source::{PoolSource, RssTrack};
+
+    let total = frames_wanted(1_000_000);
+    let g = Generator::new(GenConfig::new(ROWS, COLS, 2026)).unwrap();
+    let mut dark = vec![0u16; DARK * ROWS * COLS];
+    generate(&g, 0, DARK, false, &mut dark);
+    // The finder `cluda find --device gpu` opens: F64, the default pipeline (opt10).
+    let config = FinderConfig::new(ROWS, COLS).pedestal_frames(DARK as u32);
+    let mut finder = GpuFinder::new(config).unwrap();
+    finder
+        .push_pedestal(Frames::new(&dark, DARK, ROWS, COLS).unwrap())
+        .unwrap();
+    drop(dark);
+    let mut source = PoolSource::new(ROWS, COLS, 2026, DARK as u64, POOL, total);
+    let mut rss = RssTrack::new((total / 10).min(100_000), 50_000);
+    let (mut seen, mut clusters) = (0u64, 0u64);
+    let start = Instant::now();
+    let stats = find_stream(
+        &mut finder,
+        &mut source,
+        EngineConfig::for_frames(ROWS, COLS),
+        &mut |number, fc| {
+            assert_eq!(number, seen, "frames arrive in order");
+            seen += 1;
+            clusters += fc.len() as u64;
+            rss.frame(seen);
+            Ok(())
+        },
+    )
+    .unwrap();
+    assert_eq!((stats.frames, seen), (total, total));
+    println!(
+        "seconds={:.1} us_per_frame={:.2}",
+        start.elapsed().as_secs_f64(),
+        stats.wall.as_secs_f64() * 1e6 / total as f64
+    );
+    rss.check("gpu engine", total, clusters, 8.0);
 }

@@ -48,13 +48,15 @@ pub enum Error {
         /// Frames needed (the pedestal window N).
         need: u32,
     },
-    /// A frame held more clusters than a fixed-size result slot could take. Nothing was
-    /// delivered for the failed call and the pedestal is as it was before the call.
+    /// A frame held more clusters than a fixed-size result slot could take. The pedestal is
+    /// as it was before the call (when streaming, [`crate::ClusterFinder::find_feed`]: before
+    /// the chunk that holds the frame); the visitor may have seen earlier frames of it.
     #[error(
-        "frame {frame} holds {found} clusters, more than the limit of {limit} per frame; raise the cap (or let the finder grow it): nothing of this call was kept"
+        "frame {frame} holds {found} clusters, more than the limit of {limit} per frame; raise the cap (or let the finder grow it): the pedestal was put back to before the call (or the chunk, when streaming)"
     )]
     ClusterLimit {
-        /// Index of the frame (within the call) that overflowed.
+        /// Index of the frame (within the call, or the stream of a `find_feed`; the source's
+        /// frame number from the engine) that overflowed.
         frame: usize,
         /// Clusters that frame holds.
         found: usize,

@@ -225,11 +225,33 @@ impl Pedestal {
     }
 
     /// [`Pedestal::push_frames`], on the calling thread only unless `parallel` (a finder
-    /// asked to use one thread must not start rayon's global pool).
-    pub(crate) fn push_frames_with(&mut self, frames: Frames<'_>, parallel: bool) -> Result<()> {
+    /// asked to use one thread must not start rayon's global pool). The result is the same
+    /// either way.
+    ///
+    /// # Errors
+    /// As [`Pedestal::push_frames`].
+    pub fn push_frames_with(&mut self, frames: Frames<'_>, parallel: bool) -> Result<()> {
         frames.expect_shape(self.rows, self.cols, "pedestal frames")?;
-        for i in 0..frames.len() {
-            self.push_frame_unchecked(frames.frame(i), parallel);
+        let mut i = 0;
+        while i < frames.len() {
+            match self.fill.as_mut() {
+                // The fill phase: every frame the window still needs at once, each chunk of
+                // pixels walking them in order (a pixel's sums are added in frame order, as
+                // one frame at a time adds them), chunks in parallel.
+                Some(fill) if self.ready.is_none() => {
+                    let take = ((self.n - self.count) as usize).min(frames.len() - i);
+                    fill.add_frames(frames, i..i + take, parallel);
+                    self.count += take as u32;
+                    i += take;
+                    if self.count == self.n {
+                        self.become_ready();
+                    }
+                }
+                _ => {
+                    self.push_frame_unchecked(frames.frame(i), parallel);
+                    i += 1;
+                }
+            }
         }
         Ok(())
     }
@@ -343,6 +365,64 @@ impl Pedestal {
     }
 }
 
+impl Fill {
+    /// Adds frames `range` of `frames` to the sums, frame after frame for every pixel; chunks
+    /// of pixels on rayon's threads when `parallel`.
+    fn add_frames(&mut self, frames: Frames<'_>, range: std::ops::Range<usize>, parallel: bool) {
+        match self {
+            Fill::Raw64 { sum, sum2 } => {
+                add_frames(sum, sum2, frames, range, parallel, |s, s2, f| {
+                    add_raw(s, s2, f, |x| x as f64)
+                })
+            }
+            Fill::Raw32 { sum, sum2 } => {
+                add_frames(sum, sum2, frames, range, parallel, |s, s2, f| {
+                    add_raw(s, s2, f, |x| x as f32)
+                })
+            }
+            Fill::Exact { sum, sum2 } => {
+                add_frames(sum, sum2, frames, range, parallel, |s, s2, f| {
+                    for ((s, s2), &x) in s.iter_mut().zip(s2.iter_mut()).zip(f) {
+                        *s += x as u64;
+                        *s2 += x as u64 * x as u64;
+                    }
+                })
+            }
+        }
+    }
+}
+
+/// Calls `add(sum chunk, sum2 chunk, frame's samples of that chunk)` for every chunk of 4096
+/// pixels and every frame of `range`, frames in order within a chunk; chunks in parallel when
+/// `parallel`.
+fn add_frames<T: Send>(
+    sum: &mut [T],
+    sum2: &mut [T],
+    frames: Frames<'_>,
+    range: std::ops::Range<usize>,
+    parallel: bool,
+    add: impl Fn(&mut [T], &mut [T], &[u16]) + Sync,
+) {
+    const CHUNK: usize = 4096;
+    let work = |(ci, (s, s2)): (usize, (&mut [T], &mut [T]))| {
+        let o = ci * CHUNK;
+        for f in range.clone() {
+            add(s, s2, &frames.frame(f)[o..o + s.len()]);
+        }
+    };
+    if parallel {
+        sum.par_chunks_mut(CHUNK)
+            .zip(sum2.par_chunks_mut(CHUNK))
+            .enumerate()
+            .for_each(work);
+    } else {
+        sum.chunks_mut(CHUNK)
+            .zip(sum2.chunks_mut(CHUNK))
+            .enumerate()
+            .for_each(work);
+    }
+}
+
 fn add_raw<R: Real>(sum: &mut [R], sum2: &mut [R], frame: &[u16], conv: impl Fn(u16) -> R) {
     for ((s, s2), &x) in sum.iter_mut().zip(sum2.iter_mut()).zip(frame) {
         let v = conv(x);
@@ -385,6 +465,36 @@ mod tests {
             p.push_frame(&[x]).unwrap();
         }
         p
+    }
+
+    /// Frames pushed as one batch (the fill phase in parallel, by pixel chunks) and one at a
+    /// time on the calling thread give the same pedestal, bit for bit, in every precision,
+    /// with windows shorter and longer than the batch and batches that cross into the window.
+    #[test]
+    fn batched_parallel_fill_equals_frame_by_frame() {
+        let (rows, cols) = (37, 301); // 11137 pixels: chunks of 4096 and a partial one
+        let g = crate::generate::Generator::new(crate::generate::GenConfig::new(rows, cols, 3))
+            .unwrap();
+        let data = g.frames(0, 40, false);
+        let all = Frames::new(&data, 40, rows, cols).unwrap();
+        for precision in [Precision::F64, Precision::F32, Precision::F32Naive] {
+            for n in [1u32, 7, 25, 40, 60] {
+                let mut one = Pedestal::new(rows, cols, n, precision).unwrap();
+                for i in 0..40 {
+                    one.push_frames_with(all.range(i, 1), false).unwrap();
+                }
+                for split in [40, 13, 3] {
+                    let mut batched = Pedestal::new(rows, cols, n, precision).unwrap();
+                    let mut at = 0;
+                    while at < 40 {
+                        let k = split.min(40 - at);
+                        batched.push_frames(all.range(at, k)).unwrap();
+                        at += k;
+                    }
+                    assert!(batched == one, "{precision:?} n {n} batches of {split}");
+                }
+            }
+        }
     }
 
     #[test]

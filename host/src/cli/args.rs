@@ -237,6 +237,11 @@ pub struct FinderArgs {
     /// upload reads the page cache with no copy). Raw inputs are always read.
     #[arg(long, default_value = "read", value_parser = ["read", "map"], value_name = "read|map")]
     pub input: String,
+    /// Threads that read each chunk of a .npy input (default: chosen by the device: every
+    /// core up to 16 for the GPU, 2 for the CPU finder, whose band threads need the cores;
+    /// at most 64 and 4 x the available cores).
+    #[arg(long, value_parser = parse_read_threads, value_name = "N")]
+    pub read_threads: Option<usize>,
 }
 
 /// `cluda find`.
@@ -380,6 +385,26 @@ fn parse_threads(s: &str) -> Result<usize, String> {
     Ok(v)
 }
 
+/// The most `--read-threads` accepted: [`max_threads`], at most 64 (the parts a chunk is read
+/// in are at least 4 MiB; more threads than that only wait).
+pub fn max_read_threads() -> usize {
+    max_threads().min(64)
+}
+
+fn parse_read_threads(s: &str) -> Result<usize, String> {
+    let v: usize = s
+        .parse()
+        .map_err(|_| format!("--read-threads: `{s}` is not a thread count"))?;
+    let max = max_read_threads();
+    if v == 0 || v > max {
+        return Err(format!(
+            "--read-threads must be between 1 and {max} (4 x the {} available cores, at most 64), got {s}",
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        ));
+    }
+    Ok(v)
+}
+
 fn parse_threshold(s: &str) -> Result<ThresholdMode, String> {
     s.parse().map_err(|e: cluda::Error| e.to_string())
 }
@@ -451,6 +476,15 @@ mod tests {
         for bad in ["0", "100000", "4294967296", "-1", "x"] {
             assert!(
                 parse_threads(bad).unwrap_err().contains("--threads"),
+                "{bad}"
+            );
+        }
+        assert_eq!(parse_read_threads("1"), Ok(1));
+        for bad in ["0", "65", "100000", "-1", "x"] {
+            assert!(
+                parse_read_threads(bad)
+                    .unwrap_err()
+                    .contains("--read-threads"),
                 "{bad}"
             );
         }

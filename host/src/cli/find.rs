@@ -2,14 +2,15 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use cluda::engine::write_behind::WriteStats;
-use cluda::engine::{EngineConfig, EngineStats, find_stream};
+use cluda::engine::{EngineConfig, EngineStats, RingSlots, find_stream_with};
 use cluda::finder::select::open_finder;
 use cluda::io::{AtomicFile, ClusterFileWriter, check_output, input_files};
 use cluda::plot::{PlotAccumulator, SpectrumOptions};
-use cluda::{Error, FinderConfig, Frames, Result};
+use cluda::{ClusterFinder, Error, FinderConfig, Frames, Pedestal, Result};
 
 use super::args::{FindArgs, FinderArgs};
 use super::inputs::{Input, chunk_frames};
@@ -235,10 +236,48 @@ pub fn find_clusters(
         .pedestal_frames(n)
         .threshold(args.threshold)
         .precision(args.precision);
-    let opened = Instant::now();
-    let (mut finder, note) = open_finder(config, args.device, args.threads)?;
-    let open_time = opened.elapsed();
+    let engine = EngineConfig {
+        map: args.input == "map",
+        ..EngineConfig::for_frames(rows, cols).capped(data.len)
+    };
+    // Start-up: the device opens (and allocates the frame ring: page-locked memory on a GPU)
+    // on a thread of its own while the pedestal frames are read and pushed into a host
+    // pedestal here; on a GPU the two take about as long, so start-up costs the longer one.
+    let started = Instant::now();
+    let stop = AtomicBool::new(false);
+    let (opened, host_pedestal) = std::thread::scope(|s| -> Result<_> {
+        let opener = std::thread::Builder::new()
+            .name("cluda-open".into())
+            .spawn_scoped(s, || {
+                let r = open_device(&config, args, engine);
+                if r.is_err() {
+                    stop.store(true, Ordering::Relaxed);
+                }
+                r
+            })
+            .map_err(|e| Error::io("<device thread>", e))?;
+        let host_pedestal = read_pedestal(pedestal, &config, args, &stop);
+        let opened = opener
+            .join()
+            .map_err(|_| Error::Internal("the device thread panicked".into()))?;
+        Ok((opened, host_pedestal))
+    })?;
+    // A device error first (the pedestal stopped early for it), as when it opened first.
+    let Opened {
+        mut finder,
+        note,
+        open_time,
+        slots,
+        reserve_time,
+    } = opened?;
+    let (host_pedestal, pedestal_time) = host_pedestal?
+        .ok_or_else(|| Error::Internal("the pedestal stopped without a device error".into()))?;
     eprintln!("note: {note}");
+    finder.set_pedestal(host_pedestal)?;
+    let startup = started.elapsed();
+    let read_threads = args.read_threads.unwrap_or_else(|| finder.read_threads());
+    data.frames.set_read_threads(read_threads);
+    let ring_ahead = slots.as_ref().map(RingSlots::alloc_time);
     let stage = outputs.plots.map(PlotStage::create).transpose()?;
     let mut writer = outputs
         .clusters
@@ -249,51 +288,15 @@ pub fn find_clusters(
         .plots
         .map(|_| PlotAccumulator::with_options(rows, cols, &outputs.plot_options))
         .transpose()?;
-    let chunk = chunk_frames(rows, cols);
-    let (mut buf, mut numbers) = (Vec::new(), Vec::new());
-
-    let pedestal_start = Instant::now();
-    let bar = frames_bar(pedestal.len, "pedestal");
-    let mut pushed = 0u64;
-    loop {
-        signals::check()?;
-        numbers.clear();
-        buf.resize(chunk * rows * cols, 0);
-        let k = pedestal.frames.fill(&mut buf, &mut numbers)?;
-        if k == 0 {
-            break;
-        }
-        pushed += k as u64;
-        if pushed > pedestal.len {
-            break;
-        }
-        finder.push_pedestal(Frames::new(&buf[..k * rows * cols], k, rows, cols)?)?;
-        bar.inc(k as u64);
-    }
-    bar.finish_and_clear();
-    if pushed != pedestal.len {
-        return Err(Error::param(
-            "pedestal",
-            format!(
-                "{} delivered {pushed} frames, {} when counted (did it change while cluda read it?)",
-                pedestal.describe, pedestal.len
-            ),
-        ));
-    }
-    warn_gaps(pedestal);
-    let pedestal_time = pedestal_start.elapsed();
 
     let bar = frames_bar(data.len, "finding");
     let mut clusters = 0u64;
     let describe = &data.describe;
-    let engine = EngineConfig {
-        map: args.input == "map",
-        ..EngineConfig::for_frames(rows, cols).capped(data.len)
-    };
-    let stats = find_stream(
+    let stats = find_stream_with(
         finder.as_mut(),
         data.frames.as_mut(),
         engine,
+        slots,
         &mut |number, fc| {
             signals::check()?;
             clusters += fc.len() as u64;
@@ -327,16 +330,33 @@ pub fn find_clusters(
     let busy = stats.wall + start.elapsed();
     if args.timing {
         let bytes = written.as_ref().map_or(0, |(_, w)| w.bytes);
+        let ring = match ring_ahead {
+            Some(t) => format!("then the frame ring {:.3} s", t.as_secs_f64()),
+            // Mapped input: no ring, unless the source could not be mapped and the engine
+            // allocated one after the start-up.
+            None if stats.alloc.is_zero() => "(no frame ring: the input is mapped)".to_string(),
+            None => format!(
+                "(the frame ring {:.3} s in the engine, after the start-up)",
+                stats.alloc.as_secs_f64()
+            ),
+        };
         eprintln!(
-            "timing: opening the device {:.3} s; pedestal {:.3} s ({} frames); frame ring {:.3} s",
+            "timing: start-up {:.3} s: opening the device {:.3} s {ring}, then the finder's buffers {:.3} s on one thread, the pedestal {:.3} s ({} frames) on another at the same time",
+            startup.as_secs_f64(),
             open_time.as_secs_f64(),
+            reserve_time.as_secs_f64(),
             pedestal_time.as_secs_f64(),
             pedestal.len,
-            stats.alloc.as_secs_f64(),
         );
         eprintln!(
             "{}",
-            timing_line(&stats, written.as_ref().map(|(_, w)| w), busy, bytes)
+            timing_line(
+                &stats,
+                data.frames.read_threads(),
+                written.as_ref().map(|(_, w)| w),
+                busy,
+                bytes
+            )
         );
     }
     if let (Some(p), Some(stage)) = (plot, stage.as_ref()) {
@@ -349,6 +369,15 @@ pub fn find_clusters(
     pending.done();
     warn_gaps(data);
     let device = finder.device();
+    // Releasing the device (its memory, the context) is part of the command's wall time.
+    let released = Instant::now();
+    drop(finder);
+    if args.timing {
+        eprintln!(
+            "timing: releasing the device {:.3} s",
+            released.elapsed().as_secs_f64()
+        );
+    }
     Ok(Summary {
         frames: stats.frames,
         clusters,
@@ -356,6 +385,98 @@ pub fn find_clusters(
         device: device.split_whitespace().next().unwrap_or("?").to_string(),
         precision: args.precision.name(),
     })
+}
+
+/// A finder opened on the device thread, with the ring it allocated.
+struct Opened {
+    finder: Box<dyn ClusterFinder + Send>,
+    note: String,
+    open_time: Duration,
+    slots: Option<RingSlots>,
+    /// Time the finder took to allocate its buffers for a chunk.
+    reserve_time: Duration,
+}
+
+/// Opens the finder on `args.device`, allocates the engine's ring for it (not for a mapped
+/// input, which needs none) and the finder's buffers for a chunk.
+fn open_device(config: &FinderConfig, args: &FinderArgs, engine: EngineConfig) -> Result<Opened> {
+    let t = Instant::now();
+    let (mut finder, note) = open_finder(config.clone(), args.device, args.threads)?;
+    let open_time = t.elapsed();
+    let slots = if engine.map {
+        None
+    } else {
+        Some(RingSlots::allocate(finder.as_ref(), engine)?)
+    };
+    let t = Instant::now();
+    finder.reserve(engine.chunk)?;
+    let reserve_time = t.elapsed();
+    Ok(Opened {
+        finder,
+        note,
+        open_time,
+        slots,
+        reserve_time,
+    })
+}
+
+/// Reads every frame of `pedestal` into a host pedestal for `config` (what a finder's
+/// `push_pedestal` computes, so [`ClusterFinder::set_pedestal`] gives the same state), with
+/// every core reading (nothing else runs yet) unless `--read-threads` says otherwise; and how
+/// long that took. `None` when `stop` was raised (the device failed to open).
+fn read_pedestal(
+    pedestal: &mut Input<'_>,
+    config: &FinderConfig,
+    args: &FinderArgs,
+    stop: &AtomicBool,
+) -> Result<Option<(Pedestal, Duration)>> {
+    let start = Instant::now();
+    let (rows, cols) = (config.rows, config.cols);
+    let mut host = Pedestal::new(rows, cols, config.pedestal_frames, config.precision)?;
+    pedestal.frames.set_read_threads(
+        args.read_threads
+            .unwrap_or_else(cluda::engine::read_threads),
+    );
+    // A CPU finder asked for one thread does not start rayon's pool for its pedestal either.
+    let parallel = args.threads != Some(1);
+    // No larger than the pedestal; zeroed by the allocator, so the page faults of its first
+    // use are taken by the reading threads, in parallel.
+    let chunk = chunk_frames(rows, cols).min(usize::try_from(pedestal.len).unwrap_or(usize::MAX));
+    let (mut buf, mut numbers) = (vec![0u16; chunk.max(1) * rows * cols], Vec::new());
+    let bar = frames_bar(pedestal.len, "pedestal");
+    let mut pushed = 0u64;
+    loop {
+        signals::check()?;
+        if stop.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
+        numbers.clear();
+        let k = pedestal.frames.fill(&mut buf, &mut numbers)?;
+        if k == 0 {
+            break;
+        }
+        pushed += k as u64;
+        if pushed > pedestal.len {
+            break;
+        }
+        host.push_frames_with(
+            Frames::new(&buf[..k * rows * cols], k, rows, cols)?,
+            parallel,
+        )?;
+        bar.inc(k as u64);
+    }
+    bar.finish_and_clear();
+    if pushed != pedestal.len {
+        return Err(Error::param(
+            "pedestal",
+            format!(
+                "{} delivered {pushed} frames, {} when counted (did it change while cluda read it?)",
+                pedestal.describe, pedestal.len
+            ),
+        ));
+    }
+    warn_gaps(pedestal);
+    Ok(Some((host, start.elapsed())))
 }
 
 /// Prints a raw input's gap report on stderr when frames were missing, partial or truncated.
@@ -370,6 +491,7 @@ fn warn_gaps(input: &Input<'_>) {
 /// when the run is overlapped; the stage whose busy time is closest to the phase bounds it.
 fn timing_line(
     stats: &EngineStats,
+    read_threads: usize,
     write: Option<&WriteStats>,
     phase: Duration,
     written: u64,
@@ -384,7 +506,7 @@ fn timing_line(
     let s = |t: Duration| t.as_secs_f64();
     let frames = stats.frames.max(1) as f64;
     let mut line = format!(
-        "timing: data phase {:.3} s ({:.2} us/frame); read {:.3} s busy ({:.1} GB/s); waited for frames {:.3} s; find {:.3} s ({:.1} GB/s of frames, {:.2} us/frame), of which handing clusters on {:.3} s",
+        "timing: data phase {:.3} s ({:.2} us/frame); read {:.3} s busy with {read_threads} threads ({:.1} GB/s); waited for frames {:.3} s; find {:.3} s ({:.1} GB/s of frames, {:.2} us/frame), of which handing clusters on {:.3} s",
         s(phase),
         s(phase) * 1e6 / frames,
         s(stats.read_busy),
@@ -397,8 +519,9 @@ fn timing_line(
     );
     if let Some(w) = write {
         line.push_str(&format!(
-            "; write {:.3} s busy ({:.1} GB/s, {written} bytes); waited for the writer {:.3} s",
+            "; write {:.3} s busy in {} threads ({:.1} GB/s per busy thread, {written} bytes); waited for the writer {:.3} s",
             s(w.busy),
+            w.threads,
             gbs(w.bytes, w.busy),
             s(w.waited),
         ));

@@ -3,6 +3,7 @@
 //! is written under a temporary name and renamed into place when complete.
 
 use std::path::Path;
+use std::sync::mpsc::sync_channel;
 
 use cluda::generate::{GenConfig, Generator};
 use cluda::io::raw::{DetectorType, RawWriter, RawWriterConfig};
@@ -91,27 +92,55 @@ fn write_raw(dir: &Path, base: &str, input: &mut Input<'_>) -> Result<()> {
     ))
 }
 
-/// Hands `input` to `write` a chunk of frames (and their numbers) at a time.
+/// Hands `input` to `write` a chunk of frames (and their numbers) at a time, in order. The
+/// next chunk is made (in parallel, on rayon's threads) on a thread of its own while this one
+/// is written, so generating and writing overlap; two chunks exist at most.
 fn stream(
     input: &mut Input<'_>,
     mut write: impl FnMut(&[u16], &[u64]) -> Result<()>,
 ) -> Result<()> {
     let (r, c) = (input.frames.rows(), input.frames.cols());
+    let chunk = chunk_frames(r, c);
     let bar = frames_bar(input.len, "writing");
-    let (mut buf, mut numbers) = (Vec::new(), Vec::new());
-    loop {
-        super::signals::check()?;
-        buf.clear();
-        numbers.clear();
-        let k = input
-            .frames
-            .read_frames(chunk_frames(r, c), &mut buf, &mut numbers)?;
-        if k == 0 {
-            break;
+    let frames = &mut input.frames;
+    std::thread::scope(|s| -> Result<()> {
+        // Declared in the scope's closure: dropped when it returns (also early, on an error),
+        // which stops the maker thread before the scope waits for it.
+        type Chunk = (Vec<u16>, Vec<u64>);
+        let (full_tx, full_rx) = sync_channel::<Result<Chunk>>(1);
+        let (free_tx, free_rx) = sync_channel::<Chunk>(2);
+        for _ in 0..2 {
+            // Room for both: cannot block or fail.
+            let _ = free_tx.send((Vec::new(), Vec::new()));
         }
-        write(&buf, &numbers)?;
-        bar.inc(k as u64);
-    }
+        std::thread::Builder::new()
+            .name("cluda-gen".into())
+            .spawn_scoped(s, move || {
+                while let Ok((mut buf, mut numbers)) = free_rx.recv() {
+                    buf.clear();
+                    numbers.clear();
+                    let msg = match frames.read_frames(chunk, &mut buf, &mut numbers) {
+                        Ok(0) => break,
+                        Ok(_) => Ok((buf, numbers)),
+                        Err(e) => Err(e),
+                    };
+                    let failed = msg.is_err();
+                    if full_tx.send(msg).is_err() || failed {
+                        break;
+                    }
+                }
+            })
+            .map_err(|e| Error::io("<generator thread>", e))?;
+        while let Ok(msg) = full_rx.recv() {
+            super::signals::check()?;
+            let (buf, numbers) = msg?;
+            write(&buf, &numbers)?;
+            bar.inc(numbers.len() as u64);
+            // The maker may have stopped (end of input): the buffers are simply dropped then.
+            let _ = free_tx.send((buf, numbers));
+        }
+        super::signals::check()
+    })?;
     bar.finish_and_clear();
     Ok(())
 }

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //!  reader thread                 calling thread                    writer thread
-//!  FrameSource::fill  --full-->  ClusterFinder::find_each  --bytes-->  WriteBehind
+//!  FrameSource::fill  --full-->  ClusterFinder::find_feed  --bytes-->  WriteBehind
 //!        ^                 slots       |  visit(frame number, clusters)        |
 //!        +--------free slots-----------+                          buffers back -+
 //! ```
@@ -11,25 +11,33 @@
 //! A fixed ring of `slots` frame buffers circulates between the reader thread and the
 //! finder: the reader fills a free slot with the next chunk of frames (straight from the
 //! file into the slot: one copy on the host), the finder takes full slots in order and gives
-//! each back once its clusters have been visited. The slots are whatever the finder reads
+//! each back once it no longer reads it (the CPU finder: after its clusters are visited). The slots are whatever the finder reads
 //! fastest ([`ClusterFinder::frame_store`]): page-locked memory for the GPU finder, so uploads
 //! run at DMA speed with no per-call registration; plain memory for the CPU finder. When the
 //! finder is slower than the source, the reader waits for a free slot; when the source is
 //! slower, the finder waits for a full one. Either way at most `slots` chunks exist.
 //!
+//! The finder pulls the full slots itself ([`ClusterFinder::find_feed`], the ring being a
+//! [`feed::FrameFeed`]): a GPU finder keeps its pipeline going from one slot to the next
+//! (the next slot's uploads are queued while the previous one's clusters are collected) and
+//! gives each slot back once the GPU no longer reads it, before its clusters are visited.
+//!
 //! The cluster sink is the caller's visitor; a cluster file written through
 //! [`write_behind::WriteBehind`] leaves the calling thread after a memcpy of each frame's
 //! records, so writing overlaps finding too.
 
+pub mod feed;
 pub mod write_behind;
 
+use std::cell::RefCell;
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use crate::cluster::FrameClusters;
 use crate::error::{Error, Result};
 use crate::finder::ClusterFinder;
-use crate::frames::Frames;
 use crate::io::FrameSource;
+pub use feed::{ChunkedFeed, FedChunk, FrameFeed};
 
 /// Memory frames are read into and found from (a slot of the engine's ring).
 pub trait FrameStore: Send {
@@ -55,6 +63,12 @@ pub fn read_threads() -> usize {
         .map_or(1, |n| n.get())
         .clamp(1, 16)
 }
+
+/// Read threads for a finder that computes on the host's own cores (the CPU finder): 2. It
+/// is about 20 times slower than reading, so two threads keep it fed, and every further one
+/// takes a core its band threads need (on the H200's 16 cores, 16 read threads slowed the
+/// 3x3 CPU run from 99 to 145 us/frame).
+pub const HOST_FINDER_READ_THREADS: usize = 2;
 
 /// How the engine reads ahead.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -130,6 +144,44 @@ impl EngineConfig {
     }
 }
 
+/// The slots of an engine's ring, allocated ahead of [`find_stream_with`]: page-locked memory
+/// on a GPU takes a noticeable part of a short run's start-up, and can be allocated while
+/// the pedestal is read.
+pub struct RingSlots {
+    stores: Vec<Box<dyn FrameStore>>,
+    /// Samples per slot.
+    samples: usize,
+    /// Time the allocation took.
+    alloc: Duration,
+}
+
+impl RingSlots {
+    /// The `config.slots` slots of `config.chunk` frames each that [`find_stream_with`] needs
+    /// for `finder` ([`ClusterFinder::frame_store`]).
+    ///
+    /// # Errors
+    /// As [`EngineConfig::validate`] and [`ClusterFinder::frame_store`].
+    pub fn allocate(finder: &dyn ClusterFinder, config: EngineConfig) -> Result<Self> {
+        let (rows, cols) = (finder.config().rows, finder.config().cols);
+        config.validate(rows, cols)?;
+        let start = Instant::now();
+        let samples = config.chunk * rows * cols;
+        let stores = (0..config.slots)
+            .map(|_| finder.frame_store(samples))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Self {
+            stores,
+            samples,
+            alloc: start.elapsed(),
+        })
+    }
+
+    /// The time the allocation took.
+    pub fn alloc_time(&self) -> Duration {
+        self.alloc
+    }
+}
+
 /// Where the time of a run went, for `--timing`.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct EngineStats {
@@ -145,7 +197,8 @@ pub struct EngineStats {
     pub find: Duration,
     /// Time in the visitor (the sink's share of `find`).
     pub visit: Duration,
-    /// Time to allocate the ring's slots (page-locked memory on a GPU).
+    /// Time to allocate the ring's slots (page-locked memory on a GPU) in the engine; zero
+    /// when they were allocated ahead ([`RingSlots`]).
     pub alloc: Duration,
     /// Wall time of the data phase: from the first chunk asked for to the last one found
     /// (the ring's allocation before it is [`EngineStats::alloc`]).
@@ -172,6 +225,14 @@ impl Chunk {
             Chunk::Mapped { map, range, .. } => bytemuck::cast_slice(&map[range.clone()]),
         }
     }
+
+    /// The slot back (a mapped chunk is unpinned here, and has no slot).
+    fn into_store(self) -> Option<Box<dyn FrameStore>> {
+        match self {
+            Chunk::Slot(s) => Some(s),
+            Chunk::Mapped { .. } => None,
+        }
+    }
 }
 
 /// A chunk on its way from the reader to the finder.
@@ -185,14 +246,37 @@ struct Filled {
 /// thread of its own (see the module docs), and hands each frame's clusters with the
 /// source's frame number to `visit`, in order.
 ///
+/// The finder pulls the ring's slots through [`ClusterFinder::find_feed`], so a GPU finder
+/// does not wait for the GPU between slots.
+///
 /// # Errors
 /// The first error of the source, the finder or the visitor; the reader thread stops with
-/// it. Frames before the failing chunk stay consumed (their pedestal updates are kept), as
-/// with [`ClusterFinder::find_each`].
+/// it. What stays consumed (pedestal updates kept) is what [`ClusterFinder::find_feed`]
+/// says: before an error of the source, every frame it delivered (all found and visited);
+/// with a visitor error at a frame, the frames up to and including it; with
+/// [`Error::ClusterLimit`] (a GPU finder with `Overflow::Fail`; the error names the source's
+/// frame number), the frames before the slot that holds the overflowing frame: the
+/// pedestal is as it was before that slot, though the visitor may have seen frames of it.
 pub fn find_stream(
     finder: &mut dyn ClusterFinder,
     source: &mut (dyn FrameSource + Send),
     config: EngineConfig,
+    visit: &mut dyn FnMut(u64, FrameClusters<'_>) -> Result<()>,
+) -> Result<EngineStats> {
+    find_stream_with(finder, source, config, None, visit)
+}
+
+/// As [`find_stream`], with the ring's slots allocated ahead ([`RingSlots::allocate`], e.g. on
+/// the thread that opened the device while the pedestal was pushed); `None`, or slots that do
+/// not fit `config`, and they are allocated here ([`EngineStats::alloc`] counts only that).
+///
+/// # Errors
+/// As [`find_stream`].
+pub fn find_stream_with(
+    finder: &mut dyn ClusterFinder,
+    source: &mut (dyn FrameSource + Send),
+    config: EngineConfig,
+    slots: Option<RingSlots>,
     visit: &mut dyn FnMut(u64, FrameClusters<'_>) -> Result<()>,
 ) -> Result<EngineStats> {
     let (rows, cols) = (source.rows(), source.cols());
@@ -209,14 +293,19 @@ pub fn find_stream(
     let slot_len = config.chunk * pixels;
     let start = Instant::now();
     let mapped = if config.map { source.map_rest() } else { None };
+    let mut given = slots
+        .filter(|s| s.samples == slot_len)
+        .map_or_else(Vec::new, |s| s.stores);
     let mut stores = Vec::with_capacity(config.slots);
     for _ in 0..config.slots {
-        stores.push(match mapped {
+        stores.push(match (&mapped, given.pop()) {
             // Tokens only: the chunks are pieces of the map.
-            Some(_) => None,
-            None => Some(finder.frame_store(slot_len)?),
+            (Some(_), _) => None,
+            (None, Some(slot)) => Some(slot),
+            (None, None) => Some(finder.frame_store(slot_len)?),
         });
     }
+    drop(given);
     let mut stats = EngineStats {
         alloc: start.elapsed(),
         ..EngineStats::default()
@@ -303,7 +392,8 @@ pub fn find_stream(
     Ok(stats)
 }
 
-/// The finder's side of [`find_stream`]: full slots in, clusters out, slots back.
+/// The finder's side of [`find_stream`]: full slots lent to the finder, clusters out, slots
+/// back as soon as the finder no longer reads them.
 fn consume(
     finder: &mut dyn ClusterFinder,
     full: &std::sync::mpsc::Receiver<Result<Filled>>,
@@ -312,36 +402,102 @@ fn consume(
     visit: &mut dyn FnMut(u64, FrameClusters<'_>) -> Result<()>,
     stats: &mut EngineStats,
 ) -> Result<()> {
-    let (rows, cols) = (finder.config().rows, finder.config().cols);
-    loop {
+    let numbers = RefCell::new(VecDeque::new());
+    let mut ring = Ring {
+        full,
+        free,
+        pixels,
+        numbers: &numbers,
+        lent_frames: 0,
+        waited: Duration::ZERO,
+    };
+    let (mut visiting, mut frames) = (Duration::ZERO, 0u64);
+    let t = Instant::now();
+    let result = finder.find_feed(&mut ring, &mut |fc| {
+        let v = Instant::now();
+        let number = visit_number(&mut numbers.borrow_mut(), fc.frame);
+        frames += 1;
+        let r = visit(number, fc);
+        visiting += v.elapsed();
+        r
+    });
+    stats.waited_for_input += ring.waited;
+    stats.find += t.elapsed().saturating_sub(ring.waited);
+    stats.visit += visiting;
+    stats.frames += frames;
+    // A frame that overflowed is named by the source's frame number.
+    result.map_err(|e| match e {
+        Error::ClusterLimit {
+            frame,
+            found,
+            limit,
+        } => Error::ClusterLimit {
+            frame: number_of(&numbers.borrow(), frame) as usize,
+            found,
+            limit,
+        },
+        e => e,
+    })
+}
+
+/// The source's frame number of frame `index` of the stream. `numbers` holds, per chunk
+/// lent and not yet passed by the visitor, the stream index of its first frame and its frame
+/// numbers (the index itself when none is known).
+fn number_of(numbers: &VecDeque<(usize, Vec<u64>)>, index: usize) -> u64 {
+    numbers
+        .iter()
+        .find(|(first, n)| (*first..first + n.len()).contains(&index))
+        .and_then(|(first, n)| n.get(index - first).copied())
+        .unwrap_or(index as u64)
+}
+
+/// [`number_of`] for the visitor, which goes through the stream in order: the chunks before
+/// `index` are dropped.
+fn visit_number(numbers: &mut VecDeque<(usize, Vec<u64>)>, index: usize) -> u64 {
+    while numbers
+        .front()
+        .is_some_and(|(first, n)| first + n.len() <= index)
+    {
+        numbers.pop_front();
+    }
+    number_of(numbers, index)
+}
+
+/// The engine's ring as a [`FrameFeed`]: full slots from the reader, given back to it.
+struct Ring<'a> {
+    full: &'a std::sync::mpsc::Receiver<Result<Filled>>,
+    free: &'a std::sync::mpsc::SyncSender<Option<Box<dyn FrameStore>>>,
+    pixels: usize,
+    /// The frame numbers of the chunks lent, shared with the visitor.
+    numbers: &'a RefCell<VecDeque<(usize, Vec<u64>)>>,
+    /// Frames lent so far (the stream index of the next chunk's first frame).
+    lent_frames: usize,
+    /// Time spent waiting for the reader.
+    waited: Duration,
+}
+
+impl FrameFeed for Ring<'_> {
+    fn next_chunk(&mut self) -> Result<Option<FedChunk>> {
         let t = Instant::now();
-        let Ok(msg) = full.recv() else {
-            return Ok(());
+        let msg = self.full.recv();
+        self.waited += t.elapsed();
+        let Ok(msg) = msg else {
+            return Ok(None);
         };
-        stats.waited_for_input += t.elapsed();
-        let filled = msg?;
-        let k = filled.frames;
-        let samples = &filled.chunk.samples()[..k * pixels];
-        let t = Instant::now();
-        let mut visiting = Duration::ZERO;
-        let numbers = &filled.numbers;
-        finder.find_each(Frames::new(samples, k, rows, cols)?, &mut |fc| {
-            let v = Instant::now();
-            let number = numbers.get(fc.frame).copied().unwrap_or(fc.frame as u64);
-            let r = visit(number, fc);
-            visiting += v.elapsed();
-            r
-        })?;
-        stats.find += t.elapsed();
-        stats.visit += visiting;
-        stats.frames += k as u64;
+        let mut filled = msg?;
+        let numbers = std::mem::take(&mut filled.numbers);
+        let chunk = FedChunk::of(filled.chunk, filled.frames, self.pixels)?;
+        self.numbers
+            .borrow_mut()
+            .push_back((self.lent_frames, numbers));
+        self.lent_frames += filled.frames;
+        Ok(Some(chunk))
+    }
+
+    fn give_back(&mut self, chunk: FedChunk) {
         // The reader may have stopped (end of input): the slot is simply dropped then. A
         // mapped chunk is unpinned here; its token lets the reader map the next one.
-        let back = match filled.chunk {
-            Chunk::Slot(s) => Some(s),
-            Chunk::Mapped { .. } => None,
-        };
-        let _ = free.send(back);
+        let _ = self.free.send(chunk.into_chunk().into_store());
     }
 }
 
@@ -351,6 +507,7 @@ mod tests {
     use crate::cluster::ClusterSize;
     use crate::config::FinderConfig;
     use crate::finder::CpuFinder;
+    use crate::frames::Frames;
     use crate::generate::{GenConfig, Generator};
     use crate::io::MemorySource;
 
@@ -406,6 +563,47 @@ mod tests {
         }
     }
 
+    /// Slots allocated ahead are used (no allocation in the engine); slots of another size
+    /// are replaced; either way the clusters are those of one call.
+    #[test]
+    fn slots_allocated_ahead_give_the_same_clusters() {
+        let (rows, cols) = (24, 40);
+        let g = Generator::new(GenConfig::new(rows, cols, 6)).expect("generator");
+        let dark = g.frames(0, 50, false);
+        let data = g.frames(50, 19, true);
+        let mut want = Vec::new();
+        finder(rows, cols, &dark)
+            .find_each(
+                Frames::new(&data, 19, rows, cols).expect("frames"),
+                &mut |fc| {
+                    want.push(fc.words().to_vec());
+                    Ok(())
+                },
+            )
+            .expect("find");
+        let cfg = EngineConfig {
+            chunk: 4,
+            slots: 3,
+            map: false,
+        };
+        for ahead_chunk in [4, 7] {
+            let mut f = finder(rows, cols, &dark);
+            let ahead = EngineConfig {
+                chunk: ahead_chunk,
+                ..cfg
+            };
+            let slots = RingSlots::allocate(&f, ahead).expect("slots");
+            let mut src = MemorySource::new(data.clone(), rows, cols).expect("source");
+            let mut got = Vec::new();
+            find_stream_with(&mut f, &mut src, cfg, Some(slots), &mut |_, fc| {
+                got.push(fc.words().to_vec());
+                Ok(())
+            })
+            .expect("stream");
+            assert!(got == want, "slots of {ahead_chunk} frames");
+        }
+    }
+
     /// A visitor's error stops the run and comes back unchanged; the reader thread ends.
     #[test]
     fn a_visitor_error_stops_the_run() {
@@ -434,6 +632,133 @@ mod tests {
         .expect_err("the visitor fails");
         assert!(e.to_string().contains("stop at frame 7"), "{e}");
         assert_eq!(seen, 8);
+    }
+
+    /// Frames in memory numbered from 100, at most 3 per read (slots filled in part).
+    struct Offset(MemorySource);
+
+    impl FrameSource for Offset {
+        fn rows(&self) -> usize {
+            self.0.rows()
+        }
+        fn cols(&self) -> usize {
+            self.0.cols()
+        }
+        fn remaining_hint(&self) -> u64 {
+            self.0.remaining_hint()
+        }
+        fn read_frames(
+            &mut self,
+            n: usize,
+            frames: &mut Vec<u16>,
+            numbers: &mut Vec<u64>,
+        ) -> Result<usize> {
+            let from = numbers.len();
+            let k = self.0.read_frames(n.min(3), frames, numbers)?;
+            numbers[from..].iter_mut().for_each(|x| *x += 100);
+            Ok(k)
+        }
+    }
+
+    /// A finder that holds two chunks at a time (as a GPU pipeline does) and reports an
+    /// overflow at stream index `at`, after visiting the frames before it.
+    struct Overflowing {
+        inner: CpuFinder,
+        at: usize,
+    }
+
+    impl ClusterFinder for Overflowing {
+        fn config(&self) -> &crate::config::FinderConfig {
+            self.inner.config()
+        }
+        fn device(&self) -> String {
+            "test".into()
+        }
+        fn push_pedestal(&mut self, frames: Frames<'_>) -> Result<()> {
+            self.inner.push_pedestal(frames)
+        }
+        fn is_ready(&self) -> bool {
+            self.inner.is_ready()
+        }
+        fn pedestal(&self) -> Result<crate::Pedestal> {
+            self.inner.pedestal()
+        }
+        fn set_pedestal(&mut self, p: crate::Pedestal) -> Result<()> {
+            self.inner.set_pedestal(p)
+        }
+        fn find_each(
+            &mut self,
+            frames: Frames<'_>,
+            visit: &mut dyn FnMut(FrameClusters<'_>) -> Result<()>,
+        ) -> Result<()> {
+            self.inner.find_each(frames, visit)
+        }
+        fn find_feed(
+            &mut self,
+            feed: &mut dyn FrameFeed,
+            visit: &mut dyn FnMut(FrameClusters<'_>) -> Result<()>,
+        ) -> Result<()> {
+            let mut held: VecDeque<FedChunk> = VecDeque::new();
+            let mut index = 0;
+            while let Some(chunk) = feed.next_chunk()? {
+                held.push_back(chunk);
+                if held.len() == 2 {
+                    let c = held.pop_front().expect("held");
+                    let n = c.frames();
+                    feed.give_back(c);
+                    for _ in 0..n {
+                        if index == self.at {
+                            while let Some(c) = held.pop_front() {
+                                feed.give_back(c);
+                            }
+                            return Err(Error::ClusterLimit {
+                                frame: index,
+                                found: 9,
+                                limit: 1,
+                            });
+                        }
+                        visit(FrameClusters::new(index, ClusterSize::S3, &[]))?;
+                        index += 1;
+                    }
+                }
+            }
+            held.into_iter().for_each(|c| feed.give_back(c));
+            Ok(())
+        }
+    }
+
+    /// The engine names an overflowing frame by the source's frame number and hands the
+    /// visitor the source's numbers through chunks filled in part, from a finder holding
+    /// several slots.
+    #[test]
+    fn an_overflow_is_named_by_the_source_frame_number() {
+        let (rows, cols) = (16, 16);
+        let g = Generator::new(GenConfig::new(rows, cols, 9)).expect("generator");
+        let dark = g.frames(0, 50, false);
+        for at in [0, 2, 3, 7] {
+            let mut f = Overflowing {
+                inner: finder(rows, cols, &dark),
+                at,
+            };
+            let data = g.frames(50, 12, true);
+            let mut src = Offset(MemorySource::new(data, rows, cols).expect("source"));
+            let mut seen = Vec::new();
+            let cfg = EngineConfig {
+                chunk: 5,
+                slots: 3,
+                map: false,
+            };
+            let e = find_stream(&mut f, &mut src, cfg, &mut |n, _| {
+                seen.push(n);
+                Ok(())
+            })
+            .expect_err("overflow");
+            match e {
+                Error::ClusterLimit { frame, .. } => assert_eq!(frame, 100 + at, "{e}"),
+                e => panic!("expected ClusterLimit, got {e}"),
+            }
+            assert!(seen.iter().copied().eq(100..100 + at as u64), "{seen:?}");
+        }
     }
 
     /// Absurd settings and a frame shape the finder was not made for are refused by name.

@@ -7,7 +7,7 @@ pub mod select;
 
 use crate::cluster::{ClusterBatch, FrameClusters};
 use crate::config::FinderConfig;
-use crate::engine::FrameStore;
+use crate::engine::{FrameFeed, FrameStore};
 use crate::error::Result;
 use crate::frames::Frames;
 use crate::pedestal::Pedestal;
@@ -76,6 +76,51 @@ pub trait ClusterFinder {
         visit: &mut dyn FnMut(FrameClusters<'_>) -> Result<()>,
     ) -> Result<()>;
 
+    /// Finds the clusters of every frame `feed` lends, chunk after chunk, and hands each
+    /// frame's clusters to `visit` in order, numbered through the whole stream
+    /// ([`FrameClusters::frame`] counts from 0 at the first chunk's first frame). Every chunk
+    /// taken is given back once the finder no longer reads it; the chunks the finder holds
+    /// at once are few (a GPU finder: those its pipeline has in flight, at most its depth).
+    ///
+    /// The same results as one [`ClusterFinder::find_each`] over all the frames, whatever
+    /// the chunk sizes. The default calls [`ClusterFinder::find_each`] per chunk (right for
+    /// the CPU finder, whose calls end when their work does); the GPU finder overrides it so
+    /// that its pipeline runs on from one chunk into the next, uploading the next chunk while
+    /// it collects the previous one, with no wait for the GPU in between.
+    ///
+    /// What a failure leaves: the frames before it stay consumed (their pedestal updates
+    /// are kept), and
+    /// * an error of the feed: every frame lent before it was found and visited, then the
+    ///   error is returned (a GPU finder finishes the chunks it holds first);
+    /// * a visitor error at a frame: that frame and those before it stay consumed, as with
+    ///   [`ClusterFinder::find_each`];
+    /// * [`crate::Error::ClusterLimit`] (a GPU finder with `Overflow::Fail`): the pedestal is
+    ///   as it was before the *chunk* that holds the overflowing frame (its `frame` is the
+    ///   stream index); the visitor may have seen that chunk's earlier frames.
+    ///
+    /// # Errors
+    /// As [`ClusterFinder::find_each`] (for each chunk), and the feed's errors.
+    fn find_feed(
+        &mut self,
+        feed: &mut dyn FrameFeed,
+        visit: &mut dyn FnMut(FrameClusters<'_>) -> Result<()>,
+    ) -> Result<()> {
+        let (rows, cols) = (self.config().rows, self.config().cols);
+        let mut first = 0usize;
+        while let Some(chunk) = feed.next_chunk()? {
+            let n = chunk.frames();
+            let result = Frames::new(chunk.samples(), n, rows, cols).and_then(|frames| {
+                self.find_each(frames, &mut |fc| {
+                    visit(FrameClusters::new(first + fc.frame, fc.size(), fc.words()))
+                })
+            });
+            feed.give_back(chunk);
+            result?;
+            first += n;
+        }
+        Ok(())
+    }
+
     /// Memory for `samples` frame samples that this finder reads fastest: page-locked for a
     /// GPU finder (uploads run at DMA speed), plain memory otherwise. The streaming engine
     /// ([`crate::engine`]) reads frames straight into it.
@@ -97,6 +142,26 @@ pub trait ClusterFinder {
     /// with it, on its reader thread, and drops the guard (unlocking) before the memory goes.
     fn host_pinner(&self) -> Option<HostPinner> {
         None
+    }
+
+    /// Threads a source should read frames with for this finder (see
+    /// [`crate::io::FrameSource::set_read_threads`]): few for a finder that computes on the
+    /// host's cores ([`crate::engine::HOST_FINDER_READ_THREADS`], the default), every core
+    /// up to 16 ([`crate::engine::read_threads`]) for one that computes elsewhere (a GPU).
+    fn read_threads(&self) -> usize {
+        crate::engine::HOST_FINDER_READ_THREADS.min(crate::engine::read_threads())
+    }
+
+    /// Allocates ahead what calls of up to `frames` frames need, so that the first call
+    /// allocates nothing (a GPU finder: device buffers and page-locked result memory; `cluda
+    /// find` does it on the thread that opens the device, while the pedestal is read).
+    /// Processes no frame; the default does nothing.
+    ///
+    /// # Errors
+    /// A GPU finder returns CUDA errors ([`crate::Error::Cuda`],
+    /// [`crate::Error::OutOfDeviceMemory`]).
+    fn reserve(&mut self, _frames: usize) -> Result<()> {
+        Ok(())
     }
 
     /// Finds the clusters of every frame and returns them as one owned batch.

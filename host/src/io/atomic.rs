@@ -9,7 +9,7 @@
 //! lacks, and two runs writing the same output leave one of the two whole files.
 
 use std::fs::{File, OpenOptions};
-use std::io::{BufWriter, Write};
+use std::io::{BufWriter, Seek, Write};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
@@ -116,6 +116,32 @@ impl Write for AtomicFile {
 
     fn flush(&mut self) -> std::io::Result<()> {
         self.out.as_mut().map_or(Ok(()), |o| o.flush())
+    }
+}
+
+impl Seek for AtomicFile {
+    /// Moves the temporary file's position (what is buffered is written first).
+    fn seek(&mut self, pos: std::io::SeekFrom) -> std::io::Result<u64> {
+        match self.out.as_mut() {
+            Some(o) => o.seek(pos),
+            None => Err(std::io::Error::other("output already committed")),
+        }
+    }
+}
+
+/// Several threads may write the temporary file at offsets ([`WriteBehind::positioned`]);
+/// the rename on [`AtomicFile::commit`] and the removal on drop are unchanged.
+///
+/// [`WriteBehind::positioned`]: crate::engine::write_behind::WriteBehind::positioned
+impl crate::engine::write_behind::PositionedSink for AtomicFile {
+    fn handle(&mut self) -> std::io::Result<File> {
+        match self.out.as_mut() {
+            Some(o) => {
+                o.flush()?;
+                o.get_ref().try_clone()
+            }
+            None => Err(std::io::Error::other("output already committed")),
+        }
     }
 }
 

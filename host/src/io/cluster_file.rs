@@ -16,7 +16,9 @@ use std::path::{Path, PathBuf};
 
 use super::atomic::AtomicFile;
 use crate::cluster::{ClusterBatch, ClusterSize, FrameClusters};
-use crate::engine::write_behind::{WriteBehind, WriteStats};
+use crate::engine::write_behind::{
+    DEFAULT_WRITE_THREADS, MAX_WRITE_THREADS, WriteBehind, WriteStats,
+};
 use crate::error::{Error, Result};
 
 /// Bytes of a frame header (`i32 frame_number`, `u32 n_clusters`).
@@ -34,21 +36,38 @@ pub struct ClusterFileWriter<W: Write> {
 impl ClusterFileWriter<WriteBehind<AtomicFile>> {
     /// Starts the file at `path`: written to a temporary file beside it ([`AtomicFile`]) and
     /// renamed over `path` by [`ClusterFileWriter::commit`]; dropped without a commit, the
-    /// temporary file is removed and `path` is as it was. The bytes are written by a thread
-    /// of their own ([`WriteBehind`]), in large sequential writes, so writing overlaps the
-    /// caller's work.
+    /// temporary file is removed and `path` is as it was. The bytes are written by
+    /// [`DEFAULT_WRITE_THREADS`] threads of their own ([`WriteBehind::positioned`]), in large
+    /// writes at their offsets, so writing overlaps the caller's work.
     ///
     /// # Errors
-    /// [`Error::Io`] naming `path` when the temporary file or the writer thread cannot be
+    /// [`Error::Io`] naming `path` when the temporary file or the writer threads cannot be
     /// created.
     pub fn create(path: &Path) -> Result<Self> {
+        Self::create_with_threads(path, DEFAULT_WRITE_THREADS)
+    }
+
+    /// As [`ClusterFileWriter::create`], written by `threads` writer threads (the bytes are
+    /// the same for every count; more threads help only where the file system writes one
+    /// file in parallel).
+    ///
+    /// # Errors
+    /// [`Error::InvalidParameter`] for `threads` outside 1 ..= [`MAX_WRITE_THREADS`]; as
+    /// [`ClusterFileWriter::create`].
+    pub fn create_with_threads(path: &Path, threads: usize) -> Result<Self> {
+        if !(1..=MAX_WRITE_THREADS).contains(&threads) {
+            return Err(Error::param(
+                "write-threads",
+                format!("must be between 1 and {MAX_WRITE_THREADS}, got {threads}"),
+            ));
+        }
         let file = AtomicFile::create(path)?;
-        let out = WriteBehind::new(file, 4).map_err(|e| Error::io(path, e))?;
+        let out = WriteBehind::positioned(file, threads, 4).map_err(|e| Error::io(path, e))?;
         Ok(Self::new(out, path))
     }
 
     /// Writes what is left, flushes, syncs and renames the file into place; returns its path
-    /// and what the writer thread did.
+    /// and what the writer threads did.
     ///
     /// # Errors
     /// [`Error::Io`] naming the file when a write, the sync or the rename fails (the

@@ -625,6 +625,8 @@ pub struct NpyFrames {
     swap: bool,
     /// Where the samples start in the file.
     data_offset: u64,
+    /// Threads [`crate::io::FrameSource::fill`] reads with.
+    threads: usize,
 }
 
 impl NpyFrames {
@@ -663,7 +665,19 @@ impl NpyFrames {
             next: 0,
             swap: h.needs_swap(),
             data_offset: h.data_offset,
+            threads: crate::engine::read_threads(),
         })
+    }
+
+    /// Threads [`crate::io::FrameSource::fill`] reads with (1 ..= 64; default
+    /// [`crate::engine::read_threads`]).
+    pub fn read_threads(&self) -> usize {
+        self.threads
+    }
+
+    /// Sets the threads [`crate::io::FrameSource::fill`] reads with (clamped to 1 ..= 64).
+    pub fn set_read_threads(&mut self, threads: usize) {
+        self.threads = threads.clamp(1, 64);
     }
 
     /// The file's path.

@@ -56,6 +56,17 @@ pub trait FrameSource {
         None
     }
 
+    /// How many threads a source that reads in parallel (a `.npy` file: positioned reads of
+    /// disjoint parts of each chunk) may use from now on; sources that read on one thread
+    /// ignore it. The engine's callers set what the finder asks for
+    /// ([`crate::ClusterFinder::read_threads`]).
+    fn set_read_threads(&mut self, _threads: usize) {}
+
+    /// The threads this source reads with (1 for sources that read on one thread).
+    fn read_threads(&self) -> usize {
+        1
+    }
+
     /// What went wrong in the input so far (missing or partial frames), for a person; `None`
     /// when the source cannot lose frames.
     fn report(&self) -> Option<String> {
@@ -150,9 +161,15 @@ impl FrameSource for NpyFrames {
     fn map_rest(&mut self) -> Option<MappedFrames> {
         NpyFrames::map_rest(self)
     }
+    fn set_read_threads(&mut self, threads: usize) {
+        NpyFrames::set_read_threads(self, threads);
+    }
+    fn read_threads(&self) -> usize {
+        NpyFrames::read_threads(self)
+    }
     fn fill(&mut self, dst: &mut [u16], numbers: &mut Vec<u64>) -> Result<usize> {
         let first = self.position() as u64;
-        let k = NpyFrames::fill(self, dst, crate::engine::read_threads())?;
+        let k = NpyFrames::fill(self, dst, self.read_threads())?;
         numbers.extend(first..first + k as u64);
         Ok(k)
     }

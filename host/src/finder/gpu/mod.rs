@@ -9,6 +9,7 @@
 pub mod settings;
 
 mod buffers;
+mod input;
 mod launch;
 mod pipeline;
 
@@ -133,6 +134,32 @@ impl GpuFinder {
         self.pipeline.reserve(frames)
     }
 
+    /// Page-locks the caller's frames in place (registers them with the CUDA driver) until
+    /// the returned guard is dropped, so that calls on them upload by DMA straight from that
+    /// memory, with no staging copy and no registration per call: the zero-copy way for
+    /// frames the caller already has (for frames still to be read, [`PinnedFrames`] or
+    /// [`ClusterFinder::frame_store`] give page-locked memory to read them into). Locking
+    /// costs about as much as allocating page-locked memory, once; memory the caller
+    /// page-locked itself is recognised as such without it.
+    ///
+    /// # Errors
+    /// [`Error::InvalidParameter`] when the driver refuses (e.g. the memory-lock limit).
+    pub fn lock_frames<'a>(&self, frames: &'a [u16]) -> Result<LockedFrames<'a>> {
+        let ptr = frames.as_ptr() as *const u8;
+        let bytes = std::mem::size_of_val(frames);
+        let registration = buffers::Registration::new(self.device.context(), ptr, bytes)
+            .ok_or_else(|| {
+                Error::param(
+                    "frames",
+                    format!("the CUDA driver refused to page-lock {bytes} bytes of frames"),
+                )
+            })?;
+        Ok(LockedFrames {
+            frames,
+            _registration: registration,
+        })
+    }
+
     /// Per-frame kernel times of the last call (empty unless the pipeline was configured
     /// with `timing`).
     pub fn kernel_times(&self) -> &[KernelTime] {
@@ -193,6 +220,16 @@ impl ClusterFinder for GpuFinder {
         }))
     }
 
+    /// Every core up to 16: the GPU finds faster than one core copies frames, and the host's
+    /// cores have nothing else to do.
+    fn read_threads(&self) -> usize {
+        crate::engine::read_threads()
+    }
+
+    fn reserve(&mut self, frames: usize) -> Result<()> {
+        GpuFinder::reserve(self, frames)
+    }
+
     /// Page-locked memory, so that uploads from it run at DMA speed with no registration.
     fn frame_store(&self, samples: usize) -> Result<Box<dyn crate::engine::FrameStore>> {
         let cols = self.config.cols.max(1);
@@ -244,6 +281,41 @@ impl ClusterFinder for GpuFinder {
         self.device_newer = true;
         pipeline.run(state, frames, visit)
     }
+
+    /// One pipeline through all the feed's chunks: chunk i+1's uploads are queued before
+    /// chunk i's results are collected, and no chunk boundary waits for the GPU. A chunk goes
+    /// back to the feed once its last frames' results are in and their room is checked
+    /// (before they are visited); the finder holds at most as many chunks as it has chunks
+    /// in flight (`depth`). Chunks that are not page-locked are registered while held (with
+    /// [`InputMode::Registered`], as for `find_each`).
+    fn find_feed(
+        &mut self,
+        feed: &mut dyn crate::engine::FrameFeed,
+        visit: &mut dyn FnMut(FrameClusters<'_>) -> Result<()>,
+    ) -> Result<()> {
+        self.push_state()?;
+        let Self {
+            pipeline, state, ..
+        } = self;
+        let state = state
+            .as_ref()
+            .ok_or_else(|| Error::Internal("the device pedestal is missing".into()))?;
+        self.device_newer = true;
+        pipeline.run_feed(state, feed, visit)
+    }
+}
+
+/// The caller's frames page-locked in place ([`GpuFinder::lock_frames`]) while this lives.
+pub struct LockedFrames<'a> {
+    frames: &'a [u16],
+    _registration: buffers::Registration,
+}
+
+impl<'a> LockedFrames<'a> {
+    /// The locked samples, to hand to the finder (e.g. through [`Frames::new`]).
+    pub fn samples(&self) -> &'a [u16] {
+        self.frames
+    }
 }
 
 /// Frames in page-locked host memory: uploads from here run at DMA speed with no per-call
@@ -258,12 +330,34 @@ pub struct PinnedFrames {
 impl PinnedFrames {
     /// Zeroed pinned memory for `frames x rows x cols` samples on `device`.
     pub fn new(device: &Device, frames: usize, rows: usize, cols: usize) -> Result<Self> {
+        Self::alloc(device, frames, rows, cols, false)
+    }
+
+    /// The same in write-combined memory: for frames the host only writes and the GPU
+    /// reads. Host writes skip reading each line in first (less memory traffic while
+    /// uploads share the bus), but host reads of it are very slow (uncached).
+    pub fn write_combined(
+        device: &Device,
+        frames: usize,
+        rows: usize,
+        cols: usize,
+    ) -> Result<Self> {
+        Self::alloc(device, frames, rows, cols, true)
+    }
+
+    fn alloc(
+        device: &Device,
+        frames: usize,
+        rows: usize,
+        cols: usize,
+        write_combined: bool,
+    ) -> Result<Self> {
         let len = frames
             .checked_mul(rows)
             .and_then(|n| n.checked_mul(cols))
             .ok_or_else(|| Error::param("frames", "shape too large"))?;
         Ok(Self {
-            buf: PinnedBuf::new(device.context(), len, false, "pinned frames")?,
+            buf: PinnedBuf::new(device.context(), len, write_combined, "pinned frames")?,
             frames,
             rows,
             cols,

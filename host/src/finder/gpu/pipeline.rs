@@ -14,6 +14,14 @@
 //!
 //! A checkpoint of the pedestal sums is copied (on the device, in stream order) at the start
 //! of every chunk; overflowing result room or a failing visitor rolls the pedestal back to it.
+//! With [`Overflow::Fail`] one more is taken at the start of each part of the input (the
+//! whole call, or each chunk of a feed), the state a failure goes back to.
+//!
+//! The frames come from an [`Input`]: one call's slice, or a feed's chunks, which run through
+//! the same loop without a wait for the GPU between them: chunk i+1's uploads are queued
+//! before chunk i's results are collected. A feed's chunk is given back once the results of
+//! its last frames are in (so its uploads are complete) and their room checked, before they
+//! are visited; a failing visitor's redo runs from the frames still on the device.
 
 use std::collections::VecDeque;
 use std::ffi::c_void;
@@ -22,10 +30,12 @@ use std::sync::Arc;
 use cudarc::driver::sys::{self, CUevent_flags};
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream, result};
 
-use super::buffers::{DeviceBuf, DeviceState, PinnedBuf, Registration, is_pinned};
+use super::buffers::{DeviceBuf, DeviceState, PinnedBuf};
+use super::input::{CallInput, FeedInput, Input, Source, source_for};
 use super::launch::{Destination, FrameBuffers, Geometry, Kernels, RUN_PLANES, RunBuffers};
 use super::settings::{Collect, InputMode, Launch, Overflow, PipelineConfig};
 use crate::cluster::{ClusterSize, FrameClusters};
+use crate::engine::FrameFeed;
 use crate::error::{CudaContextExt, Error, Result};
 use crate::frames::Frames;
 
@@ -76,21 +86,20 @@ impl KernelTime {
     }
 }
 
-/// A chunk: frames `start .. start + n` of the call, in slot `slot`.
+/// A chunk: frames `start .. start + n` of the call (or stream), read from `host`, in slot
+/// `slot`.
 #[derive(Clone, Copy, Debug)]
 struct Job {
     start: usize,
     n: usize,
     slot: usize,
-}
-
-/// Where uploads read from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Source {
-    /// The caller's memory (pageable, already pinned, or registered for the call).
-    Direct,
-    /// The slot's pinned staging buffer, filled by a host memcpy.
-    Staged,
+    /// The chunk's first frame in host memory, held by the input until the chunk's results
+    /// are collected.
+    host: *const u16,
+    src: Source,
+    /// Part of the input it belongs to, and whether it starts it (see [`Input`]).
+    part: usize,
+    opens: bool,
 }
 
 /// Why collecting a chunk stopped early.
@@ -135,7 +144,10 @@ pub(crate) struct Pipeline {
     cap: usize,
     slots: Vec<Slot>,
     slots_staged: bool,
-    call_ckpt: Option<DeviceBuf>,
+    /// With [`Overflow::Fail`]: the pedestal sums at the start of each part of the input in
+    /// flight (the call, or a feed's chunk), indexed by part modulo their count (`depth`:
+    /// every part in flight has a chunk in flight).
+    part_ckpts: Vec<DeviceBuf>,
     owned: Vec<u32>,
     owned_ends: Vec<usize>,
     times_us: Vec<KernelTime>,
@@ -191,7 +203,7 @@ impl Pipeline {
             work,
             slots: Vec::new(),
             slots_staged: false,
-            call_ckpt: None,
+            part_ckpts: Vec::new(),
             owned: Vec::new(),
             owned_ends: Vec::new(),
             times_us: Vec::new(),
@@ -318,72 +330,94 @@ impl Pipeline {
         }
         self.ctx.bind_to_thread().cuda("binding the CUDA context")?;
         let data = frames.as_slice();
-        let bytes = std::mem::size_of_val(data);
-        let mut registration = None;
-        let src = match self.cfg.input {
-            InputMode::Pageable => Source::Direct,
-            InputMode::Staged => Source::Staged,
-            InputMode::Registered => {
-                let p = data.as_ptr() as *const u8;
-                if is_pinned(p, bytes) {
-                    Source::Direct
-                } else if let Some(r) = Registration::new(&self.ctx, p, bytes) {
-                    registration = Some(r);
-                    Source::Direct
-                } else {
-                    Source::Staged
-                }
-            }
+        let (src, registration) = source_for(&self.ctx, self.cfg.input, data);
+        let mut input = CallInput {
+            data,
+            frame_len: self.geom.pixels as usize,
+            src,
         };
-        let result = self.schedule(state, frames, src, visit);
+        let staged = src == Source::Staged;
+        let result = self.schedule(state, &mut input, frames.len(), staged, visit);
         // Nothing may still read the caller's memory or the slots once we return.
         let drained = self.ctx.synchronize().cuda("waiting for the GPU");
         drop(registration);
         result.and(drained)
     }
 
+    /// Finds the clusters of every frame `feed` lends, as one stream (see the module docs),
+    /// handing every frame's clusters to `visit` in order, numbered from the stream's start.
+    pub fn run_feed(
+        &mut self,
+        state: &DeviceState,
+        feed: &mut dyn FrameFeed,
+        visit: &mut dyn FnMut(FrameClusters<'_>) -> Result<()>,
+    ) -> Result<()> {
+        self.times_us.clear();
+        self.ctx.bind_to_thread().cuda("binding the CUDA context")?;
+        let cols = self.geom.cols as usize;
+        let rows = self.geom.pixels as usize / cols.max(1);
+        let mut input = FeedInput::new(feed, self.ctx.clone(), self.cfg.input, rows, cols);
+        let staged = self.cfg.input == InputMode::Staged;
+        let result = self.schedule(state, &mut input, usize::MAX, staged, visit);
+        // The chunks still held go back only once nothing reads them.
+        let drained = self.ctx.synchronize().cuda("waiting for the GPU");
+        let ended = input.finish(drained.is_ok());
+        result.and(drained).and(ended)
+    }
+
+    /// Runs the frames of `input` (`total` of them at most; `staged`: plan for staging
+    /// buffers) through the slots, `depth` chunks in flight, collecting them in order.
     fn schedule(
         &mut self,
         state: &DeviceState,
-        frames: Frames<'_>,
-        src: Source,
+        input: &mut dyn Input,
+        total: usize,
+        staged: bool,
         visit: &mut dyn FnMut(FrameClusters<'_>) -> Result<()>,
     ) -> Result<()> {
-        let total = frames.len();
-        let staged = src == Source::Staged;
         let mut chunk = self.plan_chunk(staged).min(total);
         self.ensure_slots(chunk, staged)?;
+        let depth = self.cfg.depth.min(self.slots.len());
         if self.cfg.overflow == Overflow::Fail {
-            if self.call_ckpt.is_none() {
-                self.call_ckpt = Some(DeviceBuf::new(
+            while self.part_ckpts.len() < depth {
+                self.part_ckpts.push(DeviceBuf::new(
                     &self.ctx,
                     state.ab.bytes(),
-                    "the call's pedestal checkpoint",
+                    "a pedestal checkpoint of the input",
                 )?);
             }
-            if let Some(ck) = &self.call_ckpt {
-                copy_dtod(ck, &state.ab, &self.compute)?;
-            }
         }
-        let depth = self.cfg.depth.min(self.slots.len());
         let (mut next, mut rr) = (0usize, 0usize);
         let mut inflight: VecDeque<Job> = VecDeque::new();
         loop {
-            while inflight.len() < depth && next < total {
+            while inflight.len() < depth {
+                let Some(p) = input.piece(next, chunk)? else {
+                    break;
+                };
                 let job = Job {
                     start: next,
-                    n: chunk.min(total - next),
+                    n: p.n,
                     slot: rr,
+                    host: p.host,
+                    src: p.src,
+                    part: p.part,
+                    opens: p.opens,
                 };
                 rr = (rr + 1) % depth;
-                self.submit(job, src, frames, state)?;
+                self.submit(job, state, true)?;
                 inflight.push_back(job);
                 next += job.n;
             }
             let Some(job) = inflight.pop_front() else {
                 return Ok(());
             };
-            match self.collect(job, visit) {
+            let checked = self.check(job).and_then(|()| {
+                // The chunk's uploads are complete and its room suffices: its host memory
+                // is no longer needed (a failing visitor's redo reads the device copy).
+                input.release(job.start + job.n);
+                self.deliver(job, visit)
+            });
+            match checked {
                 Ok(()) => {}
                 Err(Stop::Error(e)) => return Err(e),
                 Err(Stop::Overflow {
@@ -395,9 +429,13 @@ impl Pipeline {
                     self.ctx.synchronize().cuda("waiting for the GPU")?;
                     match self.cfg.overflow {
                         Overflow::Fail => {
-                            if let Some(ck) = &self.call_ckpt {
-                                copy_dtod(&state.ab, ck, &self.compute)?;
-                            }
+                            // Back to the start of the part (the call, or the feed's chunk)
+                            // that holds the overflowing frame.
+                            let parts = self.part_ckpts.len().max(1);
+                            let ck = self.part_ckpts.get(job.part % parts).ok_or_else(|| {
+                                Error::Internal("the input's checkpoint is missing".into())
+                            })?;
+                            copy_dtod(&state.ab, ck, &self.compute)?;
                             self.compute.synchronize().cuda("restoring the pedestal")?;
                             return Err(Error::ClusterLimit {
                                 frame: job.start + frame,
@@ -407,7 +445,9 @@ impl Pipeline {
                         }
                         Overflow::Grow => {
                             // Back to the pedestal at the start of the overflowing chunk;
-                            // later chunks in flight are dropped and redone too.
+                            // later chunks in flight are dropped and redone too (the input
+                            // still holds their frames: nothing from this chunk on was
+                            // released).
                             copy_dtod(&state.ab, &self.slots[job.slot].ckpt, &self.compute)?;
                             self.compute.synchronize().cuda("restoring the pedestal")?;
                             self.cap = need_cap.max(self.cap + 1).next_power_of_two();
@@ -422,15 +462,17 @@ impl Pipeline {
                 }
                 Err(Stop::Visitor(k, e)) => {
                     // Frames up to and including k stay consumed, as on the CPU: redo them
-                    // from the chunk's checkpoint without delivering anything.
+                    // from the chunk's checkpoint without delivering anything, from the
+                    // frames still in the slot's device buffer (nothing was queued into
+                    // this slot since).
                     self.ctx.synchronize().cuda("waiting for the GPU")?;
                     copy_dtod(&state.ab, &self.slots[job.slot].ckpt, &self.compute)?;
                     let redo = Job {
-                        start: job.start,
                         n: k + 1,
-                        slot: job.slot,
+                        opens: false,
+                        ..job
                     };
-                    self.submit(redo, src, frames, state)?;
+                    self.submit(redo, state, false)?;
                     self.ctx.synchronize().cuda("waiting for the GPU")?;
                     return Err(e);
                 }
@@ -438,15 +480,19 @@ impl Pipeline {
         }
     }
 
-    /// Queues chunk `job`: checkpoint, uploads, kernels, downloads. No host wait.
-    fn submit(
-        &mut self,
-        job: Job,
-        src: Source,
-        frames: Frames<'_>,
-        state: &DeviceState,
-    ) -> Result<()> {
-        self.upload(job, src, frames, state)?;
+    /// Queues chunk `job`: checkpoints, uploads (unless its frames are on the device
+    /// already: `upload` false), kernels, downloads. No host wait.
+    fn submit(&mut self, job: Job, state: &DeviceState, upload: bool) -> Result<()> {
+        if job.opens && self.cfg.overflow == Overflow::Fail {
+            let depth = self.part_ckpts.len().max(1);
+            if let Some(ck) = self.part_ckpts.get(job.part % depth) {
+                copy_dtod(ck, &state.ab, &self.compute)?;
+            }
+        }
+        copy_dtod(&self.slots[job.slot].ckpt, &state.ab, &self.compute)?;
+        if upload {
+            self.upload(job)?;
+        }
         let slot = &self.slots[job.slot];
         if self.cfg.compact {
             // SAFETY: the first word of this slot's result buffer.
@@ -483,38 +529,43 @@ impl Pipeline {
         })
     }
 
-    /// Checkpoints the pedestal (compute stream) and queues the uploads of chunk `job`, one
-    /// copy per upload group, round-robin over the copy streams, each followed by its `up`
-    /// event.
-    fn upload(
-        &mut self,
-        job: Job,
-        src: Source,
-        frames: Frames<'_>,
-        state: &DeviceState,
-    ) -> Result<()> {
+    /// Queues the uploads of chunk `job`, one copy per upload group, round-robin over the
+    /// copy streams, each followed by its `up` event (staged: after a host copy into the
+    /// slot's pinned staging buffer, allocated here if the slot has none).
+    fn upload(&mut self, job: Job) -> Result<()> {
         let px = self.geom.pixels as usize;
         let frame_bytes = 2 * px;
         let (g, groups) = self.groups(job);
+        let ctx = self.ctx.clone();
         let slot = &mut self.slots[job.slot];
-        copy_dtod(&slot.ckpt, &state.ab, &self.compute)?;
-        let input = &frames.as_slice()[job.start * px..(job.start + job.n) * px];
-        let host: *const u16 = match src {
-            Source::Direct => input.as_ptr(),
+        let host: *const u16 = match job.src {
+            Source::Direct => job.host,
             Source::Staged => {
+                if slot.pin_in.is_none() {
+                    slot.pin_in = Some(PinnedBuf::new(
+                        &ctx,
+                        slot.frames * px,
+                        true,
+                        "staged frames",
+                    )?);
+                }
                 let pin = slot
                     .pin_in
                     .as_mut()
-                    .ok_or_else(|| Error::param("input", "staging buffer missing"))?;
-                pin.as_mut_slice()[..input.len()].copy_from_slice(input);
+                    .ok_or_else(|| Error::Internal("staging buffer missing".into()))?;
+                // SAFETY: the input holds `job.n` frames at `job.host` until the chunk is
+                // collected (see `Input`).
+                let input = unsafe { std::slice::from_raw_parts(job.host, job.n * px) };
+                copy_parallel(&mut pin.as_mut_slice()[..input.len()], input);
                 pin.ptr_at(0)
             }
         };
         for gi in 0..groups {
             let (f0, m) = (gi * g, g.min(job.n - gi * g));
             let s = &self.copies[gi % self.copies.len()];
-            // SAFETY: source: `m` frames of the caller's borrowed slice or of the staging
-            // buffer, both alive until `run` has synchronised; destination inside `dev_in`.
+            // SAFETY: source: `m` frames of the input (held until the chunk is collected) or
+            // of the staging buffer (not written again before the chunk is collected);
+            // destination inside `dev_in`.
             unsafe {
                 sys::cuMemcpyHtoDAsync_v2(
                     slot.dev_in.ptr() + (f0 * frame_bytes) as u64,
@@ -689,16 +740,13 @@ impl Pipeline {
         Ok(())
     }
 
-    /// Waits for chunk `job`, checks its room, and hands its frames to `visit`.
-    fn collect(
-        &mut self,
-        job: Job,
-        visit: &mut dyn FnMut(FrameClusters<'_>) -> Result<()>,
-    ) -> Result<(), Stop> {
+    /// Waits for chunk `job`'s results (its uploads and kernels are then complete), checks
+    /// every frame's count against the room, and brings compact records down: after this,
+    /// [`Pipeline::deliver`] reads only the pinned result buffer.
+    fn check(&mut self, job: Job) -> Result<(), Stop> {
         let rw = self.size.record_words();
         let fw = self.frame_words();
         let cap = self.cap;
-        let size = self.size;
         let per_upload = self.per_upload();
         let slot = &mut self.slots[job.slot];
         let g = self.cfg.upload_frames.clamp(1, job.n);
@@ -763,6 +811,21 @@ impl Pipeline {
                 });
             }
         }
+        Ok(())
+    }
+
+    /// Hands chunk `job`'s frames to `visit`, from the results [`Pipeline::check`] brought
+    /// down.
+    fn deliver(
+        &mut self,
+        job: Job,
+        visit: &mut dyn FnMut(FrameClusters<'_>) -> Result<()>,
+    ) -> Result<(), Stop> {
+        let rw = self.size.record_words();
+        let fw = self.frame_words();
+        let size = self.size;
+        let slot = &self.slots[job.slot];
+        let rec_off = slot.frames + 1;
         let out = slot.pin_out.as_slice();
         let compact = self.cfg.compact;
         let words = |k: usize| -> &[u32] {
@@ -802,6 +865,20 @@ impl Pipeline {
         }
         Ok(())
     }
+}
+
+/// Copies `src` into `dst` (the same length) on rayon's threads in pieces of 4 MiB: one core
+/// copies at about a quarter of what the memory bus and an upload can take.
+fn copy_parallel(dst: &mut [u16], src: &[u16]) {
+    use rayon::prelude::*;
+    const PIECE: usize = 2 << 20;
+    if src.len() <= PIECE {
+        dst.copy_from_slice(src);
+        return;
+    }
+    dst.par_chunks_mut(PIECE)
+        .zip(src.par_chunks(PIECE))
+        .for_each(|(d, s)| d.copy_from_slice(s));
 }
 
 /// Device-to-device copy of all of `src` into `dst`, queued on `stream`.

@@ -1,0 +1,43 @@
+//! The streaming engine keeps memory flat: 150,000 small frames through
+//! `engine::find_stream` with the CPU finder and a generator-like source, resident memory
+//! after 15,000 frames against the end (a few seconds; the GPU's million-frame version is in
+//! `long_runs.rs`). Its own test target, so no other test's allocations share the process.
+
+#[path = "common/pool_source.rs"]
+mod pool_source;
+
+use cluda::engine::{EngineConfig, find_stream};
+use cluda::generate::{GenConfig, Generator};
+use cluda::{ClusterFinder, CpuFinder, FinderConfig, Frames};
+use pool_source::{PoolSource, RssTrack};
+
+#[test]
+fn cpu_engine_streams_150k_frames_with_flat_memory() {
+    let (rows, cols, dark) = (32, 48, 100usize);
+    let total = 150_000u64;
+    let g = Generator::new(GenConfig::new(rows, cols, 77)).expect("generator");
+    let config = FinderConfig::new(rows, cols).pedestal_frames(dark as u32);
+    let mut finder = CpuFinder::with_threads(config, 1).expect("finder");
+    finder
+        .push_pedestal(Frames::new(&g.frames(0, dark, false), dark, rows, cols).expect("dark"))
+        .expect("pedestal");
+    let mut source = PoolSource::new(rows, cols, 77, dark as u64, 500, total);
+    let mut rss = RssTrack::new(total / 10, 5_000);
+    let (mut seen, mut clusters, mut last) = (0u64, 0u64, None);
+    let stats = find_stream(
+        &mut finder,
+        &mut source,
+        EngineConfig::for_frames(rows, cols),
+        &mut |number, fc| {
+            assert_eq!(number, seen, "frames arrive in order");
+            seen += 1;
+            clusters += fc.len() as u64;
+            rss.frame(seen);
+            last = Some(number);
+            Ok(())
+        },
+    )
+    .expect("stream");
+    assert_eq!((stats.frames, seen, last), (total, total, Some(total - 1)));
+    rss.check("cpu engine", total, clusters, 2.0);
+}
