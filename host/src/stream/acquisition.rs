@@ -10,7 +10,7 @@
 //!    ([`PedestalPlan::Fixed`]), or the acquisition's own first N frames
 //!    ([`PedestalPlan::FirstFrames`]). With the first two, every data acquisition starts
 //!    from that same pedestal, so its clusters are those `cluda find` gives with it;
-//! 3. every further frame through the streaming engine ([`crate::engine::find_stream`]: the
+//! 3. every further frame through the streaming engine ([`crate::engine::find_stream_with`]: the
 //!    acquisition is its source, the cluster file its sink), with the frame's `frameNumber`
 //!    as its number in the file;
 //! 4. the file is committed (renamed into place) and the summary handed to the caller.
@@ -26,7 +26,7 @@ use super::receiver::{Message, ReceiverConfig, ZmqReceiver};
 use super::source::{Acquisition, AcquisitionCounts, Ending, FaultKind, Reporter, StreamEvent};
 use crate::cluster::FrameClusters;
 use crate::config::FinderConfig;
-use crate::engine::{EngineConfig, find_stream};
+use crate::engine::{EngineConfig, RingSlots, find_stream_with};
 use crate::error::{Error, Result};
 use crate::finder::ClusterFinder;
 use crate::finder::select::{DeviceChoice, open_finder};
@@ -79,8 +79,8 @@ pub struct StreamSettings {
 impl StreamSettings {
     /// Defaults for `finder` (its `rows`/`cols` are ignored) writing into `out_dir`: the
     /// device chosen automatically, pedestals from each acquisition's first frames, chunks of
-    /// 64 frames (a ring of three, 61 MB of 400 x 400 frames, allocated per acquisition:
-    /// page-locked memory on a GPU takes about 1 s per GiB, so it is kept small), partial chunks
+    /// 64 frames (a ring of three, 61 MB of 400 x 400 frames, allocated for each acquisition
+    /// ahead of it: page-locked memory on a GPU takes about 1 s per GiB), partial chunks
     /// after 10 ms, acquisitions ended after 10 s without a message.
     pub fn new(finder: FinderConfig, out_dir: &Path) -> Self {
         Self {
@@ -300,6 +300,15 @@ pub fn run(
         frame,
     } = callbacks;
     let mut finder: Option<Box<dyn ClusterFinder + Send>> = None;
+    let engine = EngineConfig {
+        chunk: settings.chunk.max(1),
+        slots: 3,
+        map: false,
+    };
+    // The next acquisition's ring, allocated while no frames are coming (page-locked memory on
+    // a GPU takes about 1 s per GiB): at start when the shape is known, then after each
+    // acquisition.
+    let mut ring: Option<RingSlots> = None;
     let mut saved = match &settings.pedestal {
         PedestalPlan::Fixed(p) => Some(p.clone()),
         _ => None,
@@ -315,6 +324,7 @@ pub fn run(
         };
         let (f, why) = open_finder(config, settings.device, settings.threads)?;
         note(&why);
+        ring = Some(RingSlots::allocate(f.as_ref(), engine)?);
         finder = Some(f);
     }
     let endpoint = receiver.endpoint.clone();
@@ -481,14 +491,15 @@ pub fn run(
                 let arrivals = acq.arrivals();
                 let mut clusters = 0u64;
                 let mut lag = out.worst_lag;
-                let engine = EngineConfig {
-                    chunk: settings.chunk.max(1),
-                    slots: 3,
-                    map: false,
-                };
                 let slow = settings.slow_sink;
-                let result = find_stream(finder.as_mut(), &mut acq, engine, &mut |number, fc| {
-                    let n = i32::try_from(number).map_err(|_| {
+                let slots = ring.take();
+                let result = find_stream_with(
+                    finder.as_mut(),
+                    &mut acq,
+                    engine,
+                    slots,
+                    &mut |number, fc| {
+                        let n = i32::try_from(number).map_err(|_| {
                         Error::param(
                             "out",
                             format!(
@@ -497,27 +508,28 @@ pub fn run(
                             ),
                         )
                     })?;
-                    writer.write_frame(n, &fc)?;
-                    clusters += fc.len() as u64;
-                    frame(shape, &fc);
-                    if let Ok(mut a) = arrivals.lock() {
-                        while let Some(&(m, t)) = a.front() {
-                            if m != number {
-                                // Arrivals are claimed in order: an older one was a pedestal frame.
+                        writer.write_frame(n, &fc)?;
+                        clusters += fc.len() as u64;
+                        frame(shape, &fc);
+                        if let Ok(mut a) = arrivals.lock() {
+                            while let Some(&(m, t)) = a.front() {
+                                if m != number {
+                                    // Arrivals are claimed in order: an older one was a pedestal frame.
+                                    a.pop_front();
+                                    continue;
+                                }
+                                lag = lag.max(t.elapsed());
                                 a.pop_front();
-                                continue;
+                                break;
                             }
-                            lag = lag.max(t.elapsed());
-                            a.pop_front();
-                            break;
                         }
-                    }
-                    if !slow.is_zero() {
-                        std::thread::sleep(slow);
-                    }
-                    last_done = Some(std::time::Instant::now());
-                    Ok(())
-                });
+                        if !slow.is_zero() {
+                            std::thread::sleep(slow);
+                        }
+                        last_done = Some(std::time::Instant::now());
+                        Ok(())
+                    },
+                );
                 let stats = match result {
                     Ok(s) => s,
                     Err(e) => {
@@ -559,6 +571,9 @@ pub fn run(
         summary(&out)?;
         if stop.load(Ordering::SeqCst) {
             break;
+        }
+        if ring.is_none() && settings.acquisitions.is_none_or(|k| totals.acquisitions < k) {
+            ring = Some(RingSlots::allocate(finder.as_ref(), engine)?);
         }
     }
     Ok(totals)
