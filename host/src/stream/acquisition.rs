@@ -572,7 +572,11 @@ pub fn run(
         if stop.load(Ordering::SeqCst) {
             break;
         }
-        if ring.is_none() && settings.acquisitions.is_none_or(|k| totals.acquisitions < k) {
+        if ring.is_none()
+            && settings
+                .acquisitions
+                .is_none_or(|k| totals.acquisitions < k)
+        {
             ring = Some(RingSlots::allocate(finder.as_ref(), engine)?);
         }
     }
