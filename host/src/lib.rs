@@ -108,6 +108,8 @@
 //! * [`matcher`]: nearest-neighbour matching of 128-float descriptors (CPU and GPU).
 //! * [`cuda`]: CUDA driver detection and the embedded kernels.
 //! * [`error`]: the crate's [`Error`] type.
+//! * `stream` (feature `stream`): live cluster finding on a detector's ZMQ stream, and
+//!   replaying files as that stream.
 //! * [`engine`]: the streaming engine: a reader thread, the finder and a write-behind sink,
 //!   overlapped with bounded memory.
 //!
@@ -137,6 +139,8 @@ pub mod pedestal;
 pub mod plot;
 #[cfg(feature = "gpu")]
 mod ptx_split;
+#[cfg(feature = "stream")]
+pub mod stream;
 
 /// The README's code examples, compiled and run as doctests.
 #[cfg(doctest)]

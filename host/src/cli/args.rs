@@ -38,6 +38,143 @@ pub enum Command {
     /// Match descriptors: for every row of --lhs, its nearest row of --rhs (squared L2).
     #[command(after_help = MATCH_HELP)]
     Match(MatchArgs),
+    /// Find clusters live in a detector's ZMQ stream (slsReceiver's): one cluster file per
+    /// acquisition.
+    #[command(after_help = STREAM_HELP)]
+    Stream(StreamArgs),
+    /// Publish frames from files on a ZMQ socket as slsReceiver does (to test a DAQ set-up
+    /// without a detector).
+    Replay(ReplayArgs),
+}
+
+/// What `cluda stream` prints.
+const STREAM_HELP: &str = "Prints one summary line per acquisition on stdout:\n  acquisition=I kind=data|dark|short file=PATH frames=N pedestal_frames=N clusters=N missing=N\n  incomplete=N mismatched=N malformed=N dropped=N restarts=N end=end|next-acquisition|restart|interrupted\n  seconds=X fps=X worst_lag_ms=X peak_queue=N device=D\nEvery fault is reported on stderr with its frame number as it happens. SIGINT (Ctrl-C) finishes\nthe current acquisition (its file is written, its summary printed) and exits 0; a second\nSIGINT exits at once (130).";
+
+/// Finder options of `cluda stream` (those of `find` that apply to a live stream).
+#[derive(Args, Debug)]
+pub struct LiveFinderArgs {
+    /// Cluster size: 3, 5, 7 or 9 (a 3x3 ... 9x9 window).
+    #[arg(long, default_value = "3", value_parser = parse_cluster, value_name = "3|5|7|9")]
+    pub cluster: ClusterSize,
+    /// Threshold in standard deviations of the pedestal noise (finite, >= 0).
+    #[arg(long, default_value_t = 5.0, value_parser = parse_nsigma, allow_hyphen_values = true, value_name = "NSIGMA")]
+    pub nsigma: f64,
+    /// Threshold noise: `live` (current pedestal std) or `frozen` (std when the pedestal filled).
+    #[arg(long, default_value = "live", value_parser = parse_threshold, value_name = "live|frozen")]
+    pub threshold: ThresholdMode,
+    /// Arithmetic: f64 (reference), f32 (centred B1) or f32-naive (shows cancellation).
+    #[arg(long, default_value = "f64", value_parser = parse_precision, value_name = "f64|f32|f32-naive")]
+    pub precision: Precision,
+    /// Device: auto (GPU if available, else CPU), cpu or gpu.
+    #[arg(long, default_value = "auto", value_parser = parse_device, value_name = "auto|cpu|gpu")]
+    pub device: DeviceChoice,
+    /// CPU worker threads (default: every core; at most 4 x the available parallelism).
+    #[arg(long, value_parser = parse_threads, value_name = "N")]
+    pub threads: Option<usize>,
+}
+
+/// `cluda stream`.
+#[derive(Args, Debug)]
+pub struct StreamArgs {
+    /// The sender's endpoint to subscribe to (slsReceiver's streaming IP and port), e.g.
+    /// tcp://127.0.0.1:30001.
+    #[arg(long, value_name = "tcp://HOST:PORT")]
+    pub zmq: String,
+    /// Directory for the cluster files, one per acquisition, named <fname>_<fileIndex>.clust
+    /// from the stream's headers (never overwriting a file: a suffix is added).
+    #[arg(long, value_name = "DIR")]
+    pub out_dir: PathBuf,
+    /// Finder options.
+    #[command(flatten)]
+    pub finder: LiveFinderArgs,
+    /// Dark frames for the pedestal of every acquisition: a uint16 .npy or a raw master file
+    /// (its frame count is the pedestal window N). Without it and --dark-acquisitions, each
+    /// acquisition's first --pedestal-frames frames are its pedestal.
+    #[arg(
+        long,
+        value_name = "P.npy|P_master_0.json",
+        conflicts_with = "dark_acquisitions"
+    )]
+    pub pedestal: Option<PathBuf>,
+    /// The first K acquisitions are dark: their frames fill the pedestal every later
+    /// acquisition starts from (no files are written for them).
+    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u32).range(1..))]
+    pub dark_acquisitions: Option<u32>,
+    /// The pedestal window N (without --pedestal).
+    #[arg(long, default_value_t = 1000, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub pedestal_frames: u32,
+    /// Stop after K acquisitions (dark ones included); default: until SIGINT.
+    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u64).range(1..))]
+    pub acquisitions: Option<u64>,
+    /// Frames cluda's queue holds at most (memory: this many frames); when it is full,
+    /// frames are dropped (or the sender is pushed back, see --on-full) and reported.
+    #[arg(long, default_value_t = 4096, value_name = "FRAMES", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub queue: u64,
+    /// When the queue is full: `drop` the newest frame (reported with its number) or `block`
+    /// (stop reading the socket: the sender's high-water mark then drops, or waits).
+    #[arg(long, default_value = "drop", value_parser = ["drop", "block"], value_name = "drop|block")]
+    pub on_full: String,
+    /// Frames per finder call (the engine's ring holds three such chunks, allocated per
+    /// acquisition).
+    #[arg(long, default_value_t = 64, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub chunk: u64,
+    /// End an acquisition when nothing arrived for S seconds and its end-of-acquisition
+    /// message did not come (a sender's PUB socket drops it at its high-water mark like any
+    /// frame); 0: wait for it until SIGINT.
+    #[arg(long, default_value_t = 10.0, value_name = "S")]
+    pub idle_end: f64,
+    /// Write live PNG plots into DIR (spectrum.png, hitmap.png), refreshed every few seconds
+    /// and at the end of each acquisition.
+    #[arg(long, value_name = "DIR")]
+    pub plot: Option<PathBuf>,
+    /// Seconds between plot refreshes.
+    #[arg(long, default_value_t = 5.0, value_name = "S")]
+    pub plot_every: f64,
+    /// Testing only: sleep this many microseconds per frame after writing it, to show what
+    /// happens when cluda cannot keep up.
+    #[arg(long, default_value_t = 0, hide = true, value_name = "US")]
+    pub slow_sink_us: u64,
+}
+
+/// `cluda replay`.
+#[derive(Args, Debug)]
+pub struct ReplayArgs {
+    /// Endpoint to bind, e.g. tcp://*:30001 (subscribers connect to it).
+    #[arg(long, value_name = "tcp://*:PORT")]
+    pub zmq: String,
+    /// Frames to send: a uint16 .npy or a raw master file; each is one acquisition, sent in
+    /// the order given. .npy frames are numbered from --first-frame, raw frames keep their
+    /// headers' numbers (plus --first-frame).
+    #[arg(long, value_name = "D.npy|D_master_0.json", required = true)]
+    pub data: Vec<PathBuf>,
+    /// Frames per second (default: as fast as possible).
+    #[arg(long, value_name = "HZ", allow_hyphen_values = true)]
+    pub rate: Option<f64>,
+    /// Send the list of inputs K times (K x inputs acquisitions, fileIndex counting up).
+    #[arg(long, default_value_t = 1, value_name = "K")]
+    pub acquisitions: u64,
+    /// Added to the frame numbers.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub first_frame: u64,
+    /// The headers' fname (the receiver's file name prefix).
+    #[arg(long, default_value = "run", value_name = "NAME")]
+    pub fname: String,
+    /// fileIndex of the first acquisition.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub file_index: u64,
+    /// Send high-water mark in messages (libzmq's default is 1000); beyond it a slow
+    /// subscriber's messages are dropped, as slsReceiver's are.
+    #[arg(long, default_value_t = 1000, value_name = "N")]
+    pub hwm: i32,
+    /// Wait for slow subscribers instead of dropping at the high-water mark.
+    #[arg(long)]
+    pub no_drop: bool,
+    /// Subscribers to wait for before the first frame (0: start at once, as slsReceiver does).
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub subscribers: usize,
+    /// Longest wait for them, in seconds; then frames are sent anyway (with a warning).
+    #[arg(long, default_value_t = 30.0, value_name = "S")]
+    pub wait: f64,
 }
 
 /// `cluda gen`.

@@ -7,7 +7,9 @@ pub mod generate;
 pub mod inputs;
 pub mod matching;
 pub mod progress;
+pub mod replay;
 pub mod signals;
+pub mod stream;
 pub mod summary;
 
 use cluda::Result;
@@ -19,5 +21,7 @@ pub fn run(cli: args::Cli) -> Result<()> {
         args::Command::Find(a) => find::run(&a),
         args::Command::Demo(a) => demo::run(&a),
         args::Command::Match(a) => matching::run(&a),
+        args::Command::Stream(a) => stream::run(&a),
+        args::Command::Replay(a) => replay::run(&a),
     }
 }

@@ -53,6 +53,12 @@ pub fn install() {
     });
 }
 
+/// The flag the handlers set, for work that stops on its own terms (`cluda stream` finishes
+/// its current acquisition); `None` before [`install`].
+pub fn stop_flag() -> Option<Arc<AtomicBool>> {
+    FLAGS.get().map(|f| Arc::clone(&f.stop))
+}
+
 /// An [`Error::Interrupted`] when a termination signal arrived since [`install`]; called at
 /// frame (chunk) boundaries.
 pub fn check() -> Result<()> {

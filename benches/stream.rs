@@ -1,0 +1,414 @@
+//! Live cluster finding on a ZMQ stream, measured: `replay` -> `stream` over TCP loopback against
+//! a bare ZMQ receive loop that only counts frames, in the same run.
+//!
+//! `cargo bench --bench stream -- [--frames 200000] [--distinct 1000] [--sizes 3,9]
+//!  [--device auto|gpu|cpu] [--rows 400] [--cols 400] [--fraction 0.9] [--tmp DIR] [--out DIR]`
+//!
+//! Everything runs in this process through the library calls `cluda replay` and `cluda stream`
+//! make (the commands only parse their arguments around them): the publisher
+//! ([`cluda::stream::replay`] on an XPUB socket, as slsReceiver's PUB on the wire) on a thread,
+//! the receiver ([`cluda::stream::run`]: SUB socket, receiving thread, queue, engine, finder,
+//! cluster file) on the main thread. `--distinct` generated frames are sent over and over as one
+//! acquisition of `--frames` frames, numbered 0, 1, 2, ... (the data does not have to fit in
+//! memory or on disk); the pedestal is 1000 dark frames given up front, so every frame is a
+//! data frame. Per cluster size:
+//!
+//! 1. `bare`: the publisher as fast as the receiver takes the frames (`ZMQ_XPUB_NODROP`), the
+//!    receiver a SUB socket that receives both parts of every message and counts them.
+//! 2. `stream-max`: the same publisher, `cluda stream` with `--on-full block`: its sustained
+//!    frames/s, comparable to the bare loop's (the goal is at least 90 % of it).
+//! 3. `stream-rate`: the publisher at a fixed `--fraction` of the bare loop's rate, dropping at
+//!    its high-water mark as slsReceiver does, `cluda stream` with its defaults (dropping when
+//!    its queue is full): the frames dropped and missing at that rate (the goal is 0) and
+//!    whether it kept up (processed at least 95 % of the rate sent: with fewer frames than its
+//!    queue holds, a stream that falls behind would lose nothing and still not keep up).
+//!
+//! `fps` counts frames from the first frame's arrival to the acquisition's end (for `stream`:
+//! its last cluster written and the file committed). Cluster files go to `--tmp` (default
+//! `/dev/shm` when it exists) and are removed after each run. Results: `stream.csv` and
+//! `stream.md` under `--out` (default `bench-results/stream`).
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use cluda::finder::select::DeviceChoice;
+use cluda::generate::{GenConfig, Generator};
+use cluda::io::FrameSource;
+use cluda::stream::{
+    AcquisitionSummary, Callbacks, FullQueue, PedestalPlan, Publisher, ReceiverConfig,
+    ReplaySettings, StreamSettings, ZmqHeader, replay,
+};
+use cluda::{ClusterSize, FinderConfig, Frames, Pedestal, Precision};
+
+struct Opts {
+    frames: u64,
+    distinct: usize,
+    sizes: Vec<usize>,
+    device: DeviceChoice,
+    rows: usize,
+    cols: usize,
+    fraction: f64,
+    tmp: PathBuf,
+    out: PathBuf,
+}
+
+fn parse() -> Result<Opts, String> {
+    let shm = PathBuf::from("/dev/shm");
+    let mut o = Opts {
+        frames: 200_000,
+        distinct: 1000,
+        sizes: vec![3, 9],
+        device: DeviceChoice::Auto,
+        rows: 400,
+        cols: 400,
+        fraction: 0.9,
+        tmp: if shm.is_dir() {
+            shm
+        } else {
+            std::env::temp_dir()
+        },
+        out: PathBuf::from("bench-results/stream"),
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        let mut val = || args.next().ok_or_else(|| format!("{a} needs a value"));
+        let num = |v: String| v.parse::<u64>().map_err(|e| format!("{v}: {e}"));
+        match a.as_str() {
+            "--bench" => {}
+            "--frames" => o.frames = num(val()?)?.max(1),
+            "--distinct" => o.distinct = num(val()?)?.max(1) as usize,
+            "--rows" => o.rows = num(val()?)? as usize,
+            "--cols" => o.cols = num(val()?)? as usize,
+            "--fraction" => {
+                o.fraction = val()?.parse().map_err(|e| format!("--fraction: {e}"))?;
+                if !(o.fraction > 0.0 && o.fraction <= 1.0) {
+                    return Err("--fraction must be in (0, 1]".into());
+                }
+            }
+            "--sizes" => {
+                o.sizes = val()?
+                    .split(',')
+                    .map(|s| s.parse().map_err(|e| format!("{s}: {e}")))
+                    .collect::<Result<_, _>>()?
+            }
+            "--device" => o.device = val()?.parse().map_err(|e: cluda::Error| e.to_string())?,
+            "--tmp" => o.tmp = val()?.into(),
+            "--out" => o.out = val()?.into(),
+            other => return Err(format!("unknown argument {other}")),
+        }
+    }
+    Ok(o)
+}
+
+/// `distinct` frames sent over and over, numbered from 0, `total` in all.
+struct Cyclic {
+    frames: Arc<Vec<u16>>,
+    distinct: usize,
+    rows: usize,
+    cols: usize,
+    next: u64,
+    total: u64,
+}
+
+impl FrameSource for Cyclic {
+    fn rows(&self) -> usize {
+        self.rows
+    }
+    fn cols(&self) -> usize {
+        self.cols
+    }
+    fn remaining_hint(&self) -> u64 {
+        self.total - self.next
+    }
+    fn read_frames(
+        &mut self,
+        n: usize,
+        frames: &mut Vec<u16>,
+        numbers: &mut Vec<u64>,
+    ) -> cluda::Result<usize> {
+        let px = self.rows * self.cols;
+        let k = (n as u64).min(self.total - self.next) as usize;
+        for i in 0..k {
+            let f = ((self.next + i as u64) % self.distinct as u64) as usize;
+            frames.extend_from_slice(&self.frames[f * px..(f + 1) * px]);
+            numbers.push(self.next + i as u64);
+        }
+        self.next += k as u64;
+        Ok(k)
+    }
+}
+
+fn free_port() -> Result<u16, String> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    Ok(l.local_addr().map_err(|e| e.to_string())?.port())
+}
+
+/// Starts the publisher on a thread: binds, waits for one subscriber, replays.
+fn publish(
+    o: &Opts,
+    frames: &Arc<Vec<u16>>,
+    port: u16,
+    rate: Option<f64>,
+    no_drop: bool,
+) -> std::thread::JoinHandle<Result<cluda::stream::ReplayStats, String>> {
+    let (frames, distinct, rows, cols, total) =
+        (Arc::clone(frames), o.distinct, o.rows, o.cols, o.frames);
+    std::thread::spawn(move || {
+        let mut p = Publisher::bind(&format!("tcp://127.0.0.1:{port}"), 1000, no_drop)
+            .map_err(|e| e.to_string())?;
+        if p.wait_for_subscribers(1, Duration::from_secs(60))
+            .map_err(|e| e.to_string())?
+            < 1
+        {
+            return Err("no subscriber within 60 s".into());
+        }
+        let settings = ReplaySettings {
+            rate,
+            ..ReplaySettings::default()
+        };
+        replay(
+            &mut p,
+            1,
+            &mut |_| {
+                Ok(Box::new(Cyclic {
+                    frames: Arc::clone(&frames),
+                    distinct,
+                    rows,
+                    cols,
+                    next: 0,
+                    total,
+                }))
+            },
+            &settings,
+            &AtomicBool::new(false),
+        )
+        .map_err(|e| e.to_string())
+    })
+}
+
+/// The bare loop: a SUB socket receiving both parts of every message, counting frames until
+/// the end message; frames/s from the first frame to the end.
+fn bare(o: &Opts, frames: &Arc<Vec<u16>>) -> Result<f64, String> {
+    let port = free_port()?;
+    let ctx = zmq::Context::new();
+    let sub = ctx.socket(zmq::SUB).map_err(|e| e.to_string())?;
+    sub.set_rcvhwm(256).map_err(|e| e.to_string())?;
+    sub.set_subscribe(b"").map_err(|e| e.to_string())?;
+    sub.connect(&format!("tcp://127.0.0.1:{port}"))
+        .map_err(|e| e.to_string())?;
+    let publisher = publish(o, frames, port, None, true);
+    let (mut count, mut first) = (0u64, None);
+    loop {
+        let head = sub.recv_msg(0).map_err(|e| e.to_string())?;
+        let more = sub.get_rcvmore().map_err(|e| e.to_string())?;
+        if !more {
+            let h = ZmqHeader::parse(&head).map_err(|e| format!("{e:?}"))?;
+            if !h.is_data() {
+                break;
+            }
+            continue;
+        }
+        let data = sub.recv_msg(0).map_err(|e| e.to_string())?;
+        std::hint::black_box(data.len());
+        first.get_or_insert_with(Instant::now);
+        count += 1;
+    }
+    let secs = first.map_or(0.0, |t| t.elapsed().as_secs_f64());
+    publisher
+        .join()
+        .map_err(|_| "publisher panicked".to_string())??;
+    if count != o.frames {
+        return Err(format!("bare loop got {count} of {} frames", o.frames));
+    }
+    Ok(count as f64 / secs.max(1e-9))
+}
+
+/// One `cluda stream` run of one acquisition; returns its summary.
+fn stream(
+    o: &Opts,
+    frames: &Arc<Vec<u16>>,
+    pedestal: &Pedestal,
+    size: ClusterSize,
+    rate: Option<f64>,
+    full: FullQueue,
+) -> Result<AcquisitionSummary, String> {
+    let port = free_port()?;
+    let dir = tempfile::Builder::new()
+        .prefix("cluda-stream-bench")
+        .tempdir_in(&o.tmp)
+        .map_err(|e| e.to_string())?;
+    let mut config = ReceiverConfig::new(&format!("tcp://127.0.0.1:{port}"));
+    config.full = full;
+    let publisher = publish(o, frames, port, rate, full == FullQueue::Block);
+    let mut settings = StreamSettings::new(
+        FinderConfig::new(o.rows, o.cols)
+            .size(size)
+            .n_sigma(5.0)
+            .precision(Precision::F64),
+        dir.path(),
+    );
+    settings.device = o.device;
+    settings.pedestal = PedestalPlan::Fixed(pedestal.clone());
+    settings.acquisitions = Some(1);
+    // The sender's end message can be dropped at its high-water mark like any frame.
+    settings.idle_end = Duration::from_secs(2);
+    let got = Mutex::new(None);
+    let report: cluda::stream::Reporter = Arc::new(|e: &cluda::stream::StreamEvent| {
+        eprintln!("  {e:?}");
+    });
+    cluda::stream::run(
+        config,
+        &settings,
+        Arc::new(AtomicBool::new(false)),
+        Callbacks {
+            report,
+            note: &mut |s: &str| eprintln!("  note: {s}"),
+            summary: &mut |s: &AcquisitionSummary| {
+                if let Ok(mut g) = got.lock() {
+                    *g = Some(s.clone());
+                }
+                Ok(())
+            },
+            frame: &mut |_, _| {},
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    let sent = publisher
+        .join()
+        .map_err(|_| "publisher panicked".to_string())??;
+    let summary = got
+        .into_inner()
+        .ok()
+        .flatten()
+        .ok_or("no summary from the stream")?;
+    eprintln!("  {summary}  (sent {} frames)", sent.frames);
+    Ok(summary)
+}
+
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("stream bench: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> Result<(), String> {
+    let o = parse()?;
+    std::fs::create_dir_all(&o.out).map_err(|e| e.to_string())?;
+    let g = Generator::new(GenConfig::new(o.rows, o.cols, 1)).map_err(|e| e.to_string())?;
+    let dark = g.frames(0, 1000, false);
+    let mut pedestal =
+        Pedestal::new(o.rows, o.cols, 1000, Precision::F64).map_err(|e| e.to_string())?;
+    pedestal
+        .push_frames(Frames::new(&dark, 1000, o.rows, o.cols).map_err(|e| e.to_string())?)
+        .map_err(|e| e.to_string())?;
+    let frames = Arc::new(g.frames(1000, o.distinct, true));
+    eprintln!(
+        "{} frames of {}x{} ({} distinct), sizes {:?}, device {}",
+        o.frames,
+        o.rows,
+        o.cols,
+        o.distinct,
+        o.sizes,
+        o.device.name()
+    );
+    let mut csv =
+        String::from("size,run,frames,fps,ratio_to_bare,dropped,missing,worst_lag_ms,device\n");
+    let mut md = String::new();
+    let _ = writeln!(
+        md,
+        "# Live cluster finding on a ZMQ stream\n\ncommand: `cargo bench --bench stream -- --frames {} --sizes {} --device {}`\n\n{} frames of {}x{} per run, replayed over TCP loopback (one acquisition; {} distinct generated frames over and over), n_sigma 5, F64, pedestal of 1000 dark frames given up front. `bare`: a SUB loop that only receives and counts; `stream-max`: `cluda stream --on-full block` fed as fast as it takes frames; `stream-rate`: the sender at {:.0} % of the bare rate, dropping at its high-water mark as slsReceiver does, `cluda stream` with its defaults.\n\n| size | run | frames/s | of bare | dropped | missing | worst lag (ms) | device |\n|---|---|---|---|---|---|---|---|",
+        o.frames,
+        o.sizes
+            .iter()
+            .map(|s| s.to_string())
+            .collect::<Vec<_>>()
+            .join(","),
+        o.device.name(),
+        o.frames,
+        o.rows,
+        o.cols,
+        o.distinct,
+        o.fraction * 100.0
+    );
+    let mut goals = Vec::new();
+    for &side in &o.sizes {
+        let size = ClusterSize::from_side(side).map_err(|e| e.to_string())?;
+        eprintln!("size {side}: bare loop");
+        let bare_fps = bare(&o, &frames)?;
+        eprintln!("  bare: {bare_fps:.0} frames/s");
+        let _ = writeln!(csv, "{side},bare,{},{bare_fps:.1},1.000,0,0,0,-", o.frames);
+        let _ = writeln!(
+            md,
+            "| {side}x{side} | bare | {bare_fps:.0} | 100 % | 0 | 0 | - | - |"
+        );
+        for (name, rate, full) in [
+            ("stream-max", None, FullQueue::Block),
+            ("stream-rate", Some(bare_fps * o.fraction), FullQueue::Drop),
+        ] {
+            eprintln!("size {side}: {name}");
+            let s = stream(&o, &frames, &pedestal, size, rate, full)?;
+            let fps = s.fps();
+            let c = &s.counts;
+            let _ = writeln!(
+                csv,
+                "{side},{name},{},{fps:.1},{:.3},{},{},{:.1},{}",
+                s.data_frames,
+                fps / bare_fps,
+                c.dropped,
+                c.missing,
+                s.worst_lag.as_secs_f64() * 1e3,
+                s.device
+            );
+            let _ = writeln!(
+                md,
+                "| {side}x{side} | {name} | {fps:.0} | {:.1} % | {} | {} | {:.1} | {} |",
+                100.0 * fps / bare_fps,
+                c.dropped,
+                c.missing,
+                s.worst_lag.as_secs_f64() * 1e3,
+                s.device
+            );
+            if name == "stream-max" {
+                goals.push(format!(
+                    "- {side}x{side}: stream sustains {fps:.0} frames/s = {:.1} % of the bare loop's {bare_fps:.0} (goal >= 90 %): {}",
+                    100.0 * fps / bare_fps,
+                    if fps >= 0.9 * bare_fps { "met" } else { "NOT met" }
+                ));
+                if side == 3 {
+                    goals.push(format!(
+                        "- 3x3: {fps:.0} frames/s (goal >= 40,000 where the bare loop allows it: bare {bare_fps:.0}): {}",
+                        if fps >= 40_000.0 {
+                            "met"
+                        } else if bare_fps < 40_000.0 / 0.9 {
+                            "bare loop below it"
+                        } else {
+                            "NOT met"
+                        }
+                    ));
+                }
+            } else {
+                // Kept up: no frame lost and the frames processed as fast as they were sent
+                // (a queue larger than the run could otherwise hide a stream that falls behind).
+                let sent = rate.unwrap_or(0.0);
+                let kept_up = c.dropped + c.missing == 0 && fps >= 0.95 * sent;
+                goals.push(format!(
+                    "- {side}x{side}: sent at {sent:.0} frames/s ({:.0} % of bare), stream processed {fps:.0} frames/s, dropped {} and missed {} frames (goal: 0 lost, keeping up): {}",
+                    o.fraction * 100.0,
+                    c.dropped,
+                    c.missing,
+                    if kept_up { "met" } else { "NOT met" }
+                ));
+            }
+        }
+    }
+    let _ = writeln!(md, "\n## Goals\n\n{}", goals.join("\n"));
+    std::fs::write(o.out.join("stream.csv"), &csv).map_err(|e| e.to_string())?;
+    std::fs::write(o.out.join("stream.md"), &md).map_err(|e| e.to_string())?;
+    print!("{md}");
+    eprintln!("wrote {}", o.out.join("stream.md").display());
+    Ok(())
+}

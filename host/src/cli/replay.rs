@@ -1,0 +1,96 @@
+//! `cluda replay`: publishes `.npy` or raw acquisitions on a ZMQ socket as slsReceiver does
+//! (the library's [`cluda::stream::replay`]), for testing a DAQ set-up without a detector.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use cluda::io::{FrameSource, NpyFrames, input_files, open_frames_or};
+use cluda::stream::{Publisher, ReplaySettings, replay};
+use cluda::{Error, Result};
+
+use super::args::ReplayArgs;
+use super::find::print_line;
+use super::signals;
+
+/// Runs `cluda replay`; prints `acquisitions=K frames=N seconds=X fps=X` on stdout.
+pub fn run(args: &ReplayArgs) -> Result<()> {
+    for p in &args.data {
+        input_files(p)?;
+    }
+    if !(args.wait.is_finite() && (0.0..=86_400.0).contains(&args.wait)) {
+        return Err(Error::param(
+            "wait",
+            format!("must be between 0 and 86400 seconds, got {}", args.wait),
+        ));
+    }
+    if let Some(r) = args.rate
+        && !(r.is_finite() && r > 0.0 && r <= 10_000_000.0)
+    {
+        return Err(Error::param(
+            "rate",
+            format!("must be a number of frames per second above 0 and at most 1e7, got {r}"),
+        ));
+    }
+    if args.hwm < 0 {
+        return Err(Error::param(
+            "hwm",
+            format!("must not be negative, got {}", args.hwm),
+        ));
+    }
+    // Open every input once before binding, so a bad file fails before anything is sent.
+    for p in &args.data {
+        drop(open(p)?);
+    }
+    let mut publisher = Publisher::bind(&args.zmq, args.hwm, args.no_drop)?;
+    eprintln!(
+        "note: publishing on {} (XPUB, as slsReceiver's PUB)",
+        publisher
+            .last_endpoint()
+            .unwrap_or_else(|_| args.zmq.clone())
+    );
+    if args.subscribers > 0 {
+        let got =
+            publisher.wait_for_subscribers(args.subscribers, Duration::from_secs_f64(args.wait))?;
+        if got < args.subscribers {
+            eprintln!(
+                "warning: replay: {got} of {} subscribers after {} s; sending anyway",
+                args.subscribers, args.wait
+            );
+        }
+    }
+    let settings = ReplaySettings {
+        rate: args.rate,
+        repeat: args.acquisitions,
+        first_frame: args.first_frame,
+        fname: args.fname.clone(),
+        file_index: args.file_index,
+        ..ReplaySettings::default()
+    };
+    let stop = signals::stop_flag().unwrap_or_else(|| Arc::new(AtomicBool::new(false)));
+    let data: Vec<PathBuf> = args.data.clone();
+    let stats = replay(
+        &mut publisher,
+        data.len(),
+        &mut |i| open(&data[i]),
+        &settings,
+        &stop,
+    )?;
+    signals::check()?;
+    let fps = if stats.seconds > 0.0 {
+        stats.frames as f64 / stats.seconds
+    } else {
+        0.0
+    };
+    print_line(&format!(
+        "acquisitions={} frames={} seconds={:.3} fps={fps:.1}",
+        stats.acquisitions, stats.frames, stats.seconds
+    ))
+}
+
+fn open(path: &std::path::Path) -> Result<Box<dyn FrameSource + Send>> {
+    open_frames_or(path, |p| {
+        Ok(Box::new(NpyFrames::open(p)?) as Box<dyn FrameSource + Send>)
+    })
+}

@@ -1,0 +1,317 @@
+//! `cluda stream`: live cluster finding on a detector's ZMQ stream (the library's
+//! [`cluda::stream::run`]), with its reports on stderr, one summary line per acquisition on
+//! stdout, and optional live plots.
+
+use std::cell::RefCell;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::sync::mpsc::SyncSender;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use cluda::plot::{Histogram, PlotAccumulator, map_png, spectrum_png};
+use cluda::stream::{
+    Callbacks, FullQueue, PedestalPlan, ReceiverConfig, StreamEvent, StreamSettings,
+};
+use cluda::{Error, FinderConfig, Frames, Pedestal, Result};
+
+use super::args::StreamArgs;
+use super::find::print_line;
+use super::inputs::{Input, chunk_frames};
+use super::signals;
+
+/// Runs `cluda stream` until SIGINT (or `--acquisitions`); exits 0 after finishing the current
+/// acquisition.
+pub fn run(args: &StreamArgs) -> Result<()> {
+    if args.out_dir.exists() && !args.out_dir.is_dir() {
+        return Err(Error::param(
+            "out-dir",
+            format!("{} exists and is not a directory", args.out_dir.display()),
+        ));
+    }
+    std::fs::create_dir_all(&args.out_dir).map_err(|e| {
+        Error::param(
+            "out-dir",
+            format!("cannot create {}: {e}", args.out_dir.display()),
+        )
+    })?;
+    if !args.out_dir.is_dir() {
+        return Err(Error::param(
+            "out-dir",
+            format!("{} is not a directory", args.out_dir.display()),
+        ));
+    }
+    if let Some(dir) = &args.plot {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Error::param("plot", format!("cannot create {}: {e}", dir.display())))?;
+        cluda::plot::register_font()?;
+        if !(args.plot_every.is_finite() && args.plot_every >= 0.1) {
+            return Err(Error::param(
+                "plot-every",
+                format!("must be at least 0.1 seconds, got {}", args.plot_every),
+            ));
+        }
+    }
+    let f = &args.finder;
+    let finder = FinderConfig::new(1, 1)
+        .size(f.cluster)
+        .n_sigma(f.nsigma)
+        .threshold(f.threshold)
+        .precision(f.precision)
+        .pedestal_frames(args.pedestal_frames);
+    let pedestal = match (&args.pedestal, args.dark_acquisitions) {
+        (Some(path), _) => PedestalPlan::Fixed(read_pedestal(path, &finder)?),
+        (None, Some(k)) => PedestalPlan::DarkAcquisitions(k),
+        (None, None) => PedestalPlan::FirstFrames,
+    };
+    let mut settings = StreamSettings::new(finder, &args.out_dir);
+    settings.device = f.device;
+    settings.threads = f.threads;
+    settings.pedestal = pedestal;
+    settings.acquisitions = args.acquisitions;
+    settings.chunk = args.chunk as usize;
+    settings.slow_sink = Duration::from_micros(args.slow_sink_us);
+    if !(args.idle_end.is_finite() && (0.0..=86_400.0).contains(&args.idle_end)) {
+        return Err(Error::param(
+            "idle-end",
+            format!("must be between 0 and 86400 seconds, got {}", args.idle_end),
+        ));
+    }
+    settings.idle_end = Duration::from_secs_f64(args.idle_end);
+    let mut config = ReceiverConfig::new(&args.zmq);
+    config.queue_frames = args.queue as usize;
+    config.full = if args.on_full == "block" {
+        FullQueue::Block
+    } else {
+        FullQueue::Drop
+    };
+    let stop = signals::stop_flag().unwrap_or_else(|| Arc::new(AtomicBool::new(false)));
+    let report: cluda::stream::Reporter = Arc::new(|e: &StreamEvent| match e {
+        StreamEvent::Fault { kind, message } => {
+            eprintln!("warning: stream: {}: {message}", kind.name())
+        }
+        StreamEvent::Behind {
+            depth,
+            capacity,
+            dropped,
+        } => eprintln!(
+            "warning: stream: cluda is falling behind: {depth} of {capacity} frames queued, {dropped} frames dropped in this acquisition so far"
+        ),
+        StreamEvent::Suppressed(kind) => eprintln!(
+            "note: stream: further `{}` reports of this acquisition are left out (its summary line counts them)",
+            kind.name()
+        ),
+    });
+    let plots = RefCell::new(
+        args.plot
+            .as_ref()
+            .map(|d| LivePlots::new(d, args.plot_every)),
+    );
+    let mut note = |s: &str| eprintln!("note: {s}");
+    let mut summary = |s: &cluda::stream::AcquisitionSummary| {
+        if let Some(p) = plots.borrow_mut().as_mut() {
+            p.finish();
+        }
+        print_line(&s.to_string())
+    };
+    let mut frame = |shape: (usize, usize), fc: &cluda::FrameClusters<'_>| {
+        if let Some(p) = plots.borrow_mut().as_mut() {
+            p.add(shape, fc);
+        }
+    };
+    let totals = cluda::stream::run(
+        config,
+        &settings,
+        stop,
+        Callbacks {
+            report,
+            note: &mut note,
+            summary: &mut summary,
+            frame: &mut frame,
+        },
+    )?;
+    eprintln!(
+        "note: stream: {} acquisitions, {} data frames, {} clusters",
+        totals.acquisitions, totals.frames, totals.clusters
+    );
+    Ok(())
+}
+
+/// Reads every frame of a dark-frame file into a pedestal whose window N is their count.
+fn read_pedestal(path: &Path, finder: &FinderConfig) -> Result<Pedestal> {
+    let mut input = Input::count_exactly(path, "pedestal")?;
+    if input.len == 0 {
+        return Err(Error::param(
+            "pedestal",
+            format!("{} holds no frames", input.describe),
+        ));
+    }
+    let n = u32::try_from(input.len).map_err(|_| {
+        Error::param(
+            "pedestal",
+            format!("{} holds more than {} frames", input.describe, u32::MAX),
+        )
+    })?;
+    let (rows, cols) = (input.frames.rows(), input.frames.cols());
+    let mut pedestal = Pedestal::new(rows, cols, n, finder.precision)?;
+    let (mut buf, mut numbers) = (Vec::new(), Vec::new());
+    loop {
+        signals::check()?;
+        buf.clear();
+        numbers.clear();
+        let k = input
+            .frames
+            .read_frames(chunk_frames(rows, cols), &mut buf, &mut numbers)?;
+        if k == 0 {
+            break;
+        }
+        pedestal.push_frames(Frames::new(&buf, k, rows, cols)?)?;
+    }
+    if !pedestal.is_ready() {
+        return Err(Error::param(
+            "pedestal",
+            format!(
+                "{} delivered {} of the {n} frames it was counted with",
+                input.describe,
+                pedestal.count()
+            ),
+        ));
+    }
+    eprintln!(
+        "note: pedestal: {} frames of {rows} x {cols} from {}",
+        n, input.describe
+    );
+    Ok(pedestal)
+}
+
+/// What one refresh of the plots draws: a snapshot of the accumulator.
+struct Snapshot {
+    spectrum: Histogram,
+    hits: Vec<f64>,
+    rows: usize,
+    cols: usize,
+    frames: u64,
+}
+
+/// Spectrum and hit map of the current acquisition, refreshed every `every` seconds and when
+/// it ends. Drawing happens on a thread of its own from a snapshot, so the finder is never held
+/// up by it (a refresh is skipped while the previous one is still drawing); each PNG is written
+/// under a temporary name and renamed, so a viewer never sees half a file.
+struct LivePlots {
+    every: Duration,
+    acc: Option<PlotAccumulator>,
+    shape: (usize, usize),
+    last: Instant,
+    tx: Option<SyncSender<Snapshot>>,
+    drawer: Option<JoinHandle<()>>,
+}
+
+impl LivePlots {
+    fn new(dir: &Path, every: f64) -> Self {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Snapshot>(1);
+        let dir = dir.to_path_buf();
+        let drawer = std::thread::Builder::new()
+            .name("cluda-plots".into())
+            .spawn(move || {
+                while let Ok(s) = rx.recv() {
+                    draw(&dir, &s);
+                }
+            })
+            .map_err(|e| eprintln!("warning: stream: no plot thread ({e}); plots are off"))
+            .ok();
+        Self {
+            every: Duration::from_secs_f64(every),
+            acc: None,
+            shape: (0, 0),
+            last: Instant::now(),
+            tx: drawer.as_ref().map(|_| tx),
+            drawer,
+        }
+    }
+
+    fn add(&mut self, shape: (usize, usize), fc: &cluda::FrameClusters<'_>) {
+        if self.acc.is_none() || self.shape != shape {
+            self.acc = Some(PlotAccumulator::new(shape.0, shape.1));
+            self.shape = shape;
+            self.last = Instant::now();
+        }
+        if let Some(a) = self.acc.as_mut() {
+            a.add(fc);
+        }
+        if self.last.elapsed() >= self.every {
+            self.last = Instant::now();
+            if let (Some(tx), Some(s)) = (&self.tx, self.snapshot()) {
+                // Busy drawing the last one: this refresh is skipped.
+                let _ = tx.try_send(s);
+            }
+        }
+    }
+
+    /// The acquisition ended: its final plots are drawn (waiting for the drawer).
+    fn finish(&mut self) {
+        if let (Some(tx), Some(s)) = (&self.tx, self.snapshot()) {
+            let _ = tx.send(s);
+        }
+        self.acc = None;
+    }
+
+    fn snapshot(&self) -> Option<Snapshot> {
+        let acc = self.acc.as_ref()?;
+        Some(Snapshot {
+            spectrum: acc.spectrum(),
+            hits: acc.hits().iter().map(|&h| h as f64).collect(),
+            rows: self.shape.0,
+            cols: self.shape.1,
+            frames: acc.frames(),
+        })
+    }
+}
+
+impl Drop for LivePlots {
+    fn drop(&mut self) {
+        // Closing the channel ends the drawer once it has drawn what it holds.
+        self.tx = None;
+        if let Some(d) = self.drawer.take() {
+            let _ = d.join();
+        }
+    }
+}
+
+/// Draws one PNG at a path.
+type Draw<'a> = dyn Fn(&Path) -> Result<()> + 'a;
+
+/// Draws `spectrum.png` and `hitmap.png` of a snapshot into `dir`, each under a temporary name
+/// renamed into place; a failure is a warning (the stream goes on).
+fn draw(dir: &Path, s: &Snapshot) {
+    let title = format!("Cluster sums: {} frames so far", s.frames);
+    let draws: [(&str, Box<Draw<'_>>); 2] = [
+        (
+            "spectrum.png",
+            Box::new(|p: &Path| spectrum_png(p, &s.spectrum, &title, false)),
+        ),
+        (
+            "hitmap.png",
+            Box::new(|p: &Path| {
+                map_png(
+                    p,
+                    s.rows,
+                    s.cols,
+                    &s.hits,
+                    "Hit map (cluster centres per pixel)",
+                    "clusters",
+                )
+            }),
+        ),
+    ];
+    for (name, draw) in draws {
+        let tmp = dir.join(format!(".{name}.{}.tmp.png", std::process::id()));
+        let done = dir.join(name);
+        let r =
+            draw(&tmp).and_then(|()| std::fs::rename(&tmp, &done).map_err(|e| Error::io(&done, e)));
+        if let Err(e) = r {
+            let _ = std::fs::remove_file(&tmp);
+            eprintln!("warning: stream: plot {} not drawn: {e}", done.display());
+        }
+    }
+}

@@ -1,0 +1,680 @@
+//! Live cluster finding, acquisition after acquisition: the pedestal of each, the finder, the
+//! cluster file it is written to, and its summary.
+//!
+//! Per acquisition of the stream ([`run`]):
+//!
+//! 1. wait for its first frame; its header gives the frame shape (the finder is opened for
+//!    it, or reopened when the shape changed), `fname` and `fileIndex` name the file;
+//! 2. the pedestal: a dark acquisition ([`PedestalPlan::DarkAcquisitions`]: every frame of the
+//!    first K acquisitions goes into it, and no file is written for them), a file
+//!    ([`PedestalPlan::Fixed`]), or the acquisition's own first N frames
+//!    ([`PedestalPlan::FirstFrames`]). With the first two, every data acquisition starts
+//!    from that same pedestal, so its clusters are those `cluda find` gives with it;
+//! 3. every further frame through the streaming engine ([`crate::engine::find_stream_with`]: the
+//!    acquisition is its source, the cluster file its sink), with the frame's `frameNumber`
+//!    as its number in the file;
+//! 4. the file is committed (renamed into place) and the summary handed to the caller.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use super::header::{HeaderFault, ZmqHeader};
+use super::receiver::{Message, ReceiverConfig, ZmqReceiver};
+use super::source::{Acquisition, AcquisitionCounts, Ending, FaultKind, Reporter, StreamEvent};
+use crate::cluster::FrameClusters;
+use crate::config::FinderConfig;
+use crate::engine::{EngineConfig, RingSlots, find_stream_with};
+use crate::error::{Error, Result};
+use crate::finder::ClusterFinder;
+use crate::finder::select::{DeviceChoice, open_finder};
+use crate::frames::Frames;
+use crate::io::{ClusterFileWriter, FrameSource};
+use crate::pedestal::Pedestal;
+
+/// Where each acquisition's pedestal comes from.
+#[derive(Clone, Debug)]
+pub enum PedestalPlan {
+    /// A pedestal filled beforehand (e.g. from a file of dark frames): every acquisition
+    /// starts from it.
+    Fixed(Pedestal),
+    /// The first K acquisitions are dark: all their frames fill the pedestal (and further
+    /// acquisitions are taken as dark until it holds N frames); every later acquisition starts
+    /// from it.
+    DarkAcquisitions(u32),
+    /// The first N frames of every acquisition (N = the finder's pedestal window).
+    FirstFrames,
+}
+
+/// What to do with the stream.
+#[derive(Clone, Debug)]
+pub struct StreamSettings {
+    /// Cluster size, threshold, precision and pedestal window (`rows`/`cols` are taken from
+    /// the stream; with [`PedestalPlan::Fixed`] from the pedestal).
+    pub finder: FinderConfig,
+    /// The device to find clusters on.
+    pub device: DeviceChoice,
+    /// CPU worker threads (all cores when `None`).
+    pub threads: Option<usize>,
+    /// Where the pedestal comes from.
+    pub pedestal: PedestalPlan,
+    /// Directory for the cluster files.
+    pub out_dir: PathBuf,
+    /// Stop after this many acquisitions (dark ones included); `None`: until stopped.
+    pub acquisitions: Option<u64>,
+    /// Frames per finder call.
+    pub chunk: usize,
+    /// Longest wait for more frames before a partial chunk goes to the finder.
+    pub max_wait: Duration,
+    /// End an acquisition when nothing came for this long without its end message (lost:
+    /// a PUB drops it at its high-water mark like any frame); zero: wait for it forever.
+    pub idle_end: Duration,
+    /// An artificial delay per frame in the sink, to test what happens when cluda cannot keep
+    /// up; zero normally.
+    pub slow_sink: Duration,
+}
+
+impl StreamSettings {
+    /// Defaults for `finder` (its `rows`/`cols` are ignored) writing into `out_dir`: the
+    /// device chosen automatically, pedestals from each acquisition's first frames, chunks of
+    /// 64 frames (a ring of three, 61 MB of 400 x 400 frames, allocated for each acquisition
+    /// ahead of it: page-locked memory on a GPU takes about 1 s per GiB), partial chunks
+    /// after 10 ms, acquisitions ended after 10 s without a message.
+    pub fn new(finder: FinderConfig, out_dir: &Path) -> Self {
+        Self {
+            finder,
+            device: DeviceChoice::Auto,
+            threads: None,
+            pedestal: PedestalPlan::FirstFrames,
+            out_dir: out_dir.to_path_buf(),
+            acquisitions: None,
+            chunk: 64,
+            max_wait: Duration::from_millis(10),
+            idle_end: Duration::from_secs(10),
+            slow_sink: Duration::ZERO,
+        }
+    }
+}
+
+/// What an acquisition was used for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AcquisitionKind {
+    /// Dark frames for the pedestal.
+    Dark,
+    /// Clusters found and written.
+    Data,
+    /// It ended before its pedestal was full: no clusters, no file.
+    Short,
+}
+
+/// One acquisition's outcome: the summary line.
+#[derive(Clone, Debug)]
+pub struct AcquisitionSummary {
+    /// The acquisition's `fileIndex`.
+    pub file_index: u64,
+    /// What it was used for.
+    pub kind: AcquisitionKind,
+    /// The cluster file written (data acquisitions).
+    pub file: Option<PathBuf>,
+    /// Frames pushed into the pedestal.
+    pub pedestal_frames: u64,
+    /// Frames clusters were found in.
+    pub data_frames: u64,
+    /// Clusters found.
+    pub clusters: u64,
+    /// Faults and how it ended.
+    pub counts: AcquisitionCounts,
+    /// From its first frame's arrival to its last frame's clusters handed to the file (or its
+    /// pushing into the pedestal); the file's final flush and rename are not counted.
+    pub seconds: f64,
+    /// Longest time from a frame's arrival to its clusters being written (or its pushing into
+    /// the pedestal).
+    pub worst_lag: Duration,
+    /// Device name (one word).
+    pub device: String,
+}
+
+impl AcquisitionSummary {
+    /// Frames (pedestal and data) per second over [`AcquisitionSummary::seconds`].
+    pub fn fps(&self) -> f64 {
+        let frames = (self.pedestal_frames + self.data_frames) as f64;
+        if self.seconds > 0.0 {
+            frames / self.seconds
+        } else {
+            0.0
+        }
+    }
+}
+
+impl std::fmt::Display for AcquisitionSummary {
+    /// `acquisition=3 kind=data file=out/run_3.clust frames=2000 pedestal_frames=0
+    /// clusters=4661234 missing=0 incomplete=0 mismatched=0 malformed=0 dropped=0 restarts=0
+    /// end=end seconds=1.234 fps=1620.7 worst_lag_ms=12.3 peak_queue=5 device=cpu`
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let c = &self.counts;
+        write!(
+            f,
+            "acquisition={} kind={} file={} frames={} pedestal_frames={} clusters={} missing={} incomplete={} mismatched={} malformed={} dropped={} restarts={} end={} seconds={:.3} fps={:.1} worst_lag_ms={:.1} peak_queue={} device={}",
+            self.file_index,
+            match self.kind {
+                AcquisitionKind::Dark => "dark",
+                AcquisitionKind::Data => "data",
+                AcquisitionKind::Short => "short",
+            },
+            self.file
+                .as_ref()
+                .map_or_else(|| "-".to_string(), |p| p.display().to_string()),
+            self.data_frames,
+            self.pedestal_frames,
+            self.clusters,
+            c.missing,
+            c.incomplete,
+            c.mismatched,
+            c.malformed,
+            c.dropped,
+            c.restarts,
+            c.ending.name(),
+            self.seconds,
+            self.fps(),
+            self.worst_lag.as_secs_f64() * 1e3,
+            c.peak_queue,
+            self.device,
+        )
+    }
+}
+
+/// What the caller gets while the stream runs.
+pub struct Callbacks<'a> {
+    /// Faults and "falling behind" reports (may be called from the engine's reader thread).
+    pub report: Reporter,
+    /// Notes (device chosen, pedestal progress) for a person.
+    pub note: &'a mut dyn FnMut(&str),
+    /// One summary per acquisition, when it is done.
+    pub summary: &'a mut dyn FnMut(&AcquisitionSummary) -> Result<()>,
+    /// Every data frame's clusters with the frame shape, after they were written (e.g. for
+    /// plots).
+    pub frame: &'a mut dyn FnMut((usize, usize), &FrameClusters<'_>),
+}
+
+/// The stream's receiver with the message that starts the next acquisition.
+struct Inbox {
+    receiver: ZmqReceiver,
+    pending: Option<Message>,
+    /// Malformed messages between acquisitions, counted in the next one.
+    stray: u64,
+    /// Frames of impossible shapes between acquisitions, counted in the next one.
+    stray_mismatched: u64,
+}
+
+impl Inbox {
+    /// Waits for the first data frame of the next acquisition (kept as pending) and returns
+    /// its header; `None` when `stop` is set first. End messages with no frames before them and
+    /// unreadable messages are reported and skipped.
+    fn next_acquisition(
+        &mut self,
+        stop: &AtomicBool,
+        report: &Reporter,
+    ) -> Result<Option<ZmqHeader>> {
+        loop {
+            if stop.load(Ordering::SeqCst) {
+                return Ok(None);
+            }
+            let msg = match self.pending.take() {
+                Some(m) => m,
+                None => match self.receiver.next(Duration::from_millis(50))? {
+                    Some(m) => m,
+                    None => continue,
+                },
+            };
+            match ZmqHeader::parse(&msg.parts[0]) {
+                Ok(h) if h.is_data() => {
+                    let (rows, cols) = h.rows_cols();
+                    if rows == 0 || cols == 0 || rows > 65536 || cols > 65536 {
+                        self.stray_mismatched += 1;
+                        report(&StreamEvent::Fault {
+                            kind: FaultKind::Mismatch,
+                            message: format!(
+                                "frame {}: shape [{}, {}] is not a frame cluda can process (1 to 65536 rows and columns); skipped",
+                                h.number(),
+                                h.shape[0],
+                                h.shape[1]
+                            ),
+                        });
+                        continue;
+                    }
+                    self.pending = Some(msg);
+                    return Ok(Some(h));
+                }
+                Ok(_) => report(&StreamEvent::Fault {
+                    kind: FaultKind::Malformed,
+                    message: "an end-of-acquisition message with no frames before it; ignored"
+                        .into(),
+                }),
+                Err(HeaderFault::Malformed(why) | HeaderFault::Mismatch(why)) => {
+                    self.stray += 1;
+                    report(&StreamEvent::Fault {
+                        kind: FaultKind::Malformed,
+                        message: format!(
+                            "malformed message between acquisitions: {why}; skipped (counted in the next acquisition)"
+                        ),
+                    })
+                }
+            }
+        }
+    }
+}
+
+/// Totals over the whole run.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StreamTotals {
+    /// Acquisitions handled.
+    pub acquisitions: u64,
+    /// Data frames clusters were found in.
+    pub frames: u64,
+    /// Clusters found.
+    pub clusters: u64,
+}
+
+/// Subscribes as `receiver` says (after opening the finder when the pedestal, and so the frame
+/// shape, is known up front) and finds clusters in every acquisition it delivers until `stop` is set (the current
+/// acquisition is then finished: its file written, its summary given) or
+/// `settings.acquisitions` were handled.
+///
+/// # Errors
+/// Opening the finder, reading the pedestal, writing a cluster file, or a frame number that
+/// does not fit the cluster file's `i32` stop the run with an error naming it (the unfinished
+/// file is removed). Faults of the stream itself are counted and reported, not errors.
+pub fn run(
+    receiver: ReceiverConfig,
+    settings: &StreamSettings,
+    stop: Arc<AtomicBool>,
+    callbacks: Callbacks<'_>,
+) -> Result<StreamTotals> {
+    std::fs::create_dir_all(&settings.out_dir).map_err(|e| Error::io(&settings.out_dir, e))?;
+    let Callbacks {
+        report,
+        note,
+        summary,
+        frame,
+    } = callbacks;
+    let mut finder: Option<Box<dyn ClusterFinder + Send>> = None;
+    let engine = EngineConfig {
+        chunk: settings.chunk.max(1),
+        slots: 3,
+        map: false,
+    };
+    // The next acquisition's ring, allocated while no frames are coming (page-locked memory on
+    // a GPU takes about 1 s per GiB): at start when the shape is known, then after each
+    // acquisition.
+    let mut ring: Option<RingSlots> = None;
+    let mut saved = match &settings.pedestal {
+        PedestalPlan::Fixed(p) => Some(p.clone()),
+        _ => None,
+    };
+    if let Some(p) = &saved {
+        // The shape is known: open the device before subscribing, so the first frames do not
+        // wait for it (opening a GPU takes a good part of a second).
+        let config = FinderConfig {
+            rows: p.rows(),
+            cols: p.cols(),
+            pedestal_frames: p.window(),
+            ..settings.finder.clone()
+        };
+        let (f, why) = open_finder(config, settings.device, settings.threads)?;
+        note(&why);
+        ring = Some(RingSlots::allocate(f.as_ref(), engine)?);
+        finder = Some(f);
+    }
+    let endpoint = receiver.endpoint.clone();
+    let mut inbox = Inbox {
+        receiver: ZmqReceiver::connect(receiver)?,
+        pending: None,
+        stray: 0,
+        stray_mismatched: 0,
+    };
+    note(&format!(
+        "subscribed to {endpoint} (SUB); waiting for frames (a stop request finishes the current acquisition)"
+    ));
+    let mut dark_done = 0u32;
+    let mut used = HashSet::new();
+    let mut totals = StreamTotals::default();
+    while settings
+        .acquisitions
+        .is_none_or(|k| totals.acquisitions < k)
+    {
+        let Some(first) = inbox.next_acquisition(&stop, &report)? else {
+            break;
+        };
+        let shape = match &saved {
+            Some(p) if matches!(settings.pedestal, PedestalPlan::Fixed(_)) => (p.rows(), p.cols()),
+            _ => first.rows_cols(),
+        };
+        let config = FinderConfig {
+            rows: shape.0,
+            cols: shape.1,
+            pedestal_frames: match &settings.pedestal {
+                PedestalPlan::Fixed(p) => p.window(),
+                _ => settings.finder.pedestal_frames,
+            },
+            ..settings.finder.clone()
+        };
+        if finder
+            .as_ref()
+            .is_none_or(|f| (f.config().rows, f.config().cols) != shape)
+        {
+            if finder.is_some() {
+                note(&format!(
+                    "acquisition {}: frames of {} x {}: the finder is reopened for them",
+                    first.file_index, shape.0, shape.1
+                ));
+                if matches!(settings.pedestal, PedestalPlan::DarkAcquisitions(_)) {
+                    saved = None;
+                    dark_done = 0;
+                }
+            }
+            let (f, why) = open_finder(config.clone(), settings.device, settings.threads)?;
+            note(&why);
+            finder = Some(f);
+        }
+        let Some(finder) = finder.as_mut() else {
+            return Err(Error::Internal("no finder after opening one".into()));
+        };
+        let device = finder
+            .device()
+            .split_whitespace()
+            .next()
+            .unwrap_or("?")
+            .to_string();
+        let dark = match settings.pedestal {
+            // Dark until K were seen and the pedestal holds its N frames.
+            PedestalPlan::DarkAcquisitions(k) => {
+                dark_done < k || saved.as_ref().is_none_or(|p| !p.is_ready())
+            }
+            _ => false,
+        };
+        let mut acq = Acquisition::new(
+            &mut inbox.receiver,
+            &mut inbox.pending,
+            shape,
+            Arc::clone(&stop),
+            Arc::clone(&report),
+        );
+        acq.counts.malformed = std::mem::take(&mut inbox.stray);
+        acq.counts.mismatched = std::mem::take(&mut inbox.stray_mismatched);
+        acq.max_wait = settings.max_wait;
+        acq.idle_end = settings.idle_end;
+        let mut out = AcquisitionSummary {
+            file_index: first.file_index,
+            kind: AcquisitionKind::Data,
+            file: None,
+            pedestal_frames: 0,
+            data_frames: 0,
+            clusters: 0,
+            counts: AcquisitionCounts::default(),
+            seconds: 0.0,
+            worst_lag: Duration::ZERO,
+            device,
+        };
+        let pixels = shape.0 * shape.1;
+        let mut last_done: Option<std::time::Instant> = None;
+        let mut buf = vec![0u16; settings.chunk.max(1) * pixels];
+        let mut numbers = Vec::new();
+        if dark {
+            // Every frame of a dark acquisition into the pedestal, carried over from the dark
+            // acquisitions before it.
+            let mut pedestal = match saved.take() {
+                Some(p) => p,
+                None => Pedestal::new(shape.0, shape.1, config.pedestal_frames, config.precision)?,
+            };
+            loop {
+                numbers.clear();
+                let k = acq.fill(&mut buf, &mut numbers)?;
+                if k == 0 {
+                    break;
+                }
+                pedestal.push_frames(Frames::new(&buf[..k * pixels], k, shape.0, shape.1)?)?;
+                out.pedestal_frames += k as u64;
+                out.worst_lag = out.worst_lag.max(claim_lag(&acq, numbers.last().copied()));
+                last_done = Some(std::time::Instant::now());
+            }
+            dark_done += 1;
+            out.kind = AcquisitionKind::Dark;
+            note(&format!(
+                "dark acquisition {}: pedestal holds {} of its {} frames{}",
+                first.file_index,
+                pedestal.count(),
+                pedestal.window(),
+                if pedestal.is_ready() {
+                    ""
+                } else {
+                    "; the next acquisition is taken as dark too"
+                }
+            ));
+            saved = Some(pedestal);
+        } else {
+            // The pedestal this acquisition starts from.
+            match (&settings.pedestal, &saved) {
+                (PedestalPlan::FirstFrames, _) => {
+                    finder.set_pedestal(Pedestal::new(
+                        shape.0,
+                        shape.1,
+                        config.pedestal_frames,
+                        config.precision,
+                    )?)?;
+                    while !finder.is_ready() && !acq.ended() {
+                        numbers.clear();
+                        let want = (config.pedestal_frames as u64 - out.pedestal_frames)
+                            .min(settings.chunk as u64) as usize;
+                        let k = acq.fill(&mut buf[..want * pixels], &mut numbers)?;
+                        if k == 0 {
+                            break;
+                        }
+                        finder.push_pedestal(Frames::new(
+                            &buf[..k * pixels],
+                            k,
+                            shape.0,
+                            shape.1,
+                        )?)?;
+                        out.pedestal_frames += k as u64;
+                        out.worst_lag = out.worst_lag.max(claim_lag(&acq, numbers.last().copied()));
+                        last_done = Some(std::time::Instant::now());
+                    }
+                }
+                (_, Some(p)) => finder.set_pedestal(p.clone())?,
+                (_, None) => return Err(Error::Internal("no pedestal to start from".into())),
+            }
+            if finder.is_ready() {
+                let path = file_name(&settings.out_dir, &first, &mut used);
+                let mut writer = ClusterFileWriter::create(&path)?;
+                let arrivals = acq.arrivals();
+                let mut clusters = 0u64;
+                let mut lag = out.worst_lag;
+                let slow = settings.slow_sink;
+                let slots = ring.take();
+                let result = find_stream_with(
+                    finder.as_mut(),
+                    &mut acq,
+                    engine,
+                    slots,
+                    &mut |number, fc| {
+                        let n = i32::try_from(number).map_err(|_| {
+                        Error::param(
+                            "out",
+                            format!(
+                                "frame number {number} does not fit the cluster file's i32 frame numbers ({})",
+                                path.display()
+                            ),
+                        )
+                    })?;
+                        writer.write_frame(n, &fc)?;
+                        clusters += fc.len() as u64;
+                        frame(shape, &fc);
+                        if let Ok(mut a) = arrivals.lock() {
+                            while let Some(&(m, t)) = a.front() {
+                                if m != number {
+                                    // Arrivals are claimed in order: an older one was a pedestal frame.
+                                    a.pop_front();
+                                    continue;
+                                }
+                                lag = lag.max(t.elapsed());
+                                a.pop_front();
+                                break;
+                            }
+                        }
+                        if !slow.is_zero() {
+                            std::thread::sleep(slow);
+                        }
+                        last_done = Some(std::time::Instant::now());
+                        Ok(())
+                    },
+                );
+                let stats = match result {
+                    Ok(s) => s,
+                    Err(e) => {
+                        drop(writer);
+                        note(&format!(
+                            "{} was not written (its unfinished temporary file was removed)",
+                            path.display()
+                        ));
+                        return Err(e);
+                    }
+                };
+                writer.commit()?;
+                out.file = Some(path);
+                out.data_frames = stats.frames;
+                out.clusters = clusters;
+                out.worst_lag = lag;
+                totals.frames += stats.frames;
+                totals.clusters += clusters;
+            } else {
+                out.kind = AcquisitionKind::Short;
+                // Drain what is left of it (it may still be open when the pedestal never filled
+                // because frames stopped).
+                note(&format!(
+                    "acquisition {} ended after {} of the {} pedestal frames: no clusters, no file",
+                    first.file_index, out.pedestal_frames, config.pedestal_frames
+                ));
+            }
+        }
+        // Whatever is left of the acquisition (a dark or short one that was stopped).
+        out.counts = acq.counts.clone();
+        if out.counts.ending == Ending::Open {
+            out.counts.ending = Ending::Stopped;
+        }
+        out.seconds = match (out.counts.first_arrival, last_done) {
+            (Some(a), Some(b)) => b.saturating_duration_since(a).as_secs_f64(),
+            _ => 0.0,
+        };
+        totals.acquisitions += 1;
+        summary(&out)?;
+        if stop.load(Ordering::SeqCst) {
+            break;
+        }
+        if ring.is_none()
+            && settings
+                .acquisitions
+                .is_none_or(|k| totals.acquisitions < k)
+        {
+            ring = Some(RingSlots::allocate(finder.as_ref(), engine)?);
+        }
+    }
+    Ok(totals)
+}
+
+/// The lag of the last frame pushed into a pedestal: the time since it arrived; clears the
+/// arrivals claimed.
+fn claim_lag(acq: &Acquisition<'_>, last: Option<u64>) -> Duration {
+    let arrivals = acq.arrivals();
+    let Ok(mut a) = arrivals.lock() else {
+        return Duration::ZERO;
+    };
+    let mut lag = Duration::ZERO;
+    while let Some(&(n, t)) = a.front() {
+        lag = lag.max(t.elapsed());
+        a.pop_front();
+        if Some(n) == last {
+            break;
+        }
+    }
+    lag
+}
+
+/// The file an acquisition's clusters go to: `<prefix>_<fileIndex>.clust` in `dir`, where
+/// `<prefix>` is the last component of the header's `fname` (slsReceiver's file name prefix,
+/// `run` when empty; characters other than letters, digits, `-`, `_` and `.` become `_`), like
+/// the receiver's own `<prefix>_master_<fileIndex>.json`. A name already written in this run
+/// or already on disk is never overwritten: `_a<acqIndex>` of the first frame is added, then a
+/// counter.
+pub fn file_name(dir: &Path, first: &ZmqHeader, used: &mut HashSet<PathBuf>) -> PathBuf {
+    let base = first
+        .fname
+        .rsplit(['/', '\\'])
+        .next()
+        .unwrap_or("")
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect::<String>();
+    let base = match base.trim_matches('.') {
+        "" => "run".to_string(),
+        _ => base,
+    };
+    let stem = format!("{base}_{}", first.file_index);
+    let mut candidates = vec![
+        format!("{stem}.clust"),
+        format!("{stem}_a{}.clust", first.acq_index),
+    ];
+    candidates.extend(
+        (2..)
+            .take(10_000)
+            .map(|k| format!("{stem}_a{}_{k}.clust", first.acq_index)),
+    );
+    for name in candidates {
+        let p = dir.join(name);
+        if !used.contains(&p) && !p.exists() {
+            used.insert(p.clone());
+            return p;
+        }
+    }
+    dir.join(format!("{stem}_{}.clust", std::process::id()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_names_follow_the_receiver_and_never_collide() {
+        let dir = tempfile::tempdir().expect("dir");
+        let mut used = HashSet::new();
+        let mut h = ZmqHeader::frame(4, 4, 17);
+        h.fname = "/data/beam time/run".into();
+        h.file_index = 3;
+        let a = file_name(dir.path(), &h, &mut used);
+        assert_eq!(a, dir.path().join("run_3.clust"));
+        let b = file_name(dir.path(), &h, &mut used);
+        assert_eq!(b, dir.path().join("run_3_a17.clust"));
+        std::fs::write(dir.path().join("run_3_a17_2.clust"), b"").expect("write");
+        let c = file_name(dir.path(), &h, &mut used);
+        assert_eq!(c, dir.path().join("run_3_a17_3.clust"));
+        // No path or odd characters leak into the name.
+        h.fname = "../..".into();
+        assert_eq!(
+            file_name(dir.path(), &h, &mut used),
+            dir.path().join("run_3_a17_4.clust")
+        );
+        h.fname = "x y/é b".into();
+        h.file_index = 0;
+        assert_eq!(
+            file_name(dir.path(), &h, &mut used),
+            dir.path().join("__b_0.clust")
+        );
+    }
+}

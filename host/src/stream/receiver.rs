@@ -1,0 +1,340 @@
+//! The receiving end of a detector's ZMQ stream: a SUB socket (as slsReceiver's clients use)
+//! drained by a thread of its own into a bounded queue of messages.
+//!
+//! ```text
+//!  libzmq I/O thread      cluda-zmq thread                 consumer (engine reader thread)
+//!  TCP -> messages  -->   recv parts, queue them   --queue-->   parse, check, copy into slots
+//!                         (queue full: drop the frame,           (frame-number gaps, drops,
+//!                          log its number)                        faults, lag)
+//! ```
+//!
+//! The receiving thread does nothing but take messages off the socket, so the socket's own
+//! queue (`ZMQ_RCVHWM`) stays short and the sender's high-water mark is not reached while cluda
+//! keeps up. The queue between the two threads holds at most `queue_frames` frames, which bounds
+//! memory. When it is full (cluda is not keeping up), [`FullQueue::Drop`] drops the newest frame
+//! on the spot and logs its frame number, so the consumer reports exactly which frames were
+//! dropped and why, and tells them apart from frame numbers that never arrived (lost before
+//! cluda: the sender's high-water mark, the network, the detector). [`FullQueue::Block`] instead
+//! stops reading the socket, which pushes back on the sender: a PUB socket then drops at its
+//! high-water mark (those frames show up as missing frame numbers), a `replay --no-drop` waits.
+//! End-of-acquisition messages are never dropped.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::header::ZmqHeader;
+use crate::error::{Error, Result};
+
+/// What the receiving thread does with a frame when the queue is full.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FullQueue {
+    /// Drop the frame and log its number (a live detector cannot wait).
+    #[default]
+    Drop,
+    /// Wait for room, pushing back on the sender.
+    Block,
+}
+
+/// How to connect.
+#[derive(Clone, Debug)]
+pub struct ReceiverConfig {
+    /// The sender's endpoint, e.g. `tcp://127.0.0.1:30001` (slsReceiver binds a PUB socket
+    /// there; cluda connects a SUB socket).
+    pub endpoint: String,
+    /// Frames the queue between the receiving thread and the finder holds at most.
+    pub queue_frames: usize,
+    /// The SUB socket's receive high-water mark, in messages (libzmq's own queue).
+    pub rcv_hwm: i32,
+    /// What to do with a frame when the queue is full.
+    pub full: FullQueue,
+    /// Largest message libzmq accepts, in bytes (a larger one makes it drop the connection).
+    pub max_message_bytes: i64,
+}
+
+impl ReceiverConfig {
+    /// Defaults: a queue of 4096 frames (1.3 GB of 400 x 400 frames: 100 ms at 40,000 frames/s,
+    /// which covers an acquisition's start-up), libzmq's queue of 256
+    /// messages, dropping when full, messages of at most 256 MiB.
+    pub fn new(endpoint: &str) -> Self {
+        Self {
+            endpoint: endpoint.to_string(),
+            queue_frames: 4096,
+            rcv_hwm: 256,
+            full: FullQueue::Drop,
+            max_message_bytes: 256 << 20,
+        }
+    }
+}
+
+/// One ZMQ message off the socket: its parts (at most two kept), how many more it had, and
+/// when it arrived.
+pub(crate) struct Message {
+    pub parts: Vec<zmq::Message>,
+    pub extra_parts: usize,
+    pub arrived: Instant,
+}
+
+/// Frames the receiving thread dropped, in the order it dropped them: `(items queued before,
+/// first frame number, last frame number)` ranges, plus drops whose header was unreadable.
+#[derive(Default)]
+pub(crate) struct DropLog {
+    pub ranges: VecDeque<(u64, u64, u64)>,
+    pub unnumbered: VecDeque<u64>,
+}
+
+/// Counters shared by the receiving thread and the consumer.
+#[derive(Default)]
+pub(crate) struct Shared {
+    /// Frames in the queue now.
+    pub depth: AtomicUsize,
+    /// Frames dropped so far (all acquisitions).
+    pub dropped: AtomicU64,
+    pub drops: Mutex<DropLog>,
+    pub stop: AtomicBool,
+    /// Why the receiving thread stopped, when it failed.
+    pub failure: Mutex<Option<String>>,
+}
+
+/// A connected SUB socket and its receiving thread; the consumer's end of the queue.
+pub struct ZmqReceiver {
+    pub(crate) rx: Receiver<Message>,
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) config: ReceiverConfig,
+    /// Items taken from the queue so far (the receiving thread counts the items it queued the
+    /// same way).
+    pub(crate) taken: u64,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl ZmqReceiver {
+    /// Connects a SUB socket subscribed to everything to `config.endpoint` and starts the
+    /// receiving thread. ZMQ connects in the background: a sender that is not there yet is
+    /// reached when it appears (and again after it restarts).
+    ///
+    /// # Errors
+    /// [`Error::InvalidParameter`] (`zmq`) for an endpoint libzmq refuses or a zero-sized
+    /// queue; [`Error::Io`] when the thread cannot start.
+    pub fn connect(config: ReceiverConfig) -> Result<Self> {
+        if config.queue_frames == 0 {
+            return Err(Error::param(
+                "queue",
+                "the queue needs room for at least 1 frame",
+            ));
+        }
+        let zmq_err = |what: &str, e: zmq::Error| {
+            Error::param("zmq", format!("{what} ({}): {e}", config.endpoint))
+        };
+        let ctx = zmq::Context::new();
+        let socket = ctx
+            .socket(zmq::SUB)
+            .map_err(|e| zmq_err("cannot create a SUB socket", e))?;
+        socket
+            .set_rcvhwm(config.rcv_hwm)
+            .map_err(|e| zmq_err("ZMQ_RCVHWM", e))?;
+        socket
+            .set_maxmsgsize(config.max_message_bytes)
+            .map_err(|e| zmq_err("ZMQ_MAXMSGSIZE", e))?;
+        socket.set_linger(0).map_err(|e| zmq_err("ZMQ_LINGER", e))?;
+        socket
+            .set_subscribe(b"")
+            .map_err(|e| zmq_err("ZMQ_SUBSCRIBE", e))?;
+        socket
+            .connect(&config.endpoint)
+            .map_err(|e| zmq_err("cannot connect", e))?;
+        let (tx, rx) = std::sync::mpsc::sync_channel(config.queue_frames);
+        let shared = Arc::new(Shared::default());
+        let thread = {
+            let shared = Arc::clone(&shared);
+            let full = config.full;
+            std::thread::Builder::new()
+                .name("cluda-zmq".into())
+                .spawn(move || {
+                    if let Err(e) = receive(&ctx, &socket, &tx, &shared, full)
+                        && let Ok(mut f) = shared.failure.lock()
+                    {
+                        *f = Some(format!("receiving from the socket failed: {e}"));
+                    }
+                })
+                .map_err(|e| Error::io("<zmq receiving thread>", e))?
+        };
+        Ok(Self {
+            rx,
+            shared,
+            config,
+            taken: 0,
+            thread: Some(thread),
+        })
+    }
+
+    /// The configuration it was connected with.
+    pub fn config(&self) -> &ReceiverConfig {
+        &self.config
+    }
+
+    /// Frames in the queue now.
+    pub fn depth(&self) -> usize {
+        self.shared.depth.load(Ordering::Relaxed)
+    }
+
+    /// Takes the next message, waiting at most `timeout`; `Ok(None)` when none came.
+    ///
+    /// # Errors
+    /// [`Error::InvalidParameter`] (`zmq`) when the receiving thread failed.
+    pub(crate) fn next(&mut self, timeout: Duration) -> Result<Option<Message>> {
+        match self.rx.recv_timeout(timeout) {
+            Ok(m) => {
+                self.taken += 1;
+                if m.parts.len() >= 2 {
+                    self.shared.depth.fetch_sub(1, Ordering::Relaxed);
+                }
+                Ok(Some(m))
+            }
+            Err(RecvTimeoutError::Timeout) => Ok(None),
+            Err(RecvTimeoutError::Disconnected) => {
+                let why = self
+                    .shared
+                    .failure
+                    .lock()
+                    .ok()
+                    .and_then(|f| f.clone())
+                    .unwrap_or_else(|| "the receiving thread stopped".into());
+                Err(Error::param(
+                    "zmq",
+                    format!("{}: {why}", self.config.endpoint),
+                ))
+            }
+        }
+    }
+
+    /// Drops logged for frames queued before the items taken so far: `(first, last)` frame
+    /// numbers, and how many dropped frames had no readable frame number.
+    pub(crate) fn take_drops(&mut self) -> (Vec<(u64, u64)>, u64) {
+        let Ok(mut log) = self.shared.drops.lock() else {
+            return (Vec::new(), 0);
+        };
+        let mut ranges = Vec::new();
+        while let Some(&(before, a, b)) = log.ranges.front() {
+            // Dropped after `before` items were queued: before item `before + 1`.
+            if before >= self.taken {
+                break;
+            }
+            ranges.push((a, b));
+            log.ranges.pop_front();
+        }
+        let mut unnumbered = 0;
+        while let Some(&before) = log.unnumbered.front() {
+            if before >= self.taken {
+                break;
+            }
+            unnumbered += 1;
+            log.unnumbered.pop_front();
+        }
+        (ranges, unnumbered)
+    }
+}
+
+impl Drop for ZmqReceiver {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            // The thread polls the socket every 50 ms and sees the flag; one blocked on a
+            // full queue is freed by draining it.
+            while !t.is_finished() {
+                while self.rx.try_recv().is_ok() {}
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            let _ = t.join();
+        }
+    }
+}
+
+/// The receiving thread: takes whole messages off the socket and queues them until `stop`.
+fn receive(
+    _ctx: &zmq::Context,
+    socket: &zmq::Socket,
+    tx: &SyncSender<Message>,
+    shared: &Shared,
+    full: FullQueue,
+) -> std::result::Result<(), zmq::Error> {
+    // Items queued so far: a dropped frame is logged with it, so the consumer knows which
+    // queued item it came before.
+    let mut queued = 0u64;
+    while !shared.stop.load(Ordering::Relaxed) {
+        let first = match socket.recv_msg(zmq::DONTWAIT) {
+            Ok(m) => m,
+            Err(zmq::Error::EAGAIN) => {
+                socket.poll(zmq::POLLIN, 50)?;
+                continue;
+            }
+            Err(zmq::Error::EINTR) => continue,
+            Err(e) => return Err(e),
+        };
+        let arrived = Instant::now();
+        let mut parts = vec![first];
+        let mut extra_parts = 0;
+        // A multipart message arrives whole: its further parts are already there.
+        while socket.get_rcvmore()? {
+            let part = socket.recv_msg(0)?;
+            if parts.len() < 2 {
+                parts.push(part);
+            } else {
+                extra_parts += 1;
+            }
+        }
+        let frame = parts.len() >= 2;
+        let msg = Message {
+            parts,
+            extra_parts,
+            arrived,
+        };
+        if !frame {
+            // Headers alone (ends of acquisitions, broken messages) are small: never dropped.
+            if tx.send(msg).is_err() {
+                return Ok(());
+            }
+            queued += 1;
+            continue;
+        }
+        shared.depth.fetch_add(1, Ordering::Relaxed);
+        let sent = match full {
+            FullQueue::Block => tx.send(msg).map_err(|_| ()),
+            FullQueue::Drop => match tx.try_send(msg) {
+                Ok(()) => Ok(()),
+                Err(TrySendError::Full(msg)) => {
+                    shared.depth.fetch_sub(1, Ordering::Relaxed);
+                    log_drop(shared, &msg, queued);
+                    continue;
+                }
+                Err(TrySendError::Disconnected(_)) => Err(()),
+            },
+        };
+        if sent.is_err() {
+            return Ok(());
+        }
+        queued += 1;
+    }
+    Ok(())
+}
+
+/// Logs a frame dropped because the queue was full, by its frame number when its header
+/// says it.
+fn log_drop(shared: &Shared, msg: &Message, before: u64) {
+    shared.dropped.fetch_add(1, Ordering::Relaxed);
+    let number = ZmqHeader::parse(&msg.parts[0])
+        .ok()
+        .and_then(|h| h.frame_number);
+    let Ok(mut log) = shared.drops.lock() else {
+        return;
+    };
+    match number {
+        Some(n) => match log.ranges.back_mut() {
+            Some((b, _, last)) if *b == before && last.checked_add(1) == Some(n) => *last = n,
+            _ => log.ranges.push_back((before, n, n)),
+        },
+        None => log.unnumbered.push_back(before),
+    }
+}

@@ -1,0 +1,554 @@
+//! One acquisition of a ZMQ stream as a [`FrameSource`]: frames are checked, counted and copied
+//! into the engine's slots; everything wrong is counted and reported, and the stream goes on.
+//!
+//! The acquisition ends at the sender's end-of-acquisition header, at a frame that starts
+//! another acquisition without one (a different `fileIndex` or `fname`: the end message was
+//! lost) or that shows the sender restarted (`frameIndex` 0 again, or a frame number not above
+//! the last), which is kept for the next acquisition, or when the caller's stop flag is set
+//! (SIGINT), or when nothing came for `idle_end` (the end message was lost: a PUB drops it at
+//! its high-water mark like any other message). `fill` returns a partial chunk when frames come slowly (after `max_wait` from the
+//! chunk's first frame), so a slow detector's clusters are not held back.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::header::{HeaderFault, ZmqHeader};
+use super::receiver::{Message, ZmqReceiver};
+use crate::error::Result;
+use crate::io::FrameSource;
+
+/// Kinds of trouble in a stream, each counted per acquisition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FaultKind {
+    /// Frame numbers that never arrived (a gap in the sequence).
+    Missing,
+    /// Frames with lost packets (`completeImage` 0 or too few `packetNumber`); skipped.
+    Incomplete,
+    /// Frames whose header disagrees with its data part or with the acquisition (shape, size,
+    /// bitmode); skipped.
+    Mismatch,
+    /// Messages that are not slsReceiver's: unreadable JSON, missing or extra parts.
+    Malformed,
+    /// Frames cluda dropped because its queue was full (it did not keep up).
+    Dropped,
+    /// The sender restarted, or started another acquisition, without ending this one.
+    Restart,
+}
+
+impl FaultKind {
+    /// The name used in reports and the summary line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Missing => "missing",
+            Self::Incomplete => "incomplete",
+            Self::Mismatch => "mismatched",
+            Self::Malformed => "malformed",
+            Self::Dropped => "dropped",
+            Self::Restart => "restart",
+        }
+    }
+}
+
+/// Something a person should hear about while the stream runs.
+#[derive(Clone, Debug, PartialEq)]
+pub enum StreamEvent {
+    /// A fault, with the frame number(s) concerned when known.
+    Fault {
+        /// What kind.
+        kind: FaultKind,
+        /// The message, naming the frame numbers.
+        message: String,
+    },
+    /// cluda is falling behind: frames are waiting in its queue, or were dropped.
+    Behind {
+        /// Frames in the queue.
+        depth: usize,
+        /// Its capacity.
+        capacity: usize,
+        /// Frames dropped so far in this acquisition.
+        dropped: u64,
+    },
+    /// Further reports of a kind are left out in this acquisition (the summary counts them).
+    Suppressed(FaultKind),
+}
+
+/// Where stream events go (the command line prints them on stderr).
+pub type Reporter = Arc<dyn Fn(&StreamEvent) + Send + Sync>;
+
+/// How an acquisition ended.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Ending {
+    /// Not yet.
+    #[default]
+    Open,
+    /// The sender's end-of-acquisition header.
+    EndMessage,
+    /// A frame of another acquisition (`fileIndex`/`fname` changed) came first.
+    NextAcquisition,
+    /// The sender restarted (frame index 0 again, or frame numbers going back).
+    Restart,
+    /// The caller's stop flag (SIGINT).
+    Stopped,
+    /// Nothing came for the idle time and no end message (it was lost).
+    Idle,
+}
+
+impl Ending {
+    /// The name used in the summary line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Open => "open",
+            Self::EndMessage => "end",
+            Self::NextAcquisition => "next-acquisition",
+            Self::Restart => "restart",
+            Self::Stopped => "interrupted",
+            Self::Idle => "idle",
+        }
+    }
+}
+
+/// What one acquisition delivered and what went wrong in it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AcquisitionCounts {
+    /// Frames delivered (pedestal and data).
+    pub frames: u64,
+    /// Frame numbers missing from the sequence.
+    pub missing: u64,
+    /// Frames skipped for lost packets.
+    pub incomplete: u64,
+    /// Frames skipped for a header that disagrees with the data.
+    pub mismatched: u64,
+    /// Messages that were not slsReceiver's.
+    pub malformed: u64,
+    /// Frames cluda dropped (queue full).
+    pub dropped: u64,
+    /// Restarts of the sender seen (0 or 1: a restart ends the acquisition).
+    pub restarts: u64,
+    /// Most frames waiting in the queue at once.
+    pub peak_queue: usize,
+    /// How the acquisition ended.
+    pub ending: Ending,
+    /// When its first frame arrived.
+    pub first_arrival: Option<Instant>,
+    /// When its last frame was delivered.
+    pub last_delivery: Option<Instant>,
+}
+
+/// Reports per kind before further ones are suppressed, per acquisition.
+const REPORTS_PER_KIND: u32 = 20;
+
+/// Interval between "falling behind" reports.
+const BEHIND_EVERY: Duration = Duration::from_secs(2);
+
+/// One acquisition of the stream: frames of `rows x cols`, checked and counted.
+pub struct Acquisition<'r> {
+    receiver: &'r mut ZmqReceiver,
+    pending: &'r mut Option<Message>,
+    rows: usize,
+    cols: usize,
+    stop: Arc<AtomicBool>,
+    report: Reporter,
+    /// Longest wait for more frames once a chunk has one.
+    pub max_wait: Duration,
+    /// End the acquisition when no message came for this long (zero: never).
+    pub idle_end: Duration,
+    last_message: Instant,
+    /// Counts so far.
+    pub counts: AcquisitionCounts,
+    /// `(fileIndex, fname)` of its first frame.
+    key: Option<(u64, String)>,
+    last: Option<u64>,
+    reported: std::collections::HashMap<FaultKind, u32>,
+    last_behind: Option<Instant>,
+    arrivals: Arc<Mutex<VecDeque<(u64, Instant)>>>,
+}
+
+impl<'r> Acquisition<'r> {
+    /// The acquisition whose first message is in `pending` (or comes next), of `rows x cols`
+    /// frames.
+    pub(crate) fn new(
+        receiver: &'r mut ZmqReceiver,
+        pending: &'r mut Option<Message>,
+        (rows, cols): (usize, usize),
+        stop: Arc<AtomicBool>,
+        report: Reporter,
+    ) -> Self {
+        Self {
+            receiver,
+            pending,
+            rows,
+            cols,
+            stop,
+            report,
+            max_wait: Duration::from_millis(10),
+            idle_end: Duration::ZERO,
+            last_message: Instant::now(),
+            counts: AcquisitionCounts::default(),
+            key: None,
+            last: None,
+            reported: Default::default(),
+            last_behind: None,
+            arrivals: Arc::new(Mutex::new(VecDeque::new())),
+        }
+    }
+
+    /// Arrival times of the frames delivered and not yet claimed, by frame number: the
+    /// visitor takes them in order to measure the lag.
+    pub fn arrivals(&self) -> Arc<Mutex<VecDeque<(u64, Instant)>>> {
+        Arc::clone(&self.arrivals)
+    }
+
+    /// Whether the acquisition has ended.
+    pub fn ended(&self) -> bool {
+        self.counts.ending != Ending::Open
+    }
+
+    fn fault(&mut self, kind: FaultKind, n: u64, message: String) {
+        match kind {
+            FaultKind::Missing => self.counts.missing += n,
+            FaultKind::Incomplete => self.counts.incomplete += n,
+            FaultKind::Mismatch => self.counts.mismatched += n,
+            FaultKind::Malformed => self.counts.malformed += n,
+            FaultKind::Dropped => self.counts.dropped += n,
+            FaultKind::Restart => self.counts.restarts += n,
+        }
+        let seen = self.reported.entry(kind).or_insert(0);
+        *seen += 1;
+        if *seen <= REPORTS_PER_KIND {
+            (self.report)(&StreamEvent::Fault { kind, message });
+        } else if *seen == REPORTS_PER_KIND + 1 {
+            (self.report)(&StreamEvent::Suppressed(kind));
+        }
+    }
+
+    /// Accounts for frames dropped by the receiving thread before the messages taken so far;
+    /// returns how many of them lie strictly between frame numbers `after` and `before`.
+    fn account_drops(&mut self, after: Option<u64>, before: Option<u64>) -> u64 {
+        let (ranges, unnumbered) = self.receiver.take_drops();
+        let mut inside = 0;
+        for (a, b) in ranges {
+            let n = b - a + 1;
+            let lo = after.map_or(a, |x| a.max(x.saturating_add(1)));
+            let hi = before.map_or(b, |y| b.min(y.saturating_sub(1)));
+            if lo <= hi {
+                inside += hi - lo + 1;
+            }
+            let which = if a == b {
+                format!("frame {a}")
+            } else {
+                format!("frames {a}-{b}")
+            };
+            self.fault(
+                FaultKind::Dropped,
+                n,
+                format!(
+                    "{which} dropped: cluda's queue of {} frames was full (it is not keeping up)",
+                    self.receiver.config.queue_frames
+                ),
+            );
+        }
+        if unnumbered > 0 {
+            self.fault(
+                FaultKind::Dropped,
+                unnumbered,
+                format!("{unnumbered} frames with unreadable headers dropped: the queue was full"),
+            );
+        }
+        inside
+    }
+
+    fn behind(&mut self) {
+        let depth = self.receiver.depth();
+        self.counts.peak_queue = self.counts.peak_queue.max(depth);
+        let capacity = self.receiver.config.queue_frames;
+        let worried = depth * 2 > capacity || self.counts.dropped > 0;
+        if worried && self.last_behind.is_none_or(|t| t.elapsed() >= BEHIND_EVERY) {
+            self.last_behind = Some(Instant::now());
+            (self.report)(&StreamEvent::Behind {
+                depth,
+                capacity,
+                dropped: self.counts.dropped,
+            });
+        }
+    }
+
+    /// The next message: the pending one, or one from the queue within `timeout`.
+    fn next(&mut self, timeout: Duration) -> Result<Option<Message>> {
+        if let Some(m) = self.pending.take() {
+            return Ok(Some(m));
+        }
+        self.receiver.next(timeout)
+    }
+
+    /// Handles one message; returns the frame (header, data part, arrival) when it is one to
+    /// find clusters in.
+    fn handle(&mut self, msg: Message) -> Option<(u64, zmq::Message, Instant)> {
+        let Message {
+            mut parts,
+            extra_parts,
+            arrived,
+        } = msg;
+        let header = match ZmqHeader::parse(&parts[0]) {
+            Ok(h) => h,
+            Err(HeaderFault::Malformed(why) | HeaderFault::Mismatch(why)) => {
+                let after = self
+                    .last
+                    .map_or(String::new(), |l| format!(" (after frame {l})"));
+                self.fault(
+                    FaultKind::Malformed,
+                    1,
+                    format!("malformed message{after}: {why}; skipped"),
+                );
+                return None;
+            }
+        };
+        if !header.is_data() {
+            if parts.len() > 1 {
+                self.fault(
+                    FaultKind::Malformed,
+                    1,
+                    format!(
+                        "an end-of-acquisition header came with {} more parts; they were ignored",
+                        parts.len() - 1 + extra_parts
+                    ),
+                );
+            }
+            let last = self.last;
+            self.account_drops(last, None);
+            self.counts.ending = Ending::EndMessage;
+            return None;
+        }
+        let number = header.number();
+        // Does the frame belong to this acquisition?
+        let key = (header.file_index, header.fname.clone());
+        if let (Some(k), Some(last)) = (&self.key, self.last) {
+            let ending = if *k != key {
+                Some((
+                    Ending::NextAcquisition,
+                    format!(
+                        "frame {number} belongs to another acquisition (fileIndex {}, fname {:?}) but this one (fileIndex {}, fname {:?}) had no end-of-acquisition message; ending it after frame {last}",
+                        key.0, key.1, k.0, k.1
+                    ),
+                ))
+            } else if number <= last || header.frame_index == Some(0) {
+                Some((
+                    Ending::Restart,
+                    format!(
+                        "the sender restarted mid-acquisition: frame {number} (frameIndex {}) after frame {last}; ending this acquisition, the next one starts with frame {number}",
+                        header.frame_index.map_or("?".into(), |i| i.to_string())
+                    ),
+                ))
+            } else {
+                None
+            };
+            if let Some((ending, message)) = ending {
+                self.fault(FaultKind::Restart, 1, message);
+                let last = self.last;
+                self.account_drops(last, None);
+                self.counts.ending = ending;
+                *self.pending = Some(Message {
+                    parts,
+                    extra_parts,
+                    arrived,
+                });
+                return None;
+            }
+        }
+        if self.key.is_none() {
+            self.key = Some(key);
+        }
+        // Gaps: frames between the last one and this that never came, less those cluda
+        // dropped itself.
+        let last = self.last;
+        let dropped_inside = self.account_drops(last, Some(number));
+        if let Some(last) = last
+            && number > last + 1
+        {
+            let gap = number - last - 1;
+            let missing = gap.saturating_sub(dropped_inside);
+            if missing > 0 {
+                let which = if gap == 1 {
+                    format!("frame {}", last + 1)
+                } else {
+                    format!("frames {}-{}", last + 1, number - 1)
+                };
+                let dropped = if dropped_inside > 0 {
+                    format!(", {dropped_inside} of them dropped by cluda")
+                } else {
+                    String::new()
+                };
+                self.fault(
+                    FaultKind::Missing,
+                    missing,
+                    format!(
+                        "{which} missing ({missing} frames never arrived{dropped}: lost before cluda, e.g. dropped at the sender's high-water mark)"
+                    ),
+                );
+            }
+        }
+        self.last = Some(number);
+        if self.counts.first_arrival.is_none() {
+            self.counts.first_arrival = Some(arrived);
+        }
+        if parts.len() < 2 {
+            self.fault(
+                FaultKind::Malformed,
+                1,
+                format!("frame {number}: its header came without the data part; skipped"),
+            );
+            return None;
+        }
+        if extra_parts > 0 {
+            self.fault(
+                FaultKind::Malformed,
+                1,
+                format!("frame {number}: {extra_parts} more part(s) after the data part; skipped"),
+            );
+            return None;
+        }
+        if let Err(HeaderFault::Mismatch(why) | HeaderFault::Malformed(why)) =
+            header.check_frame(parts[1].len(), self.rows, self.cols)
+        {
+            self.fault(
+                FaultKind::Mismatch,
+                1,
+                format!("frame {number}: {why}; skipped"),
+            );
+            return None;
+        }
+        if let Some(why) = header.incomplete() {
+            self.fault(
+                FaultKind::Incomplete,
+                1,
+                format!("frame {number} is incomplete: {why}; skipped"),
+            );
+            return None;
+        }
+        let data = parts.pop()?;
+        Some((number, data, arrived))
+    }
+}
+
+/// Copies a frame's little-endian bytes into its samples.
+fn copy_frame(dst: &mut [u16], src: &[u8]) {
+    if cfg!(target_endian = "little") {
+        bytemuck::cast_slice_mut::<u16, u8>(dst).copy_from_slice(src);
+    } else {
+        for (d, s) in dst.iter_mut().zip(src.chunks_exact(2)) {
+            *d = u16::from_le_bytes([s[0], s[1]]);
+        }
+    }
+}
+
+impl FrameSource for Acquisition<'_> {
+    fn rows(&self) -> usize {
+        self.rows
+    }
+
+    fn cols(&self) -> usize {
+        self.cols
+    }
+
+    fn remaining_hint(&self) -> u64 {
+        u64::MAX
+    }
+
+    fn read_frames(
+        &mut self,
+        n: usize,
+        frames: &mut Vec<u16>,
+        numbers: &mut Vec<u64>,
+    ) -> Result<usize> {
+        let px = self.rows * self.cols;
+        let start = frames.len();
+        frames.resize(start + n * px, 0);
+        let k = self.fill(&mut frames[start..], numbers)?;
+        frames.truncate(start + k * px);
+        Ok(k)
+    }
+
+    /// Waits for the chunk's first frame (as long as it takes, checking the stop flag), then
+    /// takes frames until the chunk is full or `max_wait` has passed since the first; copies
+    /// them into `dst` in parallel.
+    fn fill(&mut self, dst: &mut [u16], numbers: &mut Vec<u64>) -> Result<usize> {
+        let px = self.rows * self.cols;
+        let cap = dst.len() / px.max(1);
+        let mut got: Vec<(u64, zmq::Message, Instant)> = Vec::with_capacity(cap);
+        let mut deadline: Option<Instant> = None;
+        while got.len() < cap && !self.ended() {
+            if self.stop.load(Ordering::SeqCst) {
+                self.counts.ending = Ending::Stopped;
+                break;
+            }
+            let timeout = match deadline {
+                None => Duration::from_millis(50),
+                Some(d) => {
+                    let now = Instant::now();
+                    if now >= d {
+                        break;
+                    }
+                    d - now
+                }
+            };
+            let Some(msg) = self.next(timeout)? else {
+                if !self.idle_end.is_zero()
+                    && self.last_message.elapsed() >= self.idle_end
+                    && got.is_empty()
+                {
+                    let after = self
+                        .last
+                        .map_or(String::new(), |l| format!(" after frame {l}"));
+                    self.fault(
+                        FaultKind::Malformed,
+                        1,
+                        format!(
+                            "no end-of-acquisition message and nothing for {:.1} s: the acquisition is ended{after} (its end message was lost)",
+                            self.idle_end.as_secs_f64()
+                        ),
+                    );
+                    let last = self.last;
+                    self.account_drops(last, None);
+                    self.counts.ending = Ending::Idle;
+                    break;
+                }
+                continue;
+            };
+            self.last_message = Instant::now();
+            self.behind();
+            if let Some(frame) = self.handle(msg) {
+                if deadline.is_none() {
+                    deadline = Some(Instant::now() + self.max_wait);
+                }
+                got.push(frame);
+            }
+        }
+        use rayon::prelude::*;
+        let dst = &mut dst[..got.len() * px];
+        if got.len() > 1 {
+            dst.par_chunks_mut(px)
+                .zip(got.par_iter())
+                .for_each(|(d, (_, data, _))| copy_frame(d, data));
+        } else if let Some((_, data, _)) = got.first() {
+            copy_frame(dst, data);
+        }
+        if let Ok(mut a) = self.arrivals.lock() {
+            a.extend(got.iter().map(|(n, _, t)| (*n, *t)));
+        }
+        numbers.extend(got.iter().map(|(n, _, _)| *n));
+        self.counts.frames += got.len() as u64;
+        if !got.is_empty() {
+            self.counts.last_delivery = Some(Instant::now());
+        }
+        Ok(got.len())
+    }
+
+    fn report(&self) -> Option<String> {
+        let c = &self.counts;
+        Some(format!(
+            "{} missing, {} incomplete, {} mismatched, {} malformed, {} dropped",
+            c.missing, c.incomplete, c.mismatched, c.malformed, c.dropped
+        ))
+    }
+}

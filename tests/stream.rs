@@ -1,0 +1,744 @@
+//! `cluda stream` and `cluda replay` end to end over real ZMQ sockets on loopback: the stream's
+//! cluster files are byte-identical to `cluda find` on the same frames (one and two
+//! acquisitions, a pedestal file or dark acquisitions); every fault of a stream is counted and
+//! reported with its frame number while the stream goes on; a slow consumer reports its drops;
+//! SIGINT mid-acquisition leaves a valid file and exits 0; a lost end message ends the
+//! acquisition when idle; live plots are drawn; a raw acquisition keeps its frame numbers.
+
+mod stream_support;
+
+use std::time::Duration;
+
+use cluda::ClusterSize;
+use cluda::generate::{GenConfig, Generator};
+use cluda::io::read_cluster_file;
+use cluda::stream::{Publisher, ZmqHeader};
+use stream_support::*;
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+/// Non-square frames, so that `shape`'s `[x, y]` order is exercised.
+const SHAPE: (usize, usize) = (48, 64);
+
+/// 2,000 frames replayed, streamed with a pedestal file: the cluster file is byte for byte
+/// `cluda find`'s on the same files (frame numbers from 0, as find numbers a .npy).
+#[test]
+fn replay_to_stream_equals_find() {
+    let dir = tempfile::tempdir().expect("dir");
+    let d = dir.path();
+    let dark = write_frames(d, "dark", SHAPE, 0, 300, false);
+    let data = write_frames(d, "data", SHAPE, 300, 2000, true);
+    let port = free_port();
+    let out = d.join("out");
+    let stream = spawn(
+        d,
+        "stream",
+        &[
+            "stream",
+            "--zmq",
+            &format!("tcp://127.0.0.1:{port}"),
+            "--out-dir",
+            s(&out),
+            "--pedestal",
+            s(&dark),
+            "--device",
+            "cpu",
+            "--acquisitions",
+            "1",
+            "--on-full",
+            "block",
+        ],
+    );
+    let replay = spawn(
+        d,
+        "replay",
+        &[
+            "replay",
+            "--zmq",
+            &format!("tcp://127.0.0.1:{port}"),
+            "--data",
+            s(&data),
+            "--no-drop",
+        ],
+    )
+    .wait(LIMIT);
+    assert!(replay.status.success(), "{}", replay.stderr);
+    assert!(
+        replay.stdout.starts_with("acquisitions=1 frames=2000 "),
+        "{}",
+        replay.stdout
+    );
+    let done = stream.wait(LIMIT);
+    assert!(done.status.success(), "{}", done.stderr);
+    let sums = summaries(&done.stdout);
+    assert_eq!(sums.len(), 1, "{}", done.stdout);
+    let m = &sums[0];
+    assert_eq!(num(m, "frames"), 2000);
+    for k in [
+        "missing",
+        "incomplete",
+        "mismatched",
+        "malformed",
+        "dropped",
+        "restarts",
+    ] {
+        assert_eq!(num(m, k), 0, "{k}: {}", done.stderr);
+    }
+    assert_eq!(m["end"], "end");
+    assert_eq!(m["kind"], "data");
+    let file = out.join("run_0.clust");
+    assert_eq!(m["file"], s(&file));
+    let want = find_bytes(d, &dark, &data, &["--device", "cpu"]);
+    let got = std::fs::read(&file).expect("stream's file");
+    assert!(got == want, "stream's cluster file differs from find's");
+    let (numbers, batch) = read_cluster_file(&file, ClusterSize::S3).expect("read");
+    assert_eq!(numbers, (0..2000).collect::<Vec<i32>>());
+    assert_eq!(batch.total() as u64, num(m, "clusters"));
+}
+
+/// Two acquisitions in a row, then dark acquisitions (until the pedestal is full) as the pedestal
+/// of a third: each data file is find's with the same pedestal, named from fname and fileIndex.
+#[test]
+fn consecutive_and_dark_acquisitions() {
+    let dir = tempfile::tempdir().expect("dir");
+    let d = dir.path();
+    let dark = write_frames(d, "dark", SHAPE, 0, 100, false);
+    let data = write_frames(d, "data", SHAPE, 100, 300, true);
+    let want = find_bytes(d, &dark, &data, &["--device", "cpu", "--cluster", "5"]);
+
+    // Two data acquisitions with a pedestal file.
+    let port = free_port();
+    let out = d.join("two");
+    let stream = spawn(
+        d,
+        "two",
+        &[
+            "stream",
+            "--zmq",
+            &format!("tcp://127.0.0.1:{port}"),
+            "--out-dir",
+            s(&out),
+            "--pedestal",
+            s(&dark),
+            "--device",
+            "cpu",
+            "--cluster",
+            "5",
+            "--acquisitions",
+            "2",
+            "--on-full",
+            "block",
+        ],
+    );
+    let replay = spawn(
+        d,
+        "replay-two",
+        &[
+            "replay",
+            "--zmq",
+            &format!("tcp://127.0.0.1:{port}"),
+            "--data",
+            s(&data),
+            "--acquisitions",
+            "2",
+            "--fname",
+            "/detector/data/scan",
+            "--file-index",
+            "7",
+            "--no-drop",
+        ],
+    )
+    .wait(LIMIT);
+    assert!(replay.status.success(), "{}", replay.stderr);
+    let done = stream.wait(LIMIT);
+    assert!(done.status.success(), "{}", done.stderr);
+    let sums = summaries(&done.stdout);
+    assert_eq!(sums.len(), 2, "{}", done.stdout);
+    for (m, index) in sums.iter().zip([7, 8]) {
+        assert_eq!(num(m, "acquisition"), index);
+        assert_eq!(num(m, "frames"), 300);
+        assert_eq!(m["end"], "end");
+        let file = out.join(format!("scan_{index}.clust"));
+        assert_eq!(m["file"], s(&file));
+        assert!(std::fs::read(&file).expect("file") == want, "{index}");
+    }
+
+    // Dark acquisitions: 60 + 40 dark frames (window N = 100), then the data. One dark
+    // acquisition is asked for, but its 60 frames do not fill the pedestal: the second one is
+    // taken as dark too.
+    let dark_a = write_frames(d, "dark_a", SHAPE, 0, 60, false);
+    let dark_b = write_frames(d, "dark_b", SHAPE, 60, 40, false);
+    let port = free_port();
+    let out = d.join("dark");
+    let stream = spawn(
+        d,
+        "darkrun",
+        &[
+            "stream",
+            "--zmq",
+            &format!("tcp://127.0.0.1:{port}"),
+            "--out-dir",
+            s(&out),
+            "--dark-acquisitions",
+            "1",
+            "--pedestal-frames",
+            "100",
+            "--device",
+            "cpu",
+            "--cluster",
+            "5",
+            "--acquisitions",
+            "3",
+            "--on-full",
+            "block",
+        ],
+    );
+    let replay = spawn(
+        d,
+        "replay-dark",
+        &[
+            "replay",
+            "--zmq",
+            &format!("tcp://127.0.0.1:{port}"),
+            "--data",
+            s(&dark_a),
+            "--data",
+            s(&dark_b),
+            "--data",
+            s(&data),
+            "--no-drop",
+        ],
+    )
+    .wait(LIMIT);
+    assert!(replay.status.success(), "{}", replay.stderr);
+    let done = stream.wait(LIMIT);
+    assert!(done.status.success(), "{}", done.stderr);
+    let sums = summaries(&done.stdout);
+    assert_eq!(sums.len(), 3, "{}", done.stdout);
+    assert_eq!(sums[0]["kind"], "dark");
+    assert_eq!(num(&sums[0], "pedestal_frames"), 60);
+    assert_eq!(sums[0]["file"], "-");
+    assert_eq!(sums[1]["kind"], "dark");
+    assert_eq!(num(&sums[1], "pedestal_frames"), 40);
+    assert_eq!(sums[2]["kind"], "data");
+    assert!(
+        done.stderr.contains(
+            "pedestal holds 60 of its 100 frames; the next acquisition is taken as dark too"
+        ),
+        "{}",
+        done.stderr
+    );
+    let file = out.join("run_2.clust");
+    assert!(std::fs::read(&file).expect("file") == want);
+}
+
+/// Sends a generated frame with a header made by `edit`.
+fn send(p: &mut Publisher, g: &Generator, n: u64, photons: bool, edit: impl Fn(&mut ZmqHeader)) {
+    let (rows, cols) = (g.config().rows, g.config().cols);
+    let frame = g.frames(n, 1, photons);
+    let mut h = ZmqHeader::frame(rows as u32, cols as u32, n);
+    h.frame_index = Some(n);
+    h.det_type = cluda::stream::header::DET_TYPE_MOENCH;
+    h.packet_number = Some(2);
+    edit(&mut h);
+    let bytes: Vec<u8> = frame.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let len = usize::try_from(h.size)
+        .unwrap_or(bytes.len())
+        .min(bytes.len());
+    p.send_frame(&h, &bytes[..len]).expect("send");
+}
+
+/// Every fault of a stream is counted in its acquisition's summary and reported on stderr with
+/// its frame number, and the stream goes on: a gap, incomplete frames (completeImage 0, too few
+/// packets), headers that disagree with their data (size, bitmode, shape), malformed messages
+/// (not JSON, a header without its data part, extra parts), a restart mid-acquisition and an
+/// acquisition that starts without the previous one's end message.
+#[test]
+fn every_fault_is_counted_and_reported() {
+    let dir = tempfile::tempdir().expect("dir");
+    let d = dir.path();
+    // 40 x 160 frames of a MOENCH: 12800 bytes, 2 packets of 6400.
+    let (rows, cols) = (40usize, 160usize);
+    let g = Generator::new(GenConfig::new(rows, cols, 3)).expect("generator");
+    let port = free_port();
+    let out = d.join("out");
+    let stream = spawn(
+        d,
+        "faults",
+        &[
+            "stream",
+            "--zmq",
+            &format!("tcp://127.0.0.1:{port}"),
+            "--out-dir",
+            s(&out),
+            "--pedestal-frames",
+            "10",
+            "--device",
+            "cpu",
+            "--acquisitions",
+            "3",
+            "--on-full",
+            "block",
+        ],
+    );
+    let mut p = Publisher::bind(&format!("tcp://127.0.0.1:{port}"), 1000, true).expect("bind");
+    assert_eq!(
+        p.wait_for_subscribers(1, Duration::from_secs(30))
+            .expect("wait"),
+        1
+    );
+    // Before any acquisition: a message that is not a header (counted in the next one).
+    p.send_parts(&[b"garbage"]).expect("send");
+    // Acquisition 1 (fileIndex 0): pedestal 0..9, then faults among data frames.
+    for n in 0..10 {
+        send(&mut p, &g, n, false, |_| {});
+    }
+    send(&mut p, &g, 10, true, |_| {});
+    send(&mut p, &g, 11, true, |_| {});
+    // 12, 13 never sent.
+    send(&mut p, &g, 14, true, |h| h.complete_image = Some(0));
+    send(&mut p, &g, 15, true, |h| h.packet_number = Some(1));
+    send(&mut p, &g, 16, true, |h| h.size = 12000);
+    send(&mut p, &g, 17, true, |h| h.bitmode = 32);
+    send(&mut p, &g, 18, true, |h| h.shape = [40, 160]);
+    p.send_parts(&[b"{\"data\": 1, not json"]).expect("send");
+    let mut h19 = ZmqHeader::frame(rows as u32, cols as u32, 19);
+    h19.frame_index = Some(19);
+    p.send_parts(&[h19.to_json().as_bytes()]).expect("send");
+    send(&mut p, &g, 20, true, |_| {});
+    send(&mut p, &g, 21, true, |_| {});
+    let mut h22 = ZmqHeader::frame(rows as u32, cols as u32, 22);
+    h22.frame_index = Some(22);
+    let px: Vec<u8> = g
+        .frames(22, 1, true)
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    p.send_parts(&[h22.to_json().as_bytes(), &px, b"extra"])
+        .expect("send");
+    send(&mut p, &g, 23, true, |_| {});
+    // The sender restarts: frame numbers from 100, frameIndex 0 again (acquisition 2).
+    for i in 0..13 {
+        send(&mut p, &g, 100 + i, i >= 10, |h| h.frame_index = Some(i));
+    }
+    // Acquisition 3 starts (fileIndex 1) without acquisition 2's end message.
+    for i in 0..12 {
+        send(&mut p, &g, 200 + i, i >= 10, |h| {
+            h.frame_index = Some(i);
+            h.file_index = 1;
+        });
+    }
+    p.send_end().expect("end");
+    let done = stream.wait(LIMIT);
+    assert!(done.status.success(), "{}", done.stderr);
+    let sums = summaries(&done.stdout);
+    assert_eq!(sums.len(), 3, "{}\n{}", done.stdout, done.stderr);
+    let a = &sums[0];
+    let expect = [
+        ("frames", 5),
+        ("pedestal_frames", 10),
+        ("missing", 2),
+        ("incomplete", 2),
+        ("mismatched", 3),
+        ("malformed", 4),
+        ("dropped", 0),
+        ("restarts", 1),
+    ];
+    for (k, v) in expect {
+        assert_eq!(num(a, k), v, "{k}: {}\n{}", done.stdout, done.stderr);
+    }
+    assert_eq!(a["end"], "restart");
+    let (numbers, _) = read_cluster_file(&out.join("run_0.clust"), ClusterSize::S3).expect("read");
+    assert_eq!(numbers, vec![10, 11, 20, 21, 23]);
+    let b = &sums[1];
+    assert_eq!((num(b, "frames"), num(b, "pedestal_frames")), (3, 10));
+    assert_eq!(b["end"], "next-acquisition");
+    assert_eq!(num(b, "restarts"), 1);
+    assert_eq!(num(b, "missing"), 0);
+    let (numbers, _) =
+        read_cluster_file(&out.join("run_0_a100.clust"), ClusterSize::S3).expect("read");
+    assert_eq!(numbers, vec![110, 111, 112]);
+    let c = &sums[2];
+    assert_eq!((num(c, "frames"), num(c, "acquisition")), (2, 1));
+    assert_eq!(c["end"], "end");
+    for k in [
+        "missing",
+        "incomplete",
+        "mismatched",
+        "malformed",
+        "dropped",
+        "restarts",
+    ] {
+        assert_eq!(num(c, k), 0, "{k}");
+    }
+    let e = &done.stderr;
+    for want in [
+        "missing: frames 12-13 missing (2 frames never arrived",
+        "incomplete: frame 14 is incomplete: completeImage 0",
+        "incomplete: frame 15 is incomplete: 1 of 2 packets caught",
+        "mismatched: frame 16: size 12000 bytes does not match shape [160, 40]",
+        "mismatched: frame 17: bitmode 32",
+        "mismatched: frame 18: shape [40, 160] (160 rows x 40 columns) is not this acquisition's 40 x 160",
+        "malformed: malformed message between acquisitions: not a JSON header",
+        "malformed: malformed message (after frame 18): not a JSON header",
+        "malformed: frame 19: its header came without the data part",
+        "malformed: frame 22: 1 more part(s) after the data part",
+        "restart: the sender restarted mid-acquisition: frame 100 (frameIndex 0) after frame 23",
+        "restart: frame 200 belongs to another acquisition (fileIndex 1",
+    ] {
+        assert!(e.contains(want), "stderr lacks `{want}`:\n{e}");
+    }
+}
+
+/// A consumer slower than the sender: cluda's queue fills, the newest frames are dropped and
+/// reported by number while it runs, and the summary tells dropped frames from missing ones.
+#[test]
+fn a_slow_consumer_reports_its_drops() {
+    let dir = tempfile::tempdir().expect("dir");
+    let d = dir.path();
+    let data = write_frames(d, "data", SHAPE, 0, 300, true);
+    let port = free_port();
+    let out = d.join("out");
+    let stream = spawn(
+        d,
+        "slow",
+        &[
+            "stream",
+            "--zmq",
+            &format!("tcp://127.0.0.1:{port}"),
+            "--out-dir",
+            s(&out),
+            "--pedestal-frames",
+            "5",
+            "--device",
+            "cpu",
+            "--acquisitions",
+            "1",
+            "--queue",
+            "4",
+            "--chunk",
+            "1",
+            "--slow-sink-us",
+            "20000",
+        ],
+    );
+    let replay = spawn(
+        d,
+        "replay",
+        &[
+            "replay",
+            "--zmq",
+            &format!("tcp://127.0.0.1:{port}"),
+            "--data",
+            s(&data),
+            "--rate",
+            "1000",
+        ],
+    )
+    .wait(LIMIT);
+    assert!(replay.status.success(), "{}", replay.stderr);
+    let done = stream.wait(LIMIT);
+    assert!(done.status.success(), "{}", done.stderr);
+    let sums = summaries(&done.stdout);
+    let m = &sums[0];
+    let dropped = num(m, "dropped");
+    assert!(dropped > 100, "{}", done.stdout);
+    assert_eq!(num(m, "missing"), 0, "{}", done.stderr);
+    assert_eq!(
+        num(m, "frames") + num(m, "pedestal_frames") + dropped,
+        300,
+        "{}",
+        done.stdout
+    );
+    assert!(num(m, "peak_queue") >= 3, "{}", done.stdout);
+    assert!(
+        done.stderr
+            .contains("warning: stream: cluda is falling behind: ")
+            && done
+                .stderr
+                .contains("dropped: cluda's queue of 4 frames was full"),
+        "{}",
+        done.stderr
+    );
+    let (numbers, _) = read_cluster_file(&out.join("run_0.clust"), ClusterSize::S3).expect("read");
+    assert_eq!(numbers.len() as u64, num(m, "frames"));
+    assert!(numbers.windows(2).all(|w| w[0] < w[1]));
+}
+
+/// SIGINT mid-acquisition: the acquisition's file is written whole (every frame found so far),
+/// its summary printed, and the exit code is 0.
+#[test]
+fn sigint_finishes_the_acquisition() {
+    let dir = tempfile::tempdir().expect("dir");
+    let d = dir.path();
+    let data = write_frames(d, "data", SHAPE, 0, 2000, true);
+    let port = free_port();
+    let out = d.join("out");
+    let stream = spawn(
+        d,
+        "sigint",
+        &[
+            "stream",
+            "--zmq",
+            &format!("tcp://127.0.0.1:{port}"),
+            "--out-dir",
+            s(&out),
+            "--pedestal-frames",
+            "20",
+            "--device",
+            "cpu",
+        ],
+    );
+    let replay = spawn(
+        d,
+        "replay",
+        &[
+            "replay",
+            "--zmq",
+            &format!("tcp://127.0.0.1:{port}"),
+            "--data",
+            s(&data),
+            "--rate",
+            "200",
+        ],
+    );
+    // Until the data phase has started (its temporary file exists) and found some frames.
+    let until = std::time::Instant::now() + Duration::from_secs(60);
+    while std::fs::read_dir(&out).map_or(0, |d| d.count()) == 0 {
+        assert!(
+            std::time::Instant::now() < until,
+            "no data phase within 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    stream.interrupt();
+    let done = stream.wait(LIMIT);
+    let mut replay = replay;
+    let _ = replay.child.kill();
+    let _ = replay.child.wait();
+    assert_eq!(done.status.code(), Some(0), "{}", done.stderr);
+    let sums = summaries(&done.stdout);
+    assert_eq!(sums.len(), 1, "{}", done.stdout);
+    let m = &sums[0];
+    assert_eq!(m["end"], "interrupted");
+    let frames = num(m, "frames");
+    assert!(frames > 0 && frames < 1980, "{}", done.stdout);
+    let file = out.join("run_0.clust");
+    let (numbers, batch) = read_cluster_file(&file, ClusterSize::S3).expect("a valid file");
+    assert_eq!(numbers, (20..20 + frames as i32).collect::<Vec<_>>());
+    assert_eq!(batch.total() as u64, num(m, "clusters"));
+    // Nothing left half-written.
+    let names: Vec<_> = std::fs::read_dir(&out)
+        .expect("dir")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    assert_eq!(names.len(), 1, "{names:?}");
+}
+
+/// An acquisition whose end message never comes (a PUB drops it at its high-water mark like
+/// any frame) is ended after `--idle-end` seconds without messages, reported, and its file
+/// written.
+#[test]
+fn a_lost_end_message_ends_the_acquisition_when_idle() {
+    let dir = tempfile::tempdir().expect("dir");
+    let d = dir.path();
+    let (rows, cols) = (40usize, 160usize);
+    let g = Generator::new(GenConfig::new(rows, cols, 5)).expect("generator");
+    let port = free_port();
+    let out = d.join("out");
+    let stream = spawn(
+        d,
+        "idle",
+        &[
+            "stream",
+            "--zmq",
+            &format!("tcp://127.0.0.1:{port}"),
+            "--out-dir",
+            s(&out),
+            "--pedestal-frames",
+            "10",
+            "--device",
+            "cpu",
+            "--acquisitions",
+            "1",
+            "--idle-end",
+            "1",
+        ],
+    );
+    let mut p = Publisher::bind(&format!("tcp://127.0.0.1:{port}"), 1000, true).expect("bind");
+    assert_eq!(
+        p.wait_for_subscribers(1, Duration::from_secs(30))
+            .expect("wait"),
+        1
+    );
+    for n in 0..15 {
+        send(&mut p, &g, n, n >= 10, |_| {});
+    }
+    let done = stream.wait(LIMIT);
+    assert!(done.status.success(), "{}", done.stderr);
+    let sums = summaries(&done.stdout);
+    assert_eq!(sums.len(), 1, "{}", done.stdout);
+    let m = &sums[0];
+    assert_eq!(m["end"], "idle");
+    assert_eq!((num(m, "frames"), num(m, "malformed")), (5, 1));
+    assert!(
+        done.stderr.contains(
+            "no end-of-acquisition message and nothing for 1.0 s: the acquisition is ended after frame 14"
+        ),
+        "{}",
+        done.stderr
+    );
+    let (numbers, _) = read_cluster_file(&out.join("run_0.clust"), ClusterSize::S3).expect("read");
+    assert_eq!(numbers, vec![10, 11, 12, 13, 14]);
+}
+
+/// `--plot DIR`: the spectrum and hit map of the acquisition are drawn while it runs and when it
+/// ends, as whole PNG files (no temporary file left).
+#[test]
+fn live_plots_are_drawn() {
+    let dir = tempfile::tempdir().expect("dir");
+    let d = dir.path();
+    let data = write_frames(d, "data", SHAPE, 0, 400, true);
+    let port = free_port();
+    let plots = d.join("plots");
+    let stream = spawn(
+        d,
+        "plots",
+        &[
+            "stream",
+            "--zmq",
+            &format!("tcp://127.0.0.1:{port}"),
+            "--out-dir",
+            s(&d.join("out")),
+            "--pedestal-frames",
+            "50",
+            "--device",
+            "cpu",
+            "--acquisitions",
+            "1",
+            "--plot",
+            s(&plots),
+            "--plot-every",
+            "0.2",
+        ],
+    );
+    // Watch the directory while frames come at 400 Hz: a refresh lands before the end.
+    let replay = spawn(
+        d,
+        "replay",
+        &[
+            "replay",
+            "--zmq",
+            &format!("tcp://127.0.0.1:{port}"),
+            "--data",
+            s(&data),
+            "--rate",
+            "400",
+        ],
+    );
+    let mut seen_live = false;
+    let until = std::time::Instant::now() + Duration::from_secs(60);
+    while std::time::Instant::now() < until && !stream.stdout_now().contains("acquisition=") {
+        seen_live |= plots.join("spectrum.png").exists();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(replay.wait(LIMIT).status.success());
+    let done = stream.wait(LIMIT);
+    assert!(done.status.success(), "{}", done.stderr);
+    assert!(seen_live, "no plot before the acquisition ended");
+    assert!(!done.stderr.contains("not drawn"), "{}", done.stderr);
+    let mut names: Vec<String> = std::fs::read_dir(&plots)
+        .expect("plots")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["hitmap.png", "spectrum.png"]);
+    for n in names {
+        let bytes = std::fs::read(plots.join(&n)).expect("png");
+        assert!(
+            bytes.starts_with(b"\x89PNG\r\n\x1a\n") && bytes.len() > 1000,
+            "{n}"
+        );
+    }
+}
+
+/// A raw acquisition (master file and data file) replayed keeps its headers' frame numbers
+/// (from 1), and the stream's file is `cluda find`'s on the same raw files.
+#[test]
+fn a_raw_acquisition_replays_with_its_frame_numbers() {
+    let dir = tempfile::tempdir().expect("dir");
+    let d = dir.path();
+    let raw = d.join("raw");
+    let made = std::process::Command::new(cluda_bin())
+        .args([
+            "gen",
+            "--out",
+            s(&raw),
+            "--raw",
+            "--frames",
+            "200",
+            "--pedestal-frames",
+            "50",
+            "--rows",
+            "48",
+            "--cols",
+            "64",
+        ])
+        .output()
+        .expect("gen");
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let (dark, data) = (
+        raw.join("pedestal_master_0.json"),
+        raw.join("data_master_0.json"),
+    );
+    let port = free_port();
+    let out = d.join("out");
+    let stream = spawn(
+        d,
+        "raw",
+        &[
+            "stream",
+            "--zmq",
+            &format!("tcp://127.0.0.1:{port}"),
+            "--out-dir",
+            s(&out),
+            "--pedestal",
+            s(&dark),
+            "--device",
+            "cpu",
+            "--acquisitions",
+            "1",
+            "--on-full",
+            "block",
+        ],
+    );
+    let replay = spawn(
+        d,
+        "replay",
+        &[
+            "replay",
+            "--zmq",
+            &format!("tcp://127.0.0.1:{port}"),
+            "--data",
+            s(&data),
+            "--no-drop",
+        ],
+    )
+    .wait(LIMIT);
+    assert!(replay.status.success(), "{}", replay.stderr);
+    let done = stream.wait(LIMIT);
+    assert!(done.status.success(), "{}", done.stderr);
+    let m = &summaries(&done.stdout)[0];
+    assert_eq!((num(m, "frames"), num(m, "missing")), (200, 0));
+    let file = out.join("run_0.clust");
+    assert!(
+        std::fs::read(&file).expect("file") == find_bytes(d, &dark, &data, &["--device", "cpu"])
+    );
+    let (numbers, _) = read_cluster_file(&file, ClusterSize::S3).expect("read");
+    assert_eq!(numbers, (1..=200).collect::<Vec<i32>>());
+}

@@ -1,0 +1,176 @@
+//! Running `cluda stream` and `cluda replay` as processes on loopback sockets, for
+//! tests/stream.rs and tests/gpu_stream.rs.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use cluda::generate::{GenConfig, Generator};
+use cluda::io::npy;
+
+/// A port on 127.0.0.1 that was free a moment ago.
+pub fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    l.local_addr().expect("address").port()
+}
+
+/// The `cluda` binary: `$CLUDA_BIN`, else the one cargo built, else (a test staged on another
+/// machine by tools/gpu-pack) the `cluda` beside this test's executable.
+pub fn cluda_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("CLUDA_BIN") {
+        return PathBuf::from(p);
+    }
+    let built = PathBuf::from(env!("CARGO_BIN_EXE_cluda"));
+    if built.exists() {
+        return built;
+    }
+    std::env::current_exe()
+        .map(|e| e.with_file_name("cluda"))
+        .unwrap_or(built)
+}
+
+/// Path as text.
+pub fn s(p: &Path) -> &str {
+    p.to_str().expect("UTF-8 path")
+}
+
+/// A running `cluda` process whose stdout and stderr go to files in `dir`.
+pub struct Proc {
+    pub child: Child,
+    pub stdout: PathBuf,
+    pub stderr: PathBuf,
+}
+
+/// What a finished process printed.
+pub struct Done {
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Starts `cluda args...` with its output in `dir/<name>.out` and `.err`.
+pub fn spawn(dir: &Path, name: &str, args: &[&str]) -> Proc {
+    let stdout = dir.join(format!("{name}.out"));
+    let stderr = dir.join(format!("{name}.err"));
+    let child = Command::new(cluda_bin())
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(File::create(&stdout).expect("stdout file"))
+        .stderr(File::create(&stderr).expect("stderr file"))
+        .spawn()
+        .expect("cluda starts");
+    Proc {
+        child,
+        stdout,
+        stderr,
+    }
+}
+
+impl Proc {
+    /// Waits at most `limit` for the process to end (killing it and failing the test after
+    /// that), then returns what it printed.
+    pub fn wait(mut self, limit: Duration) -> Done {
+        let until = Instant::now() + limit;
+        let status = loop {
+            if let Some(st) = self.child.try_wait().expect("try_wait") {
+                break st;
+            }
+            if Instant::now() > until {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!(
+                    "cluda did not end within {limit:?}; stdout:\n{}\nstderr:\n{}",
+                    std::fs::read_to_string(&self.stdout).unwrap_or_default(),
+                    std::fs::read_to_string(&self.stderr).unwrap_or_default()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        Done {
+            status,
+            stdout: std::fs::read_to_string(&self.stdout).expect("stdout"),
+            stderr: std::fs::read_to_string(&self.stderr).expect("stderr"),
+        }
+    }
+
+    /// What it printed on stdout so far.
+    pub fn stdout_now(&self) -> String {
+        std::fs::read_to_string(&self.stdout).unwrap_or_default()
+    }
+
+    /// Sends SIGINT.
+    pub fn interrupt(&self) {
+        let pid = self.child.id() as libc::pid_t;
+        // SAFETY: kill(2) with the pid of a child this test started and has not reaped.
+        let rc = unsafe { libc::kill(pid, libc::SIGINT) };
+        assert_eq!(rc, 0, "kill(SIGINT)");
+    }
+}
+
+/// The `key=value` pairs of every stdout line that starts with `acquisition=`.
+pub fn summaries(stdout: &str) -> Vec<HashMap<String, String>> {
+    stdout
+        .lines()
+        .filter(|l| l.starts_with("acquisition="))
+        .map(|l| {
+            l.split(' ')
+                .filter_map(|kv| kv.split_once('='))
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        })
+        .collect()
+}
+
+/// A summary's value as a number.
+pub fn num(m: &HashMap<String, String>, key: &str) -> u64 {
+    m.get(key)
+        .unwrap_or_else(|| panic!("no {key} in {m:?}"))
+        .parse()
+        .unwrap_or_else(|_| panic!("{key} in {m:?}"))
+}
+
+/// Writes `frames` generated `rows x cols` frames (`first` onwards; dark or with photons)
+/// as `dir/name.npy`.
+pub fn write_frames(
+    dir: &Path,
+    name: &str,
+    (rows, cols): (usize, usize),
+    first: u64,
+    frames: usize,
+    photons: bool,
+) -> PathBuf {
+    let g = Generator::new(GenConfig::new(rows, cols, 7)).expect("generator");
+    let data = g.frames(first, frames, photons);
+    let p = dir.join(format!("{name}.npy"));
+    npy::write_u16_3d(&p, frames, rows, cols, &data).expect("write npy");
+    p
+}
+
+/// Runs `cluda find` on the same pedestal and data (extra finder options in `extra`) and
+/// returns its cluster file's bytes.
+pub fn find_bytes(dir: &Path, pedestal: &Path, data: &Path, extra: &[&str]) -> Vec<u8> {
+    let out = dir.join("find.clust");
+    let mut args = vec![
+        "find",
+        "--pedestal",
+        s(pedestal),
+        "--data",
+        s(data),
+        "--out",
+        s(&out),
+    ];
+    args.extend_from_slice(extra);
+    let o = Command::new(cluda_bin())
+        .args(&args)
+        .output()
+        .expect("cluda find runs");
+    assert!(
+        o.status.success(),
+        "find failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    std::fs::read(&out).expect("find's cluster file")
+}
