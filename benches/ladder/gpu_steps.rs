@@ -31,7 +31,7 @@ pub fn setup(
         pipeline.cap = 3000;
     }
     tune(&mut pipeline)?;
-    let pinned_input = pipeline.input == InputMode::Registered;
+    let pinned_input = matches!(pipeline.input, InputMode::Registered | InputMode::Auto);
     let mut finder = GpuFinder::with_pipeline(config, pipeline).map_err(e)?;
     finder.reserve(data.len()).map_err(e)?;
     let pinned = if pinned_input {

@@ -110,8 +110,10 @@ impl LadderStep {
             input: InputMode::Pageable,
             ..opt2.clone()
         };
+        // The ladder hands opt4 and later steps page-locked frames (`PinnedFrames`), which
+        // `Auto` (the library's default) reads in place, as `Registered` would.
         let opt4 = PipelineConfig {
-            input: InputMode::Registered,
+            input: InputMode::Auto,
             ..opt3.clone()
         };
         let opt5 = PipelineConfig {
