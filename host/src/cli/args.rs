@@ -50,29 +50,6 @@ pub enum Command {
 /// What `cluda stream` prints.
 const STREAM_HELP: &str = "Prints one summary line per acquisition on stdout:\n  acquisition=I kind=data|dark|short file=PATH frames=N pedestal_frames=N clusters=N missing=N\n  incomplete=N mismatched=N malformed=N dropped=N restarts=N end=end|next-acquisition|restart|interrupted\n  seconds=X fps=X worst_lag_ms=X peak_queue=N device=D\nEvery fault is reported on stderr with its frame number as it happens. SIGINT (Ctrl-C) finishes\nthe current acquisition (its file is written, its summary printed) and exits 0; a second\nSIGINT exits at once (130).";
 
-/// Finder options of `cluda stream` (those of `find` that apply to a live stream).
-#[derive(Args, Debug)]
-pub struct LiveFinderArgs {
-    /// Cluster size: 3, 5, 7 or 9 (a 3x3 ... 9x9 window).
-    #[arg(long, default_value = "3", value_parser = parse_cluster, value_name = "3|5|7|9")]
-    pub cluster: ClusterSize,
-    /// Threshold in standard deviations of the pedestal noise (finite, >= 0).
-    #[arg(long, default_value_t = 5.0, value_parser = parse_nsigma, allow_hyphen_values = true, value_name = "NSIGMA")]
-    pub nsigma: f64,
-    /// Threshold noise: `live` (current pedestal std) or `frozen` (std when the pedestal filled).
-    #[arg(long, default_value = "live", value_parser = parse_threshold, value_name = "live|frozen")]
-    pub threshold: ThresholdMode,
-    /// Arithmetic: f64 (reference), f32 (centred B1) or f32-naive (shows cancellation).
-    #[arg(long, default_value = "f64", value_parser = parse_precision, value_name = "f64|f32|f32-naive")]
-    pub precision: Precision,
-    /// Device: auto (GPU if available, else CPU), cpu or gpu.
-    #[arg(long, default_value = "auto", value_parser = parse_device, value_name = "auto|cpu|gpu")]
-    pub device: DeviceChoice,
-    /// CPU worker threads (default: every core; at most 4 x the available parallelism).
-    #[arg(long, value_parser = parse_threads, value_name = "N")]
-    pub threads: Option<usize>,
-}
-
 /// `cluda stream`.
 #[derive(Args, Debug)]
 pub struct StreamArgs {
@@ -86,7 +63,7 @@ pub struct StreamArgs {
     pub out_dir: PathBuf,
     /// Finder options.
     #[command(flatten)]
-    pub finder: LiveFinderArgs,
+    pub finder: FinderOptions,
     /// Dark frames for the pedestal of every acquisition: a uint16 .npy or a raw master file
     /// (its frame count is the pedestal window N). Without it and --dark-acquisitions, each
     /// acquisition's first --pedestal-frames frames are its pedestal.
@@ -204,9 +181,10 @@ pub struct GenArgs {
     pub raw: bool,
 }
 
-/// Finder options shared by `find` and `demo`.
+/// The options that set what a finder finds and where it runs, shared by `find`, `demo`
+/// and `stream`.
 #[derive(Args, Debug)]
-pub struct FinderArgs {
+pub struct FinderOptions {
     /// Cluster size: 3, 5, 7 or 9 (a 3x3 ... 9x9 window).
     #[arg(long, default_value = "3", value_parser = parse_cluster, value_name = "3|5|7|9")]
     pub cluster: ClusterSize,
@@ -226,6 +204,14 @@ pub struct FinderArgs {
     /// available parallelism, and never more than 1024).
     #[arg(long, value_parser = parse_threads, value_name = "N")]
     pub threads: Option<usize>,
+}
+
+/// Finder options of `find` and `demo`: what is found and where, and how the run reads and
+/// reports.
+#[derive(Args, Debug)]
+pub struct FinderArgs {
+    #[command(flatten)]
+    pub options: FinderOptions,
     /// Print on stderr where the time went: reading, finding (upload, kernels and download on
     /// a GPU), writing, and the waits between them, with bandwidths, so the resource that
     /// bounds the run shows.

@@ -40,7 +40,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
     print_line(&summary.to_string())?;
     let title = format!(
         "spectrum of {} cluster sums (ADU), {} clusters:",
-        args.finder.cluster, summary.clusters
+        args.finder.options.cluster, summary.clusters
     );
     print_line(spectrum.render(&title).trim_end())
 }

@@ -231,11 +231,11 @@ pub fn find_clusters(
         )
     })?;
     let config = FinderConfig::new(rows, cols)
-        .size(args.cluster)
-        .n_sigma(args.nsigma)
+        .size(args.options.cluster)
+        .n_sigma(args.options.nsigma)
         .pedestal_frames(n)
-        .threshold(args.threshold)
-        .precision(args.precision);
+        .threshold(args.options.threshold)
+        .precision(args.options.precision);
     let engine = EngineConfig {
         map: args.input == "map",
         ..EngineConfig::for_frames(rows, cols).capped(data.len)
@@ -383,7 +383,7 @@ pub fn find_clusters(
         clusters,
         seconds: busy.as_secs_f64(),
         device: device.split_whitespace().next().unwrap_or("?").to_string(),
-        precision: args.precision.name(),
+        precision: args.options.precision.name(),
     })
 }
 
@@ -397,11 +397,12 @@ struct Opened {
     reserve_time: Duration,
 }
 
-/// Opens the finder on `args.device`, allocates the engine's ring for it (not for a mapped
+/// Opens the finder on `args.options.device`, allocates the engine's ring for it (not for a mapped
 /// input, which needs none) and the finder's buffers for a chunk.
 fn open_device(config: &FinderConfig, args: &FinderArgs, engine: EngineConfig) -> Result<Opened> {
     let t = Instant::now();
-    let (mut finder, note) = open_finder(config.clone(), args.device, args.threads)?;
+    let (mut finder, note) =
+        open_finder(config.clone(), args.options.device, args.options.threads)?;
     let open_time = t.elapsed();
     let slots = if engine.map {
         None
@@ -438,7 +439,7 @@ fn read_pedestal(
             .unwrap_or_else(cluda::engine::read_threads),
     );
     // A CPU finder asked for one thread does not start rayon's pool for its pedestal either.
-    let parallel = args.threads != Some(1);
+    let parallel = args.options.threads != Some(1);
     // No larger than the pedestal; zeroed by the allocator, so the page faults of its first
     // use are taken by the reading threads, in parallel.
     let chunk = chunk_frames(rows, cols).min(usize::try_from(pedestal.len).unwrap_or(usize::MAX));
