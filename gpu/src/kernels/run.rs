@@ -19,10 +19,12 @@
 //!   tile publishes progress 1 (its plane of frame 0 is written).
 //! - Iteration k first waits until every tile whose pixels this tile's windows reach (its
 //!   *neighbours*: `r` rows and `r` pixels either way) has progress k+1, and until all tiles
-//!   have counted their centres of frame k-2. Then every pixel classifies frame k from plane
+//!   have counted their centres of frame k-2 (warp 0 polls, each lane ends with an acquire
+//!   load of its flag, and the block's barrier hands that on). Then every pixel classifies frame k from plane
 //!   `k % 5`, pushes its own sums when quiet, and stores its corrected value of frame k+1
 //!   into plane `(k+1) % 5` from the sums it has just updated and the raw sample it loaded
-//!   ahead (in the same round of loads as all tiles' counts of frame k-2). The block meets
+//!   one iteration ahead (iteration k loads frame k+2's, with all tiles' counts of frame
+//!   k-2, so no load from device memory is on the path between frames). The block meets
 //!   once (a reduction through shared memory) and the tile at once publishes progress k+2:
 //!   everything on the path from one frame's planes to the next's comes before that, and
 //!   everything else after it. The reduction gives this frame's centres per warp (each
@@ -145,7 +147,7 @@ impl<R: Real> Run<R> {
 }
 
 /// Waits until `*flag` has reached `target` (wrapping compare, so that a counter can run
-/// through 2^32). Relaxed GPU-scope polls: the caller fences once it has seen every flag.
+/// through 2^32). Relaxed GPU-scope polls; [`wait_acquire`] adds the acquire.
 #[inline(always)]
 unsafe fn wait_until(flag: *const u32, target: u32) {
     loop {
@@ -160,6 +162,23 @@ unsafe fn wait_until(flag: *const u32, target: u32) {
         if v.wrapping_sub(target) as i32 >= 0 {
             break;
         }
+    }
+}
+
+/// As [`wait_until`], then one acquire load of `flag` at GPU scope: with the block's barrier
+/// after it, every later read of the block comes after the writes the flag's writer released
+/// (and the acquire drops stale lines from this SM's L1), with no fence. On the H200 a fence
+/// after the polls cost more than 0.3 us per frame on the path every frame waits through
+/// (bench-results/2026-12-02-h200-waits).
+#[inline(always)]
+unsafe fn wait_acquire(flag: *const u32, target: u32) {
+    unsafe {
+        wait_until(flag, target);
+        core::arch::asm!(
+            "ld.acquire.gpu.global.u32 {v}, [{c}];",
+            v = out(reg32) _,
+            c = in(reg64) flag,
+        );
     }
 }
 
@@ -382,6 +401,9 @@ pub(crate) unsafe fn run_frames<R: Real, const S: usize, const SHARED: bool>(
         let last_tile = ((tile * BLOCK + BLOCK - 1 + reach) / BLOCK).min(g.tiles - 1);
         // Load the state and prepare frame 0.
         let p = tile * BLOCK + tid;
+        // The raw sample of the frame after the one being classified, loaded one iteration
+        // ahead so that its load from device memory is off the path between frames.
+        let mut raw_ahead = 0u16;
         let mut px = Pixel {
             p,
             inside: p < g.pixels,
@@ -401,6 +423,9 @@ pub(crate) unsafe fn run_frames<R: Real, const S: usize, const SHARED: bool>(
                 px.fstd = *args.frozen_std.add(i);
             }
             store_corrected(args, &mut px, *args.frame(0).add(i), args.plane(0));
+            if args.n > 1 {
+                raw_ahead = *args.frame(1).add(i);
+            }
             update_threshold(args, &mut px);
             if SHARED {
                 slots.set(SLOT_A, px.a);
@@ -431,31 +456,29 @@ pub(crate) unsafe fn run_frames<R: Real, const S: usize, const SHARED: bool>(
             let old = k.wrapping_sub(LAG);
             // Wait: for the planes of frame k of every tile this tile's windows read, and for
             // every tile's counts of frame k-2. Warp 0 polls, one flag per lane (several per
-            // lane for frames so wide that more than 32 tiles are in reach).
+            // lane for frames so wide that more than 32 tiles are in reach), and acquires
+            // what each flag published; the barrier hands that on to the whole block.
             if warp == 0 {
                 if classify_now {
                     let mut t = first_tile + lane;
                     while t <= last_tile {
-                        wait_until(args.progress(t), k + 1);
+                        wait_acquire(args.progress(t), k + 1);
                         t += 32;
                     }
                 }
                 if write_now && lane == 31 {
-                    wait_until(
+                    wait_acquire(
                         args.arrivals(old),
                         (old / COUNT_SLOTS + 1).wrapping_mul(g.tiles),
                     );
                 }
-                // Acquire what the flags published (this also drops stale lines from this
-                // SM's L1 before anyone reads window values again).
-                core::arch::asm!("fence.acq_rel.gpu;");
             }
             nvptx::_syncthreads();
-            // The round of loads: raw sample of frame k+1, counts of frame k-2, then the
-            // window of frame k.
-            let mut raw_next = 0u16;
-            if px.inside && next {
-                raw_next = *args.frame(k + 1).add(p as usize);
+            // The round of loads: raw sample of frame k+2 (frame k+1's was loaded in the
+            // last round), counts of frame k-2, then the window of frame k.
+            let raw_next = raw_ahead;
+            if px.inside && k + 2 < args.n {
+                raw_ahead = *args.frame(k + 2).add(p as usize);
             }
             let older = args.plane(old) as *const R;
             let (all, before) = if write_now {
