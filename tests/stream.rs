@@ -201,6 +201,18 @@ fn consecutive_and_dark_acquisitions() {
     assert!(std::fs::read(&file).expect("file") == want);
 }
 
+/// A publisher bound to the loopback `port` (no dropping) once the stream under test has
+/// subscribed to it: the tests that send their own messages start this way.
+fn subscribed_publisher(port: u16) -> Publisher {
+    let mut p = Publisher::bind(&loopback(port), 1000, true).expect("bind");
+    assert_eq!(
+        p.wait_for_subscribers(1, Duration::from_secs(30))
+            .expect("wait"),
+        1
+    );
+    p
+}
+
 /// Sends a generated frame with a header made by `edit`.
 fn send(p: &mut Publisher, g: &Generator, n: u64, photons: bool, edit: impl Fn(&mut ZmqHeader)) {
     let (rows, cols) = (g.config().rows, g.config().cols);
@@ -247,12 +259,7 @@ fn every_fault_is_counted_and_reported() {
             "block",
         ],
     );
-    let mut p = Publisher::bind(&loopback(port), 1000, true).expect("bind");
-    assert_eq!(
-        p.wait_for_subscribers(1, Duration::from_secs(30))
-            .expect("wait"),
-        1
-    );
+    let mut p = subscribed_publisher(port);
     // Before any acquisition: a message that is not a header (counted in the next one).
     p.send_parts(&[b"garbage"]).expect("send");
     // Acquisition 1 (fileIndex 0): pedestal 0..9, then faults among data frames.
@@ -490,12 +497,7 @@ fn a_lost_end_message_ends_the_acquisition_when_idle() {
             "1",
         ],
     );
-    let mut p = Publisher::bind(&loopback(port), 1000, true).expect("bind");
-    assert_eq!(
-        p.wait_for_subscribers(1, Duration::from_secs(30))
-            .expect("wait"),
-        1
-    );
+    let mut p = subscribed_publisher(port);
     for n in 0..15 {
         send(&mut p, &g, n, n >= 10, |_| {});
     }
