@@ -36,12 +36,17 @@ use std::time::{Duration, Instant};
 
 use cluda::finder::select::DeviceChoice;
 use cluda::generate::{GenConfig, Generator};
-use cluda::io::FrameSource;
 use cluda::stream::{
     AcquisitionSummary, Callbacks, FullQueue, PedestalPlan, Publisher, ReceiverConfig,
     ReplaySettings, StreamSettings, ZmqHeader, replay,
 };
 use cluda::{ClusterSize, FinderConfig, Frames, Pedestal, Precision};
+use pool_source::PoolSource;
+
+/// `--distinct` frames sent over and over, numbered from 0, `--frames` in all: the long-run
+/// tests' pool source, shared with them.
+#[path = "../tests/common/pool_source.rs"]
+mod pool_source;
 
 struct Opts {
     frames: u64,
@@ -103,44 +108,6 @@ fn parse() -> Result<Opts, String> {
     Ok(o)
 }
 
-/// `distinct` frames sent over and over, numbered from 0, `total` in all.
-struct Cyclic {
-    frames: Arc<Vec<u16>>,
-    distinct: usize,
-    rows: usize,
-    cols: usize,
-    next: u64,
-    total: u64,
-}
-
-impl FrameSource for Cyclic {
-    fn rows(&self) -> usize {
-        self.rows
-    }
-    fn cols(&self) -> usize {
-        self.cols
-    }
-    fn remaining_hint(&self) -> u64 {
-        self.total - self.next
-    }
-    fn read_frames(
-        &mut self,
-        n: usize,
-        frames: &mut Vec<u16>,
-        numbers: &mut Vec<u64>,
-    ) -> cluda::Result<usize> {
-        let px = self.rows * self.cols;
-        let k = (n as u64).min(self.total - self.next) as usize;
-        for i in 0..k {
-            let f = ((self.next + i as u64) % self.distinct as u64) as usize;
-            frames.extend_from_slice(&self.frames[f * px..(f + 1) * px]);
-            numbers.push(self.next + i as u64);
-        }
-        self.next += k as u64;
-        Ok(k)
-    }
-}
-
 fn free_port() -> Result<u16, String> {
     let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
     Ok(l.local_addr().map_err(|e| e.to_string())?.port())
@@ -154,8 +121,7 @@ fn publish(
     rate: Option<f64>,
     no_drop: bool,
 ) -> std::thread::JoinHandle<Result<cluda::stream::ReplayStats, String>> {
-    let (frames, distinct, rows, cols, total) =
-        (Arc::clone(frames), o.distinct, o.rows, o.cols, o.frames);
+    let (frames, rows, cols, total) = (Arc::clone(frames), o.rows, o.cols, o.frames);
     std::thread::spawn(move || {
         let mut p = Publisher::bind(&format!("tcp://127.0.0.1:{port}"), 1000, no_drop)
             .map_err(|e| e.to_string())?;
@@ -173,14 +139,12 @@ fn publish(
             &mut p,
             1,
             &mut |_| {
-                Ok(Box::new(Cyclic {
-                    frames: Arc::clone(&frames),
-                    distinct,
+                Ok(Box::new(PoolSource::from_pool(
+                    Arc::clone(&frames),
                     rows,
                     cols,
-                    next: 0,
                     total,
-                }))
+                )))
             },
             &settings,
             &AtomicBool::new(false),

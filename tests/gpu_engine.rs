@@ -9,18 +9,14 @@
 //! visitors and failing feeds leave what `ClusterFinder::find_feed` documents. The engine
 //! (`find_stream`) runs the same way from its ring of page-locked slots.
 
-use std::sync::OnceLock;
-
 use cluda::cluster::ClusterSize;
-use cluda::cuda::Device;
 use cluda::engine::{EngineConfig, FedChunk, FrameFeed, FrameStore, find_stream};
 use cluda::finder::gpu::{GpuFinder, InputMode, Launch, Overflow, PipelineConfig};
-use cluda::generate::{GenConfig, Generator};
 use cluda::io::{FrameSource, MemorySource};
 use cluda::{
-    ClusterBatch, ClusterFinder, CpuFinder, Error, FinderConfig, Frames, Pedestal, Precision,
-    ThresholdMode,
+    ClusterBatch, ClusterFinder, Error, FinderConfig, Frames, Pedestal, Precision, ThresholdMode,
 };
+use gpu_vs_cpu::{Data, cpu_finder, gpu_finder};
 use proptest::prelude::*;
 use steps_config::LadderStep;
 
@@ -28,62 +24,14 @@ use steps_config::LadderStep;
 #[path = "../benches/ladder/steps_config.rs"]
 mod steps_config;
 
-/// Dark frames and data frames of one shape.
-struct Data {
-    rows: usize,
-    cols: usize,
-    dark: Vec<u16>,
-    dark_n: usize,
-    data: Vec<u16>,
-}
-
-impl Data {
-    fn new(rows: usize, cols: usize, seed: u64, dark_n: usize, data_n: usize) -> Self {
-        let g = Generator::new(GenConfig::new(rows, cols, seed)).unwrap();
-        Self {
-            rows,
-            cols,
-            dark: g.frames(0, dark_n, false),
-            dark_n,
-            data: g.frames(dark_n as u64, data_n, true),
-        }
-    }
-    fn px(&self) -> usize {
-        self.rows * self.cols
-    }
-    fn dark(&self) -> Frames<'_> {
-        Frames::new(&self.dark, self.dark_n, self.rows, self.cols).unwrap()
-    }
-    /// The first `n` data frames.
-    fn first(&self, n: usize) -> Frames<'_> {
-        Frames::new(&self.data[..n * self.px()], n, self.rows, self.cols).unwrap()
-    }
-    fn config(&self, size: ClusterSize, p: Precision) -> FinderConfig {
-        FinderConfig::new(self.rows, self.cols)
-            .size(size)
-            .precision(p)
-            .threshold(ThresholdMode::Live)
-            .pedestal_frames(self.dark_n as u32)
-    }
-}
-
-/// One device (context and loaded module) for every finder of this test binary.
-fn device() -> Device {
-    static D: OnceLock<Device> = OnceLock::new();
-    D.get_or_init(|| Device::open(0).unwrap()).clone()
-}
-
-fn gpu(cfg: &FinderConfig, pipe: PipelineConfig, d: &Data) -> GpuFinder {
-    let mut f = GpuFinder::on_device(device(), cfg.clone(), pipe).unwrap();
-    f.push_pedestal(d.dark()).unwrap();
-    f
-}
+/// Generated frames, the device, and GPU and CPU finders with their pedestal pushed.
+#[path = "common/gpu_vs_cpu.rs"]
+mod gpu_vs_cpu;
 
 /// The CPU over the first `n` frames in one call, a visitor failing at `fail_at`: the frames
 /// delivered and the pedestal after.
 fn cpu(cfg: &FinderConfig, d: &Data, n: usize, fail_at: Option<usize>) -> (ClusterBatch, Pedestal) {
-    let mut f = CpuFinder::new(cfg.clone()).unwrap();
-    f.push_pedestal(d.dark()).unwrap();
+    let mut f = cpu_finder(cfg, d);
     let mut b = ClusterBatch::new(cfg.size);
     let _ = f.find_each(d.first(n), &mut |fc| {
         if Some(fc.frame) == fail_at {
@@ -235,7 +183,7 @@ fn feeds_equal_one_cpu_call_for_every_chunking_pipeline_and_memory() {
         (ClusterSize::S3, Precision::F64),
         (ClusterSize::S5, Precision::F32),
     ] {
-        let cfg = d.config(size, p);
+        let cfg = d.config(size, p, ThresholdMode::Live);
         let (want, ped) = cpu(&cfg, &d, 60, None);
         let pipes = [
             LadderStep::Opt1.config(),
@@ -272,7 +220,7 @@ fn feeds_equal_one_cpu_call_for_every_chunking_pipeline_and_memory() {
             for sizes in chunkings(60) {
                 for memory in [Memory::Pinned, Memory::Pageable] {
                     let what = format!("{size:?} {p:?} {pipe:?} {sizes:?} {memory:?}");
-                    let mut g = gpu(&cfg, pipe.clone(), &d);
+                    let mut g = gpu_finder(&cfg, pipe.clone(), &d);
                     let mut feed = TestFeed::new(&g, &d, &sizes, memory, pipe.depth);
                     let (r, got) = feed_run(&mut g, &mut feed, None);
                     r.unwrap_or_else(|e| panic!("{what}: {e}"));
@@ -292,10 +240,9 @@ fn feeds_equal_one_cpu_call_for_every_chunking_pipeline_and_memory() {
 #[ignore = "needs a CUDA GPU"]
 fn feeds_and_calls_follow_each_other() {
     let d = Data::new(40, 64, 8, 25, 50);
-    let cfg = d.config(ClusterSize::S3, Precision::F64);
-    let mut c = CpuFinder::new(cfg.clone()).unwrap();
-    c.push_pedestal(d.dark()).unwrap();
-    let mut g = gpu(&cfg, PipelineConfig::default(), &d);
+    let cfg = d.config(ClusterSize::S3, Precision::F64, ThresholdMode::Live);
+    let mut c = cpu_finder(&cfg, &d);
+    let mut g = gpu_finder(&cfg, PipelineConfig::default(), &d);
     let want = c.find(d.first(50)).unwrap();
     let mut feed = TestFeed::new(&g, &d, &[20, 30], Memory::Pinned, 2);
     let (r, got) = feed_run(&mut g, &mut feed, None);
@@ -318,7 +265,7 @@ fn feeds_and_calls_follow_each_other() {
 #[ignore = "needs a CUDA GPU"]
 fn a_feed_overflow_grows_and_stays_exact() {
     let d = Data::new(48, 80, 11, 30, 40);
-    let cfg = d.config(ClusterSize::S3, Precision::F64);
+    let cfg = d.config(ClusterSize::S3, Precision::F64, ThresholdMode::Live);
     let (want, ped) = cpu(&cfg, &d, 40, None);
     for step in [LadderStep::Opt3, LadderStep::Opt9, LadderStep::Opt10] {
         for sizes in [vec![5, 9, 1, 25], vec![40], vec![2; 20]] {
@@ -328,7 +275,7 @@ fn a_feed_overflow_grows_and_stays_exact() {
                 overflow: Overflow::Grow,
                 ..step.config()
             };
-            let mut g = gpu(&cfg, pipe, &d);
+            let mut g = gpu_finder(&cfg, pipe, &d);
             let mut feed = TestFeed::new(&g, &d, &sizes, Memory::Pinned, step.config().depth);
             let (r, got) = feed_run(&mut g, &mut feed, None);
             r.unwrap();
@@ -346,7 +293,7 @@ fn a_feed_overflow_grows_and_stays_exact() {
 #[ignore = "needs a CUDA GPU"]
 fn a_feed_overflow_fails_back_to_the_start_of_its_chunk() {
     let d = Data::new(48, 80, 11, 30, 40);
-    let cfg = d.config(ClusterSize::S3, Precision::F64);
+    let cfg = d.config(ClusterSize::S3, Precision::F64, ThresholdMode::Live);
     let (all, _) = cpu(&cfg, &d, 40, None);
     let cap = 2;
     let first_over = (0..all.frames())
@@ -361,7 +308,7 @@ fn a_feed_overflow_fails_back_to_the_start_of_its_chunk() {
                 overflow: Overflow::Fail,
                 ..step.config()
             };
-            let mut g = gpu(&cfg, pipe, &d);
+            let mut g = gpu_finder(&cfg, pipe, &d);
             let mut feed = TestFeed::new(&g, &d, &sizes, Memory::Pinned, step.config().depth);
             let (r, got) = feed_run(&mut g, &mut feed, None);
             let (frame, found, limit) = match r {
@@ -401,7 +348,7 @@ fn a_feed_overflow_fails_back_to_the_start_of_its_chunk() {
 #[ignore = "needs a CUDA GPU"]
 fn a_failing_visitor_keeps_the_frames_up_to_it() {
     let d = Data::new(40, 40, 5, 20, 30);
-    let cfg = d.config(ClusterSize::S3, Precision::F32);
+    let cfg = d.config(ClusterSize::S3, Precision::F32, ThresholdMode::Live);
     let sizes = [7, 9, 4, 10];
     for step in [LadderStep::Opt2, LadderStep::Opt6, LadderStep::Opt10] {
         for fail in [0, 6, 7, 8, 15, 16, 29] {
@@ -411,7 +358,7 @@ fn a_failing_visitor_keeps_the_frames_up_to_it() {
                     chunk: 4,
                     ..step.config()
                 };
-                let mut g = gpu(&cfg, pipe, &d);
+                let mut g = gpu_finder(&cfg, pipe, &d);
                 let mut feed = TestFeed::new(&g, &d, &sizes, memory, step.config().depth);
                 let (r, got) = feed_run(&mut g, &mut feed, Some(fail));
                 assert!(r.unwrap_err().to_string().contains("stop"), "{what}");
@@ -429,11 +376,11 @@ fn a_failing_visitor_keeps_the_frames_up_to_it() {
 #[ignore = "needs a CUDA GPU"]
 fn a_failing_feed_finishes_the_frames_before_it() {
     let d = Data::new(40, 40, 6, 20, 30);
-    let cfg = d.config(ClusterSize::S5, Precision::F64);
+    let cfg = d.config(ClusterSize::S5, Precision::F64, ThresholdMode::Live);
     let sizes = [7, 9, 4, 10];
     for step in [LadderStep::Opt4, LadderStep::Opt10] {
         for fail in 0..4 {
-            let mut g = gpu(&cfg, step.config(), &d);
+            let mut g = gpu_finder(&cfg, step.config(), &d);
             let mut feed =
                 TestFeed::new(&g, &d, &sizes, Memory::Pinned, step.config().depth).failing_at(fail);
             let (r, got) = feed_run(&mut g, &mut feed, None);
@@ -485,7 +432,7 @@ impl FrameSource for Numbered {
 #[ignore = "needs a CUDA GPU"]
 fn the_engine_on_the_gpu_equals_the_cpu() {
     let d = Data::new(400, 400, 2026, 200, 300);
-    let cfg = d.config(ClusterSize::S3, Precision::F64);
+    let cfg = d.config(ClusterSize::S3, Precision::F64, ThresholdMode::Live);
     let (want, ped) = cpu(&cfg, &d, 300, None);
     for (chunk, slots, most) in [
         (256, 3, usize::MAX),
@@ -497,7 +444,7 @@ fn the_engine_on_the_gpu_equals_the_cpu() {
         (64, 3, 5),
         (100, 4, 33),
     ] {
-        let mut g = gpu(&cfg, PipelineConfig::default(), &d);
+        let mut g = gpu_finder(&cfg, PipelineConfig::default(), &d);
         let mut src = Numbered {
             inner: MemorySource::new(d.data.clone(), 400, 400).unwrap(),
             first: 5000,
@@ -533,7 +480,7 @@ fn the_engine_on_the_gpu_equals_the_cpu() {
 #[ignore = "needs a CUDA GPU"]
 fn the_engine_on_the_gpu_stops_cleanly() {
     let d = Data::new(48, 80, 11, 30, 40);
-    let cfg = d.config(ClusterSize::S3, Precision::F64);
+    let cfg = d.config(ClusterSize::S3, Precision::F64, ThresholdMode::Live);
     let engine = EngineConfig {
         chunk: 6,
         slots: 3,
@@ -550,7 +497,7 @@ fn the_engine_on_the_gpu_stops_cleanly() {
         overflow: Overflow::Fail,
         ..PipelineConfig::default()
     };
-    let mut g = gpu(&cfg, pipe, &d);
+    let mut g = gpu_finder(&cfg, pipe, &d);
     let e = find_stream(&mut g, &mut source(), engine, &mut |_, _| Ok(())).unwrap_err();
     let Error::ClusterLimit { frame, .. } = e else {
         panic!("expected ClusterLimit, got {e}");
@@ -568,7 +515,7 @@ fn the_engine_on_the_gpu_stops_cleanly() {
     );
 
     for fail in [0, 5, 6, 17, 39] {
-        let mut g = gpu(&cfg, PipelineConfig::default(), &d);
+        let mut g = gpu_finder(&cfg, PipelineConfig::default(), &d);
         let mut got = ClusterBatch::new(cfg.size);
         let e = find_stream(&mut g, &mut source(), engine, &mut |n, fc| {
             if n == 1000 + fail as u64 {
@@ -592,10 +539,10 @@ fn the_engine_on_the_gpu_stops_cleanly() {
 #[ignore = "needs a CUDA GPU"]
 fn locked_and_staged_caller_memory_equal_the_cpu() {
     let d = Data::new(400, 400, 77, 100, 120);
-    let cfg = d.config(ClusterSize::S3, Precision::F64);
+    let cfg = d.config(ClusterSize::S3, Precision::F64, ThresholdMode::Live);
     let (want, ped) = cpu(&cfg, &d, 120, None);
     for round in 0..2 {
-        let mut g = gpu(&cfg, PipelineConfig::default(), &d);
+        let mut g = gpu_finder(&cfg, PipelineConfig::default(), &d);
         let locked = g.lock_frames(&d.data).unwrap();
         let frames = Frames::new(locked.samples(), 120, 400, 400).unwrap();
         let got = g.find(frames).unwrap();
@@ -603,7 +550,7 @@ fn locked_and_staged_caller_memory_equal_the_cpu() {
         assert_eq!(g.pedestal().unwrap(), ped);
         drop(locked);
     }
-    let mut g = gpu(
+    let mut g = gpu_finder(
         &cfg,
         PipelineConfig {
             input: InputMode::Staged,
@@ -659,7 +606,7 @@ proptest! {
     ) {
         let n: usize = sizes.iter().sum();
         let d = Data::new(rows, cols, seed, 8, n.max(1));
-        let cfg = d.config(ClusterSize::S3, Precision::F64).n_sigma(3.0);
+        let cfg = d.config(ClusterSize::S3, Precision::F64, ThresholdMode::Live).n_sigma(3.0);
         let (want, ped) = cpu(&cfg, &d, n, None);
         let pipe = PipelineConfig {
             chunk,
@@ -668,7 +615,7 @@ proptest! {
             launch: if per_upload { Launch::PerUpload } else { Launch::PerFrame },
             ..PipelineConfig::default()
         };
-        let mut g = gpu(&cfg, pipe, &d);
+        let mut g = gpu_finder(&cfg, pipe, &d);
         let memory = if pinned { Memory::Pinned } else { Memory::Pageable };
         let mut feed = TestFeed::new(&g, &d, &sizes, memory, depth);
         let (r, got) = feed_run(&mut g, &mut feed, None);

@@ -9,10 +9,10 @@ use std::sync::OnceLock;
 use cluda::cluster::ClusterSize;
 use cluda::cuda::Device;
 use cluda::finder::gpu::{GpuFinder, Launch, Overflow, PinnedFrames, PipelineConfig};
-use cluda::generate::{GenConfig, Generator};
 use cluda::{
     ClusterBatch, ClusterFinder, CpuFinder, Error, FinderConfig, Frames, Precision, ThresholdMode,
 };
+use gpu_vs_cpu::{Data, cpu_finder, device, gpu_finder};
 use proptest::prelude::*;
 use steps_config::LadderStep;
 
@@ -20,37 +20,11 @@ use steps_config::LadderStep;
 #[path = "../benches/ladder/steps_config.rs"]
 mod steps_config;
 
+/// Generated frames, the device, and GPU and CPU finders with their pedestal pushed.
+#[path = "common/gpu_vs_cpu.rs"]
+mod gpu_vs_cpu;
+
 const GPU: &str = "needs a CUDA GPU";
-
-/// Dark frames and data frames of one shape.
-struct Data {
-    rows: usize,
-    cols: usize,
-    dark: Vec<u16>,
-    dark_n: usize,
-    data: Vec<u16>,
-    data_n: usize,
-}
-
-impl Data {
-    fn new(rows: usize, cols: usize, seed: u64, dark_n: usize, data_n: usize) -> Self {
-        let g = Generator::new(GenConfig::new(rows, cols, seed)).unwrap();
-        Self {
-            rows,
-            cols,
-            dark: g.frames(0, dark_n, false),
-            dark_n,
-            data: g.frames(dark_n as u64, data_n, true),
-            data_n,
-        }
-    }
-    fn dark(&self) -> Frames<'_> {
-        Frames::new(&self.dark, self.dark_n, self.rows, self.cols).unwrap()
-    }
-    fn data(&self) -> Frames<'_> {
-        Frames::new(&self.data, self.data_n, self.rows, self.cols).unwrap()
-    }
-}
 
 /// 2000 MOENCH-like 400x400 frames after a 1000-frame pedestal, generated once.
 fn moench() -> &'static Data {
@@ -58,31 +32,11 @@ fn moench() -> &'static Data {
     D.get_or_init(|| Data::new(400, 400, 2026, 1000, 2000))
 }
 
-fn config(d: &Data, size: ClusterSize, p: Precision, mode: ThresholdMode) -> FinderConfig {
-    FinderConfig::new(d.rows, d.cols)
-        .size(size)
-        .precision(p)
-        .threshold(mode)
-        .pedestal_frames(d.dark_n as u32)
-}
-
+/// The CPU over every data frame in one call: the clusters and the pedestal after.
 fn cpu_run(cfg: &FinderConfig, d: &Data) -> (ClusterBatch, cluda::Pedestal) {
-    let mut f = CpuFinder::new(cfg.clone()).unwrap();
-    f.push_pedestal(d.dark()).unwrap();
+    let mut f = cpu_finder(cfg, d);
     let b = f.find(d.data()).unwrap();
     (b, f.pedestal().unwrap())
-}
-
-/// One device (context and loaded module) for every finder of this test binary.
-fn device() -> Device {
-    static D: OnceLock<Device> = OnceLock::new();
-    D.get_or_init(|| Device::open(0).unwrap()).clone()
-}
-
-fn gpu_finder(cfg: &FinderConfig, pipe: PipelineConfig, d: &Data) -> GpuFinder {
-    let mut f = GpuFinder::on_device(device(), cfg.clone(), pipe).unwrap();
-    f.push_pedestal(d.dark()).unwrap();
-    f
 }
 
 /// Equal batches, or a message naming the first difference.
@@ -108,7 +62,7 @@ fn same(want: &ClusterBatch, got: &ClusterBatch, what: &str) {
 #[ignore = "needs a CUDA GPU"]
 fn moench_400x400_every_step_equals_cpu_f64() {
     let d = moench();
-    let cfg = config(d, ClusterSize::S3, Precision::F64, ThresholdMode::Live);
+    let cfg = d.config(ClusterSize::S3, Precision::F64, ThresholdMode::Live);
     let t = std::time::Instant::now();
     let (want, ped) = cpu_run(&cfg, d);
     let cpu_s = t.elapsed().as_secs_f64();
@@ -154,7 +108,7 @@ fn moench_400x400_sizes_precisions_modes_equal_cpu() {
         (ClusterSize::S3, Precision::F32, ThresholdMode::Live),
         (ClusterSize::S3, Precision::F32Naive, ThresholdMode::Live),
     ] {
-        let cfg = config(d, size, p, mode);
+        let cfg = d.config(size, p, mode);
         let (want, ped) = cpu_run(&cfg, d);
         let what = format!("{size} {} {}", p.name(), mode.name());
         let mut g = gpu_finder(&cfg, PipelineConfig::default(), d);
@@ -177,7 +131,7 @@ fn pinned_input_and_kernel_timing() {
         (ClusterSize::S9, Precision::F64),
         (ClusterSize::S9, Precision::F32),
     ] {
-        let cfg = config(d, size, p, ThresholdMode::Live);
+        let cfg = d.config(size, p, ThresholdMode::Live);
         let (want, _) = cpu_run(&cfg, d);
         for timing in [false, true] {
             let pipe = PipelineConfig {
@@ -221,7 +175,7 @@ fn full_matrix_on_odd_shapes_equals_cpu() {
         for size in ClusterSize::ALL {
             for p in [Precision::F64, Precision::F32, Precision::F32Naive] {
                 for mode in [ThresholdMode::Live, ThresholdMode::Frozen] {
-                    let cfg = config(&d, size, p, mode);
+                    let cfg = d.config(size, p, mode);
                     let (want, ped) = cpu_run(&cfg, &d);
                     for step in LadderStep::ALL {
                         let what = format!(
@@ -245,7 +199,7 @@ fn full_matrix_on_odd_shapes_equals_cpu() {
 #[ignore = "needs a CUDA GPU"]
 fn results_do_not_depend_on_streams_or_chunks() {
     let d = Data::new(64, 96, 3, 40, 57);
-    let cfg = config(&d, ClusterSize::S5, Precision::F64, ThresholdMode::Live);
+    let cfg = d.config(ClusterSize::S5, Precision::F64, ThresholdMode::Live);
     let (want, ped) = cpu_run(&cfg, &d);
     for streams in [1, 2, 3, 4, 7] {
         for chunk in [1, 5, 8, 57, 100] {
@@ -289,7 +243,7 @@ fn opt10_equals_cpu(
     run_kernel: bool,
 ) {
     let d = Data::new(rows, cols, 5, dark, n);
-    let cfg = config(&d, size, p, mode);
+    let cfg = d.config(size, p, mode);
     let (want, ped) = cpu_run(&cfg, &d);
     for &upload_frames in upload_group_sizes {
         let pipe = PipelineConfig {
@@ -364,7 +318,7 @@ fn every_run_kernel_on_a_small_frame_equals_cpu() {
 #[ignore = "needs a CUDA GPU"]
 fn tiny_cap_grows_and_stays_exact() {
     let d = Data::new(48, 80, 11, 30, 25);
-    let cfg = config(&d, ClusterSize::S3, Precision::F64, ThresholdMode::Live);
+    let cfg = d.config(ClusterSize::S3, Precision::F64, ThresholdMode::Live);
     let (want, ped) = cpu_run(&cfg, &d);
     assert!((0..want.frames()).any(|i| want.frame(i).len() > 2));
     for step in [
@@ -391,7 +345,7 @@ fn tiny_cap_grows_and_stays_exact() {
 #[ignore = "needs a CUDA GPU"]
 fn tiny_cap_fails_with_counts_and_keeps_the_pedestal() {
     let d = Data::new(48, 80, 11, 30, 25);
-    let cfg = config(&d, ClusterSize::S3, Precision::F64, ThresholdMode::Live);
+    let cfg = d.config(ClusterSize::S3, Precision::F64, ThresholdMode::Live);
     let (want, _) = cpu_run(&cfg, &d);
     let first = (0..want.frames())
         .find(|&i| want.frame(i).len() > 2)
@@ -441,7 +395,7 @@ fn tiny_cap_fails_with_counts_and_keeps_the_pedestal() {
 #[ignore = "needs a CUDA GPU"]
 fn failing_visitor_keeps_frames_before_it_like_the_cpu() {
     let d = Data::new(40, 40, 5, 20, 30);
-    let cfg = config(&d, ClusterSize::S3, Precision::F32, ThresholdMode::Live);
+    let cfg = d.config(ClusterSize::S3, Precision::F32, ThresholdMode::Live);
     let fail_at = 13;
     let mut visitor = |fc: cluda::FrameClusters<'_>| {
         if fc.frame == fail_at {
@@ -450,8 +404,7 @@ fn failing_visitor_keeps_frames_before_it_like_the_cpu() {
             Ok(())
         }
     };
-    let mut c = CpuFinder::new(cfg.clone()).unwrap();
-    c.push_pedestal(d.dark()).unwrap();
+    let mut c = cpu_finder(&cfg, &d);
     assert!(c.find_each(d.data(), &mut visitor).is_err());
     for step in [
         LadderStep::Opt2,
@@ -481,7 +434,7 @@ fn failing_visitor_keeps_frames_before_it_like_the_cpu() {
 #[ignore = "needs a CUDA GPU"]
 fn pedestal_pushes_between_calls_match_cpu() {
     let d = Data::new(30, 50, 9, 20, 40);
-    let cfg = config(&d, ClusterSize::S7, Precision::F64, ThresholdMode::Frozen);
+    let cfg = d.config(ClusterSize::S7, Precision::F64, ThresholdMode::Frozen);
     let mut c = CpuFinder::new(cfg.clone()).unwrap();
     let mut g = GpuFinder::new(cfg).unwrap();
     for f in [&mut c as &mut dyn ClusterFinder, &mut g] {
@@ -508,7 +461,7 @@ fn pedestal_pushes_between_calls_match_cpu() {
 #[ignore = "needs a CUDA GPU"]
 fn error_paths() {
     let d = Data::new(16, 16, 1, 10, 3);
-    let cfg = config(&d, ClusterSize::S3, Precision::F64, ThresholdMode::Live);
+    let cfg = d.config(ClusterSize::S3, Precision::F64, ThresholdMode::Live);
     // Pedestal not ready.
     let mut g = GpuFinder::new(cfg.clone()).unwrap();
     g.push_pedestal(d.dark().range(0, 4)).unwrap();
@@ -564,7 +517,7 @@ fn error_paths() {
 #[ignore = "needs a CUDA GPU"]
 fn repeated_runs_are_identical() {
     let d = Data::new(100, 100, 4, 20, 30);
-    let cfg = config(&d, ClusterSize::S9, Precision::F64, ThresholdMode::Live);
+    let cfg = d.config(ClusterSize::S9, Precision::F64, ThresholdMode::Live);
     // One launch per frame and one per upload group, twice each: all four identical (and so
     // deterministic).
     let runs: Vec<_> = [Launch::PerFrame, Launch::PerUpload]
@@ -677,7 +630,7 @@ fn ladder_pass_times() {
         let mut want = [0usize; 2];
         for step in LadderStep::ALL {
             let p = step.precision();
-            let cfg = config(d, size, p, ThresholdMode::Live);
+            let cfg = d.config(size, p, ThresholdMode::Live);
             let k = (p == Precision::F32) as usize;
             if want[k] == 0 {
                 want[k] = cpu_run(&cfg, d).0.total();

@@ -19,15 +19,12 @@ fn gpu_stream_equals_cpu_find() {
     for size in ["3", "9"] {
         let port = free_port();
         let out = d.join(format!("out{size}"));
-        let stream = spawn(
+        let stream = spawn_stream(
             d,
             &format!("stream{size}"),
+            port,
+            &out,
             &[
-                "stream",
-                "--zmq",
-                &format!("tcp://127.0.0.1:{port}"),
-                "--out-dir",
-                s(&out),
                 "--pedestal",
                 s(&dark),
                 "--device",
@@ -40,24 +37,14 @@ fn gpu_stream_equals_cpu_find() {
                 "block",
             ],
         );
-        let replay = spawn(
+        spawn_replay(
             d,
             &format!("replay{size}"),
-            &[
-                "replay",
-                "--zmq",
-                &format!("tcp://127.0.0.1:{port}"),
-                "--data",
-                s(&data),
-                "--acquisitions",
-                "2",
-                "--no-drop",
-            ],
+            port,
+            &["--data", s(&data), "--acquisitions", "2", "--no-drop"],
         )
-        .wait(Duration::from_secs(300));
-        assert!(replay.status.success(), "{}", replay.stderr);
-        let done = stream.wait(Duration::from_secs(300));
-        assert!(done.status.success(), "{}", done.stderr);
+        .wait_ok(Duration::from_secs(300));
+        let done = stream.wait_ok(Duration::from_secs(300));
         assert!(done.stderr.contains("device: gpu"), "{}", done.stderr);
         let sums = summaries(&done.stdout);
         assert_eq!(sums.len(), 2, "{}", done.stdout);

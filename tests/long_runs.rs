@@ -15,14 +15,19 @@ use std::time::Instant;
 use cluda::generate::{GenConfig, Generator};
 use cluda::{ClusterFinder, CpuFinder, FinderConfig, Frames, Precision};
 use rayon::prelude::*;
+use rss::rss_mib;
 
 /// The ladder steps, as the ladder bench defines them.
 #[path = "../benches/ladder/steps_config.rs"]
 mod steps_config;
 
-/// A generator-like source cycling a pool of frames, and RSS tracking along a stream.
+/// A generator-like source cycling a pool of frames.
 #[path = "common/pool_source.rs"]
 mod pool_source;
+
+/// Resident memory (RSS) of this process, and RSS tracking along a stream.
+#[path = "common/rss.rs"]
+mod rss;
 
 const ROWS: usize = 400;
 const COLS: usize = 400;
@@ -30,19 +35,6 @@ const DARK: usize = 1000;
 const POOL: usize = 2000;
 /// Growth of resident memory after warm-up that still counts as flat.
 const SLACK_MIB: f64 = 16.0;
-
-/// Resident memory of this process in MiB (Linux).
-fn rss_mib() -> f64 {
-    let statm = std::fs::read_to_string("/proc/self/statm").expect("/proc/self/statm");
-    let pages: f64 = statm
-        .split_whitespace()
-        .nth(1)
-        .and_then(|v| v.parse().ok())
-        .expect("resident pages in /proc/self/statm");
-    // SAFETY: sysconf has no preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as f64;
-    pages * page / (1024.0 * 1024.0)
-}
 
 /// `count` frames from frame `first` of a MOENCH-like generator, made in parallel.
 fn generate(g: &Generator, first: u64, count: usize, photons: bool, out: &mut [u16]) {
@@ -195,7 +187,8 @@ fn gpu_zero_copy_1m_frames_with_flat_memory() {
 fn gpu_engine_1m_frames_with_flat_memory() {
     use cluda::engine::{EngineConfig, find_stream};
     use cluda::finder::gpu::GpuFinder;
-    use pool_source::{PoolSource, RssTrack};
+    use pool_source::PoolSource;
+    use rss::RssTrack;
 
     let total = frames_wanted(1_000_000);
     let g = Generator::new(GenConfig::new(ROWS, COLS, 2026)).unwrap();

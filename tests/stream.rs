@@ -30,15 +30,12 @@ fn replay_to_stream_equals_find() {
     let data = write_frames(d, "data", SHAPE, 300, 2000, true);
     let port = free_port();
     let out = d.join("out");
-    let stream = spawn(
+    let stream = spawn_stream(
         d,
         "stream",
+        port,
+        &out,
         &[
-            "stream",
-            "--zmq",
-            &format!("tcp://127.0.0.1:{port}"),
-            "--out-dir",
-            s(&out),
             "--pedestal",
             s(&dark),
             "--device",
@@ -49,27 +46,13 @@ fn replay_to_stream_equals_find() {
             "block",
         ],
     );
-    let replay = spawn(
-        d,
-        "replay",
-        &[
-            "replay",
-            "--zmq",
-            &format!("tcp://127.0.0.1:{port}"),
-            "--data",
-            s(&data),
-            "--no-drop",
-        ],
-    )
-    .wait(LIMIT);
-    assert!(replay.status.success(), "{}", replay.stderr);
+    let replay = spawn_replay(d, "replay", port, &["--data", s(&data), "--no-drop"]).wait_ok(LIMIT);
     assert!(
         replay.stdout.starts_with("acquisitions=1 frames=2000 "),
         "{}",
         replay.stdout
     );
-    let done = stream.wait(LIMIT);
-    assert!(done.status.success(), "{}", done.stderr);
+    let done = stream.wait_ok(LIMIT);
     let sums = summaries(&done.stdout);
     assert_eq!(sums.len(), 1, "{}", done.stdout);
     let m = &sums[0];
@@ -109,15 +92,12 @@ fn consecutive_and_dark_acquisitions() {
     // Two data acquisitions with a pedestal file.
     let port = free_port();
     let out = d.join("two");
-    let stream = spawn(
+    let stream = spawn_stream(
         d,
         "two",
+        port,
+        &out,
         &[
-            "stream",
-            "--zmq",
-            &format!("tcp://127.0.0.1:{port}"),
-            "--out-dir",
-            s(&out),
             "--pedestal",
             s(&dark),
             "--device",
@@ -130,13 +110,11 @@ fn consecutive_and_dark_acquisitions() {
             "block",
         ],
     );
-    let replay = spawn(
+    spawn_replay(
         d,
         "replay-two",
+        port,
         &[
-            "replay",
-            "--zmq",
-            &format!("tcp://127.0.0.1:{port}"),
             "--data",
             s(&data),
             "--acquisitions",
@@ -148,10 +126,8 @@ fn consecutive_and_dark_acquisitions() {
             "--no-drop",
         ],
     )
-    .wait(LIMIT);
-    assert!(replay.status.success(), "{}", replay.stderr);
-    let done = stream.wait(LIMIT);
-    assert!(done.status.success(), "{}", done.stderr);
+    .wait_ok(LIMIT);
+    let done = stream.wait_ok(LIMIT);
     let sums = summaries(&done.stdout);
     assert_eq!(sums.len(), 2, "{}", done.stdout);
     for (m, index) in sums.iter().zip([7, 8]) {
@@ -170,15 +146,12 @@ fn consecutive_and_dark_acquisitions() {
     let dark_b = write_frames(d, "dark_b", SHAPE, 60, 40, false);
     let port = free_port();
     let out = d.join("dark");
-    let stream = spawn(
+    let stream = spawn_stream(
         d,
         "darkrun",
+        port,
+        &out,
         &[
-            "stream",
-            "--zmq",
-            &format!("tcp://127.0.0.1:{port}"),
-            "--out-dir",
-            s(&out),
             "--dark-acquisitions",
             "1",
             "--pedestal-frames",
@@ -193,13 +166,11 @@ fn consecutive_and_dark_acquisitions() {
             "block",
         ],
     );
-    let replay = spawn(
+    spawn_replay(
         d,
         "replay-dark",
+        port,
         &[
-            "replay",
-            "--zmq",
-            &format!("tcp://127.0.0.1:{port}"),
             "--data",
             s(&dark_a),
             "--data",
@@ -209,10 +180,8 @@ fn consecutive_and_dark_acquisitions() {
             "--no-drop",
         ],
     )
-    .wait(LIMIT);
-    assert!(replay.status.success(), "{}", replay.stderr);
-    let done = stream.wait(LIMIT);
-    assert!(done.status.success(), "{}", done.stderr);
+    .wait_ok(LIMIT);
+    let done = stream.wait_ok(LIMIT);
     let sums = summaries(&done.stdout);
     assert_eq!(sums.len(), 3, "{}", done.stdout);
     assert_eq!(sums[0]["kind"], "dark");
@@ -230,6 +199,18 @@ fn consecutive_and_dark_acquisitions() {
     );
     let file = out.join("run_2.clust");
     assert!(std::fs::read(&file).expect("file") == want);
+}
+
+/// A publisher bound to the loopback `port` (no dropping) once the stream under test has
+/// subscribed to it: the tests that send their own messages start this way.
+fn subscribed_publisher(port: u16) -> Publisher {
+    let mut p = Publisher::bind(&loopback(port), 1000, true).expect("bind");
+    assert_eq!(
+        p.wait_for_subscribers(1, Duration::from_secs(30))
+            .expect("wait"),
+        1
+    );
+    p
 }
 
 /// Sends a generated frame with a header made by `edit`.
@@ -262,15 +243,12 @@ fn every_fault_is_counted_and_reported() {
     let g = Generator::new(GenConfig::new(rows, cols, 3)).expect("generator");
     let port = free_port();
     let out = d.join("out");
-    let stream = spawn(
+    let stream = spawn_stream(
         d,
         "faults",
+        port,
+        &out,
         &[
-            "stream",
-            "--zmq",
-            &format!("tcp://127.0.0.1:{port}"),
-            "--out-dir",
-            s(&out),
             "--pedestal-frames",
             "10",
             "--device",
@@ -281,12 +259,7 @@ fn every_fault_is_counted_and_reported() {
             "block",
         ],
     );
-    let mut p = Publisher::bind(&format!("tcp://127.0.0.1:{port}"), 1000, true).expect("bind");
-    assert_eq!(
-        p.wait_for_subscribers(1, Duration::from_secs(30))
-            .expect("wait"),
-        1
-    );
+    let mut p = subscribed_publisher(port);
     // Before any acquisition: a message that is not a header (counted in the next one).
     p.send_parts(&[b"garbage"]).expect("send");
     // Acquisition 1 (fileIndex 0): pedestal 0..9, then faults among data frames.
@@ -329,8 +302,7 @@ fn every_fault_is_counted_and_reported() {
         });
     }
     p.send_end().expect("end");
-    let done = stream.wait(LIMIT);
-    assert!(done.status.success(), "{}", done.stderr);
+    let done = stream.wait_ok(LIMIT);
     let sums = summaries(&done.stdout);
     assert_eq!(sums.len(), 3, "{}\n{}", done.stdout, done.stderr);
     let a = &sums[0];
@@ -399,15 +371,12 @@ fn a_slow_consumer_reports_its_drops() {
     let data = write_frames(d, "data", SHAPE, 0, 300, true);
     let port = free_port();
     let out = d.join("out");
-    let stream = spawn(
+    let stream = spawn_stream(
         d,
         "slow",
+        port,
+        &out,
         &[
-            "stream",
-            "--zmq",
-            &format!("tcp://127.0.0.1:{port}"),
-            "--out-dir",
-            s(&out),
             "--pedestal-frames",
             "5",
             "--device",
@@ -422,23 +391,8 @@ fn a_slow_consumer_reports_its_drops() {
             "20000",
         ],
     );
-    let replay = spawn(
-        d,
-        "replay",
-        &[
-            "replay",
-            "--zmq",
-            &format!("tcp://127.0.0.1:{port}"),
-            "--data",
-            s(&data),
-            "--rate",
-            "1000",
-        ],
-    )
-    .wait(LIMIT);
-    assert!(replay.status.success(), "{}", replay.stderr);
-    let done = stream.wait(LIMIT);
-    assert!(done.status.success(), "{}", done.stderr);
+    spawn_replay(d, "replay", port, &["--data", s(&data), "--rate", "1000"]).wait_ok(LIMIT);
+    let done = stream.wait_ok(LIMIT);
     let sums = summaries(&done.stdout);
     let m = &sums[0];
     let dropped = num(m, "dropped");
@@ -474,34 +428,14 @@ fn sigint_finishes_the_acquisition() {
     let data = write_frames(d, "data", SHAPE, 0, 2000, true);
     let port = free_port();
     let out = d.join("out");
-    let stream = spawn(
+    let stream = spawn_stream(
         d,
         "sigint",
-        &[
-            "stream",
-            "--zmq",
-            &format!("tcp://127.0.0.1:{port}"),
-            "--out-dir",
-            s(&out),
-            "--pedestal-frames",
-            "20",
-            "--device",
-            "cpu",
-        ],
+        port,
+        &out,
+        &["--pedestal-frames", "20", "--device", "cpu"],
     );
-    let replay = spawn(
-        d,
-        "replay",
-        &[
-            "replay",
-            "--zmq",
-            &format!("tcp://127.0.0.1:{port}"),
-            "--data",
-            s(&data),
-            "--rate",
-            "200",
-        ],
-    );
+    let replay = spawn_replay(d, "replay", port, &["--data", s(&data), "--rate", "200"]);
     // Until the data phase has started (its temporary file exists) and found some frames.
     let until = std::time::Instant::now() + Duration::from_secs(60);
     while std::fs::read_dir(&out).map_or(0, |d| d.count()) == 0 {
@@ -547,15 +481,12 @@ fn a_lost_end_message_ends_the_acquisition_when_idle() {
     let g = Generator::new(GenConfig::new(rows, cols, 5)).expect("generator");
     let port = free_port();
     let out = d.join("out");
-    let stream = spawn(
+    let stream = spawn_stream(
         d,
         "idle",
+        port,
+        &out,
         &[
-            "stream",
-            "--zmq",
-            &format!("tcp://127.0.0.1:{port}"),
-            "--out-dir",
-            s(&out),
             "--pedestal-frames",
             "10",
             "--device",
@@ -566,17 +497,11 @@ fn a_lost_end_message_ends_the_acquisition_when_idle() {
             "1",
         ],
     );
-    let mut p = Publisher::bind(&format!("tcp://127.0.0.1:{port}"), 1000, true).expect("bind");
-    assert_eq!(
-        p.wait_for_subscribers(1, Duration::from_secs(30))
-            .expect("wait"),
-        1
-    );
+    let mut p = subscribed_publisher(port);
     for n in 0..15 {
         send(&mut p, &g, n, n >= 10, |_| {});
     }
-    let done = stream.wait(LIMIT);
-    assert!(done.status.success(), "{}", done.stderr);
+    let done = stream.wait_ok(LIMIT);
     let sums = summaries(&done.stdout);
     assert_eq!(sums.len(), 1, "{}", done.stdout);
     let m = &sums[0];
@@ -602,15 +527,12 @@ fn live_plots_are_drawn() {
     let data = write_frames(d, "data", SHAPE, 0, 400, true);
     let port = free_port();
     let plots = d.join("plots");
-    let stream = spawn(
+    let stream = spawn_stream(
         d,
         "plots",
+        port,
+        &d.join("out"),
         &[
-            "stream",
-            "--zmq",
-            &format!("tcp://127.0.0.1:{port}"),
-            "--out-dir",
-            s(&d.join("out")),
             "--pedestal-frames",
             "50",
             "--device",
@@ -624,19 +546,7 @@ fn live_plots_are_drawn() {
         ],
     );
     // Watch the directory while frames come at 400 Hz: a refresh lands before the end.
-    let replay = spawn(
-        d,
-        "replay",
-        &[
-            "replay",
-            "--zmq",
-            &format!("tcp://127.0.0.1:{port}"),
-            "--data",
-            s(&data),
-            "--rate",
-            "400",
-        ],
-    );
+    let replay = spawn_replay(d, "replay", port, &["--data", s(&data), "--rate", "400"]);
     let mut seen_live = false;
     let until = std::time::Instant::now() + Duration::from_secs(60);
     while std::time::Instant::now() < until && !stream.stdout_now().contains("acquisition=") {
@@ -644,8 +554,7 @@ fn live_plots_are_drawn() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(replay.wait(LIMIT).status.success());
-    let done = stream.wait(LIMIT);
-    assert!(done.status.success(), "{}", done.stderr);
+    let done = stream.wait_ok(LIMIT);
     assert!(seen_live, "no plot before the acquisition ended");
     assert!(!done.stderr.contains("not drawn"), "{}", done.stderr);
     let mut names: Vec<String> = std::fs::read_dir(&plots)
@@ -698,15 +607,12 @@ fn a_raw_acquisition_replays_with_its_frame_numbers() {
     );
     let port = free_port();
     let out = d.join("out");
-    let stream = spawn(
+    let stream = spawn_stream(
         d,
         "raw",
+        port,
+        &out,
         &[
-            "stream",
-            "--zmq",
-            &format!("tcp://127.0.0.1:{port}"),
-            "--out-dir",
-            s(&out),
             "--pedestal",
             s(&dark),
             "--device",
@@ -717,22 +623,8 @@ fn a_raw_acquisition_replays_with_its_frame_numbers() {
             "block",
         ],
     );
-    let replay = spawn(
-        d,
-        "replay",
-        &[
-            "replay",
-            "--zmq",
-            &format!("tcp://127.0.0.1:{port}"),
-            "--data",
-            s(&data),
-            "--no-drop",
-        ],
-    )
-    .wait(LIMIT);
-    assert!(replay.status.success(), "{}", replay.stderr);
-    let done = stream.wait(LIMIT);
-    assert!(done.status.success(), "{}", done.stderr);
+    spawn_replay(d, "replay", port, &["--data", s(&data), "--no-drop"]).wait_ok(LIMIT);
+    let done = stream.wait_ok(LIMIT);
     let m = &summaries(&done.stdout)[0];
     assert_eq!((num(m, "frames"), num(m, "missing")), (200, 0));
     let file = out.join("run_0.clust");

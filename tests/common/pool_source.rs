@@ -1,9 +1,12 @@
-//! A generator-like frame source for long streaming runs, and the process's resident memory.
+//! A generator-like frame source: a pool of distinct frames handed out cyclically.
 //!
-//! [`PoolSource`] makes a pool of distinct MOENCH-like frames once (the generator) and hands
-//! them out cyclically, as many as asked, numbered from 0: each chunk is copied into the
-//! engine's slot in parallel (rayon), as a generator source fills it, but at memory speed, so
-//! a run of a million frames measures the engine, not the generator.
+//! [`PoolSource`] hands out the frames of a pool over and over, as many as asked, numbered
+//! from 0, so a run of a million frames (or an endless replay) measures the engine or the
+//! stream, not the generator. Shared by the long-run tests (`tests/engine_memory.rs`,
+//! `tests/long_runs.rs`) and the stream bench (`benches/stream.rs`, which includes this file
+//! with `#[path]`), so all of them cycle frames the same way.
+
+use std::sync::Arc;
 
 use cluda::Result;
 use cluda::generate::{GenConfig, Generator};
@@ -12,7 +15,8 @@ use rayon::prelude::*;
 
 /// Frames of a pool, cycled (see the module docs).
 pub struct PoolSource {
-    pool: Vec<u16>,
+    /// Whole frames, shared (a bench replays the same pool many times, from other threads).
+    pool: Arc<Vec<u16>>,
     pool_frames: usize,
     rows: usize,
     cols: usize,
@@ -23,6 +27,7 @@ pub struct PoolSource {
 impl PoolSource {
     /// `total` frames of `rows x cols` from a pool of `pool_frames` frames with photons, made
     /// by the generator (seed `seed`) from frame `first` on.
+    #[allow(dead_code, reason = "the stream bench brings its own pool (from_pool)")]
     pub fn new(
         rows: usize,
         cols: usize,
@@ -32,8 +37,28 @@ impl PoolSource {
         total: u64,
     ) -> Self {
         let g = Generator::new(GenConfig::new(rows, cols, seed)).expect("generator");
+        Self::from_pool(
+            Arc::new(g.frames(first, pool_frames, true)),
+            rows,
+            cols,
+            total,
+        )
+    }
+
+    /// `total` frames of `rows x cols` cycling `pool`, which holds whole frames (at least
+    /// one).
+    ///
+    /// # Panics
+    /// When `pool` holds no whole frame.
+    #[allow(dead_code, reason = "the tests have their pool generated (new)")]
+    pub fn from_pool(pool: Arc<Vec<u16>>, rows: usize, cols: usize, total: u64) -> Self {
+        let pool_frames = pool.len() / (rows * cols).max(1);
+        assert!(
+            pool_frames > 0,
+            "a pool of at least one {rows} x {cols} frame"
+        );
         Self {
-            pool: g.frames(first, pool_frames, true),
+            pool,
             pool_frames,
             rows,
             cols,
@@ -42,14 +67,11 @@ impl PoolSource {
         }
     }
 
-    /// Copies the next `k` frames into `dst` in parallel.
-    fn copy_into(&self, dst: &mut [u16]) {
+    /// The pool's frame that stream frame `n` is.
+    fn pool_frame(&self, n: u64) -> &[u16] {
         let px = self.rows * self.cols;
-        let next = self.next;
-        dst.par_chunks_mut(px).enumerate().for_each(|(i, f)| {
-            let j = ((next + i as u64) % self.pool_frames as u64) as usize;
-            f.copy_from_slice(&self.pool[j * px..(j + 1) * px]);
-        });
+        let j = (n % self.pool_frames as u64) as usize;
+        &self.pool[j * px..(j + 1) * px]
     }
 }
 
@@ -66,6 +88,8 @@ impl FrameSource for PoolSource {
         self.total - self.next
     }
 
+    /// Appends the next frames on the calling thread: a replay's publisher reads this way,
+    /// and must not take the rayon pool from the finder it feeds in the same process.
     fn read_frames(
         &mut self,
         n: usize,
@@ -73,83 +97,27 @@ impl FrameSource for PoolSource {
         numbers: &mut Vec<u64>,
     ) -> Result<usize> {
         let k = (n as u64).min(self.total - self.next) as usize;
-        let at = frames.len();
-        frames.resize(at + k * self.rows * self.cols, 0);
-        self.copy_into(&mut frames[at..]);
-        numbers.extend(self.next..self.next + k as u64);
+        for i in 0..k as u64 {
+            frames.extend_from_slice(self.pool_frame(self.next + i));
+            numbers.push(self.next + i);
+        }
         self.next += k as u64;
         Ok(k)
     }
 
+    /// Copies the next frames into the engine's slot in parallel (rayon), as a generator
+    /// source fills it, but at memory speed.
     fn fill(&mut self, dst: &mut [u16], numbers: &mut Vec<u64>) -> Result<usize> {
         let px = self.rows * self.cols;
         let k = ((dst.len() / px) as u64).min(self.total - self.next) as usize;
-        self.copy_into(&mut dst[..k * px]);
+        let next = self.next;
+        let this = &*self;
+        dst[..k * px]
+            .par_chunks_mut(px)
+            .enumerate()
+            .for_each(|(i, f)| f.copy_from_slice(this.pool_frame(next + i as u64)));
         numbers.extend(self.next..self.next + k as u64);
         self.next += k as u64;
         Ok(k)
-    }
-}
-
-/// Resident memory of this process in MiB (Linux: /proc/self/statm).
-pub fn rss_mib() -> f64 {
-    let statm = std::fs::read_to_string("/proc/self/statm").expect("/proc/self/statm");
-    let pages: f64 = statm
-        .split_whitespace()
-        .nth(1)
-        .and_then(|v| v.parse().ok())
-        .expect("resident pages in /proc/self/statm");
-    // SAFETY: sysconf has no preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as f64;
-    pages * page / (1024.0 * 1024.0)
-}
-
-/// Resident memory sampled along a stream: at frame `warm` (the baseline), the peak after
-/// it, and at the end.
-pub struct RssTrack {
-    warm_at: u64,
-    every: u64,
-    /// RSS at the baseline frame.
-    pub warm: Option<f64>,
-    /// Highest RSS sampled after the baseline.
-    pub peak: f64,
-}
-
-impl RssTrack {
-    /// Baseline after `warm_at` frames, then a sample every `every` frames.
-    pub fn new(warm_at: u64, every: u64) -> Self {
-        Self {
-            warm_at,
-            every: every.max(1),
-            warm: None,
-            peak: 0.0,
-        }
-    }
-
-    /// Called once per frame with the frames seen so far.
-    pub fn frame(&mut self, seen: u64) {
-        if seen == self.warm_at || (seen > self.warm_at && seen.is_multiple_of(self.every)) {
-            let now = rss_mib();
-            self.warm.get_or_insert(now);
-            self.peak = self.peak.max(now);
-        }
-    }
-
-    /// Prints `what frames=... rss_warm_mib=... rss_peak_mib=... rss_final_mib=...` and
-    /// asserts that the RSS at the end and at its peak stayed within `slack_mib` of the
-    /// baseline.
-    pub fn check(&self, what: &str, frames: u64, clusters: u64, slack_mib: f64) {
-        let fin = rss_mib();
-        let warm = self.warm.expect("the run reached its baseline frame");
-        let peak = self.peak.max(fin);
-        println!(
-            "{what} frames={frames} clusters={clusters} rss_warm_mib={warm:.1} rss_peak_mib={peak:.1} rss_final_mib={fin:.1}"
-        );
-        assert!(clusters > 0, "{what}: no clusters");
-        assert!(
-            fin <= warm + slack_mib && peak <= warm + slack_mib,
-            "{what}: resident memory grew from {warm:.1} MiB at frame {} to {fin:.1} MiB at the end (peak {peak:.1}); allowed {slack_mib} MiB",
-            self.warm_at
-        );
     }
 }

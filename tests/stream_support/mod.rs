@@ -69,7 +69,37 @@ pub fn spawn(dir: &Path, name: &str, args: &[&str]) -> Proc {
     }
 }
 
+/// `tcp://127.0.0.1:<port>`, the loopback endpoint the tests stream over.
+pub fn loopback(port: u16) -> String {
+    format!("tcp://127.0.0.1:{port}")
+}
+
+/// Starts `cluda stream --zmq <loopback port> --out-dir <out> args...` (see [`spawn`]): the
+/// part of every stream the tests start that does not vary.
+pub fn spawn_stream(dir: &Path, name: &str, port: u16, out: &Path, args: &[&str]) -> Proc {
+    let zmq = loopback(port);
+    let mut all = vec!["stream", "--zmq", &zmq, "--out-dir", s(out)];
+    all.extend_from_slice(args);
+    spawn(dir, name, &all)
+}
+
+/// Starts `cluda replay --zmq <loopback port> args...` (see [`spawn`]).
+pub fn spawn_replay(dir: &Path, name: &str, port: u16, args: &[&str]) -> Proc {
+    let zmq = loopback(port);
+    let mut all = vec!["replay", "--zmq", &zmq];
+    all.extend_from_slice(args);
+    spawn(dir, name, &all)
+}
+
 impl Proc {
+    /// [`Proc::wait`], then fails the test (showing stderr) unless the process succeeded.
+    #[track_caller]
+    pub fn wait_ok(self, limit: Duration) -> Done {
+        let done = self.wait(limit);
+        assert!(done.status.success(), "{}", done.stderr);
+        done
+    }
+
     /// Waits at most `limit` for the process to end (killing it and failing the test after
     /// that), then returns what it printed.
     pub fn wait(mut self, limit: Duration) -> Done {

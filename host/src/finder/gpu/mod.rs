@@ -178,7 +178,7 @@ impl GpuFinder {
     }
 
     /// Uploads the host pedestal when the device has none or an older one.
-    fn push_state(&mut self) -> Result<&DeviceState> {
+    fn push_state(&mut self) -> Result<()> {
         if self.state.is_none() || self.host_changed {
             let ctx = self.device.context();
             let state = match self.host.ready()? {
@@ -188,9 +188,30 @@ impl GpuFinder {
             self.state = Some(state);
             self.host_changed = false;
         }
-        self.state
+        Ok(())
+    }
+
+    /// Runs `work` on the pipeline with the device pedestal (uploaded first when the host's
+    /// is newer), after marking the device's copy as the newer one: the start that
+    /// `find_each` and `find_feed` share. One helper because `work` needs the pipeline
+    /// mutably and the state at once, which a reference returned by `push_state` (a borrow
+    /// of the whole finder) cannot give.
+    fn run_with_state(
+        &mut self,
+        work: impl FnOnce(&mut Pipeline, &DeviceState) -> Result<()>,
+    ) -> Result<()> {
+        self.push_state()?;
+        let Self {
+            pipeline,
+            state,
+            device_newer,
+            ..
+        } = self;
+        let state = state
             .as_ref()
-            .ok_or_else(|| Error::Internal("the device pedestal is missing".into()))
+            .ok_or_else(|| Error::Internal("the device pedestal is missing".into()))?;
+        *device_newer = true;
+        work(pipeline, state)
     }
 }
 
@@ -271,15 +292,7 @@ impl ClusterFinder for GpuFinder {
         visit: &mut dyn FnMut(FrameClusters<'_>) -> Result<()>,
     ) -> Result<()> {
         frames.expect_shape(self.config.rows, self.config.cols, "data frames")?;
-        self.push_state()?;
-        let Self {
-            pipeline, state, ..
-        } = self;
-        let state = state
-            .as_ref()
-            .ok_or_else(|| Error::Internal("the device pedestal is missing".into()))?;
-        self.device_newer = true;
-        pipeline.run(state, frames, visit)
+        self.run_with_state(|pipeline, state| pipeline.run(state, frames, visit))
     }
 
     /// One pipeline through all the feed's chunks: chunk i+1's uploads are queued before
@@ -294,15 +307,7 @@ impl ClusterFinder for GpuFinder {
         feed: &mut dyn crate::engine::FrameFeed,
         visit: &mut dyn FnMut(FrameClusters<'_>) -> Result<()>,
     ) -> Result<()> {
-        self.push_state()?;
-        let Self {
-            pipeline, state, ..
-        } = self;
-        let state = state
-            .as_ref()
-            .ok_or_else(|| Error::Internal("the device pedestal is missing".into()))?;
-        self.device_newer = true;
-        pipeline.run_feed(state, feed, visit)
+        self.run_with_state(|pipeline, state| pipeline.run_feed(state, feed, visit))
     }
 }
 
