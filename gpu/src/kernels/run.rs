@@ -20,11 +20,12 @@
 //! - Iteration k first waits until every tile whose pixels this tile's windows reach (its
 //!   *neighbours*: `r` rows and `r` pixels either way) has progress k+1, and until all tiles
 //!   have counted their centres of frame k-2 (warp 0 polls, each lane ends with an acquire
-//!   load of its flag, and the block's barrier hands that on). Then every pixel classifies frame k from plane
-//!   `k % 5`, pushes its own sums when quiet, and stores its corrected value of frame k+1
-//!   into plane `(k+1) % 5` from the sums it has just updated and the raw sample it loaded
-//!   one iteration ahead (iteration k loads frame k+2's, with all tiles' counts of frame
-//!   k-2, so no load from device memory is on the path between frames). The block meets
+//!   load of its flag, and the block's barrier hands that on). Then every pixel classifies
+//!   frame k from plane `k % 5`, pushes its own sums when quiet, and stores its corrected
+//!   value of frame k+1 into plane `(k+1) % 5` from the sums it has just updated and the
+//!   raw sample it loaded one iteration ahead (iteration k loads frame k+2's, with all
+//!   tiles' counts of frame k-2, so no load from device memory is on the path between
+//!   frames). The block meets
 //!   once (a reduction through shared memory) and the tile at once publishes progress k+2:
 //!   everything on the path from one frame's planes to the next's comes before that, and
 //!   everything else after it. The reduction gives this frame's centres per warp (each
