@@ -236,10 +236,9 @@ pub fn find_clusters(
         .pedestal_frames(n)
         .threshold(args.options.threshold)
         .precision(args.options.precision);
-    let engine = EngineConfig {
-        map: args.input == "map",
-        ..EngineConfig::for_frames(rows, cols).capped(data.len)
-    };
+    // `map` is settled once the finder is open (`--input auto`: what it reads fastest).
+    let engine = EngineConfig::for_frames(rows, cols).capped(data.len);
+    let mappable = data.mappable;
     // Start-up: the device opens (and allocates the frame ring: page-locked memory on a GPU)
     // on a thread of its own while the pedestal frames are read and pushed into a host
     // pedestal here; on a GPU the two take about as long, so start-up costs the longer one.
@@ -249,7 +248,7 @@ pub fn find_clusters(
         let opener = std::thread::Builder::new()
             .name("cluda-open".into())
             .spawn_scoped(s, || {
-                let r = open_device(&config, args, engine);
+                let r = open_device(&config, args, engine, mappable);
                 if r.is_err() {
                     stop.store(true, Ordering::Relaxed);
                 }
@@ -269,13 +268,20 @@ pub fn find_clusters(
         open_time,
         slots,
         reserve_time,
+        engine,
     } = opened?;
     let (host_pedestal, pedestal_time) = host_pedestal?
         .ok_or_else(|| Error::Internal("the pedestal stopped without a device error".into()))?;
     eprintln!("note: {note}");
     finder.set_pedestal(host_pedestal)?;
     let startup = started.elapsed();
-    let read_threads = args.read_threads.unwrap_or_else(|| finder.read_threads());
+    let read_threads = args.read_threads.unwrap_or_else(|| {
+        if data.generated {
+            generator_threads(finder.as_ref())
+        } else {
+            finder.read_threads()
+        }
+    });
     data.frames.set_read_threads(read_threads);
     let ring_ahead = slots.as_ref().map(RingSlots::alloc_time);
     let stage = outputs.plots.map(PlotStage::create).transpose()?;
@@ -327,7 +333,9 @@ pub fn find_clusters(
     signals::check()?;
     let start = Instant::now();
     let written = writer.map(|w| w.commit()).transpose()?;
-    let busy = stats.wall + start.elapsed();
+    let phase = stats.wall + start.elapsed();
+    // The data phase less its waits for input: finding (and writing) only.
+    let busy = phase.saturating_sub(stats.waited_for_input);
     if args.timing {
         let bytes = written.as_ref().map_or(0, |(_, w)| w.bytes);
         let ring = match ring_ahead {
@@ -354,7 +362,7 @@ pub fn find_clusters(
                 &stats,
                 data.frames.read_threads(),
                 written.as_ref().map(|(_, w)| w),
-                busy,
+                phase,
                 bytes
             )
         );
@@ -382,9 +390,23 @@ pub fn find_clusters(
         frames: stats.frames,
         clusters,
         seconds: busy.as_secs_f64(),
+        input_seconds: stats.read_busy.as_secs_f64(),
         device: device.split_whitespace().next().unwrap_or("?").to_string(),
         precision: args.options.precision.name(),
     })
+}
+
+/// Threads that generate `demo`'s data frames by default: every core for a finder that
+/// computes elsewhere (a GPU), half of them for one that computes on the host's cores (the
+/// CPU finder leaves a core to each generator thread, see `CpuFinder::find_feed`), since
+/// generating a frame costs several times what finding its clusters does.
+fn generator_threads(finder: &dyn ClusterFinder) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if finder.prefers_mapped_input() {
+        (cores / 2).max(1)
+    } else {
+        cores
+    }
 }
 
 /// A finder opened on the device thread, with the ring it allocated.
@@ -395,15 +417,32 @@ struct Opened {
     slots: Option<RingSlots>,
     /// Time the finder took to allocate its buffers for a chunk.
     reserve_time: Duration,
+    /// The engine's settings, `--input` settled.
+    engine: EngineConfig,
 }
 
-/// Opens the finder on `args.options.device`, allocates the engine's ring for it (not for a mapped
-/// input, which needs none) and the finder's buffers for a chunk.
-fn open_device(config: &FinderConfig, args: &FinderArgs, engine: EngineConfig) -> Result<Opened> {
+/// Opens the finder on `args.options.device`, settles `--input` (`auto`: mapped when the input
+/// can be mapped and the finder prefers it, [`ClusterFinder::prefers_mapped_input`]), allocates
+/// the engine's ring for it (not for a mapped input, which needs none) and the finder's buffers
+/// for a chunk.
+fn open_device(
+    config: &FinderConfig,
+    args: &FinderArgs,
+    engine: EngineConfig,
+    mappable: bool,
+) -> Result<Opened> {
     let t = Instant::now();
     let (mut finder, note) =
         open_finder(config.clone(), args.options.device, args.options.threads)?;
     let open_time = t.elapsed();
+    let engine = EngineConfig {
+        map: match args.input.as_str() {
+            "map" => true,
+            "read" => false,
+            _ => mappable && finder.prefers_mapped_input(),
+        },
+        ..engine
+    };
     let slots = if engine.map {
         None
     } else {
@@ -418,6 +457,7 @@ fn open_device(config: &FinderConfig, args: &FinderArgs, engine: EngineConfig) -
         open_time,
         slots,
         reserve_time,
+        engine,
     })
 }
 

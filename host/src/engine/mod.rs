@@ -293,6 +293,12 @@ pub fn find_stream_with(
     let slot_len = config.chunk * pixels;
     let start = Instant::now();
     let mapped = if config.map { source.map_rest() } else { None };
+    // The threads that fill slots while the finder runs (a mapped input reads nothing).
+    let producers = if mapped.is_some() {
+        0
+    } else {
+        source.read_threads()
+    };
     let mut given = slots
         .filter(|s| s.samples == slot_len)
         .map_or_else(Vec::new, |s| s.stores);
@@ -342,7 +348,11 @@ pub fn find_stream_with(
                             numbers.extend(first..first + k as u64);
                             next_mapped += k;
                             let guard = match (k, &pin) {
-                                (0, _) | (_, None) => None,
+                                (0, _) => None,
+                                (_, None) => {
+                                    prefault(&m.map, &range);
+                                    None
+                                }
                                 (_, Some(pin)) => pin(m.map[range.clone()].as_ptr(), range.len()),
                             };
                             Ok((
@@ -377,7 +387,9 @@ pub fn find_stream_with(
                 (busy, bytes)
             })
             .map_err(|e| Error::io("<reader thread>", e))?;
-        let result = consume(finder, &full_rx, &free_tx, pixels, visit, &mut stats);
+        let result = consume(
+            finder, &full_rx, &free_tx, pixels, producers, visit, &mut stats,
+        );
         // Let a reader blocked on either channel see the end.
         drop(full_rx);
         drop(free_tx);
@@ -392,6 +404,19 @@ pub fn find_stream_with(
     Ok(stats)
 }
 
+/// Faults in the pages of `range` of a mapped input here, on the reader thread (a disk read
+/// too, if the file is not in the page cache), so that a finder reading the map on the host's
+/// cores (whose band threads run in step: one stopped on a page fault stops all) finds them
+/// mapped. Best effort: older kernels refuse the advice, and the finder then faults them in.
+fn prefault(map: &memmap2::Mmap, range: &std::ops::Range<usize>) {
+    #[cfg(target_os = "linux")]
+    {
+        let _ = map.advise_range(memmap2::Advice::PopulateRead, range.start, range.len());
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (map, range);
+}
+
 /// The finder's side of [`find_stream`]: full slots lent to the finder, clusters out, slots
 /// back as soon as the finder no longer reads them.
 fn consume(
@@ -399,6 +424,7 @@ fn consume(
     full: &std::sync::mpsc::Receiver<Result<Filled>>,
     free: &std::sync::mpsc::SyncSender<Option<Box<dyn FrameStore>>>,
     pixels: usize,
+    producers: usize,
     visit: &mut dyn FnMut(u64, FrameClusters<'_>) -> Result<()>,
     stats: &mut EngineStats,
 ) -> Result<()> {
@@ -410,6 +436,7 @@ fn consume(
         numbers: &numbers,
         lent_frames: 0,
         waited: Duration::ZERO,
+        producers,
     };
     let (mut visiting, mut frames) = (Duration::ZERO, 0u64);
     let t = Instant::now();
@@ -474,6 +501,8 @@ struct Ring<'a> {
     lent_frames: usize,
     /// Time spent waiting for the reader.
     waited: Duration,
+    /// Threads the reader fills slots with (0 for a mapped input: nothing is read).
+    producers: usize,
 }
 
 impl FrameFeed for Ring<'_> {
@@ -492,6 +521,10 @@ impl FrameFeed for Ring<'_> {
             .push_back((self.lent_frames, numbers));
         self.lent_frames += filled.frames;
         Ok(Some(chunk))
+    }
+
+    fn producer_threads(&self) -> usize {
+        self.producers
     }
 
     fn give_back(&mut self, chunk: FedChunk) {
