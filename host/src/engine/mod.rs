@@ -27,6 +27,7 @@
 //! records, so writing overlaps finding too.
 
 pub mod feed;
+pub mod slice_source;
 pub mod write_behind;
 
 use std::cell::RefCell;
@@ -38,6 +39,7 @@ use crate::error::{Error, Result};
 use crate::finder::ClusterFinder;
 use crate::io::FrameSource;
 pub use feed::{ChunkedFeed, FedChunk, FrameFeed};
+pub use slice_source::SliceSource;
 
 /// Memory frames are read into and found from (a slot of the engine's ring).
 pub trait FrameStore: Send {
@@ -279,6 +281,49 @@ pub fn find_stream_with(
     slots: Option<RingSlots>,
     visit: &mut dyn FnMut(u64, FrameClusters<'_>) -> Result<()>,
 ) -> Result<EngineStats> {
+    run(finder, source, config, slots, visit).map(|(stats, _)| stats)
+}
+
+/// As [`find_stream_with`], keeping the ring for the next run: for callers that run the
+/// engine many times with one finder (the Python package's `find` calls), where allocating
+/// page-locked slots each time (about 0.3 s for the default ring on an H200) would cost more
+/// than a short run. `slots` is used when it fits `config` (else allocated here) and holds the
+/// ring again afterwards, when the run ended with every slot back (after an error it may be
+/// `None`; the next run allocates anew). A mapped input ([`EngineConfig::map`]) has no ring.
+///
+/// # Errors
+/// As [`find_stream`].
+pub fn find_stream_reusing(
+    finder: &mut dyn ClusterFinder,
+    source: &mut (dyn FrameSource + Send),
+    config: EngineConfig,
+    slots: &mut Option<RingSlots>,
+    visit: &mut dyn FnMut(u64, FrameClusters<'_>) -> Result<()>,
+) -> Result<EngineStats> {
+    let samples = config
+        .chunk
+        .saturating_mul(finder.config().rows)
+        .saturating_mul(finder.config().cols);
+    let (stats, spare) = run(finder, source, config, slots.take(), visit)?;
+    if spare.len() == config.slots && spare.iter().all(|s| s.samples().len() == samples) {
+        *slots = Some(RingSlots {
+            stores: spare,
+            samples,
+            alloc: Duration::ZERO,
+        });
+    }
+    Ok(stats)
+}
+
+/// The engine's run: its statistics and the ring's slots that came back to the reader
+/// (every one, after a run that read to the end without error).
+fn run(
+    finder: &mut dyn ClusterFinder,
+    source: &mut (dyn FrameSource + Send),
+    config: EngineConfig,
+    slots: Option<RingSlots>,
+    visit: &mut dyn FnMut(u64, FrameClusters<'_>) -> Result<()>,
+) -> Result<(EngineStats, Vec<Box<dyn FrameStore>>)> {
     let (rows, cols) = (source.rows(), source.cols());
     let want = (finder.config().rows, finder.config().cols);
     if (rows, cols) != want {
@@ -321,12 +366,15 @@ pub fn find_stream_with(
         let _ = free_tx.send(s);
     }
     let pin = mapped.as_ref().and_then(|_| finder.host_pinner());
-    let read = std::thread::scope(|scope| -> Result<(Duration, u64)> {
+    type Read = (Duration, u64, Vec<Box<dyn FrameStore>>);
+    let read = std::thread::scope(|scope| -> Result<Read> {
         let reader = std::thread::Builder::new()
             .name("cluda-reader".into())
             .spawn_scoped(scope, move || {
                 let (mut busy, mut bytes) = (Duration::ZERO, 0u64);
                 let mut next_mapped = 0usize;
+                // Slots that come back once the input ended, kept for the caller.
+                let mut spare = Vec::new();
                 while let Ok(store) = free_rx.recv() {
                     let t = Instant::now();
                     let mut numbers = Vec::with_capacity(config.chunk);
@@ -358,7 +406,10 @@ pub fn find_stream_with(
                     };
                     busy += t.elapsed();
                     let msg = match got {
-                        Ok((0, _)) => break,
+                        Ok((0, chunk)) => {
+                            spare.extend(chunk.into_store());
+                            break;
+                        }
                         Ok((k, chunk)) => {
                             bytes += (k * pixels * 2) as u64;
                             Ok(Filled {
@@ -374,7 +425,13 @@ pub fn find_stream_with(
                         break;
                     }
                 }
-                (busy, bytes)
+                // The end of the input for the finder; then collect the slots it gives back
+                // until it is done (its sender goes), without reading into them.
+                drop(full_tx);
+                while let Ok(store) = free_rx.recv() {
+                    spare.extend(store);
+                }
+                (busy, bytes, spare)
             })
             .map_err(|e| Error::io("<reader thread>", e))?;
         let result = consume(finder, &full_rx, &free_tx, pixels, visit, &mut stats);
@@ -389,7 +446,7 @@ pub fn find_stream_with(
     stats.read_busy = read.0;
     stats.read_bytes = read.1;
     stats.wall = start.elapsed();
-    Ok(stats)
+    Ok((stats, read.2))
 }
 
 /// The finder's side of [`find_stream`]: full slots lent to the finder, clusters out, slots
@@ -602,6 +659,81 @@ mod tests {
             .expect("stream");
             assert!(got == want, "slots of {ahead_chunk} frames");
         }
+    }
+
+    /// A ring kept between runs comes back after each run that read to the end, is used
+    /// again (the same memory), and every run gives the clusters of one call; after a
+    /// visitor's error the next run allocates anew and is still right.
+    #[test]
+    fn a_kept_ring_is_reused_between_runs() {
+        let (rows, cols) = (24, 40);
+        let g = Generator::new(GenConfig::new(rows, cols, 8)).expect("generator");
+        let dark = g.frames(0, 50, false);
+        let data = g.frames(50, 30, true);
+        let mut want = Vec::new();
+        finder(rows, cols, &dark)
+            .find_each(
+                Frames::new(&data, 30, rows, cols).expect("frames"),
+                &mut |fc| {
+                    want.push((fc.frame as u64, fc.words().to_vec()));
+                    Ok(())
+                },
+            )
+            .expect("find");
+        let cfg = EngineConfig {
+            chunk: 4,
+            slots: 3,
+            map: false,
+        };
+        let px = rows * cols;
+        let mut f = finder(rows, cols, &dark);
+        let mut ring = None;
+        let mut got = Vec::new();
+        let mut first_ptrs = Vec::new();
+        // Frames 0..10, then 10..30, through one kept ring.
+        for (from, to) in [(0, 10), (10, 30)] {
+            let mut src = SliceSource::new(&data[from * px..to * px], rows, cols).expect("src");
+            find_stream_reusing(&mut f, &mut src, cfg, &mut ring, &mut |n, fc| {
+                got.push((n + from as u64, fc.words().to_vec()));
+                Ok(())
+            })
+            .expect("stream");
+            let slots = ring.as_ref().expect("the ring came back");
+            assert_eq!(slots.stores.len(), 3);
+            let mut ptrs: Vec<usize> = slots
+                .stores
+                .iter()
+                .map(|s| s.samples().as_ptr() as usize)
+                .collect();
+            ptrs.sort_unstable();
+            if first_ptrs.is_empty() {
+                first_ptrs = ptrs;
+            } else {
+                assert_eq!(ptrs, first_ptrs, "the same slots, not new ones");
+            }
+        }
+        assert!(got == want);
+        // A visitor error: the ring may be lost; the next run still works.
+        let mut f = finder(rows, cols, &dark);
+        let mut src = SliceSource::new(&data, rows, cols).expect("src");
+        let e = find_stream_reusing(&mut f, &mut src, cfg, &mut ring, &mut |_, fc| {
+            if fc.frame == 5 {
+                Err(Error::param("visitor", "stop"))
+            } else {
+                Ok(())
+            }
+        });
+        assert!(e.is_err());
+        let mut f = finder(rows, cols, &dark);
+        let mut src = SliceSource::new(&data, rows, cols).expect("src");
+        let mut again = Vec::new();
+        find_stream_reusing(&mut f, &mut src, cfg, &mut ring, &mut |n, fc| {
+            again.push((n, fc.words().to_vec()));
+            Ok(())
+        })
+        .expect("stream after an error");
+        assert!(again == want);
+        assert!(ring.is_some());
     }
 
     /// A visitor's error stops the run and comes back unchanged; the reader thread ends.
