@@ -39,6 +39,13 @@ fn too_large(bytes: usize, e: std::io::Error) -> Error {
     }
 }
 
+/// Memory being faulted in on a thread of its own, ahead of the writer.
+struct Ahead {
+    /// Faulted in up to this byte once the thread is done.
+    end: usize,
+    job: std::thread::JoinHandle<()>,
+}
+
 /// Result rows of one cluster size, filled in place (see the module docs).
 pub struct RowBuf {
     size: ClusterSize,
@@ -51,11 +58,14 @@ pub struct RowBuf {
     hint: usize,
     /// Threads that fault memory in.
     threads: usize,
+    /// The next step being faulted in, from `faulted` on: the map is neither moved nor
+    /// unmapped, and no row is written there, until it is done ([`RowBuf::settle`]).
+    ahead: Option<Ahead>,
 }
 
 impl RowBuf {
-    /// An empty buffer for `size` clusters; `hint` bytes are mapped (not touched) at the
-    /// first row.
+    /// An empty buffer for `size` clusters; `hint` bytes are mapped at the first row, and
+    /// faulted in (on other threads) from then on.
     pub fn new(size: ClusterSize, hint: usize) -> Self {
         Self {
             size,
@@ -66,6 +76,7 @@ impl RowBuf {
             threads: std::thread::available_parallelism()
                 .map_or(1, |n| n.get())
                 .clamp(1, 16),
+            ahead: None,
         }
     }
 
@@ -96,11 +107,14 @@ impl RowBuf {
         let Some(map) = self.map.as_mut() else {
             return Err(Error::Internal("result rows without memory".into()));
         };
-        let words: &mut [u32] = bytemuck::cast_slice_mut(&mut map[..]);
-        for (row, rec) in words[from..from + add]
-            .chunks_exact_mut(w + 1)
-            .zip(fc.words().chunks_exact(w))
-        {
+        // SAFETY: `reserve` made words `from .. from + add` part of the map and faulted in
+        // (below `faulted`), which no other thread touches (a fault-in ahead works past
+        // `faulted`); the map's memory is page-aligned, so aligned for u32. Only this range
+        // is borrowed, not the whole map.
+        let dst = unsafe {
+            std::slice::from_raw_parts_mut(map.as_mut_ptr().cast::<u32>().add(from), add)
+        };
+        for (row, rec) in dst.chunks_exact_mut(w + 1).zip(fc.words().chunks_exact(w)) {
             row[0] = frame as u32;
             row[1..].copy_from_slice(rec);
         }
@@ -108,7 +122,18 @@ impl RowBuf {
         Ok(())
     }
 
-    /// Room for `add` more words, mapped and faulted in.
+    /// Waits for the fault-in ahead, if one runs.
+    fn settle(&mut self) {
+        if let Some(a) = self.ahead.take() {
+            // A fault-in cannot panic; were it to, its memory would only be faulted later.
+            if a.job.join().is_ok() {
+                self.faulted = self.faulted.max(a.end);
+            }
+        }
+    }
+
+    /// Room for `add` more words, mapped and faulted in; and the next step faulted in ahead,
+    /// on other threads.
     fn reserve(&mut self, add: usize) -> Result<(), Error> {
         let need = self
             .len
@@ -117,6 +142,7 @@ impl RowBuf {
             .ok_or_else(|| too_large(usize::MAX, std::io::Error::other("overflow")))?;
         let cap = self.map.as_ref().map_or(0, |m| m.len());
         if need > cap {
+            self.settle();
             let new_cap = round_up(need.max(cap.saturating_mul(2)).max(self.hint), HUGE);
             match self.map.as_mut() {
                 None => {
@@ -129,28 +155,53 @@ impl RowBuf {
                     self.map = Some(map);
                 }
                 Some(map) => {
-                    // SAFETY: `&mut self` holds the only access to the map; no reference
-                    // into it outlives this call (`words` borrows `self`), so moving it is
-                    // sound.
+                    // SAFETY: `&mut self` holds the only access to the map and no fault-in
+                    // runs (settled above); no reference into it outlives this call, so
+                    // moving it is sound.
                     unsafe { map.remap(new_cap, RemapOptions::new().may_move(true)) }
                         .map_err(|e| too_large(new_cap, e))?;
                 }
             }
         }
         if need > self.faulted {
-            let cap = self.map.as_ref().map_or(0, |m| m.len());
-            // Ahead by a quarter of what is written (at least a huge page), or at once up to
-            // the hint (the size the caller expects): at most a quarter more is faulted in
-            // than is used, unless the hint was too large.
-            let mut end = need.max(self.faulted + HUGE.max(self.bytes() / 4));
+            self.settle();
+        }
+        let cap = self.map.as_ref().map_or(0, |m| m.len());
+        // A step: a quarter of what is written (at least a huge page), so at most a quarter
+        // more is faulted in than is used; the first one up to the hint (the size expected).
+        let step = HUGE.max(self.bytes() / 4);
+        if need > self.faulted {
+            // Behind (the first rows, or the writer outran the thread): fault in now.
+            let mut end = need.max(self.faulted + step);
             if self.faulted == 0 {
                 end = end.max(self.hint);
             }
             let end = round_up(end, HUGE).min(cap);
             if let Some(map) = self.map.as_mut() {
-                prefault(map, self.faulted..end, self.threads);
+                let base = map.as_mut_ptr() as usize;
+                // SAFETY: `faulted .. end` lies in the map; nothing else touches it (no
+                // fault-in runs, rows are below `faulted`).
+                unsafe { prefault(base, self.faulted..end, self.threads) };
             }
             self.faulted = end;
+        }
+        if self.ahead.is_none() && self.faulted < cap.min(need + step) {
+            // Less than a step is ready: fault the next one in on other threads.
+            let end = round_up(self.faulted + step, HUGE).min(cap);
+            if let Some(map) = self.map.as_mut() {
+                let (base, from, threads) = (map.as_mut_ptr() as usize, self.faulted, self.threads);
+                let job = std::thread::Builder::new()
+                    .name("cluda-rows-ahead".into())
+                    // SAFETY: `from .. end` lies in the map, which is neither moved nor
+                    // unmapped until this thread is joined (`settle` comes first in
+                    // `reserve`'s growth, `trim`, `into_numpy` and `drop`); rows are written
+                    // only below `faulted` (= `from`) until then.
+                    .spawn(move || unsafe { prefault(base, from..end, threads) });
+                // No thread: the memory is faulted in when it is needed.
+                if let Ok(job) = job {
+                    self.ahead = Some(Ahead { end, job });
+                }
+            }
         }
         Ok(())
     }
@@ -158,6 +209,7 @@ impl RowBuf {
     /// Gives back the memory past the rows (call it without the GIL: unmapping what was
     /// faulted in ahead takes a moment).
     pub fn trim(&mut self) {
+        self.settle();
         let keep = round_up(self.len * 4, 4096);
         match self.map.as_mut() {
             Some(_) if keep == 0 => self.map = None,
@@ -174,10 +226,11 @@ impl RowBuf {
 
     /// The rows as a numpy structured array (`cluster_dtype`) that owns this memory (trim it
     /// first, see [`RowBuf::trim`]).
-    pub fn into_numpy<'py>(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+    pub fn into_numpy<'py>(mut self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.settle();
         let dtype = crate::cluster_dtype(py, self.size.cells())?;
         let words = self.len;
-        let arr = match self.map {
+        let arr = match self.map.take() {
             Some(map) if words > 0 => {
                 // SAFETY: the map holds `words` initialised u32 (page-aligned, so aligned);
                 // it is moved into the owner below, which keeps it mapped (moving a map does
@@ -194,16 +247,23 @@ impl RowBuf {
     }
 }
 
-/// Faults `range` of `map` in on up to `threads` threads: `MADV_POPULATE_WRITE` (Linux 5.14
-/// on), else a write to every page. Only memory no row was written to yet is passed here, so
-/// the zero written by the fallback is what is there already.
-fn prefault(map: &mut MmapMut, range: Range<usize>, threads: usize) {
+/// Faults bytes `range` of the map at `base` in on up to `threads` threads:
+/// `MADV_POPULATE_WRITE` (Linux 5.14 on), else a write to every page. Only memory no row was
+/// written to yet is passed here, so the zero written by the fallback is what is there
+/// already.
+///
+/// # Safety
+/// `base + range` must lie in one live anonymous map that nothing else reads or writes
+/// until this returns, and that stays mapped in place until then.
+unsafe fn prefault(base: usize, range: Range<usize>, threads: usize) {
     if range.is_empty() {
         return;
     }
-    let parts = threads.min(range.len() / MIN_PART).max(1);
-    let per = round_up(range.len().div_ceil(parts), 4096);
-    let region = &mut map[range];
+    // SAFETY: the caller's contract.
+    let region =
+        unsafe { std::slice::from_raw_parts_mut((base + range.start) as *mut u8, range.len()) };
+    let parts = threads.min(region.len() / MIN_PART).max(1);
+    let per = round_up(region.len().div_ceil(parts), 4096);
     if parts == 1 {
         populate(region);
         return;
@@ -230,6 +290,13 @@ fn populate(part: &mut [u8]) {
         for b in part.iter_mut().step_by(4096) {
             *b = 0;
         }
+    }
+}
+
+impl Drop for RowBuf {
+    fn drop(&mut self) {
+        // The map must outlive the thread faulting part of it in.
+        self.settle();
     }
 }
 
