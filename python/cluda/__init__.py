@@ -7,17 +7,20 @@ defines them operation by operation). Arrays go in and come out as numpy arrays.
 Input arrays
     Frames are ``uint16`` arrays, 2-D (``rows x cols``, one frame) or 3-D
     (``frames x rows x cols``). Any other dtype raises ``ValueError`` (a cast could change
-    the values: convert explicitly). A C-contiguous array is used in place, never copied;
-    any other layout (a strided slice, Fortran order) is copied once into C order. The GIL
-    is released while the frames are processed: do not write to an array from another
-    thread while a call reads it.
+    the values: convert explicitly). A C-contiguous array is read in place, never copied
+    as a whole (a GPU finder copies it a chunk at a time, on several threads, into
+    page-locked memory it uploads from); any other layout (a strided slice, Fortran order)
+    is copied once into C order. A memory map of a whole ``.npy`` file is read from the
+    file. The GIL is released while the frames are processed: do not write to an array from
+    another thread while a call (or a ``find_iter`` iteration) reads it.
 
 Results
     Clusters come back as a numpy structured array, one row per cluster, with fields
     ``frame`` (int32), ``x``, ``y`` (uint16: column and row of the centre) and ``data``
     (int32, shape ``(N*N,)``: the pedestal-corrected values of the window, row-major from its
     top-left, 0 outside the frame), rows in frame order and, within a frame, in row-major
-    order of the centres. ``cluster_dtype(n)`` is that dtype.
+    order of the centres. ``cluster_dtype(n)`` is that dtype. The rows are written once, by
+    Rust, into memory the array then owns (no concatenation or copy afterwards).
 
 Errors
     ``ValueError`` for bad parameters and shapes, ``OSError`` (``FileNotFoundError``, ...)
@@ -176,10 +179,9 @@ class ClusterFinder(_cluda.ClusterFinder):
         (``np.load(path, mmap_mode="r")``), which is then read from the file as ``cluda
         find`` reads it, or a ``RawFile`` (every frame from where it stands; its frames keep
         their header frame numbers, as in ``cluda find``'s cluster file, and ``first_frame``
-        must be left out). The rows are
-        written once, by Rust, into the returned array's memory. On a GPU the frames go
-        through the same engine as ``cluda find``: reader threads copy them into
-        page-locked memory while the GPU finds the previous ones.
+        must be left out). On a GPU the frames go through the same engine as ``cluda
+        find``: reader threads copy them into page-locked memory while the GPU finds the
+        previous ones. The rows are written once, by Rust, into the returned array's memory.
         """
         return super().find(frames, first_frame, _file_of(frames))
 
@@ -202,10 +204,10 @@ class ClusterFinder(_cluda.ClusterFinder):
         ``frames`` is a 3-D uint16 array (e.g. ``np.load(path, mmap_mode="r")`` for a file
         larger than memory: it is read from the file a chunk at a time, as ``cluda find``
         reads it), a ``RawFile`` (its frames from where it stands, numbered by their
-        headers), or an iterable of 2-D or
-        3-D arrays, each searched as it comes and yielding its own array. Frames are numbered
-        as by ``find``; chunk ``k`` holds frames ``k * chunk`` to ``(k + 1) * chunk - 1`` of
-        the input (an empty array when none of them has a cluster).
+        headers), or an iterable of 2-D or 3-D arrays, each searched as it comes and
+        yielding its own array. Frames are numbered as by ``find``; chunk ``k`` holds the
+        input's frames ``k * chunk`` to ``(k + 1) * chunk - 1`` (an empty array when none of
+        them has a cluster). ``find_file`` is faster for a whole file kept in one array.
 
         For an array or a ``RawFile`` the search runs ahead on a thread of its own, through
         the same engine as ``find``, while the previous chunk is used: one finished chunk

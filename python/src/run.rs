@@ -221,8 +221,11 @@ pub fn run(
         };
         sink(index, number, fc)
     };
+    let (rows, cols) = (finder.config().rows, finder.config().cols);
+    let full = EngineConfig::for_frames(rows, cols);
     let in_place = match via {
-        Via::Auto => !shared.gpu,
+        // Fewer frames than one slot gain nothing from reading ahead: one call on them.
+        Via::Auto => !shared.gpu || input.hint() < full.chunk as u64,
         Via::Engine => false,
         Via::Direct => true,
     };
@@ -233,19 +236,18 @@ pub fn run(
                 .and_then(|f| finder.find_each(f, &mut |fc| visit(fc.frame, 0, fc)))
         }
         _ => {
-            let (rows, cols) = (finder.config().rows, finder.config().cols);
-            let full = EngineConfig::for_frames(rows, cols);
-            let config = full.capped(input.hint());
+            // A GPU finder keeps its (page-locked) ring between runs, whatever their length;
+            // a CPU finder's plain ring is made for each run, no larger than it needs.
+            let config = if shared.gpu {
+                full
+            } else {
+                full.capped(input.hint())
+            };
             let threads = finder.read_threads();
             input.with_source(|src| {
                 src.set_read_threads(threads);
-                // Only full-size rings are kept (a short run's small ring is not worth it).
-                let (mut kept, mut small) = (lock(&shared.ring), None);
-                let ring = if config.chunk == full.chunk {
-                    &mut *kept
-                } else {
-                    &mut small
-                };
+                let (mut kept, mut own) = (lock(&shared.ring), None);
+                let ring = if shared.gpu { &mut *kept } else { &mut own };
                 find_stream_reusing(finder.as_mut(), src, config, ring, &mut |n, fc| {
                     visit(fc.frame, n, fc)
                 })
