@@ -27,6 +27,8 @@
 //! records, so writing overlaps finding too.
 
 pub mod feed;
+pub mod input;
+pub mod run;
 pub mod slice_source;
 pub mod write_behind;
 
