@@ -319,7 +319,7 @@ impl PyClusterFinder {
             .map_err(to_py)?;
         drop(input);
         if keep {
-            Ok(rows.into_numpy(py)?.unbind())
+            Ok(rows::into_numpy(rows, py)?.unbind())
         } else {
             Ok(clusters.into_pyobject(py)?.into_any().unbind())
         }

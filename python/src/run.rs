@@ -23,7 +23,7 @@ use cluda::io::FrameSource;
 use cluda::io::raw::RawReader;
 use cluda::{ClusterFinder, ClusterSize, Error, FrameClusters, Frames};
 
-use crate::rows::RowBuf;
+use crate::rows::{RowBuf, into_numpy};
 use crate::{frame_number, lock, to_py};
 
 /// The state a finder shares with the thread of a running `find_iter`.
@@ -273,7 +273,7 @@ pub fn find_rows(
     size: ClusterSize,
     keep: bool,
 ) -> Result<(RowBuf, u64), Error> {
-    let mut rows = RowBuf::new(size, 0);
+    let mut rows = RowBuf::new(size, 0, shared.gpu);
     let mut clusters = 0u64;
     run(shared, input, first, via, &mut |_, number, fc| {
         clusters += fc.len() as u64;
@@ -376,13 +376,14 @@ fn iterate(p: Pending, tx: SyncSender<Result<RowBuf, Error>>, stop: Arc<AtomicBo
         size,
     } = p;
     let clear = Iterating(shared.clone());
-    let mut rows = RowBuf::new(size, 0);
+    let spare_cores = shared.gpu;
+    let mut rows = RowBuf::new(size, 0, spare_cores);
     let mut sent = 0usize;
     let closed = || Error::Internal("the find_iter iterator was closed".into());
     let send = |rows: &mut RowBuf, sent: &mut usize| -> Result<(), Error> {
         // The next chunk's map is made about as large as this one's.
         let hint = rows.bytes() + rows.bytes() / 8;
-        let mut full = std::mem::replace(rows, RowBuf::new(size, hint));
+        let mut full = std::mem::replace(rows, RowBuf::new(size, hint, spare_cores));
         full.trim();
         tx.send(Ok(full)).map_err(|_| closed())?;
         *sent += 1;
@@ -477,7 +478,7 @@ impl FindIter {
                     r.rx = Some(rx);
                 }
                 drop(state);
-                rows.into_numpy(py).map(|a| Some(a.unbind()))
+                into_numpy(rows, py).map(|a| Some(a.unbind()))
             }
             done => {
                 // The thread ended (its last message was sent): wait for it, let go of the

@@ -28,6 +28,7 @@
 
 pub mod feed;
 pub mod input;
+pub mod rows;
 pub mod run;
 pub mod slice_source;
 pub mod write_behind;
