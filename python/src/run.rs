@@ -255,8 +255,11 @@ pub fn run(
             })
         }
     };
-    let base = if numbered { found } else { first };
-    shared.found.store(base + frames as i64, Ordering::Release);
+    // A call that consumed no frame (refused, or failed at once) leaves the count alone.
+    if frames > 0 || result.is_ok() {
+        let base = if numbered { found } else { first };
+        shared.found.store(base + frames as i64, Ordering::Release);
+    }
     shared.last_find.store(
         start.elapsed().as_secs_f64().to_bits() as i64,
         Ordering::Relaxed,

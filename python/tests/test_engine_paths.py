@@ -55,6 +55,9 @@ def test_find_iter_details(data):
     g = cluda.ClusterFinder(data.shape, pedestal_frames=5, device="cpu")
     with pytest.raises(cluda.PedestalNotReadyError):
         next(g.find_iter(data.data, chunk=4))
+    with pytest.raises(cluda.PedestalNotReadyError):
+        g.find(data.data, first_frame=100)
+    assert g.frames_found == 0, "calls that consumed nothing leave the count alone"
     g.push_pedestal(data.ped[:5])  # usable after the failed iteration
     with pytest.raises(ValueError, match="shape mismatch"):
         next(gpu_check._finder(data, "cpu").find_iter(np.zeros((3, 4, 5), np.uint16)))
