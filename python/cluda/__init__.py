@@ -10,8 +10,8 @@ Input arrays
     the values: convert explicitly). A C-contiguous array is read in place, never copied
     as a whole (a GPU finder copies it a chunk at a time, on several threads, into
     page-locked memory it uploads from); any other layout (a strided slice, Fortran order)
-    is copied once into C order. A memory map of a whole ``.npy`` file is read from the
-    file. The GIL is released while the frames are processed: do not write to an array from
+    is copied once into C order. On a GPU a memory map of a whole ``.npy`` file is read
+    from the file. The GIL is released while the frames are processed: do not write to an array from
     another thread while a call (or a ``find_iter`` iteration) reads it.
 
 Results
@@ -176,8 +176,8 @@ class ClusterFinder(_cluda.ClusterFinder):
         the pedestal left by the previous one, and quiet pixels update it.
 
         ``frames`` may also be a memory map of a whole ``.npy`` file
-        (``np.load(path, mmap_mode="r")``), which is then read from the file as ``cluda
-        find`` reads it, or a ``RawFile`` (every frame from where it stands; its frames keep
+        (``np.load(path, mmap_mode="r")``), which a GPU finder then reads from the file as
+        ``cluda find`` reads it (a CPU finder reads the map in place), or a ``RawFile`` (every frame from where it stands; its frames keep
         their header frame numbers, as in ``cluda find``'s cluster file, and ``first_frame``
         must be left out). On a GPU the frames go through the same engine as ``cluda
         find``: reader threads copy them into page-locked memory while the GPU finds the
@@ -202,8 +202,8 @@ class ClusterFinder(_cluda.ClusterFinder):
         """Finds clusters a chunk at a time, yielding one result array per chunk.
 
         ``frames`` is a 3-D uint16 array (e.g. ``np.load(path, mmap_mode="r")`` for a file
-        larger than memory: it is read from the file a chunk at a time, as ``cluda find``
-        reads it), a ``RawFile`` (its frames from where it stands, numbered by their
+        larger than memory: a GPU finder reads it from the file a chunk at a time, as
+        ``cluda find`` reads it), a ``RawFile`` (its frames from where it stands, numbered by their
         headers), or an iterable of 2-D or 3-D arrays, each searched as it comes and
         yielding its own array. Frames are numbered as by ``find``; chunk ``k`` holds the
         input's frames ``k * chunk`` to ``(k + 1) * chunk - 1`` (an empty array when none of

@@ -255,8 +255,8 @@ struct PyClusterFinder {
 
 impl PyClusterFinder {
     /// The frames of a find call: a `RawFile` (from where it stands), a memory map of a whole
-    /// `.npy` file (`file`: its path and data offset, from the Python side; read from the
-    /// file as `cluda find` reads it once it is seen to match), else the array's memory
+    /// `.npy` file on a GPU (`file`: its path and data offset, from the Python side; read from
+    /// the file as `cluda find` reads it once it is seen to match), else the array's memory
     /// (borrowed when C-contiguous, else copied once). The second value keeps a borrowed
     /// array's memory readable for the call.
     fn input_of<'py>(
@@ -271,8 +271,10 @@ impl PyClusterFinder {
         }
         let arg = frames_arg(frames, "frames")?;
         let (n, rows, cols) = (arg.frames, arg.rows, arg.cols);
-        if let (Some((path, offset)), run::Via::Auto, U16Input::Borrowed(_)) =
-            (file, via, &arg.data)
+        // On a GPU the file is read as `cluda find` reads it (several threads, straight into
+        // the page-locked ring); a CPU finder reads the map's memory in place, with no copy.
+        if let (Some((path, offset)), run::Via::Auto, U16Input::Borrowed(_), true) =
+            (file, via, &arg.data, self.shared.gpu)
         {
             let matches = py.allow_threads(|| -> Option<NpyFrames> {
                 let h = cluda::io::npy::read_header(&path).ok()?;
