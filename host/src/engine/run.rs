@@ -12,7 +12,9 @@
 //! GPU) on a thread of its own while the pedestal frames are read and pushed into a host
 //! pedestal; on a GPU the two take about as long, so start-up costs the longer one.
 
-use std::path::{Path, PathBuf};
+#[cfg(feature = "plot")]
+use std::path::Path;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
