@@ -389,6 +389,7 @@ impl Session {
         for d in data.iter_mut() {
             d.frames.set_read_threads(read_threads);
         }
+        #[cfg(feature = "plot")]
         let (rows, cols) = (self.rows, self.cols);
         let pedestal = &self.pedestal;
         let startup = std::mem::take(&mut self.startup);
