@@ -12,7 +12,9 @@
 //! GPU) on a thread of its own while the pedestal frames are read and pushed into a host
 //! pedestal; on a GPU the two take about as long, so start-up costs the longer one.
 
-use std::path::{Path, PathBuf};
+#[cfg(feature = "plot")]
+use std::path::Path;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -399,6 +401,7 @@ impl Session {
         for d in data.iter_mut() {
             d.frames.set_read_threads(read_threads);
         }
+        #[cfg(feature = "plot")]
         let (rows, cols) = (self.rows, self.cols);
         let pedestal = &self.pedestal;
         let startup = std::mem::take(&mut self.startup);
