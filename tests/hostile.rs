@@ -281,6 +281,7 @@ fn a_failed_run_leaves_the_old_output_and_no_temporary_file() {
             s(&master),
             "--out",
             s(&out),
+            "--overwrite",
             "--device",
             "cpu",
         ],
@@ -406,7 +407,9 @@ fn two_finds_on_one_output_leave_one_whole_file() {
     let o = cluda(&a.iter().map(String::as_str).collect::<Vec<_>>());
     assert!(o.status.success(), "{}", text(&o.stderr));
     let shared = d.join("shared.clust");
-    let b = args(&shared);
+    let mut b = args(&shared);
+    // Whichever finishes first, the other replaces its file: allowed.
+    b.push("--overwrite".into());
     let b: Vec<&str> = b.iter().map(String::as_str).collect();
     let (x, y) = (spawn(&b), spawn(&b));
     for c in [x, y] {

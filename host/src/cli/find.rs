@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use cluda::engine::write_behind::WriteStats;
 use cluda::engine::{EngineConfig, EngineStats, RingSlots, find_stream_with};
 use cluda::finder::select::open_finder;
-use cluda::io::{AtomicFile, ClusterFileWriter, check_output, input_files};
+use cluda::io::{AtomicFile, ClusterFileWriter, check_output, check_overwrite, input_files};
 use cluda::plot::{PlotAccumulator, SpectrumOptions};
 use cluda::{ClusterFinder, Error, FinderConfig, Frames, Pedestal, Result};
 
@@ -24,13 +24,17 @@ use super::summary::{Spectrum, Summary};
 pub fn run(args: &FindArgs) -> Result<()> {
     let mut inputs = input_files(&args.pedestal)?;
     inputs.extend(input_files(&args.data)?);
-    if let Some(out) = &args.out {
-        check_output(out, "out", &inputs)?;
-        // Can a file be created there? (A temporary one, removed at once.)
-        drop(AtomicFile::create(out)?);
-    }
     if let Some(dir) = &args.plot {
         check_plot_dir(dir, &inputs)?;
+    }
+    if let Some(out) = &args.out {
+        check_output(out, "out", &inputs)?;
+        if let Some(dir) = &args.plot {
+            check_not_a_plot(out, dir)?;
+        }
+        check_overwrite(out, "out", args.overwrite)?;
+        // Can a file be created there? (A temporary one, removed at once.)
+        drop(AtomicFile::create(out)?);
     }
     let mut pedestal = Input::count_exactly(&args.pedestal, "pedestal")?;
     let mut data = Input::open(&args.data, "data")?;
@@ -93,6 +97,34 @@ pub fn check_plot_dir(dir: &Path, inputs: &[PathBuf]) -> Result<()> {
     // Can files be created in it? (The staging directory, removed at once.)
     drop(PlotStage::create(dir)?);
     cluda::plot::register_font()
+}
+
+/// Refuses an `--out` file that is one of the PNGs `--plot DIR` writes (the plots, renamed
+/// into place after the cluster file, would replace it): compared by directory (canonical
+/// paths, so links and `..` count) and file name.
+pub fn check_not_a_plot(out: &Path, dir: &Path) -> Result<()> {
+    let Some(name) = out.file_name() else {
+        return Ok(());
+    };
+    let parent = match out.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let same_dir = match (std::fs::canonicalize(parent), std::fs::canonicalize(dir)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    };
+    if same_dir && PLOT_FILES.iter().any(|p| name == std::ffi::OsStr::new(p)) {
+        return Err(Error::param(
+            "out",
+            format!(
+                "{} is one of the plots --plot {} writes; choose another name or directory",
+                out.display(),
+                dir.display()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// A directory beside the plots' final place that they are drawn into, then renamed from, so

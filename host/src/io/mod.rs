@@ -9,7 +9,7 @@ pub mod raw;
 pub mod source;
 
 pub use atomic::AtomicFile;
-pub use checks::{check_output, check_regular, input_files, same_file};
+pub use checks::{check_output, check_overwrite, check_regular, input_files, same_file};
 pub use cluster_file::{
     ClusterFileReader, ClusterFileWriter, read_cluster_file, write_cluster_file,
 };

@@ -26,12 +26,13 @@ use super::receiver::{Message, ReceiverConfig, ZmqReceiver};
 use super::source::{Acquisition, AcquisitionCounts, Ending, FaultKind, Reporter, StreamEvent};
 use crate::cluster::FrameClusters;
 use crate::config::FinderConfig;
+use crate::engine::write_behind::WriteBehind;
 use crate::engine::{EngineConfig, RingSlots, find_stream_with};
 use crate::error::{Error, Result};
 use crate::finder::ClusterFinder;
 use crate::finder::select::{DeviceChoice, open_finder};
 use crate::frames::Frames;
-use crate::io::{ClusterFileWriter, FrameSource};
+use crate::io::{AtomicFile, ClusterFileWriter, FrameSource};
 use crate::pedestal::Pedestal;
 
 /// Where each acquisition's pedestal comes from.
@@ -221,6 +222,9 @@ impl Inbox {
             if stop.load(Ordering::SeqCst) {
                 return Ok(None);
             }
+            for message in self.receiver.take_events() {
+                report(&StreamEvent::Connection(message));
+            }
             let msg = match self.pending.take() {
                 Some(m) => m,
                 None => match self.receiver.next(Duration::from_millis(50))? {
@@ -292,7 +296,7 @@ pub fn run(
     stop: Arc<AtomicBool>,
     callbacks: Callbacks<'_>,
 ) -> Result<StreamTotals> {
-    std::fs::create_dir_all(&settings.out_dir).map_err(|e| Error::io(&settings.out_dir, e))?;
+    check_out_dir(&settings.out_dir)?;
     let Callbacks {
         report,
         note,
@@ -405,6 +409,11 @@ pub fn run(
         acq.counts.mismatched = std::mem::take(&mut inbox.stray_mismatched);
         acq.max_wait = settings.max_wait;
         acq.idle_end = settings.idle_end;
+        if !dark {
+            // A cluster file numbers frames with an i32: larger numbers are skipped as faults
+            // before they reach the pedestal or the finder.
+            acq.max_frame_number = i32::MAX as u64;
+        }
         let mut out = AcquisitionSummary {
             file_index: first.file_index,
             kind: AcquisitionKind::Data,
@@ -486,68 +495,95 @@ pub fn run(
                 (_, None) => return Err(Error::Internal("no pedestal to start from".into())),
             }
             if finder.is_ready() {
-                let path = file_name(&settings.out_dir, &first, &mut used);
-                let mut writer = ClusterFileWriter::create(&path)?;
-                let arrivals = acq.arrivals();
-                let mut clusters = 0u64;
-                let mut lag = out.worst_lag;
-                let slow = settings.slow_sink;
-                let slots = ring.take();
-                let result = find_stream_with(
-                    finder.as_mut(),
-                    &mut acq,
-                    engine,
-                    slots,
-                    &mut |number, fc| {
-                        let n = i32::try_from(number).map_err(|_| {
-                        Error::param(
-                            "out",
-                            format!(
-                                "frame number {number} does not fit the cluster file's i32 frame numbers ({})",
-                                path.display()
-                            ),
-                        )
-                    })?;
-                        writer.write_frame(n, &fc)?;
-                        clusters += fc.len() as u64;
-                        frame(shape, &fc);
-                        if let Ok(mut a) = arrivals.lock() {
-                            while let Some(&(m, t)) = a.front() {
-                                if m != number {
-                                    // Arrivals are claimed in order: an older one was a pedestal frame.
-                                    a.pop_front();
-                                    continue;
+                match create_writer(&settings.out_dir, &first, &mut used, &report) {
+                    Some((path, mut writer)) => {
+                        let arrivals = acq.arrivals();
+                        let mut clusters = 0u64;
+                        let mut lag = out.worst_lag;
+                        let slow = settings.slow_sink;
+                        let slots = ring.take();
+                        let result = find_stream_with(
+                            finder.as_mut(),
+                            &mut acq,
+                            engine,
+                            slots,
+                            &mut |number, fc| {
+                                // Frames above i32::MAX were skipped by the source.
+                                let n = i32::try_from(number).map_err(|_| {
+                                    Error::Internal(format!(
+                                        "frame number {number} above i32::MAX reached {}",
+                                        path.display()
+                                    ))
+                                })?;
+                                writer.write_frame(n, &fc)?;
+                                clusters += fc.len() as u64;
+                                frame(shape, &fc);
+                                if let Ok(mut a) = arrivals.lock() {
+                                    while let Some(&(m, t)) = a.front() {
+                                        if m != number {
+                                            // Arrivals are claimed in order: an older one was a
+                                            // pedestal frame.
+                                            a.pop_front();
+                                            continue;
+                                        }
+                                        lag = lag.max(t.elapsed());
+                                        a.pop_front();
+                                        break;
+                                    }
                                 }
-                                lag = lag.max(t.elapsed());
-                                a.pop_front();
-                                break;
+                                if !slow.is_zero() {
+                                    std::thread::sleep(slow);
+                                }
+                                last_done = Some(std::time::Instant::now());
+                                Ok(())
+                            },
+                        );
+                        let done = match result {
+                            Ok(stats) => match writer.commit() {
+                                Ok(_) => Some(stats),
+                                Err(e) => {
+                                    report(&StreamEvent::Output(format!(
+                                        "acquisition {}: {} could not be completed ({e}); its clusters are lost, the stream goes on",
+                                        first.file_index,
+                                        path.display()
+                                    )));
+                                    None
+                                }
+                            },
+                            Err(e @ (Error::Io { .. } | Error::Format { .. })) => {
+                                // A file-system failure of this acquisition's file (a full
+                                // disk, its directory gone): reported, the rest of the
+                                // acquisition taken, and the stream goes on.
+                                drop(writer);
+                                report(&StreamEvent::Output(format!(
+                                    "acquisition {}: {} could not be written ({e}); its clusters are lost (the unfinished temporary file was removed), the stream goes on",
+                                    first.file_index,
+                                    path.display()
+                                )));
+                                drain(&mut acq, &mut buf)?;
+                                None
                             }
+                            Err(e) => {
+                                drop(writer);
+                                note(&format!(
+                                    "{} was not written (its unfinished temporary file was removed)",
+                                    path.display()
+                                ));
+                                return Err(e);
+                            }
+                        };
+                        out.worst_lag = lag;
+                        if let Some(stats) = done {
+                            out.file = Some(path);
+                            out.data_frames = stats.frames;
+                            out.clusters = clusters;
+                            totals.frames += stats.frames;
+                            totals.clusters += clusters;
                         }
-                        if !slow.is_zero() {
-                            std::thread::sleep(slow);
-                        }
-                        last_done = Some(std::time::Instant::now());
-                        Ok(())
-                    },
-                );
-                let stats = match result {
-                    Ok(s) => s,
-                    Err(e) => {
-                        drop(writer);
-                        note(&format!(
-                            "{} was not written (its unfinished temporary file was removed)",
-                            path.display()
-                        ));
-                        return Err(e);
                     }
-                };
-                writer.commit()?;
-                out.file = Some(path);
-                out.data_frames = stats.frames;
-                out.clusters = clusters;
-                out.worst_lag = lag;
-                totals.frames += stats.frames;
-                totals.clusters += clusters;
+                    // Reported by create_writer: nowhere to write this acquisition's clusters.
+                    None => drain(&mut acq, &mut buf)?,
+                }
             } else {
                 out.kind = AcquisitionKind::Short;
                 // Drain what is left of it (it may still be open when the pedestal never filled
@@ -583,6 +619,92 @@ pub fn run(
     Ok(totals)
 }
 
+/// Checks up front that cluster files can be written into `dir` (created if missing): a file
+/// is created there and removed at once, so an unwritable directory is an error naming it
+/// before the first acquisition, not a lost acquisition later.
+///
+/// # Errors
+/// [`Error::InvalidParameter`] (`out-dir`) naming the directory and what the system said.
+pub fn check_out_dir(dir: &Path) -> Result<()> {
+    let fail = |what: &str, e: std::io::Error| {
+        Error::param("out-dir", format!("{what} {}: {e}", dir.display()))
+    };
+    std::fs::create_dir_all(dir).map_err(|e| fail("cannot create", e))?;
+    let probe = dir.join(format!(".cluda-probe.{}.tmp", std::process::id()));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)
+        .map_err(|e| fail("cannot write files in", e))?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
+}
+
+/// The writer of an acquisition's cluster file: under its name ([`file_name`]), else (the
+/// file system refuses it) under a fallback name built from the file index and the process id
+/// alone, reported. `None`, reported, when neither can be created: the acquisition's clusters
+/// then have nowhere to go, but the stream goes on.
+fn create_writer(
+    dir: &Path,
+    first: &ZmqHeader,
+    used: &mut HashSet<PathBuf>,
+    report: &Reporter,
+) -> Option<(PathBuf, ClusterFileWriter<WriteBehind<AtomicFile>>)> {
+    let path = file_name(dir, first, used);
+    let first_error = match ClusterFileWriter::create(&path) {
+        Ok(w) => return Some((path, w)),
+        Err(e) => e,
+    };
+    let fallback = fallback_name(dir, first, used);
+    match ClusterFileWriter::create(&fallback) {
+        Ok(w) => {
+            report(&StreamEvent::Output(format!(
+                "acquisition {}: {} cannot be created ({first_error}); its clusters go to {} instead",
+                first.file_index,
+                path.display(),
+                fallback.display()
+            )));
+            Some((fallback, w))
+        }
+        Err(e) => {
+            report(&StreamEvent::Output(format!(
+                "acquisition {}: neither {} ({first_error}) nor {} ({e}) can be created; its clusters are lost, the stream goes on",
+                first.file_index,
+                path.display(),
+                fallback.display()
+            )));
+            None
+        }
+    }
+}
+
+/// A name for an acquisition's file that any file system takes: `cluda_<fileIndex>_<pid>`
+/// (plus a counter), never one already used or on disk.
+fn fallback_name(dir: &Path, first: &ZmqHeader, used: &mut HashSet<PathBuf>) -> PathBuf {
+    let stem = format!("cluda_{}_{}", first.file_index, std::process::id());
+    let mut p = dir.join(format!("{stem}.clust"));
+    let mut k = 2u64;
+    while (used.contains(&p) || p.exists()) && k < 10_000 {
+        p = dir.join(format!("{stem}_{k}.clust"));
+        k += 1;
+    }
+    used.insert(p.clone());
+    p
+}
+
+/// Takes (and discards) what is left of an acquisition whose clusters cannot be written, so
+/// its frames do not start the next one.
+fn drain(acq: &mut Acquisition<'_>, buf: &mut [u16]) -> Result<()> {
+    let mut numbers = Vec::new();
+    while !acq.ended() {
+        numbers.clear();
+        if acq.fill(buf, &mut numbers)? == 0 {
+            break;
+        }
+    }
+    Ok(())
+}
+
 /// The lag of the last frame pushed into a pedestal: the time since it arrived; clears the
 /// arrivals claimed.
 fn claim_lag(acq: &Acquisition<'_>, last: Option<u64>) -> Duration {
@@ -601,9 +723,13 @@ fn claim_lag(acq: &Acquisition<'_>, last: Option<u64>) -> Duration {
     lag
 }
 
+/// The longest `fname` prefix kept in a cluster file's name, in characters.
+pub const MAX_PREFIX: usize = 120;
+
 /// The file an acquisition's clusters go to: `<prefix>_<fileIndex>.clust` in `dir`, where
 /// `<prefix>` is the last component of the header's `fname` (slsReceiver's file name prefix,
-/// `run` when empty; characters other than letters, digits, `-`, `_` and `.` become `_`), like
+/// `run` when empty; characters other than letters, digits, `-`, `_` and `.` become `_`; at
+/// most [`MAX_PREFIX`] of them), like
 /// the receiver's own `<prefix>_master_<fileIndex>.json`. A name already written in this run
 /// or already on disk is never overwritten: `_a<acqIndex>` of the first frame is added, then a
 /// counter.
@@ -624,7 +750,10 @@ pub fn file_name(dir: &Path, first: &ZmqHeader, used: &mut HashSet<PathBuf>) -> 
         .collect::<String>();
     let base = match base.trim_matches('.') {
         "" => "run".to_string(),
-        _ => base,
+        // At most MAX_PREFIX characters (all ASCII by now), so that the name with its index,
+        // suffixes and the temporary file's additions stays below the 255 bytes file systems
+        // allow.
+        _ => base.chars().take(MAX_PREFIX).collect(),
     };
     let stem = format!("{base}_{}", first.file_index);
     let mut candidates = vec![
