@@ -619,6 +619,7 @@ fn run() -> Result<(), String> {
             &o,
             &[
                 "gen",
+                "--overwrite",
                 "--out",
                 s(&o.data_dir),
                 "--frames",
@@ -721,6 +722,7 @@ fn run() -> Result<(), String> {
             &o,
             &[
                 "gen",
+                "--overwrite",
                 "--raw",
                 "--out",
                 s(&raw_dir),
@@ -1003,6 +1005,7 @@ fn run() -> Result<(), String> {
             &o,
             &[
                 "gen",
+                "--overwrite",
                 "--out",
                 s(&small),
                 "--frames",

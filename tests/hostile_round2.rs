@@ -713,3 +713,279 @@ fn an_oversized_message_is_reported_and_the_stream_goes_on() {
     assert_eq!(num(&sums_line[0], "frames"), 5, "{}", done.stdout);
     assert_eq!(listing(&out), ["run_0.clust"]);
 }
+
+/// `gen` into a directory that holds a set already: refused without `--overwrite` (inputs
+/// unchanged), replaced whole with it; `--out` naming a file says "not a directory".
+#[test]
+fn gen_replaces_a_set_only_when_told() {
+    let dir = tempfile::tempdir().expect("dir");
+    let d = dir.path();
+    let (ped, data) = gen_small(d);
+    let sums = (sum(&ped), sum(&data));
+    let again = [
+        "gen",
+        "--out",
+        s(d),
+        "--frames",
+        "12",
+        "--pedestal-frames",
+        "20",
+        "--rows",
+        "24",
+        "--cols",
+        "36",
+        "--seed",
+        "9",
+    ];
+    fails(
+        &again,
+        &["pedestal.npy", "data.npy", "exist", "--overwrite"],
+    );
+    assert_eq!((sum(&ped), sum(&data)), sums);
+    assert_eq!(listing(d), ["data.npy", "pedestal.npy"]);
+    let mut told = again.to_vec();
+    told.push("--overwrite");
+    let o = cluda(&told);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_ne!((sum(&ped), sum(&data)), sums);
+    assert_eq!(listing(d), ["data.npy", "pedestal.npy"]);
+    fails(
+        &["gen", "--out", s(&ped), "--frames", "2"],
+        &["`out`", "pedestal.npy exists and is not a directory"],
+    );
+}
+
+/// `gen --raw` over an older, longer acquisition of the same name: its extra data files are
+/// removed with it (they were read as the new acquisition's continuation).
+#[test]
+fn gen_raw_over_a_longer_acquisition_leaves_none_of_its_files() {
+    use cluda::io::raw::{DetectorType, RawWriter, RawWriterConfig};
+    let dir = tempfile::tempdir().expect("dir");
+    let d = dir.path();
+    let config = RawWriterConfig {
+        rows: 24,
+        cols: 36,
+        detector: DetectorType::Generic16,
+        max_frames_per_file: 2,
+        ..RawWriterConfig::moench03()
+    };
+    let mut w = RawWriter::create(d, "data", 0, config).expect("writer");
+    for n in 1..=6u64 {
+        w.write_frame(n, &vec![n as u16; 24 * 36]).expect("frame");
+    }
+    w.finish(None).expect("finish");
+    assert!(d.join("data_d0_f2_0.raw").exists());
+    let args = [
+        "gen",
+        "--out",
+        s(d),
+        "--raw",
+        "--frames",
+        "3",
+        "--pedestal-frames",
+        "20",
+        "--rows",
+        "24",
+        "--cols",
+        "36",
+    ];
+    fails(&args, &["data_master_0.json", "--overwrite"]);
+    let mut told = args.to_vec();
+    told.push("--overwrite");
+    let o = cluda(&told);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_eq!(
+        listing(d),
+        [
+            "data_d0_f0_0.raw",
+            "data_master_0.json",
+            "pedestal_d0_f0_0.raw",
+            "pedestal_master_0.json"
+        ]
+    );
+    let o = cluda(&[
+        "find",
+        "--pedestal",
+        s(&d.join("pedestal_master_0.json")),
+        "--data",
+        s(&d.join("data_master_0.json")),
+        "--device",
+        "cpu",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stdout).starts_with("frames=3 "),
+        "{}",
+        text(&o.stdout)
+    );
+}
+
+/// Two `gen --overwrite` runs with different seeds into one directory at once: the set left
+/// is one run's whole set, never the pedestal of one beside the data of the other.
+#[test]
+fn two_concurrent_gens_leave_one_whole_set() {
+    let dir = tempfile::tempdir().expect("dir");
+    let d = dir.path();
+    let args = |out: &Path, seed: &str| -> Vec<String> {
+        [
+            "gen",
+            s(out),
+            "--frames",
+            "300",
+            "--pedestal-frames",
+            "300",
+            "--rows",
+            "64",
+            "--cols",
+            "64",
+            "--seed",
+            seed,
+            "--overwrite",
+        ]
+        .iter()
+        .enumerate()
+        .flat_map(|(i, a)| {
+            if i == 1 {
+                vec!["--out".to_string(), a.to_string()]
+            } else {
+                vec![a.to_string()]
+            }
+        })
+        .collect()
+    };
+    let run = |a: &[String]| {
+        let v: Vec<&str> = a.iter().map(String::as_str).collect();
+        spawn(&v)
+    };
+    let mut refs = Vec::new();
+    for seed in ["1", "2"] {
+        let r = d.join(format!("ref{seed}"));
+        let o = wait_at_most(run(&args(&r, seed)), Duration::from_secs(120));
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        refs.push((sum(&r.join("pedestal.npy")), sum(&r.join("data.npy"))));
+    }
+    let shared = d.join("shared");
+    for _ in 0..3 {
+        let (a, b) = (run(&args(&shared, "1")), run(&args(&shared, "2")));
+        for c in [a, b] {
+            let o = wait_at_most(c, Duration::from_secs(120));
+            assert!(o.status.success(), "{}", text(&o.stderr));
+        }
+        let got = (
+            sum(&shared.join("pedestal.npy")),
+            sum(&shared.join("data.npy")),
+        );
+        assert!(refs.contains(&got), "a mixed set");
+        assert_eq!(listing(&shared), ["data.npy", "pedestal.npy"]);
+    }
+}
+
+/// `gen`/`demo` of huge frames (minutes of generating) stop within a second of SIGTERM (or
+/// refuse at once when the generator's maps do not fit in memory).
+#[test]
+fn huge_generation_stops_on_a_signal_within_a_second() {
+    let dir = tempfile::tempdir().expect("dir");
+    let d = dir.path();
+    for (args, sizes) in [
+        (
+            vec![
+                "gen",
+                "--out",
+                s(d),
+                "--frames",
+                "3",
+                "--pedestal-frames",
+                "3",
+            ],
+            "8192",
+        ),
+        (
+            vec![
+                "demo",
+                "--frames",
+                "3",
+                "--pedestal-frames",
+                "3",
+                "--device",
+                "cpu",
+            ],
+            "8192",
+        ),
+        (
+            vec![
+                "gen",
+                "--out",
+                s(d),
+                "--frames",
+                "1",
+                "--pedestal-frames",
+                "1",
+            ],
+            "65536",
+        ),
+        (
+            vec![
+                "demo",
+                "--frames",
+                "1",
+                "--pedestal-frames",
+                "1",
+                "--device",
+                "cpu",
+            ],
+            "65536",
+        ),
+    ] {
+        let mut a = args.clone();
+        a.extend_from_slice(&["--rows", sizes, "--cols", sizes]);
+        let child = spawn(&a);
+        std::thread::sleep(Duration::from_millis(500));
+        let t = Instant::now();
+        // SAFETY-free: the child may have ended already (a memory error); then the kill fails.
+        // SAFETY: kill(2) on the pid of a child this test started and has not reaped.
+        let sent = unsafe { libc::kill(child.id() as i32, libc::SIGTERM) } == 0;
+        let o = wait_at_most(child, Duration::from_secs(30));
+        let err = text(&o.stderr);
+        assert!(
+            !err.contains("panicked") && !err.contains("memory allocation"),
+            "{err}"
+        );
+        match o.status.code() {
+            Some(143) => {
+                assert!(sent);
+                assert!(
+                    t.elapsed() < Duration::from_secs(1),
+                    "{a:?}: {:?}",
+                    t.elapsed()
+                );
+                assert!(err.contains("interrupted by SIGTERM"), "{err}");
+            }
+            Some(1) => assert!(err.contains("bytes of memory"), "{a:?}: {err}"),
+            other => panic!("{a:?}: exit {other:?}: {err}"),
+        }
+        assert!(
+            listing(d).iter().all(|n| !n.starts_with(".cluda-stage")),
+            "{:?}",
+            listing(d)
+        );
+    }
+    assert_eq!(listing(d), Vec::<String>::new());
+}
+
+/// The library caps CPU threads as the command line does: a million threads is an error
+/// naming `threads`, returned at once (Python's `ClusterFinder(..., threads=10**6)` started
+/// threads until stopped).
+#[test]
+fn the_library_caps_thread_counts() {
+    let config = cluda::FinderConfig::new(8, 8);
+    let t = Instant::now();
+    for bad in [0, 1_000_000, usize::MAX] {
+        let e = cluda::finder::cpu::CpuFinder::with_threads(config.clone(), bad)
+            .err()
+            .expect("refused");
+        assert!(e.to_string().contains("`threads`"), "{e}");
+    }
+    assert!(t.elapsed() < Duration::from_secs(1));
+    let max = cluda::finder::cpu::max_threads();
+    assert!(cluda::finder::cpu::CpuFinder::with_threads(config, max).is_ok());
+}

@@ -46,6 +46,20 @@ pub fn zeroed_vec<T: bytemuck::Zeroable + Clone>(
     Ok(v)
 }
 
+/// An empty vector with room for `n` `T`s, reserved fallibly after [`check`]: an
+/// [`Error::TooLarge`] (naming `what`) instead of an abort when the memory is not there.
+pub fn with_capacity<T>(what: impl Fn() -> String, n: usize) -> Result<Vec<T>> {
+    let bytes = (n as u64).saturating_mul(std::mem::size_of::<T>() as u64);
+    check(&what, bytes)?;
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| Error::TooLarge {
+        what: what(),
+        bytes,
+        available: available_bytes().unwrap_or(0),
+    })?;
+    Ok(v)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

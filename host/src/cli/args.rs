@@ -453,11 +453,10 @@ fn parse_nsigma(s: &str) -> Result<f64, String> {
     Ok(v)
 }
 
-/// The most `--threads` accepted: 4 x the available parallelism, at most 1024. More threads
-/// than cores only adds switching; thousands of them look like a hang.
+/// The most `--threads` accepted: the library's cap ([`cluda::finder::cpu::max_threads`]: 4 x
+/// the available parallelism, at most 1024).
 pub fn max_threads() -> usize {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    cores.saturating_mul(4).min(1024)
+    cluda::finder::cpu::max_threads()
 }
 
 fn parse_threads(s: &str) -> Result<usize, String> {

@@ -8,6 +8,8 @@ use cluda::io::FrameSource;
 use cluda::{Error, Result};
 use rayon::prelude::*;
 
+use super::signals;
+
 /// Frames `first .. first + count` of a generator, made a chunk at a time in parallel and
 /// numbered from 0.
 pub struct Generated<'g> {
@@ -65,7 +67,9 @@ impl FrameSource for Generated<'_> {
         frames[start..]
             .par_chunks_mut(pixels.max(1))
             .enumerate()
-            .for_each(|(i, f)| generator.frame_into(first + i as u64, photons, f));
+            .try_for_each(|(i, f)| {
+                generator.frame_into_with_cancel(first + i as u64, photons, f, &signals::check)
+            })?;
         numbers.extend((self.next..self.next + n).map(|i| i as u64));
         self.next += n;
         Ok(n)
@@ -78,7 +82,9 @@ impl FrameSource for Generated<'_> {
         dst[..n * pixels]
             .par_chunks_mut(pixels)
             .enumerate()
-            .for_each(|(i, f)| generator.frame_into(first + i as u64, photons, f));
+            .try_for_each(|(i, f)| {
+                generator.frame_into_with_cancel(first + i as u64, photons, f, &signals::check)
+            })?;
         numbers.extend((self.next..self.next + n).map(|i| i as u64));
         self.next += n;
         Ok(n)

@@ -7,6 +7,7 @@ pub mod cluster_file;
 pub mod npy;
 pub mod raw;
 pub mod source;
+pub mod staged;
 
 pub use atomic::AtomicFile;
 pub use checks::{check_output, check_overwrite, check_regular, input_files, same_file};
@@ -17,3 +18,4 @@ pub use npy::{NpyArray, NpyFrames, NpyWriter, read_f32_2d, read_u16_frames, writ
 pub use source::{
     FrameSource, MappedFrames, MemorySource, is_raw_master, open_frames, open_frames_or,
 };
+pub use staged::StagedSet;
