@@ -989,3 +989,39 @@ fn the_library_caps_thread_counts() {
     let max = cluda::finder::cpu::max_threads();
     assert!(cluda::finder::cpu::CpuFinder::with_threads(config, max).is_ok());
 }
+
+/// Three valid 4000 x 4000 frames streamed under a 6 GB address-space limit: the ring follows
+/// the frame size (it was three chunks of 64 frames, 6 GiB, and the stream aborted).
+#[test]
+fn a_stream_of_large_frames_fits_a_6_gb_address_space() {
+    use stream_support::*;
+    let dir = tempfile::tempdir().expect("dir");
+    let d = dir.path();
+    let shape = (4000, 4000);
+    let dark = write_frames(d, "dark", shape, 0, 2, false);
+    let data = write_frames(d, "data", shape, 2, 3, true);
+    let port = free_port();
+    let out = d.join("out");
+    let script = format!(
+        "ulimit -v 6000000 && exec {} stream --zmq {} --out-dir {} --pedestal {} --device cpu --acquisitions 1 --on-full block > {} 2> {}",
+        s(&bin()),
+        loopback(port),
+        s(&out),
+        s(&dark),
+        s(&d.join("stream.out")),
+        s(&d.join("stream.err"))
+    );
+    let child = Command::new("sh")
+        .args(["-c", &script])
+        .spawn()
+        .expect("sh");
+    spawn_replay(d, "replay", port, &["--data", s(&data), "--no-drop"])
+        .wait_ok(Duration::from_secs(120));
+    let o = wait_at_most(child, Duration::from_secs(120));
+    let err = std::fs::read_to_string(d.join("stream.err")).expect("stderr");
+    assert!(o.status.success(), "{:?}: {err}", o.status);
+    let stdout = std::fs::read_to_string(d.join("stream.out")).expect("stdout");
+    let sums = summaries(&stdout);
+    assert_eq!(num(&sums[0], "frames"), 3, "{stdout}");
+    assert_eq!(listing(&out), ["run_0.clust"]);
+}

@@ -308,8 +308,12 @@ pub fn run(
         frame,
     } = callbacks;
     let mut finder: Option<Box<dyn ClusterFinder + Send>> = None;
-    let engine = EngineConfig {
-        chunk: settings.chunk.max(1),
+    // The ring's chunk follows the frame size (EngineConfig::for_frames: at most 96 MiB a
+    // chunk), never more than --chunk frames: 64 chunks of 4000 x 4000 frames were 6 GiB.
+    let engine = |(rows, cols): (usize, usize)| EngineConfig {
+        chunk: settings
+            .chunk
+            .clamp(1, EngineConfig::for_frames(rows, cols).chunk),
         slots: 3,
         map: false,
     };
@@ -327,7 +331,10 @@ pub fn run(
         let config = settings.finder.config(p.rows(), p.cols(), p.window());
         let (f, why) = open_finder(config, settings.device, settings.threads)?;
         note(&why);
-        ring = Some(RingSlots::allocate(f.as_ref(), engine)?);
+        ring = Some(RingSlots::allocate(
+            f.as_ref(),
+            engine((p.rows(), p.cols())),
+        )?);
         finder = Some(f);
     }
     let endpoint = receiver.endpoint.clone();
@@ -423,7 +430,11 @@ pub fn run(
         };
         let pixels = shape.0 * shape.1;
         let mut last_done: Option<std::time::Instant> = None;
-        let mut buf = vec![0u16; settings.chunk.max(1) * pixels];
+        let chunk = engine(shape).chunk;
+        let mut buf: Vec<u16> = crate::memory::zeroed_vec(
+            || format!("a chunk of {chunk} frames of {} x {}", shape.0, shape.1),
+            chunk * pixels,
+        )?;
         let mut numbers = Vec::new();
         if dark {
             // Every frame of a dark acquisition into the pedestal, carried over from the dark
@@ -470,7 +481,7 @@ pub fn run(
                     while !finder.is_ready() && !acq.ended() {
                         numbers.clear();
                         let want = (config.pedestal_frames as u64 - out.pedestal_frames)
-                            .min(settings.chunk as u64) as usize;
+                            .min(chunk as u64) as usize;
                         let k = acq.fill(&mut buf[..want * pixels], &mut numbers)?;
                         if k == 0 {
                             break;
@@ -500,7 +511,7 @@ pub fn run(
                         let result = find_stream_with(
                             finder.as_mut(),
                             &mut acq,
-                            engine,
+                            engine(shape),
                             slots,
                             &mut |number, fc| {
                                 // Frames above i32::MAX were skipped by the source.
@@ -608,7 +619,11 @@ pub fn run(
                 .acquisitions
                 .is_none_or(|k| totals.acquisitions < k)
         {
-            ring = Some(RingSlots::allocate(finder.as_ref(), engine)?);
+            let c = finder.config();
+            ring = Some(RingSlots::allocate(
+                finder.as_ref(),
+                engine((c.rows, c.cols)),
+            )?);
         }
     }
     Ok(totals)
