@@ -1025,3 +1025,91 @@ fn a_stream_of_large_frames_fits_a_6_gb_address_space() {
     assert_eq!(num(&sums[0], "frames"), 3, "{stdout}");
     assert_eq!(listing(&out), ["run_0.clust"]);
 }
+
+/// A raw master saying `"Total Frames": 0` while its data files hold frames is the error the
+/// docs call it (it was read without a word).
+#[test]
+fn a_raw_master_with_total_frames_0_is_an_error() {
+    use cluda::io::raw::{DetectorType, RawWriter, RawWriterConfig};
+    let dir = tempfile::tempdir().expect("dir");
+    let d = dir.path();
+    let (ped, _) = gen_small(d);
+    let config = RawWriterConfig {
+        rows: 24,
+        cols: 36,
+        detector: DetectorType::Generic16,
+        ..RawWriterConfig::moench03()
+    };
+    let mut w = RawWriter::create(d, "z", 0, config).expect("writer");
+    for n in 1..=4u64 {
+        w.write_frame(n, &vec![4600; 24 * 36]).expect("frame");
+    }
+    let master = w.finish(None).expect("finish");
+    // As an older receiver writes it: no "Frames in File", and here "Total Frames" 0.
+    let mut json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&master).expect("master")).expect("json");
+    let keys = json.as_object_mut().expect("object");
+    assert_eq!(keys["Total Frames"], 4);
+    keys.insert("Total Frames".into(), 0.into());
+    keys.remove("Frames in File");
+    std::fs::write(&master, json.to_string()).expect("write");
+    let before = sum(&master);
+    fails(
+        &[
+            "find",
+            "--pedestal",
+            s(&ped),
+            "--data",
+            s(&master),
+            "--device",
+            "cpu",
+        ],
+        &[
+            "z_master_0.json",
+            "hold 4 frames, more than the 0",
+            "Total Frames",
+        ],
+    );
+    let e = cluda::io::raw::RawReader::open(&master).expect_err("refused");
+    assert!(e.to_string().contains("Total Frames"), "{e}");
+    assert_eq!(sum(&master), before);
+}
+
+/// A `.npy` cut short after it was opened: the error names the file and the frames (it said
+/// only "failed to fill whole buffer").
+#[test]
+fn an_input_truncated_during_the_read_names_file_and_frames() {
+    let dir = tempfile::tempdir().expect("dir");
+    let p = dir.path().join("cut.npy");
+    cluda::io::npy::write_u16_3d(&p, 10, 16, 16, &[7; 2560]).expect("write");
+    let len = std::fs::metadata(&p).expect("meta").len();
+    for threads in [0, 1, 4] {
+        let mut f = cluda::io::NpyFrames::open(&p).expect("open");
+        // Frames 6.. are gone.
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&p)
+            .expect("open for writing")
+            .set_len(len - 4 * 512)
+            .expect("truncate");
+        let e = if threads == 0 {
+            let mut buf = Vec::new();
+            f.read_into(10, &mut buf).expect_err("short")
+        } else {
+            let mut buf = vec![0u16; 10 * 256];
+            f.fill(&mut buf, threads).expect_err("short")
+        };
+        let m = e.to_string();
+        assert!(
+            m.contains("cut.npy") && m.contains("frames ") && m.contains("shrink"),
+            "{m}"
+        );
+        assert!(!m.contains("failed to fill whole buffer"), "{m}");
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&p)
+            .expect("open")
+            .set_len(len)
+            .expect("restore");
+    }
+}
