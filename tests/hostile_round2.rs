@@ -1113,3 +1113,80 @@ fn an_input_truncated_during_the_read_names_file_and_frames() {
             .expect("restore");
     }
 }
+
+/// A header for a `.npy` of `shape` uint16 followed by a hole (a sparse file).
+fn sparse_u16_npy(path: &Path, shape: &[u64]) {
+    let dims: Vec<String> = shape.iter().map(u64::to_string).collect();
+    let dict = format!(
+        "{{'descr': '<u2', 'fortran_order': False, 'shape': ({}), }}",
+        dims.join(", ")
+    );
+    let mut header = dict.into_bytes();
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(b' ');
+    }
+    header.push(b'\n');
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    bytes.extend_from_slice(&header);
+    let f = std::fs::File::create(path).expect("create");
+    std::io::Write::write_all(&mut &f, &bytes).expect("header");
+    f.set_len(bytes.len() as u64 + shape.iter().product::<u64>() * 2)
+        .expect("size");
+}
+
+/// `find --input map` on an input another program truncates mid-run: an error naming the file
+/// (exit 1), never a SIGBUS, and no temporary file left. Both ways are driven: the length
+/// check before each chunk (truncation), and the SIGBUS handler for a read caught in the act
+/// (the signal sent directly).
+#[test]
+fn a_mapped_input_that_shrinks_is_an_error_naming_it() {
+    let dir = tempfile::tempdir().expect("dir");
+    let d = dir.path();
+    let (ped, data) = (d.join("ped.npy"), d.join("big.npy"));
+    sparse_u16_npy(&ped, &[4, 400, 400]);
+    for how in ["truncate", "sigbus"] {
+        sparse_u16_npy(&data, &[200_000, 400, 400]);
+        let out = d.join("c.clust");
+        let child = spawn(&[
+            "find",
+            "--pedestal",
+            s(&ped),
+            "--data",
+            s(&data),
+            "--out",
+            s(&out),
+            "--input",
+            "map",
+            "--device",
+            "cpu",
+            "--threads",
+            "1",
+        ]);
+        let t = Instant::now();
+        while !listing(d).iter().any(|n| n.starts_with(".c.clust.")) {
+            assert!(t.elapsed() < Duration::from_secs(60), "no temporary file");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        if how == "truncate" {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&data)
+                .expect("open")
+                .set_len(4096)
+                .expect("truncate");
+        } else {
+            signal(&child, libc::SIGBUS);
+        }
+        let o = wait_at_most(child, Duration::from_secs(60));
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{how}: {:?}: {err}", o.status);
+        assert!(
+            err.contains("big.npy") && err.contains("shrank"),
+            "{how}: {err}"
+        );
+        assert!(!out.exists(), "{how}");
+        assert_eq!(listing(d), ["big.npy", "ped.npy"], "{how}");
+    }
+}

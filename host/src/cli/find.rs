@@ -33,6 +33,10 @@ pub fn run_find(args: &FindArgs) -> Result<()> {
         drop(AtomicFile::create(out)?);
     }
     let mut options = run_options(&args.finder);
+    #[cfg(target_os = "linux")]
+    if options.input == InputPath::Map {
+        super::bus_error::install(&args.data, args.out.as_deref());
+    }
     options.cluster_file = args.out.clone();
     options.plots = args.plot.as_ref().map(|dir| PlotOutput {
         dir: dir.clone(),

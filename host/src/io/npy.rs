@@ -829,7 +829,10 @@ impl NpyFrames {
     /// byte order is not the host's or it cannot be mapped.
     ///
     /// The map shows the file as it is: a file changed by another program while it is mapped
-    /// changes the frames read (as a file changed during a read would).
+    /// changes the frames read (as a file changed during a read would). A file that shrinks is
+    /// caught before each chunk is used (the engine checks its length: an error naming it);
+    /// one that shrinks while a chunk is being read makes that read a SIGBUS, which the
+    /// command line turns into an error naming the file.
     pub fn map_rest(&mut self) -> Option<crate::io::source::MappedFrames> {
         if self.swap || self.remaining() == 0 {
             return None;
@@ -843,10 +846,13 @@ impl NpyFrames {
         if map.len() < offset + frames * pixels * 2 || !offset.is_multiple_of(2) {
             return None;
         }
+        let file = self.file.try_clone().ok()?;
         let first_number = self.next as u64;
         self.next = self.frames;
         Some(crate::io::source::MappedFrames {
             map: std::sync::Arc::new(map),
+            file: std::sync::Arc::new(file),
+            path: self.path.clone(),
             offset,
             frames,
             first_number,
