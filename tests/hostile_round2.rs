@@ -1190,3 +1190,53 @@ fn a_mapped_input_that_shrinks_is_an_error_naming_it() {
         assert_eq!(listing(d), ["big.npy", "ped.npy"], "{how}");
     }
 }
+
+/// A cluster file that cannot be written (a file-size limit standing for a full disk) loses
+/// that acquisition's clusters, which is reported, and the stream goes on: the next, smaller
+/// acquisition is written (the stream stopped with exit 1 before). No temporary file is left.
+#[test]
+fn a_stream_survives_a_file_it_cannot_write() {
+    use stream_support::*;
+    let dir = tempfile::tempdir().expect("dir");
+    let d = dir.path();
+    let shape = (48, 64);
+    let dark = write_frames(d, "dark", shape, 0, 100, false);
+    let big = write_frames(d, "big", shape, 100, 400, true);
+    let small = write_frames(d, "small", shape, 500, 1, false);
+    let port = free_port();
+    let out = d.join("out");
+    std::fs::create_dir(&out).expect("out");
+    // SIGXFSZ ignored (inherited through exec): a write past the limit fails with EFBIG.
+    let script = format!(
+        "trap '' XFSZ; ulimit -f 16 && exec {} stream --zmq {} --out-dir {} --pedestal {} --device cpu --acquisitions 2 --on-full block",
+        s(&bin()),
+        loopback(port),
+        s(&out),
+        s(&dark),
+    );
+    let child = Command::new("sh")
+        .args(["-c", &script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("sh");
+    spawn_replay(
+        d,
+        "replay",
+        port,
+        &["--data", s(&big), "--data", s(&small), "--no-drop"],
+    )
+    .wait_ok(Duration::from_secs(120));
+    let o = wait_at_most(child, Duration::from_secs(120));
+    let (stdout, err) = (text(&o.stdout), text(&o.stderr));
+    assert!(o.status.success(), "{:?}: {err}", o.status);
+    let sums = summaries(&stdout);
+    assert_eq!(sums.len(), 2, "{stdout}\n{err}");
+    assert_eq!(sums[0]["file"], "-", "{stdout}");
+    assert!(
+        err.contains("run_0.clust could not be"),
+        "the loss is not reported: {err}"
+    );
+    assert_eq!(sums[1]["file"], s(&out.join("run_1.clust")), "{stdout}");
+    assert_eq!(listing(&out), ["run_1.clust"]);
+}
