@@ -23,6 +23,7 @@ pub mod header;
 pub mod master;
 pub mod pixel_map;
 pub mod reader;
+pub mod records;
 pub mod writer;
 
 pub use header::{DetectorHeader, HEADER_BYTES};
