@@ -593,7 +593,6 @@ impl RawReader {
             for &(i, _, _) in &plan {
                 self.files[i].open()?;
             }
-            self.read_ahead(r as u64 * record);
             self.headers.resize(r, [0u8; HEADER_BYTES]);
             let segments = plan
                 .iter()
@@ -623,6 +622,10 @@ impl RawReader {
                 &mut dst[filled * px..(filled + r) * px],
             )?;
             drop(segments);
+            // The disk reads the next batch while this one is booked and consumed. (Asked
+            // before this batch's reads instead, it delayed them: 0.62-0.72 against 0.86-1.06
+            // GB/s from cold files in a read-only loop on a 2-core VM.)
+            self.read_ahead(r as u64 * record);
             // Book the headers in order; keep the frames delivered contiguous.
             let mut at = 0usize;
             let base = filled;
