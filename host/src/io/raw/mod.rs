@@ -21,6 +21,7 @@
 
 pub mod header;
 pub mod master;
+pub mod master_text;
 pub mod pixel_map;
 pub mod reader;
 pub mod records;
