@@ -287,6 +287,8 @@ pub struct RawReader {
     frame_in_file: u64,
     /// One raw frame, for ADC-ordered frames read one at a time.
     scratch: Vec<u16>,
+    /// Per reading thread, raw frames of a batch of ADC-ordered frames.
+    batch_scratch: Vec<Vec<u16>>,
     /// The headers of the batch being read.
     headers: Vec<HeaderBytes>,
     /// Threads a batch is read with.
@@ -407,6 +409,7 @@ impl RawReader {
             cur: 0,
             frame_in_file: 0,
             scratch: Vec::new(),
+            batch_scratch: Vec::new(),
             headers: Vec::new(),
             threads: crate::engine::read_threads(),
             min_part_bytes: records::MIN_PART_BYTES,
@@ -618,6 +621,7 @@ impl RawReader {
                     threads: self.threads,
                     min_part_bytes: self.min_part_bytes,
                 },
+                &mut self.batch_scratch,
                 &mut self.headers[..r],
                 &mut dst[filled * px..(filled + r) * px],
             )?;

@@ -62,7 +62,9 @@ type Piece<'a, 'f> = (Segment<'f>, &'a mut [HeaderBytes], &'a mut [u16]);
 /// Reads the records of `segments` (in order) as `layout` says, each thread given
 /// consecutive records: record `i`'s header into `headers[i]` and its image (converted from
 /// little-endian, put into image order by the map when given) into `images[i * pixels ..]`.
-/// `headers` and `images` hold exactly the segments' records.
+/// `headers` and `images` hold exactly the segments' records. `scratch` keeps one buffer
+/// per thread for ADC-ordered frames from call to call (so their pages are not faulted in
+/// again for every batch).
 ///
 /// # Errors
 /// [`Error::Format`] naming the file and record when a file ends before a record it was
@@ -70,6 +72,7 @@ type Piece<'a, 'f> = (Segment<'f>, &'a mut [HeaderBytes], &'a mut [u16]);
 pub fn read_segments(
     segments: &[Segment<'_>],
     layout: Layout<'_>,
+    scratch: &mut Vec<Vec<u16>>,
     headers: &mut [HeaderBytes],
     images: &mut [u16],
 ) -> Result<()> {
@@ -115,20 +118,26 @@ pub fn read_segments(
             room -= take;
         }
     }
-    let run_job = |job: Vec<Piece<'_, '_>>| -> Result<()> {
-        let mut scratch = Vec::new();
+    if scratch.len() < jobs.len() {
+        scratch.resize_with(jobs.len(), Vec::new);
+    }
+    let run_job = |(job, scratch): (Vec<Piece<'_, '_>>, &mut Vec<u16>)| -> Result<()> {
         for (seg, h, i) in job {
-            read_run(seg, record_bytes, pixels, map, &mut scratch, h, i)?;
+            read_run(seg, record_bytes, pixels, map, scratch, h, i)?;
         }
         Ok(())
     };
     if jobs.len() == 1 {
-        return jobs.into_iter().try_for_each(run_job);
+        return jobs
+            .into_iter()
+            .zip(scratch.iter_mut())
+            .try_for_each(run_job);
     }
     std::thread::scope(|s| -> Result<()> {
         let handles: Vec<_> = jobs
             .into_iter()
-            .map(|job| s.spawn(move || run_job(job)))
+            .zip(scratch.iter_mut())
+            .map(|work| s.spawn(move || run_job(work)))
             .collect();
         let mut first_err = None;
         for h in handles {
