@@ -276,3 +276,39 @@ fn fill_to_the_end_books_the_tail_header() {
     let tail: [u8; 8] = std::array::from_fn(|i| (i * 13) as u8);
     assert_eq!(t[0].frame_number, Some(u64::from_le_bytes(tail)));
 }
+
+/// Open file descriptors of this process.
+fn open_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count())
+}
+
+/// A batch that crosses many data files leaves at most the current one open.
+#[test]
+fn batches_across_many_files_do_not_pile_up_handles() {
+    let dir = tempfile::tempdir().expect("dir");
+    let a = Acq {
+        adc: false,
+        rows: 1,
+        cols: 2,
+        per_file: 1,
+        first: 0,
+        recs: vec![
+            Rec {
+                step: 1,
+                lost: false
+            };
+            300
+        ],
+        tails: vec![],
+        remove: None,
+    };
+    let master = write(dir.path(), &a);
+    let mut r = RawReader::open(&master).expect("open");
+    let before = open_fds();
+    let mut buf = Vec::new();
+    assert_eq!(r.next_frames(250, &mut buf).expect("read").len(), 250);
+    let after = open_fds();
+    // Other tests of this process open a few files meanwhile; 250 handles left open would
+    // be far above that.
+    assert!(after < before + 100, "{before} -> {after} open files");
+}
