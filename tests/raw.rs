@@ -345,3 +345,72 @@ fn open_frames_streams_a_raw_acquisition_and_refuses_other_files() {
         other => panic!("expected a format error, got {:?}", other.err()),
     }
 }
+
+/// The top-level keys of a master file's text, in order (lines indented by exactly 4 spaces).
+fn top_keys(text: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("    \""))
+        .filter_map(|l| l.split_once("\":").map(|(k, _)| k.to_string()))
+        .collect()
+}
+
+#[test]
+fn masters_have_the_receivers_keys_in_its_order() {
+    // The receiver-written masters of aare's RawMasterFile tests, "Parse Moench 7.2 master
+    // (SW 8.0.0)" (image order) and "(SW 7.0.3)" (ADC order): their keys, in their order.
+    let common = [
+        "Version",
+        "Timestamp",
+        "Detector Type",
+        "Timing Mode",
+        "Geometry",
+        "Image Size in bytes",
+        "Pixels",
+        "Max Frames Per File",
+        "Frame Discard Policy",
+        "Frame Padding",
+        "Scan Parameters",
+        "Total Frames",
+        "Receiver Roi",
+        "Exptime",
+        "Period",
+    ];
+    let sw8 = ["Number of UDP Interfaces", "Number of rows"];
+    let sw7 = ["Ten Giga", "ADC Mask", "Analog Samples"];
+    let end = ["Frames in File", "Frame Header Format"];
+    let cases = [
+        (DetectorType::Moench03, &sw8[..]),
+        (DetectorType::Moench03Old, &sw7[..]),
+    ];
+    for (detector, own) in cases {
+        let dir = temp_dir("keys");
+        let config = RawWriterConfig {
+            detector: detector.clone(),
+            ..RawWriterConfig::moench03()
+        };
+        let mut w = RawWriter::create(dir.path(), "k", 0, config).unwrap();
+        w.write_frame(1, &vec![3u16; 160_000]).unwrap();
+        let master = w.finish(None).unwrap();
+        let text = std::fs::read_to_string(&master).unwrap();
+        let want: Vec<&str> = common.iter().chain(own).chain(&end).copied().collect();
+        assert_eq!(top_keys(&text), want, "{detector:?}:\n{text}");
+        let j: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(j["Version"], serde_json::json!(7.2));
+        for bound in ["xmin", "xmax", "ymin", "ymax"] {
+            assert_eq!(j["Receiver Roi"][bound], 4_294_967_295u64);
+        }
+        assert_eq!(j["Scan Parameters"], "[disabled]");
+        assert_eq!(j["Frame Header Format"]["Packets Caught Mask"], "64 bytes");
+        assert!(
+            text.contains("\n    \"Geometry\": {\n        \"x\": 1,\n        \"y\": 1\n    },")
+        );
+        // ctime's layout: "Wed Aug 19 10:32:06 2026".
+        let ts = j["Timestamp"].as_str().unwrap();
+        assert_eq!((ts.len(), &ts[13..14], &ts[16..17]), (24, ":", ":"), "{ts}");
+        let m = RawMaster::open(&master).unwrap();
+        assert_eq!(m.detector_type, detector);
+        assert_eq!((m.rows, m.cols, m.dynamic_range), (400, 400, 16));
+        let mut r = RawReader::open(&master).unwrap();
+        assert_eq!(r.next().unwrap().unwrap().image, vec![3u16; 160_000]);
+    }
+}

@@ -3,9 +3,8 @@
 
 use std::path::Path;
 
-use super::EngineConfig;
 use crate::error::{Error, Result};
-use crate::io::{FrameSource, NpyFrames, is_raw_master, open_frames_or};
+use crate::io::{FrameSource, NpyFrames, open_frames_or};
 
 /// A check called between chunks of a long read: an error (e.g. [`Error::Interrupted`]
 /// after a termination signal) stops the read with it.
@@ -60,29 +59,17 @@ impl Input<'static> {
     }
 
     /// Like [`Input::open`], but [`Input::len`] is exact: a raw acquisition may deliver fewer
-    /// frames than its files hold (records with lost packets are skipped), so it is read once
-    /// to count them. For `.npy` files the header says. `cancel` is asked between chunks.
+    /// frames than its files hold (records with lost packets are skipped), so its record
+    /// headers are read to count them ([`FrameSource::count_remaining`]; no image is read
+    /// twice). For `.npy` files the header says. `cancel` is asked before and after counting.
     ///
     /// # Errors
-    /// As [`Input::open`], the reading's errors, and `cancel`'s.
+    /// As [`Input::open`], the counting's errors, and `cancel`'s.
     pub fn count_exactly(path: &Path, what: &str, cancel: Cancel<'_>) -> Result<Self> {
         let mut input = Self::open(path, what)?;
-        if is_raw_master(path) {
-            let mut counter = Self::open(path, what)?;
-            let (rows, cols) = (counter.frames.rows(), counter.frames.cols());
-            let chunk = EngineConfig::for_frames(rows, cols).chunk;
-            let (mut buf, mut numbers, mut n) = (Vec::new(), Vec::new(), 0u64);
-            loop {
-                cancel()?;
-                buf.clear();
-                numbers.clear();
-                match counter.frames.read_frames(chunk, &mut buf, &mut numbers)? {
-                    0 => break,
-                    k => n += k as u64,
-                }
-            }
-            input.len = n;
-        }
+        cancel()?;
+        input.len = input.frames.count_remaining()?;
+        cancel()?;
         Ok(input)
     }
 

@@ -6,6 +6,7 @@ pub mod checks;
 pub mod cluster_file;
 pub mod npy;
 pub mod raw;
+pub mod readahead;
 pub mod source;
 pub mod staged;
 

@@ -674,6 +674,7 @@ impl NpyFrames {
                 ),
             ));
         }
+        crate::io::readahead::sequential(&file);
         Ok(Self {
             path: path.to_path_buf(),
             file,
@@ -771,7 +772,9 @@ impl NpyFrames {
     /// Fills `dst` with the next `min(dst.len() / frame, remaining())` whole frames, read in
     /// place by up to `threads` threads at once (positioned reads of disjoint parts of the
     /// file, so a page-cached file is copied at the speed of several cores), and returns how
-    /// many it read; 0 at the end.
+    /// many it read; 0 at the end. Then asks the kernel for the next chunk of the same size
+    /// (`posix_fadvise(WILLNEED)`), so that a file not in the page cache is read from disk
+    /// while this chunk is consumed.
     ///
     /// # Errors
     /// [`Error::Io`] naming the file when a read fails or the file is shorter than its header
@@ -819,6 +822,9 @@ impl NpyFrames {
         self.next += n;
         // Keep the sequential reads of `read_into` in step with the frames consumed here.
         let end = self.data_offset + (self.next * pixels * 2) as u64;
+        // The disk reads the next chunk of the same size while this one is consumed.
+        let ahead = self.remaining().min(n) * pixels * 2;
+        crate::io::readahead::will_need(&self.file, end, ahead as u64);
         std::io::Seek::seek(&mut self.file, std::io::SeekFrom::Start(end))
             .map_err(|e| Error::io(&self.path, e))?;
         Ok(n)

@@ -67,6 +67,17 @@ pub trait FrameSource {
         1
     }
 
+    /// Frames still to be delivered, exactly (a raw acquisition may deliver fewer than its
+    /// files hold: records with lost packets are skipped). The default is
+    /// [`FrameSource::remaining_hint`], exact for sources that cannot skip frames; a raw
+    /// acquisition reads its record headers (no image) to count.
+    ///
+    /// # Errors
+    /// As [`FrameSource::read_frames`].
+    fn count_remaining(&self) -> Result<u64> {
+        Ok(self.remaining_hint())
+    }
+
     /// What went wrong in the input so far (missing or partial frames), for a person; `None`
     /// when the source cannot lose frames.
     fn report(&self) -> Option<String> {
@@ -123,6 +134,30 @@ impl FrameSource for RawReader {
         let infos = self.next_frames(n, frames)?;
         numbers.extend(infos.iter().map(|i| i.frame_number));
         Ok(infos.len())
+    }
+
+    /// Reads in place (see [`RawReader::next_frames`]); at the end of the data, books the
+    /// partial tails of the remaining files as [`RawReader::next_frames`] does.
+    fn fill(&mut self, dst: &mut [u16], numbers: &mut Vec<u64>) -> Result<usize> {
+        let pixels = self.master().pixels().max(1);
+        let cap = dst.len() / pixels;
+        let k = self.fill_batch(dst, |i| numbers.push(i.frame_number))?;
+        if k < cap {
+            self.finish()?;
+        }
+        Ok(k)
+    }
+
+    fn set_read_threads(&mut self, threads: usize) {
+        RawReader::set_read_threads(self, threads);
+    }
+
+    fn read_threads(&self) -> usize {
+        RawReader::read_threads(self)
+    }
+
+    fn count_remaining(&self) -> Result<u64> {
+        self.count_deliverable()
     }
 
     fn report(&self) -> Option<String> {

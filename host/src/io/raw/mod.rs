@@ -21,8 +21,10 @@
 
 pub mod header;
 pub mod master;
+pub mod master_text;
 pub mod pixel_map;
 pub mod reader;
+pub mod records;
 pub mod writer;
 
 pub use header::{DetectorHeader, HEADER_BYTES};

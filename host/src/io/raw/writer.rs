@@ -4,18 +4,18 @@
 //!
 //! Layout facts as in [`master`](super::master) and [`reader`](super::reader): records
 //! `[112-byte header][image]`, a new data file `<base>_d0_f<k>_<N>.raw` every
-//! "Max Frames Per File" frames, the master `<base>_master_<N>.json` with the keys aare
-//! reads (written by [`RawWriter::finish`], when the frame count is known). Every file is
+//! "Max Frames Per File" frames, the master `<base>_master_<N>.json` with every key the
+//! receiver writes for the format version claimed (see [`super::master_text`]; written by
+//! [`RawWriter::finish`], when the frame count is known). Every file is
 //! written under a temporary name and renamed into place by [`RawWriter::finish`] (data files
 //! first, the master last); a writer dropped before that leaves nothing behind.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use serde_json::json;
-
 use super::header::DetectorHeader;
 use super::master::{DetectorType, FrameDiscardPolicy};
+use super::master_text::{MasterFields, master_text};
 use super::pixel_map::{MOENCH03_SIDE, PixelMap};
 use crate::error::{Error, Result};
 use crate::io::atomic::AtomicFile;
@@ -208,49 +208,22 @@ impl RawWriter {
     pub fn finish(mut self, total_frames: Option<u64>) -> Result<PathBuf> {
         self.close_file()?;
         let c = &self.config;
-        let image_size = (c.rows * c.cols * 2) as u64;
-        let mut m = json!({
-            "Version": c.version,
-            "Timestamp": "written by cluda",
-            "Detector Type": c.detector.master_name(),
-            "Timing Mode": "auto",
-            "Geometry": {"x": 1, "y": 1},
-            "Pixels": {"x": c.cols, "y": c.rows},
-            "Max Frames Per File": c.max_frames_per_file,
-            "Frame Discard Policy": c.frame_discard_policy.name(),
-            "Frame Padding": u8::from(c.frame_padding),
-            "Total Frames": total_frames.unwrap_or(self.written),
-            "Frames in File": self.written,
-            "Dynamic Range": 16,
-            "Frame Header Format": {
-                "Frame Number": "8 bytes",
-                "SubFrame Number/ExpLength": "4 bytes",
-                "Packet Number": "4 bytes",
-                "Bunch ID": "8 bytes",
-                "Timestamp": "8 bytes",
-                "Module Id": "2 bytes",
-                "Row": "2 bytes",
-                "Column": "2 bytes",
-                "Reserved": "2 bytes",
-                "Debug": "4 bytes",
-                "Round Robin Number": "2 bytes",
-                "Detector Type": "1 byte",
-                "Header Version": "1 byte",
-                "Packets Caught Mask": "64 bytes"
-            }
-        });
-        let size_key = if c.version < 8.0 {
-            "Image Size in bytes"
-        } else {
-            "Image Size"
-        };
-        m[size_key] = json!(image_size);
-        if c.detector == DetectorType::Moench03Old {
-            m["Analog Samples"] = json!(5000);
-        }
         let path = self.master_path();
-        let text = serde_json::to_string_pretty(&m)
-            .map_err(|e| Error::format(&path, format!("cannot encode the master file: {e}")))?;
+        let unix_seconds = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let text = master_text(&MasterFields {
+            version: c.version,
+            detector: &c.detector,
+            rows: c.rows,
+            cols: c.cols,
+            max_frames_per_file: c.max_frames_per_file,
+            frame_discard_policy: c.frame_discard_policy,
+            frame_padding: c.frame_padding,
+            total_frames: total_frames.unwrap_or(self.written),
+            frames_in_file: self.written,
+            unix_seconds,
+        });
         // The data files first, the master (which makes the acquisition readable) last; an
         // error on the way removes every temporary file not yet renamed.
         for f in std::mem::take(&mut self.done) {
