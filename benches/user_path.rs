@@ -1137,6 +1137,9 @@ fn run() -> Result<(), String> {
             let _ = std::fs::remove_file(p);
         }
         let _ = writeln!(md);
+        // What is measured so far, in case a later part does not finish.
+        let _ = std::fs::write(o.out.join("user-path.csv"), &csv);
+        let _ = std::fs::write(o.out.join("user-path.md"), &md);
     }
     if o.campaign > 1 {
         campaign(&o, &ped, &data, &mut md, &mut csv)?;
