@@ -210,6 +210,7 @@ pub(super) struct Blas {
 // which `&mut`/`&` access through the owning matcher guarantees (cudarc's handle is Send + Sync
 // on the same grounds).
 unsafe impl Send for Blas {}
+// SAFETY: as for `Send` above.
 unsafe impl Sync for Blas {}
 
 impl Blas {

@@ -120,7 +120,7 @@ impl GpuMatcher {
         }
         // None fits: free what is kept before allocating (V1's matrix may need all of it).
         self.workspace.clear();
-        // SAFETY (alloc): every user writes the part it reads first.
+        // SAFETY: an uninitialised allocation; every user writes the part it reads first.
         unsafe { self.stream.alloc::<f32>(len) }.cuda(what)
     }
 

@@ -76,7 +76,7 @@ pub fn bare_sgemm_ms(
     let b = s
         .clone_htod(lhs.as_flattened())
         .cuda("uploading the SGEMM operand")?;
-    // SAFETY (alloc): SGEMM with beta = 0 writes every element.
+    // SAFETY: uninitialised; SGEMM with beta = 0 writes every element before it is read.
     let mut c = unsafe { s.alloc::<f32>(n * m) }.cuda("allocating the SGEMM output")?;
     let gemm = GemmConfig {
         transa: cublasOperation_t::CUBLAS_OP_T,
@@ -145,7 +145,7 @@ impl GpuMatcher {
 
         // Buffers that a kernel writes entirely are left uninitialised (no memset in the timed
         // path); the right norms' padding and the counters must start at zero.
-        // SAFETY (uninitialised allocs below): written in full before being read, as noted.
+        // SAFETY: uninitialised; the norm kernel writes all n entries before they are read.
         let mut norms_a = unsafe { s.alloc::<f32>(n) }.cuda("allocating v3's left norms")?; // sqnorms
         let mut norms_b = s
             .alloc_zeros::<f32>(m.next_multiple_of(4))
@@ -180,7 +180,9 @@ impl GpuMatcher {
         };
         let mut step = 0usize;
         // The first column tile (c0 = 0, `first`) writes all four entries of every row.
+        // SAFETY: uninitialised; written by the first column tile before being read.
         let mut best_d = unsafe { s.alloc::<f32>(n * K) }.cuda("allocating v3's candidates")?;
+        // SAFETY: as `best_d`.
         let mut best_i = unsafe { s.alloc::<u32>(n * K) }.cuda("allocating v3's candidates")?;
         let blas = self
             .blas
@@ -241,11 +243,14 @@ impl GpuMatcher {
 
         // The rescoring writes every row's index and distance; flag_rows is read only up to
         // the count.
+        // SAFETY: uninitialised; the rescoring writes every row's entry.
         let mut idx = unsafe { s.alloc::<u32>(n) }.cuda("allocating v3's indices")?;
+        // SAFETY: as `idx`.
         let mut dist = unsafe { s.alloc::<f32>(n) }.cuda("allocating v3's distances")?;
         let mut flag_count = s
             .alloc_zeros::<u32>(1)
             .cuda("allocating v3's flag counter")?;
+        // SAFETY: uninitialised; read only up to `flag_count`, whose rows the rescoring wrote.
         let mut flag_rows = unsafe { s.alloc::<u32>(n) }.cuda("allocating v3's flag list")?;
         let mut b = s.launch_builder(&self.k.v3_rescore);
         b.arg(lhs)
