@@ -1,11 +1,14 @@
-//! The user's path, measured: `cluda find` from a page-cached `.npy` to a cluster file, against
-//! floors measured in the same run.
+//! The user's path, measured: `cluda find` on the inputs users have (`.npy` and slsDetector raw
+//! acquisitions, page-cached and cold) to a cluster file, on the GPU and the CPU, against floors
+//! measured in the same run.
 //!
 //! `cargo bench --bench user_path -- [--frames 20000] [--pedestal-frames 1000] [--sizes 3,9]
-//!  [--devices gpu,cpu] [--data-dir DIR] [--tmpfs DIR] [--disk DIR] [--cluda PATH] [--out DIR]`
+//!  [--devices gpu,cpu] [--inputs npy,raw] [--caches warm,cold] [--data-dir DIR] [--tmpfs DIR]
+//!  [--disk DIR] [--cluda PATH] [--out DIR]`
 //!
-//! 1. Makes the input once with `cluda gen` (`DIR/pedestal.npy`, `DIR/data.npy`) and reads it
-//!    once, so it is in the page cache.
+//! 1. Makes the input once with `cluda gen` (`DIR/pedestal.npy`, `DIR/data.npy`, and with
+//!    `--raw` the same frames as raw acquisitions in `DIR/raw/`) and reads it once, so it is in
+//!    the page cache. `DIR` must be on a disk (not tmpfs) for the cold runs to mean anything.
 //! 2. Floors: reading the data file into the memory the finder reads (page-locked on a GPU)
 //!    with the reader's threads (on a GPU also into write-combined page-locked memory);
 //!    reading it the same way into a ring of page-locked slots (both kinds) while one stream
@@ -21,14 +24,19 @@
 //!    from the same memory page-locked in place beforehand (`GpuFinder::lock_frames`, lock
 //!    time reported apart), and from `PinnedFrames`; a fresh finder each, no `reserve`: what
 //!    a library caller gets.
-//! 4. Every run is the real command in a fresh process, once to warm up (first run) and once
+//! 4. Disk floor (`device=disk-read`): each cold data file read sequentially in 8 MiB reads on
+//!    one thread, after evicting it from the page cache. CPU floor (`device=cpu:bench`,
+//!    `cpu:bench-frozen`): the CPU finder on all cores over frames already in memory.
+//! 5. Every run is the real command in a fresh process, once to warm up (first run) and once
 //!    measured: `us_per_frame` is the data phase from its summary line, `wall_s` the whole
-//!    command. GPU and CPU cluster files are compared byte for byte.
-//! 5. Start-up: the whole command on 10 frames, with the driver's JIT cache disabled
+//!    command; cold runs evict every input file before each run. Every cluster file of a size
+//!    (GPU and CPU, `.npy` and raw) is compared byte for byte.
+//! 6. Start-up: the whole command on 10 frames, with the driver's JIT cache disabled
 //!    (`CUDA_CACHE_DISABLE=1`, as on a fresh machine) and enabled.
 //!
-//! Results: `user-path.csv` (one row per measured run: `size,device,output,frames,
-//! us_per_frame,wall_s`) and `user-path.md` under `--out`.
+//! Results: `user-path.csv` (one row per measured run: `size,device,input,cache,output,frames,
+//! us_per_frame,wall_s`; `input` npy|raw, `cache` warm|cold, `output` none|tmpfs|disk) and
+//! `user-path.md` under `--out`.
 
 use std::fmt::Write as _;
 use std::io::{Read, Write};
@@ -43,6 +51,8 @@ struct Opts {
     pedestal_frames: usize,
     sizes: Vec<usize>,
     devices: Vec<String>,
+    inputs: Vec<String>,
+    caches: Vec<String>,
     data_dir: PathBuf,
     tmpfs: PathBuf,
     disk: Option<PathBuf>,
@@ -58,6 +68,8 @@ fn parse() -> Result<Opts, String> {
         pedestal_frames: 1000,
         sizes: vec![3, 9],
         devices: vec!["gpu".into(), "cpu".into()],
+        inputs: vec!["npy".into(), "raw".into()],
+        caches: vec!["warm".into(), "cold".into()],
         data_dir: std::env::temp_dir().join("cluda-user-path"),
         tmpfs: PathBuf::from("/dev/shm"),
         disk: None,
@@ -83,6 +95,8 @@ fn parse() -> Result<Opts, String> {
                     .collect::<Result<_, _>>()?
             }
             "--devices" => o.devices = val()?.split(',').map(String::from).collect(),
+            "--inputs" => o.inputs = val()?.split(',').map(String::from).collect(),
+            "--caches" => o.caches = val()?.split(',').map(String::from).collect(),
             "--data-dir" => o.data_dir = val()?.into(),
             "--tmpfs" => o.tmpfs = val()?.into(),
             "--disk" => o.disk = Some(val()?.into()),
@@ -477,6 +491,115 @@ fn write_floor_threaded(
     Ok(us)
 }
 
+/// Frames of the in-memory CPU finder row (`cpu:bench`): enough for a steady rate, few
+/// enough that the row does not dominate the run.
+const CPU_BENCH_FRAMES: usize = 5000;
+
+/// The CPU finder on all cores over frames already in memory, one `find_each` call (what
+/// `cargo bench --bench cpu` measures, on this run's file); us/frame and seconds of the call.
+fn cpu_in_memory(
+    pedestal: &Path,
+    data: &Path,
+    size: usize,
+    mode: cluda::ThresholdMode,
+) -> Result<(f64, f64), String> {
+    use cluda::ClusterFinder;
+    let e = |e: &dyn std::fmt::Display| e.to_string();
+    let ped = cluda::io::read_u16_frames(pedestal).map_err(|x| e(&x))?;
+    let mut frames = NpyFrames::open(data).map_err(|x| e(&x))?;
+    let (rows, cols) = (frames.rows(), frames.cols());
+    let n = frames.len().min(CPU_BENCH_FRAMES);
+    let config = cluda::FinderConfig::new(rows, cols)
+        .size(cluda::ClusterSize::from_side(size).map_err(|x| e(&x))?)
+        .threshold(mode)
+        .pedestal_frames(ped.shape[0] as u32);
+    let mut finder = cluda::CpuFinder::new(config).map_err(|x| e(&x))?;
+    finder
+        .push_pedestal(ped.as_frames().map_err(|x| e(&x))?)
+        .map_err(|x| e(&x))?;
+    let mut plain = vec![0u16; n * rows * cols];
+    frames
+        .fill(&mut plain, cluda::engine::read_threads())
+        .map_err(|x| e(&x))?;
+    let mut count = 0u64;
+    let t = Instant::now();
+    finder
+        .find_each(
+            cluda::Frames::new(&plain, n, rows, cols).map_err(|x| e(&x))?,
+            &mut |fc| {
+                count += fc.len() as u64;
+                Ok(())
+            },
+        )
+        .map_err(|x| e(&x))?;
+    let secs = t.elapsed().as_secs_f64();
+    let us = secs * 1e6 / n as f64;
+    eprintln!("cpu in memory {size}x{size} {mode:?}: {us:.2} us/frame, {count} clusters");
+    Ok((us, secs))
+}
+
+/// Drops `files` from the page cache (`posix_fadvise(DONTNEED)` after an `fdatasync`), so
+/// the next read comes from the disk.
+fn evict(files: &[PathBuf]) -> Result<(), String> {
+    use std::os::fd::AsRawFd;
+    for f in files {
+        let file = std::fs::File::open(f).map_err(|e| format!("{}: {e}", f.display()))?;
+        file.sync_data()
+            .map_err(|e| format!("{}: {e}", f.display()))?;
+        // SAFETY: a valid open descriptor; the advice changes no memory of this process.
+        let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        if rc != 0 {
+            return Err(format!("{}: posix_fadvise failed ({rc})", f.display()));
+        }
+    }
+    Ok(())
+}
+
+/// Every file of the raw acquisitions in `dir` (masters and data files).
+fn acquisition_files(dir: &Path) -> Result<Vec<PathBuf>, String> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "raw" || x == "json"))
+        .collect();
+    v.sort();
+    Ok(v)
+}
+
+/// Whether the raw data acquisition of master `master` holds `frames` frames.
+fn raw_complete(master: &Path, frames: usize) -> bool {
+    cluda::io::raw::RawReader::open(master).is_ok_and(|r| r.frames_on_disk() == frames as u64)
+}
+
+/// A cluster file's frames as (frame number, the frame's record bytes after its number), for
+/// `size`x`size` clusters; `None` when the bytes are not such a file.
+fn cluster_frames(bytes: &[u8], size: usize) -> Option<Vec<(i32, &[u8])>> {
+    let cluster = 4 + 4 * size * size;
+    let mut v = Vec::new();
+    let mut at = 0;
+    while at < bytes.len() {
+        let number = i32::from_le_bytes(bytes.get(at..at + 4)?.try_into().ok()?);
+        let n = u32::from_le_bytes(bytes.get(at + 4..at + 8)?.try_into().ok()?) as usize;
+        let end = at + 8 + n * cluster;
+        v.push((number, bytes.get(at + 4..end)?));
+        at = end;
+    }
+    Some(v)
+}
+
+/// Whether two cluster files hold the same clusters frame by frame, their frame numbers
+/// differing by one constant.
+fn same_up_to_numbering(a: &[(i32, &[u8])], b: &[(i32, &[u8])]) -> bool {
+    let offset = match (a.first(), b.first()) {
+        (Some(x), Some(y)) => i64::from(y.0) - i64::from(x.0),
+        _ => 0,
+    };
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|(x, y)| x.1 == y.1 && i64::from(y.0) - i64::from(x.0) == offset)
+}
+
 fn main() {
     if let Err(e) = run() {
         eprintln!("user_path: {e}");
@@ -512,10 +635,10 @@ fn run() -> Result<(), String> {
     let gpu = o.devices.iter().any(|d| d.starts_with("gpu"));
 
     let mut md = String::new();
-    let mut csv = String::from("size,device,output,frames,us_per_frame,wall_s\n");
+    let mut csv = String::from("size,device,input,cache,output,frames,us_per_frame,wall_s\n");
     let _ = writeln!(
         md,
-        "# The user's path\n\ncommand: `cargo bench --bench user_path -- --frames {} --sizes {} --devices {}`\n\n{} frames of 400x400 from a page-cached `.npy`, 1000 pedestal frames, n_sigma 5, F64. `us/frame` is the data phase of the command's summary line, `wall` the whole command (second run of each; the first warms the page cache and the driver's JIT cache).\n",
+        "# The user's path\n\ncommand: `cargo bench --bench user_path -- --frames {} --sizes {} --devices {} --inputs {} --caches {}`\n\n{} frames of 400x400, as a `.npy` and as a raw acquisition, 1000 pedestal frames, n_sigma 5, F64. `us/frame` is the data phase of the command's summary line, `wall` the whole command (second run of each; the first warms the page cache and the driver's JIT cache).\n",
         o.frames,
         o.sizes
             .iter()
@@ -523,6 +646,8 @@ fn run() -> Result<(), String> {
             .collect::<Vec<_>>()
             .join(","),
         o.devices.join(","),
+        o.inputs.join(","),
+        o.caches.join(","),
         o.frames
     );
     let _ = writeln!(
@@ -570,7 +695,11 @@ fn run() -> Result<(), String> {
                     "| {size}x{size} | {what} | {us:.2} | {wall:.3} | {:.0}% |",
                     100.0 * opt / us
                 );
-                let _ = writeln!(csv, "{size},{what},none,{},{us:.3},{wall:.3}", o.frames);
+                let _ = writeln!(
+                    csv,
+                    "{size},{what},npy,warm,none,{},{us:.3},{wall:.3}",
+                    o.frames
+                );
             }
             let _ = writeln!(
                 md,
@@ -579,9 +708,111 @@ fn run() -> Result<(), String> {
             );
         }
     }
+    // The same frames as a raw acquisition (what slsReceiver writes), made once.
+    let raw_dir = o.data_dir.join("raw");
+    let (raw_ped, raw_data) = (
+        raw_dir.join("pedestal_master_0.json"),
+        raw_dir.join("data_master_0.json"),
+    );
+    if o.inputs.iter().any(|i| i == "raw") && !raw_complete(&raw_data, o.frames) {
+        let t = Instant::now();
+        let _ = std::fs::remove_dir_all(&raw_dir);
+        cluda(
+            &o,
+            &[
+                "gen",
+                "--raw",
+                "--out",
+                s(&raw_dir),
+                "--frames",
+                &o.frames.to_string(),
+                "--pedestal-frames",
+                &o.pedestal_frames.to_string(),
+            ],
+            &[],
+        )?;
+        eprintln!(
+            "generated the raw input in {:.1} s",
+            t.elapsed().as_secs_f64()
+        );
+    }
+    let input_files = |input: &str| -> Result<(PathBuf, PathBuf, Vec<PathBuf>), String> {
+        Ok(match input {
+            "npy" => (ped.clone(), data.clone(), vec![ped.clone(), data.clone()]),
+            "raw" => (
+                raw_ped.clone(),
+                raw_data.clone(),
+                acquisition_files(&raw_dir)?,
+            ),
+            other => return Err(format!("unknown input {other} (npy|raw)")),
+        })
+    };
     let _ = writeln!(
         md,
-        "\n## Runs\n\n| size | device | output | us/frame | wall s | first run wall s | bound |\n|---|---|---|---:|---:|---:|---|"
+        "\n## Disk: a plain sequential read of the cold data file (8 MiB reads, one thread)\n\n| input | bytes | us/frame | GB/s |\n|---|---:|---:|---:|"
+    );
+    let mut disk_us = Vec::new();
+    for input in &o.inputs {
+        let (_, d, files) = input_files(input)?;
+        let data_files: Vec<PathBuf> = if input == "raw" {
+            files
+                .iter()
+                .filter(|f| {
+                    f.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with("data_") && n.ends_with(".raw"))
+                })
+                .cloned()
+                .collect()
+        } else {
+            vec![d.clone()]
+        };
+        evict(&data_files)?;
+        let t = Instant::now();
+        let mut bytes = 0;
+        for f in &data_files {
+            bytes += warm(f)?;
+        }
+        let secs = t.elapsed().as_secs_f64();
+        let us = secs * 1e6 / o.frames as f64;
+        let _ = writeln!(
+            md,
+            "| {input} | {bytes} | {us:.2} | {:.2} |",
+            bytes as f64 / secs / 1e9
+        );
+        for &size in &o.sizes {
+            let _ = writeln!(
+                csv,
+                "{size},disk-read,{input},cold,none,{},{us:.3},{secs:.3}",
+                o.frames
+            );
+        }
+        disk_us.push((input.clone(), us));
+    }
+    if o.devices.iter().any(|d| d.starts_with("cpu")) {
+        let _ = writeln!(
+            md,
+            "\n## The CPU finder in memory: one `find_each` over {} frames already in memory, all cores\n\n| size | threshold | us/frame |\n|---|---|---:|",
+            CPU_BENCH_FRAMES.min(o.frames)
+        );
+        for &size in &o.sizes {
+            for (mode, name) in [
+                (cluda::ThresholdMode::Live, "cpu:bench"),
+                (cluda::ThresholdMode::Frozen, "cpu:bench-frozen"),
+            ] {
+                let (us, secs) = cpu_in_memory(&ped, &data, size, mode)?;
+                let _ = writeln!(md, "| {size}x{size} | {mode:?} | {us:.2} |");
+                let _ = writeln!(
+                    csv,
+                    "{size},{name},npy,warm,none,{},{us:.3},{secs:.3}",
+                    CPU_BENCH_FRAMES.min(o.frames)
+                );
+            }
+        }
+    }
+    let _ = writeln!(
+        md,
+        "\n## Runs\n\n`cold`: every input file evicted from the page cache (`posix_fadvise(DONTNEED)`) before each run; `vs disk`: the disk read's us/frame over the run's.\n\n| size | device | input | cache | output | us/frame | wall s | first run wall s | bound |\n|---|---|---|---|---|---:|---:|---:|---|"
     );
     let mut outputs: Vec<(&str, Option<PathBuf>)> =
         vec![("none", None), ("tmpfs", Some(o.tmpfs.clone()))];
@@ -590,104 +821,175 @@ fn run() -> Result<(), String> {
     }
     for &size in &o.sizes {
         let mut files: Vec<(String, PathBuf)> = Vec::new();
-        for (kind, dir) in &outputs {
-            let (mut write_us, mut write_threaded_us) = (None, None);
-            for dev in &o.devices {
-                let out = dir.as_ref().map(|d| {
-                    d.join(format!(
-                        "cluda-user-path-{size}-{}.clust",
-                        dev.replace(':', "-")
-                    ))
-                });
-                // `gpu:map` is the GPU with the zero-copy (mapped) input.
-                let (device, input) = dev.split_once(':').unwrap_or((dev.as_str(), "read"));
-                let mut args = vec![
-                    "find".to_string(),
-                    "--pedestal".into(),
-                    s(&ped).into(),
-                    "--data".into(),
-                    s(&data).into(),
-                    "--cluster".into(),
-                    size.to_string(),
-                    "--device".into(),
-                    device.into(),
-                    "--input".into(),
-                    input.into(),
-                    "--timing".into(),
-                ];
-                if let Some(p) = &out {
-                    args.push("--out".into());
-                    args.push(s(p).into());
-                }
-                let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-                let first = cluda(&o, &argv, &[])?;
-                let run = cluda(&o, &argv, &[])?;
-                eprintln!(
-                    "{size}x{size} {dev} {kind}: {:.2} us/frame, {:.2} s\n{}",
-                    run.us_per_frame,
-                    run.wall_s,
-                    run.stderr.trim_end()
-                );
-                if let (Some(p), Some(d)) = (&out, dir) {
-                    let len = std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
-                    if write_us.is_none() {
-                        write_us = Some(write_floor(d, len, o.frames)?);
-                        write_threaded_us =
-                            Some(write_floor_threaded(d, len, o.frames, FLOOR_WRITE_THREADS)?);
-                    }
-                    files.push((format!("{dev} {kind}"), p.clone()));
-                }
-                let floor = opt10
+        for input in &o.inputs {
+            let (pedestal_in, data_in, all_files) = input_files(input)?;
+            for cache in &o.caches {
+                let cold = cache == "cold";
+                // Cold runs measure the read: no output.
+                let outs: Vec<&(&str, Option<PathBuf>)> = outputs
                     .iter()
-                    .find(|(s, _)| *s == size)
-                    .map(|(_, us)| *us)
-                    .unwrap_or(0.0)
-                    .max(write_us.unwrap_or(0.0));
-                let _ = writeln!(
-                    md,
-                    "| {size}x{size} | {dev} | {kind} | {:.2} | {:.3} | {:.3} | {} |",
-                    run.us_per_frame,
-                    run.wall_s,
-                    first.wall_s,
-                    if floor > 0.0 {
-                        format!(
-                            "{:.0}% of max(opt10, write)",
-                            100.0 * run.us_per_frame / floor
-                        )
-                    } else {
-                        "-".into()
+                    .filter(|(k, _)| !cold || *k == "none")
+                    .collect();
+                for (kind, dir) in outs {
+                    let (mut write_us, mut write_threaded_us) = (None, None);
+                    let mut devices = o.devices.clone();
+                    // Frozen thresholds for the CPU on the plain case (the CPU goal is
+                    // live and frozen).
+                    if input == "npy"
+                        && !cold
+                        && *kind == "none"
+                        && devices.iter().any(|d| d == "cpu")
+                    {
+                        devices.push("cpu:frozen".into());
                     }
-                );
-                let _ = writeln!(
-                    csv,
-                    "{size},{dev},{kind},{},{:.3},{:.3}",
-                    o.frames, run.us_per_frame, run.wall_s
-                );
-            }
-            if let Some(w) = write_us {
-                let _ = writeln!(
-                    md,
-                    "| {size}x{size} | write floor | {kind} | {w:.2} | | | |"
-                );
-            }
-            if let Some(w) = write_threaded_us {
-                let _ = writeln!(
-                    md,
-                    "| {size}x{size} | write floor, {FLOOR_WRITE_THREADS} threads | {kind} | {w:.2} | | | |"
-                );
+                    for dev in &devices {
+                        let out = dir.as_ref().map(|d| {
+                            d.join(format!(
+                                "cluda-user-path-{size}-{input}-{}.clust",
+                                dev.replace(':', "-")
+                            ))
+                        });
+                        // `gpu:map`: the zero-copy (mapped) input; `cpu:frozen`: frozen thresholds.
+                        let (device, variant) = dev.split_once(':').unwrap_or((dev.as_str(), ""));
+                        let mut args = vec![
+                            "find".to_string(),
+                            "--pedestal".into(),
+                            s(&pedestal_in).into(),
+                            "--data".into(),
+                            s(&data_in).into(),
+                            "--cluster".into(),
+                            size.to_string(),
+                            "--device".into(),
+                            device.into(),
+                            "--timing".into(),
+                        ];
+                        match variant {
+                            "map" => args.extend(["--input".into(), "map".into()]),
+                            "frozen" => args.extend(["--threshold".into(), "frozen".into()]),
+                            _ => {}
+                        }
+                        if let Some(p) = &out {
+                            args.push("--out".into());
+                            args.push(s(p).into());
+                        }
+                        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+                        let once = || -> Result<Run, String> {
+                            if let Some(p) = &out {
+                                let _ = std::fs::remove_file(p);
+                            }
+                            if cold {
+                                evict(&all_files)?;
+                            }
+                            cluda(&o, &argv, &[])
+                        };
+                        let first = once()?;
+                        let run = once()?;
+                        eprintln!(
+                            "{size}x{size} {dev} {input} {cache} {kind}: {:.2} us/frame, {:.2} s\n{}",
+                            run.us_per_frame,
+                            run.wall_s,
+                            run.stderr.trim_end()
+                        );
+                        if let (Some(p), Some(d)) = (&out, dir) {
+                            let len = std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+                            if write_us.is_none() {
+                                write_us = Some(write_floor(d, len, o.frames)?);
+                                write_threaded_us = Some(write_floor_threaded(
+                                    d,
+                                    len,
+                                    o.frames,
+                                    FLOOR_WRITE_THREADS,
+                                )?);
+                            }
+                            files.push((format!("{dev} {input} {kind}"), p.clone()));
+                        }
+                        let bound = if cold {
+                            disk_us.iter().find(|(i, _)| i == input).map_or(
+                                "-".to_string(),
+                                |(_, d)| {
+                                    format!("{:.0}% of the disk", 100.0 * d / run.us_per_frame)
+                                },
+                            )
+                        } else {
+                            let floor = opt10
+                                .iter()
+                                .find(|(s, _)| *s == size)
+                                .map(|(_, us)| *us)
+                                .unwrap_or(0.0)
+                                .max(write_us.unwrap_or(0.0));
+                            if floor > 0.0 && device == "gpu" {
+                                format!(
+                                    "{:.0}% of max(opt10, write)",
+                                    100.0 * run.us_per_frame / floor
+                                )
+                            } else {
+                                "-".into()
+                            }
+                        };
+                        let _ = writeln!(
+                            md,
+                            "| {size}x{size} | {dev} | {input} | {cache} | {kind} | {:.2} | {:.3} | {:.3} | {bound} |",
+                            run.us_per_frame, run.wall_s, first.wall_s,
+                        );
+                        let _ = writeln!(
+                            csv,
+                            "{size},{dev},{input},{cache},{kind},{},{:.3},{:.3}",
+                            o.frames, run.us_per_frame, run.wall_s
+                        );
+                    }
+                    if let Some(w) = write_us {
+                        let _ = writeln!(
+                            md,
+                            "| {size}x{size} | write floor | | | {kind} | {w:.2} | | | |"
+                        );
+                    }
+                    if let Some(w) = write_threaded_us {
+                        let _ = writeln!(
+                            md,
+                            "| {size}x{size} | write floor, {FLOOR_WRITE_THREADS} threads | | | {kind} | {w:.2} | | | |"
+                        );
+                    }
+                }
             }
         }
-        // Every file of the same size: the same bytes as the first.
+        // Every cluster file of the same size (each device, input and output): the same
+        // clusters; byte-identical within an input, and across inputs up to the frame numbers
+        // (a raw acquisition numbers its frames from its headers, from 1; a `.npy` from 0).
         if let Some((a, pa)) = files.first() {
             let first = std::fs::read(pa).ok();
+            let first_frames = first.as_deref().and_then(|b| cluster_frames(b, size));
+            let mut differ = Vec::new();
             for (b, pb) in &files[1..] {
-                let same = first.is_some() && std::fs::read(pb).ok() == first;
-                let _ = writeln!(
-                    md,
-                    "\n{size}x{size}: cluster files of `{a}` and `{b}` identical: **{}**",
-                    if same { "yes" } else { "NO" }
-                );
+                let bytes = std::fs::read(pb).ok();
+                let same_input = a.split(' ').nth(1) == b.split(' ').nth(1);
+                let same = if same_input {
+                    first.is_some() && bytes == first
+                } else {
+                    let other = bytes.as_deref().and_then(|x| cluster_frames(x, size));
+                    match (&first_frames, &other) {
+                        (Some(x), Some(y)) => same_up_to_numbering(x, y),
+                        _ => false,
+                    }
+                };
+                if !same {
+                    differ.push(b.clone());
+                }
             }
+            let _ = writeln!(
+                md,
+                "\n{size}x{size}: {} cluster files (`{}`) identical to `{a}` (other inputs: up to the frame numbers' offset): **{}**",
+                files.len() - 1,
+                files[1..]
+                    .iter()
+                    .map(|(b, _)| b.as_str())
+                    .collect::<Vec<_>>()
+                    .join("`, `"),
+                if differ.is_empty() {
+                    "yes".to_string()
+                } else {
+                    format!("NO ({})", differ.join(", "))
+                }
+            );
         }
         for (_, p) in files {
             let _ = std::fs::remove_file(p);
