@@ -386,25 +386,17 @@ unsafe fn step_entry<R: Real, const S: usize>(k: StepArgs<R>, scratch: u64) {
     }
 }
 
-super::entry! { classify_fields;
+crate::finder_kernels! { classify; super::entry; classify_fields;
     /// Classifies one frame with a window of side `S` (the name's last number): records in
     /// row-major order, pedestal update of quiet pixels (see the module docs).
     ClassifyArgs => classify_entry [generic CLASSIFY_SCRATCH_BYTES];
-    cluda_classify_f64_3(f64, 3), cluda_classify_f64_5(f64, 5),
-    cluda_classify_f64_7(f64, 7), cluda_classify_f64_9(f64, 9),
-    cluda_classify_f32_3(f32, 3), cluda_classify_f32_5(f32, 5),
-    cluda_classify_f32_7(f32, 7), cluda_classify_f32_9(f32, 9),
 }
 
-super::entry! { step_fields;
+crate::finder_kernels! { step; super::entry; step_fields;
     /// One launch per frame: classifies this frame as the `cluda_classify_` kernel of the
     /// same type and size does, then prepares the next frame (`next_frame`, if not null)
     /// into the other plane (`c_next`, `t_next`, look-back words `status_next` reset).
     /// Each pixel's next prepare reads only its own sums, which only its own thread has
     /// just updated, so the update stays frame-synchronous (see the module docs).
     StepArgs => step_entry [generic CLASSIFY_SCRATCH_BYTES];
-    cluda_step_f64_3(f64, 3), cluda_step_f64_5(f64, 5),
-    cluda_step_f64_7(f64, 7), cluda_step_f64_9(f64, 9),
-    cluda_step_f32_3(f32, 3), cluda_step_f32_5(f32, 5),
-    cluda_step_f32_7(f32, 7), cluda_step_f32_9(f32, 9),
 }

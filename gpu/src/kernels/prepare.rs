@@ -142,9 +142,8 @@ unsafe fn prepare_entry<R: Real>(k: PrepareArgs<R>) {
     unsafe { prepare::<R>(&p, k.a, k.b) }
 }
 
-super::entry! { prepare_fields;
+crate::finder_kernels! { prepare; super::entry; prepare_fields;
     /// Corrected values (zero-padded plane) and thresholds of one frame; resets the
     /// look-back words of the following classify launch (see the module docs).
     PrepareArgs => prepare_entry [];
-    cluda_prepare_f64(f64), cluda_prepare_f32(f32),
 }

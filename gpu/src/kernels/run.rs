@@ -652,22 +652,17 @@ unsafe fn run_entry_shared<R: Real, const S: usize>(k: RunArgs<R>, scratch: u64)
 const REGISTER_STATE_BYTES: usize = run_shared_bytes(false);
 const SHARED_STATE_BYTES: usize = run_shared_bytes(true);
 
-super::entry! { run_fields;
+crate::finder_kernels! { run; super::entry; run_fields;
     /// Finds `n` consecutive frames in one cooperative launch with a window of side `S` (the
     /// name's last number), one block per tile of 256 pixels: per frame each tile waits only
     /// for the tiles its windows read; records in row-major order after a running total (see
     /// the module docs). The grid must be one block per tile and fit on the device at once;
     /// the work area's counters and flags must be zeroed.
     RunArgs => run_entry [window REGISTER_STATE_BYTES];
-    cluda_run1_f64_3(f64, 3), cluda_run1_f64_5(f64, 5),
-    cluda_run1_f64_7(f64, 7),
-    cluda_run1_f32_3(f32, 3), cluda_run1_f32_5(f32, 5),
-    cluda_run1_f32_7(f32, 7), cluda_run1_f32_9(f32, 9),
 }
 
-super::entry! { run_fields;
+crate::finder_kernels! { run_shared; super::entry; run_fields;
     /// As the other `cluda_run1_*` kernels, with each pixel's pedestal state in shared memory
     /// between its uses (the module docs say why this one).
     RunArgs => run_entry_shared [window SHARED_STATE_BYTES];
-    cluda_run1_f64_9(f64, 9),
 }
