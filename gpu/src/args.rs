@@ -11,7 +11,11 @@
 //! them would become a generic one instead of `ld.global` / `st.global`.
 //!
 //! A `*_fields!` macro holds each family's field list once; it hands the list to a macro
-//! that declares the struct here and to one that declares the kernels (in `kernels/`).
+//! that declares the struct here and to one that declares the kernels (in `kernels/`). Entry
+//! names are listed once too: `finder_kernels!` (name, real type, window side per family; the
+//! kernels and [`names`] are built from it) and `matcher_kernels!` (each matcher kernel with
+//! its own struct and fields; the structs carry the name as `ENTRY`). Pointer fields are
+//! [`ConstPtr`]/[`MutPtr`]: raw pointers in the kernels, typed [`DevicePtr`]s on the host.
 
 /// A pointer parameter the kernel reads through: `*const T` in the kernels, a [`DevicePtr`]
 /// on the host (same size and place in the struct).
@@ -287,17 +291,17 @@ macro_rules! count {
     ($x:tt $($rest:tt)*) => { 1usize + count!($($rest)*) };
 }
 
-/// Declares the argument struct `$name<R>` with the given fields, and its parameter helpers.
+/// Declares the argument struct `$name[<R>]` with the given fields, and its parameter helpers.
 macro_rules! args_struct {
-    ($(#[$m:meta])* $name:ident { $($(#[$fm:meta])* $f:ident: $ty:ty,)* }) => {
+    ($(#[$m:meta])* $name:ident $(<$g:ident>)? { $($(#[$fm:meta])* $f:ident: $ty:ty,)* }) => {
         $(#[$m])*
         #[repr(C)]
         #[derive(Clone, Copy, Debug, PartialEq)]
-        pub struct $name<R> {
+        pub struct $name $(<$g>)? {
             $($(#[$fm])* pub $f: $ty,)*
         }
 
-        impl<R> $name<R> {
+        impl $(<$g>)? $name $(<$g>)? {
             /// The kernels' parameters: one per field.
             pub const PARAMS: usize = count!($($f)*);
             /// The field (parameter) names, in order.
@@ -319,20 +323,135 @@ macro_rules! args_struct {
 
 prepare_fields!(args_struct;
     /// The parameters of `cluda_prepare_*`: corrected values and thresholds of one frame.
-    PrepareArgs
+    PrepareArgs<R>
 );
 classify_fields!(args_struct;
     /// The parameters of `cluda_classify_*`: one frame's classification and records.
-    ClassifyArgs
+    ClassifyArgs<R>
 );
 step_fields!(args_struct;
     /// The parameters of `cluda_step_*`: classify one frame, prepare the next.
-    StepArgs
+    StepArgs<R>
 );
 run_fields!(args_struct;
     /// The parameters of `cluda_run1_*`: many frames in one cooperative launch.
-    RunArgs
+    RunArgs<R>
 );
+
+/// Hands the matcher's kernels to `$cb!`, after the tokens `$pre`, as
+/// `[name => ArgsStruct { fields }, ...]`: the one list the kernels are declared from
+/// (`gpu/src/kernels/matcher.rs`, each running its struct's `run`) and the host's argument
+/// structs (with the entry name, `ENTRY`) are built from. All launch blocks of
+/// [`crate::layout::matcher::BLOCK`] threads.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! matcher_kernels {
+    ($($cb:ident)::+; $($pre:tt)*) => {
+        $($cb)::+! { $($pre)* [
+            /// The parameters of `cluda_match_v1_distances`: `dist[i * m + j] =
+            /// ||lhs_i - rhs_j||^2` for the 128 x 128 tile (`blockIdx.y`, `blockIdx.x`).
+            cluda_match_v1_distances => MatchV1DistancesArgs {
+                /// Left descriptors, `n x 128`.
+                lhs: $crate::args::ConstPtr<f32>,
+                n: u32,
+                /// Right descriptors, `m x 128`.
+                rhs: $crate::args::ConstPtr<f32>,
+                m: u32,
+                /// The distance matrix, `n x m`.
+                dist: $crate::args::MutPtr<f32>,
+            }
+            /// The parameters of `cluda_match_v1_rowmin`: each row's minimum of the `n x m`
+            /// matrix and its (smallest) index, one warp per row.
+            cluda_match_v1_rowmin => MatchV1RowminArgs {
+                dist: $crate::args::ConstPtr<f32>,
+                n: u32,
+                m: u32,
+                /// Index and distance per row, `n` each.
+                out_idx: $crate::args::MutPtr<u32>,
+                out_dist: $crate::args::MutPtr<f32>,
+            }
+            /// The parameters of `cluda_match_v2_fused`: block `(x, y)` matches left rows
+            /// `x*128..` against right tiles `y*tiles_per_split..`, writing each row's best of
+            /// its split to `part_*[row * splits + y]`.
+            cluda_match_v2_fused => MatchV2FusedArgs {
+                lhs: $crate::args::ConstPtr<f32>,
+                n: u32,
+                rhs: $crate::args::ConstPtr<f32>,
+                m: u32,
+                tiles_per_split: u32,
+                splits: u32,
+                part_dist: $crate::args::MutPtr<f32>,
+                part_idx: $crate::args::MutPtr<u32>,
+            }
+            /// The parameters of `cluda_match_merge_partials`: each row's best over its
+            /// `splits` partial results, one thread per row.
+            cluda_match_merge_partials => MatchMergePartialsArgs {
+                part_dist: $crate::args::ConstPtr<f32>,
+                part_idx: $crate::args::ConstPtr<u32>,
+                n: u32,
+                splits: u32,
+                out_idx: $crate::args::MutPtr<u32>,
+                out_dist: $crate::args::MutPtr<f32>,
+            }
+            /// The parameters of `cluda_match_sqnorms`: `norms[r] = ||x_r||^2`, one warp per
+            /// row, and the largest as f32 bits into `*max_bits`.
+            cluda_match_sqnorms => MatchSqnormsArgs {
+                x: $crate::args::ConstPtr<f32>,
+                rows: u32,
+                norms: $crate::args::MutPtr<f32>,
+                max_bits: $crate::args::MutPtr<u32>,
+            }
+            /// The parameters of `cluda_match_v3_fold`: adds `norms_b` to a `rows x cols`
+            /// GEMM tile (row stride `ld`) of left rows `row0..` and right rows `col0..`, and
+            /// folds it into each row's best four (`best_*`, `n x 4`; `first != 0` starts
+            /// afresh).
+            cluda_match_v3_fold => MatchV3FoldArgs {
+                tile: $crate::args::ConstPtr<f32>,
+                rows: u32,
+                cols: u32,
+                ld: u32,
+                row0: u32,
+                col0: u32,
+                norms_b: $crate::args::ConstPtr<f32>,
+                best_d: $crate::args::MutPtr<f32>,
+                best_i: $crate::args::MutPtr<u32>,
+                first: u32,
+            }
+            /// The parameters of `cluda_match_v3_rescore`: the exact distance of each row's
+            /// four candidates, the best into `out_*`, and the rows that cannot be certified
+            /// appended to `flag_rows` (count in `*flag_count`).
+            cluda_match_v3_rescore => MatchV3RescoreArgs {
+                lhs: $crate::args::ConstPtr<f32>,
+                rhs: $crate::args::ConstPtr<f32>,
+                n: u32,
+                norms_a: $crate::args::ConstPtr<f32>,
+                max_bits_b: $crate::args::ConstPtr<u32>,
+                best_d: $crate::args::ConstPtr<f32>,
+                best_i: $crate::args::ConstPtr<u32>,
+                out_idx: $crate::args::MutPtr<u32>,
+                out_dist: $crate::args::MutPtr<f32>,
+                flag_count: $crate::args::MutPtr<u32>,
+                flag_rows: $crate::args::MutPtr<u32>,
+            }
+        ] }
+    };
+}
+
+/// Declares the matcher's argument structs, each with its kernel's entry name.
+macro_rules! matcher_structs {
+    ([$($(#[$m:meta])* $k:ident => $args:ident { $($fields:tt)* })*]) => {
+        $(
+            args_struct! { $(#[$m])* $args { $($fields)* } }
+
+            impl $args {
+                /// The kernel's entry name in the PTX.
+                pub const ENTRY: &'static str = stringify!($k);
+            }
+        )*
+    };
+}
+
+matcher_kernels!(matcher_structs;);
 
 /// Declares a struct `$name<R>` with the given fields (a part of a kernel family's fields).
 macro_rules! part_struct {

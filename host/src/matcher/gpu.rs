@@ -4,8 +4,17 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use std::ffi::c_void;
+
+use cluda_gpu::args::{
+    self as kargs, MatchMergePartialsArgs, MatchSqnormsArgs, MatchV1DistancesArgs,
+    MatchV1RowminArgs, MatchV2FusedArgs, MatchV3FoldArgs, MatchV3RescoreArgs,
+};
 use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
-use cudarc::driver::{CudaEvent, CudaFunction, CudaSlice, CudaStream, LaunchConfig};
+use cudarc::driver::{
+    CudaEvent, CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DriverError,
+    SyncOnDrop,
+};
 
 use super::cublas::Blas;
 use super::tiling::V3Tiling;
@@ -13,7 +22,11 @@ use super::{Descriptor, Match, MatchVersion, validate};
 use crate::cuda::Device;
 use crate::error::{CudaContextExt, Error, Result};
 
-/// The matcher's kernels, loaded from cluda's PTX module.
+/// Threads per block of every matcher launch (the kernels' tiles assume it).
+pub(super) const BLOCK: u32 = cluda_gpu::layout::matcher::BLOCK;
+
+/// The matcher's kernels, loaded from cluda's PTX module by the entry names of their argument
+/// structs.
 pub(super) struct Kernels {
     pub v1_distances: CudaFunction,
     pub v1_rowmin: CudaFunction,
@@ -78,13 +91,13 @@ impl GpuMatcher {
             .new_stream_with_priority(greatest)
             .cuda("creating the matcher's fold stream")?;
         let k = Kernels {
-            v1_distances: device.function("cluda_match_v1_distances")?,
-            v1_rowmin: device.function("cluda_match_v1_rowmin")?,
-            v2_fused: device.function("cluda_match_v2_fused")?,
-            merge_partials: device.function("cluda_match_merge_partials")?,
-            sqnorms: device.function("cluda_match_sqnorms")?,
-            v3_fold: device.function("cluda_match_v3_fold")?,
-            v3_rescore: device.function("cluda_match_v3_rescore")?,
+            v1_distances: device.function(MatchV1DistancesArgs::ENTRY)?,
+            v1_rowmin: device.function(MatchV1RowminArgs::ENTRY)?,
+            v2_fused: device.function(MatchV2FusedArgs::ENTRY)?,
+            merge_partials: device.function(MatchMergePartialsArgs::ENTRY)?,
+            sqnorms: device.function(MatchSqnormsArgs::ENTRY)?,
+            v3_fold: device.function(MatchV3FoldArgs::ENTRY)?,
+            v3_rescore: device.function(MatchV3RescoreArgs::ENTRY)?,
         };
         let sms = ctx
             .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
@@ -243,18 +256,51 @@ impl GpuMatcher {
     }
 }
 
-/// Launch configuration of `grid` blocks of `block` threads.
-pub(super) fn cfg(grid: (u32, u32), block: u32) -> LaunchConfig {
-    LaunchConfig {
-        grid_dim: (grid.0, grid.1, 1),
-        block_dim: (block, 1, 1),
-        shared_mem_bytes: 0,
-    }
+/// The address of `buf` for a kernel that reads it on `stream`, with cudarc's guard: getting
+/// it makes `stream` wait for the buffer's last write on another stream, and dropping the
+/// guard after the launch records this read (so later writers wait for it). Keep the guard
+/// until the launch is queued.
+pub(super) fn input<'a, T>(
+    buf: &'a impl DevicePtr<T>,
+    stream: &'a CudaStream,
+) -> (kargs::DevicePtr<T>, SyncOnDrop<'a>) {
+    let (addr, guard) = buf.device_ptr(stream);
+    (kargs::DevicePtr::new(addr), guard)
 }
 
-/// Grid size for one warp per row with 256-thread blocks.
+/// As [`input`], for a kernel that writes `buf` on `stream` (it waits for earlier reads and
+/// writes; the guard records this write).
+pub(super) fn output<'a, T>(
+    buf: &'a mut impl DevicePtrMut<T>,
+    stream: &'a CudaStream,
+) -> (kargs::DevicePtr<T>, SyncOnDrop<'a>) {
+    let (addr, guard) = buf.device_ptr_mut(stream);
+    (kargs::DevicePtr::new(addr), guard)
+}
+
+/// Launches matcher kernel `f` on `stream`: `grid` blocks of [`BLOCK`] threads, `params` the
+/// fields of its argument struct (`cluda_gpu::args::Match*Args::params`), through the launch
+/// path the finder uses ([`crate::cuda::launch`]).
+///
+/// # Safety
+///
+/// As [`crate::cuda::launch`]: `params` are the fields of `f`'s argument struct, alive until
+/// the call returns, every pointer a live device buffer of the sizes `f` reads and writes for
+/// this grid (and the guards of [`input`]/[`output`] still held).
+pub(super) unsafe fn launch(
+    stream: &CudaStream,
+    f: &CudaFunction,
+    grid: (u32, u32),
+    params: &mut [*mut c_void],
+) -> std::result::Result<(), DriverError> {
+    stream.context().bind_to_thread()?;
+    // SAFETY: as the caller promises; the stream's context is current.
+    unsafe { crate::cuda::launch(f, grid, BLOCK, stream.cu_stream(), params, false) }
+}
+
+/// Grid size for one warp per row with [`BLOCK`]-thread blocks.
 pub(super) fn warp_rows_grid(rows: usize) -> Result<u32> {
-    grid_dim(rows.div_ceil(8), "rows")
+    grid_dim(rows.div_ceil((BLOCK / 32) as usize), "rows")
 }
 
 /// A grid dimension as u32, or a clear error.

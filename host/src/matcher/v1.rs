@@ -4,9 +4,10 @@
 //! The matrix takes `4 n m` bytes of device memory, so V1 checks the free memory first and
 //! refuses, with a clear error, sizes that would not fit.
 
-use cudarc::driver::{CudaSlice, PushKernelArg};
+use cluda_gpu::args::{MatchV1DistancesArgs, MatchV1RowminArgs};
+use cudarc::driver::CudaSlice;
 
-use super::gpu::{DeviceResult, GpuMatcher, cfg, grid_dim, warp_rows_grid};
+use super::gpu::{DeviceResult, GpuMatcher, grid_dim, input, launch, output, warp_rows_grid};
 use crate::error::{CudaContextExt, Error, Result};
 
 /// Bytes kept free beside V1's buffers (allocator granularity, cuBLAS workspace, other users).
@@ -68,19 +69,43 @@ impl GpuMatcher {
             grid_dim(m.div_ceil(128), "right tiles")?,
             grid_dim(n.div_ceil(128), "left tiles")?,
         );
-        let mut b = s.launch_builder(&self.k.v1_distances);
-        b.arg(lhs).arg(&n32).arg(rhs).arg(&m32).arg(&mut dist_mat);
-        // SAFETY: lhs n x 128, rhs m x 128, dist_mat n x m, as the kernel indexes them.
-        unsafe { b.launch(cfg(grid, 256)) }.cuda("launching v1's distance kernel")?;
-        let mut b = s.launch_builder(&self.k.v1_rowmin);
-        b.arg(&dist_mat)
-            .arg(&n32)
-            .arg(&m32)
-            .arg(&mut idx)
-            .arg(&mut dist);
-        // SAFETY: dist_mat n x m, idx and dist n.
-        unsafe { b.launch(cfg((warp_rows_grid(n)?, 1), 256)) }
+        {
+            let (lhs, _l) = input(lhs, s);
+            let (rhs, _r) = input(rhs, s);
+            let (dist, _d) = output(&mut dist_mat, s);
+            let mut a = MatchV1DistancesArgs {
+                lhs,
+                n: n32,
+                rhs,
+                m: m32,
+                dist,
+            };
+            // SAFETY: lhs n x 128, rhs m x 128, dist_mat n x m, as the kernel indexes them.
+            unsafe { launch(s, &self.k.v1_distances, grid, &mut a.params()) }
+                .cuda("launching v1's distance kernel")?;
+        }
+        {
+            let (dist_in, _d) = input(&dist_mat, s);
+            let (out_idx, _i) = output(&mut idx, s);
+            let (out_dist, _o) = output(&mut dist, s);
+            let mut a = MatchV1RowminArgs {
+                dist: dist_in,
+                n: n32,
+                m: m32,
+                out_idx,
+                out_dist,
+            };
+            // SAFETY: dist_mat n x m, idx and dist n.
+            unsafe {
+                launch(
+                    s,
+                    &self.k.v1_rowmin,
+                    (warp_rows_grid(n)?, 1),
+                    &mut a.params(),
+                )
+            }
             .cuda("launching v1's row-minimum kernel")?;
+        }
         self.give_back(dist_mat);
         Ok(DeviceResult { idx, dist })
     }

@@ -4,9 +4,10 @@
 //! gives too few blocks to fill the GPU, the right side is split over `gridDim.y`, and
 //! `cluda_match_merge_partials` merges the per-split bests.
 
-use cudarc::driver::{CudaSlice, PushKernelArg};
+use cluda_gpu::args::{MatchMergePartialsArgs, MatchV2FusedArgs};
+use cudarc::driver::CudaSlice;
 
-use super::gpu::{DeviceResult, GpuMatcher, cfg, grid_dim};
+use super::gpu::{BLOCK, DeviceResult, GpuMatcher, grid_dim, input, launch, output};
 use crate::error::{CudaContextExt, Result};
 
 /// Blocks per multiprocessor V2 aims for (several waves keep the tail short).
@@ -43,29 +44,46 @@ impl GpuMatcher {
             .cuda("allocating v2's partial indices")?;
         let (n32, m32, per32, splits32) = (n as u32, m as u32, per as u32, splits as u32);
         let grid = (grid_dim(n.div_ceil(128), "left tiles")?, splits32);
-        let mut b = s.launch_builder(&self.k.v2_fused);
-        b.arg(lhs)
-            .arg(&n32)
-            .arg(rhs)
-            .arg(&m32)
-            .arg(&per32)
-            .arg(&splits32)
-            .arg(&mut part_d)
-            .arg(&mut part_i);
-        // SAFETY: lhs n x 128, rhs m x 128, partials n x splits, as the kernel indexes them.
-        unsafe { b.launch(cfg(grid, 256)) }.cuda("launching v2's fused kernel")?;
+        {
+            let (lhs, _l) = input(lhs, s);
+            let (rhs, _r) = input(rhs, s);
+            let (part_dist, _d) = output(&mut part_d, s);
+            let (part_idx, _i) = output(&mut part_i, s);
+            let mut a = MatchV2FusedArgs {
+                lhs,
+                n: n32,
+                rhs,
+                m: m32,
+                tiles_per_split: per32,
+                splits: splits32,
+                part_dist,
+                part_idx,
+            };
+            // SAFETY: lhs n x 128, rhs m x 128, partials n x splits, as the kernel indexes
+            // them.
+            unsafe { launch(s, &self.k.v2_fused, grid, &mut a.params()) }
+                .cuda("launching v2's fused kernel")?;
+        }
         let mut idx = s.alloc_zeros::<u32>(n).cuda("allocating v2's indices")?;
         let mut dist = s.alloc_zeros::<f32>(n).cuda("allocating v2's distances")?;
-        let mut b = s.launch_builder(&self.k.merge_partials);
-        b.arg(&part_d)
-            .arg(&part_i)
-            .arg(&n32)
-            .arg(&splits32)
-            .arg(&mut idx)
-            .arg(&mut dist);
-        // SAFETY: partials n x splits, idx and dist n.
-        unsafe { b.launch(cfg((grid_dim(n.div_ceil(256), "rows")?, 1), 256)) }
-            .cuda("launching v2's merge kernel")?;
+        {
+            let (part_dist, _d) = input(&part_d, s);
+            let (part_idx, _i) = input(&part_i, s);
+            let (out_idx, _oi) = output(&mut idx, s);
+            let (out_dist, _od) = output(&mut dist, s);
+            let mut a = MatchMergePartialsArgs {
+                part_dist,
+                part_idx,
+                n: n32,
+                splits: splits32,
+                out_idx,
+                out_dist,
+            };
+            let grid = (grid_dim(n.div_ceil(BLOCK as usize), "rows")?, 1);
+            // SAFETY: partials n x splits, idx and dist n.
+            unsafe { launch(s, &self.k.merge_partials, grid, &mut a.params()) }
+                .cuda("launching v2's merge kernel")?;
+        }
         Ok(DeviceResult { idx, dist })
     }
 }

@@ -21,12 +21,13 @@
 
 use std::sync::Arc;
 
+use cluda_gpu::args::{MatchSqnormsArgs, MatchV3FoldArgs, MatchV3RescoreArgs};
 use cudarc::cublas::GemmConfig;
 use cudarc::cublas::sys::cublasOperation_t;
-use cudarc::driver::{CudaSlice, CudaStream, PushKernelArg};
+use cudarc::driver::{CudaSlice, CudaStream};
 
 use super::cublas::{Blas, CublasStatus};
-use super::gpu::{DeviceResult, GpuMatcher, cfg, warp_rows_grid};
+use super::gpu::{DeviceResult, GpuMatcher, input, launch, output, warp_rows_grid};
 use crate::error::{CudaContextExt, Error, Result};
 
 /// Candidates kept per row (the kernels' `V3_K`, shared with them).
@@ -141,7 +142,7 @@ impl GpuMatcher {
         let tiling = self.tiling;
         let rows_t = tiling.rows.min(n);
         let cols_t = tiling.cols.min(m.next_multiple_of(4));
-        let (n32, m32) = (n as u32, m as u32);
+        let n32 = n as u32;
 
         // Buffers that a kernel writes entirely are left uninitialised (no memset in the timed
         // path); the right norms' padding and the counters must start at zero.
@@ -156,16 +157,42 @@ impl GpuMatcher {
         let mut max_b = s
             .alloc_zeros::<u32>(1)
             .cuda("allocating v3's norm maximum")?;
-        let mut b = s.launch_builder(&self.k.sqnorms);
-        b.arg(lhs).arg(&n32).arg(&mut norms_a).arg(&mut max_a);
-        // SAFETY: lhs n x 128, norms_a n, max_a 1.
-        unsafe { b.launch(cfg((warp_rows_grid(n)?, 1), 256)) }
-            .cuda("launching v3's norm kernel (lhs)")?;
-        let mut b = s.launch_builder(&self.k.sqnorms);
-        b.arg(rhs).arg(&m32).arg(&mut norms_b).arg(&mut max_b);
-        // SAFETY: rhs m x 128, norms_b >= m, max_b 1.
-        unsafe { b.launch(cfg((warp_rows_grid(m)?, 1), 256)) }
-            .cuda("launching v3's norm kernel (rhs)")?;
+        for (x, rows, norms, max, what) in [
+            (
+                lhs,
+                n,
+                &mut norms_a,
+                &mut max_a,
+                "launching v3's norm kernel (lhs)",
+            ),
+            (
+                rhs,
+                m,
+                &mut norms_b,
+                &mut max_b,
+                "launching v3's norm kernel (rhs)",
+            ),
+        ] {
+            let (x, _x) = input(x, &s);
+            let (norms, _n) = output(norms, &s);
+            let (max_bits, _m) = output(max, &s);
+            let mut a = MatchSqnormsArgs {
+                x,
+                rows: rows as u32,
+                norms,
+                max_bits,
+            };
+            // SAFETY: x rows x 128, norms >= rows (lhs: n, rhs: m padded), max 1.
+            unsafe {
+                launch(
+                    &s,
+                    &self.k.sqnorms,
+                    (warp_rows_grid(rows)?, 1),
+                    &mut a.params(),
+                )
+            }
+            .cuda(what)?;
+        }
 
         // Each tile region is written by SGEMM before the fold reads it.
         let nbuf = if tiling.overlap { 2 } else { 1 };
@@ -219,21 +246,26 @@ impl GpuMatcher {
                 let (rows32, cols32, ld32, r032, c032) =
                     (rows as u32, cols as u32, ld as u32, r0 as u32, c0 as u32);
                 let first = u32::from(c0 == 0);
-                let tile = &*tile;
-                let mut b = fold_stream.launch_builder(&self.k.v3_fold);
-                b.arg(tile)
-                    .arg(&rows32)
-                    .arg(&cols32)
-                    .arg(&ld32)
-                    .arg(&r032)
-                    .arg(&c032)
-                    .arg(&norms_b)
-                    .arg(&mut best_d)
-                    .arg(&mut best_i)
-                    .arg(&first);
+                let (tile, _t) = input(&*tile, &fold_stream);
+                let (norms_b, _n) = input(&norms_b, &fold_stream);
+                let (best_d, _d) = output(&mut best_d, &fold_stream);
+                let (best_i, _i) = output(&mut best_i, &fold_stream);
+                let mut a = MatchV3FoldArgs {
+                    tile,
+                    rows: rows32,
+                    cols: cols32,
+                    ld: ld32,
+                    row0: r032,
+                    col0: c032,
+                    norms_b,
+                    best_d,
+                    best_i,
+                    first,
+                };
+                let grid = (warp_rows_grid(rows)?, 1);
                 // SAFETY: tile rows x ld, norms_b padded to a multiple of 4 >= c0 + ld,
                 // best_* n x 4 with r0 + rows <= n.
-                unsafe { b.launch(cfg((warp_rows_grid(rows)?, 1), 256)) }
+                unsafe { launch(&fold_stream, &self.k.v3_fold, grid, &mut a.params()) }
                     .cuda("launching v3's fold kernel")?;
             }
         }
@@ -252,22 +284,42 @@ impl GpuMatcher {
             .cuda("allocating v3's flag counter")?;
         // SAFETY: uninitialised; read only up to `flag_count`, whose rows the rescoring wrote.
         let mut flag_rows = unsafe { s.alloc::<u32>(n) }.cuda("allocating v3's flag list")?;
-        let mut b = s.launch_builder(&self.k.v3_rescore);
-        b.arg(lhs)
-            .arg(rhs)
-            .arg(&n32)
-            .arg(&norms_a)
-            .arg(&max_b)
-            .arg(&best_d)
-            .arg(&best_i)
-            .arg(&mut idx)
-            .arg(&mut dist)
-            .arg(&mut flag_count)
-            .arg(&mut flag_rows);
-        // SAFETY: lhs n x 128, rhs m x 128 (candidate indices < m or u32::MAX), best_* n x 4,
-        // idx/dist/flag_rows n, flag_count 1.
-        unsafe { b.launch(cfg((warp_rows_grid(n)?, 1), 256)) }
+        {
+            let (lhs, _l) = input(lhs, &s);
+            let (rhs, _r) = input(rhs, &s);
+            let (norms_a, _na) = input(&norms_a, &s);
+            let (max_bits_b, _mb) = input(&max_b, &s);
+            let (best_d, _bd) = input(&best_d, &s);
+            let (best_i, _bi) = input(&best_i, &s);
+            let (out_idx, _oi) = output(&mut idx, &s);
+            let (out_dist, _od) = output(&mut dist, &s);
+            let (flag_count, _fc) = output(&mut flag_count, &s);
+            let (flag_rows, _fr) = output(&mut flag_rows, &s);
+            let mut a = MatchV3RescoreArgs {
+                lhs,
+                rhs,
+                n: n32,
+                norms_a,
+                max_bits_b,
+                best_d,
+                best_i,
+                out_idx,
+                out_dist,
+                flag_count,
+                flag_rows,
+            };
+            // SAFETY: lhs n x 128, rhs m x 128 (candidate indices < m or u32::MAX), best_*
+            // n x 4, idx/dist/flag_rows n, flag_count 1.
+            unsafe {
+                launch(
+                    &s,
+                    &self.k.v3_rescore,
+                    (warp_rows_grid(n)?, 1),
+                    &mut a.params(),
+                )
+            }
             .cuda("launching v3's rescoring kernel")?;
+        }
         Ok((
             DeviceResult { idx, dist },
             Flags {

@@ -9,8 +9,8 @@ use std::ffi::c_void;
 use std::sync::OnceLock;
 
 use cluda_gpu::args::{ClassifyArgs, DevicePtr, PrepareArgs, RunArgs, StepArgs, StepNext, names};
+use cudarc::driver::CudaFunction;
 use cudarc::driver::sys::{self, CUstream};
-use cudarc::driver::{CudaFunction, result};
 
 use crate::cluster::ClusterSize;
 use crate::config::Precision;
@@ -49,13 +49,13 @@ fn dev<T>(addr: u64) -> DevicePtr<T> {
 
 /// Launches `f` with `params` (the field addresses of its argument struct) on `stream`:
 /// `grid` blocks of [`BLOCK`] threads, as a cooperative launch when `cooperative` (every
-/// block resident at once).
+/// block resident at once), through [`crate::cuda::launch`].
 ///
 /// # Safety
 ///
-/// `params` must be the fields of the argument struct of `f`'s family (the struct its
-/// parameters are declared from), alive until the call returns, with every pointer a live
-/// device buffer of the sizes the kernel reads and writes.
+/// As [`crate::cuda::launch`]: `params` must be the fields of the argument struct of `f`'s
+/// family, alive until the call returns, with every pointer a live device buffer of the sizes
+/// the kernel reads and writes.
 unsafe fn launch(
     f: &CudaFunction,
     grid: u32,
@@ -63,15 +63,8 @@ unsafe fn launch(
     params: &mut [*mut c_void],
     cooperative: bool,
 ) -> std::result::Result<(), cudarc::driver::DriverError> {
-    let (grid, block) = ((grid, 1, 1), (BLOCK, 1, 1));
     // SAFETY: as the caller promises.
-    unsafe {
-        if cooperative {
-            result::launch_cooperative_kernel(f.cu_function(), grid, block, 0, stream, params)
-        } else {
-            result::launch_kernel(f.cu_function(), grid, block, 0, stream, params)
-        }
-    }
+    unsafe { crate::cuda::launch(f, (grid, 1), BLOCK, stream, params, cooperative) }
 }
 
 /// Frame geometry shared by both kernels.
