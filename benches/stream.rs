@@ -40,7 +40,7 @@ use cluda::stream::{
     AcquisitionSummary, Callbacks, FullQueue, PedestalPlan, Publisher, ReceiverConfig,
     ReplaySettings, StreamSettings, ZmqHeader, replay,
 };
-use cluda::{ClusterSize, FinderConfig, Frames, Pedestal, Precision};
+use cluda::{ClusterSize, Frames, Pedestal, Precision};
 /// `--distinct` frames sent over and over, numbered from 0, `--frames` in all: the long-run
 /// tests' pool source, shared with them.
 use support::pool_source::PoolSource;
@@ -205,10 +205,12 @@ fn stream(
     config.full = full;
     let publisher = publish(o, frames, port, rate, full == FullQueue::Block);
     let mut settings = StreamSettings::new(
-        FinderConfig::new(o.rows, o.cols)
-            .size(size)
-            .n_sigma(5.0)
-            .precision(Precision::F64),
+        cluda::FindOptions {
+            size,
+            n_sigma: 5.0,
+            precision: Precision::F64,
+            ..cluda::FindOptions::default()
+        },
         dir.path(),
     );
     settings.device = o.device;

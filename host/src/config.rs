@@ -79,6 +79,51 @@ impl FromStr for ThresholdMode {
     }
 }
 
+/// What a finder finds, apart from the frame shape and the pedestal window (which come with
+/// the data): the one place where the finder's defaults are written (3x3, n_sigma 5, live
+/// threshold, F64); the command line and Python take theirs from here.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FindOptions {
+    /// Cluster window size.
+    pub size: ClusterSize,
+    /// Threshold in standard deviations; finite and >= 0.
+    pub n_sigma: f64,
+    /// Live or frozen threshold.
+    pub threshold: ThresholdMode,
+    /// Arithmetic precision.
+    pub precision: Precision,
+}
+
+impl FindOptions {
+    /// The default pedestal window N, when nothing else sets it.
+    pub const DEFAULT_PEDESTAL_FRAMES: u32 = 1000;
+
+    /// The finder configuration for `rows x cols` frames and a pedestal window of
+    /// `pedestal_frames`.
+    pub fn config(&self, rows: usize, cols: usize, pedestal_frames: u32) -> FinderConfig {
+        FinderConfig {
+            rows,
+            cols,
+            size: self.size,
+            n_sigma: self.n_sigma,
+            pedestal_frames,
+            threshold: self.threshold,
+            precision: self.precision,
+        }
+    }
+}
+
+impl Default for FindOptions {
+    fn default() -> Self {
+        Self {
+            size: ClusterSize::S3,
+            n_sigma: 5.0,
+            threshold: ThresholdMode::Live,
+            precision: Precision::F64,
+        }
+    }
+}
+
 /// Everything that determines a finder's results (but not its speed).
 #[derive(Clone, Debug, PartialEq)]
 pub struct FinderConfig {
@@ -99,16 +144,19 @@ pub struct FinderConfig {
 }
 
 impl FinderConfig {
-    /// Defaults for `rows x cols` frames: 3x3, n_sigma 5, N = 1000, live threshold, F64.
+    /// Defaults for `rows x cols` frames ([`FindOptions::default`]: 3x3, n_sigma 5, live
+    /// threshold, F64; N = 1000).
     pub fn new(rows: usize, cols: usize) -> Self {
-        Self {
-            rows,
-            cols,
-            size: ClusterSize::S3,
-            n_sigma: 5.0,
-            pedestal_frames: 1000,
-            threshold: ThresholdMode::Live,
-            precision: Precision::F64,
+        FindOptions::default().config(rows, cols, FindOptions::DEFAULT_PEDESTAL_FRAMES)
+    }
+
+    /// What it finds, apart from the frame shape and the pedestal window.
+    pub fn options(&self) -> FindOptions {
+        FindOptions {
+            size: self.size,
+            n_sigma: self.n_sigma,
+            threshold: self.threshold,
+            precision: self.precision,
         }
     }
 

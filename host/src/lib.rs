@@ -154,7 +154,7 @@ pub struct ReadmeDoctests;
 pub use ndarray;
 
 pub use cluster::{Cluster, ClusterBatch, ClusterRef, ClusterSize, FrameClusters};
-pub use config::{FinderConfig, Precision, ThresholdMode};
+pub use config::{FindOptions, FinderConfig, Precision, ThresholdMode};
 pub use error::{Error, Result};
 #[cfg(feature = "gpu")]
 pub use finder::gpu::GpuFinder;

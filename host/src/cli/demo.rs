@@ -4,8 +4,11 @@ use cluda::generate::{GenConfig, Generator};
 use cluda::{Error, Result};
 
 use super::args::DemoArgs;
-use super::find::{Outputs, check_plot_dir, find_clusters, print_line};
+use cluda::engine::run::{PlotOutput, check_plot_dir};
+
+use super::find::{find, run_options};
 use super::inputs::{Generated, check_dims};
+use super::output::print_line;
 use super::summary::Spectrum;
 
 /// Runs `cluda demo`: the summary line, then the spectrum.
@@ -26,15 +29,21 @@ pub fn run(args: &DemoArgs) -> Result<()> {
     let mut data = Generated::new(&generator, p as u64, args.frames, true).input("data");
     // 20 bins of 50 ADU: single photons (~400 ADU) and the start of pile-up (~800 ADU).
     let mut spectrum = Spectrum::new(0, 50, 20);
-    let summary = find_clusters(
+    let mut options = run_options(&args.finder);
+    options.plots = args.plot.as_ref().map(|dir| PlotOutput {
+        dir: dir.clone(),
+        options: args.spectrum.options(),
+    });
+    let summary = find(
         &args.finder,
+        &options,
         &mut dark,
         &mut data,
-        Outputs {
-            clusters: None,
-            spectrum: Some(&mut spectrum),
-            plots: args.plot.as_deref(),
-            plot_options: args.spectrum.options(),
+        &mut |_, fc| {
+            for c in fc.iter() {
+                spectrum.add(c.sum());
+            }
+            Ok(())
         },
     )?;
     print_line(&summary.to_string())?;

@@ -11,8 +11,11 @@ use cluda::io::{NpyWriter, check_output};
 use cluda::{Error, Result};
 
 use super::args::GenArgs;
-use super::find::{note_unwritten, print_line};
-use super::inputs::{Generated, Input, check_dims, chunk_frames};
+use cluda::engine::EngineConfig;
+use cluda::engine::input::Input;
+
+use super::inputs::{Generated, check_dims};
+use super::output::{note_unwritten, print_line};
 use super::progress::frames_bar;
 
 /// Runs `cluda gen`.
@@ -100,7 +103,7 @@ fn stream(
     mut write: impl FnMut(&[u16], &[u64]) -> Result<()>,
 ) -> Result<()> {
     let (r, c) = (input.frames.rows(), input.frames.cols());
-    let chunk = chunk_frames(r, c);
+    let chunk = EngineConfig::for_frames(r, c).chunk;
     let bar = frames_bar(input.len, "writing");
     let frames = &mut input.frames;
     std::thread::scope(|s| -> Result<()> {

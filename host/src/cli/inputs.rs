@@ -1,67 +1,12 @@
-//! Where frames come from: a raw acquisition (master `.json`) or a `.npy` file, both read in
-//! chunks, or the generator. Every input is a [`cluda::io::FrameSource`], so the find
-//! path streams frames (and their frame numbers) without caring where they come from.
+//! Generated frames as a [`cluda::io::FrameSource`] (files are opened by
+//! [`cluda::engine::input::Input`]), and the checks of frame dimensions given on the command
+//! line.
 
-use std::path::Path;
-
+use cluda::engine::input::Input;
 use cluda::generate::Generator;
-use cluda::io::NpyFrames;
-use cluda::io::{FrameSource, is_raw_master, open_frames_or};
+use cluda::io::FrameSource;
 use cluda::{Error, Result};
 use rayon::prelude::*;
-
-/// One input of a command: its frames, what to call it in messages, and how many frames it
-/// holds (exact for a pedestal, see [`Input::count_exactly`]; otherwise an upper bound).
-pub struct Input<'a> {
-    /// What the frames are, for messages (e.g. `data file d.npy`).
-    pub describe: String,
-    /// The frames.
-    pub frames: Box<dyn FrameSource + Send + 'a>,
-    /// Frames it will deliver (an upper bound for raw acquisitions until counted).
-    pub len: u64,
-}
-
-impl Input<'static> {
-    /// Opens `path`: a raw master file (`<base>_master_<N>.json`) or a `.npy` frame stack;
-    /// `what` says which input it is (`pedestal`, `data`).
-    pub fn open(path: &Path, what: &str) -> Result<Self> {
-        let frames = open_frames_or(path, |p| {
-            Ok(Box::new(NpyFrames::open(p)?) as Box<dyn FrameSource + Send>)
-        })?;
-        Ok(Self {
-            describe: format!("{what} file {}", path.display()),
-            len: frames.remaining_hint(),
-            frames,
-        })
-    }
-
-    /// Like [`Input::open`], but [`Input::len`] is exact: a raw acquisition may deliver fewer
-    /// frames than its files hold (records with lost packets are skipped), so it is read once
-    /// to count them. For `.npy` files the header says.
-    pub fn count_exactly(path: &Path, what: &str) -> Result<Self> {
-        let mut input = Self::open(path, what)?;
-        if is_raw_master(path) {
-            let mut counter = Self::open(path, what)?;
-            let (rows, cols) = (counter.frames.rows(), counter.frames.cols());
-            let (mut buf, mut numbers, mut n) = (Vec::new(), Vec::new(), 0u64);
-            loop {
-                super::signals::check()?;
-                buf.clear();
-                numbers.clear();
-                match counter.frames.read_frames(
-                    chunk_frames(rows, cols),
-                    &mut buf,
-                    &mut numbers,
-                )? {
-                    0 => break,
-                    k => n += k as u64,
-                }
-            }
-            input.len = n;
-        }
-        Ok(input)
-    }
-}
 
 /// Frames `first .. first + count` of a generator, made a chunk at a time in parallel and
 /// numbered from 0.
@@ -161,10 +106,4 @@ pub fn check_dims(rows: usize, cols: usize, frames: usize) -> Result<()> {
             )
         })?;
     Ok(())
-}
-
-/// Frames per chunk for `rows x cols` frames: at most 256, and at most 128 MiB of samples.
-pub fn chunk_frames(rows: usize, cols: usize) -> usize {
-    let frame_bytes = (rows * cols * 2).max(1);
-    ((128 << 20) / frame_bytes).clamp(1, 256)
 }

@@ -10,7 +10,7 @@ use cluda::io::{check_output, check_regular};
 use cluda::matcher::{self, GpuMatcher, MatchVersion, read_descriptors, write_matches};
 
 use super::args::MatchArgs;
-use super::find::{note_unwritten, print_line};
+use super::output::{note_unwritten, print_line};
 
 /// Runs `cluda match`: a `note:` on stderr saying which version runs and why, then the
 /// summary line on stdout.

@@ -6,6 +6,7 @@ pub mod find;
 pub mod generate;
 pub mod inputs;
 pub mod matching;
+pub mod output;
 pub mod progress;
 pub mod replay;
 pub mod signals;
@@ -18,7 +19,7 @@ use cluda::Result;
 pub fn run(cli: args::Cli) -> Result<()> {
     match cli.command {
         args::Command::Gen(a) => generate::run(&a),
-        args::Command::Find(a) => find::run(&a),
+        args::Command::Find(a) => find::run_find(&a),
         args::Command::Demo(a) => demo::run(&a),
         args::Command::Match(a) => matching::run(&a),
         args::Command::Stream(a) => stream::run(&a),

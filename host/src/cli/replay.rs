@@ -11,7 +11,7 @@ use cluda::stream::{Publisher, ReplaySettings, replay};
 use cluda::{Error, Result};
 
 use super::args::ReplayArgs;
-use super::find::print_line;
+use super::output::print_line;
 use super::signals;
 
 /// Runs `cluda replay`; prints `acquisitions=K frames=N seconds=X fps=X` on stdout.

@@ -10,15 +10,17 @@ use std::sync::mpsc::SyncSender;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use cluda::engine::input::Input;
+use cluda::engine::run::read_pedestal;
 use cluda::plot::{Histogram, PlotAccumulator, map_png, spectrum_png};
 use cluda::stream::{
     Callbacks, FullQueue, PedestalPlan, ReceiverConfig, StreamEvent, StreamSettings,
 };
-use cluda::{Error, FinderConfig, Frames, Pedestal, Result};
+use cluda::{Error, FindOptions, Pedestal, Result};
 
 use super::args::StreamArgs;
-use super::find::print_line;
-use super::inputs::{Input, chunk_frames};
+use super::find::find_options;
+use super::output::print_line;
 use super::signals;
 
 /// Runs `cluda stream` until SIGINT (or `--acquisitions`); exits 0 after finishing the current
@@ -54,18 +56,14 @@ pub fn run(args: &StreamArgs) -> Result<()> {
         }
     }
     let f = &args.finder;
-    let finder = FinderConfig::new(1, 1)
-        .size(f.cluster)
-        .n_sigma(f.nsigma)
-        .threshold(f.threshold)
-        .precision(f.precision)
-        .pedestal_frames(args.pedestal_frames);
+    let finder = find_options(f);
     let pedestal = match (&args.pedestal, args.dark_acquisitions) {
-        (Some(path), _) => PedestalPlan::Fixed(read_pedestal(path, &finder)?),
+        (Some(path), _) => PedestalPlan::Fixed(fixed_pedestal(path, finder)?),
         (None, Some(k)) => PedestalPlan::DarkAcquisitions(k),
         (None, None) => PedestalPlan::FirstFrames,
     };
     let mut settings = StreamSettings::new(finder, &args.out_dir);
+    settings.pedestal_frames = args.pedestal_frames;
     settings.device = f.device;
     settings.threads = f.threads;
     settings.pedestal = pedestal;
@@ -138,45 +136,21 @@ pub fn run(args: &StreamArgs) -> Result<()> {
     Ok(())
 }
 
-/// Reads every frame of a dark-frame file into a pedestal whose window N is their count.
-fn read_pedestal(path: &Path, finder: &FinderConfig) -> Result<Pedestal> {
-    let mut input = Input::count_exactly(path, "pedestal")?;
-    if input.len == 0 {
-        return Err(Error::param(
-            "pedestal",
-            format!("{} holds no frames", input.describe),
-        ));
-    }
-    let n = u32::try_from(input.len).map_err(|_| {
-        Error::param(
-            "pedestal",
-            format!("{} holds more than {} frames", input.describe, u32::MAX),
-        )
-    })?;
+/// Reads every frame of a dark-frame file into a pedestal whose window N is their count
+/// (the library's [`read_pedestal`], as `cluda find` reads its pedestal).
+fn fixed_pedestal(path: &Path, options: FindOptions) -> Result<Pedestal> {
+    let (mut input, n) = Input::pedestal(path, &signals::check)?;
     let (rows, cols) = (input.frames.rows(), input.frames.cols());
-    let mut pedestal = Pedestal::new(rows, cols, n, finder.precision)?;
-    let (mut buf, mut numbers) = (Vec::new(), Vec::new());
-    loop {
-        signals::check()?;
-        buf.clear();
-        numbers.clear();
-        let k = input
-            .frames
-            .read_frames(chunk_frames(rows, cols), &mut buf, &mut numbers)?;
-        if k == 0 {
-            break;
-        }
-        pedestal.push_frames(Frames::new(&buf, k, rows, cols)?)?;
-    }
-    if !pedestal.is_ready() {
-        return Err(Error::param(
-            "pedestal",
-            format!(
-                "{} delivered {} of the {n} frames it was counted with",
-                input.describe,
-                pedestal.count()
-            ),
-        ));
+    let config = options.config(rows, cols, n);
+    let (pedestal, _) = read_pedestal(
+        &mut input,
+        &config,
+        cluda::engine::read_threads(),
+        true,
+        &signals::check,
+    )?;
+    if let Some(w) = input.gap_warning() {
+        eprintln!("warning: {w}");
     }
     eprintln!(
         "note: pedestal: {} frames of {rows} x {cols} from {}",

@@ -27,6 +27,8 @@
 //! records, so writing overlaps finding too.
 
 pub mod feed;
+pub mod input;
+pub mod run;
 pub mod write_behind;
 
 use std::cell::RefCell;

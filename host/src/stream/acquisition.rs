@@ -25,7 +25,7 @@ use super::header::{HeaderFault, ZmqHeader};
 use super::receiver::{Message, ReceiverConfig, ZmqReceiver};
 use super::source::{Acquisition, AcquisitionCounts, Ending, FaultKind, Reporter, StreamEvent};
 use crate::cluster::FrameClusters;
-use crate::config::FinderConfig;
+use crate::config::FindOptions;
 use crate::engine::{EngineConfig, RingSlots, find_stream_with};
 use crate::error::{Error, Result};
 use crate::finder::ClusterFinder;
@@ -51,9 +51,12 @@ pub enum PedestalPlan {
 /// What to do with the stream.
 #[derive(Clone, Debug)]
 pub struct StreamSettings {
-    /// Cluster size, threshold, precision and pedestal window (`rows`/`cols` are taken from
-    /// the stream; with [`PedestalPlan::Fixed`] from the pedestal).
-    pub finder: FinderConfig,
+    /// Cluster size, threshold and precision (the frame shape is taken from the stream; with
+    /// [`PedestalPlan::Fixed`] from the pedestal).
+    pub finder: FindOptions,
+    /// The pedestal window N of [`PedestalPlan::DarkAcquisitions`] and
+    /// [`PedestalPlan::FirstFrames`] (a fixed pedestal has its own).
+    pub pedestal_frames: u32,
     /// The device to find clusters on.
     pub device: DeviceChoice,
     /// CPU worker threads (all cores when `None`).
@@ -77,14 +80,15 @@ pub struct StreamSettings {
 }
 
 impl StreamSettings {
-    /// Defaults for `finder` (its `rows`/`cols` are ignored) writing into `out_dir`: the
-    /// device chosen automatically, pedestals from each acquisition's first frames, chunks of
+    /// Defaults for `finder` writing into `out_dir`: the device chosen automatically,
+    /// pedestals from each acquisition's first 1000 frames, chunks of
     /// 64 frames (a ring of three, 61 MB of 400 x 400 frames, allocated for each acquisition
     /// ahead of it: page-locked memory on a GPU takes about 1 s per GiB), partial chunks
     /// after 10 ms, acquisitions ended after 10 s without a message.
-    pub fn new(finder: FinderConfig, out_dir: &Path) -> Self {
+    pub fn new(finder: FindOptions, out_dir: &Path) -> Self {
         Self {
             finder,
+            pedestal_frames: FindOptions::DEFAULT_PEDESTAL_FRAMES,
             device: DeviceChoice::Auto,
             threads: None,
             pedestal: PedestalPlan::FirstFrames,
@@ -316,12 +320,7 @@ pub fn run(
     if let Some(p) = &saved {
         // The shape is known: open the device before subscribing, so the first frames do not
         // wait for it (opening a GPU takes a good part of a second).
-        let config = FinderConfig {
-            rows: p.rows(),
-            cols: p.cols(),
-            pedestal_frames: p.window(),
-            ..settings.finder.clone()
-        };
+        let config = settings.finder.config(p.rows(), p.cols(), p.window());
         let (f, why) = open_finder(config, settings.device, settings.threads)?;
         note(&why);
         ring = Some(RingSlots::allocate(f.as_ref(), engine)?);
@@ -351,15 +350,11 @@ pub fn run(
             Some(p) if matches!(settings.pedestal, PedestalPlan::Fixed(_)) => (p.rows(), p.cols()),
             _ => first.rows_cols(),
         };
-        let config = FinderConfig {
-            rows: shape.0,
-            cols: shape.1,
-            pedestal_frames: match &settings.pedestal {
-                PedestalPlan::Fixed(p) => p.window(),
-                _ => settings.finder.pedestal_frames,
-            },
-            ..settings.finder.clone()
+        let window = match &settings.pedestal {
+            PedestalPlan::Fixed(p) => p.window(),
+            _ => settings.pedestal_frames,
         };
+        let config = settings.finder.config(shape.0, shape.1, window);
         if finder
             .as_ref()
             .is_none_or(|f| (f.config().rows, f.config().cols) != shape)

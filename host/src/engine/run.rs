@@ -1,0 +1,567 @@
+//! One run of the finder, assembled: a pedestal input and a data input in, clusters out to a
+//! cluster file, plots and the caller's visitor. `cluda find` and `cluda demo` are this and
+//! nothing more; library callers get the same start-up, ring, writer and plot staging.
+//!
+//! ```text
+//!  device thread: open the finder, allocate the ring  ┐ at the same time
+//!  this thread:   read the pedestal into a host pedestal ┘
+//!  then: the engine (reader thread -> finder -> visitor: cluster file writer, plots, caller)
+//! ```
+//!
+//! Start-up overlaps: the device opens (and allocates the frame ring, page-locked memory on a
+//! GPU) on a thread of its own while the pedestal frames are read and pushed into a host
+//! pedestal; on a GPU the two take about as long, so start-up costs the longer one.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use super::input::{Cancel, Input};
+use super::write_behind::WriteStats;
+use super::{EngineConfig, EngineStats, RingSlots, find_stream_with};
+use crate::cluster::FrameClusters;
+use crate::config::{FindOptions, FinderConfig};
+use crate::error::{Error, Result};
+use crate::finder::ClusterFinder;
+use crate::finder::select::{DeviceChoice, open_finder};
+use crate::frames::Frames;
+use crate::io::ClusterFileWriter;
+use crate::pedestal::Pedestal;
+#[cfg(feature = "plot")]
+use crate::plot::{PlotAccumulator, SpectrumOptions};
+
+/// How the data frames reach the finder.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum InputPath {
+    /// Each chunk is read from the file into the finder's memory (page-locked on a GPU) by
+    /// several threads (the default).
+    #[default]
+    Read,
+    /// A `.npy` file is mapped and the finder is handed the mapped pages themselves
+    /// (page-locked in place on a GPU); other inputs are read.
+    Map,
+}
+
+/// What a run finds and where: the finder's options (the frame shape and the pedestal window
+/// N come from the inputs), the device and the CPU threads.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FinderChoice {
+    /// Cluster size, n_sigma, threshold mode, precision.
+    pub options: FindOptions,
+    /// Which device finds.
+    pub device: DeviceChoice,
+    /// CPU worker threads (`None`: every core).
+    pub threads: Option<usize>,
+}
+
+/// The plots a run draws (`spectrum.png`, `hitmap.png`, `pedestal_mean.png`,
+/// `pedestal_noise.png`) into a directory.
+#[cfg(feature = "plot")]
+#[derive(Clone, Debug)]
+pub struct PlotOutput {
+    /// The directory (created when missing).
+    pub dir: PathBuf,
+    /// How the spectrum is binned and drawn.
+    pub options: SpectrumOptions,
+}
+
+/// Everything about a run but its inputs and the caller's visitor.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// The finder.
+    pub finder: FinderChoice,
+    /// How data frames reach the finder.
+    pub input: InputPath,
+    /// Threads that read each chunk (`None`: what the finder asks for,
+    /// [`ClusterFinder::read_threads`]; for the pedestal, every core up to 16).
+    pub read_threads: Option<usize>,
+    /// The cluster file to write (aare's layout), under a temporary name renamed when whole.
+    pub cluster_file: Option<PathBuf>,
+    /// Plots to draw when the run ends.
+    #[cfg(feature = "plot")]
+    pub plots: Option<PlotOutput>,
+}
+
+impl RunOptions {
+    /// A run with `finder` and nothing written: read input, no cluster file, no plots.
+    pub fn new(finder: FinderChoice) -> Self {
+        Self {
+            finder,
+            input: InputPath::Read,
+            read_threads: None,
+            cluster_file: None,
+            #[cfg(feature = "plot")]
+            plots: None,
+        }
+    }
+}
+
+/// Where the time of a run went (see [`RunTiming::lines`]).
+#[derive(Clone, Debug, Default)]
+pub struct RunTiming {
+    /// Start-up: from the call to the first data frame asked for (device and pedestal).
+    pub startup: Duration,
+    /// Opening the device.
+    pub open: Duration,
+    /// Allocating the frame ring on the device thread (`None`: not ahead; see
+    /// [`EngineStats::alloc`]).
+    pub ring_ahead: Option<Duration>,
+    /// The finder's buffers for a chunk.
+    pub reserve: Duration,
+    /// Reading and pushing the pedestal.
+    pub pedestal: Duration,
+    /// Pedestal frames.
+    pub pedestal_frames: u64,
+    /// The engine's data phase.
+    pub engine: EngineStats,
+    /// Threads the data was read with.
+    pub read_threads: usize,
+    /// The cluster file writer's, when one was written.
+    pub write: Option<WriteStats>,
+    /// The data phase and the cluster file's commit.
+    pub busy: Duration,
+    /// Releasing the device (its memory, the context).
+    pub release: Duration,
+}
+
+/// What a run did.
+#[derive(Clone, Debug)]
+pub struct RunReport {
+    /// Data frames found.
+    pub frames: u64,
+    /// Clusters found in them.
+    pub clusters: u64,
+    /// The finder's device, as it describes itself.
+    pub device: String,
+    /// Why that device (e.g. "no GPU found, using the CPU").
+    pub device_note: String,
+    /// Where the time went.
+    pub timing: RunTiming,
+    /// Gap reports of inputs that lost frames (raw acquisitions), for a person.
+    pub warnings: Vec<String>,
+    /// The cluster file written, if any.
+    pub cluster_file: Option<PathBuf>,
+    /// The plots written, if any.
+    pub plots: Vec<PathBuf>,
+}
+
+impl RunReport {
+    /// Seconds the data phase took, the cluster file's commit included (what `cluda find`'s
+    /// summary line reports as `seconds`).
+    pub fn seconds(&self) -> f64 {
+        self.timing.busy.as_secs_f64()
+    }
+}
+
+/// Runs the finder over `data` with a pedestal of every frame of `pedestal` (its window N is
+/// their count, [`Input::pedestal_window`]), writing what `options` asks for, handing each
+/// frame's clusters with its frame number (the input's: a raw acquisition's header frame
+/// numbers, else counting from 0) to `visit`, in order. `cancel` is asked between chunks and
+/// frames. Nothing holds more than the ring's chunks of frames or clusters.
+///
+/// # Errors
+/// Shapes that differ between the inputs, an empty pedestal, the device's, the inputs', the
+/// writer's and the visitor's errors, and `cancel`'s. A cluster file is then not written (its
+/// temporary file is removed) and no plot is left half-drawn.
+pub fn run(
+    options: &RunOptions,
+    pedestal: &mut Input<'_>,
+    data: &mut Input<'_>,
+    cancel: Cancel<'_>,
+    visit: &mut dyn FnMut(u64, &FrameClusters<'_>) -> Result<()>,
+) -> Result<RunReport> {
+    let (rows, cols) = (pedestal.frames.rows(), pedestal.frames.cols());
+    if (data.frames.rows(), data.frames.cols()) != (rows, cols) {
+        return Err(Error::shape(
+            format!("{} against {}", data.describe, pedestal.describe),
+            format!("{rows} x {cols} frames (as in the pedestal)"),
+            format!("{} x {} frames", data.frames.rows(), data.frames.cols()),
+        ));
+    }
+    let n = pedestal.pedestal_window()?;
+    let config = options.finder.options.config(rows, cols, n);
+    let engine = EngineConfig {
+        map: options.input == InputPath::Map,
+        ..EngineConfig::for_frames(rows, cols).capped(data.len)
+    };
+    #[cfg(feature = "plot")]
+    if let Some(p) = &options.plots {
+        p.options.validate()?;
+    }
+    let started = Instant::now();
+    let stop = AtomicBool::new(false);
+    let (opened, host_pedestal) = std::thread::scope(|s| -> Result<_> {
+        let opener = std::thread::Builder::new()
+            .name("cluda-open".into())
+            .spawn_scoped(s, || {
+                let r = open_device(&config, &options.finder, engine);
+                if r.is_err() {
+                    stop.store(true, Ordering::Relaxed);
+                }
+                r
+            })
+            .map_err(|e| Error::io("<device thread>", e))?;
+        let threads = options.read_threads.unwrap_or_else(super::read_threads);
+        let parallel = options.finder.threads != Some(1);
+        let stopped = || -> Result<()> {
+            if stop.load(Ordering::Relaxed) {
+                return Err(Error::Internal("stopped for the device's error".into()));
+            }
+            cancel()
+        };
+        let host_pedestal = read_pedestal(pedestal, &config, threads, parallel, &stopped);
+        let opened = opener
+            .join()
+            .map_err(|_| Error::Internal("the device thread panicked".into()))?;
+        Ok((opened, host_pedestal))
+    })?;
+    // A device error first (the pedestal stopped early for it), as when it opened first.
+    let Opened {
+        mut finder,
+        note,
+        open_time,
+        slots,
+        reserve_time,
+    } = opened?;
+    let (host_pedestal, pedestal_time) = host_pedestal?;
+    finder.set_pedestal(host_pedestal)?;
+    let startup = started.elapsed();
+    let read_threads = options
+        .read_threads
+        .unwrap_or_else(|| finder.read_threads());
+    data.frames.set_read_threads(read_threads);
+    let ring_ahead = slots.as_ref().map(RingSlots::alloc_time);
+    #[cfg(feature = "plot")]
+    let stage = options
+        .plots
+        .as_ref()
+        .map(|p| PlotStage::create(&p.dir))
+        .transpose()?;
+    let mut writer = options
+        .cluster_file
+        .as_deref()
+        .map(ClusterFileWriter::create)
+        .transpose()?;
+    #[cfg(feature = "plot")]
+    let mut plot = options
+        .plots
+        .as_ref()
+        .map(|p| PlotAccumulator::with_options(rows, cols, &p.options))
+        .transpose()?;
+    let mut clusters = 0u64;
+    let describe = &data.describe;
+    let stats = find_stream_with(
+        finder.as_mut(),
+        data.frames.as_mut(),
+        engine,
+        slots,
+        &mut |number, fc| {
+            cancel()?;
+            clusters += fc.len() as u64;
+            if let Some(w) = writer.as_mut() {
+                let number = i32::try_from(number).map_err(|_| {
+                    Error::param(
+                        "out",
+                        format!(
+                            "frame number {number} of {describe} does not fit the cluster file's i32 frame numbers"
+                        ),
+                    )
+                })?;
+                w.write_frame(number, &fc)?;
+            }
+            #[cfg(feature = "plot")]
+            if let Some(p) = plot.as_mut() {
+                p.add(&fc);
+            }
+            visit(number, &fc)
+        },
+    )?;
+    cancel()?;
+    let commit = Instant::now();
+    let written = writer.map(|w| w.commit()).transpose()?;
+    let busy = stats.wall + commit.elapsed();
+    #[cfg_attr(not(feature = "plot"), allow(unused_mut))]
+    let mut plots = Vec::new();
+    #[cfg(feature = "plot")]
+    if let (Some(p), Some(stage)) = (plot, stage.as_ref()) {
+        let drawn = p.finish(&finder.pedestal()?, stage.path())?;
+        cancel()?;
+        plots = stage.commit(drawn)?;
+    }
+    let mut warnings: Vec<String> = pedestal.gap_warning().into_iter().collect();
+    warnings.extend(data.gap_warning());
+    let device = finder.device();
+    // Releasing the device (its memory, the context) is part of the run.
+    let released = Instant::now();
+    drop(finder);
+    Ok(RunReport {
+        frames: stats.frames,
+        clusters,
+        device,
+        device_note: note,
+        timing: RunTiming {
+            startup,
+            open: open_time,
+            ring_ahead,
+            reserve: reserve_time,
+            pedestal: pedestal_time,
+            pedestal_frames: pedestal.len,
+            engine: stats,
+            read_threads: data.frames.read_threads(),
+            write: written.as_ref().map(|(_, w)| *w),
+            busy,
+            release: released.elapsed(),
+        },
+        warnings,
+        cluster_file: written.map(|(p, _)| p),
+        plots,
+    })
+}
+
+/// A finder opened on the device thread, with the ring it allocated.
+struct Opened {
+    finder: Box<dyn ClusterFinder + Send>,
+    note: String,
+    open_time: Duration,
+    slots: Option<RingSlots>,
+    /// Time the finder took to allocate its buffers for a chunk.
+    reserve_time: Duration,
+}
+
+/// Opens the finder on `choice.device`, allocates the engine's ring for it (not for a mapped
+/// input, which needs none) and the finder's buffers for a chunk.
+fn open_device(
+    config: &FinderConfig,
+    choice: &FinderChoice,
+    engine: EngineConfig,
+) -> Result<Opened> {
+    let t = Instant::now();
+    let (mut finder, note) = open_finder(config.clone(), choice.device, choice.threads)?;
+    let open_time = t.elapsed();
+    let slots = if engine.map {
+        None
+    } else {
+        Some(RingSlots::allocate(finder.as_ref(), engine)?)
+    };
+    let t = Instant::now();
+    finder.reserve(engine.chunk)?;
+    let reserve_time = t.elapsed();
+    Ok(Opened {
+        finder,
+        note,
+        open_time,
+        slots,
+        reserve_time,
+    })
+}
+
+/// Reads every frame of `pedestal` into a host pedestal for `config` (what a finder's
+/// `push_pedestal` computes, so [`ClusterFinder::set_pedestal`] gives the same state) with
+/// `read_threads` threads, its arithmetic on every core when `parallel`; and how long that
+/// took. `config.pedestal_frames` must be the input's frame count.
+///
+/// # Errors
+/// The input's errors; [`Error::InvalidParameter`] (`pedestal`) when it delivered another
+/// number of frames than it was counted with; `cancel`'s.
+pub fn read_pedestal(
+    pedestal: &mut Input<'_>,
+    config: &FinderConfig,
+    read_threads: usize,
+    parallel: bool,
+    cancel: Cancel<'_>,
+) -> Result<(Pedestal, Duration)> {
+    let start = Instant::now();
+    let (rows, cols) = (config.rows, config.cols);
+    let mut host = Pedestal::new(rows, cols, config.pedestal_frames, config.precision)?;
+    pedestal.frames.set_read_threads(read_threads);
+    // No larger than the pedestal; zeroed by the allocator, so the page faults of its first
+    // use are taken by the reading threads, in parallel.
+    let chunk = EngineConfig::for_frames(rows, cols)
+        .capped(pedestal.len)
+        .chunk;
+    let (mut buf, mut numbers) = (vec![0u16; chunk * rows * cols], Vec::new());
+    let mut pushed = 0u64;
+    loop {
+        cancel()?;
+        numbers.clear();
+        let k = pedestal.frames.fill(&mut buf, &mut numbers)?;
+        if k == 0 {
+            break;
+        }
+        pushed += k as u64;
+        if pushed > pedestal.len {
+            break;
+        }
+        host.push_frames_with(
+            Frames::new(&buf[..k * rows * cols], k, rows, cols)?,
+            parallel,
+        )?;
+    }
+    if pushed != pedestal.len {
+        return Err(Error::param(
+            "pedestal",
+            format!(
+                "{} delivered {pushed} frames, {} when counted (did it change while cluda read it?)",
+                pedestal.describe, pedestal.len
+            ),
+        ));
+    }
+    Ok((host, start.elapsed()))
+}
+
+impl RunTiming {
+    /// The `--timing` lines: start-up (device and pedestal side by side), the data phase
+    /// (each stage with its bandwidth; the reader and writer threads overlap the finder, so
+    /// their busy times add up to more than the phase when the run is overlapped, and the
+    /// stage whose busy time is closest to the phase bounds it), and the device's release.
+    pub fn lines(&self) -> Vec<String> {
+        let ring = match self.ring_ahead {
+            Some(t) => format!("then the frame ring {:.3} s", t.as_secs_f64()),
+            // Mapped input: no ring, unless the source could not be mapped and the engine
+            // allocated one after the start-up.
+            None if self.engine.alloc.is_zero() => {
+                "(no frame ring: the input is mapped)".to_string()
+            }
+            None => format!(
+                "(the frame ring {:.3} s in the engine, after the start-up)",
+                self.engine.alloc.as_secs_f64()
+            ),
+        };
+        let startup = format!(
+            "timing: start-up {:.3} s: opening the device {:.3} s {ring}, then the finder's buffers {:.3} s on one thread, the pedestal {:.3} s ({} frames) on another at the same time",
+            self.startup.as_secs_f64(),
+            self.open.as_secs_f64(),
+            self.reserve.as_secs_f64(),
+            self.pedestal.as_secs_f64(),
+            self.pedestal_frames,
+        );
+        vec![
+            startup,
+            self.data_line(),
+            format!(
+                "timing: releasing the device {:.3} s",
+                self.release.as_secs_f64()
+            ),
+        ]
+    }
+
+    /// The data phase's line of [`RunTiming::lines`].
+    fn data_line(&self) -> String {
+        let gbs = |bytes: u64, t: Duration| {
+            if t.is_zero() {
+                0.0
+            } else {
+                bytes as f64 / t.as_secs_f64() / 1e9
+            }
+        };
+        let s = |t: Duration| t.as_secs_f64();
+        let stats = &self.engine;
+        let frames = stats.frames.max(1) as f64;
+        let phase = self.busy;
+        let mut line = format!(
+            "timing: data phase {:.3} s ({:.2} us/frame); read {:.3} s busy with {} threads ({:.1} GB/s); waited for frames {:.3} s; find {:.3} s ({:.1} GB/s of frames, {:.2} us/frame), of which handing clusters on {:.3} s",
+            s(phase),
+            s(phase) * 1e6 / frames,
+            s(stats.read_busy),
+            self.read_threads,
+            gbs(stats.read_bytes, stats.read_busy),
+            s(stats.waited_for_input),
+            s(stats.find),
+            gbs(stats.read_bytes, stats.find),
+            s(stats.find) * 1e6 / frames,
+            s(stats.visit),
+        );
+        if let Some(w) = &self.write {
+            line.push_str(&format!(
+                "; write {:.3} s busy in {} threads ({:.1} GB/s per busy thread, {} bytes); waited for the writer {:.3} s",
+                s(w.busy),
+                w.threads,
+                gbs(w.bytes, w.busy),
+                w.bytes,
+                s(w.waited),
+            ));
+        }
+        line
+    }
+}
+
+/// The PNG files [`PlotAccumulator::finish`] writes, checked up front by [`check_plot_dir`].
+#[cfg(feature = "plot")]
+pub const PLOT_FILES: [&str; 4] = [
+    "spectrum.png",
+    "hitmap.png",
+    "pedestal_mean.png",
+    "pedestal_noise.png",
+];
+
+/// Checks a plot directory before any work: `dir` is a directory (or can be created), none of
+/// its PNGs is one of `inputs` or a non-file, and the plot font loads.
+///
+/// # Errors
+/// [`Error::InvalidParameter`] (`plot`) naming what is wrong.
+#[cfg(feature = "plot")]
+pub fn check_plot_dir(dir: &Path, inputs: &[PathBuf]) -> Result<()> {
+    match std::fs::metadata(dir) {
+        Ok(m) if !m.is_dir() => {
+            return Err(Error::param(
+                "plot",
+                format!("{} exists and is not a directory", dir.display()),
+            ));
+        }
+        Ok(_) => {
+            for name in PLOT_FILES {
+                crate::io::check_output(&dir.join(name), "plot", inputs)?;
+            }
+        }
+        Err(_) => {
+            std::fs::create_dir_all(dir).map_err(|e| {
+                Error::param("plot", format!("cannot create {}: {e}", dir.display()))
+            })?;
+        }
+    }
+    // Can files be created in it? (The staging directory, removed at once.)
+    drop(PlotStage::create(dir)?);
+    crate::plot::register_font()
+}
+
+/// A directory beside the plots' final place that they are drawn into, then renamed from, so
+/// an interrupted or failed run leaves no half-drawn PNG; removed (with what is in it) when
+/// dropped ([`tempfile::TempDir`]).
+#[cfg(feature = "plot")]
+struct PlotStage {
+    dir: PathBuf,
+    stage: tempfile::TempDir,
+}
+
+#[cfg(feature = "plot")]
+impl PlotStage {
+    /// Creates `DIR/.cluda-plots.<random>.tmp`.
+    fn create(dir: &Path) -> Result<Self> {
+        let stage = tempfile::Builder::new()
+            .prefix(".cluda-plots.")
+            .suffix(".tmp")
+            .tempdir_in(dir)
+            .map_err(|e| Error::io(dir, e))?;
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            stage,
+        })
+    }
+
+    /// Where plots are drawn.
+    fn path(&self) -> &Path {
+        self.stage.path()
+    }
+
+    /// Moves every drawn file into the final directory; returns their final paths.
+    fn commit(&self, drawn: Vec<PathBuf>) -> Result<Vec<PathBuf>> {
+        let mut done = Vec::new();
+        for p in drawn {
+            let Some(name) = p.file_name() else { continue };
+            let to = self.dir.join(name);
+            std::fs::rename(&p, &to).map_err(|e| Error::io(&to, e))?;
+            done.push(to);
+        }
+        Ok(done)
+    }
+}
