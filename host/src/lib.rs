@@ -127,6 +127,8 @@ pub mod cluster;
 pub mod config;
 #[cfg(feature = "gpu")]
 pub mod cuda;
+#[cfg(feature = "gpu")]
+pub(crate) mod device_memory;
 pub mod engine;
 pub mod error;
 pub mod finder;

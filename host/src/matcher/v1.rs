@@ -5,9 +5,9 @@
 //! refuses, with a clear error, sizes that would not fit.
 
 use cluda_gpu::args::{MatchV1DistancesArgs, MatchV1RowminArgs};
-use cudarc::driver::CudaSlice;
 
-use super::gpu::{DeviceResult, GpuMatcher, grid_dim, input, launch, output, warp_rows_grid};
+use super::gpu::{DeviceResult, GpuMatcher, grid_dim, launch, warp_rows_grid};
+use crate::device_memory::DeviceBuf;
 use crate::error::{CudaContextExt, Error, Result};
 
 /// Bytes kept free beside V1's buffers (allocator granularity, cuBLAS workspace, other users).
@@ -25,12 +25,7 @@ impl GpuMatcher {
             .mem_get_info()
             .cuda("querying free device memory")?;
         // Scratch kept by this matcher is reused or released for the matrix: count it as free.
-        let free = free as u64
-            + self
-                .workspace
-                .iter()
-                .map(|b| b.len() as u64 * 4)
-                .sum::<u64>();
+        let free = free as u64 + self.workspace.iter().map(|b| b.bytes() as u64).sum::<u64>();
         if need.saturating_add(HEADROOM) > free {
             return Err(Error::param(
                 "version",
@@ -54,46 +49,40 @@ impl GpuMatcher {
     /// V1 on uploaded descriptors (`n`, `m` >= 1, memory already checked).
     pub(super) fn v1(
         &mut self,
-        lhs: &CudaSlice<f32>,
+        lhs: &DeviceBuf,
         n: usize,
-        rhs: &CudaSlice<f32>,
+        rhs: &DeviceBuf,
         m: usize,
     ) -> Result<DeviceResult> {
         // Every element of the matrix is written by the distance kernel before it is read.
-        let mut dist_mat = self.take_scratch(n * m, "allocating v1's distance matrix")?;
+        let dist_mat = self.take_scratch(n * m, "v1's distance matrix")?;
         let s = &self.stream;
-        let mut idx = s.alloc_zeros::<u32>(n).cuda("allocating v1's indices")?;
-        let mut dist = s.alloc_zeros::<f32>(n).cuda("allocating v1's distances")?;
+        let idx = DeviceBuf::zeroed_on_stream(s, n * 4, "v1's indices")?;
+        let dist = DeviceBuf::zeroed_on_stream(s, n * 4, "v1's distances")?;
         let (n32, m32) = (n as u32, m as u32);
         let grid = (
             grid_dim(m.div_ceil(128), "right tiles")?,
             grid_dim(n.div_ceil(128), "left tiles")?,
         );
         {
-            let (lhs, _l) = input(lhs, s);
-            let (rhs, _r) = input(rhs, s);
-            let (dist, _d) = output(&mut dist_mat, s);
             let mut a = MatchV1DistancesArgs {
-                lhs,
+                lhs: lhs.at(),
                 n: n32,
-                rhs,
+                rhs: rhs.at(),
                 m: m32,
-                dist,
+                dist: dist_mat.at(),
             };
             // SAFETY: lhs n x 128, rhs m x 128, dist_mat n x m, as the kernel indexes them.
             unsafe { launch(s, &self.k.v1_distances, grid, &mut a.params()) }
                 .cuda("launching v1's distance kernel")?;
         }
         {
-            let (dist_in, _d) = input(&dist_mat, s);
-            let (out_idx, _i) = output(&mut idx, s);
-            let (out_dist, _o) = output(&mut dist, s);
             let mut a = MatchV1RowminArgs {
-                dist: dist_in,
+                dist: dist_mat.at(),
                 n: n32,
                 m: m32,
-                out_idx,
-                out_dist,
+                out_idx: idx.at(),
+                out_dist: dist.at(),
             };
             // SAFETY: dist_mat n x m, idx and dist n.
             unsafe {

@@ -5,9 +5,9 @@
 //! `cluda_match_merge_partials` merges the per-split bests.
 
 use cluda_gpu::args::{MatchMergePartialsArgs, MatchV2FusedArgs};
-use cudarc::driver::CudaSlice;
 
-use super::gpu::{BLOCK, DeviceResult, GpuMatcher, grid_dim, input, launch, output};
+use super::gpu::{BLOCK, DeviceResult, GpuMatcher, grid_dim, launch};
+use crate::device_memory::DeviceBuf;
 use crate::error::{CudaContextExt, Result};
 
 /// Blocks per multiprocessor V2 aims for (several waves keep the tail short).
@@ -29,55 +29,43 @@ impl GpuMatcher {
     /// V2 on uploaded descriptors (`n`, `m` >= 1).
     pub(super) fn v2(
         &self,
-        lhs: &CudaSlice<f32>,
+        lhs: &DeviceBuf,
         n: usize,
-        rhs: &CudaSlice<f32>,
+        rhs: &DeviceBuf,
         m: usize,
     ) -> Result<DeviceResult> {
         let s = &self.stream;
         let (splits, per) = split_plan(n, m, self.sms);
-        let mut part_d = s
-            .alloc_zeros::<f32>(n * splits)
-            .cuda("allocating v2's partial distances")?;
-        let mut part_i = s
-            .alloc_zeros::<u32>(n * splits)
-            .cuda("allocating v2's partial indices")?;
+        let part_d = DeviceBuf::zeroed_on_stream(s, n * splits * 4, "v2's partial distances")?;
+        let part_i = DeviceBuf::zeroed_on_stream(s, n * splits * 4, "v2's partial indices")?;
         let (n32, m32, per32, splits32) = (n as u32, m as u32, per as u32, splits as u32);
         let grid = (grid_dim(n.div_ceil(128), "left tiles")?, splits32);
         {
-            let (lhs, _l) = input(lhs, s);
-            let (rhs, _r) = input(rhs, s);
-            let (part_dist, _d) = output(&mut part_d, s);
-            let (part_idx, _i) = output(&mut part_i, s);
             let mut a = MatchV2FusedArgs {
-                lhs,
+                lhs: lhs.at(),
                 n: n32,
-                rhs,
+                rhs: rhs.at(),
                 m: m32,
                 tiles_per_split: per32,
                 splits: splits32,
-                part_dist,
-                part_idx,
+                part_dist: part_d.at(),
+                part_idx: part_i.at(),
             };
             // SAFETY: lhs n x 128, rhs m x 128, partials n x splits, as the kernel indexes
             // them.
             unsafe { launch(s, &self.k.v2_fused, grid, &mut a.params()) }
                 .cuda("launching v2's fused kernel")?;
         }
-        let mut idx = s.alloc_zeros::<u32>(n).cuda("allocating v2's indices")?;
-        let mut dist = s.alloc_zeros::<f32>(n).cuda("allocating v2's distances")?;
+        let idx = DeviceBuf::zeroed_on_stream(s, n * 4, "v2's indices")?;
+        let dist = DeviceBuf::zeroed_on_stream(s, n * 4, "v2's distances")?;
         {
-            let (part_dist, _d) = input(&part_d, s);
-            let (part_idx, _i) = input(&part_i, s);
-            let (out_idx, _oi) = output(&mut idx, s);
-            let (out_dist, _od) = output(&mut dist, s);
             let mut a = MatchMergePartialsArgs {
-                part_dist,
-                part_idx,
+                part_dist: part_d.at(),
+                part_idx: part_i.at(),
                 n: n32,
                 splits: splits32,
-                out_idx,
-                out_dist,
+                out_idx: idx.at(),
+                out_dist: dist.at(),
             };
             let grid = (grid_dim(n.div_ceil(BLOCK as usize), "rows")?, 1);
             // SAFETY: partials n x splits, idx and dist n.
