@@ -133,6 +133,7 @@ fn fma(a: f32, b: f32, c: f32) -> f32 {
 
 #[inline(always)]
 fn tid() -> usize {
+    // SAFETY: reads special registers (block and thread indices, block size); no preconditions.
     unsafe { _thread_idx_x() as usize }
 }
 
@@ -265,6 +266,7 @@ impl MatchV1DistancesArgs {
         let sb = shared_array!(window "cluda_v1_sb", TILE_BYTES);
         let (n, m) = (n as usize, m as usize);
         let t = tid();
+        // SAFETY: reads special registers (block and thread indices, block size); no preconditions.
         let (row0, col0) = unsafe { (_block_idx_y() as usize * BM, _block_idx_x() as usize * BN) };
         let acc = unsafe { tile_distances(lhs, n, row0, rhs, m, col0, sa, sb, t) };
         let (tx, ty) = (t % 16, t / 16);
@@ -296,7 +298,9 @@ impl MatchV1RowminArgs {
             out_dist,
         } = self;
         let t = tid();
+        // SAFETY: reads special registers (block and thread indices, block size); no preconditions.
         let warps = unsafe { _block_dim_x() as usize } / 32;
+        // SAFETY: reads special registers (block and thread indices, block size); no preconditions.
         let row = unsafe { _block_idx_x() as usize } * warps + t / 32;
         let lane = t % 32;
         let (n, m) = (n as usize, m as usize);
@@ -366,7 +370,9 @@ impl MatchV2FusedArgs {
         let (n, m) = (n as usize, m as usize);
         let t = tid();
         let (tx, ty) = (t % 16, t / 16);
+        // SAFETY: reads special registers (block and thread indices, block size); no preconditions.
         let row0 = unsafe { _block_idx_x() as usize } * BM;
+        // SAFETY: reads special registers (block and thread indices, block size); no preconditions.
         let split = unsafe { _block_idx_y() as usize };
         let tiles = m.div_ceil(BN);
         let first = split * tiles_per_split as usize;
@@ -432,6 +438,7 @@ impl MatchMergePartialsArgs {
             out_idx,
             out_dist,
         } = self;
+        // SAFETY: reads special registers (block and thread indices, block size); no preconditions.
         let row = unsafe { _block_idx_x() as usize * _block_dim_x() as usize } + tid();
         if row >= n as usize {
             return;
@@ -471,7 +478,9 @@ impl MatchSqnormsArgs {
             max_bits,
         } = self;
         let t = tid();
+        // SAFETY: reads special registers (block and thread indices, block size); no preconditions.
         let warps = unsafe { _block_dim_x() as usize } / 32;
+        // SAFETY: reads special registers (block and thread indices, block size); no preconditions.
         let row = unsafe { _block_idx_x() as usize } * warps + t / 32;
         let lane = t % 32;
         if row >= rows as usize {
@@ -565,7 +574,9 @@ impl MatchV3FoldArgs {
             first,
         } = self;
         let t = tid();
+        // SAFETY: reads special registers (block and thread indices, block size); no preconditions.
         let warps = unsafe { _block_dim_x() as usize } / 32;
+        // SAFETY: reads special registers (block and thread indices, block size); no preconditions.
         let r = unsafe { _block_idx_x() as usize } * warps + t / 32;
         let lane = t % 32;
         if r >= rows as usize {
@@ -676,7 +687,9 @@ impl MatchV3RescoreArgs {
             flag_rows,
         } = self;
         let t = tid();
+        // SAFETY: reads special registers (block and thread indices, block size); no preconditions.
         let warps = unsafe { _block_dim_x() as usize } / 32;
+        // SAFETY: reads special registers (block and thread indices, block size); no preconditions.
         let row = unsafe { _block_idx_x() as usize } * warps + t / 32;
         let lane = t % 32;
         if row >= n as usize {

@@ -49,6 +49,7 @@ macro_rules! entry_one {
             #[unsafe(no_mangle)]
             pub unsafe extern "ptx-kernel" fn $k($($f: $ty),*) {
                 let args = $args::<R> { $($f),* };
+                // SAFETY: the kernel's contract (its arguments as its docs require), passed on.
                 unsafe { $body::<R $(, $s)?>(args) }
             }
         }
@@ -66,6 +67,7 @@ macro_rules! entry_one {
                     $bytes
                 );
                 let args = $args::<R> { $($f),* };
+                // SAFETY: the kernel's contract (its arguments as its docs require), passed on.
                 unsafe { $body::<R $(, $s)?>(args, scratch) }
             }
         }
@@ -83,6 +85,7 @@ use core::arch::nvptx;
 /// Global linear index of the calling thread in a 1-D launch.
 #[inline(always)]
 pub(crate) fn global_index_x() -> usize {
+    // SAFETY: reads special registers (block and thread indices, block size); no preconditions.
     unsafe {
         nvptx::_block_idx_x() as usize * nvptx::_block_dim_x() as usize
             + nvptx::_thread_idx_x() as usize

@@ -139,6 +139,7 @@ unsafe fn prepare_entry<R: Real>(k: PrepareArgs<R>) {
         status: k.status,
         n_status: k.n_status,
     };
+    // SAFETY: the kernel's contract (its arguments as its docs require), passed on.
     unsafe { prepare::<R>(&p, k.a, k.b) }
 }
 

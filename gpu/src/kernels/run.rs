@@ -634,18 +634,21 @@ unsafe fn run_kernel<R: Real, const S: usize, const SHARED: bool>(k: RunArgs<R>,
         records: k.records,
         room: k.room,
     };
+    // SAFETY: the kernel's contract (its arguments as its docs require), passed on.
     unsafe { run_frames::<R, S, SHARED>(&args, scratch) }
 }
 
 /// A run kernel with the pixel state in registers.
 #[inline(always)]
 unsafe fn run_entry<R: Real, const S: usize>(k: RunArgs<R>, scratch: u64) {
+    // SAFETY: the kernel's contract (its arguments as its docs require), passed on.
     unsafe { run_kernel::<R, S, false>(k, scratch) }
 }
 
 /// A run kernel with the pixel state in shared memory between uses.
 #[inline(always)]
 unsafe fn run_entry_shared<R: Real, const S: usize>(k: RunArgs<R>, scratch: u64) {
+    // SAFETY: the kernel's contract (its arguments as its docs require), passed on.
     unsafe { run_kernel::<R, S, true>(k, scratch) }
 }
 
