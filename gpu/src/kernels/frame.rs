@@ -41,6 +41,8 @@ pub(crate) use crate::layout::{BLOCK, WARPS};
 #[inline(always)]
 unsafe fn publish(status: *mut u64, tile: u32, sum: u32) {
     let flag = if tile == 0 { INCLUSIVE } else { AGGREGATE };
+    // SAFETY: `tile` is a tile of this launch, and `status` has a word per tile (the caller's
+    // contract).
     unsafe { core::ptr::write_volatile(status.add(tile as usize), flag | sum as u64) };
 }
 
@@ -66,6 +68,8 @@ unsafe fn look_back_block(
     let (warp, lane) = (tid / 32, tid % 32);
     let mut earlier = 0u32;
     let mut end = tile as i64;
+    // SAFETY: the caller's contract: `status` has a word per tile before `tile`, published or
+    // to be published by running tiles (ticket order), and `scratch` is the block's scratch.
     unsafe {
         loop {
             let j = end - 1 - tid as i64;
@@ -153,6 +157,9 @@ pub(crate) unsafe fn classify_frame<R: Real, const S: usize>(
     scratch: *mut u32,
     next: Option<Prepare<R>>,
 ) {
+    // SAFETY: the launch's contract (the classify/step kernel docs): every pointer covers the
+    // frame's geometry, `scratch` is the block's 128-byte scratch, and every thread of the block
+    // runs this (the barriers and warp votes below).
     unsafe {
         let tid = nvptx::_thread_idx_x() as u32;
         let (warp, lane) = (tid / 32, tid % 32);
@@ -229,6 +236,8 @@ unsafe fn classify_pixel<R: Real, const S: usize>(
     g: &Geometry<R>,
     p: u32,
 ) -> bool {
+    // SAFETY: `p` is a pixel of the frame and the pointers cover its geometry (the caller's
+    // contract), so every index below is in bounds.
     unsafe {
         let (cp, total, max) = window_stats::<R, S>(c, g, p);
         let side = R::from_u16(S as u16);
@@ -260,6 +269,8 @@ pub(crate) unsafe fn window_stats<R: Real, const S: usize>(
     g: &Geometry<R>,
     p: u32,
 ) -> (R, R, R) {
+    // SAFETY: `p` is a pixel of the frame and `c` its padded plane (the caller's contract):
+    // every window element read lies inside the plane.
     unsafe {
         let stride = g.stride as usize;
         let y = p / g.cols;
@@ -290,6 +301,7 @@ pub(crate) unsafe fn write_record<R: Real, const S: usize>(
     p: u32,
     rec: *mut u32,
 ) {
+    // SAFETY: as in `window_stats`; `rec` has room for one record (the caller's contract).
     unsafe {
         let stride = g.stride as usize;
         let y = p / g.cols;
@@ -310,6 +322,7 @@ pub(crate) unsafe fn write_record<R: Real, const S: usize>(
 /// A classify kernel (no next frame).
 #[inline(always)]
 unsafe fn classify_entry<R: Real, const S: usize>(k: ClassifyArgs<R>, scratch: u64) {
+    // SAFETY: the kernel's contract (its arguments as its docs require), passed on.
     unsafe {
         classify_frame::<R, S>(
             k.frame,
@@ -342,6 +355,7 @@ unsafe fn classify_entry<R: Real, const S: usize>(k: ClassifyArgs<R>, scratch: u
 /// the other plane.
 #[inline(always)]
 unsafe fn step_entry<R: Real, const S: usize>(k: StepArgs<R>, scratch: u64) {
+    // SAFETY: the kernel's contract (its arguments as its docs require), passed on.
     unsafe {
         let next = (!k.next_frame.is_null()).then_some(Prepare {
             frame: k.next_frame,

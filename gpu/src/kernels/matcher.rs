@@ -106,6 +106,7 @@ macro_rules! unroll {
 #[inline(always)]
 unsafe fn ldg4(p: *const f32) -> [f32; 4] {
     let (a, b, c, d): (f32, f32, f32, f32);
+    // SAFETY: a 16-byte aligned address of four floats in global memory (the caller's contract).
     unsafe {
         asm!(
             "ld.global.nc.v4.f32 {{{a}, {b}, {c}, {d}}}, [{p}];",
@@ -160,6 +161,9 @@ unsafe fn load_chunk(
         if r >= rows {
             r = rows - 1;
         }
+        // SAFETY: `r < rows` (clamped) and the chunk's 16 dimensions lie inside row `r` of the
+        // `rows x 128` array at `base` (the caller's contract); 16-byte aligned (an allocation's
+        // start, rows of 512 bytes, parts of 16).
         out[Q] = unsafe { ldg4(base.add(r * DIM + kc * KC + part * 4)) };
     });
     out
@@ -173,6 +177,8 @@ unsafe fn store_chunk(sh: u64, v: [[f32; 4]; 2], t: usize) {
         let row = f / 4;
         let part = f % 4;
         unroll!(4, E, {
+            // SAFETY: `sh` is a shared tile of KC x LD floats (the caller's contract); `part * 4 +
+            // E < KC` and `row < BM <= LD`, so the address lies inside it, 4-byte aligned.
             unsafe { st_shared_f32(sh + (((part * 4 + E) * LD + row) * 4) as u64, v[Q][E]) };
         });
     });
@@ -197,10 +203,14 @@ unsafe fn tile_distances(
     let tx = t % 16;
     let ty = t / 16;
     let mut acc = [[0.0f32; 8]; 8];
+    // SAFETY: `a` holds `n` rows of 128 floats (the caller's contract), as `load_chunk` needs.
     let mut pa = unsafe { load_chunk(a, row0, n, 0, t) };
+    // SAFETY: `b` holds `m` rows of 128 floats (the caller's contract).
     let mut pb = unsafe { load_chunk(b, col0, m, 0, t) };
     let mut kc = 0;
     while kc < DIM / KC {
+        // SAFETY: every thread of the block reaches these barriers (the loop bounds are block-
+        // uniform); `sa` and `sb` are the block's shared tiles.
         unsafe {
             _syncthreads(); // everyone is done reading the previous chunk
             store_chunk(sa, pa, t);
@@ -208,16 +218,24 @@ unsafe fn tile_distances(
             _syncthreads();
         }
         if kc + 1 < DIM / KC {
+            // SAFETY: as the first `load_chunk` above.
             pa = unsafe { load_chunk(a, row0, n, kc + 1, t) };
+            // SAFETY: as the first `load_chunk` above.
             pb = unsafe { load_chunk(b, col0, m, kc + 1, t) };
         }
         let mut k = 0;
         while k < KC {
             unroll!(4, KK, {
                 let row = ((k + KK) * LD * 4) as u64;
+                // SAFETY: `sa` is a shared tile of KC x LD floats; `k + KK < KC` and the row
+                // offsets (at most 256 + 15 * 16 + 16 bytes) lie inside a row of `LD * 4` bytes,
+                // 16-byte aligned.
                 let a0 = unsafe { ld_shared_f32x4(sa + row + (ty * 16) as u64) };
+                // SAFETY: as above.
                 let a1 = unsafe { ld_shared_f32x4(sa + row + (256 + ty * 16) as u64) };
+                // SAFETY: as above, in `sb`.
                 let b0 = unsafe { ld_shared_f32x4(sb + row + (tx * 16) as u64) };
+                // SAFETY: as above, in `sb`.
                 let b1 = unsafe { ld_shared_f32x4(sb + row + (256 + tx * 16) as u64) };
                 let av = [a0[0], a0[1], a0[2], a0[3], a1[0], a1[1], a1[2], a1[3]];
                 let bv = [b0[0], b0[1], b0[2], b0[3], b1[0], b1[1], b1[2], b1[3]];
@@ -268,6 +286,8 @@ impl MatchV1DistancesArgs {
         let t = tid();
         // SAFETY: reads special registers (block and thread indices, block size); no preconditions.
         let (row0, col0) = unsafe { (_block_idx_y() as usize * BM, _block_idx_x() as usize * BN) };
+        // SAFETY: `lhs` and `rhs` hold `n` and `m` rows of 128 floats, `sa`/`sb` are this kernel's
+        // shared tiles, and every thread of the block calls this (the launch's contract).
         let acc = unsafe { tile_distances(lhs, n, row0, rhs, m, col0, sa, sb, t) };
         let (tx, ty) = (t % 16, t / 16);
         unroll!(8, I, {
@@ -276,6 +296,8 @@ impl MatchV1DistancesArgs {
                 unroll!(8, J, {
                     let c = col0 + micro(tx, J);
                     if c < m {
+                        // SAFETY: `r < n` and `c < m`, and `dist` holds `n x m` floats (the
+                        // launch's contract).
                         unsafe { *dist.add(r * m + c) = acc[I][J] };
                     }
                 });
@@ -307,10 +329,12 @@ impl MatchV1RowminArgs {
         if row >= n {
             return; // whole warp leaves together
         }
+        // SAFETY: `row < n`, and `dist` holds `n x m` floats (the launch's contract).
         let base = unsafe { dist.add(row * m) };
         let (mut bd, mut bi) = (f32::INFINITY, u32::MAX);
         let mut j = lane;
         while j < m {
+            // SAFETY: `j < m`: inside row `row`.
             let d = unsafe { *base.add(j) };
             if d < bd {
                 bd = d;
@@ -320,6 +344,8 @@ impl MatchV1RowminArgs {
         }
         let (bd, bi) = warp_min(bd, bi);
         if lane == 0 {
+            // SAFETY: `row < n`, and `out_idx`/`out_dist` hold `n` values each (the launch's
+            // contract).
             unsafe {
                 *out_idx.add(row) = bi;
                 *out_dist.add(row) = bd;
@@ -333,6 +359,8 @@ impl MatchV1RowminArgs {
 fn warp_min(mut bd: f32, mut bi: u32) -> (f32, u32) {
     let mut o = 16;
     while o > 0 {
+        // SAFETY: the whole warp runs this: its rows are warp-uniform and a warp past the last row
+        // returned as a whole (its callers' contract).
         let (d, i) = unsafe { (shfl_xor_f32(bd, o), shfl_xor_u32(bi, o)) };
         if better(d, i, bd, bi) {
             bd = d;
@@ -382,6 +410,8 @@ impl MatchV2FusedArgs {
         let mut tile = first;
         while tile < last {
             let col0 = tile * BN;
+            // SAFETY: as in V1: the inputs hold `n` and `m` rows, `sa`/`sb` are this kernel's
+            // tiles, and every thread of the block calls this.
             let acc = unsafe { tile_distances(lhs, n, row0, rhs, m, col0, sa, sb, t) };
             unroll!(8, J, {
                 let c = col0 + micro(tx, J);
@@ -402,6 +432,7 @@ impl MatchV2FusedArgs {
         unroll!(8, I, {
             unroll!(4, S, {
                 let o = 8u32 >> S;
+                // SAFETY: unconditional, so all 32 lanes execute it.
                 let (d, k) = unsafe { (shfl_xor_f32(bd[I], o), shfl_xor_u32(bi[I], o)) };
                 if better(d, k, bd[I], bi[I]) {
                     bd[I] = d;
@@ -414,6 +445,8 @@ impl MatchV2FusedArgs {
             unroll!(8, I, {
                 let r = row0 + micro(ty, I);
                 if r < n {
+                    // SAFETY: `r < n` and `split < splits`, and the partials hold `n x splits`
+                    // values (the launch's contract).
                     unsafe {
                         *part_dist.add(r * splits + split) = bd[I];
                         *part_idx.add(r * splits + split) = bi[I];
@@ -447,6 +480,8 @@ impl MatchMergePartialsArgs {
         let (mut bd, mut bi) = (f32::INFINITY, u32::MAX);
         let mut k = 0;
         while k < s {
+            // SAFETY: `row < n` and `k < splits`, inside the `n x splits` partials (the launch's
+            // contract).
             let (d, i) = unsafe { (*part_dist.add(row * s + k), *part_idx.add(row * s + k)) };
             if better(d, i, bd, bi) {
                 bd = d;
@@ -454,6 +489,7 @@ impl MatchMergePartialsArgs {
             }
             k += 1;
         }
+        // SAFETY: `row < n`, and the outputs hold `n` values each (the launch's contract).
         unsafe {
             *out_idx.add(row) = bi;
             *out_dist.add(row) = bd;
@@ -486,6 +522,8 @@ impl MatchSqnormsArgs {
         if row >= rows as usize {
             return;
         }
+        // SAFETY: `row < rows` and `lane * 4 + 3 < 128`, inside the `rows x 128` input; 16-byte
+        // aligned.
         let v = unsafe { ldg4(x.add(row * DIM + lane * 4)) };
         let mut s = v[0] * v[0];
         s = fma(v[1], v[1], s);
@@ -493,10 +531,14 @@ impl MatchSqnormsArgs {
         s = fma(v[3], v[3], s);
         let mut o = 16;
         while o > 0 {
+            // SAFETY: the whole warp runs this: its rows are warp-uniform and a warp past the last
+            // row returned as a whole.
             s += unsafe { shfl_xor_f32(s, o) };
             o /= 2;
         }
         if lane == 0 {
+            // SAFETY: `row < rows`, `norms` holds `rows` floats and `max_bits` one word (the
+            // launch's contract); the atomic is a plain `u32` in global memory.
             unsafe {
                 *norms.add(row) = s;
                 (*(max_bits as *const AtomicU32)).fetch_max(s.to_bits(), Ordering::Relaxed);
@@ -583,20 +625,34 @@ impl MatchV3FoldArgs {
             return;
         }
         let (cols, ld, col0) = (cols as usize, ld as usize, col0 as usize);
+        // SAFETY: `r < rows`, and the tile holds `rows` rows of `ld` floats (the launch's
+        // contract).
         let line = unsafe { tile.add(r * ld) };
+        // SAFETY: `norms_b` holds the right norms padded to a multiple of 4 beyond `col0 + ld` (the
+        // launch's contract).
         let nb = unsafe { norms_b.add(col0) };
         let mut top = Top4::empty();
         let full = cols / 4 * 4;
         let mut j = lane * 4;
         // Four 512-byte warp loads in flight before the (rarely taken) inserts.
         while j + 3 * 128 < full {
+            // SAFETY: `j + 3 < full <= cols <= ld`: inside row `r` of the tile, 16-byte aligned
+            // (`ld` and `j` are multiples of 4).
             let v0 = unsafe { ldg4(line.add(j)) };
+            // SAFETY: as above (`j + 128 + 3 < full`).
             let v1 = unsafe { ldg4(line.add(j + 128)) };
+            // SAFETY: as above (`j + 256 + 3 < full`).
             let v2 = unsafe { ldg4(line.add(j + 256)) };
+            // SAFETY: as above (`j + 384 + 3 < full`).
             let v3 = unsafe { ldg4(line.add(j + 384)) };
+            // SAFETY: `col0 + j + 3 < col0 + ld`, inside the padded norms, 16-byte aligned (`col0`
+            // a multiple of 4).
             let w0 = unsafe { ldg4(nb.add(j)) };
+            // SAFETY: as above.
             let w1 = unsafe { ldg4(nb.add(j + 128)) };
+            // SAFETY: as above.
             let w2 = unsafe { ldg4(nb.add(j + 256)) };
+            // SAFETY: as above.
             let w3 = unsafe { ldg4(nb.add(j + 384)) };
             let g = (col0 + j) as u32;
             unroll!(4, E, {
@@ -614,7 +670,9 @@ impl MatchV3FoldArgs {
             j += 512;
         }
         while j < full {
+            // SAFETY: `j + 3 < full`: inside row `r` of the tile, 16-byte aligned.
             let v = unsafe { ldg4(line.add(j)) };
+            // SAFETY: inside the padded norms, 16-byte aligned.
             let w = unsafe { ldg4(nb.add(j)) };
             let g = (col0 + j) as u32;
             top.insert(v[0] + w[0], g);
@@ -625,6 +683,7 @@ impl MatchV3FoldArgs {
         }
         let j = full + lane;
         if j < cols {
+            // SAFETY: `j < cols`: inside row `r` and the padded norms.
             let v = unsafe { *line.add(j) + *nb.add(j) };
             top.insert(v, (col0 + j) as u32);
         }
@@ -633,6 +692,8 @@ impl MatchV3FoldArgs {
         while o > 0 {
             let mut other = Top4::empty();
             unroll!(4, K, {
+                // SAFETY: the whole warp runs this: its rows are warp-uniform and a warp past the
+                // last row returned as a whole.
                 unsafe {
                     other.d[K] = shfl_xor_f32(top.d[K], o);
                     other.i[K] = shfl_xor_u32(top.i[K], o);
@@ -647,10 +708,13 @@ impl MatchV3FoldArgs {
             let g = (row0 as usize + r) * V3_K;
             if first == 0 {
                 unroll!(4, K, {
+                    // SAFETY: `row0 + r < n`, and `best_d`/`best_i` hold `n x 4` values (the
+                    // launch's contract).
                     unsafe { top.insert(*best_d.add(g + K), *best_i.add(g + K)) };
                 });
             }
             unroll!(4, K, {
+                // SAFETY: as above.
                 unsafe {
                     *best_d.add(g + K) = top.d[K];
                     *best_i.add(g + K) = top.i[K];
@@ -695,12 +759,17 @@ impl MatchV3RescoreArgs {
         if row >= n as usize {
             return;
         }
+        // SAFETY: `row < n` and `lane * 4 + 3 < 128`, inside the `n x 128` left input; 16-byte
+        // aligned.
         let a = unsafe { ldg4(lhs.add(row * DIM + lane * 4)) };
         let (mut bd, mut bi) = (f32::INFINITY, u32::MAX);
         let mut k = 0;
         while k < V3_K {
+            // SAFETY: `row < n` and `k < 4`, inside the `n x 4` candidates (the launch's contract).
             let j = unsafe { *best_i.add(row * V3_K + k) };
             if j != u32::MAX {
+                // SAFETY: `j < m` (a candidate index, not `u32::MAX`), inside the `m x 128` right
+                // input; 16-byte aligned.
                 let b = unsafe { ldg4(rhs.add(j as usize * DIM + lane * 4)) };
                 let mut s = 0.0f32;
                 unroll!(4, E, {
@@ -709,6 +778,9 @@ impl MatchV3RescoreArgs {
                 });
                 let mut o = 16;
                 while o > 0 {
+                    // SAFETY: the whole warp runs this: its rows are warp-uniform and a warp past
+                    // the last row returned as a whole; `j` is the same for the whole warp (same
+                    // row and `k`).
                     s += unsafe { shfl_xor_f32(s, o) };
                     o /= 2;
                 }
@@ -720,17 +792,23 @@ impl MatchV3RescoreArgs {
             k += 1;
         }
         if lane == 0 {
+            // SAFETY: `row < n`, inside the `n x 4` candidates.
             let fourth = unsafe { *best_i.add(row * V3_K + V3_K - 1) };
             let safe = if fourth == u32::MAX {
                 true // fewer than four right descriptors: all were rescored
             } else {
+                // SAFETY: `row < n`, and `norms_a` holds `n` floats (the launch's contract).
                 let na = unsafe { *norms_a.add(row) };
+                // SAFETY: `max_bits_b` is one word (the launch's contract).
                 let nb = f32::from_bits(unsafe { *max_bits_b });
                 let root = core::f32::math::sqrt(na) + core::f32::math::sqrt(nb);
                 let e = 2.0 * 130.0 * (1.0 / 16_777_216.0) * root * root;
+                // SAFETY: `row < n`, inside the `n x 4` candidates.
                 let floor = unsafe { *best_d.add(row * V3_K + V3_K - 1) } + na - e;
                 bd <= floor
             };
+            // SAFETY: `row < n`; the outputs and the flag list hold `n` values and the counter one
+            // word (the launch's contract), and at most `n` rows are flagged, so `slot < n`.
             unsafe {
                 *out_idx.add(row) = bi;
                 *out_dist.add(row) = bd;
@@ -754,6 +832,12 @@ macro_rules! matcher_entries {
     })*]) => {
         $(
             $(#[$m])*
+            ///
+            /// # Safety
+            ///
+            /// Launched by the host with its argument struct's fields as its parameters: every
+            /// pointer a live device buffer of the sizes the struct's docs give, in blocks of
+            /// `layout::matcher::BLOCK` threads.
             #[unsafe(no_mangle)]
             pub unsafe extern "ptx-kernel" fn $k($($f: $ty),*) {
                 // SAFETY: the launch's contract, stated on the struct's `run`.

@@ -84,6 +84,7 @@ pub(crate) fn threshold_value<R: Real>(
 /// The corrected value and threshold of pixel `i < pixels` from its sums `a`, `b`.
 #[inline(always)]
 pub(crate) unsafe fn prepare_pixel<R: Real>(p: &Prepare<R>, i: usize, ai: R, bi: R) {
+    // SAFETY: `i < pixels` and the planes and maps cover the frame (the caller's contract).
     unsafe {
         let iu = i as u32;
         let y = iu / p.cols;
@@ -109,6 +110,8 @@ pub(crate) unsafe fn prepare_pixel<R: Real>(p: &Prepare<R>, i: usize, ai: R, bi:
 #[inline(always)]
 unsafe fn prepare<R: Real>(p: &Prepare<R>, a: *const R, b: *const R) {
     let i = global_index_x();
+    // SAFETY: the launch's contract: `status` holds `n_status` words and the maps and planes
+    // cover `pixels` pixels; each index is checked against its bound below.
     unsafe {
         if i < p.n_status as usize {
             core::ptr::write_volatile(p.status.add(i), 0);

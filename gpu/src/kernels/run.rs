@@ -68,6 +68,8 @@ use crate::real::Real;
 #[inline(always)]
 unsafe fn arrive(counter: *mut u32, tid: u32) {
     if tid == 0 {
+        // SAFETY: `counter` is a word of the work area (the caller's contract); a fence and an
+        // atomic add.
         unsafe {
             core::arch::asm!(
                 "fence.acq_rel.gpu;",
@@ -153,6 +155,7 @@ impl<R: Real> Run<R> {
 unsafe fn wait_until(flag: *const u32, target: u32) {
     loop {
         let v: u32;
+        // SAFETY: `flag` is a word of the work area (the caller's contract); a relaxed load.
         unsafe {
             core::arch::asm!(
                 "ld.relaxed.gpu.global.u32 {v}, [{c}];",
@@ -173,6 +176,7 @@ unsafe fn wait_until(flag: *const u32, target: u32) {
 /// (bench-results/2026-12-02-h200-waits).
 #[inline(always)]
 unsafe fn wait_acquire(flag: *const u32, target: u32) {
+    // SAFETY: as `wait_until`; an acquire load of the same word.
     unsafe {
         wait_until(flag, target);
         core::arch::asm!(
@@ -188,6 +192,7 @@ unsafe fn wait_acquire(flag: *const u32, target: u32) {
 /// the tile's progress flag to `frames`.
 #[inline(always)]
 unsafe fn publish(progress: *mut u32, frames: u32) {
+    // SAFETY: `progress` is this tile's flag in the work area (the caller's contract).
     unsafe {
         core::arch::asm!(
             "fence.acq_rel.gpu;",
@@ -229,6 +234,8 @@ unsafe fn store_corrected<R: Real>(args: &Run<R>, px: &mut Pixel<R>, x: u16, pla
     let y = px.p / g.cols;
     let col = px.p - y * g.cols;
     let c = corrected_value(x, px.base, px.a, g.inv);
+    // SAFETY: `px.p` is a pixel of the frame and `plane` a padded plane of the launch's
+    // geometry, so the index lies inside the plane.
     unsafe { *plane.add(((y + args.r) * g.stride + col + args.r) as usize) = c };
     px.raw = x;
 }
@@ -253,6 +260,7 @@ unsafe fn partial_counts(counts: *const u32, tiles: u32, tid: u32, tile: u32) ->
         for (i, ci) in c.iter_mut().enumerate() {
             let v = u + i as u32 * BLOCK;
             if v < tiles {
+                // SAFETY: `v < tiles`, and `counts` holds one count per tile (the caller's contract).
                 *ci = unsafe { *counts.add(v as usize) };
             }
         }
@@ -281,6 +289,8 @@ unsafe fn write_records_warp<R: Real, const S: usize>(
     args: &Run<R>,
     lane: u32,
 ) {
+    // SAFETY: as `window_stats` for the reads; records are written only below `args.room`
+    // (the ballot), and every lane of the warp runs this (the caller's contract).
     unsafe {
         let mut todo = ballot(dest < args.room);
         while todo != 0 {
@@ -354,6 +364,8 @@ impl StateSlots {
     /// Loads value `slot`.
     #[inline(always)]
     unsafe fn get<R: Real>(self, slot: u64) -> R {
+        // SAFETY: `slot` is one of this thread's slots in the shared state area (the caller's
+        // contract), aligned for `R`.
         unsafe {
             if size_of::<R>() == 8 {
                 let v = ld_shared_u64(self.addr(slot));
@@ -368,6 +380,7 @@ impl StateSlots {
     /// Stores `v` as value `slot`.
     #[inline(always)]
     unsafe fn set<R: Real>(self, slot: u64, v: R) {
+        // SAFETY: as `get`.
         unsafe {
             if size_of::<R>() == 8 {
                 st_shared_u64(self.addr(slot), core::mem::transmute_copy::<R, u64>(&v));
@@ -387,6 +400,9 @@ pub(crate) unsafe fn run_frames<R: Real, const S: usize, const SHARED: bool>(
     args: &Run<R>,
     scratch: u64,
 ) {
+    // SAFETY: the launch's contract (the run kernel docs): one block per tile, all resident,
+    // the work area's counters and flags zeroed, every pointer covering the geometry and `n`
+    // frames, and `scratch` the block's shared scratch.
     unsafe {
         let tid = nvptx::_thread_idx_x() as u32;
         let tile = nvptx::_block_idx_x() as u32;
