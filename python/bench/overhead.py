@@ -6,6 +6,11 @@ time against the time the Rust finder spent in it (`ClusterFinder.last_find_seco
     python bench/overhead.py [--device cpu|gpu|auto] [--frames 200] [--repeat 5]
 
 Prints one line per side and the overhead ratio (goal: under 5%).
+
+This measures the wrapper around one Rust call, not what a user waits for: the `in-call` line
+compares the call with the time spent in Rust inside it (which includes writing the result
+rows). `user_path.py` beside this file measures the whole wait (`find_iter` over a file,
+`find_file`, `find` on memory) against `cluda find --out` on the same file.
 """
 
 import argparse

@@ -7,17 +7,20 @@ defines them operation by operation). Arrays go in and come out as numpy arrays.
 Input arrays
     Frames are ``uint16`` arrays, 2-D (``rows x cols``, one frame) or 3-D
     (``frames x rows x cols``). Any other dtype raises ``ValueError`` (a cast could change
-    the values: convert explicitly). A C-contiguous array is used in place, never copied;
-    any other layout (a strided slice, Fortran order) is copied once into C order. The GIL
-    is released while the frames are processed: do not write to an array from another
-    thread while a call reads it.
+    the values: convert explicitly). A C-contiguous array is read in place, never copied
+    as a whole (a GPU finder copies it a chunk at a time, on several threads, into
+    page-locked memory it uploads from); any other layout (a strided slice, Fortran order)
+    is copied once into C order. On a GPU a memory map of a whole ``.npy`` file is read
+    from the file. The GIL is released while the frames are processed: do not write to an array from
+    another thread while a call (or a ``find_iter`` iteration) reads it.
 
 Results
     Clusters come back as a numpy structured array, one row per cluster, with fields
     ``frame`` (int32), ``x``, ``y`` (uint16: column and row of the centre) and ``data``
     (int32, shape ``(N*N,)``: the pedestal-corrected values of the window, row-major from its
     top-left, 0 outside the frame), rows in frame order and, within a frame, in row-major
-    order of the centres. ``cluster_dtype(n)`` is that dtype.
+    order of the centres. ``cluster_dtype(n)`` is that dtype. The rows are written once, by
+    Rust, into memory the array then owns (no concatenation or copy afterwards).
 
 Errors
     ``ValueError`` for bad parameters and shapes, ``OSError`` (``FileNotFoundError``, ...)
@@ -116,6 +119,21 @@ def spectrum(
     return np.histogram(cluster_sums(clusters), bins=bins, range=range)
 
 
+def _file_of(frames) -> Optional[Tuple[str, int]]:
+    """``(path, data offset)`` of the ``.npy`` file that a memory-mapped array may show in
+    full (``np.load(path, mmap_mode="r")`` or ``"r+"``), for the finder to read the file
+    instead (it checks that the file's header matches the array, else reads the memory).
+    Copy-on-write maps (``"c"``) can differ from their file and are read as memory."""
+    if (
+        isinstance(frames, np.memmap)
+        and getattr(frames, "filename", None)
+        and getattr(frames, "mode", None) in ("r", "r+")
+        and frames.flags.c_contiguous
+    ):
+        return os.fspath(frames.filename), int(frames.offset)
+    return None
+
+
 class ClusterFinder(_cluda.ClusterFinder):
     """Finds photon clusters in MOENCH-like frames, frame after frame.
 
@@ -146,7 +164,9 @@ class ClusterFinder(_cluda.ClusterFinder):
         """aare's name: pushes one dark frame (any frames, in fact) into the pedestal."""
         super().push_pedestal(frame)
 
-    def find(self, frames: np.ndarray, first_frame: Optional[int] = None) -> np.ndarray:
+    def find(
+        self, frames: Union[np.ndarray, "RawFile"], first_frame: Optional[int] = None
+    ) -> np.ndarray:
         """Finds the clusters of every frame (2-D or 3-D uint16), in order.
 
         Returns the structured array of cluster rows (see the module docs). Frame ``i`` of
@@ -154,36 +174,55 @@ class ClusterFinder(_cluda.ClusterFinder):
         frames this finder has already searched (``frames_found``), so a stream of calls
         numbers frames 0, 1, 2, ... as ``cluda find`` does in its cluster file. Each frame uses
         the pedestal left by the previous one, and quiet pixels update it.
+
+        ``frames`` may also be a memory map of a whole ``.npy`` file
+        (``np.load(path, mmap_mode="r")``), which a GPU finder then reads from the file as
+        ``cluda find`` reads it (a CPU finder reads the map in place), or a ``RawFile`` (every frame from where it stands; its frames keep
+        their header frame numbers, as in ``cluda find``'s cluster file, and ``first_frame``
+        must be left out). On a GPU the frames go through the same engine as ``cluda
+        find``: reader threads copy them into page-locked memory while the GPU finds the
+        previous ones. The rows are written once, by Rust, into the returned array's memory.
         """
-        return super().find(frames, first_frame)
+        return super().find(frames, first_frame, _file_of(frames))
+
+    def find_file(self, path: PathLike, first_frame: Optional[int] = None) -> np.ndarray:
+        """Finds the clusters of every frame of a ``.npy`` file or a raw acquisition (its
+        master file ``<base>_master_<N>.json``, whose frames keep their header frame
+        numbers), read as ``cluda find`` reads it, and returns them as one array (as
+        ``find``). The fastest way to search a whole file: frames are
+        read by several threads straight into the finder's (page-locked) memory, and no
+        frame array is made in Python."""
+        return super().find_file(os.fspath(path), first_frame)
 
     def find_iter(
         self,
-        frames: Union[np.ndarray, Iterable[np.ndarray]],
+        frames: Union[np.ndarray, "RawFile", Iterable[np.ndarray]],
         chunk: int = 1000,
     ) -> Iterator[np.ndarray]:
         """Finds clusters a chunk at a time, yielding one result array per chunk.
 
         ``frames`` is a 3-D uint16 array (e.g. ``np.load(path, mmap_mode="r")`` for a file
-        larger than memory: only ``chunk`` frames are read at a time), or an iterable of 2-D
-        or 3-D arrays (e.g. the chunks of a ``RawFile``), each searched as it comes. Frames are
-        numbered as by ``find``; ``frames_found`` tells where the next chunk starts.
+        larger than memory: a GPU finder reads it from the file a chunk at a time, as
+        ``cluda find`` reads it), a ``RawFile`` (its frames from where it stands, numbered by their
+        headers), or an iterable of 2-D or 3-D arrays, each searched as it comes and
+        yielding its own array. Frames are numbered as by ``find``; chunk ``k`` holds the
+        input's frames ``k * chunk`` to ``(k + 1) * chunk - 1`` (an empty array when none of
+        them has a cluster). ``find_file`` is faster for a whole file kept in one array.
+
+        For an array or a ``RawFile`` the search runs ahead on a thread of its own, through
+        the same engine as ``find``, while the previous chunk is used: one finished chunk
+        waits, the next is being found. Until the iteration ends (or the iterator is closed
+        or deleted) other calls on this finder raise ``RuntimeError``. Stopping early leaves
+        the finder after the frames it searched ahead; ``frames_found`` says how many.
         """
         if chunk < 1:
             raise ValueError(f"chunk must be at least 1, got {chunk}")
+        if isinstance(frames, _RawFile) or (isinstance(frames, np.ndarray) and frames.ndim == 3):
+            return super().find_chunks(frames, chunk, _file_of(frames))
         if isinstance(frames, np.ndarray):
-            if frames.ndim == 2:
-                yield self.find(frames)
-                return
-            if frames.ndim != 3:
-                # Let find() raise its error for the shape.
-                yield self.find(frames)
-                return
-            for start in range(0, frames.shape[0], chunk):
-                yield self.find(frames[start : start + chunk])
-        else:
-            for block in frames:
-                yield self.find(block)
+            # One frame (or a shape find() refuses, with its error).
+            return iter([self.find(frames)])
+        return (self.find(block) for block in frames)
 
     def pedestal_mean(self) -> np.ndarray:
         """Every pixel's dark level (pedestal mean), ADU, float64 ``rows x cols``."""

@@ -9,10 +9,14 @@
 //! `ValueError` (casting could change the values). A C-contiguous array is used in place, never
 //! copied; any other layout (a strided slice, Fortran order) is copied once into C order.
 
+mod rows;
+mod run;
+
 use std::fs::OpenOptions;
 use std::io::BufWriter;
 use std::path::PathBuf;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use numpy::{
     Element, PyArray1, PyArray2, PyArrayDescrMethods, PyArrayDyn, PyArrayMethods,
@@ -26,10 +30,11 @@ use pyo3::exceptions::{
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
+use cluda::engine::{EngineConfig, RingSlots};
 use cluda::finder::select::{DeviceChoice, open_finder};
 use cluda::generate::{GenConfig, Generator};
 use cluda::io::raw::RawReader;
-use cluda::io::{ClusterFileReader, ClusterFileWriter};
+use cluda::io::{ClusterFileReader, ClusterFileWriter, FrameSource, NpyFrames};
 use cluda::matcher::{Descriptor, MatchVersion};
 use cluda::{ClusterSize, Error, FinderConfig, FrameClusters, Frames, Precision, ThresholdMode};
 
@@ -71,7 +76,7 @@ create_exception!(
 );
 
 /// Turns a cluda error into the Python exception of its kind, with Rust's message unchanged.
-fn to_py(e: Error) -> PyErr {
+pub(crate) fn to_py(e: Error) -> PyErr {
     let msg = e.to_string();
     match e {
         Error::InvalidParameter { .. } | Error::Shape { .. } => PyValueError::new_err(msg),
@@ -86,13 +91,15 @@ fn to_py(e: Error) -> PyErr {
         Error::Format { .. } => FileFormatError::new_err(msg),
         Error::NoGpu(_) => NoGpuError::new_err(msg),
         Error::OutOfDeviceMemory { .. } => GpuMemoryError::new_err(msg),
+        Error::TooLarge { .. } => PyMemoryError::new_err(msg),
+        Error::Internal(_) | Error::Visitor(_) => PyRuntimeError::new_err(msg),
         // CUDA driver, PTX loading and cuBLAS failures, and anything added later.
         _ => CudaError::new_err(msg),
     }
 }
 
 /// A mutex that a panic elsewhere cannot make unusable from Python.
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
@@ -180,7 +187,7 @@ fn frames_arg<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<FramesArg<'p
 }
 
 /// The numpy dtype of result rows for clusters of `cells` values.
-fn cluster_dtype<'py>(py: Python<'py>, cells: usize) -> PyResult<Bound<'py, PyAny>> {
+pub(crate) fn cluster_dtype<'py>(py: Python<'py>, cells: usize) -> PyResult<Bound<'py, PyAny>> {
     let np = py.import("numpy")?;
     let fields = PyList::new(
         py,
@@ -215,7 +222,7 @@ fn rows_to_numpy<'py>(
     arr.call_method1("view", (cluster_dtype(py, size.cells())?,))
 }
 
-fn frame_number(first: i64, i: usize) -> Result<i32, Error> {
+pub(crate) fn frame_number(first: i64, i: usize) -> Result<i32, Error> {
     i64::try_from(i)
         .ok()
         .and_then(|i| first.checked_add(i))
@@ -239,14 +246,86 @@ fn parse_precision(s: &str) -> PyResult<Precision> {
 /// The cluster finder (see the Python class `cluda.ClusterFinder` for the documentation).
 #[pyclass(subclass, module = "cluda._cluda", name = "ClusterFinder")]
 struct PyClusterFinder {
-    finder: Mutex<Box<dyn cluda::ClusterFinder + Send>>,
+    /// The finder and its counters, shared with a running `find_iter`'s thread.
+    shared: Arc<run::Shared>,
     config: FinderConfig,
     device: String,
     note: String,
-    /// Data frames found so far: the default number of the next call's first frame.
-    found: Mutex<i64>,
-    /// Seconds the last `find` spent inside the Rust finder (for overhead measurements).
-    last_find: Mutex<f64>,
+}
+
+impl PyClusterFinder {
+    /// The frames of a find call: a `RawFile` (from where it stands), a memory map of a whole
+    /// `.npy` file on a GPU (`file`: its path and data offset, from the Python side; read from
+    /// the file as `cluda find` reads it once it is seen to match), else the array's memory
+    /// (borrowed when C-contiguous, else copied once). The second value keeps a borrowed
+    /// array's memory readable for the call.
+    fn input_of<'py>(
+        &self,
+        py: Python<'py>,
+        frames: &Bound<'py, PyAny>,
+        file: Option<(PathBuf, u64)>,
+        via: run::Via,
+    ) -> PyResult<(run::Input, Option<PyReadonlyArrayDyn<'py, u16>>)> {
+        if let Ok(raw) = frames.downcast::<PyRawFile>() {
+            return Ok((run::Input::Raw(raw.borrow().reader.clone()), None));
+        }
+        let arg = frames_arg(frames, "frames")?;
+        let (n, rows, cols) = (arg.frames, arg.rows, arg.cols);
+        // On a GPU the file is read as `cluda find` reads it (several threads, straight into
+        // the page-locked ring); a CPU finder reads the map's memory in place, with no copy.
+        if let (Some((path, offset)), run::Via::Auto, U16Input::Borrowed(_), true) =
+            (file, via, &arg.data, self.shared.gpu)
+        {
+            let matches = py.allow_threads(|| -> Option<NpyFrames> {
+                let h = cluda::io::npy::read_header(&path).ok()?;
+                let f = NpyFrames::open(&path).ok()?;
+                (h.data_offset == offset && (f.len(), f.rows(), f.cols()) == (n, rows, cols))
+                    .then_some(f)
+            });
+            if let Some(f) = matches {
+                let input = run::Input::Source {
+                    source: Box::new(f),
+                    numbered: false,
+                };
+                return Ok((input, None));
+            }
+        }
+        Ok(match arg.data {
+            U16Input::Borrowed(ro) => {
+                let s = ro.as_slice()?;
+                let input = run::Input::Borrowed {
+                    ptr: s.as_ptr() as usize,
+                    len: s.len(),
+                    rows,
+                    cols,
+                };
+                (input, Some(ro))
+            }
+            U16Input::Copied(data) => (run::Input::Owned { data, rows, cols }, None),
+        })
+    }
+
+    /// Rows (or, with `keep` false, the cluster count) of one run over `input`.
+    fn find_input(
+        &self,
+        py: Python<'_>,
+        mut input: run::Input,
+        first_frame: Option<i64>,
+        via: run::Via,
+        keep: bool,
+    ) -> PyResult<PyObject> {
+        self.shared.check_free()?;
+        let (shared, size) = (&*self.shared, self.config.size);
+        let (rows, clusters) = py
+            .allow_threads(|| run::find_rows(shared, &mut input, first_frame, via, size, keep))
+            .map_err(to_py)?;
+        drop(input);
+        if keep {
+            Ok(rows::into_numpy(rows, py)?.unbind())
+        } else {
+            Ok(clusters.into_pyobject(py)?.into_any().unbind())
+        }
+    }
 }
 
 #[pymethods]
@@ -275,16 +354,32 @@ impl PyClusterFinder {
         config.validate().map_err(to_py)?;
         let choice: DeviceChoice = device.parse().map_err(to_py)?;
         let cfg = config.clone();
-        let (finder, note) = py
-            .allow_threads(move || open_finder(cfg, choice, threads))
+        let (finder, note, ring) = py
+            .allow_threads(move || -> Result<_, Error> {
+                let (mut finder, note) = open_finder(cfg, choice, threads)?;
+                // A GPU finder allocates at once, as `cluda find` does at start-up, the
+                // engine's ring (page-locked: about 0.3 s for 400x400 frames) and its
+                // pipeline's buffers, so that no find call pays for them.
+                let ring = if finder.device().starts_with("gpu") {
+                    let (rows, cols) = (finder.config().rows, finder.config().cols);
+                    let engine = EngineConfig::for_frames(rows, cols);
+                    finder.reserve(engine.chunk)?;
+                    Some(RingSlots::allocate(finder.as_ref(), engine)?)
+                } else {
+                    None
+                };
+                Ok((finder, note, ring))
+            })
             .map_err(to_py)?;
+        let device = finder.device();
+        let gpu = device.starts_with("gpu");
+        let shared = run::Shared::new(finder, gpu);
+        *lock(&shared.ring) = ring;
         Ok(Self {
-            device: finder.device(),
-            finder: Mutex::new(finder),
+            shared: Arc::new(shared),
+            device,
             config,
             note,
-            found: Mutex::new(0),
-            last_find: Mutex::new(0.0),
         })
     }
 
@@ -338,78 +433,119 @@ impl PyClusterFinder {
 
     /// Whether the pedestal holds its N frames, so clusters can be found.
     #[getter]
-    fn is_ready(&self, py: Python<'_>) -> bool {
-        py.allow_threads(|| lock(&self.finder).is_ready())
+    fn is_ready(&self, py: Python<'_>) -> PyResult<bool> {
+        self.shared.check_free()?;
+        Ok(py.allow_threads(|| lock(&self.shared.finder).is_ready()))
     }
 
     /// Data frames found so far (the number the next `find` call's first frame gets).
     #[getter]
     fn frames_found(&self) -> i64 {
-        *lock(&self.found)
+        self.shared.found.load(Ordering::Acquire)
     }
 
-    /// Seconds the last `find` call spent in the Rust finder (finding and collecting the
-    /// records), without the Python side: `bench/overhead.py` compares it with the call's
-    /// wall time.
+    /// Seconds the last find call spent in Rust (finding and writing the rows), without the
+    /// Python side: `bench/overhead.py` compares it with the call's wall time.
     #[getter]
     fn last_find_seconds(&self) -> f64 {
-        *lock(&self.last_find)
+        self.shared.last_find_seconds()
     }
 
     /// Pushes dark frames (2-D or 3-D uint16) into the pedestal.
     fn push_pedestal(&self, py: Python<'_>, frames: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.shared.check_free()?;
         let arg = frames_arg(frames, "frames")?;
         let frames = arg.frames()?;
-        py.allow_threads(|| lock(&self.finder).push_pedestal(frames))
+        py.allow_threads(|| lock(&self.shared.finder).push_pedestal(frames))
             .map_err(to_py)
     }
 
-    /// Finds the clusters of every frame; returns the result rows as words (internal: the
-    /// Python class wraps them).
-    #[pyo3(signature = (frames, first_frame=None))]
-    fn find<'py>(
+    /// Finds the clusters of every frame of an array (in memory or a memory map of a whole
+    /// `.npy` file: `file` is its path and data offset) or of a `RawFile`; returns the rows
+    /// (internal: the Python class documents it). `via` ("auto", "engine", "direct") and
+    /// `keep` (false: only count the clusters) are for benchmarks.
+    #[pyo3(signature = (frames, first_frame=None, file=None, via="auto", keep=true))]
+    fn find(
         &self,
-        py: Python<'py>,
-        frames: &Bound<'py, PyAny>,
+        py: Python<'_>,
+        frames: &Bound<'_, PyAny>,
         first_frame: Option<i64>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let arg = frames_arg(frames, "frames")?;
-        let frames = arg.frames()?;
-        let size = self.config.size;
-        let words = py
-            .allow_threads(|| -> Result<Vec<u32>, Error> {
-                let mut finder = lock(&self.finder);
-                let mut found = lock(&self.found);
-                let first = first_frame.unwrap_or(*found);
-                // Check the numbering before any frame is consumed.
-                frame_number(first, frames.len().saturating_sub(1))?;
-                let mut out = Vec::new();
-                let start = std::time::Instant::now();
-                let done = finder.find_each(frames, &mut |fc| {
-                    push_rows(&mut out, frame_number(first, fc.frame)?, &fc);
-                    Ok(())
-                });
-                *lock(&self.last_find) = start.elapsed().as_secs_f64();
-                done?;
-                *found = first + frames.len() as i64;
-                Ok(out)
+        file: Option<(PathBuf, u64)>,
+        via: &str,
+        keep: bool,
+    ) -> PyResult<PyObject> {
+        self.shared.check_free()?;
+        let via = run::Via::parse(via)?;
+        let (input, borrowed) = self.input_of(py, frames, file, via)?;
+        let out = self.find_input(py, input, first_frame, via, keep);
+        drop(borrowed);
+        out
+    }
+
+    /// Finds the clusters of every frame of a `.npy` file or a raw acquisition (by its
+    /// master file), read as `cluda find` reads it; returns the rows (internal).
+    #[pyo3(signature = (path, first_frame=None, keep=true))]
+    fn find_file(
+        &self,
+        py: Python<'_>,
+        path: PathBuf,
+        first_frame: Option<i64>,
+        keep: bool,
+    ) -> PyResult<PyObject> {
+        self.shared.check_free()?;
+        let source = py
+            .allow_threads(|| {
+                cluda::io::open_frames_or(&path, |p| {
+                    Ok(Box::new(NpyFrames::open(p)?) as Box<dyn FrameSource + Send>)
+                })
             })
             .map_err(to_py)?;
-        rows_to_numpy(py, words, size)
+        let input = run::Input::Source {
+            source,
+            numbered: cluda::io::is_raw_master(&path),
+        };
+        self.find_input(py, input, first_frame, run::Via::Auto, keep)
+    }
+
+    /// The iterator of `find_iter` over an array, a memory map (`file` as for `find`) or a
+    /// `RawFile` (internal).
+    #[pyo3(signature = (frames, chunk, file=None))]
+    fn find_chunks(
+        &self,
+        py: Python<'_>,
+        frames: &Bound<'_, PyAny>,
+        chunk: usize,
+        file: Option<(PathBuf, u64)>,
+    ) -> PyResult<run::FindIter> {
+        self.shared.check_free()?;
+        if chunk == 0 {
+            return Err(PyValueError::new_err("chunk must be at least 1, got 0"));
+        }
+        let (input, borrowed) = self.input_of(py, frames, file, run::Via::Auto)?;
+        drop(borrowed);
+        Ok(run::FindIter::new(
+            self.shared.clone(),
+            input,
+            chunk,
+            self.config.size,
+            Some(frames.clone().unbind()),
+        ))
     }
 
     /// The mean (dark level) of every pixel, `rows x cols` float64.
     fn pedestal_mean<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArray2<f64>>> {
+        self.shared.check_free()?;
         let map = py
-            .allow_threads(|| lock(&self.finder).pedestal()?.mean_map())
+            .allow_threads(|| lock(&self.shared.finder).pedestal()?.mean_map())
             .map_err(to_py)?;
         map_to_numpy(py, map)
     }
 
     /// The noise (standard deviation of the current window) of every pixel, float64.
     fn pedestal_std<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArray2<f64>>> {
+        self.shared.check_free()?;
         let map = py
-            .allow_threads(|| lock(&self.finder).pedestal()?.std_map())
+            .allow_threads(|| lock(&self.shared.finder).pedestal()?.std_map())
             .map_err(to_py)?;
         map_to_numpy(py, map)
     }
@@ -433,12 +569,28 @@ impl PyClusterFinder {
 /// An slsDetector raw acquisition (see the Python docs of `cluda.RawFile`).
 #[pyclass(subclass, module = "cluda._cluda", name = "RawFile")]
 struct PyRawFile {
-    reader: Mutex<RawReader>,
+    /// Shared with a `find_iter` thread that reads the acquisition.
+    reader: Arc<Mutex<RawReader>>,
     path: PathBuf,
     rows: usize,
     cols: usize,
     total_frames: u64,
     frames_on_disk: u64,
+}
+
+impl PyRawFile {
+    /// The reader, unless a find call or a `find_iter` iteration reads the acquisition now
+    /// (waiting for an iteration that waits for this thread would never end).
+    fn reader(&self) -> PyResult<MutexGuard<'_, RawReader>> {
+        match self.reader.try_lock() {
+            Ok(r) => Ok(r),
+            Err(std::sync::TryLockError::Poisoned(p)) => Ok(p.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => Err(PyRuntimeError::new_err(
+                "this RawFile is being read by a ClusterFinder (a find call or a find_iter \
+                 iteration); finish that first",
+            )),
+        }
+    }
 }
 
 #[pymethods]
@@ -452,7 +604,7 @@ impl PyRawFile {
             cols: reader.cols(),
             total_frames: reader.master().total_frames,
             frames_on_disk: reader.frames_on_disk(),
-            reader: Mutex::new(reader),
+            reader: Arc::new(Mutex::new(reader)),
             path: master_path,
         })
     }
@@ -489,10 +641,12 @@ impl PyRawFile {
 
     /// Reads up to `n` frames: `(frame_numbers uint64 (k,), frames uint16 (k, rows, cols))`.
     fn read_n<'py>(&self, py: Python<'py>, n: usize) -> PyResult<Bound<'py, PyTuple>> {
+        let mut guard = self.reader()?;
+        let reader: &mut RawReader = &mut guard;
         let (numbers, data) = py
             .allow_threads(|| -> Result<(Vec<u64>, Vec<u16>), Error> {
                 let mut data = Vec::new();
-                let infos = lock(&self.reader).next_frames(n, &mut data)?;
+                let infos = reader.next_frames(n, &mut data)?;
                 Ok((infos.iter().map(|i| i.frame_number).collect(), data))
             })
             .map_err(to_py)?;
@@ -509,7 +663,7 @@ impl PyRawFile {
 
     /// The gap report so far, as a dict (complete once every frame was read).
     fn report<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let reader = lock(&self.reader);
+        let reader = self.reader()?;
         let r = reader.report();
         let d = PyDict::new(py);
         d.set_item("frames_delivered", r.frames_delivered)?;
@@ -745,6 +899,8 @@ fn _cluda(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add_class::<PyClusterFinder>()?;
     m.add_class::<PyRawFile>()?;
+    m.add_class::<run::FindIter>()?;
+    m.add_class::<rows::RowMemory>()?;
     m.add_function(wrap_pyfunction!(read_npy_frames, m)?)?;
     m.add_function(wrap_pyfunction!(_read_cluster_file, m)?)?;
     m.add_function(wrap_pyfunction!(_write_cluster_file, m)?)?;
@@ -776,5 +932,5 @@ fn map_to_numpy<'py>(
             "internal: a pedestal map is not a plain rows x cols array",
         ));
     }
-    Ok(PyArray1::from_vec(py, data).reshape([rows, cols])?)
+    PyArray1::from_vec(py, data).reshape([rows, cols])
 }

@@ -239,20 +239,32 @@ pub struct FindArgs {
     /// count.
     #[arg(long, value_name = "P.npy|P_master_0.json")]
     pub pedestal: PathBuf,
-    /// Data frames: a uint16 .npy or a raw master file, same rows x cols. Missing or partial
-    /// raw frames are skipped and reported on stderr.
-    #[arg(long, value_name = "D.npy|D_master_0.json")]
-    pub data: PathBuf,
+    /// Data frames: uint16 .npy files or raw master files, same rows x cols. Several inputs
+    /// (`--data A B C`, shell globs work) are found one after another by one process with one
+    /// device and one pedestal, each starting from the pedestal afresh (so each output equals
+    /// a run of that input alone) and written to --out-dir. Missing or partial raw frames are
+    /// skipped and reported on stderr.
+    #[arg(long, value_name = "D.npy|D_master_0.json", num_args = 1.., required = true)]
+    pub data: Vec<PathBuf>,
     /// Finder options.
     #[command(flatten)]
     pub finder: FinderArgs,
     /// Write the clusters to FILE in aare's cluster file layout (frame numbers: the raw
     /// headers' for raw input, else counting from 0). Written under a temporary name and
     /// renamed when complete; FILE may not be one of the inputs.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "out_dir")]
     pub out: Option<PathBuf>,
+    /// Write one cluster file per data input into DIR (created if missing), named after the
+    /// input (`run_master_0.json` -> `run_master_0.clust`, `d.npy` -> `d.clust`); an existing
+    /// file is never replaced: the name gets a suffix (`d_2.clust`, ...) instead.
+    #[arg(long, value_name = "DIR")]
+    pub out_dir: Option<PathBuf>,
+    /// With several data inputs: treat them as one continuous stream of frames (the pedestal
+    /// goes on from one input to the next) instead of starting each from the pedestal afresh.
+    #[arg(long)]
+    pub carry_pedestal: bool,
     /// Write PNG plots into DIR: spectrum.png, hitmap.png, pedestal_mean.png and
-    /// pedestal_noise.png.
+    /// pedestal_noise.png (with several data inputs, into DIR/<input name>/).
     #[arg(long, value_name = "DIR")]
     pub plot: Option<PathBuf>,
     /// Options of the spectrum plot.

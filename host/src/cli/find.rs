@@ -1,10 +1,16 @@
 //! `cluda find`, and the find path it shares with `cluda demo`: the arguments turned into a
 //! library run ([`cluda::engine::run`]), its report printed.
 
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
 use cluda::engine::input::Input;
-use cluda::engine::run::{FinderChoice, InputPath, PlotOutput, RunOptions, check_plot_dir, run};
+use cluda::engine::run::{
+    FinderChoice, InputOutputs, InputPath, PlotOutput, RunOptions, RunReport, Session,
+    check_plot_dir, run,
+};
 use cluda::io::{AtomicFile, check_output, input_files};
-use cluda::{FindOptions, FrameClusters, Result};
+use cluda::{Error, FindOptions, FrameClusters, Result};
 
 use super::args::{FindArgs, FinderArgs, FinderOptions};
 use super::output::{note_unwritten, print_line};
@@ -14,10 +20,15 @@ use super::summary::Summary;
 
 /// Runs `cluda find`: prints the summary line on stdout. Every input and output is checked
 /// before any frame is read: inputs must be regular files (for a raw acquisition the master
-/// and every data file), and no output may be one of them.
+/// and every data file), and no output may be one of them. Several data inputs, or
+/// `--out-dir`, go to [`run_many`].
 pub fn run_find(args: &FindArgs) -> Result<()> {
+    let data = match args.data.as_slice() {
+        [one] if args.out_dir.is_none() => one,
+        _ => return run_many(args),
+    };
     let mut inputs = input_files(&args.pedestal)?;
-    inputs.extend(input_files(&args.data)?);
+    inputs.extend(input_files(data)?);
     if let Some(out) = &args.out {
         check_output(out, "out", &inputs)?;
         // Can a file be created there? (A temporary one, removed at once.)
@@ -33,7 +44,7 @@ pub fn run_find(args: &FindArgs) -> Result<()> {
         options: args.spectrum.options(),
     });
     let mut pedestal = Input::count_exactly(&args.pedestal, "pedestal", &signals::check)?;
-    let mut data = Input::open(&args.data, "data")?;
+    let mut data = Input::open(data, "data")?;
     let summary = find(
         &args.finder,
         &options,
@@ -42,6 +53,207 @@ pub fn run_find(args: &FindArgs) -> Result<()> {
         &mut |_, _| Ok(()),
     )?;
     print_line(&summary.to_string())
+}
+
+/// `cluda find --data A B C ... [--out-dir D]`: one process, one device, one pedestal, the
+/// inputs found one after another (the next read while the current one is found), each from
+/// the pedestal afresh unless `--carry-pedestal`. An input that cannot be opened or fails
+/// while read is reported by name and the others still run; a summary line per input, then
+/// one for the whole run; the command fails when any input did.
+fn run_many(args: &FindArgs) -> Result<()> {
+    if args.out.is_some() {
+        return Err(Error::param(
+            "out",
+            "--out names one file; with several --data inputs use --out-dir",
+        ));
+    }
+    let mut inputs = input_files(&args.pedestal)?;
+    let mut pedestal = Input::count_exactly(&args.pedestal, "pedestal", &signals::check)?;
+    let shape = (pedestal.frames.rows(), pedestal.frames.cols());
+    let mut failed = 0usize;
+    let mut opened: Vec<(PathBuf, Input<'static>)> = Vec::new();
+    for path in &args.data {
+        match input_files(path).and_then(|files| {
+            inputs.extend(files);
+            let input = Input::open(path, "data")?;
+            let got = (input.frames.rows(), input.frames.cols());
+            if got != shape {
+                return Err(Error::shape(
+                    input.describe.clone(),
+                    format!("{} x {} frames (as in the pedestal)", shape.0, shape.1),
+                    format!("{} x {} frames", got.0, got.1),
+                ));
+            }
+            Ok(input)
+        }) {
+            Ok(input) => opened.push((path.clone(), input)),
+            Err(e) => {
+                failed += 1;
+                eprintln!("error: {e}");
+                print_line(&format!("input={} failed", path.display()))?;
+            }
+        }
+    }
+    let mut used = HashSet::new();
+    let mut names = Vec::new();
+    if let Some(dir) = &args.out_dir {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            Error::param("out-dir", format!("cannot create {}: {e}", dir.display()))
+        })?;
+        for (path, _) in &opened {
+            let out = output_name(dir, path, "clust", &mut used);
+            check_output(&out, "out-dir", &inputs)?;
+            names.push(Some(out));
+        }
+        // Can files be created there? (A temporary one, removed at once.)
+        if let Some(Some(first)) = names.first() {
+            drop(AtomicFile::create(first)?);
+        }
+    } else {
+        names.resize(opened.len(), None);
+    }
+    let mut plot_dirs = Vec::new();
+    if let Some(dir) = &args.plot {
+        let mut used = HashSet::new();
+        for (path, _) in &opened {
+            let sub = output_name(dir, path, "", &mut used);
+            check_plot_dir(&sub, &inputs)?;
+            plot_dirs.push(Some(sub));
+        }
+    } else {
+        plot_dirs.resize(opened.len(), None);
+    }
+    let options = run_options(&args.finder);
+    let (paths, mut data): (Vec<PathBuf>, Vec<Input<'static>>) = opened.into_iter().unzip();
+    let longest = data.iter().map(|d| d.len).max().unwrap_or(0);
+    let mut session = Session::open(&options, &mut pedestal, longest, &signals::check)?;
+    eprintln!("note: {}", session.device_note());
+    let precision = args.finder.options.precision.name();
+    let bar = frames_bar(data.iter().map(|d| d.len).sum(), "finding");
+    let mut total = Summary {
+        frames: 0,
+        clusters: 0,
+        seconds: 0.0,
+        device: String::new(),
+        precision,
+    };
+    let spectrum = args.spectrum.options();
+    session.find_all(
+        &mut data,
+        &mut |k| {
+            Ok(InputOutputs {
+                cluster_file: names[k].clone(),
+                plots: plot_dirs[k].clone().map(|dir| PlotOutput {
+                    dir,
+                    options: spectrum.clone(),
+                }),
+            })
+        },
+        args.carry_pedestal,
+        &signals::check,
+        &mut |_, _, _| {
+            bar.inc(1);
+            Ok(())
+        },
+        &mut |k, report| {
+            let input = paths[k].display();
+            match report {
+                Ok(r) => {
+                    let summary = summary_of(&r, precision);
+                    total.frames += summary.frames;
+                    total.clusters += summary.clusters;
+                    total.seconds += summary.seconds;
+                    total.device = summary.device.clone();
+                    if args.finder.timing {
+                        for line in r.timing.lines() {
+                            eprintln!("{line}");
+                        }
+                    }
+                    for p in &r.plots {
+                        eprintln!("wrote {}", p.display());
+                    }
+                    let out = r
+                        .cluster_file
+                        .map(|p| format!(" out={}", p.display()))
+                        .unwrap_or_default();
+                    bar.suspend(|| print_line(&format!("input={input}{out} {summary}")))
+                }
+                Err(e @ Error::Interrupted { .. }) => Err(e),
+                Err(e) => {
+                    failed += 1;
+                    bar.suspend(|| {
+                        eprintln!("error: {input}: {e}");
+                        if let Some(p) = &names[k] {
+                            eprintln!(
+                                "note: {} was not written (its unfinished temporary file was removed)",
+                                p.display()
+                            );
+                        }
+                        print_line(&format!("input={input} failed"))
+                    })
+                }
+            }
+        },
+    )?;
+    bar.finish_and_clear();
+    for w in session.take_warnings() {
+        eprintln!("warning: {w}");
+    }
+    let release = session.close();
+    if args.finder.timing {
+        eprintln!(
+            "timing: releasing the device {:.3} s",
+            release.as_secs_f64()
+        );
+    }
+    let inputs_n = args.data.len();
+    print_line(&format!("inputs={inputs_n} failed={failed} {total}"))?;
+    if failed > 0 {
+        return Err(Error::param(
+            "data",
+            format!("{failed} of {inputs_n} inputs failed (named above); the others were written"),
+        ));
+    }
+    Ok(())
+}
+
+/// A file (or, with an empty `ext`, a directory) in `dir` named after the input `path`
+/// (`d.npy` -> `d.<ext>`, `run_master_0.json` -> `run_master_0.<ext>`) that neither exists nor
+/// was handed out before (`used`): `d_2.<ext>`, `d_3.<ext>`, ... otherwise.
+fn output_name(dir: &Path, path: &Path, ext: &str, used: &mut HashSet<PathBuf>) -> PathBuf {
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "input".to_string());
+    let with = |name: String| match ext {
+        "" => dir.join(name),
+        e => dir.join(format!("{name}.{e}")),
+    };
+    let mut candidate = with(stem.clone());
+    let mut k = 2;
+    while used.contains(&candidate) || (!ext.is_empty() && candidate.exists()) {
+        candidate = with(format!("{stem}_{k}"));
+        k += 1;
+    }
+    used.insert(candidate.clone());
+    candidate
+}
+
+/// The summary line of one run's report.
+fn summary_of(report: &RunReport, precision: &'static str) -> Summary {
+    Summary {
+        frames: report.frames,
+        clusters: report.clusters,
+        seconds: report.seconds(),
+        device: report
+            .device
+            .split_whitespace()
+            .next()
+            .unwrap_or("?")
+            .to_string(),
+        precision,
+    }
 }
 
 /// The library's finder options from the command line's.
@@ -102,16 +314,5 @@ pub fn find(
     for p in &report.plots {
         eprintln!("wrote {}", p.display());
     }
-    Ok(Summary {
-        frames: report.frames,
-        clusters: report.clusters,
-        seconds: report.seconds(),
-        device: report
-            .device
-            .split_whitespace()
-            .next()
-            .unwrap_or("?")
-            .to_string(),
-        precision: args.options.precision.name(),
-    })
+    Ok(summary_of(&report, args.options.precision.name()))
 }

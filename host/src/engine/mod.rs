@@ -28,7 +28,9 @@
 
 pub mod feed;
 pub mod input;
+pub mod rows;
 pub mod run;
+pub mod slice_source;
 pub mod write_behind;
 
 use std::cell::RefCell;
@@ -38,8 +40,9 @@ use std::time::{Duration, Instant};
 use crate::cluster::FrameClusters;
 use crate::error::{Error, Result};
 use crate::finder::ClusterFinder;
-use crate::io::FrameSource;
+use crate::io::{FrameSource, MappedFrames};
 pub use feed::{ChunkedFeed, FedChunk, FrameFeed};
+pub use slice_source::SliceSource;
 
 /// Memory frames are read into and found from (a slot of the engine's ring).
 pub trait FrameStore: Send {
@@ -211,12 +214,14 @@ pub struct EngineStats {
 enum Chunk {
     /// A slot of the ring, filled by the reader; it goes back to the reader afterwards.
     Slot(Box<dyn FrameStore>),
-    /// A piece of a mapped file, page-locked while the guard lives (or not at all).
+    /// A piece of a mapped file, page-locked while the guard lives (or not at all), with the
+    /// ring's entry it stands for (a slot or a token), which goes back to the reader.
     Mapped {
         /// Dropped first (fields drop in order): unlocked before the map can go.
         _pin: Option<Box<dyn Send>>,
         map: std::sync::Arc<memmap2::Mmap>,
         range: std::ops::Range<usize>,
+        entry: Option<Box<dyn FrameStore>>,
     },
 }
 
@@ -228,11 +233,11 @@ impl Chunk {
         }
     }
 
-    /// The slot back (a mapped chunk is unpinned here, and has no slot).
+    /// The ring's entry back (a mapped chunk is unpinned here).
     fn into_store(self) -> Option<Box<dyn FrameStore>> {
         match self {
             Chunk::Slot(s) => Some(s),
-            Chunk::Mapped { .. } => None,
+            Chunk::Mapped { entry, .. } => entry,
         }
     }
 }
@@ -242,6 +247,30 @@ struct Filled {
     chunk: Chunk,
     frames: usize,
     numbers: Vec<u64>,
+}
+
+/// What the reader thread sends the finder's side, in order.
+enum Message {
+    /// The next chunk of the current input.
+    Chunk(Filled),
+    /// The current input ended (all its frames were sent), after this much reading time
+    /// and these bytes.
+    End {
+        /// Time spent filling its chunks.
+        busy: Duration,
+        /// Bytes of frames read.
+        bytes: u64,
+    },
+    /// The current input failed with this error (the frames before it were sent); the reader
+    /// goes on with the next input.
+    Failed {
+        /// What went wrong.
+        error: Error,
+        /// Time spent filling its chunks.
+        busy: Duration,
+        /// Bytes of frames read.
+        bytes: u64,
+    },
 }
 
 /// Finds the clusters of every frame `source` delivers with `finder`, reading ahead on a
@@ -265,12 +294,14 @@ pub fn find_stream(
     config: EngineConfig,
     visit: &mut dyn FnMut(u64, FrameClusters<'_>) -> Result<()>,
 ) -> Result<EngineStats> {
-    find_stream_with(finder, source, config, None, visit)
+    find_stream_with(finder, source, config, &mut None, visit)
 }
 
 /// As [`find_stream`], with the ring's slots allocated ahead ([`RingSlots::allocate`], e.g. on
-/// the thread that opened the device while the pedestal was pushed); `None`, or slots that do
-/// not fit `config`, and they are allocated here ([`EngineStats::alloc`] counts only that).
+/// the thread that opened the device while the pedestal was pushed) and kept for the next
+/// run: `slots` is taken when it fits `config` (else the ring is allocated here;
+/// [`EngineStats::alloc`] counts only that) and holds the ring again afterwards when every
+/// slot came back.
 ///
 /// # Errors
 /// As [`find_stream`].
@@ -278,144 +309,271 @@ pub fn find_stream_with(
     finder: &mut dyn ClusterFinder,
     source: &mut (dyn FrameSource + Send),
     config: EngineConfig,
-    slots: Option<RingSlots>,
+    slots: &mut Option<RingSlots>,
     visit: &mut dyn FnMut(u64, FrameClusters<'_>) -> Result<()>,
 ) -> Result<EngineStats> {
-    let (rows, cols) = (source.rows(), source.cols());
+    let mut result = None;
+    find_streams(
+        finder,
+        &mut [source],
+        config,
+        slots,
+        &mut |_, _| Ok(()),
+        &mut |_, n, fc| visit(n, fc),
+        &mut |_, _, r| {
+            result = Some(r);
+            Ok(())
+        },
+    )?;
+    result.unwrap_or_else(|| Err(Error::Internal("the engine ended no input".into())))
+}
+
+/// [`find_stream_with`] under the name the Python package's calls use: one finder running the
+/// engine many times keeps its ring (page-locked slots cost about 0.3 s to allocate on an
+/// H200) from one run to the next.
+///
+/// # Errors
+/// As [`find_stream`].
+pub fn find_stream_reusing(
+    finder: &mut dyn ClusterFinder,
+    source: &mut (dyn FrameSource + Send),
+    config: EngineConfig,
+    slots: &mut Option<RingSlots>,
+    visit: &mut dyn FnMut(u64, FrameClusters<'_>) -> Result<()>,
+) -> Result<EngineStats> {
+    find_stream_with(finder, source, config, slots, visit)
+}
+
+/// Several inputs through one finder and one ring, one after another, the reader running
+/// ahead across their boundaries (the next input is read while the current one is found).
+/// For input `k`: `begin(finder, k)` before its first frame is asked for (e.g. to reset the
+/// pedestal; an error there skips the input and is what `end` receives), `visit(k, number,
+/// clusters)` for each frame in order, then `end(finder, k, result)` with the input's statistics or
+/// the error that stopped it (the source's, the finder's or the visitor's). An error of one
+/// input does not stop the others; an error returned by `begin`'s finder state (none) or by
+/// `end` stops the run and is returned. `slots` as in [`find_stream_with`].
+///
+/// # Errors
+/// [`Error::Shape`] when a source's frames are not the finder's shape (before anything
+/// runs), [`EngineConfig::validate`]'s, allocation errors, and `end`'s.
+#[allow(clippy::too_many_arguments, clippy::type_complexity)]
+pub fn find_streams(
+    finder: &mut dyn ClusterFinder,
+    sources: &mut [&mut (dyn FrameSource + Send)],
+    config: EngineConfig,
+    slots: &mut Option<RingSlots>,
+    begin: &mut dyn FnMut(&mut dyn ClusterFinder, usize) -> Result<()>,
+    visit: &mut dyn FnMut(usize, u64, FrameClusters<'_>) -> Result<()>,
+    end: &mut dyn FnMut(&mut dyn ClusterFinder, usize, Result<EngineStats>) -> Result<()>,
+) -> Result<()> {
     let want = (finder.config().rows, finder.config().cols);
-    if (rows, cols) != want {
-        return Err(Error::shape(
-            "frames",
-            format!("{} x {} frames (the finder's)", want.0, want.1),
-            format!("{rows} x {cols} frames"),
-        ));
+    for source in sources.iter() {
+        let (rows, cols) = (source.rows(), source.cols());
+        if (rows, cols) != want {
+            return Err(Error::shape(
+                "frames",
+                format!("{} x {} frames (the finder's)", want.0, want.1),
+                format!("{rows} x {cols} frames"),
+            ));
+        }
     }
+    let (rows, cols) = want;
     config.validate(rows, cols)?;
     let pixels = rows * cols;
     let slot_len = config.chunk * pixels;
     let start = Instant::now();
-    let mapped = if config.map { source.map_rest() } else { None };
+    let mapped: Vec<Option<MappedFrames>> = sources
+        .iter_mut()
+        .map(|s| if config.map { s.map_rest() } else { None })
+        .collect();
+    let all_mapped = mapped.iter().all(Option::is_some);
     let mut given = slots
-        .filter(|s| s.samples == slot_len)
+        .take()
+        .filter(|s| s.samples == slot_len && s.stores.len() == config.slots)
         .map_or_else(Vec::new, |s| s.stores);
-    let mut stores = Vec::with_capacity(config.slots);
+    let mut entries = Vec::with_capacity(config.slots);
     for _ in 0..config.slots {
-        stores.push(match (&mapped, given.pop()) {
-            // Tokens only: the chunks are pieces of the map.
-            (Some(_), _) => None,
-            (None, Some(slot)) => Some(slot),
-            (None, None) => Some(finder.frame_store(slot_len)?),
+        entries.push(match given.pop() {
+            Some(slot) => Some(slot),
+            // Tokens only: every chunk is a piece of a map.
+            None if all_mapped => None,
+            None => Some(finder.frame_store(slot_len)?),
         });
     }
     drop(given);
-    let mut stats = EngineStats {
-        alloc: start.elapsed(),
-        ..EngineStats::default()
-    };
-    // The data phase starts once the ring is there (its allocation is set-up, like opening
-    // the device, and is reported on its own).
-    let start = Instant::now();
+    let alloc = start.elapsed();
     let (free_tx, free_rx) =
         std::sync::mpsc::sync_channel::<Option<Box<dyn FrameStore>>>(config.slots);
-    let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<Result<Filled>>(config.slots);
-    for s in stores {
-        // The channel holds every slot: this cannot block or fail.
-        let _ = free_tx.send(s);
+    let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<Message>(config.slots + 1);
+    for e in entries {
+        // The channel holds every entry: this cannot block or fail.
+        let _ = free_tx.send(e);
     }
-    let pin = mapped.as_ref().and_then(|_| finder.host_pinner());
-    let read = std::thread::scope(|scope| -> Result<(Duration, u64)> {
+    let pin = finder.host_pinner();
+    let inputs = sources.len();
+    // The input the finder's side gave up on (an error other than its reading): the reader
+    // stops reading it at the next chunk instead of reading it to its end.
+    let abandoned = std::sync::atomic::AtomicUsize::new(usize::MAX);
+    let abandoned = &abandoned;
+    std::thread::scope(|scope| -> Result<()> {
         let reader = std::thread::Builder::new()
             .name("cluda-reader".into())
             .spawn_scoped(scope, move || {
-                let (mut busy, mut bytes) = (Duration::ZERO, 0u64);
-                let mut next_mapped = 0usize;
-                while let Ok(store) = free_rx.recv() {
-                    let t = Instant::now();
-                    let mut numbers = Vec::with_capacity(config.chunk);
-                    let got = match (store, &mapped) {
-                        (Some(mut store), _) => source
-                            .fill(&mut store.samples_mut()[..slot_len], &mut numbers)
-                            .map(|k| (k, Chunk::Slot(store))),
-                        (None, Some(m)) => {
-                            let k = config.chunk.min(m.frames - next_mapped);
-                            let from = m.offset + next_mapped * pixels * 2;
-                            let range = from..from + k * pixels * 2;
-                            let first = m.first_number + next_mapped as u64;
-                            numbers.extend(first..first + k as u64);
-                            next_mapped += k;
-                            let guard = match (k, &pin) {
-                                (0, _) | (_, None) => None,
-                                (_, Some(pin)) => pin(m.map[range.clone()].as_ptr(), range.len()),
-                            };
-                            Ok((
-                                k,
-                                Chunk::Mapped {
-                                    _pin: guard,
-                                    map: m.map.clone(),
-                                    range,
-                                },
-                            ))
+                // An entry taken but not used (the end of an input) is kept for the next one.
+                let mut spare = None;
+                'inputs: for (index, (source, mapped)) in
+                    sources.iter_mut().zip(&mapped).enumerate()
+                {
+                    let (mut busy, mut bytes) = (Duration::ZERO, 0u64);
+                    let mut next_mapped = 0usize;
+                    let msg = loop {
+                        let entry = match spare.take() {
+                            Some(e) => e,
+                            None => match free_rx.recv() {
+                                Ok(e) => e,
+                                Err(_) => break 'inputs,
+                            },
+                        };
+                        if abandoned.load(std::sync::atomic::Ordering::Relaxed) == index {
+                            spare = Some(entry);
+                            break Message::End { busy, bytes };
                         }
-                        (None, None) => Ok((0, Chunk::Slot(Box::new(Vec::new())))),
-                    };
-                    busy += t.elapsed();
-                    let msg = match got {
-                        Ok((0, _)) => break,
-                        Ok((k, chunk)) => {
-                            bytes += (k * pixels * 2) as u64;
-                            Ok(Filled {
-                                chunk,
-                                frames: k,
-                                numbers,
-                            })
+                        let t = Instant::now();
+                        let mut numbers = Vec::with_capacity(config.chunk);
+                        let got = match (entry, mapped) {
+                            (entry, Some(m)) => {
+                                let k = config.chunk.min(m.frames - next_mapped);
+                                let from = m.offset + next_mapped * pixels * 2;
+                                let range = from..from + k * pixels * 2;
+                                let first = m.first_number + next_mapped as u64;
+                                numbers.extend(first..first + k as u64);
+                                next_mapped += k;
+                                let guard = match (k, &pin) {
+                                    (0, _) | (_, None) => None,
+                                    (_, Some(pin)) => {
+                                        pin(m.map[range.clone()].as_ptr(), range.len())
+                                    }
+                                };
+                                Ok((
+                                    k,
+                                    Chunk::Mapped {
+                                        _pin: guard,
+                                        map: m.map.clone(),
+                                        range,
+                                        entry,
+                                    },
+                                ))
+                            }
+                            (Some(mut store), None) => {
+                                match source
+                                    .fill(&mut store.samples_mut()[..slot_len], &mut numbers)
+                                {
+                                    Ok(k) => Ok((k, Chunk::Slot(store))),
+                                    Err(e) => {
+                                        // Kept for the next input.
+                                        spare = Some(Some(store));
+                                        Err(e)
+                                    }
+                                }
+                            }
+                            (None, None) => Err(Error::Internal(
+                                "a ring token for an input that is not mapped".into(),
+                            )),
+                        };
+                        busy += t.elapsed();
+                        match got {
+                            Ok((0, chunk)) => {
+                                spare = Some(chunk.into_store());
+                                break Message::End { busy, bytes };
+                            }
+                            Ok((k, chunk)) => {
+                                bytes += (k * pixels * 2) as u64;
+                                let msg = Message::Chunk(Filled {
+                                    chunk,
+                                    frames: k,
+                                    numbers,
+                                });
+                                if full_tx.send(msg).is_err() {
+                                    break 'inputs;
+                                }
+                            }
+                            Err(error) => break Message::Failed { error, busy, bytes },
                         }
-                        Err(e) => Err(e),
                     };
-                    let failed = msg.is_err();
-                    if full_tx.send(msg).is_err() || failed {
+                    if full_tx.send(msg).is_err() {
                         break;
                     }
                 }
-                (busy, bytes)
+                (spare, free_rx)
             })
             .map_err(|e| Error::io("<reader thread>", e))?;
-        let result = consume(finder, &full_rx, &free_tx, pixels, visit, &mut stats);
-        // Let a reader blocked on either channel see the end.
+        let mut stopped = Ok(());
+        for k in 0..inputs {
+            let t = Instant::now();
+            let mut stats = EngineStats::default();
+            let numbers = RefCell::new(VecDeque::new());
+            let mut ring = Ring {
+                full: &full_rx,
+                free: &free_tx,
+                pixels,
+                numbers: &numbers,
+                lent_frames: 0,
+                waited: Duration::ZERO,
+                ended: None,
+            };
+            let result = begin(&mut *finder, k).and_then(|()| {
+                consume(finder, &mut ring, &mut |n, fc| visit(k, n, fc), &mut stats)
+            });
+            if result.is_err() {
+                abandoned.store(k, std::sync::atomic::Ordering::Relaxed);
+            }
+            // Whatever of the input the finder did not take is given back unread.
+            let (busy, bytes, read) = ring.drain();
+            let result = result.and(read);
+            stats.read_busy = busy;
+            stats.read_bytes = bytes;
+            stats.wall = t.elapsed();
+            if k == 0 {
+                stats.alloc = alloc;
+            }
+            if let Err(e) = end(&mut *finder, k, result.map(|()| stats)) {
+                stopped = Err(e);
+                break;
+            }
+        }
+        // Let a reader blocked on either channel see the end (entries already given back stay
+        // in the free channel's buffer).
         drop(full_rx);
         drop(free_tx);
-        let read = reader
+        let (spare, free_rx) = reader
             .join()
-            .map_err(|_| Error::param("reader", "the reader thread panicked"))?;
-        result.map(|()| read)
-    })?;
-    stats.read_busy = read.0;
-    stats.read_bytes = read.1;
-    stats.wall = start.elapsed();
-    Ok(stats)
+            .map_err(|_| Error::Internal("the reader thread panicked".into()))?;
+        // Every entry back in the ring: keep it for the next run.
+        let mut back: Vec<Box<dyn FrameStore>> = spare.flatten().into_iter().collect();
+        back.extend(free_rx.try_iter().flatten());
+        if back.len() == config.slots {
+            *slots = Some(RingSlots {
+                stores: back,
+                samples: slot_len,
+                alloc: Duration::ZERO,
+            });
+        }
+        stopped
+    })
 }
 
-/// The finder's side of [`find_stream`]: full slots lent to the finder, clusters out, slots
-/// back as soon as the finder no longer reads them.
+/// The finder's side of one input of [`find_streams`]: full slots lent to the finder through
+/// `ring`, clusters out, slots back as soon as the finder no longer reads them.
 fn consume(
     finder: &mut dyn ClusterFinder,
-    full: &std::sync::mpsc::Receiver<Result<Filled>>,
-    free: &std::sync::mpsc::SyncSender<Option<Box<dyn FrameStore>>>,
-    pixels: usize,
+    ring: &mut Ring<'_>,
     visit: &mut dyn FnMut(u64, FrameClusters<'_>) -> Result<()>,
     stats: &mut EngineStats,
 ) -> Result<()> {
-    let numbers = RefCell::new(VecDeque::new());
-    let mut ring = Ring {
-        full,
-        free,
-        pixels,
-        numbers: &numbers,
-        lent_frames: 0,
-        waited: Duration::ZERO,
-    };
+    let numbers = ring.numbers;
     let (mut visiting, mut frames) = (Duration::ZERO, 0u64);
     let t = Instant::now();
-    let result = finder.find_feed(&mut ring, &mut |fc| {
+    let result = finder.find_feed(ring, &mut |fc| {
         let v = Instant::now();
         let number = visit_number(&mut numbers.borrow_mut(), fc.frame);
         frames += 1;
@@ -465,9 +623,10 @@ fn visit_number(numbers: &mut VecDeque<(usize, Vec<u64>)>, index: usize) -> u64 
     number_of(numbers, index)
 }
 
-/// The engine's ring as a [`FrameFeed`]: full slots from the reader, given back to it.
+/// The engine's ring as a [`FrameFeed`] of one input: full slots from the reader, given back
+/// to it, up to the input's end marker.
 struct Ring<'a> {
-    full: &'a std::sync::mpsc::Receiver<Result<Filled>>,
+    full: &'a std::sync::mpsc::Receiver<Message>,
     free: &'a std::sync::mpsc::SyncSender<Option<Box<dyn FrameStore>>>,
     pixels: usize,
     /// The frame numbers of the chunks lent, shared with the visitor.
@@ -476,29 +635,78 @@ struct Ring<'a> {
     lent_frames: usize,
     /// Time spent waiting for the reader.
     waited: Duration,
+    /// The input's end marker once received: its reading time and bytes, and its error.
+    ended: Option<(Duration, u64, Option<Error>)>,
+}
+
+impl Ring<'_> {
+    /// The next message of this input; `None` after its end marker (or when the reader
+    /// stopped).
+    fn receive(&mut self) -> Option<Message> {
+        if self.ended.is_some() {
+            return None;
+        }
+        let t = Instant::now();
+        let msg = self.full.recv();
+        self.waited += t.elapsed();
+        match msg {
+            Ok(Message::End { busy, bytes }) => {
+                self.ended = Some((busy, bytes, None));
+                Some(Message::End { busy, bytes })
+            }
+            Ok(msg) => Some(msg),
+            Err(_) => {
+                self.ended = Some((Duration::ZERO, 0, None));
+                None
+            }
+        }
+    }
+
+    /// Gives back every chunk of the input the finder did not take, up to its end marker;
+    /// the input's read time, bytes and error (a reading error the finder did not see).
+    fn drain(&mut self) -> (Duration, u64, Result<()>) {
+        loop {
+            match self.receive() {
+                Some(Message::Chunk(f)) => {
+                    let _ = self.free.send(f.chunk.into_store());
+                }
+                Some(Message::Failed { error, busy, bytes }) => {
+                    self.ended = Some((busy, bytes, Some(error)));
+                }
+                Some(Message::End { .. }) | None => break,
+            }
+        }
+        match self.ended.take() {
+            Some((busy, bytes, error)) => (busy, bytes, error.map_or(Ok(()), Err)),
+            None => (Duration::ZERO, 0, Ok(())),
+        }
+    }
 }
 
 impl FrameFeed for Ring<'_> {
     fn next_chunk(&mut self) -> Result<Option<FedChunk>> {
-        let t = Instant::now();
-        let msg = self.full.recv();
-        self.waited += t.elapsed();
-        let Ok(msg) = msg else {
-            return Ok(None);
-        };
-        let mut filled = msg?;
-        let numbers = std::mem::take(&mut filled.numbers);
-        let chunk = FedChunk::of(filled.chunk, filled.frames, self.pixels)?;
-        self.numbers
-            .borrow_mut()
-            .push_back((self.lent_frames, numbers));
-        self.lent_frames += filled.frames;
-        Ok(Some(chunk))
+        match self.receive() {
+            Some(Message::Chunk(mut filled)) => {
+                let numbers = std::mem::take(&mut filled.numbers);
+                let chunk = FedChunk::of(filled.chunk, filled.frames, self.pixels)?;
+                self.numbers
+                    .borrow_mut()
+                    .push_back((self.lent_frames, numbers));
+                self.lent_frames += filled.frames;
+                Ok(Some(chunk))
+            }
+            Some(Message::Failed { error, busy, bytes }) => {
+                // The finder gets the error; the marker records that it was seen.
+                self.ended = Some((busy, bytes, None));
+                Err(error)
+            }
+            Some(Message::End { .. }) | None => Ok(None),
+        }
     }
 
     fn give_back(&mut self, chunk: FedChunk) {
         // The reader may have stopped (end of input): the slot is simply dropped then. A
-        // mapped chunk is unpinned here; its token lets the reader map the next one.
+        // mapped chunk is unpinned here; its entry lets the reader map the next one.
         let _ = self.free.send(chunk.into_chunk().into_store());
     }
 }
@@ -597,12 +805,17 @@ mod tests {
             let slots = RingSlots::allocate(&f, ahead).expect("slots");
             let mut src = MemorySource::new(data.clone(), rows, cols).expect("source");
             let mut got = Vec::new();
-            find_stream_with(&mut f, &mut src, cfg, Some(slots), &mut |_, fc| {
+            let mut slots = Some(slots);
+            find_stream_with(&mut f, &mut src, cfg, &mut slots, &mut |_, fc| {
                 got.push(fc.words().to_vec());
                 Ok(())
             })
             .expect("stream");
             assert!(got == want, "slots of {ahead_chunk} frames");
+            // The ring is kept for the next run (one of the run's size).
+            let kept = slots.expect("the ring is kept");
+            assert_eq!(kept.samples, cfg.chunk * rows * cols);
+            assert_eq!(kept.stores.len(), cfg.slots);
         }
     }
 
@@ -856,5 +1069,202 @@ mod tests {
                 assert_eq!(src.remaining(), 0);
             }
         }
+    }
+
+    /// A source that fails with an I/O error after `ok` frames.
+    struct FailsAfter {
+        inner: MemorySource,
+        ok: usize,
+        read: usize,
+    }
+
+    impl FrameSource for FailsAfter {
+        fn rows(&self) -> usize {
+            self.inner.rows()
+        }
+        fn cols(&self) -> usize {
+            self.inner.cols()
+        }
+        fn remaining_hint(&self) -> u64 {
+            self.inner.remaining_hint()
+        }
+        fn read_frames(
+            &mut self,
+            n: usize,
+            frames: &mut Vec<u16>,
+            numbers: &mut Vec<u64>,
+        ) -> Result<usize> {
+            if self.read >= self.ok {
+                return Err(Error::format("bad.npy", "truncated at frame 5"));
+            }
+            let k = self
+                .inner
+                .read_frames(n.min(self.ok - self.read), frames, numbers)?;
+            self.read += k;
+            Ok(k)
+        }
+    }
+
+    /// Several inputs through one ring: each input's clusters are those of a run over it
+    /// alone when `begin` resets the pedestal; a failing input in the middle ends with its
+    /// error after the frames before it, and the inputs after it still run; the ring is kept.
+    #[test]
+    fn several_inputs_each_as_if_alone_and_a_failure_stays_with_its_input() {
+        let (rows, cols) = (20, 28);
+        let g = Generator::new(GenConfig::new(rows, cols, 13)).expect("generator");
+        let dark = g.frames(0, 50, false);
+        let data: Vec<Vec<u16>> = (0..4)
+            .map(|i| g.frames(50 + 30 * i, 11 + i as usize, true))
+            .collect();
+        let alone = |d: &[u16], n: usize| {
+            let mut want = Vec::new();
+            finder(rows, cols, &dark)
+                .find_each(Frames::new(d, n, rows, cols).expect("frames"), &mut |fc| {
+                    want.push((fc.frame as u64, fc.words().to_vec()));
+                    Ok(())
+                })
+                .expect("find");
+            want
+        };
+        for (chunk, slots) in [(1, 2), (4, 3), (16, 2)] {
+            let mut f = finder(rows, cols, &dark);
+            let start = f.pedestal().expect("pedestal");
+            let mut sources: Vec<Box<dyn FrameSource + Send>> = data
+                .iter()
+                .enumerate()
+                .map(|(i, d)| {
+                    let src = MemorySource::new(d.clone(), rows, cols).expect("source");
+                    if i == 1 {
+                        Box::new(FailsAfter {
+                            inner: src,
+                            ok: 5,
+                            read: 0,
+                        }) as Box<dyn FrameSource + Send>
+                    } else {
+                        Box::new(src)
+                    }
+                })
+                .collect();
+            let mut refs: Vec<&mut (dyn FrameSource + Send)> = Vec::new();
+            for s in sources.iter_mut() {
+                refs.push(&mut **s);
+            }
+            let cfg = EngineConfig {
+                chunk,
+                slots,
+                map: false,
+            };
+            let mut ring = None;
+            let mut got: Vec<Vec<(u64, Vec<u32>)>> = vec![Vec::new(); 4];
+            let mut ended: Vec<Option<std::result::Result<u64, String>>> = vec![None; 4];
+            find_streams(
+                &mut f,
+                &mut refs,
+                cfg,
+                &mut ring,
+                &mut |f, _| f.set_pedestal(start.clone()),
+                &mut |k, n, fc| {
+                    got[k].push((n, fc.words().to_vec()));
+                    Ok(())
+                },
+                &mut |_, k, r| {
+                    ended[k] = Some(r.map(|s| s.frames).map_err(|e| e.to_string()));
+                    Ok(())
+                },
+            )
+            .expect("run");
+            for k in [0, 2, 3] {
+                assert_eq!(
+                    ended[k],
+                    Some(Ok(data[k].len() as u64 / (rows * cols) as u64))
+                );
+                assert!(
+                    got[k] == alone(&data[k], data[k].len() / (rows * cols)),
+                    "input {k}, chunk {chunk}"
+                );
+            }
+            match &ended[1] {
+                Some(Err(e)) => assert!(e.contains("truncated at frame 5"), "{e}"),
+                other => panic!("input 1 should fail, got {other:?}"),
+            }
+            let first5 = alone(&data[1][..5 * rows * cols], 5);
+            assert!(
+                got[1] == first5,
+                "the failing input's frames before the error, chunk {chunk}"
+            );
+            assert!(ring.is_some(), "the ring is kept");
+        }
+    }
+
+    #[test]
+    fn a_kept_ring_is_reused_between_runs() {
+        let (rows, cols) = (24, 40);
+        let g = Generator::new(GenConfig::new(rows, cols, 8)).expect("generator");
+        let dark = g.frames(0, 50, false);
+        let data = g.frames(50, 30, true);
+        let mut want = Vec::new();
+        finder(rows, cols, &dark)
+            .find_each(
+                Frames::new(&data, 30, rows, cols).expect("frames"),
+                &mut |fc| {
+                    want.push((fc.frame as u64, fc.words().to_vec()));
+                    Ok(())
+                },
+            )
+            .expect("find");
+        let cfg = EngineConfig {
+            chunk: 4,
+            slots: 3,
+            map: false,
+        };
+        let px = rows * cols;
+        let mut f = finder(rows, cols, &dark);
+        let mut ring = None;
+        let mut got = Vec::new();
+        let mut first_ptrs = Vec::new();
+        // Frames 0..10, then 10..30, through one kept ring.
+        for (from, to) in [(0, 10), (10, 30)] {
+            let mut src = SliceSource::new(&data[from * px..to * px], rows, cols).expect("src");
+            find_stream_reusing(&mut f, &mut src, cfg, &mut ring, &mut |n, fc| {
+                got.push((n + from as u64, fc.words().to_vec()));
+                Ok(())
+            })
+            .expect("stream");
+            let slots = ring.as_ref().expect("the ring came back");
+            assert_eq!(slots.stores.len(), 3);
+            let mut ptrs: Vec<usize> = slots
+                .stores
+                .iter()
+                .map(|s| s.samples().as_ptr() as usize)
+                .collect();
+            ptrs.sort_unstable();
+            if first_ptrs.is_empty() {
+                first_ptrs = ptrs;
+            } else {
+                assert_eq!(ptrs, first_ptrs, "the same slots, not new ones");
+            }
+        }
+        assert!(got == want);
+        // A visitor error: the ring may be lost; the next run still works.
+        let mut f = finder(rows, cols, &dark);
+        let mut src = SliceSource::new(&data, rows, cols).expect("src");
+        let e = find_stream_reusing(&mut f, &mut src, cfg, &mut ring, &mut |_, fc| {
+            if fc.frame == 5 {
+                Err(Error::param("visitor", "stop"))
+            } else {
+                Ok(())
+            }
+        });
+        assert!(e.is_err());
+        let mut f = finder(rows, cols, &dark);
+        let mut src = SliceSource::new(&data, rows, cols).expect("src");
+        let mut again = Vec::new();
+        find_stream_reusing(&mut f, &mut src, cfg, &mut ring, &mut |n, fc| {
+            again.push((n, fc.words().to_vec()));
+            Ok(())
+        })
+        .expect("stream after an error");
+        assert!(again == want);
+        assert!(ring.is_some());
     }
 }

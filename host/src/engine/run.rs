@@ -12,13 +12,15 @@
 //! GPU) on a thread of its own while the pedestal frames are read and pushed into a host
 //! pedestal; on a GPU the two take about as long, so start-up costs the longer one.
 
-use std::path::{Path, PathBuf};
+#[cfg(feature = "plot")]
+use std::path::Path;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::input::{Cancel, Input};
 use super::write_behind::WriteStats;
-use super::{EngineConfig, EngineStats, RingSlots, find_stream_with};
+use super::{EngineConfig, EngineStats, RingSlots};
 use crate::cluster::FrameClusters;
 use crate::config::{FindOptions, FinderConfig};
 use crate::error::{Error, Result};
@@ -157,7 +159,8 @@ impl RunReport {
 /// their count, [`Input::pedestal_window`]), writing what `options` asks for, handing each
 /// frame's clusters with its frame number (the input's: a raw acquisition's header frame
 /// numbers, else counting from 0) to `visit`, in order. `cancel` is asked between chunks and
-/// frames. Nothing holds more than the ring's chunks of frames or clusters.
+/// frames. Nothing holds more than the ring's chunks of frames or clusters. The same as
+/// [`Session::open`], [`Session::find`] and [`Session::close`].
 ///
 /// # Errors
 /// Shapes that differ between the inputs, an empty pedestal, the device's, the inputs', the
@@ -170,152 +173,365 @@ pub fn run(
     cancel: Cancel<'_>,
     visit: &mut dyn FnMut(u64, &FrameClusters<'_>) -> Result<()>,
 ) -> Result<RunReport> {
-    let (rows, cols) = (pedestal.frames.rows(), pedestal.frames.cols());
-    if (data.frames.rows(), data.frames.cols()) != (rows, cols) {
-        return Err(Error::shape(
-            format!("{} against {}", data.describe, pedestal.describe),
-            format!("{rows} x {cols} frames (as in the pedestal)"),
-            format!("{} x {} frames", data.frames.rows(), data.frames.cols()),
-        ));
-    }
-    let n = pedestal.pedestal_window()?;
-    let config = options.finder.options.config(rows, cols, n);
-    let engine = EngineConfig {
-        map: options.input == InputPath::Map,
-        ..EngineConfig::for_frames(rows, cols).capped(data.len)
+    check_shapes(pedestal, std::slice::from_ref(&&*data))?;
+    let mut session = Session::open(options, pedestal, data.len, cancel)?;
+    let outputs = InputOutputs {
+        cluster_file: options.cluster_file.clone(),
+        #[cfg(feature = "plot")]
+        plots: options.plots.clone(),
     };
+    let mut report = session.find(data, &outputs, cancel, visit)?;
+    report.warnings = session.take_warnings();
+    report.device_note = session.note.clone();
+    report.timing.release = session.close();
+    Ok(report)
+}
+
+/// What one input of a [`Session`] writes.
+#[derive(Clone, Debug, Default)]
+pub struct InputOutputs {
+    /// The cluster file (aare's layout), under a temporary name renamed when whole.
+    pub cluster_file: Option<PathBuf>,
+    /// Plots drawn when the input ends, with the pedestal as it is then.
     #[cfg(feature = "plot")]
-    if let Some(p) = &options.plots {
-        p.options.validate()?;
+    pub plots: Option<PlotOutput>,
+}
+
+/// A finder opened with its pedestal, ready for any number of data inputs of one frame shape:
+/// the device opened once, the pedestal read once, the ring allocated once. Each input starts
+/// from the pedestal as it was read ([`Session::find`], [`Session::find_all`]), unless told to
+/// carry it on.
+pub struct Session {
+    finder: Box<dyn ClusterFinder + Send>,
+    /// The pedestal as read, for each input to start from.
+    pedestal: Pedestal,
+    slots: Option<RingSlots>,
+    engine: EngineConfig,
+    read_threads: Option<usize>,
+    rows: usize,
+    cols: usize,
+    note: String,
+    /// Start-up timing, for the first input's report.
+    startup: RunTiming,
+    /// Gap warnings of the pedestal input.
+    warnings: Vec<String>,
+}
+
+/// Checks that every data input has the pedestal's frame shape.
+fn check_shapes(pedestal: &Input<'_>, data: &[&Input<'_>]) -> Result<()> {
+    let (rows, cols) = (pedestal.frames.rows(), pedestal.frames.cols());
+    for d in data {
+        if (d.frames.rows(), d.frames.cols()) != (rows, cols) {
+            return Err(Error::shape(
+                format!("{} against {}", d.describe, pedestal.describe),
+                format!("{rows} x {cols} frames (as in the pedestal)"),
+                format!("{} x {} frames", d.frames.rows(), d.frames.cols()),
+            ));
+        }
     }
-    let started = Instant::now();
-    let stop = AtomicBool::new(false);
-    let (opened, host_pedestal) = std::thread::scope(|s| -> Result<_> {
-        let opener = std::thread::Builder::new()
-            .name("cluda-open".into())
-            .spawn_scoped(s, || {
-                let r = open_device(&config, &options.finder, engine);
-                if r.is_err() {
-                    stop.store(true, Ordering::Relaxed);
-                }
-                r
-            })
-            .map_err(|e| Error::io("<device thread>", e))?;
-        let threads = options.read_threads.unwrap_or_else(super::read_threads);
-        let parallel = options.finder.threads != Some(1);
-        let stopped = || -> Result<()> {
-            if stop.load(Ordering::Relaxed) {
-                return Err(Error::Internal("stopped for the device's error".into()));
-            }
-            cancel()
+    Ok(())
+}
+
+impl Session {
+    /// Opens the device of `options` and reads every frame of `pedestal` into its pedestal
+    /// at the same time (see the module docs); the ring is sized for inputs of at most
+    /// `longest` frames (a short run allocates no more than it reads).
+    ///
+    /// # Errors
+    /// An empty pedestal, the device's and the input's errors, and `cancel`'s.
+    pub fn open(
+        options: &RunOptions,
+        pedestal: &mut Input<'_>,
+        longest: u64,
+        cancel: Cancel<'_>,
+    ) -> Result<Self> {
+        let (rows, cols) = (pedestal.frames.rows(), pedestal.frames.cols());
+        let n = pedestal.pedestal_window()?;
+        let config = options.finder.options.config(rows, cols, n);
+        let engine = EngineConfig {
+            map: options.input == InputPath::Map,
+            ..EngineConfig::for_frames(rows, cols).capped(longest)
         };
-        let host_pedestal = read_pedestal(pedestal, &config, threads, parallel, &stopped);
-        let opened = opener
-            .join()
-            .map_err(|_| Error::Internal("the device thread panicked".into()))?;
-        Ok((opened, host_pedestal))
-    })?;
-    // A device error first (the pedestal stopped early for it), as when it opened first.
-    let Opened {
-        mut finder,
-        note,
-        open_time,
-        slots,
-        reserve_time,
-    } = opened?;
-    let (host_pedestal, pedestal_time) = host_pedestal?;
-    finder.set_pedestal(host_pedestal)?;
-    let startup = started.elapsed();
-    let read_threads = options
-        .read_threads
-        .unwrap_or_else(|| finder.read_threads());
-    data.frames.set_read_threads(read_threads);
-    let ring_ahead = slots.as_ref().map(RingSlots::alloc_time);
-    #[cfg(feature = "plot")]
-    let stage = options
-        .plots
-        .as_ref()
-        .map(|p| PlotStage::create(&p.dir))
-        .transpose()?;
-    let mut writer = options
-        .cluster_file
-        .as_deref()
-        .map(ClusterFileWriter::create)
-        .transpose()?;
-    #[cfg(feature = "plot")]
-    let mut plot = options
-        .plots
-        .as_ref()
-        .map(|p| PlotAccumulator::with_options(rows, cols, &p.options))
-        .transpose()?;
-    let mut clusters = 0u64;
-    let describe = &data.describe;
-    let stats = find_stream_with(
-        finder.as_mut(),
-        data.frames.as_mut(),
-        engine,
-        slots,
-        &mut |number, fc| {
-            cancel()?;
-            clusters += fc.len() as u64;
-            if let Some(w) = writer.as_mut() {
-                let number = i32::try_from(number).map_err(|_| {
-                    Error::param(
-                        "out",
-                        format!(
-                            "frame number {number} of {describe} does not fit the cluster file's i32 frame numbers"
-                        ),
-                    )
-                })?;
-                w.write_frame(number, &fc)?;
-            }
-            #[cfg(feature = "plot")]
-            if let Some(p) = plot.as_mut() {
-                p.add(&fc);
-            }
-            visit(number, &fc)
-        },
-    )?;
-    cancel()?;
-    let commit = Instant::now();
-    let written = writer.map(|w| w.commit()).transpose()?;
-    let busy = stats.wall + commit.elapsed();
-    #[cfg_attr(not(feature = "plot"), allow(unused_mut))]
-    let mut plots = Vec::new();
-    #[cfg(feature = "plot")]
-    if let (Some(p), Some(stage)) = (plot, stage.as_ref()) {
-        let drawn = p.finish(&finder.pedestal()?, stage.path())?;
-        cancel()?;
-        plots = stage.commit(drawn)?;
+        #[cfg(feature = "plot")]
+        if let Some(p) = &options.plots {
+            p.options.validate()?;
+        }
+        let started = Instant::now();
+        let stop = AtomicBool::new(false);
+        let (opened, host_pedestal) = std::thread::scope(|s| -> Result<_> {
+            let opener = std::thread::Builder::new()
+                .name("cluda-open".into())
+                .spawn_scoped(s, || {
+                    let r = open_device(&config, &options.finder, engine);
+                    if r.is_err() {
+                        stop.store(true, Ordering::Relaxed);
+                    }
+                    r
+                })
+                .map_err(|e| Error::io("<device thread>", e))?;
+            let threads = options.read_threads.unwrap_or_else(super::read_threads);
+            let parallel = options.finder.threads != Some(1);
+            let stopped = || -> Result<()> {
+                if stop.load(Ordering::Relaxed) {
+                    return Err(Error::Internal("stopped for the device's error".into()));
+                }
+                cancel()
+            };
+            let host_pedestal = read_pedestal(pedestal, &config, threads, parallel, &stopped);
+            let opened = opener
+                .join()
+                .map_err(|_| Error::Internal("the device thread panicked".into()))?;
+            Ok((opened, host_pedestal))
+        })?;
+        // A device error first (the pedestal stopped early for it), as when it opened first.
+        let Opened {
+            mut finder,
+            note,
+            open_time,
+            slots,
+            reserve_time,
+        } = opened?;
+        let (host_pedestal, pedestal_time) = host_pedestal?;
+        finder.set_pedestal(host_pedestal.clone())?;
+        Ok(Self {
+            finder,
+            pedestal: host_pedestal,
+            startup: RunTiming {
+                startup: started.elapsed(),
+                open: open_time,
+                ring_ahead: slots.as_ref().map(RingSlots::alloc_time),
+                reserve: reserve_time,
+                pedestal: pedestal_time,
+                pedestal_frames: pedestal.len,
+                ..RunTiming::default()
+            },
+            slots,
+            engine,
+            read_threads: options.read_threads,
+            rows,
+            cols,
+            note,
+            warnings: pedestal.gap_warning().into_iter().collect(),
+        })
     }
-    let mut warnings: Vec<String> = pedestal.gap_warning().into_iter().collect();
-    warnings.extend(data.gap_warning());
-    let device = finder.device();
-    // Releasing the device (its memory, the context) is part of the run.
-    let released = Instant::now();
-    drop(finder);
-    Ok(RunReport {
-        frames: stats.frames,
-        clusters,
-        device,
-        device_note: note,
-        timing: RunTiming {
-            startup,
-            open: open_time,
-            ring_ahead,
-            reserve: reserve_time,
-            pedestal: pedestal_time,
-            pedestal_frames: pedestal.len,
-            engine: stats,
-            read_threads: data.frames.read_threads(),
-            write: written.as_ref().map(|(_, w)| *w),
-            busy,
-            release: released.elapsed(),
-        },
-        warnings,
-        cluster_file: written.map(|(p, _)| p),
-        plots,
-    })
+
+    /// The finder's device, as it describes itself.
+    pub fn device(&self) -> String {
+        self.finder.device()
+    }
+
+    /// Why that device (e.g. "no GPU found, using the CPU").
+    pub fn device_note(&self) -> &str {
+        &self.note
+    }
+
+    /// Finds the clusters of every frame of `data`, starting from the pedestal as the
+    /// session read it (or as the last input left it, when it is the first input), writing
+    /// `outputs` and handing each frame's clusters with its frame number to `visit`.
+    ///
+    /// # Errors
+    /// As [`run`].
+    pub fn find(
+        &mut self,
+        data: &mut Input<'_>,
+        outputs: &InputOutputs,
+        cancel: Cancel<'_>,
+        visit: &mut dyn FnMut(u64, &FrameClusters<'_>) -> Result<()>,
+    ) -> Result<RunReport> {
+        let mut report = None;
+        self.find_all(
+            std::slice::from_mut(data),
+            &mut |_| Ok(outputs.clone()),
+            true,
+            cancel,
+            &mut |_, n, fc| visit(n, fc),
+            &mut |_, r| {
+                report = Some(r);
+                Ok(())
+            },
+        )?;
+        report.unwrap_or_else(|| Err(Error::Internal("the session ended no input".into())))
+    }
+
+    /// Finds every input of `data` in turn through one ring, the next input read while the
+    /// current one is found. Input `k` writes `outputs(k)` and starts from the pedestal as the
+    /// session read it, or with `carry` from where the input before it left it (the inputs
+    /// are then one stream of frames; the first input starts from where the session is).
+    /// Each frame's clusters go to `visit(k, number, clusters)`; each input's report (or the
+    /// error that stopped it: its reading, writing, or the visitor's) to `done(k, report)`.
+    /// One input's error does not stop the others.
+    ///
+    /// # Errors
+    /// A data input of another frame shape (before anything runs); `cancel`'s and `done`'s,
+    /// which stop the run.
+    #[allow(clippy::type_complexity)]
+    pub fn find_all(
+        &mut self,
+        data: &mut [Input<'_>],
+        outputs: &mut dyn FnMut(usize) -> Result<InputOutputs>,
+        carry: bool,
+        cancel: Cancel<'_>,
+        visit: &mut dyn FnMut(usize, u64, &FrameClusters<'_>) -> Result<()>,
+        done: &mut dyn FnMut(usize, Result<RunReport>) -> Result<()>,
+    ) -> Result<()> {
+        for d in data.iter() {
+            if (d.frames.rows(), d.frames.cols()) != (self.rows, self.cols) {
+                return Err(Error::shape(
+                    d.describe.clone(),
+                    format!("{} x {} frames (as in the pedestal)", self.rows, self.cols),
+                    format!("{} x {} frames", d.frames.rows(), d.frames.cols()),
+                ));
+            }
+        }
+        let read_threads = self
+            .read_threads
+            .unwrap_or_else(|| self.finder.read_threads());
+        for d in data.iter_mut() {
+            d.frames.set_read_threads(read_threads);
+        }
+        #[cfg(feature = "plot")]
+        let (rows, cols) = (self.rows, self.cols);
+        let pedestal = &self.pedestal;
+        let startup = std::mem::take(&mut self.startup);
+        // The current input's outputs, opened in `begin` and finished in `end`.
+        struct Current {
+            writer:
+                Option<ClusterFileWriter<super::write_behind::WriteBehind<crate::io::AtomicFile>>>,
+            #[cfg(feature = "plot")]
+            plot: Option<(PlotAccumulator, PlotStage)>,
+            clusters: u64,
+        }
+        let current: std::cell::RefCell<Option<Current>> = std::cell::RefCell::new(None);
+        let describe: Vec<String> = data.iter().map(|d| d.describe.clone()).collect();
+        let mut sources: Vec<&mut (dyn crate::io::FrameSource + Send)> = Vec::new();
+        for d in data.iter_mut() {
+            sources.push(&mut *d.frames);
+        }
+        let mut first = true;
+        let result = super::find_streams(
+            self.finder.as_mut(),
+            &mut sources,
+            self.engine,
+            &mut self.slots,
+            &mut |finder, k| {
+                cancel()?;
+                if !first && !carry {
+                    finder.set_pedestal(pedestal.clone())?;
+                }
+                first = false;
+                let outputs = outputs(k)?;
+                let writer = outputs
+                    .cluster_file
+                    .as_deref()
+                    .map(ClusterFileWriter::create)
+                    .transpose()?;
+                #[cfg(feature = "plot")]
+                let plot = match &outputs.plots {
+                    Some(p) => Some((
+                        PlotAccumulator::with_options(rows, cols, &p.options)?,
+                        PlotStage::create(&p.dir)?,
+                    )),
+                    None => None,
+                };
+                *current.borrow_mut() = Some(Current {
+                    writer,
+                    #[cfg(feature = "plot")]
+                    plot,
+                    clusters: 0,
+                });
+                Ok(())
+            },
+            &mut |k, number, fc| {
+                cancel()?;
+                let mut cur = current.borrow_mut();
+                let Some(c) = cur.as_mut() else {
+                    return Err(Error::Internal("a frame before its input began".into()));
+                };
+                c.clusters += fc.len() as u64;
+                if let Some(w) = c.writer.as_mut() {
+                    let n = i32::try_from(number).map_err(|_| {
+                        Error::param(
+                            "out",
+                            format!(
+                                "frame number {number} of {} does not fit the cluster file's i32 frame numbers",
+                                describe[k]
+                            ),
+                        )
+                    })?;
+                    w.write_frame(n, &fc)?;
+                }
+                #[cfg(feature = "plot")]
+                if let Some((p, _)) = c.plot.as_mut() {
+                    p.add(&fc);
+                }
+                visit(k, number, &fc)
+            },
+            &mut |finder: &mut dyn ClusterFinder, k, result| {
+                let c = current.borrow_mut().take();
+                let report = result.and_then(|stats| {
+                    cancel()?;
+                    let Some(c) = c else {
+                        return Err(Error::Internal("an input ended before it began".into()));
+                    };
+                    let commit = Instant::now();
+                    let written = c.writer.map(|w| w.commit()).transpose()?;
+                    let busy = stats.wall + commit.elapsed();
+                    #[cfg_attr(not(feature = "plot"), allow(unused_mut))]
+                    let mut plots = Vec::new();
+                    #[cfg(feature = "plot")]
+                    if let Some((p, stage)) = c.plot {
+                        let drawn = p.finish(&finder.pedestal()?, stage.path())?;
+                        cancel()?;
+                        plots = stage.commit(drawn)?;
+                    }
+                    let timing = if k == 0 {
+                        startup.clone()
+                    } else {
+                        RunTiming::default()
+                    };
+                    Ok(RunReport {
+                        frames: stats.frames,
+                        clusters: c.clusters,
+                        device: finder.device(),
+                        device_note: String::new(),
+                        timing: RunTiming {
+                            engine: stats,
+                            read_threads,
+                            write: written.as_ref().map(|(_, w)| *w),
+                            busy,
+                            ..timing
+                        },
+                        // Gap reports are known once the input was read to its end: the
+                        // session gathers them ([`Session::take_warnings`]).
+                        warnings: Vec::new(),
+                        cluster_file: written.map(|(p, _)| p),
+                        plots,
+                    })
+                });
+                done(k, report)
+            },
+        );
+        for d in data.iter() {
+            if let Some(w) = d.gap_warning() {
+                self.warnings.push(w);
+            }
+        }
+        result
+    }
+
+    /// Warnings gathered so far and not yet handed out (gap reports of the pedestal and of
+    /// data inputs that lost frames), emptied by the call.
+    pub fn take_warnings(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.warnings)
+    }
+
+    /// Releases the device (its memory, the context); how long that took.
+    pub fn close(self) -> Duration {
+        let released = Instant::now();
+        drop(self.finder);
+        drop(self.slots);
+        released.elapsed()
+    }
 }
 
 /// A finder opened on the device thread, with the ring it allocated.

@@ -81,10 +81,10 @@ pub struct StreamSettings {
 
 impl StreamSettings {
     /// Defaults for `finder` writing into `out_dir`: the device chosen automatically,
-    /// pedestals from each acquisition's first 1000 frames, chunks of
-    /// 64 frames (a ring of three, 61 MB of 400 x 400 frames, allocated for each acquisition
-    /// ahead of it: page-locked memory on a GPU takes about 1 s per GiB), partial chunks
-    /// after 10 ms, acquisitions ended after 10 s without a message.
+    /// pedestals from each acquisition's first 1000 frames, chunks of 64 frames (a ring of
+    /// three, 61 MB of 400 x 400 frames, allocated before the first acquisition and kept
+    /// while the frame shape stays: page-locked memory on a GPU takes about 1 s per GiB),
+    /// partial chunks after 10 ms, acquisitions ended after 10 s without a message.
     pub fn new(finder: FindOptions, out_dir: &Path) -> Self {
         Self {
             finder,
@@ -487,12 +487,11 @@ pub fn run(
                 let mut clusters = 0u64;
                 let mut lag = out.worst_lag;
                 let slow = settings.slow_sink;
-                let slots = ring.take();
                 let result = find_stream_with(
                     finder.as_mut(),
                     &mut acq,
                     engine,
-                    slots,
+                    &mut ring,
                     &mut |number, fc| {
                         let n = i32::try_from(number).map_err(|_| {
                         Error::param(

@@ -1,0 +1,258 @@
+"""Every find path of the Python package on one device against the CPU finder's `find` on the
+same frames (and against the `cluda` command's cluster file when it is given), as a plain
+script: it needs only numpy and the installed `cluda` wheel, no pytest.
+
+    python3 python/tests/gpu_check.py [--cli PATH/TO/cluda] [--device gpu] [--frames 700]
+
+Paths checked, each on a fresh finder: `find` on an array in memory (through the engine, and
+directly with `via="direct"`), on a memory map of the `.npy` file (read from the file) and on
+the map's memory (`np.asarray`), in two calls (the kept ring, numbering), `find_file`,
+`find_iter` over the map and over the array (chunks that do not divide the frames), a raw
+acquisition (`RawFile`, `find_file` of its master; needs --cli to write one), results large
+enough to grow the result memory several times, and an iteration stopped early. Exits 1 on
+any mismatch, 0 when all passed; without a GPU it says SKIP and exits 0 (2 with
+--require-gpu). `test_gpu.py` runs the same checks under pytest (marker `gpu`), and
+`test_engine_paths.py` runs them on the CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+import cluda
+
+SIZES = (3, 5, 7, 9)
+
+
+def gpu_available() -> bool:
+    """Whether a GPU finder can be opened here."""
+    try:
+        cluda.ClusterFinder((8, 8), device="gpu", pedestal_frames=1)
+    except cluda.NoGpuError:
+        return False
+    return True
+
+
+class Data:
+    """Generated MOENCH-like pedestal and data frames, saved as `.npy` files in `tmp`."""
+
+    def __init__(self, tmp: pathlib.Path, frames: int, shape=(400, 400), pedestal=200, seed=3):
+        self.tmp, self.shape, self.frames = tmp, shape, frames
+        self.ped = cluda.generate(pedestal, 0, False, shape=shape, seed=seed)
+        self.data = cluda.generate(frames, pedestal, True, shape=shape, seed=seed)
+        tag = f"{shape[0]}x{shape[1]}-{seed}"
+        self.ped_path = tmp / f"ped-{tag}.npy"
+        self.data_path = tmp / f"data-{tag}.npy"
+        np.save(self.ped_path, self.ped)
+        np.save(self.data_path, self.data)
+
+
+def _finder(d: Data, device: str, **kw) -> cluda.ClusterFinder:
+    f = cluda.ClusterFinder(d.shape, pedestal_frames=len(d.ped), device=device, **kw)
+    if device == "gpu" and f.device != "gpu":
+        raise AssertionError(f"asked for a GPU finder, got {f.device}")
+    f.push_pedestal(d.ped)
+    return f
+
+
+def _same(name: str, got: np.ndarray, want: np.ndarray) -> None:
+    if got.dtype != want.dtype:
+        raise AssertionError(f"{name}: dtype {got.dtype}, expected {want.dtype}")
+    if len(got) != len(want) or not np.array_equal(got, want):
+        first = next((i for i in range(min(len(got), len(want))) if got[i] != want[i]), None)
+        raise AssertionError(
+            f"{name}: {len(got)} clusters, expected {len(want)}; first different row {first}"
+        )
+
+
+def _chunks(name: str, chunks: list, frames: int, chunk: int, want: np.ndarray) -> None:
+    """`find_iter`'s chunks: as many as the chunk size says, each holding only its frames,
+    together the whole result."""
+    if len(chunks) != -(-frames // chunk):
+        raise AssertionError(f"{name}: {len(chunks)} chunks, expected {-(-frames // chunk)}")
+    for k, c in enumerate(chunks):
+        if len(c) and not (c["frame"].min() >= k * chunk and c["frame"].max() < (k + 1) * chunk):
+            raise AssertionError(f"{name}: chunk {k} holds frames of other chunks")
+    _same(name, np.concatenate(chunks), want)
+
+
+def check_paths(d: Data, device: str, size: int, log=print, **kw) -> None:
+    """Every find path of `device` against the CPU finder's `find` on the same frames."""
+    want = _finder(d, "cpu", cluster_size=size, **kw).find(d.data)
+    if len(want) == 0:
+        raise AssertionError("the reference found no cluster: the check would prove nothing")
+    n = d.frames
+    mm = np.load(d.data_path, mmap_mode="r")
+
+    def fresh():
+        return _finder(d, device, cluster_size=size, **kw)
+
+    def run(name, call):
+        t = time.perf_counter()
+        f = fresh()
+        got = call(f)
+        if isinstance(got, list):
+            _chunks(name, got, n, chunk, want)
+        else:
+            _same(name, got, want)
+        if f.frames_found != n:
+            raise AssertionError(f"{name}: frames_found {f.frames_found}, expected {n}")
+        log(f"  ok {device} {size}x{size} {kw or ''} {name} ({time.perf_counter() - t:.2f} s)")
+
+    chunk = max(1, n // 3 + 7)  # does not divide n
+    run("find(array)", lambda f: f.find(d.data))
+    run("find(array, via=direct)", lambda f: cluda._cluda.ClusterFinder.find(f, d.data, None, None, "direct"))
+    run("find(array, via=engine)", lambda f: cluda._cluda.ClusterFinder.find(f, d.data, None, None, "engine"))
+    run("find(memmap)", lambda f: f.find(mm))
+    run("find(np.asarray(memmap))", lambda f: f.find(np.asarray(mm)))
+    run("find in two calls", lambda f: np.concatenate([f.find(d.data[: n // 2]), f.find(d.data[n // 2 :])]))
+    run("find_file(npy)", lambda f: f.find_file(d.data_path))
+    run("find_iter(memmap)", lambda f: list(f.find_iter(mm, chunk=chunk)))
+    run("find_iter(array)", lambda f: list(f.find_iter(d.data, chunk=chunk)))
+    run("find_iter(strided array)", lambda f: list(f.find_iter(d.data[:, :, ::-1][:, :, ::-1], chunk=chunk)))
+
+
+def check_cli(d: Data, device: str, size: int, cli: str, log=print) -> None:
+    """`find_file` and `find_iter` against `cluda find --device DEVICE --out` on the same file."""
+    out = d.tmp / f"cli-{size}.clust"
+    subprocess.run([cli, "find", "--pedestal", str(d.ped_path), "--data", str(d.data_path),
+                    "--device", device, "--cluster", str(size), "--out", str(out)],
+                   check=True, capture_output=True)
+    want, numbers = cluda.read_cluster_file(out, size, with_frame_numbers=True)
+    if list(numbers) != list(range(d.frames)):
+        raise AssertionError("the CLI's cluster file does not list every frame")
+    _same(f"find_file against the CLI ({size}x{size})", _finder(d, device, cluster_size=size).find_file(d.data_path), want)
+    mm = np.load(d.data_path, mmap_mode="r")
+    got = np.concatenate(list(_finder(d, device, cluster_size=size).find_iter(mm, chunk=256)))
+    _same(f"find_iter(memmap) against the CLI ({size}x{size})", got, want)
+    log(f"  ok {device} {size}x{size} against `cluda find --device {device}`")
+
+
+def check_raw(tmp: pathlib.Path, device: str, cli: str, log=print) -> None:
+    """A raw acquisition (written by `cluda gen --raw`): `find(RawFile)`, `find_iter(RawFile)`
+    and `find_file(master)` against the CLI's cluster file (header frame numbers)."""
+    raw = tmp / "raw"
+    raw.mkdir(exist_ok=True)
+    subprocess.run([cli, "gen", "--out", str(raw), "--raw", "--frames", "300", "--pedestal-frames",
+                    "100", "--rows", "400", "--cols", "400", "--seed", "4"], check=True,
+                   capture_output=True)
+    out = raw / "c.clust"
+    subprocess.run([cli, "find", "--pedestal", str(raw / "pedestal_master_0.json"), "--data",
+                    str(raw / "data_master_0.json"), "--device", device, "--out", str(out)],
+                   check=True, capture_output=True)
+    want = cluda.read_cluster_file(out)
+    if len(want) == 0 or want["frame"].min() < 1:
+        raise AssertionError("the raw check needs clusters with header frame numbers from 1")
+    _, ped = cluda.RawFile(raw / "pedestal_master_0.json").read()
+
+    def fresh():
+        f = cluda.ClusterFinder((400, 400), pedestal_frames=len(ped), device=device)
+        f.push_pedestal(ped)
+        return f
+
+    master = raw / "data_master_0.json"
+    _same("find(RawFile)", fresh().find(cluda.RawFile(master)), want)
+    _same("find_iter(RawFile)", np.concatenate(list(fresh().find_iter(cluda.RawFile(master), chunk=70))), want)
+    _same("find_file(raw master)", fresh().find_file(master), want)
+    log(f"  ok {device} raw acquisition: find, find_iter, find_file against the CLI")
+
+
+def check_growth(tmp: pathlib.Path, device: str, log=print) -> None:
+    """Results large enough to grow the result memory several times (n_sigma 0: clusters
+    everywhere), through the engine and through find_iter."""
+    d = Data(tmp, 120, shape=(400, 400), pedestal=20, seed=9)
+    kw = dict(n_sigma=0.0, cluster_size=9)
+    want = _finder(d, "cpu", **kw).find(d.data)
+    if want.nbytes < 64 << 20:
+        raise AssertionError(f"only {want.nbytes} bytes of results: no growth tested")
+    _same("find(array), large results", _finder(d, device, **kw).find(d.data), want)
+    chunks = list(_finder(d, device, **kw).find_iter(d.data, chunk=50))
+    _chunks("find_iter, large results", chunks, d.frames, 50, want)
+    log(f"  ok {device} results of {want.nbytes >> 20} MiB")
+
+
+def check_early_stop(d: Data, device: str, log=print) -> None:
+    """An iteration stopped after one chunk: the finder is refused while it runs, usable
+    after; it kept the frames searched ahead, and a new iteration goes on from there."""
+    f = _finder(d, device)
+    chunk = max(1, d.frames // 10)  # the thread waits, 2 chunks ahead, inside the run
+    it = f.find_iter(np.load(d.data_path, mmap_mode="r"), chunk=chunk)
+    first = next(it)
+    try:
+        f.find(d.data[:1])
+    except RuntimeError as e:
+        if "busy with a find_iter" not in str(e):
+            raise
+    else:
+        raise AssertionError("a call during an iteration was not refused")
+    del it
+    seen = f.frames_found
+    if not chunk <= seen <= d.frames:
+        raise AssertionError(f"frames_found {seen} after one chunk of {chunk}")
+    rest = np.concatenate(list(f.find_iter(d.data[seen:], chunk=128)))
+    want = _finder(d, "cpu").find(d.data)
+    _same("first chunk of a stopped iteration", first, want[want["frame"] < chunk])
+    _same("the frames after a stopped iteration", rest, want[want["frame"] >= seen])
+    log(f"  ok {device} an iteration stopped after 1 chunk ({seen} frames searched)")
+
+
+def run_all(tmp: pathlib.Path, device: str = "gpu", cli=None, frames: int = 700, log=print,
+            sizes=SIZES, shape=(400, 400)) -> tuple:
+    """Runs every check; returns how many ran and the failures as (name, message)."""
+    failures, ran = [], []
+
+    def attempt(name, fn, *a, **kw):
+        ran.append(name)
+        try:
+            fn(*a, log=log, **kw)
+        except Exception as e:  # noqa: BLE001 - every failure is reported, then the rest run
+            failures.append((name, f"{type(e).__name__}: {e}"))
+            log(f"  FAIL {name}: {type(e).__name__}: {e}")
+
+    d = Data(tmp, frames, shape=shape)
+    for size in sizes:
+        attempt(f"paths {size}x{size}", check_paths, d, device, size)
+        if cli:
+            attempt(f"cli {size}x{size}", check_cli, d, device, size, cli)
+    attempt("paths 3x3 f32 frozen", check_paths, d, device, 3, precision="f32", threshold="frozen")
+    attempt("paths 5x5 small frames", check_paths, Data(tmp, 90, shape=(37, 53), pedestal=30), device, 5)
+    attempt("growth", check_growth, tmp, device)
+    attempt("early stop", check_early_stop, d, device)
+    if cli:
+        attempt("raw", check_raw, tmp, device, cli)
+    return len(ran), failures
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cli", default=os.environ.get("CLUDA_BIN"),
+                    help="the cluda binary, for the CLI comparisons (default $CLUDA_BIN; none: skipped)")
+    ap.add_argument("--device", default="gpu", help="gpu (default) or cpu")
+    ap.add_argument("--frames", type=int, default=700, help="data frames of 400x400 (default 700)")
+    ap.add_argument("--require-gpu", action="store_true", help="exit 2 instead of 0 without a GPU")
+    args = ap.parse_args()
+    if args.device == "gpu" and not gpu_available():
+        print("SKIP: no CUDA GPU here (cluda.NoGpuError)")
+        return 2 if args.require_gpu else 0
+    if not args.cli:
+        print("note: no --cli given: the comparisons with `cluda find` and the raw check are skipped")
+    with tempfile.TemporaryDirectory(prefix="cluda-gpu-check-") as tmp:
+        t = time.perf_counter()
+        ran, failures = run_all(pathlib.Path(tmp), args.device, args.cli, args.frames)
+    for name, msg in failures:
+        print(f"FAILED {name}: {msg}")
+    print(f"gpu_check on {args.device}, {time.perf_counter() - t:.1f} s, cluda from {cluda.__file__}")
+    print(f"{ran - len(failures)} passed, {len(failures)} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
