@@ -115,7 +115,8 @@ fn parse() -> Result<Opts, String> {
     Ok(o)
 }
 
-/// One run of the command: its data-phase us/frame (summary line) and wall seconds.
+/// One run of the command: its data-phase us/frame (`--timing`'s data phase, waits for input
+/// included) and wall seconds.
 struct Run {
     us_per_frame: f64,
     wall_s: f64,
@@ -135,11 +136,21 @@ fn cluda(o: &Opts, args: &[&str], env: &[(&str, &str)]) -> Result<Run, String> {
     if !out.status.success() {
         return Err(format!("cluda {args:?} failed: {stderr}"));
     }
-    let us_per_frame = stdout
-        .split_whitespace()
-        .find_map(|kv| kv.strip_prefix("us_per_frame="))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(f64::NAN);
+    // The data phase as a whole (`--timing`'s line: waits for input included, which the
+    // summary's `us_per_frame` leaves out); the summary's figure when there is no such line.
+    let phase = stderr.lines().find_map(|l| {
+        l.strip_prefix("timing: data phase ")
+            .and_then(|r| r.split_once("s (").map(|(_, r)| r))
+            .and_then(|r| r.split_once(" us/frame"))
+            .and_then(|(v, _)| v.trim().parse::<f64>().ok())
+    });
+    let us_per_frame = phase.unwrap_or_else(|| {
+        stdout
+            .split_whitespace()
+            .find_map(|kv| kv.strip_prefix("us_per_frame="))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(f64::NAN)
+    });
     Ok(Run {
         us_per_frame,
         wall_s,
