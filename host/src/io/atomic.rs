@@ -1,9 +1,11 @@
 //! Outputs that appear whole or not at all.
 //!
 //! An [`AtomicFile`] writes to a temporary file beside the final one (same directory, so the
-//! rename cannot cross file systems), named `.<name>.<random>.tmp` and created by
-//! [`tempfile`] (a new file under a fresh random name, so two writers never share one), and
-//! renames it over the final name only in [`AtomicFile::commit`], after flushing and syncing.
+//! rename cannot cross file systems), named `.<name>.<pid>.<random>.tmp` and created by
+//! [`tempfile`] (a new file under a fresh random name, so two writers never share one; the pid
+//! lets the command line's SIGBUS handler, which cannot run destructors, find and remove it),
+//! and renames it over the final name only in [`AtomicFile::commit`], after flushing and
+//! syncing.
 //! Dropped without a commit (an error, a full disk, an interrupted run) it removes the
 //! temporary file: no reader ever sees a half-written cluster file or an `.npy` whose header
 //! promises frames it lacks, and two runs writing the same output leave one of the two whole
@@ -37,7 +39,7 @@ impl AtomicFile {
             Some(d) if !d.as_os_str().is_empty() => d,
             _ => Path::new("."),
         };
-        let prefix = format!(".{}.", name.to_string_lossy());
+        let prefix = format!(".{}.{}.", name.to_string_lossy(), std::process::id());
         let mut builder = tempfile::Builder::new();
         builder.prefix(&prefix).suffix(".tmp");
         // tempfile creates its files readable by the owner only; an output gets the mode any
@@ -197,7 +199,7 @@ mod tests {
                 .file_name()
                 .unwrap()
                 .to_string_lossy()
-                .starts_with(".out.bin.")
+                .starts_with(&format!(".out.bin.{}.", std::process::id()))
         );
         a.write_all(b"x").unwrap();
         a.commit().unwrap();
