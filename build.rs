@@ -20,6 +20,12 @@ use std::env;
 use std::path::{Path, PathBuf};
 use std::process::{Command, exit};
 
+/// The constants the kernels and the host share (block size, ...): the kernel crate's own
+/// file, compiled into this script too, so the launch bounds below follow `layout::BLOCK`.
+#[allow(dead_code, reason = "the script reads only the block size")]
+#[path = "gpu/src/layout.rs"]
+mod layout;
+
 /// The PTX modules built: (name, `-C target-cpu`, `-C target-feature`).
 ///
 /// * `sm80`, the baseline every supported GPU (compute capability 8.0 and newer: A100, RTX
@@ -201,22 +207,28 @@ fn clean_env(cmd: &mut Command) {
 }
 
 /// Entry-name prefixes and their PTX performance directives (CUDA C's `__launch_bounds__`,
-/// which Rust cannot attach): the one-tile run kernels must fit five 256-thread blocks per
-/// SM, so that a 400x400 frame's 625 tiles are resident at once on a 132-SM H200 (the
-/// cooperative grid covers every tile with one tile per block).
-const LAUNCH_BOUNDS: [(&str, &str); 1] = [("cluda_run1_", ".maxntid 256, 1, 1\n.minnctapersm 5\n")];
+/// which Rust cannot attach): the one-tile run kernels (blocks of [`layout::BLOCK`] threads)
+/// must fit five blocks per SM, so that a 400x400 frame's 625 tiles are resident at once on a
+/// 132-SM H200 (the cooperative grid covers every tile with one tile per block).
+fn launch_bounds() -> [(&'static str, String); 1] {
+    [(
+        "cluda_run1_",
+        format!(".maxntid {}, 1, 1\n.minnctapersm 5\n", layout::BLOCK),
+    )]
+}
 
-/// `ptx` with the [`LAUNCH_BOUNDS`] directives inserted after the parameter list of the
+/// `ptx` with the [`launch_bounds`] directives inserted after the parameter list of the
 /// matching entries.
 fn with_launch_bounds(ptx: &str) -> String {
+    let bounds = launch_bounds();
     let mut out = String::with_capacity(ptx.len() + 4096);
     let mut pending: Option<&str> = None;
     for line in ptx.lines() {
         if let Some(name) = line.trim_start().strip_prefix(".visible .entry ") {
-            pending = LAUNCH_BOUNDS
+            pending = bounds
                 .iter()
                 .find(|(prefix, _)| name.starts_with(prefix))
-                .map(|(_, directives)| *directives);
+                .map(|(_, directives)| directives.as_str());
         }
         if pending.is_some() && line.trim() == "{" {
             out.push_str(pending.take().unwrap_or_default());

@@ -41,12 +41,9 @@ use cluda::stream::{
     ReplaySettings, StreamSettings, ZmqHeader, replay,
 };
 use cluda::{ClusterSize, Frames, Pedestal, Precision};
-use pool_source::PoolSource;
-
 /// `--distinct` frames sent over and over, numbered from 0, `--frames` in all: the long-run
 /// tests' pool source, shared with them.
-#[path = "../tests/common/pool_source.rs"]
-mod pool_source;
+use support::pool_source::PoolSource;
 
 struct Opts {
     frames: u64,

@@ -3,26 +3,14 @@
 //! panic) for every kind of bad input.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 use cluda::io::npy::{self, read_u16_frames, write_array};
 use cluda::io::read_cluster_file;
 use cluda::{ClusterFinder, ClusterSize, CpuFinder, FinderConfig, ThresholdMode};
+use support::cli::{Cli, s, text};
 
-fn cluda(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cluda"))
-        .args(args)
-        .output()
-        .expect("the cluda binary runs")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
+/// The binary under test.
+const CLUDA: Cli = Cli(env!("CARGO_BIN_EXE_cluda"));
 
 /// Splits a summary line into `key=value` pairs and checks that the keys are exactly `keys`,
 /// in that order.
@@ -90,39 +78,10 @@ fn value<'a>(pairs: &'a [(String, String)], key: &str) -> &'a str {
 }
 
 /// Generates 40 pedestal and 12 data frames of 24 x 36 into `dir`.
-fn gen_small(dir: &Path) -> (PathBuf, PathBuf) {
-    let out = cluda(&[
-        "gen",
-        "--out",
-        s(dir),
-        "--frames",
-        "12",
-        "--pedestal-frames",
-        "40",
-        "--rows",
-        "24",
-        "--cols",
-        "36",
-        "--seed",
-        "5",
-    ]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let stdout = text(&out.stdout);
-    assert!(
-        stdout.contains("pedestal.npy (40 x 24 x 36 uint16)"),
-        "{stdout}"
-    );
-    assert!(
-        stdout.contains("data.npy (12 x 24 x 36 uint16)"),
-        "{stdout}"
-    );
-    (dir.join("pedestal.npy"), dir.join("data.npy"))
-}
-
 #[test]
 fn gen_find_matches_the_library() {
     let dir = tempfile::tempdir().unwrap();
-    let (ped, data) = gen_small(dir.path());
+    let (ped, data) = CLUDA.gen_small(dir.path());
     let (pa, da) = (
         read_u16_frames(&ped).unwrap(),
         read_u16_frames(&data).unwrap(),
@@ -136,7 +95,7 @@ fn gen_find_matches_the_library() {
         [("3", "1", "live", "1"), ("5", "2", "frozen", "3")]
     {
         let clust = dir.path().join(format!("c{cluster}.clust"));
-        let out = cluda(&[
+        let out = CLUDA.run(&[
             "find",
             "--pedestal",
             s(&ped),
@@ -187,9 +146,9 @@ fn gen_find_matches_the_library() {
 #[test]
 fn find_without_out_and_other_precisions() {
     let dir = tempfile::tempdir().unwrap();
-    let (ped, data) = gen_small(dir.path());
+    let (ped, data) = CLUDA.gen_small(dir.path());
     for precision in ["f32", "f32-naive"] {
-        let out = cluda(&[
+        let out = CLUDA.run(&[
             "find",
             "--pedestal",
             s(&ped),
@@ -207,7 +166,7 @@ fn find_without_out_and_other_precisions() {
 
 #[test]
 fn demo_prints_summary_and_spectrum() {
-    let out = cluda(&[
+    let out = CLUDA.run(&[
         "demo",
         "--frames",
         "20",
@@ -240,16 +199,7 @@ fn demo_prints_summary_and_spectrum() {
 
 /// Runs cluda expecting failure: exit code 1, `error: ` and `want` on stderr, no panic.
 fn fails(args: &[&str], want: &str) {
-    let out = cluda(args);
-    let err = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
-    assert!(err.contains("error: "), "{args:?}: {err}");
-    assert!(err.contains(want), "{args:?}: wanted `{want}` in: {err}");
-    assert!(
-        !err.contains("panicked") && !err.contains("RUST_BACKTRACE"),
-        "{args:?}: {err}"
-    );
-    assert!(out.stdout.is_empty(), "{args:?}: {}", text(&out.stdout));
+    CLUDA.fails(args, &[want]);
 }
 
 fn raw_npy(dict: &str, data: &[u8]) -> Vec<u8> {
@@ -264,7 +214,7 @@ fn raw_npy(dict: &str, data: &[u8]) -> Vec<u8> {
 #[test]
 fn bad_input_is_a_named_error_with_exit_code_1() {
     let dir = tempfile::tempdir().unwrap();
-    let (ped, data) = gen_small(dir.path());
+    let (ped, data) = CLUDA.gen_small(dir.path());
     let d = dir.path();
     let put = |name: &str, bytes: Vec<u8>| {
         let p = d.join(name);
@@ -474,7 +424,7 @@ fn match_on_the_cpu_equals_the_library() {
     write_descriptors(&pl, &lhs);
     write_descriptors(&pr, &rhs);
 
-    let out = cluda(&[
+    let out = CLUDA.run(&[
         "match",
         "--lhs",
         s(&pl),
@@ -517,7 +467,7 @@ fn match_default_version_follows_the_gpu() {
     let (pl, pr) = (dir.path().join("a.npy"), dir.path().join("b.npy"));
     write_descriptors(&pl, &descriptors(5, 3));
     write_descriptors(&pr, &descriptors(7, 4));
-    let out = cluda(&["match", "--lhs", s(&pl), "--rhs", s(&pr)]);
+    let out = CLUDA.run(&["match", "--lhs", s(&pl), "--rhs", s(&pr)]);
     let stderr = text(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let pairs = parse_match_summary(text(&out.stdout).trim_end());
@@ -639,7 +589,7 @@ fn write_raw(
 fn find_on_raw_acquisitions_equals_find_on_npy() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let (ped, data) = gen_small(d);
+    let (ped, data) = CLUDA.gen_small(d);
     let (pa, da) = (
         read_u16_frames(&ped).unwrap(),
         read_u16_frames(&data).unwrap(),
@@ -648,7 +598,7 @@ fn find_on_raw_acquisitions_equals_find_on_npy() {
     let ped_raw = write_raw(d, "ped", &pa.data, 24, 36, &(0..40).collect::<Vec<_>>());
     let data_raw = write_raw(d, "run", &da.data, 24, 36, &(0..12).collect::<Vec<_>>());
     let find = |p: &Path, x: &Path, out: &Path| {
-        let o = cluda(&[
+        let o = CLUDA.run(&[
             "find",
             "--pedestal",
             s(p),
@@ -680,14 +630,14 @@ fn find_on_raw_acquisitions_equals_find_on_npy() {
 fn raw_frame_numbers_and_gaps_reach_the_cluster_file_and_stderr() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let (ped, data) = gen_small(d);
+    let (ped, data) = CLUDA.gen_small(d);
     let da = read_u16_frames(&data).unwrap();
     // Header numbers start at 100 and skip 105 and 106: the data has 12 frames but two gaps'
     // worth of numbers are missing, which cluda reports without shifting frames.
     let numbers: Vec<u64> = (100..105).chain(107..114).collect();
     let data_raw = write_raw(d, "gappy", &da.data, 24, 36, &numbers);
     let (raw_out, npy_out) = (d.join("g.clust"), d.join("n.clust"));
-    let o = cluda(&[
+    let o = CLUDA.run(&[
         "find",
         "--pedestal",
         s(&ped),
@@ -705,7 +655,7 @@ fn raw_frame_numbers_and_gaps_reach_the_cluster_file_and_stderr() {
         err.contains("missing frame numbers: 2 in 1 gap(s), first: 105..=106"),
         "{err}"
     );
-    let o = cluda(&[
+    let o = CLUDA.run(&[
         "find",
         "--pedestal",
         s(&ped),
@@ -728,7 +678,7 @@ fn raw_frame_numbers_and_gaps_reach_the_cluster_file_and_stderr() {
 fn gen_raw_then_find() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let o = cluda(&[
+    let o = CLUDA.run(&[
         "gen",
         "--out",
         s(d),
@@ -745,7 +695,7 @@ fn gen_raw_then_find() {
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert!(text(&o.stdout).contains("data_master_0.json (9 frames of 16 x 20"));
     let clust = d.join("c.clust");
-    let o = cluda(&[
+    let o = CLUDA.run(&[
         "find",
         "--pedestal",
         s(&d.join("pedestal_master_0.json")),
@@ -786,7 +736,7 @@ fn png_size(bytes: &[u8]) -> (u32, u32) {
 fn plot_writes_four_pngs_for_find_and_demo() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let (ped, data) = gen_small(d);
+    let (ped, data) = CLUDA.gen_small(d);
     let names = [
         "spectrum.png",
         "hitmap.png",
@@ -826,7 +776,7 @@ fn plot_writes_four_pngs_for_find_and_demo() {
         let plots = d.join(format!("plots{i}"));
         let mut args = args;
         args.extend(["--plot", s(&plots)]);
-        let o = cluda(&args);
+        let o = CLUDA.run(&args);
         assert!(o.status.success(), "{}", text(&o.stderr));
         let err = text(&o.stderr);
         for n in names {
@@ -842,7 +792,7 @@ fn plot_writes_four_pngs_for_find_and_demo() {
         ("--spectrum-range", "5:5", "spectrum-range"),
         ("--spectrum-range", "-1:nan", "spectrum-range"),
     ] {
-        let o = cluda(&["demo", "--frames", "1", flag, value]);
+        let o = CLUDA.run(&["demo", "--frames", "1", flag, value]);
         let err = text(&o.stderr);
         assert!(!o.status.success(), "{flag} {value}: {err}");
         assert!(err.contains(name) && !err.contains("panicked"), "{err}");

@@ -3,18 +3,11 @@
 //! after 15,000 frames against the end (a few seconds; the GPU's million-frame version is in
 //! `long_runs.rs`). Its own test target, so no other test's allocations share the process.
 
-/// A generator-like source cycling a pool of frames.
-#[path = "common/pool_source.rs"]
-mod pool_source;
-/// Resident memory sampled along the stream.
-#[path = "common/rss.rs"]
-mod rss;
-
 use cluda::engine::{EngineConfig, find_stream};
 use cluda::generate::{GenConfig, Generator};
 use cluda::{ClusterFinder, CpuFinder, FinderConfig, Frames};
-use pool_source::PoolSource;
-use rss::RssTrack;
+use support::pool_source::PoolSource;
+use support::rss::RssTrack;
 
 #[test]
 fn cpu_engine_streams_150k_frames_with_flat_memory() {

@@ -16,17 +16,9 @@ use cluda::io::{FrameSource, MemorySource};
 use cluda::{
     ClusterBatch, ClusterFinder, Error, FinderConfig, Frames, Pedestal, Precision, ThresholdMode,
 };
-use gpu_vs_cpu::{Data, cpu_finder, gpu_finder};
 use proptest::prelude::*;
-use steps_config::LadderStep;
-
-/// The ladder steps, as the ladder bench defines them.
-#[path = "../benches/ladder/steps_config.rs"]
-mod steps_config;
-
-/// Generated frames, the device, and GPU and CPU finders with their pedestal pushed.
-#[path = "common/gpu_vs_cpu.rs"]
-mod gpu_vs_cpu;
+use support::gpu_vs_cpu::{Data, cpu_finder, gpu_finder};
+use support::ladder::LadderStep;
 
 /// The CPU over the first `n` frames in one call, a visitor failing at `fail_at`: the frames
 /// delivered and the pedestal after.

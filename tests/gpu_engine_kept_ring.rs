@@ -8,11 +8,7 @@ use cluda::cluster::ClusterSize;
 use cluda::engine::{EngineConfig, RingSlots, SliceSource, find_stream_reusing};
 use cluda::finder::gpu::PipelineConfig;
 use cluda::{ClusterBatch, ClusterFinder, Precision, ThresholdMode};
-use gpu_vs_cpu::{Data, cpu_finder, gpu_finder};
-
-/// Generated frames, the device, and GPU and CPU finders with their pedestal pushed.
-#[path = "common/gpu_vs_cpu.rs"]
-mod gpu_vs_cpu;
+use support::gpu_vs_cpu::{Data, cpu_finder, gpu_finder};
 
 #[test]
 #[ignore = "needs a CUDA GPU"]

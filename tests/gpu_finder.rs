@@ -12,17 +12,9 @@ use cluda::finder::gpu::{GpuFinder, Launch, Overflow, PinnedFrames, PipelineConf
 use cluda::{
     ClusterBatch, ClusterFinder, CpuFinder, Error, FinderConfig, Frames, Precision, ThresholdMode,
 };
-use gpu_vs_cpu::{Data, cpu_finder, device, gpu_finder};
 use proptest::prelude::*;
-use steps_config::LadderStep;
-
-/// The ladder steps, as the ladder bench defines them.
-#[path = "../benches/ladder/steps_config.rs"]
-mod steps_config;
-
-/// Generated frames, the device, and GPU and CPU finders with their pedestal pushed.
-#[path = "common/gpu_vs_cpu.rs"]
-mod gpu_vs_cpu;
+use support::gpu_vs_cpu::{Data, cpu_finder, device, gpu_finder};
+use support::ladder::LadderStep;
 
 const GPU: &str = "needs a CUDA GPU";
 

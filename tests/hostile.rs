@@ -7,27 +7,15 @@
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Output};
 use std::time::{Duration, Instant};
 
 use cluda::io::npy::{read_u16_frames, write_u16_3d};
 use cluda::io::raw::{DetectorType, RawWriter, RawWriterConfig};
+use support::cli::{Cli, s, text};
 
-fn cluda(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cluda"))
-        .args(args)
-        .output()
-        .expect("the cluda binary runs")
-}
-
-fn spawn(args: &[&str]) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_cluda"))
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the cluda binary starts")
-}
+/// The binary under test.
+const CLUDA: Cli = Cli(env!("CARGO_BIN_EXE_cluda"));
 
 /// Waits for `child` at most `limit`; kills it and fails the test if it is still running
 /// (a hang).
@@ -61,14 +49,6 @@ fn wait_for_temp(dir: &Path, name: &str) {
     }
 }
 
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
 /// A checksum of the file's bytes.
 fn sum(p: &Path) -> u64 {
     let mut h = DefaultHasher::new();
@@ -93,38 +73,6 @@ fn no_temp_files(dir: &Path) {
         "temporary file left in {}: {l:?}",
         dir.display()
     );
-}
-
-/// Runs cluda, expecting exit code 1 and every one of `want` in the message.
-fn fails(args: &[&str], want: &[&str]) -> String {
-    let o = cluda(args);
-    let err = text(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
-    assert!(err.contains("error: "), "{args:?}: {err}");
-    assert!(!err.contains("panicked"), "{args:?}: {err}");
-    for w in want {
-        assert!(err.contains(w), "{args:?}: `{w}` not in: {err}");
-    }
-    err
-}
-
-/// Small generated pedestal and data files (24 x 36).
-fn gen_small(dir: &Path) -> (PathBuf, PathBuf) {
-    let o = cluda(&[
-        "gen",
-        "--out",
-        s(dir),
-        "--frames",
-        "12",
-        "--pedestal-frames",
-        "20",
-        "--rows",
-        "24",
-        "--cols",
-        "36",
-    ]);
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    (dir.join("pedestal.npy"), dir.join("data.npy"))
 }
 
 /// A `.npy` header for `shape` of `descr` followed by a hole (a sparse file: no disk used).
@@ -178,7 +126,7 @@ fn mkfifo(path: &Path) {
 fn an_output_that_is_an_input_is_refused_and_the_input_kept() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let (ped, data) = gen_small(d);
+    let (ped, data) = CLUDA.gen_small(d);
     let link = d.join("link.npy");
     std::os::unix::fs::symlink(&data, &link).unwrap();
     let name = d.file_name().unwrap().to_str().unwrap();
@@ -186,7 +134,7 @@ fn an_output_that_is_an_input_is_refused_and_the_input_kept() {
     let (ps, ds) = (sum(&ped), sum(&data));
     let before = listing(d);
     for out in [&data, &ped, &link, &twisted] {
-        fails(
+        CLUDA.fails(
             &[
                 "find",
                 "--pedestal",
@@ -210,7 +158,7 @@ fn an_output_that_is_an_input_is_refused_and_the_input_kept() {
     let sums: Vec<u64> = raws.iter().chain([&master]).map(|p| sum(p)).collect();
     let before = listing(d);
     for out in raws.iter().chain([&master]) {
-        fails(
+        CLUDA.fails(
             &[
                 "find",
                 "--pedestal",
@@ -232,7 +180,7 @@ fn an_output_that_is_an_input_is_refused_and_the_input_kept() {
     let rows: Vec<[f32; 128]> = (0..4).map(|i| [i as f32; 128]).collect();
     cluda::matcher::write_descriptors(&desc, &rows).unwrap();
     let sd = sum(&desc);
-    fails(
+    CLUDA.fails(
         &[
             "match",
             "--lhs",
@@ -254,7 +202,7 @@ fn an_output_that_is_an_input_is_refused_and_the_input_kept() {
 fn a_failed_run_leaves_the_old_output_and_no_temporary_file() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let (ped, _) = gen_small(d);
+    let (ped, _) = CLUDA.gen_small(d);
     // Frame number 3e9 does not fit the cluster file's i32: an error after two frames were
     // written.
     let config = RawWriterConfig {
@@ -272,7 +220,7 @@ fn a_failed_run_leaves_the_old_output_and_no_temporary_file() {
     let out = d.join("c.clust");
     std::fs::write(&out, b"the previous run's clusters").unwrap();
     let before = listing(d);
-    let err = fails(
+    let err = CLUDA.fails(
         &[
             "find",
             "--pedestal",
@@ -307,7 +255,7 @@ fn a_signal_stops_find_at_a_frame_boundary_and_removes_its_output() {
         (libc::SIGTERM, 143, "SIGTERM"),
     ] {
         let out = d.join("c.clust");
-        let child = spawn(&[
+        let child = CLUDA.spawn(&[
             "find",
             "--pedestal",
             s(&ped),
@@ -339,7 +287,7 @@ fn a_signal_stops_find_at_a_frame_boundary_and_removes_its_output() {
 fn an_interrupted_gen_leaves_no_npy_promising_missing_frames() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let child = spawn(&[
+    let child = CLUDA.spawn(&[
         "gen",
         "--out",
         s(d),
@@ -376,7 +324,7 @@ fn an_interrupted_gen_leaves_no_npy_promising_missing_frames() {
 fn two_finds_on_one_output_leave_one_whole_file() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let o = cluda(&[
+    let o = CLUDA.run(&[
         "gen",
         "--out",
         s(d),
@@ -408,14 +356,14 @@ fn two_finds_on_one_output_leave_one_whole_file() {
         ]
     };
     let a = args(&reference);
-    let o = cluda(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    let o = CLUDA.run(&a.iter().map(String::as_str).collect::<Vec<_>>());
     assert!(o.status.success(), "{}", text(&o.stderr));
     let shared = d.join("shared.clust");
     let mut b = args(&shared);
     // Whichever finishes first, the other replaces its file: allowed.
     b.push("--overwrite".into());
     let b: Vec<&str> = b.iter().map(String::as_str).collect();
-    let (x, y) = (spawn(&b), spawn(&b));
+    let (x, y) = (CLUDA.spawn(&b), CLUDA.spawn(&b));
     for c in [x, y] {
         let o = wait_at_most(c, Duration::from_secs(120));
         assert!(o.status.success(), "{}", text(&o.stderr));
@@ -429,7 +377,7 @@ fn two_finds_on_one_output_leave_one_whole_file() {
 
 /// The CLI's `warning:` for a raw data input, after a successful run.
 fn raw_warning(ped: &Path, master: &Path) -> (String, String) {
-    let o = cluda(&[
+    let o = CLUDA.run(&[
         "find",
         "--pedestal",
         s(ped),
@@ -448,7 +396,7 @@ fn raw_warning(ped: &Path, master: &Path) -> (String, String) {
 fn lost_raw_frames_are_reported() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let (ped, _) = gen_small(d);
+    let (ped, _) = CLUDA.gen_small(d);
 
     // A missing `_f1_` data file: 10 of 50 frames readable.
     let master = raw_acquisition(d, "a", 50, 10);
@@ -496,13 +444,13 @@ fn lost_raw_frames_are_reported() {
 fn detector_types_cluda_does_not_read_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let (ped, _) = gen_small(d);
+    let (ped, _) = CLUDA.gen_small(d);
     let master = raw_acquisition(d, "jf", 5, 0);
     let text_json = std::fs::read_to_string(&master)
         .unwrap()
         .replace("\"Generic16\"", "\"Jungfrau\"");
     std::fs::write(&master, text_json).unwrap();
-    fails(
+    CLUDA.fails(
         &["find", "--pedestal", s(&ped), "--data", s(&master)],
         &["jf_master_0.json", "\"Jungfrau\" is not one cluda reads"],
     );
@@ -522,7 +470,7 @@ fn huge_valid_inputs_are_named_errors_not_aborts() {
     if mem_available() < 250_000_000_000 {
         let huge = d.join("huge.npy");
         sparse_npy(&huge, "<u2", &[1, 65536, 65536]);
-        fails(
+        CLUDA.fails(
             &[
                 "find",
                 "--pedestal",
@@ -542,7 +490,7 @@ fn huge_valid_inputs_are_named_errors_not_aborts() {
     if n < 1 << 40 {
         let lhs = d.join("lhs.npy");
         sparse_npy(&lhs, "<f4", &[n, 128]);
-        fails(
+        CLUDA.fails(
             &[
                 "match",
                 "--lhs",
@@ -563,7 +511,7 @@ fn huge_valid_inputs_are_named_errors_not_aborts() {
 fn fifos_and_absurd_options_are_refused_promptly() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let (ped, data) = gen_small(d);
+    let (ped, data) = CLUDA.gen_small(d);
     let fifo = d.join("fifo.npy");
     mkfifo(&fifo);
     let fifo_master = d.join("f_master_0.json");
@@ -578,25 +526,25 @@ fn fifos_and_absurd_options_are_refused_promptly() {
         (&ped, &fifo_master, "f_master_0.json"),
         (&ped, &master, "r_d0_f0_0.raw"),
     ] {
-        let c = spawn(&["find", "--pedestal", s(pedestal), "--data", s(input)]);
+        let c = CLUDA.spawn(&["find", "--pedestal", s(pedestal), "--data", s(input)]);
         let o = wait_at_most(c, Duration::from_secs(20));
         let err = text(&o.stderr);
         assert_eq!(o.status.code(), Some(1), "{err}");
         assert!(err.contains(name) && err.contains("FIFO"), "{err}");
     }
-    let c = spawn(&["match", "--lhs", s(&fifo), "--rhs", s(&fifo)]);
+    let c = CLUDA.spawn(&["match", "--lhs", s(&fifo), "--rhs", s(&fifo)]);
     let o = wait_at_most(c, Duration::from_secs(20));
     assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
 
     let find = |extra: &[&str], want: &[&str]| {
         let mut a = vec!["find", "--pedestal", s(&ped), "--data", s(&data)];
         a.extend_from_slice(extra);
-        fails(&a, want);
+        CLUDA.fails(&a, want);
     };
     for t in ["100000", "4294967296", "0"] {
         find(&["--threads", t], &["--threads must be between 1 and"]);
     }
-    fails(
+    CLUDA.fails(
         &["demo", "--frames", "2", "--threads", "100000"],
         &["--threads"],
     );
@@ -631,7 +579,7 @@ fn fifos_and_absurd_options_are_refused_promptly() {
     // gen into a directory whose data.npy is a directory: nothing is written.
     let g = d.join("g");
     std::fs::create_dir_all(g.join("data.npy")).unwrap();
-    fails(
+    CLUDA.fails(
         &[
             "gen",
             "--out",

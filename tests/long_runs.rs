@@ -15,19 +15,7 @@ use std::time::Instant;
 use cluda::generate::{GenConfig, Generator};
 use cluda::{ClusterFinder, CpuFinder, FinderConfig, Frames, Precision};
 use rayon::prelude::*;
-use rss::rss_mib;
-
-/// The ladder steps, as the ladder bench defines them.
-#[path = "../benches/ladder/steps_config.rs"]
-mod steps_config;
-
-/// A generator-like source cycling a pool of frames.
-#[path = "common/pool_source.rs"]
-mod pool_source;
-
-/// Resident memory (RSS) of this process, and RSS tracking along a stream.
-#[path = "common/rss.rs"]
-mod rss;
+use support::rss::rss_mib;
 
 const ROWS: usize = 400;
 const COLS: usize = 400;
@@ -140,7 +128,7 @@ fn cpu_streams_200k_frames_with_flat_memory() {
 fn gpu_zero_copy_1m_frames_with_flat_memory() {
     use cluda::cuda::Device;
     use cluda::finder::gpu::{Collect, GpuFinder, PinnedFrames};
-    use steps_config::LadderStep;
+    use support::ladder::LadderStep;
 
     let total = frames_wanted(1_000_000);
     let device = Device::open(0).unwrap();
@@ -187,8 +175,8 @@ fn gpu_zero_copy_1m_frames_with_flat_memory() {
 fn gpu_engine_1m_frames_with_flat_memory() {
     use cluda::engine::{EngineConfig, find_stream};
     use cluda::finder::gpu::GpuFinder;
-    use pool_source::PoolSource;
-    use rss::RssTrack;
+    use support::pool_source::PoolSource;
+    use support::rss::RssTrack;
 
     let total = frames_wanted(1_000_000);
     let g = Generator::new(GenConfig::new(ROWS, COLS, 2026)).unwrap();

@@ -484,20 +484,25 @@ mod alloc_track {
 
     pub struct Tracking;
 
+    // SAFETY: every method forwards to `System` with the caller's arguments unchanged.
     unsafe impl GlobalAlloc for Tracking {
         unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
             note(layout.size());
+            // SAFETY: the caller's contract for `alloc`, passed on.
             unsafe { System.alloc(layout) }
         }
         unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
             note(layout.size());
+            // SAFETY: the caller's contract for `alloc_zeroed`, passed on.
             unsafe { System.alloc_zeroed(layout) }
         }
         unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            // SAFETY: the caller's contract for `dealloc`, passed on.
             unsafe { System.dealloc(ptr, layout) }
         }
         unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
             note(new_size);
+            // SAFETY: the caller's contract for `realloc`, passed on.
             unsafe { System.realloc(ptr, layout, new_size) }
         }
     }

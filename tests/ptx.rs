@@ -115,6 +115,53 @@ fn every_kernel_takes_its_argument_struct() {
     }
 }
 
+/// Every matcher kernel takes its argument struct field by field, under the struct's entry
+/// name (the host loads each kernel by that name and launches it with that struct).
+#[test]
+fn every_matcher_kernel_takes_its_argument_struct() {
+    use cluda_gpu::args::{
+        MatchMergePartialsArgs, MatchSqnormsArgs, MatchV1DistancesArgs, MatchV1RowminArgs,
+        MatchV2FusedArgs, MatchV3FoldArgs, MatchV3RescoreArgs,
+    };
+    let kernels: [(&str, Vec<(usize, usize)>); 7] = [
+        (
+            MatchV1DistancesArgs::ENTRY,
+            MatchV1DistancesArgs::layout().to_vec(),
+        ),
+        (
+            MatchV1RowminArgs::ENTRY,
+            MatchV1RowminArgs::layout().to_vec(),
+        ),
+        (MatchV2FusedArgs::ENTRY, MatchV2FusedArgs::layout().to_vec()),
+        (
+            MatchMergePartialsArgs::ENTRY,
+            MatchMergePartialsArgs::layout().to_vec(),
+        ),
+        (MatchSqnormsArgs::ENTRY, MatchSqnormsArgs::layout().to_vec()),
+        (MatchV3FoldArgs::ENTRY, MatchV3FoldArgs::layout().to_vec()),
+        (
+            MatchV3RescoreArgs::ENTRY,
+            MatchV3RescoreArgs::layout().to_vec(),
+        ),
+    ];
+    let entries = ptx_entries();
+    let mut matcher: Vec<&str> = entries
+        .iter()
+        .copied()
+        .filter(|e| e.starts_with("cluda_match_"))
+        .collect();
+    matcher.sort_unstable();
+    let mut names: Vec<&str> = kernels.iter().map(|(n, _)| *n).collect();
+    names.sort_unstable();
+    assert_eq!(
+        names, matcher,
+        "the matcher's structs name every matcher kernel"
+    );
+    for (name, layout) in &kernels {
+        assert_eq!(&ptx_params(name), layout, "`{name}` against its struct");
+    }
+}
+
 /// Offsets of the named fields of `$t`.
 macro_rules! offsets {
     ($t:ty: $($f:ident),*) => {

@@ -43,9 +43,11 @@ impl Timer {
         })
     }
     fn start(&self, s: &CudaStream) {
+        // SAFETY: both events were created in `new` and live as long as `self`; `s` is live.
         unsafe { result::event::record(self.start, s.cu_stream()) }.expect("event record");
     }
     fn stop_ms(&self, s: &CudaStream) -> f64 {
+        // SAFETY: as in `start`; `start` was recorded before this on the same stream.
         unsafe {
             result::event::record(self.end, s.cu_stream()).expect("event record");
             result::event::synchronize(self.end).expect("event sync");
@@ -65,9 +67,14 @@ pub fn measure(
     let s2 = ctx.new_stream().map_err(e)?;
     // Host buffers the GPU reads are write-combined pinned memory; buffers the CPU reads are
     // plain pinned memory (docs/toolchain.md).
+    // SAFETY: uninitialised buffers (this and the next three) that are only copied from and
+    // to; the measured copies read whatever bytes they hold, which no result depends on.
     let up = unsafe { ctx.alloc_pinned::<u8>(bulk_bytes) }.map_err(e)?;
+    // SAFETY: as `up`.
     let mut down = unsafe { ctx.alloc_pinned_with_flags::<u8>(bulk_bytes, 0) }.map_err(e)?;
+    // SAFETY: as `up`.
     let mut dev_a = unsafe { s1.alloc::<u8>(bulk_bytes) }.map_err(e)?;
+    // SAFETY: as `up`.
     let dev_b = unsafe { s1.alloc::<u8>(bulk_bytes) }.map_err(e)?;
     s1.synchronize().map_err(e)?;
     let up_s: &[u8] = up.as_slice().map_err(e)?;
@@ -85,6 +92,8 @@ pub fn measure(
     let best = |f: &mut dyn FnMut() -> f64| (0..5).map(|_| f()).fold(f64::INFINITY, f64::min);
     let mut bulk_h2d = || {
         t.start(&s1);
+        // SAFETY: `dev_a` holds `bulk_bytes` = `up_s.len()` bytes, and `stop_ms` waits for
+        // the copy before `up_s` can be touched again.
         unsafe { result::memcpy_htod_async(a_ptr, up_s, s1.cu_stream()) }.expect("h2d");
         t.stop_ms(&s1)
     };
@@ -92,7 +101,10 @@ pub fn measure(
     let down_ptr = down_s.as_mut_ptr();
     let mut bulk_d2h = || {
         t.start(&s1);
+        // SAFETY: `down` holds `bulk_bytes` bytes and no other reference to them is used
+        // while `dst` lives.
         let dst = unsafe { std::slice::from_raw_parts_mut(down_ptr, bulk_bytes) };
+        // SAFETY: `dev_b` holds `bulk_bytes` bytes; `stop_ms` waits for the copy.
         unsafe { result::memcpy_dtoh_async(dst, b_ptr, s1.cu_stream()) }.expect("d2h");
         t.stop_ms(&s1)
     };
@@ -102,6 +114,8 @@ pub fn measure(
         t.start(&s1);
         for i in 0..frames {
             let src = &up_s[i * frame_bytes..(i + 1) * frame_bytes];
+            // SAFETY: frame `i` < `bulk_bytes / frame_bytes` lies inside `dev_a`; `stop_ms`
+            // waits for the copies.
             unsafe {
                 result::memcpy_htod_async(a_ptr + (i * frame_bytes) as u64, src, s1.cu_stream())
             }
@@ -113,9 +127,12 @@ pub fn measure(
     let mut frame_d2h = || {
         t.start(&s1);
         for i in 0..frames {
+            // SAFETY: frame `i` lies inside `down`, and no other reference to it is used
+            // while `dst` lives.
             let dst = unsafe {
                 std::slice::from_raw_parts_mut(down_ptr.add(i * frame_bytes), frame_bytes)
             };
+            // SAFETY: frame `i` lies inside `dev_b`; `stop_ms` waits for the copies.
             unsafe {
                 result::memcpy_dtoh_async(dst, b_ptr + (i * frame_bytes) as u64, s1.cu_stream())
             }
@@ -130,8 +147,11 @@ pub fn measure(
     for _ in 0..5 {
         t.start(&s1);
         t2.start(&s2);
+        // SAFETY: as in `bulk_h2d`; the two copies touch different host and device buffers.
         unsafe { result::memcpy_htod_async(a_ptr, up_s, s1.cu_stream()) }.expect("h2d");
+        // SAFETY: as in `bulk_d2h`.
         let dst = unsafe { std::slice::from_raw_parts_mut(down_ptr, bulk_bytes) };
+        // SAFETY: as in `bulk_d2h`; both timers wait for their stream below.
         unsafe { result::memcpy_dtoh_async(dst, b_ptr, s2.cu_stream()) }.expect("d2h");
         h2d_both = h2d_both.min(t.stop_ms(&s1));
         d2h_both = d2h_both.min(t2.stop_ms(&s2));

@@ -4,7 +4,7 @@ use cluda::finder::gpu::{GpuFinder, InputMode, PinnedFrames};
 use cluda::{ClusterFinder, ClusterSize, FinderConfig, Frames};
 use serde_json::{Value, json};
 
-use crate::steps_config::LadderStep;
+use support::ladder::LadderStep;
 
 /// The pipeline of step `step` ("opt1" .. "opt10"; "kernel" is opt10 with event timing
 /// around every launch, the untimed pass that measures the kernel's own time per frame). The 3x3 runs use a cap of

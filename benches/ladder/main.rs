@@ -15,7 +15,6 @@ mod floors;
 mod gpu_steps;
 mod report;
 mod steps;
-mod steps_config;
 
 use std::process::Command;
 

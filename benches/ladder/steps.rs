@@ -15,7 +15,9 @@ pub const ALL: [&str; 11] = [
 
 /// Minor page faults of this process so far (getrusage).
 fn minor_faults() -> i64 {
+    // SAFETY: `rusage` is plain integers, for which all zeros is a valid value.
     let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `u` is a valid, writable `rusage`.
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
     u.ru_minflt
 }

@@ -11,23 +11,109 @@
 //! them would become a generic one instead of `ld.global` / `st.global`.
 //!
 //! A `*_fields!` macro holds each family's field list once; it hands the list to a macro
-//! that declares the struct here and to one that declares the kernels (in `kernels/`).
+//! that declares the struct here and to one that declares the kernels (in `kernels/`). Entry
+//! names are listed once too: `finder_kernels!` (name, real type, window side per family; the
+//! kernels and [`names`] are built from it) and `matcher_kernels!` (each matcher kernel with
+//! its own struct and fields; the structs carry the name as `ENTRY`). Pointer fields are
+//! [`ConstPtr`]/[`MutPtr`]: raw pointers in the kernels, typed [`DevicePtr`]s on the host.
+
+/// A pointer parameter the kernel reads through: `*const T` in the kernels, a [`DevicePtr`]
+/// on the host (same size and place in the struct).
+#[cfg(target_arch = "nvptx64")]
+pub type ConstPtr<T> = *const T;
+/// A pointer parameter the kernel writes through: `*mut T` in the kernels, a [`DevicePtr`] on
+/// the host.
+#[cfg(target_arch = "nvptx64")]
+pub type MutPtr<T> = *mut T;
+/// A pointer parameter the kernel reads through: on the host a [`DevicePtr`] (in the kernels
+/// `*const T`).
+#[cfg(not(target_arch = "nvptx64"))]
+pub type ConstPtr<T> = DevicePtr<T>;
+/// A pointer parameter the kernel writes through: on the host a [`DevicePtr`] (in the kernels
+/// `*mut T`).
+#[cfg(not(target_arch = "nvptx64"))]
+pub type MutPtr<T> = DevicePtr<T>;
+
+/// The device address of `T` values, as the host fills a kernel's pointer parameter: a
+/// 64-bit address (never dereferenced on the host) that remembers what it points at, so an
+/// argument struct cannot take a buffer of the wrong element type unnoticed. Laid out as the
+/// `u64` the driver reads (and as the kernel's pointer, on the 64-bit hosts CUDA runs on).
+#[cfg(not(target_arch = "nvptx64"))]
+#[repr(transparent)]
+pub struct DevicePtr<T> {
+    addr: u64,
+    _points_at: core::marker::PhantomData<fn() -> T>,
+}
+
+#[cfg(not(target_arch = "nvptx64"))]
+impl<T> DevicePtr<T> {
+    /// No buffer (a kernel reads 0 as "none" where its docs say so).
+    pub const NULL: Self = Self::new(0);
+
+    /// The address `addr` (a device allocation's, or one inside it).
+    pub const fn new(addr: u64) -> Self {
+        Self {
+            addr,
+            _points_at: core::marker::PhantomData,
+        }
+    }
+
+    /// The address.
+    pub const fn addr(self) -> u64 {
+        self.addr
+    }
+
+    /// The address `count` values of `T` further on.
+    pub const fn add(self, count: usize) -> Self {
+        Self::new(self.addr + (count * core::mem::size_of::<T>()) as u64)
+    }
+}
+
+#[cfg(not(target_arch = "nvptx64"))]
+impl<T> Clone for DevicePtr<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+#[cfg(not(target_arch = "nvptx64"))]
+impl<T> Copy for DevicePtr<T> {}
+
+#[cfg(not(target_arch = "nvptx64"))]
+impl<T> PartialEq for DevicePtr<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.addr == other.addr
+    }
+}
+
+#[cfg(not(target_arch = "nvptx64"))]
+impl<T> core::fmt::Debug for DevicePtr<T> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "DevicePtr({:#x})", self.addr)
+    }
+}
+
+// The host's argument structs must lay their pointers out as the kernels' (64-bit) pointers.
+#[cfg(not(target_arch = "nvptx64"))]
+const _: () = assert!(core::mem::size_of::<DevicePtr<u8>>() == 8);
+#[cfg(not(target_arch = "nvptx64"))]
+const _: () = assert!(core::mem::align_of::<DevicePtr<f64>>() == 8);
 
 /// Hands the list of the fields of the prepare kernels to `$cb!`, after the tokens `$pre`.
 #[macro_export]
 #[doc(hidden)]
 macro_rules! prepare_fields {
-    ($cb:ident; $($pre:tt)*) => {
-        $cb! { $($pre)* {
+    ($($cb:ident)::+; $($pre:tt)*) => {
+        $($cb)::+! { $($pre)* {
             /// The raw frame.
-            frame: *const u16,
+            frame: $crate::args::ConstPtr<u16>,
             /// Pedestal baseline (per pixel).
-            base: *const R,
+            base: $crate::args::ConstPtr<R>,
             /// Pedestal sums.
-            a: *const R,
-            b: *const R,
+            a: $crate::args::ConstPtr<R>,
+            b: $crate::args::ConstPtr<R>,
             /// Standard deviation frozen when the pedestal became ready (frozen thresholds).
-            frozen_std: *const R,
+            frozen_std: $crate::args::ConstPtr<R>,
             /// Columns per frame.
             cols: u32,
             /// Pixels per frame.
@@ -43,11 +129,11 @@ macro_rules! prepare_fields {
             /// 1: live thresholds from the current window, 0: frozen ones.
             live: u32,
             /// The zero-padded plane of corrected values to write.
-            c_plane: *mut R,
+            c_plane: $crate::args::MutPtr<R>,
             /// The thresholds to write.
-            t_out: *mut R,
+            t_out: $crate::args::MutPtr<R>,
             /// Look-back words of the next classify launch, reset here.
-            status: *mut u64,
+            status: $crate::args::MutPtr<u64>,
             /// How many of them.
             n_status: u32,
         } }
@@ -58,19 +144,19 @@ macro_rules! prepare_fields {
 #[macro_export]
 #[doc(hidden)]
 macro_rules! classify_fields {
-    ($cb:ident; $($pre:tt)*) => {
-        $cb! { $($pre)* {
+    ($($cb:ident)::+; $($pre:tt)*) => {
+        $($cb)::+! { $($pre)* {
             /// The raw frame.
-            frame: *const u16,
+            frame: $crate::args::ConstPtr<u16>,
             /// Pedestal baseline.
-            base: *const R,
+            base: $crate::args::ConstPtr<R>,
             /// Pedestal sums (updated for quiet pixels).
-            a: *mut R,
-            b: *mut R,
+            a: $crate::args::MutPtr<R>,
+            b: $crate::args::MutPtr<R>,
             /// The frame's padded plane of corrected values.
-            c: *const R,
+            c: $crate::args::ConstPtr<R>,
             /// The frame's thresholds.
-            t: *const R,
+            t: $crate::args::ConstPtr<R>,
             /// Columns per frame.
             cols: u32,
             /// Pixels per frame.
@@ -82,61 +168,31 @@ macro_rules! classify_fields {
             /// 1 / N.
             inv: R,
             /// Look-back words: the ticket, then one per tile (zeroed by the last prepare).
-            status: *mut u64,
+            status: $crate::args::MutPtr<u64>,
             /// Clusters already in the record buffer (compact results), or null.
-            base_in: *const u32,
+            base_in: $crate::args::ConstPtr<u32>,
             /// Where `*base_in` plus this frame's clusters goes.
-            count_out: *mut u32,
+            count_out: $crate::args::MutPtr<u32>,
             /// The record buffer.
-            records: *mut u32,
+            records: $crate::args::MutPtr<u32>,
             /// Records the buffer has room for.
             room: u32,
         } }
     };
 }
 
-/// Hands the list of the fields of the step kernels to `$cb!`, after the tokens `$pre`: the
-/// classify fields, then the next frame's.
+/// Hands the list of the fields a step kernel has beyond the classify kernels' to `$cb!`,
+/// after the tokens `$pre`: what it needs to prepare the next frame (a prepare launch's inputs
+/// and outputs, for the other plane).
 #[macro_export]
 #[doc(hidden)]
-macro_rules! step_fields {
-    ($cb:ident; $($pre:tt)*) => {
-        $cb! { $($pre)* {
-            /// The raw frame.
-            frame: *const u16,
-            /// Pedestal baseline.
-            base: *const R,
-            /// Pedestal sums (updated for quiet pixels).
-            a: *mut R,
-            b: *mut R,
-            /// The frame's padded plane of corrected values.
-            c: *const R,
-            /// The frame's thresholds.
-            t: *const R,
-            /// Columns per frame.
-            cols: u32,
-            /// Pixels per frame.
-            pixels: u32,
-            /// Row stride of the padded plane.
-            stride: u32,
-            /// Tiles (blocks) per frame.
-            tiles: u32,
-            /// 1 / N.
-            inv: R,
-            /// Look-back words: the ticket, then one per tile.
-            status: *mut u64,
-            /// Clusters already in the record buffer (compact results), or null.
-            base_in: *const u32,
-            /// Where `*base_in` plus this frame's clusters goes.
-            count_out: *mut u32,
-            /// The record buffer.
-            records: *mut u32,
-            /// Records the buffer has room for.
-            room: u32,
+macro_rules! step_next_fields {
+    ($($cb:ident)::+; $($pre:tt)*) => {
+        $($cb)::+! { $($pre)* {
             /// The next raw frame to prepare, or null for none.
-            next_frame: *const u16,
+            next_frame: $crate::args::ConstPtr<u16>,
             /// Standard deviation frozen when the pedestal became ready.
-            frozen_std: *const R,
+            frozen_std: $crate::args::ConstPtr<R>,
             /// Padding (window radius) of the planes.
             r: u32,
             /// Threshold in standard deviations.
@@ -144,10 +200,38 @@ macro_rules! step_fields {
             /// 1: live thresholds, 0: frozen ones.
             live: u32,
             /// The next frame's plane, thresholds and look-back words.
-            c_next: *mut R,
-            t_next: *mut R,
-            status_next: *mut u64,
+            c_next: $crate::args::MutPtr<R>,
+            t_next: $crate::args::MutPtr<R>,
+            status_next: $crate::args::MutPtr<u64>,
         } }
+    };
+}
+
+/// Hands the list of the fields of the step kernels to `$cb!`, after the tokens `$pre`: the
+/// classify fields ([`classify_fields`]), then the next frame's ([`step_next_fields`]).
+#[macro_export]
+#[doc(hidden)]
+macro_rules! step_fields {
+    ($($cb:ident)::+; $($pre:tt)*) => {
+        $crate::classify_fields!($crate::__step_fields_1; [$($cb)::+] [$($pre)*]);
+    };
+}
+
+/// [`step_fields`], given the classify fields: asks for the next frame's.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! __step_fields_1 {
+    ([$($cb:ident)::+] [$($pre:tt)*] { $($classify:tt)* }) => {
+        $crate::step_next_fields!($crate::__step_fields_2; [$($cb)::+] [$($pre)*] { $($classify)* });
+    };
+}
+
+/// [`step_fields`], given both lists: hands their concatenation to `$cb!`.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! __step_fields_2 {
+    ([$($cb:ident)::+] [$($pre:tt)*] { $($classify:tt)* } { $($next:tt)* }) => {
+        $($cb)::+! { $($pre)* { $($classify)* $($next)* } }
     };
 }
 
@@ -155,24 +239,24 @@ macro_rules! step_fields {
 #[macro_export]
 #[doc(hidden)]
 macro_rules! run_fields {
-    ($cb:ident; $($pre:tt)*) => {
-        $cb! { $($pre)* {
+    ($($cb:ident)::+; $($pre:tt)*) => {
+        $($cb)::+! { $($pre)* {
             /// `n` raw frames, one after another.
-            frames: *const u16,
+            frames: $crate::args::ConstPtr<u16>,
             n: u32,
             /// Pedestal baseline.
-            base: *const R,
+            base: $crate::args::ConstPtr<R>,
             /// Pedestal sums (loaded once, stored once at the end).
-            a: *mut R,
-            b: *mut R,
+            a: $crate::args::MutPtr<R>,
+            b: $crate::args::MutPtr<R>,
             /// Standard deviation frozen when the pedestal became ready.
-            frozen_std: *const R,
+            frozen_std: $crate::args::ConstPtr<R>,
             /// [`crate::layout::PLANES`] padded planes, `plane_len` elements apart.
-            planes: *mut R,
+            planes: $crate::args::MutPtr<R>,
             plane_len: u32,
             /// The work area: arrival counters, progress flags (both zeroed before the
             /// launch), then per-tile counts (see `crate::layout`).
-            work: *mut u32,
+            work: $crate::args::MutPtr<u32>,
             /// Columns per frame.
             cols: u32,
             /// Pixels per frame.
@@ -190,11 +274,11 @@ macro_rules! run_fields {
             /// 1: live thresholds, 0: frozen ones.
             live: u32,
             /// Clusters already in the record buffer before the first frame, or null.
-            base_in: *const u32,
+            base_in: $crate::args::ConstPtr<u32>,
             /// `count_out[k]`: clusters in the buffer after frame k (running total).
-            count_out: *mut u32,
+            count_out: $crate::args::MutPtr<u32>,
             /// The record buffer.
-            records: *mut u32,
+            records: $crate::args::MutPtr<u32>,
             /// Records the buffer has room for (records past it are counted, not written).
             room: u32,
         } }
@@ -207,17 +291,17 @@ macro_rules! count {
     ($x:tt $($rest:tt)*) => { 1usize + count!($($rest)*) };
 }
 
-/// Declares the argument struct `$name<R>` with the given fields, and its parameter helpers.
+/// Declares the argument struct `$name[<R>]` with the given fields, and its parameter helpers.
 macro_rules! args_struct {
-    ($(#[$m:meta])* $name:ident { $($(#[$fm:meta])* $f:ident: $ty:ty,)* }) => {
+    ($(#[$m:meta])* $name:ident $(<$g:ident>)? { $($(#[$fm:meta])* $f:ident: $ty:ty,)* }) => {
         $(#[$m])*
         #[repr(C)]
         #[derive(Clone, Copy, Debug, PartialEq)]
-        pub struct $name<R> {
+        pub struct $name $(<$g>)? {
             $($(#[$fm])* pub $f: $ty,)*
         }
 
-        impl<R> $name<R> {
+        impl $(<$g>)? $name $(<$g>)? {
             /// The kernels' parameters: one per field.
             pub const PARAMS: usize = count!($($f)*);
             /// The field (parameter) names, in order.
@@ -239,100 +323,303 @@ macro_rules! args_struct {
 
 prepare_fields!(args_struct;
     /// The parameters of `cluda_prepare_*`: corrected values and thresholds of one frame.
-    PrepareArgs
+    PrepareArgs<R>
 );
 classify_fields!(args_struct;
     /// The parameters of `cluda_classify_*`: one frame's classification and records.
-    ClassifyArgs
+    ClassifyArgs<R>
 );
 step_fields!(args_struct;
     /// The parameters of `cluda_step_*`: classify one frame, prepare the next.
-    StepArgs
+    StepArgs<R>
 );
 run_fields!(args_struct;
     /// The parameters of `cluda_run1_*`: many frames in one cooperative launch.
-    RunArgs
+    RunArgs<R>
 );
 
-/// Entry names of the kernel families of the cluster finder, by real type and window side.
+/// Hands the matcher's kernels to `$cb!`, after the tokens `$pre`, as
+/// `[name => ArgsStruct { fields }, ...]`: the one list the kernels are declared from
+/// (`gpu/src/kernels/matcher.rs`, each running its struct's `run`) and the host's argument
+/// structs (with the entry name, `ENTRY`) are built from. All launch blocks of
+/// [`crate::layout::matcher::BLOCK`] threads.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! matcher_kernels {
+    ($($cb:ident)::+; $($pre:tt)*) => {
+        $($cb)::+! { $($pre)* [
+            /// The parameters of `cluda_match_v1_distances`: `dist[i * m + j] =
+            /// ||lhs_i - rhs_j||^2` for the 128 x 128 tile (`blockIdx.y`, `blockIdx.x`).
+            cluda_match_v1_distances => MatchV1DistancesArgs {
+                /// Left descriptors, `n x 128`.
+                lhs: $crate::args::ConstPtr<f32>,
+                n: u32,
+                /// Right descriptors, `m x 128`.
+                rhs: $crate::args::ConstPtr<f32>,
+                m: u32,
+                /// The distance matrix, `n x m`.
+                dist: $crate::args::MutPtr<f32>,
+            }
+            /// The parameters of `cluda_match_v1_rowmin`: each row's minimum of the `n x m`
+            /// matrix and its (smallest) index, one warp per row.
+            cluda_match_v1_rowmin => MatchV1RowminArgs {
+                dist: $crate::args::ConstPtr<f32>,
+                n: u32,
+                m: u32,
+                /// Index and distance per row, `n` each.
+                out_idx: $crate::args::MutPtr<u32>,
+                out_dist: $crate::args::MutPtr<f32>,
+            }
+            /// The parameters of `cluda_match_v2_fused`: block `(x, y)` matches left rows
+            /// `x*128..` against right tiles `y*tiles_per_split..`, writing each row's best of
+            /// its split to `part_*[row * splits + y]`.
+            cluda_match_v2_fused => MatchV2FusedArgs {
+                lhs: $crate::args::ConstPtr<f32>,
+                n: u32,
+                rhs: $crate::args::ConstPtr<f32>,
+                m: u32,
+                tiles_per_split: u32,
+                splits: u32,
+                part_dist: $crate::args::MutPtr<f32>,
+                part_idx: $crate::args::MutPtr<u32>,
+            }
+            /// The parameters of `cluda_match_merge_partials`: each row's best over its
+            /// `splits` partial results, one thread per row.
+            cluda_match_merge_partials => MatchMergePartialsArgs {
+                part_dist: $crate::args::ConstPtr<f32>,
+                part_idx: $crate::args::ConstPtr<u32>,
+                n: u32,
+                splits: u32,
+                out_idx: $crate::args::MutPtr<u32>,
+                out_dist: $crate::args::MutPtr<f32>,
+            }
+            /// The parameters of `cluda_match_sqnorms`: `norms[r] = ||x_r||^2`, one warp per
+            /// row, and the largest as f32 bits into `*max_bits`.
+            cluda_match_sqnorms => MatchSqnormsArgs {
+                x: $crate::args::ConstPtr<f32>,
+                rows: u32,
+                norms: $crate::args::MutPtr<f32>,
+                max_bits: $crate::args::MutPtr<u32>,
+            }
+            /// The parameters of `cluda_match_v3_fold`: adds `norms_b` to a `rows x cols`
+            /// GEMM tile (row stride `ld`) of left rows `row0..` and right rows `col0..`, and
+            /// folds it into each row's best four (`best_*`, `n x 4`; `first != 0` starts
+            /// afresh).
+            cluda_match_v3_fold => MatchV3FoldArgs {
+                tile: $crate::args::ConstPtr<f32>,
+                rows: u32,
+                cols: u32,
+                ld: u32,
+                row0: u32,
+                col0: u32,
+                norms_b: $crate::args::ConstPtr<f32>,
+                best_d: $crate::args::MutPtr<f32>,
+                best_i: $crate::args::MutPtr<u32>,
+                first: u32,
+            }
+            /// The parameters of `cluda_match_v3_rescore`: the exact distance of each row's
+            /// four candidates, the best into `out_*`, and the rows that cannot be certified
+            /// appended to `flag_rows` (count in `*flag_count`).
+            cluda_match_v3_rescore => MatchV3RescoreArgs {
+                lhs: $crate::args::ConstPtr<f32>,
+                rhs: $crate::args::ConstPtr<f32>,
+                n: u32,
+                norms_a: $crate::args::ConstPtr<f32>,
+                max_bits_b: $crate::args::ConstPtr<u32>,
+                best_d: $crate::args::ConstPtr<f32>,
+                best_i: $crate::args::ConstPtr<u32>,
+                out_idx: $crate::args::MutPtr<u32>,
+                out_dist: $crate::args::MutPtr<f32>,
+                flag_count: $crate::args::MutPtr<u32>,
+                flag_rows: $crate::args::MutPtr<u32>,
+            }
+        ] }
+    };
+}
+
+/// Declares the matcher's argument structs, each with its kernel's entry name.
+macro_rules! matcher_structs {
+    ([$($(#[$m:meta])* $k:ident => $args:ident { $($fields:tt)* })*]) => {
+        $(
+            args_struct! { $(#[$m])* $args { $($fields)* } }
+
+            impl $args {
+                /// The kernel's entry name in the PTX.
+                pub const ENTRY: &'static str = stringify!($k);
+            }
+        )*
+    };
+}
+
+matcher_kernels!(matcher_structs;);
+
+/// Declares a struct `$name<R>` with the given fields (a part of a kernel family's fields).
+macro_rules! part_struct {
+    ($(#[$m:meta])* $name:ident { $($(#[$fm:meta])* $f:ident: $ty:ty,)* }) => {
+        $(#[$m])*
+        #[derive(Clone, Copy, Debug, PartialEq)]
+        pub struct $name<R> {
+            $($(#[$fm])* pub $f: $ty,)*
+        }
+    };
+}
+
+step_next_fields!(part_struct;
+    /// What a step launch has beyond a classify launch's arguments: the next frame to
+    /// prepare, and where its plane, thresholds and look-back words go.
+    StepNext
+);
+
+/// Declares [`StepArgs::join`] from the classify fields and the next frame's.
+macro_rules! step_join {
+    ({ $($(#[$cm:meta])* $cf:ident: $ct:ty,)* } { $($(#[$nm:meta])* $nf:ident: $nt:ty,)* }) => {
+        impl<R> StepArgs<R> {
+            /// A step launch's arguments: classify `c`'s frame, then prepare `next`.
+            pub fn join(c: ClassifyArgs<R>, next: StepNext<R>) -> Self {
+                Self {
+                    $($cf: c.$cf,)*
+                    $($nf: next.$nf,)*
+                }
+            }
+        }
+    };
+}
+
+/// [`step_join`], given the classify fields: asks for the next frame's.
+macro_rules! step_join_1 {
+    ({ $($classify:tt)* }) => {
+        step_next_fields!(step_join; { $($classify)* });
+    };
+}
+
+classify_fields!(step_join_1;);
+
+/// Hands the cluster finder's kernels of one family to `$cb!`, after the tokens `$pre`, as
+/// `[name(real type[, window side]), ...]`: the one list the kernels are declared from
+/// (`gpu/src/kernels/`) and the host's name tables ([`names`]) are built from.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! finder_kernels {
+    (prepare; $($cb:ident)::+; $($pre:tt)*) => {
+        $($cb)::+! { $($pre)* [cluda_prepare_f64(f64), cluda_prepare_f32(f32)] }
+    };
+    (classify; $($cb:ident)::+; $($pre:tt)*) => {
+        $($cb)::+! { $($pre)* [
+            cluda_classify_f64_3(f64, 3), cluda_classify_f64_5(f64, 5),
+            cluda_classify_f64_7(f64, 7), cluda_classify_f64_9(f64, 9),
+            cluda_classify_f32_3(f32, 3), cluda_classify_f32_5(f32, 5),
+            cluda_classify_f32_7(f32, 7), cluda_classify_f32_9(f32, 9)
+        ] }
+    };
+    (step; $($cb:ident)::+; $($pre:tt)*) => {
+        $($cb)::+! { $($pre)* [
+            cluda_step_f64_3(f64, 3), cluda_step_f64_5(f64, 5),
+            cluda_step_f64_7(f64, 7), cluda_step_f64_9(f64, 9),
+            cluda_step_f32_3(f32, 3), cluda_step_f32_5(f32, 5),
+            cluda_step_f32_7(f32, 7), cluda_step_f32_9(f32, 9)
+        ] }
+    };
+    // The run kernels keeping the pedestal state in registers.
+    (run; $($cb:ident)::+; $($pre:tt)*) => {
+        $($cb)::+! { $($pre)* [
+            cluda_run1_f64_3(f64, 3), cluda_run1_f64_5(f64, 5),
+            cluda_run1_f64_7(f64, 7),
+            cluda_run1_f32_3(f32, 3), cluda_run1_f32_5(f32, 5),
+            cluda_run1_f32_7(f32, 7), cluda_run1_f32_9(f32, 9)
+        ] }
+    };
+    // The run kernels keeping the pedestal state in shared memory between uses.
+    (run_shared; $($cb:ident)::+; $($pre:tt)*) => {
+        $($cb)::+! { $($pre)* [cluda_run1_f64_9(f64, 9)] }
+    };
+}
+
+/// Entry names of the kernel families of the cluster finder, by real type and window side,
+/// from the lists the kernels are declared from ([`finder_kernels`]).
 pub mod names {
     /// Window sides with kernels (3x3, 5x5, 7x7, 9x9).
     pub const SIDES: [usize; 4] = [3, 5, 7, 9];
 
-    /// `cluda_prepare_f64` (`f64`) or `cluda_prepare_f32`.
-    pub fn prepare(f64: bool) -> &'static str {
-        if f64 {
-            "cluda_prepare_f64"
-        } else {
-            "cluda_prepare_f32"
-        }
+    /// One kernel: its entry name, whether its real type is `f64`, its window side (0: any).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct Entry {
+        /// The entry name in the PTX.
+        pub name: &'static str,
+        /// `f64` (else `f32`).
+        pub f64: bool,
+        /// Window side, 0 for a kernel of every side.
+        pub side: usize,
     }
 
-    /// The `$family` kernel of one real type and side, e.g. `cluda_run1_f64_9`; `None` for
-    /// a side without kernels.
-    fn sized(table: &[[&'static str; 4]; 2], f64: bool, side: usize) -> Option<&'static str> {
-        let i = SIDES.iter().position(|&s| s == side)?;
-        Some(table[!f64 as usize][i])
+    /// Declares `pub const $table: &[Entry]` from a kernel list.
+    macro_rules! table {
+        ($(#[$m:meta])* $table:ident [$($k:ident($t:ty $(, $s:literal)?)),* $(,)?]) => {
+            $(#[$m])*
+            pub const $table: &[Entry] = &[$(Entry {
+                name: stringify!($k),
+                f64: core::mem::size_of::<$t>() == 8,
+                side: 0 $(+ $s)?,
+            }),*];
+        };
+    }
+
+    crate::finder_kernels!(prepare; table; /** The prepare kernels. */ PREPARE);
+    crate::finder_kernels!(classify; table; /** The classify kernels. */ CLASSIFY);
+    crate::finder_kernels!(step; table; /** The step kernels. */ STEP);
+    crate::finder_kernels!(run; table;
+        /** The run kernels with the pedestal state in registers. */ RUN_REGISTERS);
+    crate::finder_kernels!(run_shared; table;
+        /** The run kernels with the pedestal state in shared memory. */ RUN_SHARED);
+
+    /// The kernel of `tables` for the real type and side, `None` when there is none.
+    fn find(tables: &[&[Entry]], f64: bool, side: usize) -> Option<&'static str> {
+        tables
+            .iter()
+            .flat_map(|t| t.iter())
+            .find(|e| e.f64 == f64 && e.side == side)
+            .map(|e| e.name)
+    }
+
+    /// `cluda_prepare_f64` (`f64`) or `cluda_prepare_f32`.
+    pub fn prepare(f64: bool) -> &'static str {
+        // Both precisions are in the list (a test checks every lookup).
+        find(&[PREPARE], f64, 0).unwrap_or("")
     }
 
     /// `cluda_classify_{f64,f32}_{side}`.
     pub fn classify(f64: bool, side: usize) -> Option<&'static str> {
-        sized(&CLASSIFY, f64, side)
+        find(&[CLASSIFY], f64, side)
     }
 
     /// `cluda_step_{f64,f32}_{side}`.
     pub fn step(f64: bool, side: usize) -> Option<&'static str> {
-        sized(&STEP, f64, side)
+        find(&[STEP], f64, side)
     }
 
     /// `cluda_run1_{f64,f32}_{side}`.
     pub fn run(f64: bool, side: usize) -> Option<&'static str> {
-        sized(&RUN, f64, side)
+        find(&[RUN_REGISTERS, RUN_SHARED], f64, side)
     }
 
-    /// The classify kernels: f64 then f32, by side.
-    pub const CLASSIFY: [[&str; 4]; 2] = [
-        [
-            "cluda_classify_f64_3",
-            "cluda_classify_f64_5",
-            "cluda_classify_f64_7",
-            "cluda_classify_f64_9",
-        ],
-        [
-            "cluda_classify_f32_3",
-            "cluda_classify_f32_5",
-            "cluda_classify_f32_7",
-            "cluda_classify_f32_9",
-        ],
-    ];
-    /// The step kernels: f64 then f32, by side.
-    pub const STEP: [[&str; 4]; 2] = [
-        [
-            "cluda_step_f64_3",
-            "cluda_step_f64_5",
-            "cluda_step_f64_7",
-            "cluda_step_f64_9",
-        ],
-        [
-            "cluda_step_f32_3",
-            "cluda_step_f32_5",
-            "cluda_step_f32_7",
-            "cluda_step_f32_9",
-        ],
-    ];
-    /// The run kernels: f64 then f32, by side.
-    pub const RUN: [[&str; 4]; 2] = [
-        [
-            "cluda_run1_f64_3",
-            "cluda_run1_f64_5",
-            "cluda_run1_f64_7",
-            "cluda_run1_f64_9",
-        ],
-        [
-            "cluda_run1_f32_3",
-            "cluda_run1_f32_5",
-            "cluda_run1_f32_7",
-            "cluda_run1_f32_9",
-        ],
-    ];
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        /// Every family has one kernel per real type (and side), named after both.
+        #[test]
+        fn every_lookup_names_its_kernel() {
+            for f64 in [true, false] {
+                let p = if f64 { "f64" } else { "f32" };
+                assert_eq!(prepare(f64), format!("cluda_prepare_{p}"));
+                for side in SIDES {
+                    let name = |f: Option<&str>| f.map(String::from);
+                    let want = |family: &str| Some(format!("cluda_{family}_{p}_{side}"));
+                    assert_eq!(name(classify(f64, side)), want("classify"));
+                    assert_eq!(name(step(f64, side)), want("step"));
+                    assert_eq!(name(run(f64, side)), want("run1"));
+                }
+                assert_eq!(run(f64, 4), None);
+            }
+        }
+    }
 }

@@ -46,6 +46,10 @@ pub const RUN_SCRATCH_BYTES: usize = 2 * WARPS as usize * RUN_SCRATCH_PER_WARP *
 
 /// The matcher kernels' shapes (descriptor length, tiles, candidates).
 pub mod matcher {
+    /// Threads per block of every matcher kernel: the V1/V2 tile kernels' 16 x 16 threads,
+    /// each owning an 8 x 8 micro-tile of the 128 x 128 block tile (the one-warp-per-row
+    /// kernels work with any multiple of 32).
+    pub const BLOCK: u32 = 256;
     /// Floats per descriptor.
     pub const DIM: usize = 128;
     /// Left rows per V1/V2 block tile.

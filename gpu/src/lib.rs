@@ -29,5 +29,6 @@ pub mod kernels;
 #[panic_handler]
 fn panic(_: &core::panic::PanicInfo) -> ! {
     // A kernel must never unwind; trap makes the launch fail with an error the host sees.
+    // SAFETY: `trap` has no preconditions; it aborts the kernel.
     unsafe { core::arch::nvptx::trap() }
 }

@@ -140,9 +140,7 @@ mod tests {
             -4.5e10,
         ];
         for &c in &cases {
-            let want = (c as f64)
-                .round()
-                .clamp(-(i32::MAX as f64), i32::MAX as f64) as i32;
+            let want = f64::round(c).clamp(-(i32::MAX as f64), i32::MAX as f64) as i32;
             assert_eq!(c.round_half_away(), want, "f64 {c}");
             let c32 = c as f32;
             let want32 = (c32 as f64)

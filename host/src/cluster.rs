@@ -96,6 +96,7 @@ pub struct Cluster<const N: usize> {
 // SAFETY: repr(C), fields are Pod, and there is no padding (2 + 2 bytes, then 4-byte aligned
 // i32s), so every bit pattern is valid and the size is 4 + 4N.
 unsafe impl<const N: usize> Zeroable for Cluster<N> {}
+// SAFETY: as for `Zeroable` above.
 unsafe impl<const N: usize> Pod for Cluster<N> {}
 
 /// A 3x3 cluster record.

@@ -117,7 +117,8 @@
 //!
 //! Cargo features (all on by default): `gpu` (the GPU finder and matcher, [`cuda`]; needs the
 //! pinned nightly through rustup to compile the kernels, see the README), `plot` ([`plot`],
-//! PNG plots) and `cli` (the `cluda` program). With `default-features = false` cluda is a
+//! PNG plots), `stream` ([`stream`], live cluster finding on a detector's ZMQ stream; builds
+//! libzmq from source) and `cli` (the `cluda` program, which needs the other three). With `default-features = false` cluda is a
 //! CPU-only library that builds on stable Rust: the CPU finder, pedestals, the generator, the
 //! file formats and the CPU matcher; asking it for a GPU gives [`Error::NoGpu`].
 #![warn(missing_docs)]
@@ -126,6 +127,8 @@ pub mod cluster;
 pub mod config;
 #[cfg(feature = "gpu")]
 pub mod cuda;
+#[cfg(feature = "gpu")]
+pub(crate) mod device_memory;
 pub mod engine;
 pub mod error;
 pub mod finder;

@@ -41,6 +41,8 @@ pub(crate) use crate::layout::{BLOCK, WARPS};
 #[inline(always)]
 unsafe fn publish(status: *mut u64, tile: u32, sum: u32) {
     let flag = if tile == 0 { INCLUSIVE } else { AGGREGATE };
+    // SAFETY: `tile` is a tile of this launch, and `status` has a word per tile (the caller's
+    // contract).
     unsafe { core::ptr::write_volatile(status.add(tile as usize), flag | sum as u64) };
 }
 
@@ -66,6 +68,8 @@ unsafe fn look_back_block(
     let (warp, lane) = (tid / 32, tid % 32);
     let mut earlier = 0u32;
     let mut end = tile as i64;
+    // SAFETY: the caller's contract: `status` has a word per tile before `tile`, published or
+    // to be published by running tiles (ticket order), and `scratch` is the block's scratch.
     unsafe {
         loop {
             let j = end - 1 - tid as i64;
@@ -153,6 +157,9 @@ pub(crate) unsafe fn classify_frame<R: Real, const S: usize>(
     scratch: *mut u32,
     next: Option<Prepare<R>>,
 ) {
+    // SAFETY: the launch's contract (the classify/step kernel docs): every pointer covers the
+    // frame's geometry, `scratch` is the block's 128-byte scratch, and every thread of the block
+    // runs this (the barriers and warp votes below).
     unsafe {
         let tid = nvptx::_thread_idx_x() as u32;
         let (warp, lane) = (tid / 32, tid % 32);
@@ -229,6 +236,8 @@ unsafe fn classify_pixel<R: Real, const S: usize>(
     g: &Geometry<R>,
     p: u32,
 ) -> bool {
+    // SAFETY: `p` is a pixel of the frame and the pointers cover its geometry (the caller's
+    // contract), so every index below is in bounds.
     unsafe {
         let (cp, total, max) = window_stats::<R, S>(c, g, p);
         let side = R::from_u16(S as u16);
@@ -260,6 +269,8 @@ pub(crate) unsafe fn window_stats<R: Real, const S: usize>(
     g: &Geometry<R>,
     p: u32,
 ) -> (R, R, R) {
+    // SAFETY: `p` is a pixel of the frame and `c` its padded plane (the caller's contract):
+    // every window element read lies inside the plane.
     unsafe {
         let stride = g.stride as usize;
         let y = p / g.cols;
@@ -290,6 +301,7 @@ pub(crate) unsafe fn write_record<R: Real, const S: usize>(
     p: u32,
     rec: *mut u32,
 ) {
+    // SAFETY: as in `window_stats`; `rec` has room for one record (the caller's contract).
     unsafe {
         let stride = g.stride as usize;
         let y = p / g.cols;
@@ -310,6 +322,7 @@ pub(crate) unsafe fn write_record<R: Real, const S: usize>(
 /// A classify kernel (no next frame).
 #[inline(always)]
 unsafe fn classify_entry<R: Real, const S: usize>(k: ClassifyArgs<R>, scratch: u64) {
+    // SAFETY: the kernel's contract (its arguments as its docs require), passed on.
     unsafe {
         classify_frame::<R, S>(
             k.frame,
@@ -342,6 +355,7 @@ unsafe fn classify_entry<R: Real, const S: usize>(k: ClassifyArgs<R>, scratch: u
 /// the other plane.
 #[inline(always)]
 unsafe fn step_entry<R: Real, const S: usize>(k: StepArgs<R>, scratch: u64) {
+    // SAFETY: the kernel's contract (its arguments as its docs require), passed on.
     unsafe {
         let next = (!k.next_frame.is_null()).then_some(Prepare {
             frame: k.next_frame,
@@ -386,25 +400,17 @@ unsafe fn step_entry<R: Real, const S: usize>(k: StepArgs<R>, scratch: u64) {
     }
 }
 
-super::entry! { classify_fields;
+crate::finder_kernels! { classify; super::entry; classify_fields;
     /// Classifies one frame with a window of side `S` (the name's last number): records in
     /// row-major order, pedestal update of quiet pixels (see the module docs).
     ClassifyArgs => classify_entry [generic CLASSIFY_SCRATCH_BYTES];
-    cluda_classify_f64_3(f64, 3), cluda_classify_f64_5(f64, 5),
-    cluda_classify_f64_7(f64, 7), cluda_classify_f64_9(f64, 9),
-    cluda_classify_f32_3(f32, 3), cluda_classify_f32_5(f32, 5),
-    cluda_classify_f32_7(f32, 7), cluda_classify_f32_9(f32, 9),
 }
 
-super::entry! { step_fields;
+crate::finder_kernels! { step; super::entry; step_fields;
     /// One launch per frame: classifies this frame as the `cluda_classify_` kernel of the
     /// same type and size does, then prepares the next frame (`next_frame`, if not null)
     /// into the other plane (`c_next`, `t_next`, look-back words `status_next` reset).
     /// Each pixel's next prepare reads only its own sums, which only its own thread has
     /// just updated, so the update stays frame-synchronous (see the module docs).
     StepArgs => step_entry [generic CLASSIFY_SCRATCH_BYTES];
-    cluda_step_f64_3(f64, 3), cluda_step_f64_5(f64, 5),
-    cluda_step_f64_7(f64, 7), cluda_step_f64_9(f64, 9),
-    cluda_step_f32_3(f32, 3), cluda_step_f32_5(f32, 5),
-    cluda_step_f32_7(f32, 7), cluda_step_f32_9(f32, 9),
 }

@@ -28,7 +28,11 @@ use super::prims::{ld_shared_f32x4, shared_array, shfl_xor_f32, shfl_xor_u32, st
 use core::arch::nvptx::{_block_dim_x, _block_idx_x, _block_idx_y, _syncthreads, _thread_idx_x};
 use core::sync::atomic::{AtomicU32, Ordering};
 
-use crate::layout::matcher::{BM, BN, KC, LD, TILE_BYTES};
+use crate::args::{
+    MatchMergePartialsArgs, MatchSqnormsArgs, MatchV1DistancesArgs, MatchV1RowminArgs,
+    MatchV2FusedArgs, MatchV3FoldArgs, MatchV3RescoreArgs,
+};
+use crate::layout::matcher::{BLOCK, BM, BN, KC, LD, TILE_BYTES};
 pub use crate::layout::matcher::{DIM, V3_K};
 
 /// Repeats `$body` with `$i` bound to the constants 0..N (guaranteed unrolling, so that
@@ -102,6 +106,7 @@ macro_rules! unroll {
 #[inline(always)]
 unsafe fn ldg4(p: *const f32) -> [f32; 4] {
     let (a, b, c, d): (f32, f32, f32, f32);
+    // SAFETY: a 16-byte aligned address of four floats in global memory (the caller's contract).
     unsafe {
         asm!(
             "ld.global.nc.v4.f32 {{{a}, {b}, {c}, {d}}}, [{p}];",
@@ -129,6 +134,7 @@ fn fma(a: f32, b: f32, c: f32) -> f32 {
 
 #[inline(always)]
 fn tid() -> usize {
+    // SAFETY: reads special registers (block and thread indices, block size); no preconditions.
     unsafe { _thread_idx_x() as usize }
 }
 
@@ -148,13 +154,16 @@ unsafe fn load_chunk(
 ) -> [[f32; 4]; 2] {
     let mut out = [[0.0f32; 4]; 2];
     unroll!(2, Q, {
-        let f = t + 256 * Q;
+        let f = t + BLOCK as usize * Q;
         let row = f / 4;
         let part = f % 4;
         let mut r = row0 + row;
         if r >= rows {
             r = rows - 1;
         }
+        // SAFETY: `r < rows` (clamped) and the chunk's 16 dimensions lie inside row `r` of the
+        // `rows x 128` array at `base` (the caller's contract); 16-byte aligned (an allocation's
+        // start, rows of 512 bytes, parts of 16).
         out[Q] = unsafe { ldg4(base.add(r * DIM + kc * KC + part * 4)) };
     });
     out
@@ -164,10 +173,12 @@ unsafe fn load_chunk(
 #[inline(always)]
 unsafe fn store_chunk(sh: u64, v: [[f32; 4]; 2], t: usize) {
     unroll!(2, Q, {
-        let f = t + 256 * Q;
+        let f = t + BLOCK as usize * Q;
         let row = f / 4;
         let part = f % 4;
         unroll!(4, E, {
+            // SAFETY: `sh` is a shared tile of KC x LD floats (the caller's contract); `part * 4 +
+            // E < KC` and `row < BM <= LD`, so the address lies inside it, 4-byte aligned.
             unsafe { st_shared_f32(sh + (((part * 4 + E) * LD + row) * 4) as u64, v[Q][E]) };
         });
     });
@@ -192,10 +203,14 @@ unsafe fn tile_distances(
     let tx = t % 16;
     let ty = t / 16;
     let mut acc = [[0.0f32; 8]; 8];
+    // SAFETY: `a` holds `n` rows of 128 floats (the caller's contract), as `load_chunk` needs.
     let mut pa = unsafe { load_chunk(a, row0, n, 0, t) };
+    // SAFETY: `b` holds `m` rows of 128 floats (the caller's contract).
     let mut pb = unsafe { load_chunk(b, col0, m, 0, t) };
     let mut kc = 0;
     while kc < DIM / KC {
+        // SAFETY: every thread of the block reaches these barriers (the loop bounds are block-
+        // uniform); `sa` and `sb` are the block's shared tiles.
         unsafe {
             _syncthreads(); // everyone is done reading the previous chunk
             store_chunk(sa, pa, t);
@@ -203,16 +218,24 @@ unsafe fn tile_distances(
             _syncthreads();
         }
         if kc + 1 < DIM / KC {
+            // SAFETY: as the first `load_chunk` above.
             pa = unsafe { load_chunk(a, row0, n, kc + 1, t) };
+            // SAFETY: as the first `load_chunk` above.
             pb = unsafe { load_chunk(b, col0, m, kc + 1, t) };
         }
         let mut k = 0;
         while k < KC {
             unroll!(4, KK, {
                 let row = ((k + KK) * LD * 4) as u64;
+                // SAFETY: `sa` is a shared tile of KC x LD floats; `k + KK < KC` and the row
+                // offsets (at most 256 + 15 * 16 + 16 bytes) lie inside a row of `LD * 4` bytes,
+                // 16-byte aligned.
                 let a0 = unsafe { ld_shared_f32x4(sa + row + (ty * 16) as u64) };
+                // SAFETY: as above.
                 let a1 = unsafe { ld_shared_f32x4(sa + row + (256 + ty * 16) as u64) };
+                // SAFETY: as above, in `sb`.
                 let b0 = unsafe { ld_shared_f32x4(sb + row + (tx * 16) as u64) };
+                // SAFETY: as above, in `sb`.
                 let b1 = unsafe { ld_shared_f32x4(sb + row + (256 + tx * 16) as u64) };
                 let av = [a0[0], a0[1], a0[2], a0[3], a1[0], a1[1], a1[2], a1[3]];
                 let bv = [b0[0], b0[1], b0[2], b0[3], b1[0], b1[1], b1[2], b1[3]];
@@ -246,68 +269,87 @@ fn micro(c: usize, i: usize) -> usize {
 
 /// V1 step 1: `dist[i * m + j] = ||lhs_i - rhs_j||^2` (fp32, fma) for the 128 x 128 tile
 /// (`blockIdx.y`, `blockIdx.x`). 256 threads per block.
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn cluda_match_v1_distances(
-    lhs: *const f32,
-    n: u32,
-    rhs: *const f32,
-    m: u32,
-    dist: *mut f32,
-) {
-    let sa = shared_array!(window "cluda_v1_sa", TILE_BYTES);
-    let sb = shared_array!(window "cluda_v1_sb", TILE_BYTES);
-    let (n, m) = (n as usize, m as usize);
-    let t = tid();
-    let (row0, col0) = unsafe { (_block_idx_y() as usize * BM, _block_idx_x() as usize * BN) };
-    let acc = unsafe { tile_distances(lhs, n, row0, rhs, m, col0, sa, sb, t) };
-    let (tx, ty) = (t % 16, t / 16);
-    unroll!(8, I, {
-        let r = row0 + micro(ty, I);
-        if r < n {
-            unroll!(8, J, {
-                let c = col0 + micro(tx, J);
-                if c < m {
-                    unsafe { *dist.add(r * m + c) = acc[I][J] };
-                }
-            });
-        }
-    });
+impl MatchV1DistancesArgs {
+    /// The body of `cluda_match_v1_distances` (declared from `crate::args::matcher_kernels`).
+    #[inline(always)]
+    unsafe fn run(self) {
+        let Self {
+            lhs,
+            n,
+            rhs,
+            m,
+            dist,
+        } = self;
+        let sa = shared_array!(window "cluda_v1_sa", TILE_BYTES);
+        let sb = shared_array!(window "cluda_v1_sb", TILE_BYTES);
+        let (n, m) = (n as usize, m as usize);
+        let t = tid();
+        // SAFETY: reads special registers (block and thread indices, block size); no preconditions.
+        let (row0, col0) = unsafe { (_block_idx_y() as usize * BM, _block_idx_x() as usize * BN) };
+        // SAFETY: `lhs` and `rhs` hold `n` and `m` rows of 128 floats, `sa`/`sb` are this kernel's
+        // shared tiles, and every thread of the block calls this (the launch's contract).
+        let acc = unsafe { tile_distances(lhs, n, row0, rhs, m, col0, sa, sb, t) };
+        let (tx, ty) = (t % 16, t / 16);
+        unroll!(8, I, {
+            let r = row0 + micro(ty, I);
+            if r < n {
+                unroll!(8, J, {
+                    let c = col0 + micro(tx, J);
+                    if c < m {
+                        // SAFETY: `r < n` and `c < m`, and `dist` holds `n x m` floats (the
+                        // launch's contract).
+                        unsafe { *dist.add(r * m + c) = acc[I][J] };
+                    }
+                });
+            }
+        });
+    }
 }
 
 /// V1 step 2: for each row of the `n x m` matrix, its minimum and the (smallest) index of it.
 /// One warp per row; any block size that is a multiple of 32.
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn cluda_match_v1_rowmin(
-    dist: *const f32,
-    n: u32,
-    m: u32,
-    out_idx: *mut u32,
-    out_dist: *mut f32,
-) {
-    let t = tid();
-    let warps = unsafe { _block_dim_x() as usize } / 32;
-    let row = unsafe { _block_idx_x() as usize } * warps + t / 32;
-    let lane = t % 32;
-    let (n, m) = (n as usize, m as usize);
-    if row >= n {
-        return; // whole warp leaves together
-    }
-    let base = unsafe { dist.add(row * m) };
-    let (mut bd, mut bi) = (f32::INFINITY, u32::MAX);
-    let mut j = lane;
-    while j < m {
-        let d = unsafe { *base.add(j) };
-        if d < bd {
-            bd = d;
-            bi = j as u32;
+impl MatchV1RowminArgs {
+    /// The body of `cluda_match_v1_rowmin` (declared from `crate::args::matcher_kernels`).
+    #[inline(always)]
+    unsafe fn run(self) {
+        let Self {
+            dist,
+            n,
+            m,
+            out_idx,
+            out_dist,
+        } = self;
+        let t = tid();
+        // SAFETY: reads special registers (block and thread indices, block size); no preconditions.
+        let warps = unsafe { _block_dim_x() as usize } / 32;
+        // SAFETY: reads special registers (block and thread indices, block size); no preconditions.
+        let row = unsafe { _block_idx_x() as usize } * warps + t / 32;
+        let lane = t % 32;
+        let (n, m) = (n as usize, m as usize);
+        if row >= n {
+            return; // whole warp leaves together
         }
-        j += 32;
-    }
-    let (bd, bi) = warp_min(bd, bi);
-    if lane == 0 {
-        unsafe {
-            *out_idx.add(row) = bi;
-            *out_dist.add(row) = bd;
+        // SAFETY: `row < n`, and `dist` holds `n x m` floats (the launch's contract).
+        let base = unsafe { dist.add(row * m) };
+        let (mut bd, mut bi) = (f32::INFINITY, u32::MAX);
+        let mut j = lane;
+        while j < m {
+            // SAFETY: `j < m`: inside row `row`.
+            let d = unsafe { *base.add(j) };
+            if d < bd {
+                bd = d;
+                bi = j as u32;
+            }
+            j += 32;
+        }
+        let (bd, bi) = warp_min(bd, bi);
+        if lane == 0 {
+            // SAFETY: `row < n`, and `out_idx`/`out_dist` hold `n` values each (the launch's
+            // contract).
+            unsafe {
+                *out_idx.add(row) = bi;
+                *out_dist.add(row) = bd;
+            }
         }
     }
 }
@@ -317,6 +359,8 @@ pub unsafe extern "ptx-kernel" fn cluda_match_v1_rowmin(
 fn warp_min(mut bd: f32, mut bi: u32) -> (f32, u32) {
     let mut o = 16;
     while o > 0 {
+        // SAFETY: the whole warp runs this: its rows are warp-uniform and a warp past the last row
+        // returned as a whole (its callers' contract).
         let (d, i) = unsafe { (shfl_xor_f32(bd, o), shfl_xor_u32(bi, o)) };
         if better(d, i, bd, bi) {
             bd = d;
@@ -335,102 +379,121 @@ fn warp_min(mut bd: f32, mut bi: u32) -> (f32, u32) {
 /// against right tiles `y*tiles_per_split ..` (at most `tiles_per_split` tiles of 128 rows),
 /// keeping each row's best in registers, and writes `(part_dist, part_idx)[row * splits + y]`.
 /// 256 threads per block.
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn cluda_match_v2_fused(
-    lhs: *const f32,
-    n: u32,
-    rhs: *const f32,
-    m: u32,
-    tiles_per_split: u32,
-    splits: u32,
-    part_dist: *mut f32,
-    part_idx: *mut u32,
-) {
-    let sa = shared_array!(window "cluda_v2_sa", TILE_BYTES);
-    let sb = shared_array!(window "cluda_v2_sb", TILE_BYTES);
-    let (n, m) = (n as usize, m as usize);
-    let t = tid();
-    let (tx, ty) = (t % 16, t / 16);
-    let row0 = unsafe { _block_idx_x() as usize } * BM;
-    let split = unsafe { _block_idx_y() as usize };
-    let tiles = m.div_ceil(BN);
-    let first = split * tiles_per_split as usize;
-    let last = core::cmp::min(first + tiles_per_split as usize, tiles);
-    let mut bd = [f32::INFINITY; 8];
-    let mut bi = [u32::MAX; 8];
-    let mut tile = first;
-    while tile < last {
-        let col0 = tile * BN;
-        let acc = unsafe { tile_distances(lhs, n, row0, rhs, m, col0, sa, sb, t) };
-        unroll!(8, J, {
-            let c = col0 + micro(tx, J);
-            if c < m {
-                unroll!(8, I, {
-                    // columns are visited in increasing order within a thread: `<` keeps the
-                    // smaller index on ties.
-                    if acc[I][J] < bd[I] {
-                        bd[I] = acc[I][J];
-                        bi[I] = c as u32;
-                    }
-                });
-            }
-        });
-        tile += 1;
-    }
-    // The 16 threads of a row group (same ty) are one half-warp: reduce over tx.
-    unroll!(8, I, {
-        unroll!(4, S, {
-            let o = 8u32 >> S;
-            let (d, k) = unsafe { (shfl_xor_f32(bd[I], o), shfl_xor_u32(bi[I], o)) };
-            if better(d, k, bd[I], bi[I]) {
-                bd[I] = d;
-                bi[I] = k;
-            }
-        });
-    });
-    if tx == 0 {
-        let splits = splits as usize;
-        unroll!(8, I, {
-            let r = row0 + micro(ty, I);
-            if r < n {
-                unsafe {
-                    *part_dist.add(r * splits + split) = bd[I];
-                    *part_idx.add(r * splits + split) = bi[I];
+impl MatchV2FusedArgs {
+    /// The body of `cluda_match_v2_fused` (declared from `crate::args::matcher_kernels`).
+    #[inline(always)]
+    unsafe fn run(self) {
+        let Self {
+            lhs,
+            n,
+            rhs,
+            m,
+            tiles_per_split,
+            splits,
+            part_dist,
+            part_idx,
+        } = self;
+        let sa = shared_array!(window "cluda_v2_sa", TILE_BYTES);
+        let sb = shared_array!(window "cluda_v2_sb", TILE_BYTES);
+        let (n, m) = (n as usize, m as usize);
+        let t = tid();
+        let (tx, ty) = (t % 16, t / 16);
+        // SAFETY: reads special registers (block and thread indices, block size); no preconditions.
+        let row0 = unsafe { _block_idx_x() as usize } * BM;
+        // SAFETY: reads special registers (block and thread indices, block size); no preconditions.
+        let split = unsafe { _block_idx_y() as usize };
+        let tiles = m.div_ceil(BN);
+        let first = split * tiles_per_split as usize;
+        let last = core::cmp::min(first + tiles_per_split as usize, tiles);
+        let mut bd = [f32::INFINITY; 8];
+        let mut bi = [u32::MAX; 8];
+        let mut tile = first;
+        while tile < last {
+            let col0 = tile * BN;
+            // SAFETY: as in V1: the inputs hold `n` and `m` rows, `sa`/`sb` are this kernel's
+            // tiles, and every thread of the block calls this.
+            let acc = unsafe { tile_distances(lhs, n, row0, rhs, m, col0, sa, sb, t) };
+            unroll!(8, J, {
+                let c = col0 + micro(tx, J);
+                if c < m {
+                    unroll!(8, I, {
+                        // columns are visited in increasing order within a thread: `<` keeps the
+                        // smaller index on ties.
+                        if acc[I][J] < bd[I] {
+                            bd[I] = acc[I][J];
+                            bi[I] = c as u32;
+                        }
+                    });
                 }
-            }
+            });
+            tile += 1;
+        }
+        // The 16 threads of a row group (same ty) are one half-warp: reduce over tx.
+        unroll!(8, I, {
+            unroll!(4, S, {
+                let o = 8u32 >> S;
+                // SAFETY: unconditional, so all 32 lanes execute it.
+                let (d, k) = unsafe { (shfl_xor_f32(bd[I], o), shfl_xor_u32(bi[I], o)) };
+                if better(d, k, bd[I], bi[I]) {
+                    bd[I] = d;
+                    bi[I] = k;
+                }
+            });
         });
+        if tx == 0 {
+            let splits = splits as usize;
+            unroll!(8, I, {
+                let r = row0 + micro(ty, I);
+                if r < n {
+                    // SAFETY: `r < n` and `split < splits`, and the partials hold `n x splits`
+                    // values (the launch's contract).
+                    unsafe {
+                        *part_dist.add(r * splits + split) = bd[I];
+                        *part_idx.add(r * splits + split) = bi[I];
+                    }
+                }
+            });
+        }
     }
 }
 
 /// V2 step 2 (only when the right side was split): each row's best over its `splits` partial
 /// results. One thread per row.
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn cluda_match_merge_partials(
-    part_dist: *const f32,
-    part_idx: *const u32,
-    n: u32,
-    splits: u32,
-    out_idx: *mut u32,
-    out_dist: *mut f32,
-) {
-    let row = unsafe { _block_idx_x() as usize * _block_dim_x() as usize } + tid();
-    if row >= n as usize {
-        return;
-    }
-    let s = splits as usize;
-    let (mut bd, mut bi) = (f32::INFINITY, u32::MAX);
-    let mut k = 0;
-    while k < s {
-        let (d, i) = unsafe { (*part_dist.add(row * s + k), *part_idx.add(row * s + k)) };
-        if better(d, i, bd, bi) {
-            bd = d;
-            bi = i;
+impl MatchMergePartialsArgs {
+    /// The body of `cluda_match_merge_partials` (declared from `crate::args::matcher_kernels`).
+    #[inline(always)]
+    unsafe fn run(self) {
+        let Self {
+            part_dist,
+            part_idx,
+            n,
+            splits,
+            out_idx,
+            out_dist,
+        } = self;
+        // SAFETY: reads special registers (block and thread indices, block size); no preconditions.
+        let row = unsafe { _block_idx_x() as usize * _block_dim_x() as usize } + tid();
+        if row >= n as usize {
+            return;
         }
-        k += 1;
-    }
-    unsafe {
-        *out_idx.add(row) = bi;
-        *out_dist.add(row) = bd;
+        let s = splits as usize;
+        let (mut bd, mut bi) = (f32::INFINITY, u32::MAX);
+        let mut k = 0;
+        while k < s {
+            // SAFETY: `row < n` and `k < splits`, inside the `n x splits` partials (the launch's
+            // contract).
+            let (d, i) = unsafe { (*part_dist.add(row * s + k), *part_idx.add(row * s + k)) };
+            if better(d, i, bd, bi) {
+                bd = d;
+                bi = i;
+            }
+            k += 1;
+        }
+        // SAFETY: `row < n`, and the outputs hold `n` values each (the launch's contract).
+        unsafe {
+            *out_idx.add(row) = bi;
+            *out_dist.add(row) = bd;
+        }
     }
 }
 
@@ -440,34 +503,46 @@ pub unsafe extern "ptx-kernel" fn cluda_match_merge_partials(
 
 /// Squared norms `norms[r] = ||x_r||^2` (fp32, fma), one warp per row, and the largest of
 /// them, as f32 bits (non-negative floats order like their bits), into `*max_bits`.
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn cluda_match_sqnorms(
-    x: *const f32,
-    rows: u32,
-    norms: *mut f32,
-    max_bits: *mut u32,
-) {
-    let t = tid();
-    let warps = unsafe { _block_dim_x() as usize } / 32;
-    let row = unsafe { _block_idx_x() as usize } * warps + t / 32;
-    let lane = t % 32;
-    if row >= rows as usize {
-        return;
-    }
-    let v = unsafe { ldg4(x.add(row * DIM + lane * 4)) };
-    let mut s = v[0] * v[0];
-    s = fma(v[1], v[1], s);
-    s = fma(v[2], v[2], s);
-    s = fma(v[3], v[3], s);
-    let mut o = 16;
-    while o > 0 {
-        s += unsafe { shfl_xor_f32(s, o) };
-        o /= 2;
-    }
-    if lane == 0 {
-        unsafe {
-            *norms.add(row) = s;
-            (*(max_bits as *const AtomicU32)).fetch_max(s.to_bits(), Ordering::Relaxed);
+impl MatchSqnormsArgs {
+    /// The body of `cluda_match_sqnorms` (declared from `crate::args::matcher_kernels`).
+    #[inline(always)]
+    unsafe fn run(self) {
+        let Self {
+            x,
+            rows,
+            norms,
+            max_bits,
+        } = self;
+        let t = tid();
+        // SAFETY: reads special registers (block and thread indices, block size); no preconditions.
+        let warps = unsafe { _block_dim_x() as usize } / 32;
+        // SAFETY: reads special registers (block and thread indices, block size); no preconditions.
+        let row = unsafe { _block_idx_x() as usize } * warps + t / 32;
+        let lane = t % 32;
+        if row >= rows as usize {
+            return;
+        }
+        // SAFETY: `row < rows` and `lane * 4 + 3 < 128`, inside the `rows x 128` input; 16-byte
+        // aligned.
+        let v = unsafe { ldg4(x.add(row * DIM + lane * 4)) };
+        let mut s = v[0] * v[0];
+        s = fma(v[1], v[1], s);
+        s = fma(v[2], v[2], s);
+        s = fma(v[3], v[3], s);
+        let mut o = 16;
+        while o > 0 {
+            // SAFETY: the whole warp runs this: its rows are warp-uniform and a warp past the last
+            // row returned as a whole.
+            s += unsafe { shfl_xor_f32(s, o) };
+            o /= 2;
+        }
+        if lane == 0 {
+            // SAFETY: `row < rows`, `norms` holds `rows` floats and `max_bits` one word (the
+            // launch's contract); the atomic is a plain `u32` in global memory.
+            unsafe {
+                *norms.add(row) = s;
+                (*(max_bits as *const AtomicU32)).fetch_max(s.to_bits(), Ordering::Relaxed);
+            }
         }
     }
 }
@@ -524,100 +599,128 @@ impl Top4 {
 /// `norms_b[col0 + c]` (padded to a multiple of 4 with zeros) and folds the row into the
 /// running best four of left row `row0 + r` in `best_d` / `best_i` (`n x 4`); `first != 0`
 /// starts them afresh. One warp per row; the tile can be discarded afterwards.
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn cluda_match_v3_fold(
-    tile: *const f32,
-    rows: u32,
-    cols: u32,
-    ld: u32,
-    row0: u32,
-    col0: u32,
-    norms_b: *const f32,
-    best_d: *mut f32,
-    best_i: *mut u32,
-    first: u32,
-) {
-    let t = tid();
-    let warps = unsafe { _block_dim_x() as usize } / 32;
-    let r = unsafe { _block_idx_x() as usize } * warps + t / 32;
-    let lane = t % 32;
-    if r >= rows as usize {
-        return;
-    }
-    let (cols, ld, col0) = (cols as usize, ld as usize, col0 as usize);
-    let line = unsafe { tile.add(r * ld) };
-    let nb = unsafe { norms_b.add(col0) };
-    let mut top = Top4::empty();
-    let full = cols / 4 * 4;
-    let mut j = lane * 4;
-    // Four 512-byte warp loads in flight before the (rarely taken) inserts.
-    while j + 3 * 128 < full {
-        let v0 = unsafe { ldg4(line.add(j)) };
-        let v1 = unsafe { ldg4(line.add(j + 128)) };
-        let v2 = unsafe { ldg4(line.add(j + 256)) };
-        let v3 = unsafe { ldg4(line.add(j + 384)) };
-        let w0 = unsafe { ldg4(nb.add(j)) };
-        let w1 = unsafe { ldg4(nb.add(j + 128)) };
-        let w2 = unsafe { ldg4(nb.add(j + 256)) };
-        let w3 = unsafe { ldg4(nb.add(j + 384)) };
-        let g = (col0 + j) as u32;
-        unroll!(4, E, {
-            top.insert(v0[E] + w0[E], g + E as u32);
-        });
-        unroll!(4, E, {
-            top.insert(v1[E] + w1[E], g + 128 + E as u32);
-        });
-        unroll!(4, E, {
-            top.insert(v2[E] + w2[E], g + 256 + E as u32);
-        });
-        unroll!(4, E, {
-            top.insert(v3[E] + w3[E], g + 384 + E as u32);
-        });
-        j += 512;
-    }
-    while j < full {
-        let v = unsafe { ldg4(line.add(j)) };
-        let w = unsafe { ldg4(nb.add(j)) };
-        let g = (col0 + j) as u32;
-        top.insert(v[0] + w[0], g);
-        top.insert(v[1] + w[1], g + 1);
-        top.insert(v[2] + w[2], g + 2);
-        top.insert(v[3] + w[3], g + 3);
-        j += 128;
-    }
-    let j = full + lane;
-    if j < cols {
-        let v = unsafe { *line.add(j) + *nb.add(j) };
-        top.insert(v, (col0 + j) as u32);
-    }
-    // Butterfly merge: afterwards every lane holds the warp's best four.
-    let mut o = 16;
-    while o > 0 {
-        let mut other = Top4::empty();
-        unroll!(4, K, {
-            unsafe {
-                other.d[K] = shfl_xor_f32(top.d[K], o);
-                other.i[K] = shfl_xor_u32(top.i[K], o);
-            }
-        });
-        unroll!(4, K, {
-            top.insert(other.d[K], other.i[K]);
-        });
-        o /= 2;
-    }
-    if lane == 0 {
-        let g = (row0 as usize + r) * V3_K;
-        if first == 0 {
+impl MatchV3FoldArgs {
+    /// The body of `cluda_match_v3_fold` (declared from `crate::args::matcher_kernels`).
+    #[inline(always)]
+    unsafe fn run(self) {
+        let Self {
+            tile,
+            rows,
+            cols,
+            ld,
+            row0,
+            col0,
+            norms_b,
+            best_d,
+            best_i,
+            first,
+        } = self;
+        let t = tid();
+        // SAFETY: reads special registers (block and thread indices, block size); no preconditions.
+        let warps = unsafe { _block_dim_x() as usize } / 32;
+        // SAFETY: reads special registers (block and thread indices, block size); no preconditions.
+        let r = unsafe { _block_idx_x() as usize } * warps + t / 32;
+        let lane = t % 32;
+        if r >= rows as usize {
+            return;
+        }
+        let (cols, ld, col0) = (cols as usize, ld as usize, col0 as usize);
+        // SAFETY: `r < rows`, and the tile holds `rows` rows of `ld` floats (the launch's
+        // contract).
+        let line = unsafe { tile.add(r * ld) };
+        // SAFETY: `norms_b` holds the right norms padded to a multiple of 4 beyond `col0 + ld` (the
+        // launch's contract).
+        let nb = unsafe { norms_b.add(col0) };
+        let mut top = Top4::empty();
+        let full = cols / 4 * 4;
+        let mut j = lane * 4;
+        // Four 512-byte warp loads in flight before the (rarely taken) inserts.
+        while j + 3 * 128 < full {
+            // SAFETY: `j + 3 < full <= cols <= ld`: inside row `r` of the tile, 16-byte aligned
+            // (`ld` and `j` are multiples of 4).
+            let v0 = unsafe { ldg4(line.add(j)) };
+            // SAFETY: as above (`j + 128 + 3 < full`).
+            let v1 = unsafe { ldg4(line.add(j + 128)) };
+            // SAFETY: as above (`j + 256 + 3 < full`).
+            let v2 = unsafe { ldg4(line.add(j + 256)) };
+            // SAFETY: as above (`j + 384 + 3 < full`).
+            let v3 = unsafe { ldg4(line.add(j + 384)) };
+            // SAFETY: `col0 + j + 3 < col0 + ld`, inside the padded norms, 16-byte aligned (`col0`
+            // a multiple of 4).
+            let w0 = unsafe { ldg4(nb.add(j)) };
+            // SAFETY: as above.
+            let w1 = unsafe { ldg4(nb.add(j + 128)) };
+            // SAFETY: as above.
+            let w2 = unsafe { ldg4(nb.add(j + 256)) };
+            // SAFETY: as above.
+            let w3 = unsafe { ldg4(nb.add(j + 384)) };
+            let g = (col0 + j) as u32;
+            unroll!(4, E, {
+                top.insert(v0[E] + w0[E], g + E as u32);
+            });
+            unroll!(4, E, {
+                top.insert(v1[E] + w1[E], g + 128 + E as u32);
+            });
+            unroll!(4, E, {
+                top.insert(v2[E] + w2[E], g + 256 + E as u32);
+            });
+            unroll!(4, E, {
+                top.insert(v3[E] + w3[E], g + 384 + E as u32);
+            });
+            j += 512;
+        }
+        while j < full {
+            // SAFETY: `j + 3 < full`: inside row `r` of the tile, 16-byte aligned.
+            let v = unsafe { ldg4(line.add(j)) };
+            // SAFETY: inside the padded norms, 16-byte aligned.
+            let w = unsafe { ldg4(nb.add(j)) };
+            let g = (col0 + j) as u32;
+            top.insert(v[0] + w[0], g);
+            top.insert(v[1] + w[1], g + 1);
+            top.insert(v[2] + w[2], g + 2);
+            top.insert(v[3] + w[3], g + 3);
+            j += 128;
+        }
+        let j = full + lane;
+        if j < cols {
+            // SAFETY: `j < cols`: inside row `r` and the padded norms.
+            let v = unsafe { *line.add(j) + *nb.add(j) };
+            top.insert(v, (col0 + j) as u32);
+        }
+        // Butterfly merge: afterwards every lane holds the warp's best four.
+        let mut o = 16;
+        while o > 0 {
+            let mut other = Top4::empty();
             unroll!(4, K, {
-                unsafe { top.insert(*best_d.add(g + K), *best_i.add(g + K)) };
+                // SAFETY: the whole warp runs this: its rows are warp-uniform and a warp past the
+                // last row returned as a whole.
+                unsafe {
+                    other.d[K] = shfl_xor_f32(top.d[K], o);
+                    other.i[K] = shfl_xor_u32(top.i[K], o);
+                }
+            });
+            unroll!(4, K, {
+                top.insert(other.d[K], other.i[K]);
+            });
+            o /= 2;
+        }
+        if lane == 0 {
+            let g = (row0 as usize + r) * V3_K;
+            if first == 0 {
+                unroll!(4, K, {
+                    // SAFETY: `row0 + r < n`, and `best_d`/`best_i` hold `n x 4` values (the
+                    // launch's contract).
+                    unsafe { top.insert(*best_d.add(g + K), *best_i.add(g + K)) };
+                });
+            }
+            unroll!(4, K, {
+                // SAFETY: as above.
+                unsafe {
+                    *best_d.add(g + K) = top.d[K];
+                    *best_i.add(g + K) = top.i[K];
+                }
             });
         }
-        unroll!(4, K, {
-            unsafe {
-                *best_d.add(g + K) = top.d[K];
-                *best_i.add(g + K) = top.i[K];
-            }
-        });
     }
 }
 
@@ -630,69 +733,89 @@ pub unsafe extern "ptx-kernel" fn cluda_match_v3_fold(
 /// an estimate of at least the fourth's, so its true distance is at least
 /// `est_4 + ||a||^2 - e`; if the chosen exact distance is not below that, the row is appended
 /// to `flag_rows` (count in `*flag_count`) for an exact recomputation.
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn cluda_match_v3_rescore(
-    lhs: *const f32,
-    rhs: *const f32,
-    n: u32,
-    norms_a: *const f32,
-    max_bits_b: *const u32,
-    best_d: *const f32,
-    best_i: *const u32,
-    out_idx: *mut u32,
-    out_dist: *mut f32,
-    flag_count: *mut u32,
-    flag_rows: *mut u32,
-) {
-    let t = tid();
-    let warps = unsafe { _block_dim_x() as usize } / 32;
-    let row = unsafe { _block_idx_x() as usize } * warps + t / 32;
-    let lane = t % 32;
-    if row >= n as usize {
-        return;
-    }
-    let a = unsafe { ldg4(lhs.add(row * DIM + lane * 4)) };
-    let (mut bd, mut bi) = (f32::INFINITY, u32::MAX);
-    let mut k = 0;
-    while k < V3_K {
-        let j = unsafe { *best_i.add(row * V3_K + k) };
-        if j != u32::MAX {
-            let b = unsafe { ldg4(rhs.add(j as usize * DIM + lane * 4)) };
-            let mut s = 0.0f32;
-            unroll!(4, E, {
-                let d = a[E] - b[E];
-                s = fma(d, d, s);
-            });
-            let mut o = 16;
-            while o > 0 {
-                s += unsafe { shfl_xor_f32(s, o) };
-                o /= 2;
-            }
-            if better(s, j, bd, bi) {
-                bd = s;
-                bi = j;
-            }
+impl MatchV3RescoreArgs {
+    /// The body of `cluda_match_v3_rescore` (declared from `crate::args::matcher_kernels`).
+    #[inline(always)]
+    unsafe fn run(self) {
+        let Self {
+            lhs,
+            rhs,
+            n,
+            norms_a,
+            max_bits_b,
+            best_d,
+            best_i,
+            out_idx,
+            out_dist,
+            flag_count,
+            flag_rows,
+        } = self;
+        let t = tid();
+        // SAFETY: reads special registers (block and thread indices, block size); no preconditions.
+        let warps = unsafe { _block_dim_x() as usize } / 32;
+        // SAFETY: reads special registers (block and thread indices, block size); no preconditions.
+        let row = unsafe { _block_idx_x() as usize } * warps + t / 32;
+        let lane = t % 32;
+        if row >= n as usize {
+            return;
         }
-        k += 1;
-    }
-    if lane == 0 {
-        let fourth = unsafe { *best_i.add(row * V3_K + V3_K - 1) };
-        let safe = if fourth == u32::MAX {
-            true // fewer than four right descriptors: all were rescored
-        } else {
-            let na = unsafe { *norms_a.add(row) };
-            let nb = f32::from_bits(unsafe { *max_bits_b });
-            let root = core::f32::math::sqrt(na) + core::f32::math::sqrt(nb);
-            let e = 2.0 * 130.0 * (1.0 / 16_777_216.0) * root * root;
-            let floor = unsafe { *best_d.add(row * V3_K + V3_K - 1) } + na - e;
-            bd <= floor
-        };
-        unsafe {
-            *out_idx.add(row) = bi;
-            *out_dist.add(row) = bd;
-            if !safe {
-                let slot = (*(flag_count as *const AtomicU32)).fetch_add(1, Ordering::Relaxed);
-                *flag_rows.add(slot as usize) = row as u32;
+        // SAFETY: `row < n` and `lane * 4 + 3 < 128`, inside the `n x 128` left input; 16-byte
+        // aligned.
+        let a = unsafe { ldg4(lhs.add(row * DIM + lane * 4)) };
+        let (mut bd, mut bi) = (f32::INFINITY, u32::MAX);
+        let mut k = 0;
+        while k < V3_K {
+            // SAFETY: `row < n` and `k < 4`, inside the `n x 4` candidates (the launch's contract).
+            let j = unsafe { *best_i.add(row * V3_K + k) };
+            if j != u32::MAX {
+                // SAFETY: `j < m` (a candidate index, not `u32::MAX`), inside the `m x 128` right
+                // input; 16-byte aligned.
+                let b = unsafe { ldg4(rhs.add(j as usize * DIM + lane * 4)) };
+                let mut s = 0.0f32;
+                unroll!(4, E, {
+                    let d = a[E] - b[E];
+                    s = fma(d, d, s);
+                });
+                let mut o = 16;
+                while o > 0 {
+                    // SAFETY: the whole warp runs this: its rows are warp-uniform and a warp past
+                    // the last row returned as a whole; `j` is the same for the whole warp (same
+                    // row and `k`).
+                    s += unsafe { shfl_xor_f32(s, o) };
+                    o /= 2;
+                }
+                if better(s, j, bd, bi) {
+                    bd = s;
+                    bi = j;
+                }
+            }
+            k += 1;
+        }
+        if lane == 0 {
+            // SAFETY: `row < n`, inside the `n x 4` candidates.
+            let fourth = unsafe { *best_i.add(row * V3_K + V3_K - 1) };
+            let safe = if fourth == u32::MAX {
+                true // fewer than four right descriptors: all were rescored
+            } else {
+                // SAFETY: `row < n`, and `norms_a` holds `n` floats (the launch's contract).
+                let na = unsafe { *norms_a.add(row) };
+                // SAFETY: `max_bits_b` is one word (the launch's contract).
+                let nb = f32::from_bits(unsafe { *max_bits_b });
+                let root = core::f32::math::sqrt(na) + core::f32::math::sqrt(nb);
+                let e = 2.0 * 130.0 * (1.0 / 16_777_216.0) * root * root;
+                // SAFETY: `row < n`, inside the `n x 4` candidates.
+                let floor = unsafe { *best_d.add(row * V3_K + V3_K - 1) } + na - e;
+                bd <= floor
+            };
+            // SAFETY: `row < n`; the outputs and the flag list hold `n` values and the counter one
+            // word (the launch's contract), and at most `n` rows are flagged, so `slot < n`.
+            unsafe {
+                *out_idx.add(row) = bi;
+                *out_dist.add(row) = bd;
+                if !safe {
+                    let slot = (*(flag_count as *const AtomicU32)).fetch_add(1, Ordering::Relaxed);
+                    *flag_rows.add(slot as usize) = row as u32;
+                }
             }
         }
     }
@@ -700,3 +823,28 @@ pub unsafe extern "ptx-kernel" fn cluda_match_v3_rescore(
 
 // Keep the unused-constant lint quiet for tile sizes only used in the docs' arithmetic.
 const _: () = assert!(TILE_BYTES == 8448);
+
+/// Declares the matcher's kernels from their list (`crate::args::matcher_kernels`): each takes
+/// its argument struct's fields as its parameters and runs the struct's `run`.
+macro_rules! matcher_entries {
+    ([$($(#[$m:meta])* $k:ident => $args:ident {
+        $($(#[$fm:meta])* $f:ident: $ty:ty,)*
+    })*]) => {
+        $(
+            $(#[$m])*
+            ///
+            /// # Safety
+            ///
+            /// Launched by the host with its argument struct's fields as its parameters: every
+            /// pointer a live device buffer of the sizes the struct's docs give, in blocks of
+            /// `layout::matcher::BLOCK` threads.
+            #[unsafe(no_mangle)]
+            pub unsafe extern "ptx-kernel" fn $k($($f: $ty),*) {
+                // SAFETY: the launch's contract, stated on the struct's `run`.
+                unsafe { $args { $($f),* }.run() }
+            }
+        )*
+    };
+}
+
+crate::matcher_kernels!(matcher_entries;);

@@ -22,17 +22,18 @@
 //! (declared from the same field list by [`entry`]); warp and shared-memory primitives are in
 //! [`prims`].
 
-/// Declares the kernels of one family, one per `name(real type[, window side])`: each takes
-/// the family's fields (`$fields!`, in `crate::args`) as its parameters, gathers them into
-/// the family's argument struct and calls `$body::<R[, S]>(args[, scratch])`, with a shared
-/// scratch array of `$bytes` bytes per block when one is asked for (`[generic $bytes]` hands
-/// over its generic address, `[window $bytes]` its shared-window address).
+/// Declares the kernels of one family, one per `name(real type[, window side])` of the list
+/// in brackets (the family's list in `crate::args::finder_kernels`, which hands it over): each
+/// takes the family's fields (`$fields!`, in `crate::args`) as its parameters, gathers them
+/// into the family's argument struct and calls `$body::<R[, S]>(args[, scratch])`, with a
+/// shared scratch array of `$bytes` bytes per block when one is asked for (`[generic $bytes]`
+/// hands over its generic address, `[window $bytes]` its shared-window address).
 macro_rules! entry {
-    ($fields:ident; $(#[$m:meta])* $args:ident => $body:ident $shared:tt;) => {};
+    ($fields:ident; $(#[$m:meta])* $args:ident => $body:ident $shared:tt; []) => {};
     ($fields:ident; $(#[$m:meta])* $args:ident => $body:ident $shared:tt;
-        $k:ident($t:ty $(, $s:literal)?) $(, $($rest:tt)*)?) => {
+        [$k:ident($t:ty $(, $s:literal)?) $(, $($rest:tt)*)?]) => {
         crate::$fields!(entry_one; $(#[$m])* $k [$t] [$($s)?] $args $body $shared);
-        crate::kernels::entry!($fields; $(#[$m])* $args => $body $shared; $($($rest)*)?);
+        crate::kernels::entry!($fields; $(#[$m])* $args => $body $shared; [$($($rest)*)?]);
     };
 }
 pub(crate) use entry;
@@ -48,6 +49,7 @@ macro_rules! entry_one {
             #[unsafe(no_mangle)]
             pub unsafe extern "ptx-kernel" fn $k($($f: $ty),*) {
                 let args = $args::<R> { $($f),* };
+                // SAFETY: the kernel's contract (its arguments as its docs require), passed on.
                 unsafe { $body::<R $(, $s)?>(args) }
             }
         }
@@ -65,6 +67,7 @@ macro_rules! entry_one {
                     $bytes
                 );
                 let args = $args::<R> { $($f),* };
+                // SAFETY: the kernel's contract (its arguments as its docs require), passed on.
                 unsafe { $body::<R $(, $s)?>(args, scratch) }
             }
         }
@@ -82,6 +85,7 @@ use core::arch::nvptx;
 /// Global linear index of the calling thread in a 1-D launch.
 #[inline(always)]
 pub(crate) fn global_index_x() -> usize {
+    // SAFETY: reads special registers (block and thread indices, block size); no preconditions.
     unsafe {
         nvptx::_block_idx_x() as usize * nvptx::_block_dim_x() as usize
             + nvptx::_thread_idx_x() as usize

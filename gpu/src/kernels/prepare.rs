@@ -84,6 +84,7 @@ pub(crate) fn threshold_value<R: Real>(
 /// The corrected value and threshold of pixel `i < pixels` from its sums `a`, `b`.
 #[inline(always)]
 pub(crate) unsafe fn prepare_pixel<R: Real>(p: &Prepare<R>, i: usize, ai: R, bi: R) {
+    // SAFETY: `i < pixels` and the planes and maps cover the frame (the caller's contract).
     unsafe {
         let iu = i as u32;
         let y = iu / p.cols;
@@ -109,6 +110,8 @@ pub(crate) unsafe fn prepare_pixel<R: Real>(p: &Prepare<R>, i: usize, ai: R, bi:
 #[inline(always)]
 unsafe fn prepare<R: Real>(p: &Prepare<R>, a: *const R, b: *const R) {
     let i = global_index_x();
+    // SAFETY: the launch's contract: `status` holds `n_status` words and the maps and planes
+    // cover `pixels` pixels; each index is checked against its bound below.
     unsafe {
         if i < p.n_status as usize {
             core::ptr::write_volatile(p.status.add(i), 0);
@@ -139,12 +142,12 @@ unsafe fn prepare_entry<R: Real>(k: PrepareArgs<R>) {
         status: k.status,
         n_status: k.n_status,
     };
+    // SAFETY: the kernel's contract (its arguments as its docs require), passed on.
     unsafe { prepare::<R>(&p, k.a, k.b) }
 }
 
-super::entry! { prepare_fields;
+crate::finder_kernels! { prepare; super::entry; prepare_fields;
     /// Corrected values (zero-padded plane) and thresholds of one frame; resets the
     /// look-back words of the following classify launch (see the module docs).
     PrepareArgs => prepare_entry [];
-    cluda_prepare_f64(f64), cluda_prepare_f32(f32),
 }

@@ -14,6 +14,8 @@ use core::arch::asm;
 macro_rules! shared_array {
     (window $name:expr, $bytes:expr) => {{
         let p: u64;
+        // SAFETY: declares a new shared array (the caller keeps names unique) and reads its
+        // address; no memory is touched.
         unsafe {
             core::arch::asm!(
                 concat!(".shared .align 16 .b8 ", $name, "[{n}];"),
@@ -26,6 +28,7 @@ macro_rules! shared_array {
     }};
     (generic $name:expr, $bytes:expr) => {{
         let p: u64;
+        // SAFETY: as the `window` form; `cvta.shared` only converts the address.
         unsafe {
             core::arch::asm!(
                 concat!(".shared .align 16 .b8 ", $name, "[{n}];"),
@@ -43,6 +46,8 @@ pub(crate) use shared_array;
 #[inline(always)]
 pub(crate) unsafe fn ballot(flag: bool) -> u32 {
     let m: u32;
+    // SAFETY: a warp-synchronous instruction with the full mask, which the caller
+    // guarantees: every lane of the warp executes this call.
     unsafe {
         asm!(
             "{{",
@@ -61,6 +66,8 @@ pub(crate) unsafe fn ballot(flag: bool) -> u32 {
 #[inline(always)]
 pub(crate) unsafe fn warp_sum(v: u32) -> u32 {
     let s: u32;
+    // SAFETY: a warp-synchronous instruction with the full mask, which the caller
+    // guarantees: every lane of the warp executes this call.
     unsafe {
         asm!(
             "redux.sync.add.u32 {s}, {v}, 0xffffffff;",
@@ -75,6 +82,8 @@ pub(crate) unsafe fn warp_sum(v: u32) -> u32 {
 #[inline(always)]
 pub(crate) unsafe fn shfl_idx(v: u32, src: u32) -> u32 {
     let r: u32;
+    // SAFETY: a warp-synchronous instruction with the full mask, which the caller
+    // guarantees: every lane of the warp executes this call.
     unsafe {
         asm!(
             "shfl.sync.idx.b32 {r}, {v}, {s}, 31, -1;",
@@ -90,6 +99,8 @@ pub(crate) unsafe fn shfl_idx(v: u32, src: u32) -> u32 {
 #[inline(always)]
 pub(crate) unsafe fn shfl_xor_u32(v: u32, mask: u32) -> u32 {
     let r: u32;
+    // SAFETY: a warp-synchronous instruction with the full mask, which the caller
+    // guarantees: every lane of the warp executes this call.
     unsafe {
         asm!(
             "shfl.sync.bfly.b32 {r}, {v}, {m}, 31, -1;",
@@ -104,6 +115,7 @@ pub(crate) unsafe fn shfl_xor_u32(v: u32, mask: u32) -> u32 {
 /// [`shfl_xor_u32`] of an `f32`'s bits.
 #[inline(always)]
 pub(crate) unsafe fn shfl_xor_f32(v: f32, mask: u32) -> f32 {
+    // SAFETY: the caller's contract (every lane of the warp calls this), passed on.
     f32::from_bits(unsafe { shfl_xor_u32(v.to_bits(), mask) })
 }
 
@@ -111,6 +123,8 @@ pub(crate) unsafe fn shfl_xor_f32(v: f32, mask: u32) -> f32 {
 #[inline(always)]
 pub(crate) unsafe fn ld_shared_u32(a: u64) -> u32 {
     let v: u32;
+    // SAFETY: the caller passes an address inside a shared array of this kernel, aligned
+    // for the access.
     unsafe { asm!("ld.shared.u32 {v}, [{a}];", v = out(reg32) v, a = in(reg64) a) };
     v
 }
@@ -118,6 +132,8 @@ pub(crate) unsafe fn ld_shared_u32(a: u64) -> u32 {
 /// Stores `v` at shared-window address `a`.
 #[inline(always)]
 pub(crate) unsafe fn st_shared_u32(a: u64, v: u32) {
+    // SAFETY: the caller passes an address inside a shared array of this kernel, aligned
+    // for the access.
     unsafe { asm!("st.shared.u32 [{a}], {v};", a = in(reg64) a, v = in(reg32) v) };
 }
 
@@ -125,6 +141,8 @@ pub(crate) unsafe fn st_shared_u32(a: u64, v: u32) {
 #[inline(always)]
 pub(crate) unsafe fn ld_shared_u64(a: u64) -> u64 {
     let v: u64;
+    // SAFETY: the caller passes an address inside a shared array of this kernel, aligned
+    // for the access.
     unsafe { asm!("ld.shared.u64 {v}, [{a}];", v = out(reg64) v, a = in(reg64) a) };
     v
 }
@@ -132,6 +150,8 @@ pub(crate) unsafe fn ld_shared_u64(a: u64) -> u64 {
 /// Stores the 8-byte word `v` at shared-window address `a`.
 #[inline(always)]
 pub(crate) unsafe fn st_shared_u64(a: u64, v: u64) {
+    // SAFETY: the caller passes an address inside a shared array of this kernel, aligned
+    // for the access.
     unsafe { asm!("st.shared.u64 [{a}], {v};", a = in(reg64) a, v = in(reg64) v) };
 }
 
@@ -139,6 +159,8 @@ pub(crate) unsafe fn st_shared_u64(a: u64, v: u64) {
 #[inline(always)]
 pub(crate) unsafe fn ld_shared_f32x4(addr: u64) -> [f32; 4] {
     let (a, b, c, d): (f32, f32, f32, f32);
+    // SAFETY: the caller passes a 16-byte aligned address of four floats inside a shared
+    // array of this kernel.
     unsafe {
         asm!(
             "ld.shared.v4.f32 {{{a}, {b}, {c}, {d}}}, [{p}];",
@@ -156,6 +178,8 @@ pub(crate) unsafe fn ld_shared_f32x4(addr: u64) -> [f32; 4] {
 /// Stores one float to shared memory.
 #[inline(always)]
 pub(crate) unsafe fn st_shared_f32(addr: u64, v: f32) {
+    // SAFETY: the caller passes a 4-byte aligned address inside a shared array of this
+    // kernel.
     unsafe {
         asm!("st.shared.f32 [{p}], {v};", p = in(reg64) addr, v = in(reg32) v, options(nostack));
     }
@@ -164,5 +188,6 @@ pub(crate) unsafe fn st_shared_f32(addr: u64, v: f32) {
 /// Sleeps about `ns` nanoseconds (a back-off while spinning on a word another block writes).
 #[inline(always)]
 pub(crate) unsafe fn nanosleep(ns: u32) {
+    // SAFETY: `nanosleep` only delays the calling thread.
     unsafe { asm!("nanosleep.u32 {t};", t = in(reg32) ns) };
 }

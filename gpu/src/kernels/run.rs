@@ -68,6 +68,8 @@ use crate::real::Real;
 #[inline(always)]
 unsafe fn arrive(counter: *mut u32, tid: u32) {
     if tid == 0 {
+        // SAFETY: `counter` is a word of the work area (the caller's contract); a fence and an
+        // atomic add.
         unsafe {
             core::arch::asm!(
                 "fence.acq_rel.gpu;",
@@ -153,6 +155,7 @@ impl<R: Real> Run<R> {
 unsafe fn wait_until(flag: *const u32, target: u32) {
     loop {
         let v: u32;
+        // SAFETY: `flag` is a word of the work area (the caller's contract); a relaxed load.
         unsafe {
             core::arch::asm!(
                 "ld.relaxed.gpu.global.u32 {v}, [{c}];",
@@ -173,6 +176,7 @@ unsafe fn wait_until(flag: *const u32, target: u32) {
 /// (bench-results/2026-12-02-h200-waits).
 #[inline(always)]
 unsafe fn wait_acquire(flag: *const u32, target: u32) {
+    // SAFETY: as `wait_until`; an acquire load of the same word.
     unsafe {
         wait_until(flag, target);
         core::arch::asm!(
@@ -188,6 +192,7 @@ unsafe fn wait_acquire(flag: *const u32, target: u32) {
 /// the tile's progress flag to `frames`.
 #[inline(always)]
 unsafe fn publish(progress: *mut u32, frames: u32) {
+    // SAFETY: `progress` is this tile's flag in the work area (the caller's contract).
     unsafe {
         core::arch::asm!(
             "fence.acq_rel.gpu;",
@@ -229,6 +234,8 @@ unsafe fn store_corrected<R: Real>(args: &Run<R>, px: &mut Pixel<R>, x: u16, pla
     let y = px.p / g.cols;
     let col = px.p - y * g.cols;
     let c = corrected_value(x, px.base, px.a, g.inv);
+    // SAFETY: `px.p` is a pixel of the frame and `plane` a padded plane of the launch's
+    // geometry, so the index lies inside the plane.
     unsafe { *plane.add(((y + args.r) * g.stride + col + args.r) as usize) = c };
     px.raw = x;
 }
@@ -253,6 +260,7 @@ unsafe fn partial_counts(counts: *const u32, tiles: u32, tid: u32, tile: u32) ->
         for (i, ci) in c.iter_mut().enumerate() {
             let v = u + i as u32 * BLOCK;
             if v < tiles {
+                // SAFETY: `v < tiles`, and `counts` holds one count per tile (the caller's contract).
                 *ci = unsafe { *counts.add(v as usize) };
             }
         }
@@ -281,6 +289,8 @@ unsafe fn write_records_warp<R: Real, const S: usize>(
     args: &Run<R>,
     lane: u32,
 ) {
+    // SAFETY: as `window_stats` for the reads; records are written only below `args.room`
+    // (the ballot), and every lane of the warp runs this (the caller's contract).
     unsafe {
         let mut todo = ballot(dest < args.room);
         while todo != 0 {
@@ -354,6 +364,8 @@ impl StateSlots {
     /// Loads value `slot`.
     #[inline(always)]
     unsafe fn get<R: Real>(self, slot: u64) -> R {
+        // SAFETY: `slot` is one of this thread's slots in the shared state area (the caller's
+        // contract), aligned for `R`.
         unsafe {
             if size_of::<R>() == 8 {
                 let v = ld_shared_u64(self.addr(slot));
@@ -368,6 +380,7 @@ impl StateSlots {
     /// Stores `v` as value `slot`.
     #[inline(always)]
     unsafe fn set<R: Real>(self, slot: u64, v: R) {
+        // SAFETY: as `get`.
         unsafe {
             if size_of::<R>() == 8 {
                 st_shared_u64(self.addr(slot), core::mem::transmute_copy::<R, u64>(&v));
@@ -387,6 +400,9 @@ pub(crate) unsafe fn run_frames<R: Real, const S: usize, const SHARED: bool>(
     args: &Run<R>,
     scratch: u64,
 ) {
+    // SAFETY: the launch's contract (the run kernel docs): one block per tile, all resident,
+    // the work area's counters and flags zeroed, every pointer covering the geometry and `n`
+    // frames, and `scratch` the block's shared scratch.
     unsafe {
         let tid = nvptx::_thread_idx_x() as u32;
         let tile = nvptx::_block_idx_x() as u32;
@@ -634,40 +650,38 @@ unsafe fn run_kernel<R: Real, const S: usize, const SHARED: bool>(k: RunArgs<R>,
         records: k.records,
         room: k.room,
     };
+    // SAFETY: the kernel's contract (its arguments as its docs require), passed on.
     unsafe { run_frames::<R, S, SHARED>(&args, scratch) }
 }
 
 /// A run kernel with the pixel state in registers.
 #[inline(always)]
 unsafe fn run_entry<R: Real, const S: usize>(k: RunArgs<R>, scratch: u64) {
+    // SAFETY: the kernel's contract (its arguments as its docs require), passed on.
     unsafe { run_kernel::<R, S, false>(k, scratch) }
 }
 
 /// A run kernel with the pixel state in shared memory between uses.
 #[inline(always)]
 unsafe fn run_entry_shared<R: Real, const S: usize>(k: RunArgs<R>, scratch: u64) {
+    // SAFETY: the kernel's contract (its arguments as its docs require), passed on.
     unsafe { run_kernel::<R, S, true>(k, scratch) }
 }
 
 const REGISTER_STATE_BYTES: usize = run_shared_bytes(false);
 const SHARED_STATE_BYTES: usize = run_shared_bytes(true);
 
-super::entry! { run_fields;
+crate::finder_kernels! { run; super::entry; run_fields;
     /// Finds `n` consecutive frames in one cooperative launch with a window of side `S` (the
     /// name's last number), one block per tile of 256 pixels: per frame each tile waits only
     /// for the tiles its windows read; records in row-major order after a running total (see
     /// the module docs). The grid must be one block per tile and fit on the device at once;
     /// the work area's counters and flags must be zeroed.
     RunArgs => run_entry [window REGISTER_STATE_BYTES];
-    cluda_run1_f64_3(f64, 3), cluda_run1_f64_5(f64, 5),
-    cluda_run1_f64_7(f64, 7),
-    cluda_run1_f32_3(f32, 3), cluda_run1_f32_5(f32, 5),
-    cluda_run1_f32_7(f32, 7), cluda_run1_f32_9(f32, 9),
 }
 
-super::entry! { run_fields;
+crate::finder_kernels! { run_shared; super::entry; run_fields;
     /// As the other `cluda_run1_*` kernels, with each pixel's pedestal state in shared memory
     /// between its uses (the module docs say why this one).
     RunArgs => run_entry_shared [window SHARED_STATE_BYTES];
-    cluda_run1_f64_9(f64, 9),
 }

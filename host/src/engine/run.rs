@@ -800,43 +800,31 @@ pub fn check_plot_dir(dir: &Path, inputs: &[PathBuf]) -> Result<()> {
 
 /// A directory beside the plots' final place that they are drawn into, then renamed from, so
 /// an interrupted or failed run leaves no half-drawn PNG; removed (with what is in it) when
-/// dropped.
+/// dropped ([`tempfile::TempDir`]).
 #[cfg(feature = "plot")]
 struct PlotStage {
     dir: PathBuf,
-    stage: PathBuf,
+    stage: tempfile::TempDir,
 }
 
 #[cfg(feature = "plot")]
 impl PlotStage {
+    /// Creates `DIR/.cluda-plots.<random>.tmp`.
     fn create(dir: &Path) -> Result<Self> {
-        let mut last = None;
-        for _ in 0..16 {
-            let stage = dir.join(format!(
-                ".cluda-plots.{}.{:08x}.tmp",
-                std::process::id(),
-                rand::random::<u32>()
-            ));
-            match std::fs::create_dir(&stage) {
-                Ok(()) => {
-                    return Ok(Self {
-                        dir: dir.to_path_buf(),
-                        stage,
-                    });
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
-                Err(e) => return Err(Error::io(&stage, e)),
-            }
-        }
-        Err(Error::io(
-            dir,
-            last.unwrap_or_else(|| std::io::Error::other("no free temporary name")),
-        ))
+        let stage = tempfile::Builder::new()
+            .prefix(".cluda-plots.")
+            .suffix(".tmp")
+            .tempdir_in(dir)
+            .map_err(|e| Error::io(dir, e))?;
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            stage,
+        })
     }
 
     /// Where plots are drawn.
     fn path(&self) -> &Path {
-        &self.stage
+        self.stage.path()
     }
 
     /// Moves every drawn file into the final directory; returns their final paths.
@@ -849,12 +837,5 @@ impl PlotStage {
             done.push(to);
         }
         Ok(done)
-    }
-}
-
-#[cfg(feature = "plot")]
-impl Drop for PlotStage {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.stage);
     }
 }

@@ -1,16 +1,21 @@
 //! Outputs that appear whole or not at all.
 //!
 //! An [`AtomicFile`] writes to a temporary file beside the final one (same directory, so the
-//! rename cannot cross file systems), named `.<name>.<pid>.<random>.tmp` and created with
-//! `create_new` (never an existing file, so two writers never share one), and renames it over
-//! the final name only in [`AtomicFile::commit`], after flushing and syncing. Dropped without
-//! a commit (an error, a full disk, an interrupted run) it removes the temporary file: no
-//! reader ever sees a half-written cluster file or an `.npy` whose header promises frames it
-//! lacks, and two runs writing the same output leave one of the two whole files.
+//! rename cannot cross file systems), named `.<name>.<pid>.<random>.tmp` and created by
+//! [`tempfile`] (a new file under a fresh random name, so two writers never share one; the pid
+//! lets the command line's SIGBUS handler, which cannot run destructors, find and remove it),
+//! and renames it over the final name only in [`AtomicFile::commit`], after flushing and
+//! syncing.
+//! Dropped without a commit (an error, a full disk, an interrupted run) it removes the
+//! temporary file: no reader ever sees a half-written cluster file or an `.npy` whose header
+//! promises frames it lacks, and two runs writing the same output leave one of the two whole
+//! files.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{BufWriter, Seek, Write};
 use std::path::{Path, PathBuf};
+
+use tempfile::NamedTempFile;
 
 use crate::error::{Error, Result};
 
@@ -19,7 +24,8 @@ use crate::error::{Error, Result};
 pub struct AtomicFile {
     path: PathBuf,
     tmp: PathBuf,
-    out: Option<BufWriter<File>>,
+    /// `None` only inside [`AtomicFile::commit`] (which takes it) and [`Drop`].
+    out: Option<BufWriter<NamedTempFile>>,
 }
 
 impl AtomicFile {
@@ -33,38 +39,27 @@ impl AtomicFile {
             Some(d) if !d.as_os_str().is_empty() => d,
             _ => Path::new("."),
         };
-        let mut last = None;
-        for _ in 0..16 {
-            let tmp = dir.join(format!(
-                ".{}.{}.{:08x}.tmp",
-                name.to_string_lossy(),
-                std::process::id(),
-                rand::random::<u32>()
-            ));
-            match OpenOptions::new().write(true).create_new(true).open(&tmp) {
-                Ok(f) => {
-                    return Ok(Self {
-                        path: path.to_path_buf(),
-                        tmp,
-                        out: Some(BufWriter::with_capacity(1 << 20, f)),
-                    });
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
-                Err(e) => {
-                    return Err(Error::io(
-                        path,
-                        std::io::Error::new(
-                            e.kind(),
-                            format!("cannot create a temporary file in {}: {e}", dir.display()),
-                        ),
-                    ));
-                }
-            }
-        }
-        Err(Error::io(
-            path,
-            last.unwrap_or_else(|| std::io::Error::other("no free temporary name")),
-        ))
+        let prefix = format!(".{}.{}.", name.to_string_lossy(), std::process::id());
+        let mut builder = tempfile::Builder::new();
+        builder.prefix(&prefix).suffix(".tmp");
+        // tempfile creates its files readable by the owner only; an output gets the mode any
+        // new file gets (0o666 less the umask), as a plain `File::create` would give it.
+        #[cfg(unix)]
+        builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
+        let file = builder.tempfile_in(dir).map_err(|e| {
+            Error::io(
+                path,
+                std::io::Error::new(
+                    e.kind(),
+                    format!("cannot create a temporary file in {}: {e}", dir.display()),
+                ),
+            )
+        })?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            tmp: file.path().to_path_buf(),
+            out: Some(BufWriter::with_capacity(1 << 20, file)),
+        })
     }
 
     /// The final path.
@@ -85,16 +80,16 @@ impl AtomicFile {
         };
         let io = |e| Error::io(&self.path, e);
         out.flush().map_err(io)?;
+        // On an error below the temporary file is dropped here, which removes it.
         let file = out.into_inner().map_err(|e| io(e.into_error()))?;
-        match file.sync_data() {
+        match file.as_file().sync_data() {
             // Some file systems cannot sync; that is not a write error.
             Err(e) if e.kind() != std::io::ErrorKind::InvalidInput => return Err(io(e)),
             _ => {}
         }
-        drop(file);
-        std::fs::rename(&self.tmp, &self.path).map_err(io)?;
-        // Committed: nothing left for Drop to remove.
-        self.tmp = PathBuf::new();
+        // A failed rename hands the temporary file back in the error, and dropping the error
+        // removes it.
+        file.persist(&self.path).map_err(|e| io(e.error))?;
         Ok(std::mem::take(&mut self.path))
     }
 }
@@ -138,7 +133,7 @@ impl crate::engine::write_behind::PositionedSink for AtomicFile {
         match self.out.as_mut() {
             Some(o) => {
                 o.flush()?;
-                o.get_ref().try_clone()
+                o.get_ref().as_file().try_clone()
             }
             None => Err(std::io::Error::other("output already committed")),
         }
@@ -147,13 +142,11 @@ impl crate::engine::write_behind::PositionedSink for AtomicFile {
 
 impl Drop for AtomicFile {
     fn drop(&mut self) {
-        if !self.tmp.as_os_str().is_empty() {
-            // Close before removing; what was buffered is thrown away with the file.
-            if let Some(o) = self.out.take() {
-                let (file, _) = o.into_parts();
-                drop(file);
-            }
-            let _ = std::fs::remove_file(&self.tmp);
+        // Not committed: throw away what is buffered (no write of it into a file about to be
+        // removed), and dropping the temporary file removes it.
+        if let Some(o) = self.out.take() {
+            let (file, _) = o.into_parts();
+            drop(file);
         }
     }
 }
@@ -188,5 +181,38 @@ mod tests {
         assert_eq!(a.commit().unwrap(), p);
         assert_eq!(std::fs::read(&p).unwrap(), b"new contents");
         assert_eq!(entries(dir.path()), ["out.bin"]);
+    }
+
+    /// A committed output gets the mode a plain `File::create` gives a new file (the umask
+    /// applied), not the owner-only mode of a temporary file.
+    #[cfg(unix)]
+    #[test]
+    fn committed_output_has_the_usual_mode() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let plain = dir.path().join("plain.bin");
+        std::fs::File::create(&plain).unwrap();
+        let p = dir.path().join("out.bin");
+        let mut a = AtomicFile::create(&p).unwrap();
+        assert!(
+            a.temp_path()
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with(&format!(".out.bin.{}.", std::process::id()))
+        );
+        a.write_all(b"x").unwrap();
+        a.commit().unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&p), mode(&plain));
+    }
+
+    #[test]
+    fn an_unwritable_directory_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("missing").join("out.bin");
+        let e = AtomicFile::create(&p).unwrap_err().to_string();
+        assert!(e.contains("cannot create a temporary file in"), "{e}");
+        assert!(e.contains("out.bin"), "{e}");
     }
 }

@@ -3,10 +3,10 @@
 //! complete, and never mixed with another set of the same names.
 //!
 //! The files are written into a staging directory beside their final place
-//! (`.cluda-stage.<pid>.<random>.tmp`), then moved into place by renames while the final
-//! directory is locked (`flock` through [`std::fs::File::lock`]), so two writers of the same
-//! names commit one after the other: the last one's whole set wins, never a pedestal of one
-//! beside the data of the other. Files of the older set that the new one does not replace
+//! (`.cluda-stage.<pid>.<random>.tmp`, a [`tempfile::TempDir`]), then moved into place by
+//! renames while the final directory is locked (`flock` through [`std::fs::File::lock`]), so
+//! two writers of the same names commit one after the other: the last one's whole set wins,
+//! never a pedestal of one beside the data of the other. Files of the older set that the new one does not replace
 //! (a raw acquisition's extra data files) are removed in the same locked step, so they are not
 //! read as part of the new set. Dropped before [`StagedSet::commit`] (an error, a signal), the
 //! staging directory is removed with what is in it and the final directory is untouched.
@@ -20,42 +20,30 @@ use crate::error::{Error, Result};
 #[derive(Debug)]
 pub struct StagedSet {
     dir: PathBuf,
-    stage: PathBuf,
+    /// Removed with what is in it when dropped.
+    stage: tempfile::TempDir,
 }
 
 impl StagedSet {
     /// A new, empty staging directory inside `dir` (which must exist).
     ///
     /// # Errors
-    /// [`Error::Io`] naming the staging directory when it cannot be created.
+    /// [`Error::Io`] naming `dir` (and the staging directory tried) when it cannot be created.
     pub fn create(dir: &Path) -> Result<Self> {
-        let mut last = None;
-        for _ in 0..16 {
-            let stage = dir.join(format!(
-                ".cluda-stage.{}.{:08x}.tmp",
-                std::process::id(),
-                rand::random::<u32>()
-            ));
-            match std::fs::create_dir(&stage) {
-                Ok(()) => {
-                    return Ok(Self {
-                        dir: dir.to_path_buf(),
-                        stage,
-                    });
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
-                Err(e) => return Err(Error::io(&stage, e)),
-            }
-        }
-        Err(Error::io(
-            dir,
-            last.unwrap_or_else(|| std::io::Error::other("no free staging name")),
-        ))
+        let stage = tempfile::Builder::new()
+            .prefix(&format!(".cluda-stage.{}.", std::process::id()))
+            .suffix(".tmp")
+            .tempdir_in(dir)
+            .map_err(|e| Error::io(dir, e))?;
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            stage,
+        })
     }
 
     /// Where the files are to be written.
     pub fn path(&self) -> &Path {
-        &self.stage
+        self.stage.path()
     }
 
     /// The final directory.
@@ -83,9 +71,12 @@ impl StagedSet {
         lock.lock().map_err(|e| Error::io(&self.dir, e))?;
         let old = older(&self.dir)?;
         refuse_older(&old, option, overwrite)?;
-        let mut names: Vec<PathBuf> = std::fs::read_dir(&self.stage)
-            .map_err(|e| Error::io(&self.stage, e))?
-            .map(|e| e.map(|e| e.path()).map_err(|e| Error::io(&self.stage, e)))
+        let mut names: Vec<PathBuf> = std::fs::read_dir(self.stage.path())
+            .map_err(|e| Error::io(self.stage.path(), e))?
+            .map(|e| {
+                e.map(|e| e.path())
+                    .map_err(|e| Error::io(self.stage.path(), e))
+            })
             .collect::<Result<_>>()?;
         names.sort_by_key(|p| (p.extension().is_some_and(|x| x == "json"), p.clone()));
         let mut done = Vec::with_capacity(names.len());
@@ -135,12 +126,6 @@ pub fn refuse_older(old: &[PathBuf], option: &'static str, overwrite: bool) -> R
             names.join(", ")
         ),
     ))
-}
-
-impl Drop for StagedSet {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.stage);
-    }
 }
 
 #[cfg(test)]

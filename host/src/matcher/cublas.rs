@@ -21,8 +21,9 @@ use std::fmt;
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
+use cluda_gpu::args::DevicePtr;
 use cudarc::cublas::GemmConfig;
-use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
+use cudarc::driver::CudaStream;
 
 use crate::error::{Error, Result};
 
@@ -210,6 +211,7 @@ pub(super) struct Blas {
 // which `&mut`/`&` access through the owning matcher guarantees (cudarc's handle is Send + Sync
 // on the same grounds).
 unsafe impl Send for Blas {}
+// SAFETY: as for `Send` above.
 unsafe impl Sync for Blas {}
 
 impl Blas {
@@ -248,17 +250,17 @@ impl Blas {
     /// Column-major SGEMM `c = alpha op(a) op(b) + beta c` on the handle's stream.
     ///
     /// # Safety
-    /// The slices must hold at least the elements `cfg` addresses (as for cuBLAS's `Sgemm`).
-    pub unsafe fn gemm<A: DevicePtr<f32>, B: DevicePtr<f32>, C: DevicePtrMut<f32>>(
+    /// The device memory at `a`, `b` and `c` must hold at least the elements `cfg` addresses
+    /// (as for cuBLAS's `Sgemm`) and be usable on the handle's stream; nothing else may use
+    /// `c` until the SGEMM is done.
+    pub unsafe fn gemm(
         &self,
         cfg: GemmConfig<f32>,
-        a: &A,
-        b: &B,
-        c: &mut C,
+        a: DevicePtr<f32>,
+        b: DevicePtr<f32>,
+        c: DevicePtr<f32>,
     ) -> std::result::Result<(), CublasStatus> {
-        let (a, _record_a) = a.device_ptr(&self.stream);
-        let (b, _record_b) = b.device_ptr(&self.stream);
-        let (c, _record_c) = c.device_ptr_mut(&self.stream);
+        let (a, b, c) = (a.addr(), b.addr(), c.addr());
         // SAFETY: device pointers valid for the sizes the caller guarantees; alpha and beta
         // are host scalars (the handle's default pointer mode).
         check(unsafe {

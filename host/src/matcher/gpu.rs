@@ -4,16 +4,27 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use std::ffi::c_void;
+
+use cluda_gpu::args::{
+    MatchMergePartialsArgs, MatchSqnormsArgs, MatchV1DistancesArgs, MatchV1RowminArgs,
+    MatchV2FusedArgs, MatchV3FoldArgs, MatchV3RescoreArgs,
+};
 use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
-use cudarc::driver::{CudaEvent, CudaFunction, CudaSlice, CudaStream, LaunchConfig};
+use cudarc::driver::{CudaEvent, CudaFunction, CudaStream, DriverError};
 
 use super::cublas::Blas;
 use super::tiling::V3Tiling;
 use super::{Descriptor, Match, MatchVersion, validate};
 use crate::cuda::Device;
+use crate::device_memory::DeviceBuf;
 use crate::error::{CudaContextExt, Error, Result};
 
-/// The matcher's kernels, loaded from cluda's PTX module.
+/// Threads per block of every matcher launch (the kernels' tiles assume it).
+pub(super) const BLOCK: u32 = cluda_gpu::layout::matcher::BLOCK;
+
+/// The matcher's kernels, loaded from cluda's PTX module by the entry names of their argument
+/// structs.
 pub(super) struct Kernels {
     pub v1_distances: CudaFunction,
     pub v1_rowmin: CudaFunction,
@@ -36,7 +47,7 @@ pub struct GpuMatcher {
     /// Large scratch buffers (V1's matrix, V3's tiles) kept between calls: stream-ordered
     /// allocations of hundreds of MiB cost more than the work they hold. See
     /// [`GpuMatcher::release_workspace`].
-    pub(super) workspace: Vec<CudaSlice<f32>>,
+    pub(super) workspace: Vec<DeviceBuf>,
     pub(super) blas: Option<Blas>,
     pub(super) sms: usize,
     pub(super) tiling: V3Tiling,
@@ -57,10 +68,32 @@ pub struct GpuRun {
     pub recomputed_rows: usize,
 }
 
-/// Device-side outputs of a version: index and distance per left row.
+/// Device-side outputs of a version: index (`u32`) and distance (`f32`) per left row.
 pub(super) struct DeviceResult {
-    pub idx: CudaSlice<u32>,
-    pub dist: CudaSlice<f32>,
+    pub idx: DeviceBuf,
+    pub dist: DeviceBuf,
+}
+
+impl DeviceResult {
+    /// The first `n` matches, downloaded in `stream`'s order; `what` names them in errors.
+    pub(super) fn download(
+        &self,
+        stream: &Arc<CudaStream>,
+        n: usize,
+        what: &str,
+    ) -> Result<Vec<Match>> {
+        let mut idx = vec![0u32; n];
+        let mut dist = vec![0f32; n];
+        self.idx
+            .download_on(stream, &mut idx, &format!("the {what} indices"))?;
+        self.dist
+            .download_on(stream, &mut dist, &format!("the {what} distances"))?;
+        Ok(idx
+            .into_iter()
+            .zip(dist)
+            .map(|(index, distance)| Match { index, distance })
+            .collect())
+    }
 }
 
 impl GpuMatcher {
@@ -78,13 +111,13 @@ impl GpuMatcher {
             .new_stream_with_priority(greatest)
             .cuda("creating the matcher's fold stream")?;
         let k = Kernels {
-            v1_distances: device.function("cluda_match_v1_distances")?,
-            v1_rowmin: device.function("cluda_match_v1_rowmin")?,
-            v2_fused: device.function("cluda_match_v2_fused")?,
-            merge_partials: device.function("cluda_match_merge_partials")?,
-            sqnorms: device.function("cluda_match_sqnorms")?,
-            v3_fold: device.function("cluda_match_v3_fold")?,
-            v3_rescore: device.function("cluda_match_v3_rescore")?,
+            v1_distances: device.function(MatchV1DistancesArgs::ENTRY)?,
+            v1_rowmin: device.function(MatchV1RowminArgs::ENTRY)?,
+            v2_fused: device.function(MatchV2FusedArgs::ENTRY)?,
+            merge_partials: device.function(MatchMergePartialsArgs::ENTRY)?,
+            sqnorms: device.function(MatchSqnormsArgs::ENTRY)?,
+            v3_fold: device.function(MatchV3FoldArgs::ENTRY)?,
+            v3_rescore: device.function(MatchV3RescoreArgs::ENTRY)?,
         };
         let sms = ctx
             .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
@@ -114,20 +147,21 @@ impl GpuMatcher {
 
     /// A scratch buffer of at least `len` floats: a kept one if large enough, else a new one
     /// (contents undefined). Give it back with [`Self::give_back`].
-    pub(super) fn take_scratch(&mut self, len: usize, what: &str) -> Result<CudaSlice<f32>> {
-        if let Some(pos) = self.workspace.iter().position(|b| b.len() >= len) {
+    pub(super) fn take_scratch(&mut self, len: usize, what: &str) -> Result<DeviceBuf> {
+        let bytes = len * size_of::<f32>();
+        if let Some(pos) = self.workspace.iter().position(|b| b.bytes() >= bytes) {
             return Ok(self.workspace.swap_remove(pos));
         }
         // None fits: free what is kept before allocating (V1's matrix may need all of it).
         self.workspace.clear();
-        // SAFETY (alloc): every user writes the part it reads first.
-        unsafe { self.stream.alloc::<f32>(len) }.cuda(what)
+        // Uninitialised: every user writes the part it reads first.
+        DeviceBuf::on_stream(&self.stream, bytes, what)
     }
 
     /// Keeps a scratch buffer for the next call (at most two are kept).
-    pub(super) fn give_back(&mut self, buf: CudaSlice<f32>) {
+    pub(super) fn give_back(&mut self, buf: DeviceBuf) {
         self.workspace.push(buf);
-        self.workspace.sort_by_key(|b| std::cmp::Reverse(b.len()));
+        self.workspace.sort_by_key(|b| std::cmp::Reverse(b.bytes()));
         self.workspace.truncate(2);
     }
 
@@ -164,14 +198,9 @@ impl GpuMatcher {
         if version == MatchVersion::V1 {
             self.v1_check_memory(lhs.len(), rhs.len())?;
         }
-        let lhs_d = self
-            .stream
-            .clone_htod(lhs.as_flattened())
-            .cuda("uploading the left descriptors")?;
-        let rhs_d = self
-            .stream
-            .clone_htod(rhs.as_flattened())
-            .cuda("uploading the right descriptors")?;
+        let lhs_d = DeviceBuf::upload_on(&self.stream, lhs.as_flattened(), "the left descriptors")?;
+        let rhs_d =
+            DeviceBuf::upload_on(&self.stream, rhs.as_flattened(), "the right descriptors")?;
         let (n, m) = (lhs.len(), rhs.len());
         let start = self.event()?;
         let (res, flagged) = match version {
@@ -187,43 +216,22 @@ impl GpuMatcher {
             Some(f) => Some(f.download(&self.stream)?),
             None => None,
         };
-        let idx = self
-            .stream
-            .clone_dtoh(&res.idx)
-            .cuda("downloading the match indices")?;
-        let dist = self
-            .stream
-            .clone_dtoh(&res.dist)
-            .cuda("downloading the match distances")?;
+        let mut matches = res.download(&self.stream, n, "match")?;
         let mut device_ms = f64::from(start.elapsed_ms(&end).cuda("timing the match")?);
-        let mut matches: Vec<Match> = idx
-            .into_iter()
-            .zip(dist)
-            .map(|(index, distance)| Match { index, distance })
-            .collect();
         let mut recomputed_rows = 0;
         if let Some(rows) = flagged.filter(|r| !r.is_empty()) {
             // Exact fallback for the rows V3 could not certify: V2 on just those rows.
             recomputed_rows = rows.len();
             let sub: Vec<Descriptor> = rows.iter().map(|&r| lhs[r as usize]).collect();
-            let sub_d = self
-                .stream
-                .clone_htod(sub.as_flattened())
-                .cuda("uploading the rows to recompute")?;
+            let sub_d =
+                DeviceBuf::upload_on(&self.stream, sub.as_flattened(), "the rows to recompute")?;
             let s = self.event()?;
             let res = self.v2(&sub_d, sub.len(), &rhs_d, m)?;
             let e = self.event()?;
-            let idx = self
-                .stream
-                .clone_dtoh(&res.idx)
-                .cuda("downloading the recomputed indices")?;
-            let dist = self
-                .stream
-                .clone_dtoh(&res.dist)
-                .cuda("downloading the recomputed distances")?;
+            let redone = res.download(&self.stream, sub.len(), "recomputed")?;
             device_ms += f64::from(s.elapsed_ms(&e).cuda("timing the recomputation")?);
-            for ((&r, index), distance) in rows.iter().zip(idx).zip(dist) {
-                matches[r as usize] = Match { index, distance };
+            for (&r, found) in rows.iter().zip(redone) {
+                matches[r as usize] = found;
             }
         }
         self.stream.synchronize().cuda("finishing the match")?;
@@ -243,18 +251,29 @@ impl GpuMatcher {
     }
 }
 
-/// Launch configuration of `grid` blocks of `block` threads.
-pub(super) fn cfg(grid: (u32, u32), block: u32) -> LaunchConfig {
-    LaunchConfig {
-        grid_dim: (grid.0, grid.1, 1),
-        block_dim: (block, 1, 1),
-        shared_mem_bytes: 0,
-    }
+/// Launches matcher kernel `f` on `stream`: `grid` blocks of [`BLOCK`] threads, `params` the
+/// fields of its argument struct (`cluda_gpu::args::Match*Args::params`), through the launch
+/// path the finder uses ([`crate::cuda::launch`]).
+///
+/// # Safety
+///
+/// As [`crate::cuda::launch`]: `params` are the fields of `f`'s argument struct, alive until
+/// the call returns, every pointer a live device buffer of the sizes `f` reads and writes for
+/// this grid, usable on `stream` (allocated on it, or ordered after it by an event).
+pub(super) unsafe fn launch(
+    stream: &CudaStream,
+    f: &CudaFunction,
+    grid: (u32, u32),
+    params: &mut [*mut c_void],
+) -> std::result::Result<(), DriverError> {
+    stream.context().bind_to_thread()?;
+    // SAFETY: as the caller promises; the stream's context is current.
+    unsafe { crate::cuda::launch(f, grid, BLOCK, stream.cu_stream(), params, false) }
 }
 
-/// Grid size for one warp per row with 256-thread blocks.
+/// Grid size for one warp per row with [`BLOCK`]-thread blocks.
 pub(super) fn warp_rows_grid(rows: usize) -> Result<u32> {
-    grid_dim(rows.div_ceil(8), "rows")
+    grid_dim(rows.div_ceil((BLOCK / 32) as usize), "rows")
 }
 
 /// A grid dimension as u32, or a clear error.

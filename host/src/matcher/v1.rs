@@ -4,9 +4,10 @@
 //! The matrix takes `4 n m` bytes of device memory, so V1 checks the free memory first and
 //! refuses, with a clear error, sizes that would not fit.
 
-use cudarc::driver::{CudaSlice, PushKernelArg};
+use cluda_gpu::args::{MatchV1DistancesArgs, MatchV1RowminArgs};
 
-use super::gpu::{DeviceResult, GpuMatcher, cfg, grid_dim, warp_rows_grid};
+use super::gpu::{DeviceResult, GpuMatcher, grid_dim, launch, warp_rows_grid};
+use crate::device_memory::DeviceBuf;
 use crate::error::{CudaContextExt, Error, Result};
 
 /// Bytes kept free beside V1's buffers (allocator granularity, cuBLAS workspace, other users).
@@ -24,12 +25,7 @@ impl GpuMatcher {
             .mem_get_info()
             .cuda("querying free device memory")?;
         // Scratch kept by this matcher is reused or released for the matrix: count it as free.
-        let free = free as u64
-            + self
-                .workspace
-                .iter()
-                .map(|b| b.len() as u64 * 4)
-                .sum::<u64>();
+        let free = free as u64 + self.workspace.iter().map(|b| b.bytes() as u64).sum::<u64>();
         if need.saturating_add(HEADROOM) > free {
             return Err(Error::param(
                 "version",
@@ -53,34 +49,52 @@ impl GpuMatcher {
     /// V1 on uploaded descriptors (`n`, `m` >= 1, memory already checked).
     pub(super) fn v1(
         &mut self,
-        lhs: &CudaSlice<f32>,
+        lhs: &DeviceBuf,
         n: usize,
-        rhs: &CudaSlice<f32>,
+        rhs: &DeviceBuf,
         m: usize,
     ) -> Result<DeviceResult> {
         // Every element of the matrix is written by the distance kernel before it is read.
-        let mut dist_mat = self.take_scratch(n * m, "allocating v1's distance matrix")?;
+        let dist_mat = self.take_scratch(n * m, "v1's distance matrix")?;
         let s = &self.stream;
-        let mut idx = s.alloc_zeros::<u32>(n).cuda("allocating v1's indices")?;
-        let mut dist = s.alloc_zeros::<f32>(n).cuda("allocating v1's distances")?;
+        let idx = DeviceBuf::zeroed_on_stream(s, n * 4, "v1's indices")?;
+        let dist = DeviceBuf::zeroed_on_stream(s, n * 4, "v1's distances")?;
         let (n32, m32) = (n as u32, m as u32);
         let grid = (
             grid_dim(m.div_ceil(128), "right tiles")?,
             grid_dim(n.div_ceil(128), "left tiles")?,
         );
-        let mut b = s.launch_builder(&self.k.v1_distances);
-        b.arg(lhs).arg(&n32).arg(rhs).arg(&m32).arg(&mut dist_mat);
-        // SAFETY: lhs n x 128, rhs m x 128, dist_mat n x m, as the kernel indexes them.
-        unsafe { b.launch(cfg(grid, 256)) }.cuda("launching v1's distance kernel")?;
-        let mut b = s.launch_builder(&self.k.v1_rowmin);
-        b.arg(&dist_mat)
-            .arg(&n32)
-            .arg(&m32)
-            .arg(&mut idx)
-            .arg(&mut dist);
-        // SAFETY: dist_mat n x m, idx and dist n.
-        unsafe { b.launch(cfg((warp_rows_grid(n)?, 1), 256)) }
+        {
+            let mut a = MatchV1DistancesArgs {
+                lhs: lhs.at(),
+                n: n32,
+                rhs: rhs.at(),
+                m: m32,
+                dist: dist_mat.at(),
+            };
+            // SAFETY: lhs n x 128, rhs m x 128, dist_mat n x m, as the kernel indexes them.
+            unsafe { launch(s, &self.k.v1_distances, grid, &mut a.params()) }
+                .cuda("launching v1's distance kernel")?;
+        }
+        {
+            let mut a = MatchV1RowminArgs {
+                dist: dist_mat.at(),
+                n: n32,
+                m: m32,
+                out_idx: idx.at(),
+                out_dist: dist.at(),
+            };
+            // SAFETY: dist_mat n x m, idx and dist n.
+            unsafe {
+                launch(
+                    s,
+                    &self.k.v1_rowmin,
+                    (warp_rows_grid(n)?, 1),
+                    &mut a.params(),
+                )
+            }
             .cuda("launching v1's row-minimum kernel")?;
+        }
         self.give_back(dist_mat);
         Ok(DeviceResult { idx, dist })
     }

@@ -4,9 +4,10 @@
 //! gives too few blocks to fill the GPU, the right side is split over `gridDim.y`, and
 //! `cluda_match_merge_partials` merges the per-split bests.
 
-use cudarc::driver::{CudaSlice, PushKernelArg};
+use cluda_gpu::args::{MatchMergePartialsArgs, MatchV2FusedArgs};
 
-use super::gpu::{DeviceResult, GpuMatcher, cfg, grid_dim};
+use super::gpu::{BLOCK, DeviceResult, GpuMatcher, grid_dim, launch};
+use crate::device_memory::DeviceBuf;
 use crate::error::{CudaContextExt, Result};
 
 /// Blocks per multiprocessor V2 aims for (several waves keep the tail short).
@@ -28,44 +29,49 @@ impl GpuMatcher {
     /// V2 on uploaded descriptors (`n`, `m` >= 1).
     pub(super) fn v2(
         &self,
-        lhs: &CudaSlice<f32>,
+        lhs: &DeviceBuf,
         n: usize,
-        rhs: &CudaSlice<f32>,
+        rhs: &DeviceBuf,
         m: usize,
     ) -> Result<DeviceResult> {
         let s = &self.stream;
         let (splits, per) = split_plan(n, m, self.sms);
-        let mut part_d = s
-            .alloc_zeros::<f32>(n * splits)
-            .cuda("allocating v2's partial distances")?;
-        let mut part_i = s
-            .alloc_zeros::<u32>(n * splits)
-            .cuda("allocating v2's partial indices")?;
+        let part_d = DeviceBuf::zeroed_on_stream(s, n * splits * 4, "v2's partial distances")?;
+        let part_i = DeviceBuf::zeroed_on_stream(s, n * splits * 4, "v2's partial indices")?;
         let (n32, m32, per32, splits32) = (n as u32, m as u32, per as u32, splits as u32);
         let grid = (grid_dim(n.div_ceil(128), "left tiles")?, splits32);
-        let mut b = s.launch_builder(&self.k.v2_fused);
-        b.arg(lhs)
-            .arg(&n32)
-            .arg(rhs)
-            .arg(&m32)
-            .arg(&per32)
-            .arg(&splits32)
-            .arg(&mut part_d)
-            .arg(&mut part_i);
-        // SAFETY: lhs n x 128, rhs m x 128, partials n x splits, as the kernel indexes them.
-        unsafe { b.launch(cfg(grid, 256)) }.cuda("launching v2's fused kernel")?;
-        let mut idx = s.alloc_zeros::<u32>(n).cuda("allocating v2's indices")?;
-        let mut dist = s.alloc_zeros::<f32>(n).cuda("allocating v2's distances")?;
-        let mut b = s.launch_builder(&self.k.merge_partials);
-        b.arg(&part_d)
-            .arg(&part_i)
-            .arg(&n32)
-            .arg(&splits32)
-            .arg(&mut idx)
-            .arg(&mut dist);
-        // SAFETY: partials n x splits, idx and dist n.
-        unsafe { b.launch(cfg((grid_dim(n.div_ceil(256), "rows")?, 1), 256)) }
-            .cuda("launching v2's merge kernel")?;
+        {
+            let mut a = MatchV2FusedArgs {
+                lhs: lhs.at(),
+                n: n32,
+                rhs: rhs.at(),
+                m: m32,
+                tiles_per_split: per32,
+                splits: splits32,
+                part_dist: part_d.at(),
+                part_idx: part_i.at(),
+            };
+            // SAFETY: lhs n x 128, rhs m x 128, partials n x splits, as the kernel indexes
+            // them.
+            unsafe { launch(s, &self.k.v2_fused, grid, &mut a.params()) }
+                .cuda("launching v2's fused kernel")?;
+        }
+        let idx = DeviceBuf::zeroed_on_stream(s, n * 4, "v2's indices")?;
+        let dist = DeviceBuf::zeroed_on_stream(s, n * 4, "v2's distances")?;
+        {
+            let mut a = MatchMergePartialsArgs {
+                part_dist: part_d.at(),
+                part_idx: part_i.at(),
+                n: n32,
+                splits: splits32,
+                out_idx: idx.at(),
+                out_dist: dist.at(),
+            };
+            let grid = (grid_dim(n.div_ceil(BLOCK as usize), "rows")?, 1);
+            // SAFETY: partials n x splits, idx and dist n.
+            unsafe { launch(s, &self.k.merge_partials, grid, &mut a.params()) }
+                .cuda("launching v2's merge kernel")?;
+        }
         Ok(DeviceResult { idx, dist })
     }
 }

@@ -21,41 +21,48 @@
 
 use std::sync::Arc;
 
+use cluda_gpu::args::{MatchSqnormsArgs, MatchV3FoldArgs, MatchV3RescoreArgs};
 use cudarc::cublas::GemmConfig;
 use cudarc::cublas::sys::cublasOperation_t;
-use cudarc::driver::{CudaSlice, CudaStream, PushKernelArg};
+use cudarc::driver::sys::CUevent_flags;
+use cudarc::driver::{CudaEvent, CudaStream};
 
 use super::cublas::{Blas, CublasStatus};
-use super::gpu::{DeviceResult, GpuMatcher, cfg, warp_rows_grid};
+use super::gpu::{DeviceResult, GpuMatcher, launch, warp_rows_grid};
+use crate::device_memory::DeviceBuf;
 use crate::error::{CudaContextExt, Error, Result};
 
 /// Candidates kept per row (the kernels' `V3_K`, shared with them).
 const K: usize = cluda_gpu::layout::matcher::V3_K;
 
-/// V3's flagged rows on the device: a counter and the list it counts into.
+/// V3's flagged rows on the device: a counter (`u32`) and the list it counts into (`u32`).
 pub(super) struct Flags {
-    count: CudaSlice<u32>,
-    rows: CudaSlice<u32>,
+    count: DeviceBuf,
+    rows: DeviceBuf,
 }
 
 impl Flags {
     /// The flagged rows, sorted.
     pub(super) fn download(&self, s: &Arc<CudaStream>) -> Result<Vec<u32>> {
-        let count = s
-            .clone_dtoh(&self.count)
-            .cuda("downloading v3's flag count")?
-            .first()
-            .copied()
-            .unwrap_or(0) as usize;
+        let mut count = [0u32];
+        self.count.download_on(s, &mut count, "v3's flag count")?;
+        let count = (count[0] as usize).min(self.rows.bytes() / 4);
         if count == 0 {
             return Ok(Vec::new());
         }
-        let mut rows = s
-            .clone_dtoh(&self.rows.slice(..count.min(self.rows.len())))
-            .cuda("downloading v3's flagged rows")?;
+        let mut rows = vec![0u32; count];
+        self.rows.download_on(s, &mut rows, "v3's flagged rows")?;
         rows.sort_unstable();
         Ok(rows)
     }
+}
+
+/// An event on `stream` marking the work queued so far (no timing), for another stream to
+/// wait for.
+fn mark(stream: &CudaStream, what: &str) -> Result<CudaEvent> {
+    stream
+        .record_event(Some(CUevent_flags::CU_EVENT_DISABLE_TIMING))
+        .cuda(what)
 }
 
 /// Runs a bare SGEMM of the same shape as V3's whole problem (`n x m x 128`, FP32, one call,
@@ -70,14 +77,10 @@ pub fn bare_sgemm_ms(
     matcher.blas()?;
     let s = matcher.stream.clone();
     let (n, m) = (lhs.len(), rhs.len());
-    let a = s
-        .clone_htod(rhs.as_flattened())
-        .cuda("uploading the SGEMM operand")?;
-    let b = s
-        .clone_htod(lhs.as_flattened())
-        .cuda("uploading the SGEMM operand")?;
-    // SAFETY (alloc): SGEMM with beta = 0 writes every element.
-    let mut c = unsafe { s.alloc::<f32>(n * m) }.cuda("allocating the SGEMM output")?;
+    let a = DeviceBuf::upload_on(&s, rhs.as_flattened(), "the SGEMM operand")?;
+    let b = DeviceBuf::upload_on(&s, lhs.as_flattened(), "the SGEMM operand")?;
+    // Uninitialised: SGEMM with beta = 0 writes every element before it is read.
+    let c = DeviceBuf::on_stream(&s, n * m * 4, "the SGEMM output")?;
     let gemm = GemmConfig {
         transa: cublasOperation_t::CUBLAS_OP_T,
         transb: cublasOperation_t::CUBLAS_OP_N,
@@ -98,7 +101,8 @@ pub fn bare_sgemm_ms(
     for rep in 0..=reps {
         let start = matcher.event()?;
         // SAFETY: a m x 128, b n x 128, c n x m.
-        unsafe { blas.gemm(gemm, &a, &b, &mut c) }.map_err(blas_err("running the bare SGEMM"))?;
+        unsafe { blas.gemm(gemm, a.at(), b.at(), c.at()) }
+            .map_err(blas_err("running the bare SGEMM"))?;
         let end = matcher.event()?;
         let ms = f64::from(start.elapsed_ms(&end).cuda("timing the bare SGEMM")?);
         if rep > 0 {
@@ -131,9 +135,9 @@ impl GpuMatcher {
     /// must be recomputed exactly (still on the device; see [`Flags::download`]).
     pub(super) fn v3(
         &mut self,
-        lhs: &CudaSlice<f32>,
+        lhs: &DeviceBuf,
         n: usize,
-        rhs: &CudaSlice<f32>,
+        rhs: &DeviceBuf,
         m: usize,
     ) -> Result<(DeviceResult, Flags)> {
         self.blas()?;
@@ -141,47 +145,57 @@ impl GpuMatcher {
         let tiling = self.tiling;
         let rows_t = tiling.rows.min(n);
         let cols_t = tiling.cols.min(m.next_multiple_of(4));
-        let (n32, m32) = (n as u32, m as u32);
+        let n32 = n as u32;
 
         // Buffers that a kernel writes entirely are left uninitialised (no memset in the timed
         // path); the right norms' padding and the counters must start at zero.
-        // SAFETY (uninitialised allocs below): written in full before being read, as noted.
-        let mut norms_a = unsafe { s.alloc::<f32>(n) }.cuda("allocating v3's left norms")?; // sqnorms
-        let mut norms_b = s
-            .alloc_zeros::<f32>(m.next_multiple_of(4))
-            .cuda("allocating v3's right norms")?;
-        let mut max_a = s
-            .alloc_zeros::<u32>(1)
-            .cuda("allocating v3's norm maximum")?;
-        let mut max_b = s
-            .alloc_zeros::<u32>(1)
-            .cuda("allocating v3's norm maximum")?;
-        let mut b = s.launch_builder(&self.k.sqnorms);
-        b.arg(lhs).arg(&n32).arg(&mut norms_a).arg(&mut max_a);
-        // SAFETY: lhs n x 128, norms_a n, max_a 1.
-        unsafe { b.launch(cfg((warp_rows_grid(n)?, 1), 256)) }
-            .cuda("launching v3's norm kernel (lhs)")?;
-        let mut b = s.launch_builder(&self.k.sqnorms);
-        b.arg(rhs).arg(&m32).arg(&mut norms_b).arg(&mut max_b);
-        // SAFETY: rhs m x 128, norms_b >= m, max_b 1.
-        unsafe { b.launch(cfg((warp_rows_grid(m)?, 1), 256)) }
-            .cuda("launching v3's norm kernel (rhs)")?;
+        let norms_a = DeviceBuf::on_stream(&s, n * 4, "v3's left norms")?;
+        let norms_b =
+            DeviceBuf::zeroed_on_stream(&s, m.next_multiple_of(4) * 4, "v3's right norms")?;
+        let max_a = DeviceBuf::zeroed_on_stream(&s, 4, "v3's norm maximum")?;
+        let max_b = DeviceBuf::zeroed_on_stream(&s, 4, "v3's norm maximum")?;
+        for (x, rows, norms, max, what) in [
+            (lhs, n, &norms_a, &max_a, "launching v3's norm kernel (lhs)"),
+            (rhs, m, &norms_b, &max_b, "launching v3's norm kernel (rhs)"),
+        ] {
+            let mut a = MatchSqnormsArgs {
+                x: x.at(),
+                rows: rows as u32,
+                norms: norms.at(),
+                max_bits: max.at(),
+            };
+            // SAFETY: x rows x 128, norms >= rows (lhs: n, rhs: m padded), max 1.
+            unsafe {
+                launch(
+                    &s,
+                    &self.k.sqnorms,
+                    (warp_rows_grid(rows)?, 1),
+                    &mut a.params(),
+                )
+            }
+            .cuda(what)?;
+        }
 
         // Each tile region is written by SGEMM before the fold reads it.
         let nbuf = if tiling.overlap { 2 } else { 1 };
         let mut tiles = Vec::with_capacity(nbuf);
         for _ in 0..nbuf {
-            tiles.push(self.take_scratch(rows_t * cols_t, "allocating v3's tile")?);
+            tiles.push(self.take_scratch(rows_t * cols_t, "v3's tile")?);
         }
+        // With overlap the folds run on their own stream; the two streams are ordered by
+        // events: a fold waits for the SGEMM of its tile (which came after the norms and the
+        // allocations on `s`), an SGEMM waits for the last fold that read its tile, and the
+        // rescoring waits for the last fold.
         let fold_stream = if tiling.overlap {
             self.fold_stream.clone()
         } else {
             s.clone()
         };
+        let mut folded: Vec<Option<CudaEvent>> = (0..nbuf).map(|_| None).collect();
         let mut step = 0usize;
         // The first column tile (c0 = 0, `first`) writes all four entries of every row.
-        let mut best_d = unsafe { s.alloc::<f32>(n * K) }.cuda("allocating v3's candidates")?;
-        let mut best_i = unsafe { s.alloc::<u32>(n * K) }.cuda("allocating v3's candidates")?;
+        let best_d = DeviceBuf::on_stream(&s, n * K * 4, "v3's candidates")?;
+        let best_i = DeviceBuf::on_stream(&s, n * K * 4, "v3's candidates")?;
         let blas = self
             .blas
             .as_ref()
@@ -205,35 +219,60 @@ impl GpuMatcher {
                     beta: 0.0f32,
                     ldc: ld as i32,
                 };
-                let a_view = rhs.slice(c0 * 128..(c0 + cols) * 128);
-                let b_view = lhs.slice(r0 * 128..(r0 + rows) * 128);
-                let tile = &mut tiles[step % nbuf];
+                let slot = step % nbuf;
                 step += 1;
-                let mut c_view = tile.slice_mut(..rows * ld);
-                // SAFETY: the views hold exactly the cols x 128, rows x 128 and rows x ld floats
-                // the configuration addresses.
-                unsafe { blas.gemm(gemm, &a_view, &b_view, &mut c_view) }
-                    .map_err(blas_err("running the v3 SGEMM tile"))?;
-                let (rows32, cols32, ld32, r032, c032) =
-                    (rows as u32, cols as u32, ld as u32, r0 as u32, c0 as u32);
-                let first = u32::from(c0 == 0);
-                let tile = &*tile;
-                let mut b = fold_stream.launch_builder(&self.k.v3_fold);
-                b.arg(tile)
-                    .arg(&rows32)
-                    .arg(&cols32)
-                    .arg(&ld32)
-                    .arg(&r032)
-                    .arg(&c032)
-                    .arg(&norms_b)
-                    .arg(&mut best_d)
-                    .arg(&mut best_i)
-                    .arg(&first);
+                let tile = &tiles[slot];
+                if let Some(read) = &folded[slot] {
+                    s.wait(read)
+                        .cuda("ordering v3's SGEMM after its tile's last fold")?;
+                }
+                // SAFETY: rhs from row c0 (cols x 128 floats), lhs from row r0 (rows x 128) and
+                // the tile (rows_t x cols_t >= rows x ld floats) hold what the configuration
+                // addresses; the tile's last reader is done (the wait above).
+                unsafe {
+                    blas.gemm(
+                        gemm,
+                        rhs.at::<f32>().add(c0 * 128),
+                        lhs.at::<f32>().add(r0 * 128),
+                        tile.at(),
+                    )
+                }
+                .map_err(blas_err("running the v3 SGEMM tile"))?;
+                if tiling.overlap {
+                    let written = mark(&s, "marking v3's SGEMM tile")?;
+                    fold_stream
+                        .wait(&written)
+                        .cuda("ordering v3's fold after its SGEMM tile")?;
+                }
+                let mut a = MatchV3FoldArgs {
+                    tile: tile.at(),
+                    rows: rows as u32,
+                    cols: cols as u32,
+                    ld: ld as u32,
+                    row0: r0 as u32,
+                    col0: c0 as u32,
+                    norms_b: norms_b.at(),
+                    best_d: best_d.at(),
+                    best_i: best_i.at(),
+                    first: u32::from(c0 == 0),
+                };
+                let grid = (warp_rows_grid(rows)?, 1);
                 // SAFETY: tile rows x ld, norms_b padded to a multiple of 4 >= c0 + ld,
-                // best_* n x 4 with r0 + rows <= n.
-                unsafe { b.launch(cfg((warp_rows_grid(rows)?, 1), 256)) }
+                // best_* n x 4 with r0 + rows <= n; all ready on the fold stream (the waits
+                // above).
+                unsafe { launch(&fold_stream, &self.k.v3_fold, grid, &mut a.params()) }
                     .cuda("launching v3's fold kernel")?;
+                if tiling.overlap {
+                    folded[slot] = Some(mark(&fold_stream, "marking v3's fold")?);
+                }
             }
+        }
+        if tiling.overlap {
+            // The rescoring reads the folds' candidates, and the tiles (and, when freed, the
+            // candidates) are reused on `s`: all after the last fold.
+            let done = mark(&fold_stream, "marking v3's last fold")?;
+            s.wait(&done)
+                .cuda("ordering v3's rescoring after the folds")?;
         }
         for t in tiles {
             self.give_back(t);
@@ -241,28 +280,34 @@ impl GpuMatcher {
 
         // The rescoring writes every row's index and distance; flag_rows is read only up to
         // the count.
-        let mut idx = unsafe { s.alloc::<u32>(n) }.cuda("allocating v3's indices")?;
-        let mut dist = unsafe { s.alloc::<f32>(n) }.cuda("allocating v3's distances")?;
-        let mut flag_count = s
-            .alloc_zeros::<u32>(1)
-            .cuda("allocating v3's flag counter")?;
-        let mut flag_rows = unsafe { s.alloc::<u32>(n) }.cuda("allocating v3's flag list")?;
-        let mut b = s.launch_builder(&self.k.v3_rescore);
-        b.arg(lhs)
-            .arg(rhs)
-            .arg(&n32)
-            .arg(&norms_a)
-            .arg(&max_b)
-            .arg(&best_d)
-            .arg(&best_i)
-            .arg(&mut idx)
-            .arg(&mut dist)
-            .arg(&mut flag_count)
-            .arg(&mut flag_rows);
+        let idx = DeviceBuf::on_stream(&s, n * 4, "v3's indices")?;
+        let dist = DeviceBuf::on_stream(&s, n * 4, "v3's distances")?;
+        let flag_count = DeviceBuf::zeroed_on_stream(&s, 4, "v3's flag counter")?;
+        let flag_rows = DeviceBuf::on_stream(&s, n * 4, "v3's flag list")?;
+        let mut a = MatchV3RescoreArgs {
+            lhs: lhs.at(),
+            rhs: rhs.at(),
+            n: n32,
+            norms_a: norms_a.at(),
+            max_bits_b: max_b.at(),
+            best_d: best_d.at(),
+            best_i: best_i.at(),
+            out_idx: idx.at(),
+            out_dist: dist.at(),
+            flag_count: flag_count.at(),
+            flag_rows: flag_rows.at(),
+        };
         // SAFETY: lhs n x 128, rhs m x 128 (candidate indices < m or u32::MAX), best_* n x 4,
-        // idx/dist/flag_rows n, flag_count 1.
-        unsafe { b.launch(cfg((warp_rows_grid(n)?, 1), 256)) }
-            .cuda("launching v3's rescoring kernel")?;
+        // idx/dist/flag_rows n, flag_count 1; the folds are done (the wait above).
+        unsafe {
+            launch(
+                &s,
+                &self.k.v3_rescore,
+                (warp_rows_grid(n)?, 1),
+                &mut a.params(),
+            )
+        }
+        .cuda("launching v3's rescoring kernel")?;
         Ok((
             DeviceResult { idx, dist },
             Flags {

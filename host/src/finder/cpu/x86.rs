@@ -131,24 +131,32 @@ macro_rules! lane_ops {
             // LANES) proves every load and store in bounds.
             let c = &c[..w + S - 1];
             let hsum = if sums { &mut hsum[..w] } else { hsum };
-            // SAFETY (every intrinsic below): the caller's CPU has the features.
+            // SAFETY: the caller's CPU has the features (this function's contract), which is
+            // all the intrinsics need; every unsafe block below relies on the same.
             let mut big = [unsafe { zero() }; N];
             let mut x0 = 0;
             while x0 + LANES <= w {
+                // SAFETY: the features, as above.
                 let v = unsafe { load(&c[x0..x0 + LANES]) };
                 let (mut m, mut s) = (v, v);
                 for i in 0..N {
+                    // SAFETY: the features, as above.
                     big[i] = unsafe { max_of(max_of(big[i], v[i]), neg(v[i])) };
                 }
                 for dx in 1..S {
+                    // SAFETY: the features, as above.
                     let u = unsafe { load(&c[x0 + dx..x0 + dx + LANES]) };
                     for i in 0..N {
+                        // SAFETY: the features, as above.
                         m[i] = unsafe { max_of(m[i], u[i]) };
+                        // SAFETY: the features, as above.
                         s[i] = unsafe { add(s[i], u[i]) };
                     }
                 }
+                // SAFETY: the features, as above.
                 unsafe { store(&mut hmax[x0..x0 + LANES], m) };
                 if sums {
+                    // SAFETY: the features, as above.
                     unsafe { store(&mut hsum[x0..x0 + LANES], s) };
                 }
                 x0 += LANES;
@@ -159,6 +167,7 @@ macro_rules! lane_ops {
                 .iter()
                 .fold(0.0, |acc: $t, &v| acc.max_of(v).max_of(-v));
             let mut lanes = [0.0; LANES];
+            // SAFETY: the features, as above.
             unsafe { store(&mut lanes, big) };
             lanes.iter().fold(tail, |acc, &v| acc.max_of(v))
         }

@@ -4,97 +4,13 @@
 use std::ffi::c_void;
 use std::sync::Arc;
 
-use cudarc::driver::sys::{self, CUdeviceptr, cudaError_enum};
-use cudarc::driver::{CudaContext, DriverError, result};
+use cudarc::driver::sys::{self, CUdeviceptr};
+use cudarc::driver::{CudaContext, result};
 
 use crate::error::{CudaContextExt, Error, Result};
 use crate::pedestal::PixelMaps;
 
-/// Turns an allocation failure into [`Error::OutOfDeviceMemory`] when the driver says so.
-pub(crate) fn alloc_error(e: DriverError, what: &str, bytes: usize) -> Error {
-    if e.0 == cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY {
-        Error::OutOfDeviceMemory {
-            what: what.to_string(),
-            bytes,
-        }
-    } else {
-        Error::Cuda {
-            context: format!("allocating {bytes} bytes for {what}"),
-            source: Box::new(e),
-        }
-    }
-}
-
-/// Device memory, freed on drop (the owner synchronises before dropping buffers in use).
-#[derive(Debug)]
-pub(crate) struct DeviceBuf {
-    ptr: CUdeviceptr,
-    bytes: usize,
-    ctx: Arc<CudaContext>,
-}
-
-impl DeviceBuf {
-    /// `bytes` of uninitialised device memory for `what`.
-    pub fn new(ctx: &Arc<CudaContext>, bytes: usize, what: &str) -> Result<Self> {
-        ctx.bind_to_thread().cuda("binding the CUDA context")?;
-        // SAFETY: plain allocation; the pointer is owned by the returned value.
-        let ptr = unsafe { result::malloc_sync(bytes.max(1)) }
-            .map_err(|e| alloc_error(e, what, bytes))?;
-        Ok(Self {
-            ptr,
-            bytes,
-            ctx: ctx.clone(),
-        })
-    }
-
-    /// `bytes` of zeroed device memory for `what`.
-    pub fn zeroed(ctx: &Arc<CudaContext>, bytes: usize, what: &str) -> Result<Self> {
-        let buf = Self::new(ctx, bytes, what)?;
-        // SAFETY: the range is this allocation.
-        unsafe { sys::cuMemsetD8_v2(buf.ptr, 0, bytes) }
-            .result()
-            .cuda(&format!("zeroing {what}"))?;
-        Ok(buf)
-    }
-
-    /// The device address.
-    pub fn ptr(&self) -> u64 {
-        self.ptr
-    }
-
-    /// Size in bytes.
-    pub fn bytes(&self) -> usize {
-        self.bytes
-    }
-
-    /// Synchronous upload of `data` to the start of the buffer.
-    pub fn upload<T: bytemuck::Pod>(&self, data: &[T], what: &str) -> Result<()> {
-        let bytes: &[u8] = bytemuck::cast_slice(data);
-        assert!(bytes.len() <= self.bytes, "upload larger than its buffer");
-        // SAFETY: the destination range lies inside this allocation.
-        unsafe { sys::cuMemcpyHtoD_v2(self.ptr, bytes.as_ptr() as *const c_void, bytes.len()) }
-            .result()
-            .cuda(&format!("uploading {what}"))
-    }
-
-    /// Synchronous download of the start of the buffer into `out`.
-    pub fn download<T: bytemuck::Pod>(&self, out: &mut [T], what: &str) -> Result<()> {
-        let bytes: &mut [u8] = bytemuck::cast_slice_mut(out);
-        assert!(bytes.len() <= self.bytes, "download larger than its buffer");
-        // SAFETY: the source range lies inside this allocation.
-        unsafe { sys::cuMemcpyDtoH_v2(bytes.as_mut_ptr() as *mut c_void, self.ptr, bytes.len()) }
-            .result()
-            .cuda(&format!("downloading {what}"))
-    }
-}
-
-impl Drop for DeviceBuf {
-    fn drop(&mut self) {
-        let _ = self.ctx.bind_to_thread();
-        // SAFETY: allocated by `malloc_sync`, freed once.
-        let _ = unsafe { result::free_sync(self.ptr) };
-    }
-}
+pub(crate) use crate::device_memory::{DeviceBuf, alloc_error};
 
 /// Page-locked host memory of `len` values of `T`, freed on drop.
 #[derive(Debug)]

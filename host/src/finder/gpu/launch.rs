@@ -8,9 +8,9 @@
 use std::ffi::c_void;
 use std::sync::OnceLock;
 
-use cluda_gpu::args::{ClassifyArgs, PrepareArgs, RunArgs, StepArgs, names};
+use cluda_gpu::args::{ClassifyArgs, DevicePtr, PrepareArgs, RunArgs, StepArgs, StepNext, names};
+use cudarc::driver::CudaFunction;
 use cudarc::driver::sys::{self, CUstream};
-use cudarc::driver::{CudaFunction, result};
 
 use crate::cluster::ClusterSize;
 use crate::config::Precision;
@@ -42,20 +42,20 @@ enum Reals {
     F32(f32, f32),
 }
 
-/// A device address as the kernels' pointer type (never dereferenced on the host).
-fn dev<T>(addr: u64) -> *mut T {
-    addr as usize as *mut T
+/// A device address as the kernels' pointer parameter of `T` values.
+fn dev<T>(addr: u64) -> DevicePtr<T> {
+    DevicePtr::new(addr)
 }
 
 /// Launches `f` with `params` (the field addresses of its argument struct) on `stream`:
 /// `grid` blocks of [`BLOCK`] threads, as a cooperative launch when `cooperative` (every
-/// block resident at once).
+/// block resident at once), through [`crate::cuda::launch`].
 ///
 /// # Safety
 ///
-/// `params` must be the fields of the argument struct of `f`'s family (the struct its
-/// parameters are declared from), alive until the call returns, with every pointer a live
-/// device buffer of the sizes the kernel reads and writes.
+/// As [`crate::cuda::launch`]: `params` must be the fields of the argument struct of `f`'s
+/// family, alive until the call returns, with every pointer a live device buffer of the sizes
+/// the kernel reads and writes.
 unsafe fn launch(
     f: &CudaFunction,
     grid: u32,
@@ -63,15 +63,8 @@ unsafe fn launch(
     params: &mut [*mut c_void],
     cooperative: bool,
 ) -> std::result::Result<(), cudarc::driver::DriverError> {
-    let (grid, block) = ((grid, 1, 1), (BLOCK, 1, 1));
     // SAFETY: as the caller promises.
-    unsafe {
-        if cooperative {
-            result::launch_cooperative_kernel(f.cu_function(), grid, block, 0, stream, params)
-        } else {
-            result::launch_kernel(f.cu_function(), grid, block, 0, stream, params)
-        }
-    }
+    unsafe { crate::cuda::launch(f, (grid, 1), BLOCK, stream, params, cooperative) }
 }
 
 /// Frame geometry shared by both kernels.
@@ -238,32 +231,19 @@ fn step_args<R>(
     next_frame: u64,
     next: &FrameBuffers,
 ) -> StepArgs<R> {
-    StepArgs {
-        frame: c.frame,
-        base: c.base,
-        a: c.a,
-        b: c.b,
-        c: c.c,
-        t: c.t,
-        cols: c.cols,
-        pixels: c.pixels,
-        stride: c.stride,
-        tiles: c.tiles,
-        inv: c.inv,
-        status: c.status,
-        base_in: c.base_in,
-        count_out: c.count_out,
-        records: c.records,
-        room: c.room,
-        next_frame: dev(next_frame),
-        frozen_std: dev(frozen_std),
-        r: g.r,
-        n_sigma,
-        live,
-        c_next: dev(next.c_plane),
-        t_next: dev(next.t),
-        status_next: dev(next.status),
-    }
+    StepArgs::join(
+        c,
+        StepNext {
+            next_frame: dev(next_frame),
+            frozen_std: dev(frozen_std),
+            r: g.r,
+            n_sigma,
+            live,
+            c_next: dev(next.c_plane),
+            t_next: dev(next.t),
+            status_next: dev(next.status),
+        },
+    )
 }
 
 /// The run arguments of `n` frames at `frames`.
@@ -573,21 +553,46 @@ mod tests {
             ..buf
         };
         let s = step_args(c, 3.0, 1, &g, buf.frozen_std, 40, &next);
-        assert_eq!(c.frame as usize, 1);
-        assert_eq!([c.base as usize, c.a as usize, c.b as usize], [2, 3, 4]);
-        assert_eq!([c.c as usize, c.t as usize, c.status as usize], [5, 6, 7]);
+        assert_eq!(c.frame.addr() as usize, 1);
+        assert_eq!(
+            [
+                c.base.addr() as usize,
+                c.a.addr() as usize,
+                c.b.addr() as usize
+            ],
+            [2, 3, 4]
+        );
+        assert_eq!(
+            [
+                c.c.addr() as usize,
+                c.t.addr() as usize,
+                c.status.addr() as usize
+            ],
+            [5, 6, 7]
+        );
         assert_eq!(
             [c.cols, c.pixels, c.stride, c.tiles, c.room],
             [11, 12, 13, 15, 16]
         );
         assert_eq!(
-            [c.base_in as usize, c.count_out as usize, c.records as usize],
+            [
+                c.base_in.addr() as usize,
+                c.count_out.addr() as usize,
+                c.records.addr() as usize
+            ],
             [8, 9, 10]
         );
         assert_eq!(c.inv, 0.5);
-        assert_eq!((s.next_frame as usize, s.frozen_std as usize), (40, 99));
         assert_eq!(
-            [s.c_next as usize, s.t_next as usize, s.status_next as usize],
+            (s.next_frame.addr() as usize, s.frozen_std.addr() as usize),
+            (40, 99)
+        );
+        assert_eq!(
+            [
+                s.c_next.addr() as usize,
+                s.t_next.addr() as usize,
+                s.status_next.addr() as usize
+            ],
             [50, 60, 70]
         );
         assert_eq!((s.r, s.n_sigma, s.live), (14, 3.0, 1));

@@ -96,7 +96,7 @@ pub struct PipelineConfig {
     /// One launch per frame or one per upload group.
     pub launch: Launch,
     /// Record CUDA events around every frame's kernels (diagnosis only: it slows
-    /// multi-stream pipelines; read them with `GpuFinder::kernel_times_us`).
+    /// multi-stream pipelines; read them with `GpuFinder::kernel_times`).
     pub timing: bool,
 }
 

@@ -1,11 +1,9 @@
 //! The steps of the GPU ladder, each a configuration of the one GPU finder (opt1 .. opt10).
 //!
 //! The ladder bench measures every step; the GPU tests check that every step gives the CPU
-//! finder's bytes (they include this file with `#[path]`, so both use this one definition).
+//! finder's bytes; both use this one definition.
 //! None of the settings changes a result, only speed and memory. Opt10 is the library's
 //! default pipeline ([`PipelineConfig::default`]); a test checks that they stay equal.
-#![allow(dead_code)] // each includer uses a part
-
 use std::str::FromStr;
 
 use cluda::Precision;

@@ -3,8 +3,8 @@
 //! [`PoolSource`] hands out the frames of a pool over and over, as many as asked, numbered
 //! from 0, so a run of a million frames (or an endless replay) measures the engine or the
 //! stream, not the generator. Shared by the long-run tests (`tests/engine_memory.rs`,
-//! `tests/long_runs.rs`) and the stream bench (`benches/stream.rs`, which includes this file
-//! with `#[path]`), so all of them cycle frames the same way.
+//! `tests/long_runs.rs`) and the stream bench (`benches/stream.rs`), so all of them cycle
+//! frames the same way.
 
 use std::sync::Arc;
 
@@ -27,7 +27,6 @@ pub struct PoolSource {
 impl PoolSource {
     /// `total` frames of `rows x cols` from a pool of `pool_frames` frames with photons, made
     /// by the generator (seed `seed`) from frame `first` on.
-    #[allow(dead_code, reason = "the stream bench brings its own pool (from_pool)")]
     pub fn new(
         rows: usize,
         cols: usize,
@@ -50,7 +49,6 @@ impl PoolSource {
     ///
     /// # Panics
     /// When `pool` holds no whole frame.
-    #[allow(dead_code, reason = "the tests have their pool generated (new)")]
     pub fn from_pool(pool: Arc<Vec<u16>>, rows: usize, cols: usize, total: u64) -> Self {
         let pool_frames = pool.len() / (rows * cols).max(1);
         assert!(

@@ -1,7 +1,6 @@
 //! The process's resident memory (RSS), sampled along a long stream to show it stays flat.
 //!
-//! Shared by the long-run tests (`tests/engine_memory.rs`, `tests/long_runs.rs`), which
-//! include this file with `#[path]`.
+//! Shared by the long-run tests (`tests/engine_memory.rs`, `tests/long_runs.rs`).
 
 /// Resident memory of this process in MiB (Linux: /proc/self/statm).
 pub fn rss_mib() -> f64 {
