@@ -388,6 +388,7 @@ impl Session {
         for d in data.iter_mut() {
             d.frames.set_read_threads(read_threads);
         }
+        #[cfg(feature = "plot")]
         let (rows, cols) = (self.rows, self.cols);
         let pedestal = &self.pedestal;
         let startup = std::mem::take(&mut self.startup);
@@ -515,6 +516,16 @@ impl Session {
             }
         }
         result
+    }
+
+    /// Puts the pedestal back as the session read it, so that the next input (of
+    /// [`Session::find`] or the first of [`Session::find_all`], which start from where the
+    /// session is) starts from it afresh, as if it were the session's first.
+    ///
+    /// # Errors
+    /// The device's.
+    pub fn restart_pedestal(&mut self) -> Result<()> {
+        self.finder.set_pedestal(self.pedestal.clone())
     }
 
     /// Warnings gathered so far and not yet handed out (gap reports of the pedestal and of
