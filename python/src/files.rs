@@ -132,6 +132,8 @@ fn run_inputs(
     }
     session.find_all(
         &mut opened,
+        // `..default()`: no plots (a field only when cluda's `plot` feature is on).
+        #[allow(clippy::needless_update)]
         &mut |j| {
             Ok(InputOutputs {
                 cluster_file: names[j].clone(),
