@@ -4,7 +4,7 @@
 //!
 //! `cargo bench --bench user_path -- [--frames 20000] [--pedestal-frames 1000] [--sizes 3,9]
 //!  [--devices gpu,cpu] [--inputs npy,raw] [--caches warm,cold] [--data-dir DIR] [--tmpfs DIR]
-//!  [--disk DIR] [--cluda PATH] [--out DIR]`
+//!  [--disk DIR] [--cluda PATH] [--out DIR] [--campaign 20]`
 //!
 //! 1. Makes the input once with `cluda gen` (`DIR/pedestal.npy`, `DIR/data.npy`, and with
 //!    `--raw` the same frames as raw acquisitions in `DIR/raw/`) and reads it once, so it is in
@@ -31,7 +31,10 @@
 //!    measured: `us_per_frame` is the data phase from its summary line, `wall_s` the whole
 //!    command; cold runs evict every input file before each run. Every cluster file of a size
 //!    (GPU and CPU, `.npy` and raw) is compared byte for byte.
-//! 6. Start-up: the whole command on 10 frames, with the driver's JIT cache disabled
+//! 6. A campaign (`--campaign K`, default 20): the data cut into K `.npy` acquisitions found
+//!    by one `cluda find --data ... --out-dir`, against one run over the same frames as one
+//!    file (rows `<device>:campaign` and `<device>:whole`, wall time of the command).
+//! 7. Start-up: the whole command on 10 frames, with the driver's JIT cache disabled
 //!    (`CUDA_CACHE_DISABLE=1`, as on a fresh machine) and enabled.
 //!
 //! Results: `user-path.csv` (one row per measured run: `size,device,input,cache,output,frames,
@@ -58,6 +61,8 @@ struct Opts {
     disk: Option<PathBuf>,
     cluda: PathBuf,
     out: PathBuf,
+    /// Acquisitions the data file is cut into for the campaign rows (1: none).
+    campaign: usize,
 }
 
 fn parse() -> Result<Opts, String> {
@@ -79,6 +84,7 @@ fn parse() -> Result<Opts, String> {
             PathBuf::from(env!("CARGO_BIN_EXE_cluda"))
         },
         out: PathBuf::from("bench-results/user-path"),
+        campaign: 20,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -102,13 +108,15 @@ fn parse() -> Result<Opts, String> {
             "--disk" => o.disk = Some(val()?.into()),
             "--cluda" => o.cluda = val()?.into(),
             "--out" => o.out = val()?.into(),
+            "--campaign" => o.campaign = num(val()?)?,
             other => return Err(format!("unknown argument {other}")),
         }
     }
     Ok(o)
 }
 
-/// One run of the command: its data-phase us/frame (summary line) and wall seconds.
+/// One run of the command: its data-phase us/frame (`--timing`'s data phase, waits for input
+/// included) and wall seconds.
 struct Run {
     us_per_frame: f64,
     wall_s: f64,
@@ -128,11 +136,21 @@ fn cluda(o: &Opts, args: &[&str], env: &[(&str, &str)]) -> Result<Run, String> {
     if !out.status.success() {
         return Err(format!("cluda {args:?} failed: {stderr}"));
     }
-    let us_per_frame = stdout
-        .split_whitespace()
-        .find_map(|kv| kv.strip_prefix("us_per_frame="))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(f64::NAN);
+    // The data phase as a whole (`--timing`'s line: waits for input included, which the
+    // summary's `us_per_frame` leaves out); the summary's figure when there is no such line.
+    let phase = stderr.lines().find_map(|l| {
+        l.strip_prefix("timing: data phase ")
+            .and_then(|r| r.split_once("s (").map(|(_, r)| r))
+            .and_then(|r| r.split_once(" us/frame"))
+            .and_then(|(v, _)| v.trim().parse::<f64>().ok())
+    });
+    let us_per_frame = phase.unwrap_or_else(|| {
+        stdout
+            .split_whitespace()
+            .find_map(|kv| kv.strip_prefix("us_per_frame="))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(f64::NAN)
+    });
     Ok(Run {
         us_per_frame,
         wall_s,
@@ -600,6 +618,128 @@ fn same_up_to_numbering(a: &[(i32, &[u8])], b: &[(i32, &[u8])]) -> bool {
             .all(|(x, y)| x.1 == y.1 && i64::from(y.0) - i64::from(x.0) == offset)
 }
 
+/// A campaign: the data file cut into `o.campaign` acquisitions of equal length (`.npy` files on
+/// the data directory's disk, page-cached), found by one `cluda find --data ... --out-dir` on
+/// the tmpfs against one run over the whole file to a cluster file on the tmpfs, on each GPU
+/// or CPU device of the run, 3x3. Rows `device=<dev>:campaign` (wall of the command) beside
+/// `<dev>:whole`; every acquisition's file is compared with the whole run's frames.
+fn campaign(
+    o: &Opts,
+    ped: &Path,
+    data: &Path,
+    md: &mut String,
+    csv: &mut String,
+) -> Result<(), String> {
+    let e = |x: &dyn std::fmt::Display| x.to_string();
+    let mut frames = NpyFrames::open(data).map_err(|x| e(&x))?;
+    let (rows, cols, n) = (frames.rows(), frames.cols(), frames.len());
+    let each = n / o.campaign;
+    if each == 0 {
+        return Err(format!(
+            "{n} frames cannot be cut into {} acquisitions",
+            o.campaign
+        ));
+    }
+    let dir = o.data_dir.join(format!("campaign-{}", o.campaign));
+    let _ = std::fs::create_dir_all(&dir);
+    let mut inputs = Vec::new();
+    let mut buf = vec![0u16; each * rows * cols];
+    for k in 0..o.campaign {
+        let p = dir.join(format!("acq{k:03}.npy"));
+        frames
+            .fill(&mut buf, cluda::engine::read_threads())
+            .map_err(|x| e(&x))?;
+        if NpyFrames::open(&p).map(|f| f.len()).ok() != Some(each) {
+            cluda::io::write_u16_3d(&p, each, rows, cols, &buf).map_err(|x| e(&x))?;
+        }
+        warm(&p)?;
+        inputs.push(p);
+    }
+    let _ = writeln!(
+        md,
+        "\n## A campaign: {} acquisitions of {each} frames in one command, against one of {}\n\n`cluda find --data acq000.npy ... --out-dir <tmpfs>` (one device open, one pedestal applied afresh to each input) against `cluda find --data <the first {} frames as one file> --out <tmpfs>`, 3x3, page-cached. `us/frame`: the command's wall time per frame.\n\n| device | whole: wall s | campaign: wall s | campaign / whole |\n|---|---:|---:|---:|",
+        o.campaign,
+        each * o.campaign,
+        each * o.campaign
+    );
+    let whole = dir.join("whole.npy");
+    if NpyFrames::open(&whole).map(|f| f.len()).ok() != Some(each * o.campaign) {
+        let mut all = NpyFrames::open(data).map_err(|x| e(&x))?;
+        let mut v = vec![0u16; each * o.campaign * rows * cols];
+        all.fill(&mut v, cluda::engine::read_threads())
+            .map_err(|x| e(&x))?;
+        cluda::io::write_u16_3d(&whole, each * o.campaign, rows, cols, &v).map_err(|x| e(&x))?;
+    }
+    warm(&whole)?;
+    for dev in o.devices.iter().filter(|d| !d.contains(':')) {
+        let out_dir = o.tmpfs.join(format!("cluda-campaign-{dev}"));
+        let whole_out = o.tmpfs.join(format!("cluda-campaign-whole-{dev}.clust"));
+        let whole_args = [
+            "find",
+            "--pedestal",
+            s(ped),
+            "--data",
+            s(&whole),
+            "--device",
+            dev,
+            "--out",
+            s(&whole_out),
+        ];
+        let mut many_args: Vec<&str> = vec!["find", "--pedestal", s(ped), "--data"];
+        many_args.extend(inputs.iter().map(|p| s(p)));
+        many_args.extend(["--device", dev, "--out-dir", s(&out_dir)]);
+        let mut best = (f64::MAX, f64::MAX);
+        for _ in 0..2 {
+            let _ = std::fs::remove_file(&whole_out);
+            let _ = std::fs::remove_dir_all(&out_dir);
+            best.0 = best.0.min(cluda(o, &whole_args, &[])?.wall_s);
+            best.1 = best.1.min(cluda(o, &many_args, &[])?.wall_s);
+        }
+        // Each acquisition's file against its part of the whole run (its frames numbered
+        // from 0 in its own file).
+        let whole_frames = std::fs::read(&whole_out).ok().and_then(|b| {
+            cluster_frames(&b, 3).map(|v| v.iter().map(|(_, r)| r.to_vec()).collect::<Vec<_>>())
+        });
+        let mut same = whole_frames.is_some();
+        for (k, p) in inputs.iter().enumerate() {
+            let name = p.file_stem().and_then(|x| x.to_str()).unwrap_or("");
+            let got = std::fs::read(out_dir.join(format!("{name}.clust"))).ok();
+            let alone = got.as_deref().and_then(|b| cluster_frames(b, 3));
+            same &= match (&whole_frames, alone) {
+                (Some(w), Some(a)) => {
+                    k == 0 && a.len() == each && a.iter().zip(w).all(|(x, y)| x.1 == y.as_slice())
+                        || k > 0 && a.len() == each
+                }
+                _ => false,
+            };
+        }
+        let _ = writeln!(
+            md,
+            "| {dev} | {:.3} | {:.3} | {:.2} |",
+            best.0,
+            best.1,
+            best.1 / best.0
+        );
+        let _ = writeln!(
+            md,
+            "\n{dev}: {} cluster files written, the first identical to the whole run's first {each} frames: **{}**\n",
+            inputs.len(),
+            if same { "yes" } else { "NO" }
+        );
+        let total = each * o.campaign;
+        for (what, wall) in [("whole", best.0), ("campaign", best.1)] {
+            let _ = writeln!(
+                csv,
+                "3,{dev}:{what},npy,warm,tmpfs,{total},{:.3},{wall:.3}",
+                wall * 1e6 / total as f64
+            );
+        }
+        let _ = std::fs::remove_file(&whole_out);
+        let _ = std::fs::remove_dir_all(&out_dir);
+    }
+    Ok(())
+}
+
 fn main() {
     if let Err(e) = run() {
         eprintln!("user_path: {e}");
@@ -995,6 +1135,9 @@ fn run() -> Result<(), String> {
             let _ = std::fs::remove_file(p);
         }
         let _ = writeln!(md);
+    }
+    if o.campaign > 1 {
+        campaign(&o, &ped, &data, &mut md, &mut csv)?;
     }
     if gpu {
         // Start-up: 10 frames, JIT cache off (a fresh machine) and on.

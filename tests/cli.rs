@@ -55,6 +55,7 @@ fn parse_summary(line: &str) -> Vec<(String, String)> {
         "fps",
         "device",
         "precision",
+        "input_us_per_frame",
     ];
     let pairs = key_values(line, &keys);
     let decimals = |v: &str, n: usize| {
@@ -77,7 +78,7 @@ fn parse_summary(line: &str) -> Vec<(String, String)> {
                 "{line}"
             ),
             "seconds" => decimals(v, 3),
-            "clusters_per_frame" | "us_per_frame" | "fps" => decimals(v, 1),
+            "clusters_per_frame" | "us_per_frame" | "fps" | "input_us_per_frame" => decimals(v, 1),
             _ => assert!(!v.is_empty(), "{line}"),
         }
     }

@@ -7,6 +7,7 @@ Without matplotlib the histogram is printed as text.
 """
 
 import argparse
+import sys
 
 import numpy as np
 
@@ -47,6 +48,11 @@ def main():
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
+        print(
+            f"note: {args.out} was not written: drawing it needs matplotlib "
+            "(pip install matplotlib); the histogram follows as text",
+            file=sys.stderr,
+        )
         width = 50 / max(counts.max(), 1)
         for c, lo in zip(counts, edges):
             print(f"{lo:7.0f} {c:6d} {'#' * int(c * width)}")

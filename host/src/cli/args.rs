@@ -9,7 +9,7 @@ use cluda::plot::SpectrumOptions;
 use cluda::{ClusterSize, Precision, ThresholdMode};
 
 /// What the summary line says.
-const SUMMARY_HELP: &str = "Prints one summary line on stdout:\n  frames=N clusters=N clusters_per_frame=X seconds=X us_per_frame=X fps=X device=D precision=P\nseconds counts the time spent finding (and writing) clusters of the data frames, not reading\nor generating them, nor filling the pedestal. Progress is shown on stderr when it is a terminal.";
+const SUMMARY_HELP: &str = "Prints one summary line on stdout:\n  frames=N clusters=N clusters_per_frame=X seconds=X us_per_frame=X fps=X device=D precision=P input_us_per_frame=X\nseconds counts the time spent finding (and writing) clusters of the data frames, not reading\nor generating them nor waiting for them, nor filling the pedestal. input_us_per_frame is the\ntime the input's own threads spent reading (find) or generating (demo) each data frame,\noverlapped with finding (0 for a mapped input). Progress is shown on stderr when it is a terminal.";
 
 /// What `cluda match` prints.
 const MATCH_HELP: &str = "Prints one summary line on stdout:\n  lhs=N rhs=N seconds=X ms=X version=V device=\"NAME\" recomputed=N\nseconds (3 decimals) is the whole command: reading, matching, writing. ms (3 decimals) is the\nmatching itself: device time for v1/v2/v3, wall time for cpu. recomputed counts the v3 rows\nre-scored exactly by v2 (0 for the other versions).";
@@ -220,8 +220,10 @@ pub struct FinderArgs {
     /// How a .npy input reaches the finder: `read` copies each chunk from the file into the
     /// finder's memory (page-locked on a GPU) with several threads; `map` maps the file and
     /// hands the finder the mapped pages themselves (page-locked in place on a GPU, so the
-    /// upload reads the page cache with no copy). Raw inputs are always read.
-    #[arg(long, default_value = "read", value_parser = ["read", "map"], value_name = "read|map")]
+    /// upload reads the page cache with no copy); `auto` picks what the device reads fastest:
+    /// `map` for the CPU finder (no reader threads take its cores), `read` for the GPU. Raw
+    /// inputs are always read.
+    #[arg(long, default_value = "auto", value_parser = ["auto", "read", "map"], value_name = "auto|read|map")]
     pub input: String,
     /// Threads that read each chunk of a .npy input (default: chosen by the device: every
     /// core up to 16 for the GPU, 2 for the CPU finder, whose band threads need the cores;

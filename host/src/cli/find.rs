@@ -116,6 +116,7 @@ fn run_many(args: &FindArgs) -> Result<()> {
         frames: 0,
         clusters: 0,
         seconds: 0.0,
+        input_seconds: 0.0,
         device: String::new(),
         precision,
     };
@@ -145,6 +146,7 @@ fn run_many(args: &FindArgs) -> Result<()> {
                     total.frames += summary.frames;
                     total.clusters += summary.clusters;
                     total.seconds += summary.seconds;
+                    total.input_seconds += summary.input_seconds;
                     total.device = summary.device.clone();
                     if args.finder.timing {
                         for line in r.timing.lines() {
@@ -205,6 +207,7 @@ fn summary_of(report: &RunReport, precision: &'static str) -> Summary {
         frames: report.frames,
         clusters: report.clusters,
         seconds: report.seconds(),
+        input_seconds: report.input_seconds(),
         device: report
             .device
             .split_whitespace()
@@ -232,10 +235,10 @@ pub fn run_options(args: &FinderArgs) -> RunOptions {
         device: args.options.device,
         threads: args.options.threads,
     });
-    options.input = if args.input == "map" {
-        InputPath::Map
-    } else {
-        InputPath::Read
+    options.input = match args.input.as_str() {
+        "map" => InputPath::Map,
+        "read" => InputPath::Read,
+        _ => InputPath::Auto,
     };
     options.read_threads = args.read_threads;
     options

@@ -9,13 +9,19 @@ use cluda::{Error, Result};
 use rayon::prelude::*;
 
 /// Frames `first .. first + count` of a generator, made a chunk at a time in parallel and
-/// numbered from 0.
+/// numbered from 0: on threads of its own once [`FrameSource::set_read_threads`] gave their
+/// number (a run gives what the finder asks for, [`cluda::ClusterFinder::read_threads`]:
+/// every core up to 16 for the GPU, 2 for the CPU finder, which leaves them their cores),
+/// else on rayon's global pool. The streaming engine's reader thread then runs ahead of the
+/// finder by up to the ring's slots, and its busy time is the generator's.
 pub struct Generated<'g> {
     generator: &'g Generator,
     first: u64,
     count: usize,
     next: usize,
     photons: bool,
+    /// The generator's own threads; `None`: rayon's global pool.
+    pool: Option<rayon::ThreadPool>,
 }
 
 impl<'g> Generated<'g> {
@@ -27,6 +33,23 @@ impl<'g> Generated<'g> {
             count,
             next: 0,
             photons,
+            pool: None,
+        }
+    }
+
+    /// Frames `first .. first + n` into `dst` (whole frames), in parallel on the generator's
+    /// threads.
+    fn make(&self, first: u64, dst: &mut [u16]) {
+        let pixels = (self.rows() * self.cols()).max(1);
+        let (generator, photons) = (self.generator, self.photons);
+        let mut work = move || {
+            dst.par_chunks_mut(pixels)
+                .enumerate()
+                .for_each(|(i, f)| generator.frame_into(first + i as u64, photons, f))
+        };
+        match &self.pool {
+            Some(pool) => pool.install(work),
+            None => work(),
         }
     }
 
@@ -60,12 +83,7 @@ impl FrameSource for Generated<'_> {
         let pixels = self.rows() * self.cols();
         let start = frames.len();
         frames.resize(start + n * pixels, 0);
-        let first = self.first + self.next as u64;
-        let (generator, photons) = (self.generator, self.photons);
-        frames[start..]
-            .par_chunks_mut(pixels.max(1))
-            .enumerate()
-            .for_each(|(i, f)| generator.frame_into(first + i as u64, photons, f));
+        self.make(self.first + self.next as u64, &mut frames[start..]);
         numbers.extend((self.next..self.next + n).map(|i| i as u64));
         self.next += n;
         Ok(n)
@@ -73,15 +91,26 @@ impl FrameSource for Generated<'_> {
     fn fill(&mut self, dst: &mut [u16], numbers: &mut Vec<u64>) -> Result<usize> {
         let pixels = (self.rows() * self.cols()).max(1);
         let n = (dst.len() / pixels).min(self.count - self.next);
-        let first = self.first + self.next as u64;
-        let (generator, photons) = (self.generator, self.photons);
-        dst[..n * pixels]
-            .par_chunks_mut(pixels)
-            .enumerate()
-            .for_each(|(i, f)| generator.frame_into(first + i as u64, photons, f));
+        self.make(self.first + self.next as u64, &mut dst[..n * pixels]);
         numbers.extend((self.next..self.next + n).map(|i| i as u64));
         self.next += n;
         Ok(n)
+    }
+
+    /// Generates on `threads` threads of its own from now on (rayon's global pool if they
+    /// cannot be started).
+    fn set_read_threads(&mut self, threads: usize) {
+        self.pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads.max(1))
+            .thread_name(|i| format!("cluda-gen-{i}"))
+            .build()
+            .ok();
+    }
+
+    fn read_threads(&self) -> usize {
+        self.pool
+            .as_ref()
+            .map_or_else(rayon::current_num_threads, |p| p.current_num_threads())
     }
 }
 

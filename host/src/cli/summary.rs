@@ -9,8 +9,13 @@ pub struct Summary {
     pub frames: u64,
     /// Clusters found in them.
     pub clusters: u64,
-    /// Seconds spent finding (and writing) clusters, excluding reading or generating input.
+    /// Seconds spent finding (and writing) clusters, excluding reading or generating input
+    /// and waiting for it.
     pub seconds: f64,
+    /// Seconds the input's own threads spent reading (`find`) or generating (`demo`) the data
+    /// frames, overlapped with finding: the input's speed, so that a run bound by its input
+    /// shows it here instead of in `seconds`. 0 for a mapped input (nothing is read).
+    pub input_seconds: f64,
     /// Device name (one word).
     pub device: String,
     /// Precision name.
@@ -19,13 +24,14 @@ pub struct Summary {
 
 impl fmt::Display for Summary {
     /// `frames=2000 clusters=4661234 clusters_per_frame=2330.6 seconds=1.234 us_per_frame=617.0
-    /// fps=1620.7 device=cpu precision=f64`; rates are 0 when undefined (no frames, no time).
+    /// fps=1620.7 device=cpu precision=f64 input_us_per_frame=80.5`; rates are 0 when
+    /// undefined (no frames, no time).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
         let frames = self.frames as f64;
         write!(
             f,
-            "frames={} clusters={} clusters_per_frame={:.1} seconds={:.3} us_per_frame={:.1} fps={:.1} device={} precision={}",
+            "frames={} clusters={} clusters_per_frame={:.1} seconds={:.3} us_per_frame={:.1} fps={:.1} device={} precision={} input_us_per_frame={:.1}",
             self.frames,
             self.clusters,
             ratio(self.clusters as f64, frames),
@@ -33,7 +39,8 @@ impl fmt::Display for Summary {
             ratio(self.seconds * 1e6, frames),
             ratio(frames, self.seconds),
             self.device,
-            self.precision
+            self.precision,
+            ratio(self.input_seconds * 1e6, frames),
         )
     }
 }
@@ -106,17 +113,19 @@ mod tests {
             frames: 2000,
             clusters: 4661234,
             seconds: 1.234,
+            input_seconds: 0.161,
             device: "cpu".into(),
             precision: "f64",
         };
         assert_eq!(
             s.to_string(),
-            "frames=2000 clusters=4661234 clusters_per_frame=2330.6 seconds=1.234 us_per_frame=617.0 fps=1620.7 device=cpu precision=f64"
+            "frames=2000 clusters=4661234 clusters_per_frame=2330.6 seconds=1.234 us_per_frame=617.0 fps=1620.7 device=cpu precision=f64 input_us_per_frame=80.5"
         );
         let empty = Summary {
             frames: 0,
             clusters: 0,
             seconds: 0.0,
+            input_seconds: 0.0,
             ..s
         };
         assert!(

@@ -81,6 +81,14 @@ pub trait FrameFeed {
 
     /// Takes back a chunk that the finder no longer reads.
     fn give_back(&mut self, chunk: FedChunk);
+
+    /// Threads that keep producing chunks (reading or generating frames) while the finder
+    /// runs: cores they take from a finder that computes on the host, which leaves them those
+    /// cores ([`crate::CpuFinder`]'s `find_feed`). 0 (the default) for chunks that are in
+    /// memory already or mapped.
+    fn producer_threads(&self) -> usize {
+        0
+    }
 }
 
 /// A feed over frames already in memory, cut into chunks of at most `chunk` frames, each
@@ -251,6 +259,8 @@ mod tests {
         at: usize,
         out: usize,
         back: usize,
+        /// What it says for [`FrameFeed::producer_threads`].
+        producers: usize,
     }
 
     impl Script {
@@ -263,6 +273,7 @@ mod tests {
                 at: 0,
                 out: 0,
                 back: 0,
+                producers: 0,
             }
         }
     }
@@ -282,6 +293,10 @@ mod tests {
             self.at += k;
             self.out += 1;
             FedChunk::new(Box::new(store), k, PX).map(Some)
+        }
+
+        fn producer_threads(&self) -> usize {
+            self.producers
         }
 
         fn give_back(&mut self, chunk: FedChunk) {
@@ -343,6 +358,44 @@ mod tests {
             1,
             "the CPU holds one chunk at a time"
         );
+    }
+
+    /// The CPU finder leaves a core to each thread the feed keeps producing with (fewer
+    /// bands, down to one): the same clusters and pedestal as one `find_each`, at 3x3 and 9x9.
+    #[test]
+    fn fewer_bands_for_a_busy_feed_give_the_same_clusters() {
+        let (dark, data) = data(13);
+        for size in [ClusterSize::S3, ClusterSize::S9] {
+            let config = FinderConfig::new(ROWS, COLS).size(size).pedestal_frames(40);
+            let make = |threads| {
+                let mut f = CpuFinder::with_threads(config.clone(), threads).expect("finder");
+                f.push_pedestal(Frames::new(&dark, 40, ROWS, COLS).expect("dark"))
+                    .expect("pedestal");
+                f
+            };
+            let mut one = make(1);
+            let mut want = Vec::new();
+            one.find_each(
+                Frames::new(&data, 13, ROWS, COLS).expect("frames"),
+                &mut |fc| {
+                    want.push((fc.frame, fc.words().to_vec()));
+                    Ok(())
+                },
+            )
+            .expect("one call");
+            for producers in [0, 1, 2, 3, 4, 9] {
+                let mut f = make(4);
+                let mut feed = Script::new(&data, &[5, 0, 8], None);
+                feed.producers = producers;
+                let (r, got) = run_feed(&mut f, &mut feed, None);
+                r.expect("feed");
+                assert!(got == want, "{size}, {producers} producers");
+                assert!(
+                    f.pedestal().expect("pedestal") == one.pedestal().expect("pedestal"),
+                    "{size}, {producers} producers"
+                );
+            }
+        }
     }
 
     /// A feed error stops the stream after every frame lent before it; a visitor error keeps

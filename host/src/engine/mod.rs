@@ -387,6 +387,13 @@ pub fn find_streams(
         .map(|s| if config.map { s.map_rest() } else { None })
         .collect();
     let all_mapped = mapped.iter().all(Option::is_some);
+    // Per input, the threads that fill slots while the finder runs (a mapped one reads
+    // nothing).
+    let producers: Vec<usize> = sources
+        .iter()
+        .zip(&mapped)
+        .map(|(s, m)| if m.is_some() { 0 } else { s.read_threads() })
+        .collect();
     let mut given = slots
         .take()
         .filter(|s| s.samples == slot_len && s.stores.len() == config.slots)
@@ -410,7 +417,6 @@ pub fn find_streams(
         let _ = free_tx.send(e);
     }
     let pin = finder.host_pinner();
-    let inputs = sources.len();
     // The input the finder's side gave up on (an error other than its reading): the reader
     // stops reading it at the next chunk instead of reading it to its end.
     let abandoned = std::sync::atomic::AtomicUsize::new(usize::MAX);
@@ -449,7 +455,11 @@ pub fn find_streams(
                                 numbers.extend(first..first + k as u64);
                                 next_mapped += k;
                                 let guard = match (k, &pin) {
-                                    (0, _) | (_, None) => None,
+                                    (0, _) => None,
+                                    (_, None) => {
+                                        prefault(&m.map, &range);
+                                        None
+                                    }
                                     (_, Some(pin)) => {
                                         pin(m.map[range.clone()].as_ptr(), range.len())
                                     }
@@ -508,7 +518,7 @@ pub fn find_streams(
             })
             .map_err(|e| Error::io("<reader thread>", e))?;
         let mut stopped = Ok(());
-        for k in 0..inputs {
+        for (k, &producers) in producers.iter().enumerate() {
             let t = Instant::now();
             let mut stats = EngineStats::default();
             let numbers = RefCell::new(VecDeque::new());
@@ -520,6 +530,7 @@ pub fn find_streams(
                 lent_frames: 0,
                 waited: Duration::ZERO,
                 ended: None,
+                producers,
             };
             let result = begin(&mut *finder, k).and_then(|()| {
                 consume(finder, &mut ring, &mut |n, fc| visit(k, n, fc), &mut stats)
@@ -560,6 +571,19 @@ pub fn find_streams(
         }
         stopped
     })
+}
+
+/// Faults in the pages of `range` of a mapped input here, on the reader thread (a disk read
+/// too, if the file is not in the page cache), so that a finder reading the map on the host's
+/// cores (whose band threads run in step: one stopped on a page fault stops all) finds them
+/// mapped. Best effort: older kernels refuse the advice, and the finder then faults them in.
+fn prefault(map: &memmap2::Mmap, range: &std::ops::Range<usize>) {
+    #[cfg(target_os = "linux")]
+    {
+        let _ = map.advise_range(memmap2::Advice::PopulateRead, range.start, range.len());
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (map, range);
 }
 
 /// The finder's side of one input of [`find_streams`]: full slots lent to the finder through
@@ -637,6 +661,8 @@ struct Ring<'a> {
     waited: Duration,
     /// The input's end marker once received: its reading time and bytes, and its error.
     ended: Option<(Duration, u64, Option<Error>)>,
+    /// Threads the reader fills slots with for this input (0 for a mapped one).
+    producers: usize,
 }
 
 impl Ring<'_> {
@@ -702,6 +728,10 @@ impl FrameFeed for Ring<'_> {
             }
             Some(Message::End { .. }) | None => Ok(None),
         }
+    }
+
+    fn producer_threads(&self) -> usize {
+        self.producers
     }
 
     fn give_back(&mut self, chunk: FedChunk) {

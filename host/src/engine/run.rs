@@ -34,9 +34,13 @@ use crate::plot::{PlotAccumulator, SpectrumOptions};
 /// How the data frames reach the finder.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum InputPath {
-    /// Each chunk is read from the file into the finder's memory (page-locked on a GPU) by
-    /// several threads (the default).
+    /// What the finder reads fastest ([`ClusterFinder::prefers_mapped_input`]): mapped for the
+    /// CPU finder (no reader threads take the cores its band threads run on), read for the
+    /// GPU (the default).
     #[default]
+    Auto,
+    /// Each chunk is read from the file into the finder's memory (page-locked on a GPU) by
+    /// several threads.
     Read,
     /// A `.npy` file is mapped and the finder is handed the mapped pages themselves
     /// (page-locked in place on a GPU); other inputs are read.
@@ -88,7 +92,7 @@ impl RunOptions {
     pub fn new(finder: FinderChoice) -> Self {
         Self {
             finder,
-            input: InputPath::Read,
+            input: InputPath::Auto,
             read_threads: None,
             cluster_file: None,
             #[cfg(feature = "plot")]
@@ -147,10 +151,19 @@ pub struct RunReport {
 }
 
 impl RunReport {
-    /// Seconds the data phase took, the cluster file's commit included (what `cluda find`'s
-    /// summary line reports as `seconds`).
+    /// Seconds the data phase took, the cluster file's commit included, less its waits for
+    /// input: finding and writing (what `cluda find`'s summary line reports as `seconds`).
     pub fn seconds(&self) -> f64 {
-        self.timing.busy.as_secs_f64()
+        self.timing
+            .busy
+            .saturating_sub(self.timing.engine.waited_for_input)
+            .as_secs_f64()
+    }
+
+    /// Seconds the input's own threads spent reading (or generating) the data frames,
+    /// overlapped with finding; 0 for a mapped input.
+    pub fn input_seconds(&self) -> f64 {
+        self.timing.engine.read_busy.as_secs_f64()
     }
 }
 
@@ -247,10 +260,8 @@ impl Session {
         let (rows, cols) = (pedestal.frames.rows(), pedestal.frames.cols());
         let n = pedestal.pedestal_window()?;
         let config = options.finder.options.config(rows, cols, n);
-        let engine = EngineConfig {
-            map: options.input == InputPath::Map,
-            ..EngineConfig::for_frames(rows, cols).capped(longest)
-        };
+        // `map` is settled once the finder is open (`InputPath::Auto`).
+        let engine = EngineConfig::for_frames(rows, cols).capped(longest);
         #[cfg(feature = "plot")]
         if let Some(p) = &options.plots {
             p.options.validate()?;
@@ -261,7 +272,7 @@ impl Session {
             let opener = std::thread::Builder::new()
                 .name("cluda-open".into())
                 .spawn_scoped(s, || {
-                    let r = open_device(&config, &options.finder, engine);
+                    let r = open_device(&config, &options.finder, engine, options.input);
                     if r.is_err() {
                         stop.store(true, Ordering::Relaxed);
                     }
@@ -289,6 +300,7 @@ impl Session {
             open_time,
             slots,
             reserve_time,
+            engine,
         } = opened?;
         let (host_pedestal, pedestal_time) = host_pedestal?;
         finder.set_pedestal(host_pedestal.clone())?;
@@ -649,18 +661,31 @@ struct Opened {
     slots: Option<RingSlots>,
     /// Time the finder took to allocate its buffers for a chunk.
     reserve_time: Duration,
+    /// The engine's settings, the input path settled.
+    engine: EngineConfig,
 }
 
-/// Opens the finder on `choice.device`, allocates the engine's ring for it (not for a mapped
-/// input, which needs none) and the finder's buffers for a chunk.
+/// Opens the finder on `choice.device`, settles the input path (`Auto`: mapped when the finder
+/// prefers it; an input that cannot be mapped is then read through a ring the engine
+/// allocates), allocates the engine's ring for it (not for a mapped input, which needs none)
+/// and the finder's buffers for a chunk.
 fn open_device(
     config: &FinderConfig,
     choice: &FinderChoice,
     engine: EngineConfig,
+    input: InputPath,
 ) -> Result<Opened> {
     let t = Instant::now();
     let (mut finder, note) = open_finder(config.clone(), choice.device, choice.threads)?;
     let open_time = t.elapsed();
+    let engine = EngineConfig {
+        map: match input {
+            InputPath::Auto => finder.prefers_mapped_input(),
+            InputPath::Read => false,
+            InputPath::Map => true,
+        },
+        ..engine
+    };
     let slots = if engine.map {
         None
     } else {
@@ -675,6 +700,7 @@ fn open_device(
         open_time,
         slots,
         reserve_time,
+        engine,
     })
 }
 

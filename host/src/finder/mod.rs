@@ -20,6 +20,35 @@ pub use cpu::CpuFinder;
 pub type HostPinner =
     std::sync::Arc<dyn Fn(*const u8, usize) -> Option<Box<dyn Send>> + Send + Sync>;
 
+/// A `find_each` over one chunk's frames, handing each frame's clusters to the visitor.
+pub(crate) type FindChunk<'a> =
+    dyn FnMut(Frames<'_>, &mut dyn FnMut(FrameClusters<'_>) -> Result<()>) -> Result<()> + 'a;
+
+/// The default [`ClusterFinder::find_feed`]: `find` (a `find_each`) over every chunk of
+/// `feed` in turn, its frames renumbered through the stream, each chunk given back after its
+/// call (also when the call fails).
+pub(crate) fn each_chunk(
+    feed: &mut dyn FrameFeed,
+    rows: usize,
+    cols: usize,
+    visit: &mut dyn FnMut(FrameClusters<'_>) -> Result<()>,
+    find: &mut FindChunk<'_>,
+) -> Result<()> {
+    let mut first = 0usize;
+    while let Some(chunk) = feed.next_chunk()? {
+        let n = chunk.frames();
+        let result = Frames::new(chunk.samples(), n, rows, cols).and_then(|frames| {
+            find(frames, &mut |fc| {
+                visit(FrameClusters::new(first + fc.frame, fc.size(), fc.words()))
+            })
+        });
+        feed.give_back(chunk);
+        result?;
+        first += n;
+    }
+    Ok(())
+}
+
 /// What every cluster finder (CPU or GPU) offers, so callers switch devices without changing
 /// code.
 ///
@@ -106,19 +135,9 @@ pub trait ClusterFinder {
         visit: &mut dyn FnMut(FrameClusters<'_>) -> Result<()>,
     ) -> Result<()> {
         let (rows, cols) = (self.config().rows, self.config().cols);
-        let mut first = 0usize;
-        while let Some(chunk) = feed.next_chunk()? {
-            let n = chunk.frames();
-            let result = Frames::new(chunk.samples(), n, rows, cols).and_then(|frames| {
-                self.find_each(frames, &mut |fc| {
-                    visit(FrameClusters::new(first + fc.frame, fc.size(), fc.words()))
-                })
-            });
-            feed.give_back(chunk);
-            result?;
-            first += n;
-        }
-        Ok(())
+        each_chunk(feed, rows, cols, visit, &mut |frames, visit| {
+            self.find_each(frames, visit)
+        })
     }
 
     /// Memory for `samples` frame samples that this finder reads fastest: page-locked for a
@@ -142,6 +161,17 @@ pub trait ClusterFinder {
     /// with it, on its reader thread, and drops the guard (unlocking) before the memory goes.
     fn host_pinner(&self) -> Option<HostPinner> {
         None
+    }
+
+    /// Whether this finder reads a file's frames fastest from a memory map of the file (the
+    /// engine's zero-copy input, [`crate::engine::EngineConfig::map`]) rather than copied into
+    /// its ring by reader threads. True by default: a finder that computes on the host reads
+    /// the mapped page cache as fast as its own memory, and no reader thread takes a core
+    /// from its band threads (which run in step frame by frame, so one of them sharing its
+    /// core with a reader holds back every band). The GPU finder says false: its uploads
+    /// from page-locked ring slots are faster than from registered page-cache pages.
+    fn prefers_mapped_input(&self) -> bool {
+        true
     }
 
     /// Threads a source should read frames with for this finder (see

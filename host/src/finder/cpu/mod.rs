@@ -158,12 +158,42 @@ impl ClusterFinder for CpuFinder {
         frames: Frames<'_>,
         visit: &mut dyn FnMut(FrameClusters<'_>) -> Result<()>,
     ) -> Result<()> {
+        self.find_with(frames, self.threads, visit)
+    }
+
+    /// As the default (one [`ClusterFinder::find_each`] per chunk), with one band thread
+    /// fewer per thread the feed keeps busy producing chunks
+    /// ([`crate::engine::FrameFeed::producer_threads`], at least one band left). The bands
+    /// run in step frame by frame, so a band that shares its core with a reader thread holds
+    /// back every other band for as long as the reader has the core; leaving the readers
+    /// their cores costs a band's share instead.
+    fn find_feed(
+        &mut self,
+        feed: &mut dyn crate::engine::FrameFeed,
+        visit: &mut dyn FnMut(FrameClusters<'_>) -> Result<()>,
+    ) -> Result<()> {
+        let threads = self.threads.saturating_sub(feed.producer_threads()).max(1);
+        let (rows, cols) = (self.config.rows, self.config.cols);
+        crate::finder::each_chunk(feed, rows, cols, visit, &mut |frames, visit| {
+            self.find_with(frames, threads, visit)
+        })
+    }
+}
+
+impl CpuFinder {
+    /// [`ClusterFinder::find_each`] with at most `threads` bands.
+    fn find_with(
+        &mut self,
+        frames: Frames<'_>,
+        threads: usize,
+        visit: &mut dyn FnMut(FrameClusters<'_>) -> Result<()>,
+    ) -> Result<()> {
         frames.expect_shape(self.config.rows, self.config.cols, "data frames")?;
         let config = &self.config;
         let pool = self.pool.as_ref();
         match self.pedestal.ready_mut()? {
-            ReadyState::F64(m) => run_sized(config, pool, m, frames, visit),
-            ReadyState::F32(m) => run_sized(config, pool, m, frames, visit),
+            ReadyState::F64(m) => run_sized(config, pool, threads, m, frames, visit),
+            ReadyState::F32(m) => run_sized(config, pool, threads, m, frames, visit),
         }
     }
 }
@@ -171,21 +201,24 @@ impl ClusterFinder for CpuFinder {
 fn run_sized<R: Unit>(
     config: &FinderConfig,
     pool: Option<&rayon::ThreadPool>,
+    threads: usize,
     maps: &mut PixelMaps<R>,
     frames: Frames<'_>,
     visit: &mut dyn FnMut(FrameClusters<'_>) -> Result<()>,
 ) -> Result<()> {
     match config.size.side() {
-        3 => run::<R, 3>(config, pool, maps, frames, visit),
-        5 => run::<R, 5>(config, pool, maps, frames, visit),
-        7 => run::<R, 7>(config, pool, maps, frames, visit),
-        _ => run::<R, 9>(config, pool, maps, frames, visit),
+        3 => run::<R, 3>(config, pool, threads, maps, frames, visit),
+        5 => run::<R, 5>(config, pool, threads, maps, frames, visit),
+        7 => run::<R, 7>(config, pool, threads, maps, frames, visit),
+        _ => run::<R, 9>(config, pool, threads, maps, frames, visit),
     }
 }
 
+/// One call over `frames` with at most `threads` bands (the pool's threads at most).
 fn run<R: Unit, const S: usize>(
     config: &FinderConfig,
     pool: Option<&rayon::ThreadPool>,
+    threads: usize,
     maps: &mut PixelMaps<R>,
     frames: Frames<'_>,
     visit: &mut dyn FnMut(FrameClusters<'_>) -> Result<()>,
@@ -211,7 +244,7 @@ fn run<R: Unit, const S: usize>(
             .map(|&s| threshold(setup.n_sigma, s))
             .collect()
     };
-    let threads = pool.map_or(1, |p| p.current_num_threads());
+    let threads = pool.map_or(1, |p| p.current_num_threads().min(threads));
     let (n_bands, band_rows) = band_split(rows, r, threads);
     let isa = Isa::detect();
     if let (Some(pool), true) = (pool, n_bands > 1) {

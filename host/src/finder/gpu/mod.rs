@@ -234,6 +234,12 @@ impl ClusterFinder for GpuFinder {
         format!("gpu ({})", self.device.name())
     }
 
+    /// No: uploads from the engine's page-locked slots ran at DMA speed, from registered
+    /// page-cache pages at about 7 GB/s.
+    fn prefers_mapped_input(&self) -> bool {
+        false
+    }
+
     fn host_pinner(&self) -> Option<crate::finder::HostPinner> {
         let ctx = self.device.context().clone();
         Some(std::sync::Arc::new(move |ptr, bytes| {
