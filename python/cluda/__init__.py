@@ -331,10 +331,12 @@ def find_files(
     it is found (e.g. a file cut short) does not stop the others: its summary says why and its
     cluster file is not written. Returns one summary dict per input, in order: ``input`` and
     ``output`` (paths as str; ``output`` None when nothing was written), ``frames``,
-    ``clusters``, ``seconds`` (the data phase, as ``cluda find`` reports it), ``device``,
+    ``clusters``, ``seconds`` (finding and writing, as ``cluda find`` reports it),
+    ``input_seconds`` (the input's reader threads, overlapped with finding), ``device``,
     ``warning`` (a raw acquisition's gap report when it lost frames, else None) and ``error``
     (None, or the message). Errors of the run as a whole (the pedestal, ``out_dir``, the
-    device, bad options) raise as elsewhere in the package.
+    device, bad options) raise as elsewhere in the package. Ctrl-C (SIGINT) stops the run at a
+    frame boundary with ``KeyboardInterrupt``; the unfinished input's file is not left behind.
 
     ``cluda.dask.find_files`` spreads the inputs over a ``dask.distributed`` cluster.
     """

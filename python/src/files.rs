@@ -8,11 +8,13 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
+use pyo3::exceptions::PyKeyboardInterrupt;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
-use cluda::engine::input::{Input, never_cancel};
+use cluda::engine::input::Input;
 use cluda::engine::run::{
     DataInputs, FinderChoice, InputOutputs, RunOptions, Session, cluster_files, open_data_inputs,
 };
@@ -28,6 +30,8 @@ struct Outcome {
     frames: u64,
     clusters: u64,
     seconds: f64,
+    /// Seconds the input's reader threads were busy (overlapped with finding).
+    input_seconds: f64,
     device: Option<String>,
     /// The input's gap report, when it lost frames (a raw acquisition).
     warning: Option<String>,
@@ -43,6 +47,7 @@ impl Outcome {
             frames: 0,
             clusters: 0,
             seconds: 0.0,
+            input_seconds: 0.0,
             device: None,
             warning: None,
             error: Some(e.to_string()),
@@ -56,6 +61,7 @@ impl Outcome {
         d.set_item("frames", self.frames)?;
         d.set_item("clusters", self.clusters)?;
         d.set_item("seconds", self.seconds)?;
+        d.set_item("input_seconds", self.input_seconds)?;
         d.set_item("device", self.device)?;
         d.set_item("warning", self.warning)?;
         d.set_item("error", self.error)?;
@@ -91,6 +97,49 @@ fn finder_choice(
     }))
 }
 
+/// How often a run asks Python whether a signal (Ctrl-C) came.
+const SIGNAL_CHECK: Duration = Duration::from_millis(200);
+
+/// A [`Cancel`](cluda::engine::input::Cancel) for a long run with the GIL released: at most
+/// every [`SIGNAL_CHECK`] it takes the GIL and runs Python's signal handlers (on the main
+/// thread; elsewhere there are none), and stops the run with [`Error::Interrupted`] when one
+/// raised (KeyboardInterrupt), so that a campaign stops at a frame boundary, its unfinished
+/// cluster file removed, instead of running on to its end.
+struct PySignals {
+    last: Mutex<Instant>,
+}
+
+impl PySignals {
+    fn new() -> Self {
+        Self {
+            last: Mutex::new(Instant::now()),
+        }
+    }
+
+    fn check(&self) -> Result<(), Error> {
+        {
+            let mut last = lock(&self.last);
+            if last.elapsed() < SIGNAL_CHECK {
+                return Ok(());
+            }
+            *last = Instant::now();
+        }
+        Python::with_gil(|py| py.check_signals()).map_err(|_| Error::Interrupted {
+            signal: "SIGINT",
+            number: 2,
+        })
+    }
+}
+
+/// Errors of a whole run as Python exceptions: an interrupted run is a `KeyboardInterrupt`
+/// (the signal handler's exception, which the check swallowed), others as elsewhere.
+fn run_error(e: Error) -> PyErr {
+    match e {
+        Error::Interrupted { .. } => PyKeyboardInterrupt::new_err(e.to_string()),
+        e => to_py(e),
+    }
+}
+
 /// Checks finder options as `find_files` and `FileSession` take them, raising what they
 /// would (internal: `cluda.dask` checks them on the client, before any task).
 #[pyfunction]
@@ -115,6 +164,7 @@ fn run_inputs(
     data: Vec<Result<Input<'static>, Error>>,
     outputs: Vec<Option<PathBuf>>,
     carry: bool,
+    signals: &PySignals,
 ) -> Result<Vec<Outcome>, Error> {
     let mut outcomes: Vec<Option<Outcome>> = Vec::with_capacity(paths.len());
     // For each input run: its place in `paths`.
@@ -141,16 +191,20 @@ fn run_inputs(
             })
         },
         carry,
-        &never_cancel,
+        &|| signals.check(),
         &mut |_, _, _| Ok(()),
         &mut |j, report| {
             let k = places[j];
+            if let Err(e @ Error::Interrupted { .. }) = report {
+                return Err(e);
+            }
             outcomes[k] = Some(match report {
                 Ok(r) => Outcome {
                     input: paths[k].clone(),
                     frames: r.frames,
                     clusters: r.clusters,
                     seconds: r.seconds(),
+                    input_seconds: r.input_seconds(),
                     device: Some(r.device.clone()),
                     output: r.cluster_file,
                     warning: None,
@@ -195,9 +249,10 @@ pub fn find_files<'py>(
     carry_pedestal: bool,
 ) -> PyResult<Bound<'py, PyList>> {
     let options = finder_choice(cluster_size, n_sigma, precision, threshold, device, threads)?;
+    let signals = PySignals::new();
     let outcomes = py
         .allow_threads(|| -> Result<Vec<Outcome>, Error> {
-            let mut ped = Input::count_exactly(&pedestal, "pedestal", &never_cancel)?;
+            let mut ped = Input::count_exactly(&pedestal, "pedestal", &|| signals.check())?;
             let shape = (ped.frames.rows(), ped.frames.cols());
             let DataInputs {
                 files,
@@ -219,12 +274,19 @@ pub fn find_files<'py>(
                 .filter_map(|d| d.as_ref().ok().map(|d| d.len))
                 .max()
                 .unwrap_or(0);
-            let mut session = Session::open(&options, &mut ped, longest, &never_cancel)?;
-            let outcomes = run_inputs(&mut session, &inputs, data, outputs, carry_pedestal);
+            let mut session = Session::open(&options, &mut ped, longest, &|| signals.check())?;
+            let outcomes = run_inputs(
+                &mut session,
+                &inputs,
+                data,
+                outputs,
+                carry_pedestal,
+                &signals,
+            );
             let _release = session.close();
             outcomes
         })
-        .map_err(to_py)?;
+        .map_err(run_error)?;
     summaries(py, outcomes)
 }
 
@@ -305,19 +367,18 @@ impl FileSession {
         longest: Option<u64>,
     ) -> PyResult<Self> {
         let options = finder_choice(cluster_size, n_sigma, precision, threshold, device, threads)?;
+        let signals = PySignals::new();
         let (session, shape) = py
             .allow_threads(|| -> Result<_, Error> {
-                let mut ped = Input::count_exactly(&pedestal, "pedestal", &never_cancel)?;
+                let mut ped = Input::count_exactly(&pedestal, "pedestal", &|| signals.check())?;
                 let shape = (ped.frames.rows(), ped.frames.cols());
-                let session = Session::open(
-                    &options,
-                    &mut ped,
-                    longest.unwrap_or(u64::MAX),
-                    &never_cancel,
-                )?;
+                let session =
+                    Session::open(&options, &mut ped, longest.unwrap_or(u64::MAX), &|| {
+                        signals.check()
+                    })?;
                 Ok((session, shape))
             })
-            .map_err(to_py)?;
+            .map_err(run_error)?;
         Ok(Self {
             device: session.device(),
             note: session.device_note().to_string(),
@@ -349,6 +410,7 @@ impl FileSession {
                 ),
             )));
         }
+        let signals = PySignals::new();
         let outcomes = py
             .allow_threads(|| -> Result<Vec<Outcome>, Error> {
                 let mut guard = lock(&self.session);
@@ -363,9 +425,9 @@ impl FileSession {
                     session.restart_pedestal()?;
                 }
                 *used = true;
-                run_inputs(session, &inputs, data, outputs, carry_pedestal)
+                run_inputs(session, &inputs, data, outputs, carry_pedestal, &signals)
             })
-            .map_err(to_py)?;
+            .map_err(run_error)?;
         summaries(py, outcomes)
     }
 

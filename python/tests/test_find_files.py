@@ -123,3 +123,33 @@ def test_import_cluda_without_dask():
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
     assert "cluda[dask]" in res.stdout and "dask[distributed]" in res.stdout
+
+
+def test_ctrl_c_stops_a_campaign_at_a_frame_boundary(cli, tmp_path):
+    """SIGINT during a long `find_files` (the GIL released): KeyboardInterrupt within a moment,
+    the unfinished input's temporary file removed, the finished inputs' files whole."""
+    import signal
+    import threading
+    import time
+
+    exe = str(cli_path())
+    subprocess.run([exe, "gen", "--out", str(tmp_path), "--frames", "100", "--pedestal-frames",
+                    "100", "--seed", "5"], check=True, capture_output=True)
+    data = tmp_path / "data.npy"
+    inputs = [data] * 80  # 8000 frames of 400 x 400 on one CPU thread: seconds
+    out = tmp_path / "out"
+    timer = threading.Timer(0.5, signal.raise_signal, (signal.SIGINT,))
+    start = time.monotonic()
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        cluda.find_files(inputs, tmp_path / "pedestal.npy", out, device="cpu", threads=1)
+    took = time.monotonic() - start
+    timer.join()
+    names = sorted(p.name for p in out.iterdir())
+    assert all(not n.startswith(".") for n in names), f"a temporary file was left: {names}"
+    assert len(names) < len(inputs), f"the run went on to its end ({took:.1f} s)"
+    single = tmp_path / "single.clust"
+    subprocess.run([exe, "find", "--pedestal", str(tmp_path / "pedestal.npy"), "--data", str(data),
+                    "--out", str(single), "--device", "cpu"], check=True, capture_output=True)
+    for n in names:
+        assert (out / n).read_bytes() == single.read_bytes()
