@@ -341,7 +341,7 @@ def find_files(
     ``cluda.dask.find_files`` spreads the inputs over a ``dask.distributed`` cluster.
     """
     rows = _cluda.find_files(
-        [os.fspath(p) for p in inputs],
+        _paths(inputs),
         os.fspath(pedestal),
         os.fspath(out_dir),
         cluster_size,
@@ -353,6 +353,16 @@ def find_files(
         carry_pedestal,
     )
     return [_summary(r) for r in rows]
+
+
+def _paths(inputs) -> List[str]:
+    """The input paths of ``find_files``: a sequence of paths, not one path (whose characters
+    would be taken for paths)."""
+    if isinstance(inputs, (str, bytes, os.PathLike)):
+        raise TypeError(
+            f"inputs must be a list of paths, got the single path {inputs!r}: pass [path]"
+        )
+    return [os.fspath(p) for p in inputs]
 
 
 def _summary(row: Dict[str, Any]) -> Dict[str, Any]:

@@ -28,7 +28,7 @@ except ImportError as e:  # pragma: no cover - depends on the environment
         "'dask' extra (pip install 'cluda[dask]', or pip install 'dask[distributed]')"
     ) from e
 
-from . import PathLike, _cluda, _summary
+from . import PathLike, _cluda, _paths, _summary
 
 __all__ = ["find_files"]
 
@@ -79,6 +79,7 @@ def _failed(input: str, output: Optional[str], error: str) -> Dict[str, Any]:
         "frames": 0,
         "clusters": 0,
         "seconds": 0.0,
+        "input_seconds": 0.0,
         "device": None,
         "warning": None,
         "error": error,
@@ -111,7 +112,7 @@ def find_files(
     finder's threads per worker (default every core of the worker's machine: give it the
     cores the worker was given).
     """
-    paths = [os.fspath(p) for p in inputs]
+    paths = _paths(inputs)
     pedestal = os.path.abspath(os.fspath(pedestal))
     out_dir = os.path.abspath(os.fspath(out_dir))
     options = dict(

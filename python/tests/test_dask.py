@@ -15,6 +15,7 @@ if os.environ.get("CLUDA_REQUIRE_DASK"):
     import distributed  # noqa: F401 - must be there
 distributed = pytest.importorskip("distributed")
 
+import cluda  # noqa: E402
 import cluda.dask  # noqa: E402
 
 
@@ -68,6 +69,9 @@ def test_a_failing_task_is_reported_and_bad_options_raise_at_once(client, cli, t
     rows = cluda.dask.find_files(client, [victim, good[2]], pedestal, tmp_path / "o", device="cpu")
     assert rows[0]["error"] and "victim.npy" in rows[0]["error"] and rows[0]["worker"] is None
     assert rows[1]["error"] is None and rows[1]["worker"] is not None
+    assert rows[0].keys() == rows[1].keys(), "a failure's summary has every key"
+    local = cluda.find_files([good[2]], pedestal, tmp_path / "local", device="cpu")
+    assert set(rows[1]) == set(local[0]) | {"worker"}
     # A failure on the workers (no GPU there for device="gpu"): in every input's summary.
     if gpu_check.gpu_available():
         pytest.skip("a GPU is here: device='gpu' does not fail")

@@ -80,6 +80,8 @@ def test_errors_of_the_whole_run_raise(many, tmp_path):
     rows = cluda.find_files([clash / "data.clust"], pedestal, clash, device="cpu")
     assert os.path.basename(rows[0]["output"]) == "data_2.clust", "an existing file is not replaced"
     assert cluda.find_files([], pedestal, tmp_path / "none") == []
+    with pytest.raises(TypeError, match="list of paths"):
+        cluda.find_files(str(good[0]), pedestal, tmp_path / "o")
 
 
 def test_file_session_is_reused_and_closed(many, tmp_path):
