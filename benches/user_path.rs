@@ -759,6 +759,7 @@ fn run() -> Result<(), String> {
             &o,
             &[
                 "gen",
+                "--overwrite",
                 "--out",
                 s(&o.data_dir),
                 "--frames",
@@ -861,6 +862,7 @@ fn run() -> Result<(), String> {
             &o,
             &[
                 "gen",
+                "--overwrite",
                 "--raw",
                 "--out",
                 s(&raw_dir),
@@ -1146,6 +1148,7 @@ fn run() -> Result<(), String> {
             &o,
             &[
                 "gen",
+                "--overwrite",
                 "--out",
                 s(&small),
                 "--frames",

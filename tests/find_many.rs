@@ -64,6 +64,8 @@ fn alone(pedestal: &Path, data: &Path, out: &Path, extra: &[&str]) -> Vec<u8> {
         s(data),
         "--out",
         s(out),
+        // The single runs share one output file, replaced on purpose.
+        "--overwrite",
         "--device",
         "cpu",
     ];

@@ -281,6 +281,7 @@ fn a_failed_run_leaves_the_old_output_and_no_temporary_file() {
             s(&master),
             "--out",
             s(&out),
+            "--overwrite",
             "--device",
             "cpu",
         ],
@@ -351,7 +352,15 @@ fn an_interrupted_gen_leaves_no_npy_promising_missing_frames() {
         "--cols",
         "16",
     ]);
-    wait_for_temp(d, "data.npy");
+    // The set is written in a staging directory; its data file appears there.
+    let start = Instant::now();
+    while !listing(d).iter().any(|n| n.starts_with(".cluda-stage.")) {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no staging directory"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
     std::thread::sleep(Duration::from_millis(200));
     // SAFETY: signalling the child this test started.
     assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
@@ -359,12 +368,8 @@ fn an_interrupted_gen_leaves_no_npy_promising_missing_frames() {
     let err = text(&o.stderr);
     assert_eq!(o.status.code(), Some(130), "{err}");
     assert!(err.contains("interrupted by SIGINT"), "{err}");
-    // The pedestal was finished before the signal; the data file never appears.
-    assert_eq!(listing(d), ["pedestal.npy"]);
-    assert_eq!(
-        read_u16_frames(&d.join("pedestal.npy")).unwrap().shape,
-        [2, 16, 16]
-    );
+    // Neither file appears: the set is moved into place whole or not at all.
+    assert_eq!(listing(d), Vec::<String>::new());
 }
 
 #[test]
@@ -406,7 +411,9 @@ fn two_finds_on_one_output_leave_one_whole_file() {
     let o = cluda(&a.iter().map(String::as_str).collect::<Vec<_>>());
     assert!(o.status.success(), "{}", text(&o.stderr));
     let shared = d.join("shared.clust");
-    let b = args(&shared);
+    let mut b = args(&shared);
+    // Whichever finishes first, the other replaces its file: allowed.
+    b.push("--overwrite".into());
     let b: Vec<&str> = b.iter().map(String::as_str).collect();
     let (x, y) = (spawn(&b), spawn(&b));
     for c in [x, y] {

@@ -95,8 +95,22 @@ impl Generator {
     ///
     /// # Errors
     /// [`Error::InvalidParameter`] naming the field: frames without pixels, a negative or
-    /// non-finite photon rate, photon ADU or baseline, or a cloud sigma that is not finite and > 0.
+    /// non-finite photon rate, photon ADU or baseline, or a cloud sigma that is not finite and > 0;
+    /// [`Error::TooLarge`] when the maps (8 bytes a pixel) and a frame's working copy (4 more)
+    /// do not fit in the available memory.
     pub fn new(config: GenConfig) -> Result<Self> {
+        Self::with_cancel(config, &|| Ok(()))
+    }
+
+    /// As [`Generator::new`], calling `cancel` before every row (a 65536 x 65536 frame's maps
+    /// take minutes): its error ends the work at once.
+    ///
+    /// # Errors
+    /// As [`Generator::new`]; `cancel`'s error.
+    pub fn with_cancel(
+        config: GenConfig,
+        cancel: &(dyn Fn() -> Result<()> + Sync),
+    ) -> Result<Self> {
         let c = &config;
         if c.rows == 0 || c.cols == 0 {
             return Err(Error::param(
@@ -126,10 +140,19 @@ impl Generator {
             ));
         }
         let mut rng = SmallRng::seed_from_u64(c.seed ^ 0x6d6f_656e_6368_0001);
-        let n = c.rows * c.cols;
-        let mut base = Vec::with_capacity(n);
-        let mut sigma = Vec::with_capacity(n);
+        let n = c.rows.checked_mul(c.cols).ok_or_else(|| {
+            Error::param(
+                "rows/cols",
+                format!("{} x {} pixels overflow", c.rows, c.cols),
+            )
+        })?;
+        let what = || format!("the generator's maps of {} x {} pixels", c.rows, c.cols);
+        crate::memory::check(what, (n as u64).saturating_mul(12))?;
+        let mut base: Vec<f32> = crate::memory::with_capacity(what, n)?;
+        let mut sigma: Vec<f32> = crate::memory::with_capacity(what, n)?;
         for y in 0..c.rows {
+            // A row of 65536 pixels takes a few milliseconds.
+            cancel()?;
             for x in 0..c.cols {
                 let (fx, fy) = (x as f64, y as f64);
                 // Smooth structure plus a per-column (readout) offset and pixel scatter.
@@ -178,18 +201,51 @@ impl Generator {
     /// Writes frame `k` into `out` (`rows * cols` samples); `photons: false` gives a dark
     /// (pedestal) frame.
     pub fn frame_into(&self, k: u64, photons: bool, out: &mut [u16]) {
-        SCRATCH.with_borrow_mut(|value| self.frame_with(k, photons, out, value));
+        // Without a cancel function the only error is none at all.
+        let _ = self.frame_into_with_cancel(k, photons, out, &|| Ok(()));
     }
 
-    /// [`Generator::frame_into`] with `value` as the frame's `f32` scratch. The same draws in
-    /// the same order and the same `f32` operations as the plain version (`reference.rs`),
-    /// faster: the normal's common case inline ([`ziggurat`]), one pass for baseline, drift
-    /// and noise, the Poisson law built once, the photons' bounds checked once per photon.
-    fn frame_with(&self, k: u64, photons: bool, out: &mut [u16], value: &mut Vec<f32>) {
+    /// As [`Generator::frame_into`], calling `cancel` every 2^20 pixels (a 65536 x 65536
+    /// frame takes minutes): its error ends the frame at once (`out` is then partly written).
+    /// The frame made is the same as [`Generator::frame_into`]'s.
+    ///
+    /// # Errors
+    /// `cancel`'s error.
+    pub fn frame_into_with_cancel(
+        &self,
+        k: u64,
+        photons: bool,
+        out: &mut [u16],
+        cancel: &(dyn Fn() -> Result<()> + Sync),
+    ) -> Result<()> {
+        SCRATCH.with_borrow_mut(|value| self.frame_with(k, photons, out, value, cancel))
+    }
+
+    /// [`Generator::frame_into_with_cancel`] with `value` as the frame's `f32` scratch. The
+    /// same draws in the same order and the same `f32` operations as the plain version
+    /// (`reference.rs`), faster: the normal's common case inline ([`ziggurat`]), one pass for
+    /// baseline, drift and noise, the Poisson law built once, the photons' bounds checked once
+    /// per photon.
+    fn frame_with(
+        &self,
+        k: u64,
+        photons: bool,
+        out: &mut [u16],
+        value: &mut Vec<f32>,
+        cancel: &(dyn Fn() -> Result<()> + Sync),
+    ) -> Result<()> {
+        const STEP: usize = 1 << 20;
         let c = &self.config;
         let mut rng = SmallRng::seed_from_u64(splitmix(c.seed ^ splitmix(k.wrapping_add(1))));
         let drift = c.drift_amplitude * (k as f64 * std::f64::consts::TAU / c.drift_period).sin();
-        rng = self.noise(rng, drift as f32, value);
+        // Every element is written below; resizing a thread's scratch is a no-op after its
+        // first frame of this size.
+        value.resize(self.base.len(), 0.0);
+        for from in (0..value.len()).step_by(STEP) {
+            cancel()?;
+            let to = (from + STEP).min(value.len());
+            rng = self.noise(rng, drift as f32, from, &mut value[from..to]);
+        }
         if let (true, Some(poisson)) = (photons, &self.photons) {
             let count = poisson.sample(&mut rng) as usize;
             for _ in 0..count {
@@ -199,18 +255,44 @@ impl Generator {
         for (o, &v) in out.iter_mut().zip(value.iter()) {
             *o = round_to_u16(v);
         }
+        Ok(())
     }
 
-    /// Fills `value` with every pixel's baseline plus `drift` plus its noise, drawing the
-    /// noise in pixel order from `rng`; returns the generator after the last draw. The state
+    /// As [`Generator::frames`], with the buffer's memory checked first: an
+    /// [`Error::TooLarge`] naming the frames instead of an abort when it is not there.
+    ///
+    /// # Errors
+    /// [`Error::TooLarge`] for more frames than the available memory holds.
+    pub fn try_frames(&self, first: u64, count: usize, photons: bool) -> Result<Vec<u16>> {
+        let (r, c) = (self.config.rows, self.config.cols);
+        let n = r
+            .checked_mul(c)
+            .and_then(|p| p.checked_mul(count))
+            .ok_or_else(|| Error::TooLarge {
+                what: format!("{count} generated frames of {r} x {c}"),
+                bytes: u64::MAX,
+                available: crate::memory::available_bytes().unwrap_or(0),
+            })?;
+        let mut data: Vec<u16> =
+            crate::memory::zeroed_vec(|| format!("{count} generated frames of {r} x {c}"), n)?;
+        data.par_chunks_mut((r * c).max(1))
+            .enumerate()
+            .for_each(|(i, f)| self.frame_into(first + i as u64, photons, f));
+        Ok(data)
+    }
+
+    /// Fills `value` (pixels `from ..`) with each pixel's baseline plus `drift` plus its
+    /// noise, drawing the noise in pixel order from `rng`; returns the generator after the last draw. The state
     /// comes and goes by value so that it stays in registers through the loop.
     #[inline(never)]
-    fn noise(&self, rng: SmallRng, drift: f32, value: &mut Vec<f32>) -> SmallRng {
+    fn noise(&self, rng: SmallRng, drift: f32, from: usize, value: &mut [f32]) -> SmallRng {
         let mut rng = rng;
-        // Every element is written below; resizing a thread's scratch is a no-op after its
-        // first frame of this size.
-        value.resize(self.base.len(), 0.0);
-        for ((v, &b), &s) in value.iter_mut().zip(&self.base).zip(&self.sigma) {
+        let to = from + value.len();
+        for ((v, &b), &s) in value
+            .iter_mut()
+            .zip(&self.base[from..to])
+            .zip(&self.sigma[from..to])
+        {
             *v = (b + drift) + s * ziggurat::standard_normal_f32(&mut rng);
         }
         rng
@@ -346,7 +428,8 @@ mod tests {
                     // The values before rounding too, bit for bit (an operation reordered
                     // would rarely change a rounded sample).
                     let mut values = Vec::new();
-                    g.frame_with(k, photons, &mut fast, &mut values);
+                    g.frame_with(k, photons, &mut fast, &mut values, &|| Ok(()))
+                        .expect("no cancel");
                     let want = reference::values(&g, k, photons);
                     assert!(
                         values

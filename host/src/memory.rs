@@ -29,11 +29,38 @@ pub fn check(what: impl FnOnce() -> String, bytes: u64) -> Result<()> {
 }
 
 /// A vector of `n` zeroed `T`s, allocated fallibly after [`check`]: an [`Error::TooLarge`]
-/// (naming `what`) instead of an abort when the memory is not there.
+/// (naming `what`) instead of an abort when the memory is not there (also under an
+/// address-space limit, which `MemAvailable` does not show). The memory comes zeroed from the
+/// allocator (`calloc`: fresh pages are not touched until written), as `vec![0; n]` does.
 pub fn zeroed_vec<T: bytemuck::Zeroable + Clone>(
     what: impl Fn() -> String,
     n: usize,
 ) -> Result<Vec<T>> {
+    let bytes = (n as u64).saturating_mul(std::mem::size_of::<T>() as u64);
+    check(&what, bytes)?;
+    let too_large = || Error::TooLarge {
+        what: what(),
+        bytes,
+        available: available_bytes().unwrap_or(0),
+    };
+    let layout = std::alloc::Layout::array::<T>(n).map_err(|_| too_large())?;
+    if layout.size() == 0 {
+        return Ok(vec![T::zeroed(); n]);
+    }
+    // SAFETY: the layout's size is not zero (checked above).
+    let ptr = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<T>();
+    if ptr.is_null() {
+        return Err(too_large());
+    }
+    // SAFETY: `ptr` comes from the global allocator with the layout of `[T; n]` (so capacity
+    // `n` and `T`'s alignment), and its `n` elements are all-zero bytes, a valid `T` because
+    // `T: Zeroable`; the vector takes ownership of the allocation.
+    Ok(unsafe { Vec::from_raw_parts(ptr, n, n) })
+}
+
+/// An empty vector with room for `n` `T`s, reserved fallibly after [`check`]: an
+/// [`Error::TooLarge`] (naming `what`) instead of an abort when the memory is not there.
+pub fn with_capacity<T>(what: impl Fn() -> String, n: usize) -> Result<Vec<T>> {
     let bytes = (n as u64).saturating_mul(std::mem::size_of::<T>() as u64);
     check(&what, bytes)?;
     let mut v = Vec::new();
@@ -42,7 +69,6 @@ pub fn zeroed_vec<T: bytemuck::Zeroable + Clone>(
         bytes,
         available: available_bytes().unwrap_or(0),
     })?;
-    v.resize(n, T::zeroed());
     Ok(v)
 }
 

@@ -80,13 +80,22 @@ impl Default for SpectrumOptions {
     }
 }
 
+/// The largest magnitude of a spectrum range's ends, in ADU. Cluster sums of 16-bit samples
+/// stay far below it; beyond it `max - min` could overflow to infinity and the axis would
+/// never finish drawing.
+pub const MAX_SPECTRUM_ADU: f64 = 1e12;
+
+/// The narrowest spectrum range, in ADU: narrower ones give bins too small to draw.
+pub const MIN_SPECTRUM_SPAN: f64 = 1e-3;
+
 impl SpectrumOptions {
     /// Checks the options.
     ///
     /// # Errors
     /// [`Error::InvalidParameter`] named `spectrum-bins` when `bins` is outside
-    /// 1 ..= [`MAX_SPECTRUM_BINS`], or `spectrum-range` when the range's ends are not finite
-    /// or `min >= max`.
+    /// 1 ..= [`MAX_SPECTRUM_BINS`], or `spectrum-range` when the range's ends are not finite,
+    /// lie beyond +-[`MAX_SPECTRUM_ADU`], or are less than [`MIN_SPECTRUM_SPAN`] apart (so
+    /// that `max - min` and the bin width are finite and above zero).
     pub fn validate(&self) -> Result<()> {
         if !(1..=MAX_SPECTRUM_BINS).contains(&self.bins) {
             return Err(Error::param(
@@ -101,13 +110,29 @@ impl SpectrumOptions {
             if !(min.is_finite() && max.is_finite()) {
                 return Err(Error::param(
                     "spectrum-range",
-                    format!("both ends must be finite, got {min}:{max}"),
+                    format!("both ends must be finite, got {min:?}:{max:?}"),
                 ));
             }
             if min >= max {
                 return Err(Error::param(
                     "spectrum-range",
-                    format!("MIN must be below MAX, got {min}:{max}"),
+                    format!("MIN must be below MAX, got {min:?}:{max:?}"),
+                ));
+            }
+            if min < -MAX_SPECTRUM_ADU || max > MAX_SPECTRUM_ADU {
+                return Err(Error::param(
+                    "spectrum-range",
+                    format!(
+                        "both ends must lie within -{MAX_SPECTRUM_ADU:e}..{MAX_SPECTRUM_ADU:e} ADU (no cluster sum comes near), got {min:?}:{max:?}"
+                    ),
+                ));
+            }
+            if max - min < MIN_SPECTRUM_SPAN {
+                return Err(Error::param(
+                    "spectrum-range",
+                    format!(
+                        "MAX - MIN must be at least {MIN_SPECTRUM_SPAN} ADU, got {min:?}:{max:?}"
+                    ),
                 ));
             }
         }
@@ -146,9 +171,13 @@ pub struct Histogram {
 }
 
 impl Histogram {
-    /// `bins` equal bins over `[min, max)`; errors unless `min < max` (finite) and `bins >= 1`.
+    /// `bins` equal bins over `[min, max)`; errors unless `min < max`, `max - min` is finite
+    /// (ends of +-1e308 would overflow it) and `bins` is 1 ..= 2^20.
     pub fn new(min: f64, max: f64, bins: usize) -> Result<Self> {
-        if !(min.is_finite() && max.is_finite() && min < max) || bins == 0 || bins > 1 << 20 {
+        if !(min.is_finite() && max.is_finite() && min < max && (max - min).is_finite())
+            || bins == 0
+            || bins > 1 << 20
+        {
             return Err(Error::param(
                 "histogram",
                 format!(

@@ -49,7 +49,7 @@ import cluda
 def cli_find(cli, ped, data, size, device, out):
     """One `cluda find --out`: (data-phase seconds, wall seconds, clusters)."""
     cmd = [cli, "find", "--pedestal", ped, "--data", data, "--device", device, "--cluster",
-           str(size), "--out", out]
+           str(size), "--out", out, "--overwrite"]
     t = time.perf_counter()
     res = subprocess.run(list(map(str, cmd)), capture_output=True, text=True, check=True)
     wall = time.perf_counter() - t
@@ -83,7 +83,8 @@ def main():
     if not (data_path.exists() and np.load(data_path, mmap_mode="r").shape[0] == args.frames):
         subprocess.run([args.cli, "gen", "--out", str(tmp), "--frames", str(args.frames),
                         "--pedestal-frames", str(args.pedestal_frames), "--rows", "400",
-                        "--cols", "400", "--seed", "1"], check=True, capture_output=True)
+                        "--cols", "400", "--seed", "1", "--overwrite"], check=True,
+                       capture_output=True)
     ped = np.load(ped_path)
     n = args.frames
     mem_n = args.memory_frames or n

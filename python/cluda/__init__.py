@@ -120,6 +120,21 @@ def spectrum(
     return np.histogram(cluster_sums(clusters), bins=bins, range=range)
 
 
+def _whole(name: str, value, bits: int = 64, minimum: int = 0):
+    """``value`` as an int for parameter ``name``: a ``ValueError`` naming the parameter for a
+    number below ``minimum`` or not below ``2**bits`` (the Rust side would only say "can't
+    convert negative int to unsigned", without the name). Other types pass unchanged (the Rust
+    side names the parameter in its ``TypeError``)."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        v = int(value)
+        if v < minimum or v >= 2**bits:
+            raise ValueError(
+                f"{name} must be a whole number from {minimum} to 2**{bits} - 1, got {v}"
+            )
+        return v
+    return value
+
+
 def _file_of(frames) -> Optional[Tuple[str, int]]:
     """``(path, data offset)`` of the ``.npy`` file that a memory-mapped array may show in
     full (``np.load(path, mmap_mode="r")`` or ``"r+"``), for the finder to read the file
@@ -156,6 +171,31 @@ class ClusterFinder(_cluda.ClusterFinder):
     finder from several threads are serialised; different finders run in parallel (the GIL
     is released while they work).
     """
+
+    def __new__(
+        cls,
+        shape,
+        cluster_size=3,
+        n_sigma=5.0,
+        precision="f64",
+        threshold="live",
+        device="auto",
+        pedestal_frames=1000,
+        threads=None,
+    ):
+        if isinstance(shape, (tuple, list)) and len(shape) == 2:
+            shape = (_whole("shape", shape[0]), _whole("shape", shape[1]))
+        return super().__new__(
+            cls,
+            shape,
+            _whole("cluster_size", cluster_size),
+            n_sigma,
+            precision,
+            threshold,
+            device,
+            _whole("pedestal_frames", pedestal_frames, 32),
+            None if threads is None else _whole("threads", threads),
+        )
 
     def push_pedestal(self, frames: np.ndarray) -> None:
         """Pushes dark frames (2-D or 3-D uint16) into every pixel's pedestal."""
@@ -344,12 +384,12 @@ def find_files(
         _paths(inputs),
         os.fspath(pedestal),
         os.fspath(out_dir),
-        cluster_size,
+        _whole("cluster_size", cluster_size),
         n_sigma,
         precision,
         threshold,
         device,
-        threads,
+        None if threads is None else _whole("threads", threads),
         carry_pedestal,
     )
     return [_summary(r) for r in rows]
@@ -391,6 +431,7 @@ def write_cluster_file(
     clusters: np.ndarray,
     frames: Optional[Union[int, Sequence[int], np.ndarray]] = None,
     append: bool = False,
+    overwrite: bool = False,
 ) -> None:
     """Writes cluster rows as an aare cluster file (``cluda find --out``'s layout).
 
@@ -399,6 +440,12 @@ def write_cluster_file(
     writes them. By default the frames are those that have clusters, in order of appearance.
     Rows must be grouped by frame in the order of ``frames`` (as ``find`` returns them).
     ``append=True`` adds to the end of an existing file (for writing a stream chunk by chunk).
+
+    Every argument is checked before the file is touched, and the file is written under a
+    temporary name and renamed into place when complete (as ``cluda find --out`` writes it), so
+    an error or a full disk leaves an existing file as it was. An existing file that is not a
+    cluster file of this cluster size (e.g. a ``.npy``) is refused (``ValueError``) unless
+    ``overwrite=True``; ``append=True`` needs an existing file to be a cluster file.
     """
     side = _size_of(clusters)
     rows = np.ascontiguousarray(clusters)
@@ -425,7 +472,7 @@ def write_cluster_file(
         raise ValueError("frames: frame numbers must fit in int32 (the file's field)")
     words = rows.view(np.uint32).reshape(-1)
     _cluda._write_cluster_file(
-        path, words, np.ascontiguousarray(frames, dtype=np.int32), side, append
+        path, words, np.ascontiguousarray(frames, dtype=np.int32), side, append, overwrite
     )
 
 
@@ -441,7 +488,12 @@ def generate(
     ``photons`` about 2500 photons of about 400 ADU per 400x400 frame. Frame ``k`` depends only
     on ``shape``, ``seed`` and ``k``. ``cluda gen --seed S --pedestal-frames P`` writes
     ``generate(P, 0, False, seed=S)`` and ``generate(N, P, True, seed=S)``."""
-    return _generate(count, first, photons, tuple(shape), seed)
+    shape = tuple(shape)
+    if len(shape) == 2:
+        shape = (_whole("shape", shape[0]), _whole("shape", shape[1]))
+    return _generate(
+        _whole("count", count), _whole("first", first), photons, shape, _whole("seed", seed)
+    )
 
 
 def match_nearest(

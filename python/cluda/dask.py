@@ -28,7 +28,7 @@ except ImportError as e:  # pragma: no cover - depends on the environment
         "'dask' extra (pip install 'cluda[dask]', or pip install 'dask[distributed]')"
     ) from e
 
-from . import PathLike, _cluda, _paths, _summary
+from . import PathLike, _cluda, _paths, _summary, _whole
 
 __all__ = ["find_files"]
 
@@ -116,12 +116,12 @@ def find_files(
     pedestal = os.path.abspath(os.fspath(pedestal))
     out_dir = os.path.abspath(os.fspath(out_dir))
     options = dict(
-        cluster_size=cluster_size,
+        cluster_size=_whole("cluster_size", cluster_size),
         n_sigma=n_sigma,
         precision=precision,
         threshold=threshold,
         device=device,
-        threads=threads,
+        threads=None if threads is None else _whole("threads", threads),
     )
     # Checked here, before any task, by the same code as the workers'.
     _cluda.check_options(**options)

@@ -13,8 +13,6 @@ mod files;
 mod rows;
 mod run;
 
-use std::fs::OpenOptions;
-use std::io::BufWriter;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -35,7 +33,7 @@ use cluda::engine::{EngineConfig, RingSlots};
 use cluda::finder::select::{DeviceChoice, open_finder};
 use cluda::generate::{GenConfig, Generator};
 use cluda::io::raw::RawReader;
-use cluda::io::{ClusterFileReader, ClusterFileWriter, FrameSource, NpyFrames};
+use cluda::io::{ClusterFileReader, Existing, FrameSource, NpyFrames, write_cluster_frames};
 use cluda::matcher::{Descriptor, MatchVersion};
 use cluda::{ClusterSize, Error, FinderConfig, FrameClusters, Frames, Precision, ThresholdMode};
 
@@ -763,7 +761,12 @@ fn _read_cluster_file<'py>(
 
 /// Writes result rows (u32 words, `2 + cells` per row) as a cluster file, one record per entry
 /// of `frames` in that order (internal: `cluda.write_cluster_file` checks the arguments).
+/// Every argument is checked before the file is touched, and the file is written through the
+/// library's atomic path ([`cluda::io::write_cluster_frames`]): a temporary file renamed into
+/// place when complete, so an error or a full disk leaves the old file as it was; an existing
+/// file that is not a cluster file is refused unless `overwrite`.
 #[pyfunction]
+#[pyo3(signature = (path, rows, frames, cluster_size, append, overwrite=false))]
 fn _write_cluster_file(
     py: Python<'_>,
     path: PathBuf,
@@ -771,6 +774,7 @@ fn _write_cluster_file(
     frames: &Bound<'_, PyAny>,
     cluster_size: usize,
     append: bool,
+    overwrite: bool,
 ) -> PyResult<()> {
     let size = ClusterSize::from_side(cluster_size).map_err(to_py)?;
     let rows = typed_array::<u32>(rows, "clusters", "uint32")?.readonly();
@@ -783,23 +787,21 @@ fn _write_cluster_file(
             rows.len()
         )));
     }
+    let existing = match (append, overwrite) {
+        (true, _) => Existing::Append,
+        (false, true) => Existing::Overwrite,
+        (false, false) => Existing::ReplaceClusterFile,
+    };
     py.allow_threads(|| -> Result<(), Error> {
-        let file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .append(append)
-            .truncate(!append)
-            .open(&path)
-            .map_err(|e| Error::io(&path, e))?;
-        let mut writer = ClusterFileWriter::new(BufWriter::with_capacity(1 << 20, file), &path);
+        // Group the rows by frame first: a row out of order is an error before any write.
         let mut rest = rows.chunks_exact(w + 1).enumerate().peekable();
-        let mut scratch = Vec::new();
+        let mut grouped: Vec<(i32, Vec<u32>)> = Vec::with_capacity(frames.len());
         for &f in frames {
-            scratch.clear();
+            let mut words = Vec::new();
             while let Some((_, row)) = rest.next_if(|(_, row)| row[0] as i32 == f) {
-                scratch.extend_from_slice(&row[1..]);
+                words.extend_from_slice(&row[1..]);
             }
-            writer.write_frame(f, &FrameClusters::new(0, size, &scratch))?;
+            grouped.push((f, words));
         }
         if let Some((i, row)) = rest.next() {
             return Err(Error::param(
@@ -811,8 +813,8 @@ fn _write_cluster_file(
                 ),
             ));
         }
-        writer.finish()?;
-        Ok(())
+        let views: Vec<(i32, &[u32])> = grouped.iter().map(|(f, w)| (*f, w.as_slice())).collect();
+        write_cluster_frames(&path, size, &views, existing)
     })
     .map_err(to_py)
 }
@@ -834,14 +836,14 @@ fn generate<'py>(
         .and_then(|n| n.checked_mul(count))
         .is_none()
     {
-        return Err(PyValueError::new_err(format!(
+        return Err(PyMemoryError::new_err(format!(
             "{count} frames of {rows} x {cols} do not fit in memory"
         )));
     }
     let data = py
         .allow_threads(|| -> Result<Vec<u16>, Error> {
             let g = Generator::new(GenConfig::new(rows, cols, seed))?;
-            Ok(g.frames(first, count, photons))
+            g.try_frames(first, count, photons)
         })
         .map_err(to_py)?;
     Ok(PyArray1::from_vec(py, data)

@@ -124,7 +124,7 @@ def check_cli(d: Data, device: str, size: int, cli: str, log=print) -> None:
     """`find_file` and `find_iter` against `cluda find --device DEVICE --out` on the same file."""
     out = d.tmp / f"cli-{size}.clust"
     subprocess.run([cli, "find", "--pedestal", str(d.ped_path), "--data", str(d.data_path),
-                    "--device", device, "--cluster", str(size), "--out", str(out)],
+                    "--device", device, "--cluster", str(size), "--out", str(out), "--overwrite"],
                    check=True, capture_output=True)
     want, numbers = cluda.read_cluster_file(out, size, with_frame_numbers=True)
     if list(numbers) != list(range(d.frames)):
@@ -141,12 +141,14 @@ def check_raw(tmp: pathlib.Path, device: str, cli: str, log=print) -> None:
     and `find_file(master)` against the CLI's cluster file (header frame numbers)."""
     raw = tmp / "raw"
     raw.mkdir(exist_ok=True)
+    # Called more than once on one directory: the set and the cluster file are replaced.
     subprocess.run([cli, "gen", "--out", str(raw), "--raw", "--frames", "300", "--pedestal-frames",
-                    "100", "--rows", "400", "--cols", "400", "--seed", "4"], check=True,
-                   capture_output=True)
+                    "100", "--rows", "400", "--cols", "400", "--seed", "4", "--overwrite"],
+                   check=True, capture_output=True)
     out = raw / "c.clust"
     subprocess.run([cli, "find", "--pedestal", str(raw / "pedestal_master_0.json"), "--data",
-                    str(raw / "data_master_0.json"), "--device", device, "--out", str(out)],
+                    str(raw / "data_master_0.json"), "--device", device, "--out", str(out),
+                    "--overwrite"],
                    check=True, capture_output=True)
     want = cluda.read_cluster_file(out)
     if len(want) == 0 or want["frame"].min() < 1:

@@ -67,6 +67,8 @@ def test_errors_of_the_whole_run_raise(many, tmp_path):
         cluda.find_files(good, pedestal, tmp_path / "o", cluster_size=4)
     with pytest.raises(ValueError, match="threads"):
         cluda.find_files(good, pedestal, tmp_path / "o", threads=0)
+    with pytest.raises(ValueError, match="cluster_size"):
+        cluda.find_files(good, pedestal, tmp_path / "o", cluster_size=-3)
     with pytest.raises(ValueError, match="nsigma"):
         cluda.find_files(good, pedestal, tmp_path / "o", n_sigma=-1.0)
     (tmp_path / "file").write_bytes(b"")

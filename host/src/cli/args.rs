@@ -75,17 +75,17 @@ pub struct StreamArgs {
     pub pedestal: Option<PathBuf>,
     /// The first K acquisitions are dark: their frames fill the pedestal every later
     /// acquisition starts from (no files are written for them).
-    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "K", value_parser = parse_dark_acquisitions, allow_negative_numbers = true)]
     pub dark_acquisitions: Option<u32>,
     /// The pedestal window N (without --pedestal).
-    #[arg(long, default_value_t = 1000, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = 1000, value_name = "N", value_parser = parse_stream_pedestal_frames, allow_negative_numbers = true)]
     pub pedestal_frames: u32,
     /// Stop after K acquisitions (dark ones included); default: until SIGINT.
-    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "K", value_parser = parse_stream_acquisitions, allow_negative_numbers = true)]
     pub acquisitions: Option<u64>,
     /// Frames cluda's queue holds at most (memory: this many frames); when it is full,
     /// frames are dropped (or the sender is pushed back, see --on-full) and reported.
-    #[arg(long, default_value_t = 4096, value_name = "FRAMES", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    #[arg(long, default_value_t = 4096, value_name = "FRAMES", value_parser = parse_queue, allow_negative_numbers = true)]
     pub queue: u64,
     /// When the queue is full: `drop` the newest frame (reported with its number) or `block`
     /// (stop reading the socket: the sender's high-water mark then drops, or waits).
@@ -93,23 +93,23 @@ pub struct StreamArgs {
     pub on_full: String,
     /// Frames per finder call (the engine's ring holds three such chunks, allocated per
     /// acquisition).
-    #[arg(long, default_value_t = 64, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=4096))]
+    #[arg(long, default_value_t = 64, value_name = "N", value_parser = parse_chunk, allow_negative_numbers = true)]
     pub chunk: u64,
     /// End an acquisition when nothing arrived for S seconds and its end-of-acquisition
     /// message did not come (a sender's PUB socket drops it at its high-water mark like any
-    /// frame); 0: wait for it until SIGINT.
-    #[arg(long, default_value_t = 10.0, value_name = "S")]
+    /// frame); 0: wait for it until SIGINT; at most 86400.
+    #[arg(long, default_value_t = 10.0, value_name = "S", value_parser = parse_idle_end, allow_negative_numbers = true)]
     pub idle_end: f64,
     /// Write live PNG plots into DIR (spectrum.png, hitmap.png), refreshed every few seconds
     /// and at the end of each acquisition.
     #[arg(long, value_name = "DIR")]
     pub plot: Option<PathBuf>,
-    /// Seconds between plot refreshes.
-    #[arg(long, default_value_t = 5.0, value_name = "S")]
+    /// Seconds between plot refreshes, 0.1 ..= 86400.
+    #[arg(long, default_value_t = 5.0, value_name = "S", value_parser = parse_plot_every, allow_negative_numbers = true)]
     pub plot_every: f64,
     /// Testing only: sleep this many microseconds per frame after writing it, to show what
     /// happens when cluda cannot keep up.
-    #[arg(long, default_value_t = 0, hide = true, value_name = "US")]
+    #[arg(long, default_value_t = 0, hide = true, value_name = "US", value_parser = parse_slow_sink, allow_negative_numbers = true)]
     pub slow_sink_us: u64,
 }
 
@@ -124,33 +124,34 @@ pub struct ReplayArgs {
     /// headers' numbers (plus --first-frame).
     #[arg(long, value_name = "D.npy|D_master_0.json", required = true)]
     pub data: Vec<PathBuf>,
-    /// Frames per second (default: as fast as possible).
-    #[arg(long, value_name = "HZ", allow_hyphen_values = true)]
+    /// Frames per second, 0.001 ..= 1e7 (default: as fast as possible).
+    #[arg(long, value_name = "HZ", value_parser = parse_rate, allow_hyphen_values = true)]
     pub rate: Option<f64>,
     /// Send the list of inputs K times (K x inputs acquisitions, fileIndex counting up).
-    #[arg(long, default_value_t = 1, value_name = "K")]
+    #[arg(long, default_value_t = 1, value_name = "K", value_parser = parse_replay_acquisitions, allow_negative_numbers = true)]
     pub acquisitions: u64,
     /// Added to the frame numbers.
-    #[arg(long, default_value_t = 0, value_name = "N")]
+    #[arg(long, default_value_t = 0, value_name = "N", value_parser = parse_first_frame, allow_negative_numbers = true)]
     pub first_frame: u64,
     /// The headers' fname (the receiver's file name prefix).
     #[arg(long, default_value = "run", value_name = "NAME")]
     pub fname: String,
     /// fileIndex of the first acquisition.
-    #[arg(long, default_value_t = 0, value_name = "N")]
+    #[arg(long, default_value_t = 0, value_name = "N", value_parser = parse_file_index, allow_negative_numbers = true)]
     pub file_index: u64,
     /// Send high-water mark in messages (libzmq's default is 1000); beyond it a slow
     /// subscriber's messages are dropped, as slsReceiver's are.
-    #[arg(long, default_value_t = 1000, value_name = "N")]
+    #[arg(long, default_value_t = 1000, value_name = "N", value_parser = parse_hwm, allow_negative_numbers = true)]
     pub hwm: i32,
     /// Wait for slow subscribers instead of dropping at the high-water mark.
     #[arg(long)]
     pub no_drop: bool,
     /// Subscribers to wait for before the first frame (0: start at once, as slsReceiver does).
-    #[arg(long, default_value_t = 1, value_name = "N")]
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = parse_subscribers, allow_negative_numbers = true)]
     pub subscribers: usize,
-    /// Longest wait for them, in seconds; then frames are sent anyway (with a warning).
-    #[arg(long, default_value_t = 30.0, value_name = "S")]
+    /// Longest wait for them, in seconds (at most 86400); then frames are sent anyway (with a
+    /// warning).
+    #[arg(long, default_value_t = 30.0, value_name = "S", value_parser = parse_wait, allow_negative_numbers = true)]
     pub wait: f64,
 }
 
@@ -161,24 +162,27 @@ pub struct GenArgs {
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
     /// Data frames (with photons).
-    #[arg(long, default_value_t = 2000, value_name = "N")]
+    #[arg(long, default_value_t = 2000, value_name = "N", value_parser = parse_frames, allow_negative_numbers = true)]
     pub frames: usize,
     /// Dark pedestal frames.
-    #[arg(long, default_value_t = 1000, value_name = "P")]
+    #[arg(long, default_value_t = 1000, value_name = "P", value_parser = parse_pedestal_frames, allow_negative_numbers = true)]
     pub pedestal_frames: usize,
-    /// Rows per frame.
-    #[arg(long, default_value_t = 400, value_name = "R")]
+    /// Rows per frame, 1 ..= 65536.
+    #[arg(long, default_value_t = 400, value_name = "R", value_parser = parse_rows, allow_negative_numbers = true)]
     pub rows: usize,
-    /// Columns per frame.
-    #[arg(long, default_value_t = 400, value_name = "C")]
+    /// Columns per frame, 1 ..= 65536.
+    #[arg(long, default_value_t = 400, value_name = "C", value_parser = parse_cols, allow_negative_numbers = true)]
     pub cols: usize,
     /// Seed of the generator (same seed, same frames).
-    #[arg(long, default_value_t = 1, value_name = "S")]
+    #[arg(long, default_value_t = 1, value_name = "S", value_parser = parse_seed, allow_negative_numbers = true)]
     pub seed: u64,
     /// Write slsDetector raw acquisitions (master .json + .raw data files, frame numbers from
     /// 1) instead of .npy files.
     #[arg(long)]
     pub raw: bool,
+    /// Replace an existing data set of the same names in DIR (without it, gen refuses to).
+    #[arg(long)]
+    pub overwrite: bool,
 }
 
 /// The options that set what a finder finds and where it runs, shared by `find`, `demo`
@@ -202,7 +206,7 @@ pub struct FinderOptions {
     pub device: DeviceChoice,
     /// CPU worker threads (default: every core; 1 = single-threaded; at most 4 x the
     /// available parallelism, and never more than 1024).
-    #[arg(long, value_parser = parse_threads, value_name = "N")]
+    #[arg(long, value_parser = parse_threads, value_name = "N", allow_negative_numbers = true)]
     pub threads: Option<usize>,
 }
 
@@ -228,7 +232,7 @@ pub struct FinderArgs {
     /// Threads that read each chunk of a .npy input (default: chosen by the device: every
     /// core up to 16 for the GPU, 2 for the CPU finder, whose band threads need the cores;
     /// at most 64 and 4 x the available cores).
-    #[arg(long, value_parser = parse_read_threads, value_name = "N")]
+    #[arg(long, value_parser = parse_read_threads, value_name = "N", allow_negative_numbers = true)]
     pub read_threads: Option<usize>,
 }
 
@@ -252,9 +256,13 @@ pub struct FindArgs {
     pub finder: FinderArgs,
     /// Write the clusters to FILE in aare's cluster file layout (frame numbers: the raw
     /// headers' for raw input, else counting from 0). Written under a temporary name and
-    /// renamed when complete; FILE may not be one of the inputs.
+    /// renamed when complete; FILE may not be one of the inputs nor one of the --plot files,
+    /// and an existing FILE is only replaced with --overwrite.
     #[arg(long, value_name = "FILE", conflicts_with = "out_dir")]
     pub out: Option<PathBuf>,
+    /// Replace an existing --out FILE (without it, find refuses to before reading anything).
+    #[arg(long, requires = "out")]
+    pub overwrite: bool,
     /// Write one cluster file per data input into DIR (created if missing), named after the
     /// input (`run_master_0.json` -> `run_master_0.clust`, `d.npy` -> `d.clust`); an existing
     /// file is never replaced: the name gets a suffix (`d_2.clust`, ...) instead.
@@ -281,7 +289,7 @@ pub struct SpectrumArgs {
     #[arg(long, value_parser = parse_range, allow_hyphen_values = true, value_name = "MIN:MAX")]
     pub spectrum_range: Option<(f64, f64)>,
     /// Spectrum bins, 1 ..= 100000.
-    #[arg(long, default_value_t = 400, value_parser = parse_bins, value_name = "N")]
+    #[arg(long, default_value_t = 400, value_parser = parse_bins, value_name = "N", allow_negative_numbers = true)]
     pub spectrum_bins: usize,
     /// Draw the spectrum's counts on a logarithmic axis.
     #[arg(long)]
@@ -303,19 +311,19 @@ impl SpectrumArgs {
 #[derive(Args, Debug)]
 pub struct DemoArgs {
     /// Data frames (with photons).
-    #[arg(long, default_value_t = 2000, value_name = "N")]
+    #[arg(long, default_value_t = 2000, value_name = "N", value_parser = parse_frames, allow_negative_numbers = true)]
     pub frames: usize,
     /// Dark pedestal frames (the pedestal window N).
-    #[arg(long, default_value_t = 1000, value_name = "P")]
+    #[arg(long, default_value_t = 1000, value_name = "P", value_parser = parse_pedestal_frames, allow_negative_numbers = true)]
     pub pedestal_frames: usize,
-    /// Rows per frame.
-    #[arg(long, default_value_t = 400, value_name = "R")]
+    /// Rows per frame, 1 ..= 65536.
+    #[arg(long, default_value_t = 400, value_name = "R", value_parser = parse_rows, allow_negative_numbers = true)]
     pub rows: usize,
-    /// Columns per frame.
-    #[arg(long, default_value_t = 400, value_name = "C")]
+    /// Columns per frame, 1 ..= 65536.
+    #[arg(long, default_value_t = 400, value_name = "C", value_parser = parse_cols, allow_negative_numbers = true)]
     pub cols: usize,
     /// Seed of the generator.
-    #[arg(long, default_value_t = 1, value_name = "S")]
+    #[arg(long, default_value_t = 1, value_name = "S", value_parser = parse_seed, allow_negative_numbers = true)]
     pub seed: u64,
     /// Finder options.
     #[command(flatten)]
@@ -342,9 +350,104 @@ pub struct MatchArgs {
     #[arg(long, value_parser = parse_version, value_name = "v1|v2|v3|cpu")]
     pub version: Option<MatchVersion>,
     /// Write the matches to FILE: an (n, 2) float64 .npy, [right index, squared distance] per
-    /// left row.
+    /// left row. An existing FILE is only replaced with --overwrite.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
+    /// Replace an existing --out FILE (without it, match refuses to before reading anything).
+    #[arg(long, requires = "out")]
+    pub overwrite: bool,
+}
+
+/// A whole number for option `--name` within `min ..= max`: a message naming the option and
+/// the range for anything else (negative numbers included, which clap would otherwise take
+/// for an unknown option).
+fn whole(s: &str, name: &str, min: u64, max: u64) -> Result<u64, String> {
+    let range = || {
+        if max == u64::MAX {
+            format!("at least {min}")
+        } else {
+            format!("between {min} and {max}")
+        }
+    };
+    match s.trim().parse::<i128>() {
+        Ok(v) if v >= i128::from(min) && v <= i128::from(max) => Ok(v as u64),
+        Ok(_) => Err(format!("--{name} must be {}, got {s}", range())),
+        Err(_) => Err(format!(
+            "--{name}: `{s}` is not a whole number (it must be {})",
+            range()
+        )),
+    }
+}
+
+/// Seconds for option `--name`: a finite number within `min ..= max`.
+fn seconds(s: &str, name: &str, min: f64, max: f64) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= min && v <= max => Ok(v),
+        Ok(_) => Err(format!(
+            "--{name} must be between {min} and {max} seconds, got {s}"
+        )),
+        Err(_) => Err(format!("--{name}: `{s}` is not a number of seconds")),
+    }
+}
+
+/// The value parser `$f` of option `--$name`: a whole number of type `$t` in `$min ..= $max`
+/// (bounds that fit `$t`, so the cast cannot truncate).
+macro_rules! whole_parser {
+    ($f:ident, $t:ty, $name:literal, $min:expr, $max:expr) => {
+        fn $f(s: &str) -> Result<$t, String> {
+            whole(s, $name, $min as u64, $max as u64).map(|v| v as $t)
+        }
+    };
+}
+
+whole_parser!(
+    parse_dark_acquisitions,
+    u32,
+    "dark-acquisitions",
+    1,
+    u32::MAX
+);
+whole_parser!(
+    parse_stream_pedestal_frames,
+    u32,
+    "pedestal-frames",
+    1,
+    u32::MAX
+);
+whole_parser!(parse_stream_acquisitions, u64, "acquisitions", 1, u64::MAX);
+whole_parser!(parse_queue, u64, "queue", 1, 1_000_000);
+whole_parser!(parse_chunk, u64, "chunk", 1, 4096);
+whole_parser!(parse_slow_sink, u64, "slow-sink-us", 0, 1_000_000);
+whole_parser!(parse_replay_acquisitions, u64, "acquisitions", 1, u32::MAX);
+whole_parser!(parse_first_frame, u64, "first-frame", 0, u64::MAX);
+whole_parser!(parse_file_index, u64, "file-index", 0, u64::MAX);
+whole_parser!(parse_hwm, i32, "hwm", 0, i32::MAX);
+whole_parser!(parse_subscribers, usize, "subscribers", 0, 1_000_000);
+whole_parser!(parse_frames, usize, "frames", 0, usize::MAX);
+whole_parser!(parse_pedestal_frames, usize, "pedestal-frames", 1, u32::MAX);
+whole_parser!(parse_rows, usize, "rows", 1, 65536);
+whole_parser!(parse_cols, usize, "cols", 1, 65536);
+whole_parser!(parse_seed, u64, "seed", 0, u64::MAX);
+
+fn parse_idle_end(s: &str) -> Result<f64, String> {
+    seconds(s, "idle-end", 0.0, 86_400.0)
+}
+
+fn parse_plot_every(s: &str) -> Result<f64, String> {
+    seconds(s, "plot-every", 0.1, 86_400.0)
+}
+
+fn parse_wait(s: &str) -> Result<f64, String> {
+    seconds(s, "wait", 0.0, 86_400.0)
+}
+
+fn parse_rate(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("--rate: `{s}` is not a number of frames per second"))?;
+    cluda::stream::replay::period_of(v).map_err(|e| e.to_string())?;
+    Ok(v)
 }
 
 fn parse_cluster(s: &str) -> Result<ClusterSize, String> {
@@ -364,11 +467,10 @@ fn parse_nsigma(s: &str) -> Result<f64, String> {
     Ok(v)
 }
 
-/// The most `--threads` accepted: 4 x the available parallelism, at most 1024. More threads
-/// than cores only adds switching; thousands of them look like a hang.
+/// The most `--threads` accepted: the library's cap ([`cluda::finder::cpu::max_threads`]: 4 x
+/// the available parallelism, at most 1024).
 pub fn max_threads() -> usize {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    cores.saturating_mul(4).min(1024)
+    cluda::finder::cpu::max_threads()
 }
 
 fn parse_threads(s: &str) -> Result<usize, String> {

@@ -23,7 +23,10 @@ pub fn run(args: &DemoArgs) -> Result<()> {
     if let Some(dir) = &args.plot {
         check_plot_dir(dir, &[])?;
     }
-    let generator = Generator::new(GenConfig::new(args.rows, args.cols, args.seed))?;
+    let generator = Generator::with_cancel(
+        GenConfig::new(args.rows, args.cols, args.seed),
+        &super::signals::check,
+    )?;
     let p = args.pedestal_frames;
     let mut dark = Generated::new(&generator, 0, p, false).input("pedestal");
     let mut data = Generated::new(&generator, p as u64, args.frames, true).input("data");

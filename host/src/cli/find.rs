@@ -7,9 +7,9 @@ use std::path::PathBuf;
 use cluda::engine::input::Input;
 use cluda::engine::run::{
     DataInputs, FinderChoice, InputOutputs, InputPath, PlotOutput, RunOptions, RunReport, Session,
-    check_plot_dir, cluster_files, open_data_inputs, output_name, run,
+    check_not_a_plot, check_plot_dir, cluster_files, open_data_inputs, output_name, run,
 };
-use cluda::io::{AtomicFile, check_output, input_files};
+use cluda::io::{AtomicFile, check_output, check_overwrite, input_files};
 use cluda::{Error, FindOptions, FrameClusters, Result};
 
 use super::args::{FindArgs, FinderArgs, FinderOptions};
@@ -29,15 +29,23 @@ pub fn run_find(args: &FindArgs) -> Result<()> {
     };
     let mut inputs = input_files(&args.pedestal)?;
     inputs.extend(input_files(data)?);
-    if let Some(out) = &args.out {
-        check_output(out, "out", &inputs)?;
-        // Can a file be created there? (A temporary one, removed at once.)
-        drop(AtomicFile::create(out)?);
-    }
     if let Some(dir) = &args.plot {
         check_plot_dir(dir, &inputs)?;
     }
+    if let Some(out) = &args.out {
+        check_output(out, "out", &inputs)?;
+        if let Some(dir) = &args.plot {
+            check_not_a_plot(out, dir)?;
+        }
+        check_overwrite(out, "out", args.overwrite)?;
+        // Can a file be created there? (A temporary one, removed at once.)
+        drop(AtomicFile::create(out)?);
+    }
     let mut options = run_options(&args.finder);
+    #[cfg(target_os = "linux")]
+    if options.input == InputPath::Map {
+        super::bus_error::install(data, args.out.as_deref());
+    }
     options.cluster_file = args.out.clone();
     options.plots = args.plot.as_ref().map(|dir| PlotOutput {
         dir: dir.clone(),

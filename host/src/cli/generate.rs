@@ -1,13 +1,15 @@
 //! `cluda gen` (module `generate`, as `gen` is a reserved word): writes DIR/pedestal.npy (dark
-//! frames) and DIR/data.npy (frames with photons), or the same as raw acquisitions. Every file
-//! is written under a temporary name and renamed into place when complete.
+//! frames) and DIR/data.npy (frames with photons), or the same as raw acquisitions. The whole
+//! set is written into a staging directory inside DIR and moved into place when complete
+//! ([`StagedSet`]), so an interrupted run leaves nothing and two runs never mix their files.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::mpsc::sync_channel;
 
 use cluda::generate::{GenConfig, Generator};
 use cluda::io::raw::{DetectorType, RawWriter, RawWriterConfig};
-use cluda::io::{NpyWriter, check_output};
+use cluda::io::staged::refuse_older;
+use cluda::io::{NpyWriter, StagedSet, check_output};
 use cluda::{Error, Result};
 
 use super::args::GenArgs;
@@ -18,7 +20,10 @@ use super::inputs::{Generated, check_dims};
 use super::output::{note_unwritten, print_line};
 use super::progress::frames_bar;
 
-/// Runs `cluda gen`.
+/// Runs `cluda gen`: the whole set (pedestal and data) is written into a staging directory
+/// inside DIR and moved into place when complete ([`StagedSet`]); an older set of the same
+/// names is refused unless `--overwrite`, and then replaced whole (a raw acquisition's extra
+/// data files removed).
 pub fn run(args: &GenArgs) -> Result<()> {
     check_dims(args.rows, args.cols, args.frames.max(args.pedestal_frames))?;
     if args.pedestal_frames == 0 {
@@ -27,8 +32,17 @@ pub fn run(args: &GenArgs) -> Result<()> {
             "must be at least 1 (the pedestal needs dark frames)",
         ));
     }
-    std::fs::create_dir_all(&args.out).map_err(|e| Error::io(&args.out, e))?;
-    for name in ["pedestal", "data"] {
+    if let Ok(m) = std::fs::metadata(&args.out)
+        && !m.is_dir()
+    {
+        return Err(Error::param(
+            "out",
+            format!("{} exists and is not a directory", args.out.display()),
+        ));
+    }
+    std::fs::create_dir_all(&args.out)
+        .map_err(|e| Error::param("out", format!("cannot create {}: {e}", args.out.display())))?;
+    for name in NAMES {
         let file = if args.raw {
             format!("{name}_master_0.json")
         } else {
@@ -36,39 +50,105 @@ pub fn run(args: &GenArgs) -> Result<()> {
         };
         check_output(&args.out.join(file), "out", &[])?;
     }
-    let generator = Generator::new(GenConfig::new(args.rows, args.cols, args.seed))?;
+    let raw = args.raw;
+    let older = move |dir: &Path| older_set(dir, raw);
+    // Refused before any work; checked again when the set is moved into place.
+    refuse_older(&older(&args.out)?, "out", args.overwrite)?;
+    let stage = StagedSet::create(&args.out)?;
+    let generator = Generator::with_cancel(
+        GenConfig::new(args.rows, args.cols, args.seed),
+        &super::signals::check,
+    )?;
     let p = args.pedestal_frames;
     let dark = Generated::new(&generator, 0, p, false).input("pedestal");
     let data = Generated::new(&generator, p as u64, args.frames, true).input("data");
-    for (name, mut input) in [("pedestal", dark), ("data", data)] {
+    let mut lines = Vec::new();
+    for (name, mut input) in [(NAMES[0], dark), (NAMES[1], data)] {
         if args.raw {
             let master = args.out.join(format!("{name}_master_0.json"));
-            note_unwritten(&master, write_raw(&args.out, name, &mut input))?;
+            lines.push(note_unwritten(
+                &master,
+                write_raw(stage.path(), name, &mut input),
+            )?);
         } else {
-            let path = args.out.join(format!("{name}.npy"));
-            note_unwritten(&path, write_npy(&path, &mut input))?;
+            let file = format!("{name}.npy");
+            lines.push(note_unwritten(
+                &args.out.join(&file),
+                write_npy(&stage.path().join(&file), &mut input),
+            )?);
         }
+    }
+    stage.commit("out", args.overwrite, &older)?;
+    for (file, what) in lines {
+        print_line(&format!("wrote {} ({what})", args.out.join(file).display()))?;
     }
     Ok(())
 }
 
-/// Streams `input` into a 3-D uint16 `.npy` file and reports it on stdout.
-fn write_npy(path: &Path, input: &mut Input<'_>) -> Result<()> {
+/// The two parts of a generated set.
+const NAMES: [&str; 2] = ["pedestal", "data"];
+
+/// The files of a set `gen` writes that are in `dir` now: `pedestal.npy` and `data.npy`, or
+/// (raw) the master files and every data file `<name>_d<M>_f<K>_0.raw` of the two
+/// acquisitions, including files of an older, longer acquisition the new one does not
+/// replace (they would be read as its continuation).
+fn older_set(dir: &Path, raw: bool) -> Result<Vec<PathBuf>> {
+    if !raw {
+        return Ok(NAMES
+            .iter()
+            .map(|n| dir.join(format!("{n}.npy")))
+            .filter(|p| std::fs::symlink_metadata(p).is_ok())
+            .collect());
+    }
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
+        let entry = entry.map_err(|e| Error::io(dir, e))?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if NAMES.iter().any(|n| is_raw_file_of(name, n)) {
+            found.push(entry.path());
+        }
+    }
+    // Master files first: the error names them.
+    found.sort_by_key(|p| (p.extension().is_none_or(|x| x != "json"), p.clone()));
+    Ok(found)
+}
+
+/// Whether `file` is `<base>_master_0.json` or a data file `<base>_d<M>_f<K>_0.raw` of the
+/// raw acquisition `base` (file index 0).
+fn is_raw_file_of(file: &str, base: &str) -> bool {
+    let Some(rest) = file.strip_prefix(base).and_then(|r| r.strip_prefix('_')) else {
+        return false;
+    };
+    if rest == "master_0.json" {
+        return true;
+    }
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    rest.strip_suffix("_0.raw")
+        .and_then(|r| r.strip_prefix('d'))
+        .and_then(|r| r.split_once("_f"))
+        .is_some_and(|(m, k)| digits(m) && digits(k))
+}
+
+/// Streams `input` into a 3-D uint16 `.npy` file; returns its name and what it holds, for
+/// the report.
+fn write_npy(path: &Path, input: &mut Input<'_>) -> Result<(String, String)> {
     let (f, r, c) = (input.len as usize, input.frames.rows(), input.frames.cols());
     let mut w = NpyWriter::<u16>::create(path, &[f, r, c])?;
     stream(input, |buf, _| w.write(buf))?;
     w.finish()?;
-    print_line(&format!(
-        "wrote {} ({f} x {r} x {c} uint16)",
-        path.display()
-    ))
+    let name = path
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    Ok((name, format!("{f} x {r} x {c} uint16")))
 }
 
 /// Streams `input` into the raw acquisition `DIR/<base>_master_<0>.json` (image-ordered
-/// frames, frame numbers from 1, 10000 frames per data file) and reports it on stdout. Frames
+/// frames, frame numbers from 1, 10000 frames per data file); returns the master's name and
+/// what it holds, for the report. Frames
 /// of 400 rows are written as MOENCH 03; other shapes, which no MOENCH has, as a generic
 /// detector type (the master file's "Detector Type" selects the pixel order).
-fn write_raw(dir: &Path, base: &str, input: &mut Input<'_>) -> Result<()> {
+fn write_raw(dir: &Path, base: &str, input: &mut Input<'_>) -> Result<(String, String)> {
     let (f, r, c) = (input.len, input.frames.rows(), input.frames.cols());
     let config = RawWriterConfig {
         rows: r,
@@ -89,10 +169,10 @@ fn write_raw(dir: &Path, base: &str, input: &mut Input<'_>) -> Result<()> {
         Ok(())
     })?;
     let master = w.finish(None)?;
-    print_line(&format!(
-        "wrote {} ({f} frames of {r} x {c} uint16, raw)",
-        master.display()
-    ))
+    let name = master
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    Ok((name, format!("{f} frames of {r} x {c} uint16, raw")))
 }
 
 /// Hands `input` to `write` a chunk of frames (and their numbers) at a time, in order. The
@@ -146,4 +226,32 @@ fn stream(
     })?;
     bar.finish_and_clear();
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn raw_files_of_a_set_are_recognised() {
+        for yes in [
+            "data_master_0.json",
+            "data_d0_f0_0.raw",
+            "data_d0_f12_0.raw",
+            "pedestal_d1_f3_0.raw",
+        ] {
+            assert!(NAMES.iter().any(|n| is_raw_file_of(yes, n)), "{yes}");
+        }
+        for no in [
+            "data_master_1.json",
+            "data_d0_f1_1.raw",
+            "data_d0_fx_0.raw",
+            "data_d_f1_0.raw",
+            "data.npy",
+            "datax_d0_f0_0.raw",
+            "my_data_d0_f0_0.raw",
+        ] {
+            assert!(!NAMES.iter().any(|n| is_raw_file_of(no, n)), "{no}");
+        }
+    }
 }

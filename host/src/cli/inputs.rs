@@ -8,6 +8,8 @@ use cluda::io::FrameSource;
 use cluda::{Error, Result};
 use rayon::prelude::*;
 
+use super::signals;
+
 /// Frames `first .. first + count` of a generator, made a chunk at a time in parallel and
 /// numbered from 0: on threads of its own once [`FrameSource::set_read_threads`] gave their
 /// number (a run gives what the finder asks for, [`cluda::ClusterFinder::read_threads`]:
@@ -39,13 +41,16 @@ impl<'g> Generated<'g> {
 
     /// Frames `first .. first + n` into `dst` (whole frames), in parallel on the generator's
     /// threads.
-    fn make(&self, first: u64, dst: &mut [u16]) {
+    /// A termination signal stops it within a frame's 2^20 pixels.
+    fn make(&self, first: u64, dst: &mut [u16]) -> Result<()> {
         let pixels = (self.rows() * self.cols()).max(1);
         let (generator, photons) = (self.generator, self.photons);
         let mut work = move || {
             dst.par_chunks_mut(pixels)
                 .enumerate()
-                .for_each(|(i, f)| generator.frame_into(first + i as u64, photons, f))
+                .try_for_each(|(i, f)| {
+                    generator.frame_into_with_cancel(first + i as u64, photons, f, &signals::check)
+                })
         };
         match &self.pool {
             Some(pool) => pool.install(work),
@@ -83,7 +88,7 @@ impl FrameSource for Generated<'_> {
         let pixels = self.rows() * self.cols();
         let start = frames.len();
         frames.resize(start + n * pixels, 0);
-        self.make(self.first + self.next as u64, &mut frames[start..]);
+        self.make(self.first + self.next as u64, &mut frames[start..])?;
         numbers.extend((self.next..self.next + n).map(|i| i as u64));
         self.next += n;
         Ok(n)
@@ -91,7 +96,7 @@ impl FrameSource for Generated<'_> {
     fn fill(&mut self, dst: &mut [u16], numbers: &mut Vec<u64>) -> Result<usize> {
         let pixels = (self.rows() * self.cols()).max(1);
         let n = (dst.len() / pixels).min(self.count - self.next);
-        self.make(self.first + self.next as u64, &mut dst[..n * pixels]);
+        self.make(self.first + self.next as u64, &mut dst[..n * pixels])?;
         numbers.extend((self.next..self.next + n).map(|i| i as u64));
         self.next += n;
         Ok(n)

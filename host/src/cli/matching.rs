@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use cluda::Result;
 use cluda::cuda::Device;
-use cluda::io::{check_output, check_regular};
+use cluda::io::{AtomicFile, check_output, check_overwrite, check_regular};
 use cluda::matcher::{self, GpuMatcher, MatchVersion, read_descriptors, write_matches};
 
 use super::args::MatchArgs;
@@ -21,6 +21,9 @@ pub fn run(args: &MatchArgs) -> Result<()> {
     }
     if let Some(out) = &args.out {
         check_output(out, "out", &inputs)?;
+        check_overwrite(out, "out", args.overwrite)?;
+        // Can a file be created there? (A temporary one, removed at once.)
+        drop(AtomicFile::create(out)?);
     }
     let (version, why) = choose_version(args.version, cluda::cuda::gpu_available);
     eprintln!("note: version={version} ({why})");

@@ -1,6 +1,8 @@
 //! The subcommands of the `cluda` binary, one module each, and what they share.
 
 pub mod args;
+#[cfg(target_os = "linux")]
+pub mod bus_error;
 pub mod demo;
 pub mod find;
 pub mod generate;

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use cluda::io::{FrameSource, NpyFrames, input_files, open_frames_or};
 use cluda::stream::{Publisher, ReplaySettings, replay};
@@ -25,13 +25,8 @@ pub fn run(args: &ReplayArgs) -> Result<()> {
             format!("must be between 0 and 86400 seconds, got {}", args.wait),
         ));
     }
-    if let Some(r) = args.rate
-        && !(r.is_finite() && r > 0.0 && r <= 10_000_000.0)
-    {
-        return Err(Error::param(
-            "rate",
-            format!("must be a number of frames per second above 0 and at most 1e7, got {r}"),
-        ));
+    if let Some(r) = args.rate {
+        cluda::stream::replay::period_of(r)?;
     }
     if args.hwm < 0 {
         return Err(Error::param(
@@ -51,8 +46,19 @@ pub fn run(args: &ReplayArgs) -> Result<()> {
             .unwrap_or_else(|_| args.zmq.clone())
     );
     if args.subscribers > 0 {
-        let got =
-            publisher.wait_for_subscribers(args.subscribers, Duration::from_secs_f64(args.wait))?;
+        // In slices, so a signal ends a long wait within a fraction of a second.
+        let until = Instant::now() + Duration::from_secs_f64(args.wait);
+        let mut got = publisher.subscribers();
+        while got < args.subscribers {
+            signals::check()?;
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            got = publisher
+                .wait_for_subscribers(args.subscribers, left.min(Duration::from_millis(200)))?;
+        }
+        signals::check()?;
         if got < args.subscribers {
             eprintln!(
                 "warning: replay: {got} of {} subscribers after {} s; sending anyway",

@@ -32,28 +32,13 @@ pub fn run(args: &StreamArgs) -> Result<()> {
             format!("{} exists and is not a directory", args.out_dir.display()),
         ));
     }
-    std::fs::create_dir_all(&args.out_dir).map_err(|e| {
-        Error::param(
-            "out-dir",
-            format!("cannot create {}: {e}", args.out_dir.display()),
-        )
-    })?;
-    if !args.out_dir.is_dir() {
-        return Err(Error::param(
-            "out-dir",
-            format!("{} is not a directory", args.out_dir.display()),
-        ));
-    }
+    // Created if missing, and a file must be creatable in it: checked now, not when the first
+    // acquisition's file is due.
+    cluda::stream::check_out_dir(&args.out_dir)?;
     if let Some(dir) = &args.plot {
         std::fs::create_dir_all(dir)
             .map_err(|e| Error::param("plot", format!("cannot create {}: {e}", dir.display())))?;
         cluda::plot::register_font()?;
-        if !(args.plot_every.is_finite() && args.plot_every >= 0.1) {
-            return Err(Error::param(
-                "plot-every",
-                format!("must be at least 0.1 seconds, got {}", args.plot_every),
-            ));
-        }
     }
     let f = &args.finder;
     let finder = find_options(f);
@@ -70,14 +55,13 @@ pub fn run(args: &StreamArgs) -> Result<()> {
     settings.acquisitions = args.acquisitions;
     settings.chunk = args.chunk as usize;
     settings.slow_sink = Duration::from_micros(args.slow_sink_us);
-    if !(args.idle_end.is_finite() && (0.0..=86_400.0).contains(&args.idle_end)) {
-        return Err(Error::param(
-            "idle-end",
-            format!("must be between 0 and 86400 seconds, got {}", args.idle_end),
-        ));
-    }
-    settings.idle_end = Duration::from_secs_f64(args.idle_end);
+    // Bounded (0 ..= 86400) by its parser; a conversion that fails anyway is an error.
+    settings.idle_end = seconds("idle-end", args.idle_end)?;
     let mut config = ReceiverConfig::new(&args.zmq);
+    if let PedestalPlan::Fixed(p) = &settings.pedestal {
+        // The frames' shape is known: a larger message part is not a frame of this stream.
+        config.max_message_bytes = ReceiverConfig::message_limit(Some((p.rows(), p.cols())));
+    }
     config.queue_frames = args.queue as usize;
     config.full = if args.on_full == "block" {
         FullQueue::Block
@@ -96,16 +80,15 @@ pub fn run(args: &StreamArgs) -> Result<()> {
         } => eprintln!(
             "warning: stream: cluda is falling behind: {depth} of {capacity} frames queued, {dropped} frames dropped in this acquisition so far"
         ),
+        StreamEvent::Output(message) => eprintln!("warning: stream: {message}"),
+        StreamEvent::Connection(message) => eprintln!("warning: stream: {message}"),
         StreamEvent::Suppressed(kind) => eprintln!(
             "note: stream: further `{}` reports of this acquisition are left out (its summary line counts them)",
             kind.name()
         ),
     });
-    let plots = RefCell::new(
-        args.plot
-            .as_ref()
-            .map(|d| LivePlots::new(d, args.plot_every)),
-    );
+    let every = seconds("plot-every", args.plot_every)?;
+    let plots = RefCell::new(args.plot.as_ref().map(|d| LivePlots::new(d, every)));
     let mut note = |s: &str| eprintln!("note: {s}");
     let mut summary = |s: &cluda::stream::AcquisitionSummary| {
         if let Some(p) = plots.borrow_mut().as_mut() {
@@ -134,6 +117,13 @@ pub fn run(args: &StreamArgs) -> Result<()> {
         totals.acquisitions, totals.frames, totals.clusters
     );
     Ok(())
+}
+
+/// `value` seconds of option `--name` as a [`Duration`]: an error naming the option, never a
+/// panic, for a value no `Duration` holds (negative, not finite, too large).
+fn seconds(name: &'static str, value: f64) -> Result<Duration> {
+    Duration::try_from_secs_f64(value)
+        .map_err(|e| Error::param(name, format!("{value:?} seconds: {e}")))
 }
 
 /// Reads every frame of a dark-frame file into a pedestal whose window N is their count
@@ -182,7 +172,7 @@ struct LivePlots {
 }
 
 impl LivePlots {
-    fn new(dir: &Path, every: f64) -> Self {
+    fn new(dir: &Path, every: Duration) -> Self {
         let (tx, rx) = std::sync::mpsc::sync_channel::<Snapshot>(1);
         let dir = dir.to_path_buf();
         let drawer = std::thread::Builder::new()
@@ -195,7 +185,7 @@ impl LivePlots {
             .map_err(|e| eprintln!("warning: stream: no plot thread ({e}); plots are off"))
             .ok();
         Self {
-            every: Duration::from_secs_f64(every),
+            every,
             acc: None,
             shape: (0, 0),
             last: Instant::now(),

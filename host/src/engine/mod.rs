@@ -454,25 +454,41 @@ pub fn find_streams(
                                 let first = m.first_number + next_mapped as u64;
                                 numbers.extend(first..first + k as u64);
                                 next_mapped += k;
-                                let guard = match (k, &pin) {
-                                    (0, _) => None,
-                                    (_, None) => {
-                                        prefault(&m.map, &range);
-                                        None
-                                    }
-                                    (_, Some(pin)) => {
-                                        pin(m.map[range.clone()].as_ptr(), range.len())
-                                    }
-                                };
-                                Ok((
-                                    k,
-                                    Chunk::Mapped {
-                                        _pin: guard,
-                                        map: m.map.clone(),
-                                        range,
-                                        entry,
-                                    },
-                                ))
+                                // A file that shrank since it was mapped: reading the map
+                                // beyond its new end would be a SIGBUS, so it is an error
+                                // naming the file.
+                                let len = m.file.metadata().map_or(u64::MAX, |md| md.len());
+                                if k > 0 && len < range.end as u64 {
+                                    // Kept for the next input.
+                                    spare = Some(entry);
+                                    Err(Error::format(
+                                        &m.path,
+                                        format!(
+                                            "the file shrank to {len} bytes while it was mapped (--input map): frames {first}..{} are gone",
+                                            first + k as u64
+                                        ),
+                                    ))
+                                } else {
+                                    let guard = match (k, &pin) {
+                                        (0, _) => None,
+                                        (_, None) => {
+                                            prefault(&m.map, &range);
+                                            None
+                                        }
+                                        (_, Some(pin)) => {
+                                            pin(m.map[range.clone()].as_ptr(), range.len())
+                                        }
+                                    };
+                                    Ok((
+                                        k,
+                                        Chunk::Mapped {
+                                            _pin: guard,
+                                            map: m.map.clone(),
+                                            range,
+                                            entry,
+                                        },
+                                    ))
+                                }
                             }
                             (Some(mut store), None) => {
                                 match source

@@ -843,6 +843,38 @@ pub const PLOT_FILES: [&str; 4] = [
     "pedestal_noise.png",
 ];
 
+/// Refuses a cluster file that is one of the PNGs a plot directory `dir` receives
+/// ([`PLOT_FILES`]: the plots, renamed into place after the cluster file, would replace it):
+/// compared by directory (canonical paths, so links and `..` count) and file name.
+///
+/// # Errors
+/// [`Error::InvalidParameter`] (`out`) naming the file and the plot directory.
+#[cfg(feature = "plot")]
+pub fn check_not_a_plot(out: &Path, dir: &Path) -> Result<()> {
+    let Some(name) = out.file_name() else {
+        return Ok(());
+    };
+    let parent = match out.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let same_dir = match (std::fs::canonicalize(parent), std::fs::canonicalize(dir)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    };
+    if same_dir && PLOT_FILES.iter().any(|p| name == std::ffi::OsStr::new(p)) {
+        return Err(Error::param(
+            "out",
+            format!(
+                "{} is one of the plots --plot {} writes; choose another name or directory",
+                out.display(),
+                dir.display()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Checks a plot directory before any work: `dir` is a directory (or can be created), none of
 /// its PNGs is one of `inputs` or a non-file, and the plot font loads.
 ///

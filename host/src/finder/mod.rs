@@ -147,12 +147,13 @@ pub trait ClusterFinder {
     /// # Errors
     /// [`crate::Error::TooLarge`] when the memory is not available.
     fn frame_store(&self, samples: usize) -> Result<Box<dyn FrameStore>> {
-        crate::memory::check(
-            || format!("{samples} frame samples"),
-            (samples as u64).saturating_mul(2),
+        // Zeroed by the allocator: pages are touched only when frames are read into them; an
+        // error, not an abort, when the memory (or the address space) is not there.
+        let store: Vec<u16> = crate::memory::zeroed_vec(
+            || format!("a ring slot of {samples} frame samples"),
+            samples,
         )?;
-        // Zeroed by the allocator: pages are touched only when frames are read into them.
-        Ok(Box::new(vec![0u16; samples]))
+        Ok(Box::new(store))
     }
 
     /// A function that page-locks host memory for this finder, when it reads page-locked

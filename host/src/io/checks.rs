@@ -100,14 +100,42 @@ pub fn input_files(path: &Path) -> Result<Vec<PathBuf>> {
     Ok(files)
 }
 
-/// Checks the output `out` (given as `--<option>`) before anything is opened for writing: its
-/// directory must exist, it must not be a directory itself, and it must not be any of
-/// `inputs` (compared with [`same_file`]).
-pub fn check_output(out: &Path, option: &'static str, inputs: &[PathBuf]) -> Result<()> {
-    if out.file_name().is_none() {
+/// Whether `path` is written as a directory: it ends with a path separator (or `/.`), which
+/// [`Path::file_name`] does not show (`x/` has the file name `x`).
+fn names_a_directory(path: &Path) -> bool {
+    let text = path.as_os_str().as_encoded_bytes();
+    text.ends_with(b"/")
+        || text.ends_with(b"/.")
+        || (cfg!(windows) && (text.ends_with(b"\\") || text.ends_with(b"\\.")))
+}
+
+/// Refuses to replace an existing `out` (given as `--<option>`) unless `overwrite`: a result
+/// already there is kept unless the user said it may go. An [`Error::InvalidParameter`]
+/// naming the option and the file.
+pub fn check_overwrite(out: &Path, option: &'static str, overwrite: bool) -> Result<()> {
+    if !overwrite && std::fs::symlink_metadata(out).is_ok() {
         return Err(Error::param(
             option,
-            format!("{} names no file", out.display()),
+            format!(
+                "{} exists; it is not replaced unless you allow it (--overwrite, or overwrite=True in Python)",
+                out.display()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks the output `out` (given as `--<option>`) before anything is opened for writing: it
+/// must name a file (not end with a separator), its directory must exist, it must not be a
+/// directory itself, and it must not be any of `inputs` (compared with [`same_file`]).
+pub fn check_output(out: &Path, option: &'static str, inputs: &[PathBuf]) -> Result<()> {
+    if out.file_name().is_none() || names_a_directory(out) {
+        return Err(Error::param(
+            option,
+            format!(
+                "{} names a directory, not a file (give the file's name)",
+                out.display()
+            ),
         ));
     }
     let dir = match out.parent() {
@@ -171,7 +199,18 @@ mod tests {
             "{e}"
         );
         assert!(check_output(&dir.path().join("o.clust"), "out", std::slice::from_ref(&d)).is_ok());
-        let e = check_output(dir.path(), "out", &[d]).unwrap_err();
+        let e = check_output(dir.path(), "out", std::slice::from_ref(&d)).unwrap_err();
         assert!(e.to_string().contains("a directory"), "{e}");
+        // `x/` names a directory even though its file_name() is `x`, existing or not.
+        for p in [dir.path().join("x/"), dir.path().join("new/.")] {
+            let p = PathBuf::from(format!("{}/", p.display()));
+            let e = check_output(&p, "out", &[]).unwrap_err();
+            assert!(e.to_string().contains("names a directory"), "{e}");
+        }
+        let e = check_overwrite(&d, "out", false).unwrap_err();
+        assert!(e.to_string().contains("--overwrite"), "{e}");
+        assert!(e.to_string().contains("d.npy"), "{e}");
+        assert!(check_overwrite(&d, "out", true).is_ok());
+        assert!(check_overwrite(&dir.path().join("new"), "out", false).is_ok());
     }
 }

@@ -187,6 +187,90 @@ pub fn write_cluster_file(
     Ok(())
 }
 
+/// Whether `path` holds a whole cluster file of `size` clusters: every frame's header and
+/// records parse and end exactly at the file's end (an empty file is one of no frames).
+/// Reads the whole file once, without keeping it.
+///
+/// # Errors
+/// [`Error::Io`] when the file cannot be opened or read.
+pub fn is_cluster_file(path: &Path, size: ClusterSize) -> Result<bool> {
+    let mut r = ClusterFileReader::open(path, size)?;
+    let mut words = Vec::new();
+    loop {
+        match r.next_frame(&mut words) {
+            Ok(Some(_)) => {}
+            Ok(None) => return Ok(true),
+            Err(Error::Format { .. }) => return Ok(false),
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// How [`write_cluster_frames`] treats a file already at its path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Existing {
+    /// Replace it, if it is a cluster file of the size written (anything else is refused:
+    /// it may be another program's data).
+    ReplaceClusterFile,
+    /// Replace it, whatever it holds.
+    Overwrite,
+    /// Keep its frames and add the new ones after them (it must be a cluster file of the
+    /// size written).
+    Append,
+}
+
+/// Writes `frames` (frame number, its records' words) as a cluster file of `size` at `path`
+/// through the same atomic path as `cluda find --out` ([`ClusterFileWriter::create`]: a
+/// temporary file renamed into place when complete), so a failure (a full disk, an error in
+/// the arguments) leaves `path` as it was and no partial file. With [`Existing::Append`] the
+/// existing frames are copied into the temporary file first.
+///
+/// # Errors
+/// [`Error::InvalidParameter`] (`path`) for an existing file that is not a cluster file of
+/// `size` (unless [`Existing::Overwrite`]) or that is not a regular file; [`Error::Format`]
+/// for a frame whose words are not whole records; as [`ClusterFileWriter::create`],
+/// [`ClusterFileWriter::write_frame`] and [`ClusterFileWriter::commit`].
+pub fn write_cluster_frames(
+    path: &Path,
+    size: ClusterSize,
+    frames: &[(i32, &[u32])],
+    existing: Existing,
+) -> Result<()> {
+    let w = size.record_words();
+    if let Some((n, words)) = frames.iter().find(|(_, words)| words.len() % w != 0) {
+        return Err(Error::format(
+            path,
+            format!(
+                "frame {n}: {} words are not whole {size} records",
+                words.len()
+            ),
+        ));
+    }
+    let exists = std::fs::symlink_metadata(path).is_ok();
+    if exists {
+        super::checks::check_regular(path)?;
+        if existing != Existing::Overwrite && !is_cluster_file(path, size)? {
+            return Err(Error::param(
+                "path",
+                format!(
+                    "{} exists and is not a {size} cluster file; it is not replaced unless you allow it (overwrite=True)",
+                    path.display()
+                ),
+            ));
+        }
+    }
+    let mut writer = ClusterFileWriter::create(path)?;
+    if exists && existing == Existing::Append {
+        let mut old = super::checks::open_regular(path)?;
+        std::io::copy(&mut old, &mut writer.out).map_err(|e| Error::io(path, e))?;
+    }
+    for (n, words) in frames {
+        writer.write_frame(*n, &FrameClusters::new(0, size, words))?;
+    }
+    writer.commit()?;
+    Ok(())
+}
+
 /// Reads an aare cluster file frame by frame.
 pub struct ClusterFileReader<R: Read> {
     path: PathBuf,

@@ -7,13 +7,16 @@ pub mod cluster_file;
 pub mod npy;
 pub mod raw;
 pub mod source;
+pub mod staged;
 
 pub use atomic::AtomicFile;
-pub use checks::{check_output, check_regular, input_files, same_file};
+pub use checks::{check_output, check_overwrite, check_regular, input_files, same_file};
 pub use cluster_file::{
-    ClusterFileReader, ClusterFileWriter, read_cluster_file, write_cluster_file,
+    ClusterFileReader, ClusterFileWriter, Existing, is_cluster_file, read_cluster_file,
+    write_cluster_file, write_cluster_frames,
 };
 pub use npy::{NpyArray, NpyFrames, NpyWriter, read_f32_2d, read_u16_frames, write_u16_3d};
 pub use source::{
     FrameSource, MappedFrames, MemorySource, is_raw_master, open_frames, open_frames_or,
 };
+pub use staged::StagedSet;

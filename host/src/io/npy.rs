@@ -523,6 +523,24 @@ fn open_checked<T: Element>(
     Ok((file, h, elements))
 }
 
+/// A read of frames `a .. b` of `path` that hit the end of the file becomes an
+/// [`Error::Format`] naming the file and the frames (the bare "failed to fill whole buffer"
+/// said neither); other errors pass unchanged.
+fn shrunk(e: Error, path: &Path, a: usize, b: usize) -> Error {
+    match e {
+        Error::Io { ref source, .. } if source.kind() == std::io::ErrorKind::UnexpectedEof => {
+            let len = std::fs::metadata(path).map_or_else(|_| "?".into(), |m| m.len().to_string());
+            Error::format(
+                path,
+                format!(
+                    "frames {a}..{b} are not all there: the file ends at byte {len}, before them (it is shorter than its header says; did it shrink while being read?)"
+                ),
+            )
+        }
+        e => e,
+    }
+}
+
 /// Reads `out.len()` elements from `file` and converts them to host byte order.
 fn read_elements<T: Element>(
     file: &mut File,
@@ -743,7 +761,9 @@ impl NpyFrames {
             })?;
         }
         buf.resize(len, 0);
-        read_elements(&mut self.file, buf, self.swap, &self.path)?;
+        let first = self.next;
+        read_elements(&mut self.file, buf, self.swap, &self.path)
+            .map_err(|e| shrunk(e, &self.path, first, first + n))?;
         self.next += n;
         Ok(n)
     }
@@ -771,11 +791,17 @@ impl NpyFrames {
         let (file, path, swap) = (&self.file, &self.path, self.swap);
         std::thread::scope(|s| -> Result<()> {
             let mut jobs = Vec::new();
+            let first = self.next;
             for (i, part) in dst.chunks_mut(per).enumerate() {
                 let at = offset + (i * per * 2) as u64;
+                // The frames this part (partly) holds, for the message of a short file.
+                let (a, b) = (
+                    first + i * per / pixels,
+                    first + ((i + 1) * per).min(n * pixels).div_ceil(pixels),
+                );
                 jobs.push(s.spawn(move || -> Result<()> {
                     file.read_exact_at(bytemuck::cast_slice_mut(part), at)
-                        .map_err(|e| Error::io(path, e))?;
+                        .map_err(|e| shrunk(Error::io(path, e), path, a, b))?;
                     if swap {
                         for v in part.iter_mut() {
                             *v = v.swap_bytes();
@@ -803,7 +829,10 @@ impl NpyFrames {
     /// byte order is not the host's or it cannot be mapped.
     ///
     /// The map shows the file as it is: a file changed by another program while it is mapped
-    /// changes the frames read (as a file changed during a read would).
+    /// changes the frames read (as a file changed during a read would). A file that shrinks is
+    /// caught before each chunk is used (the engine checks its length: an error naming it);
+    /// one that shrinks while a chunk is being read makes that read a SIGBUS, which the
+    /// command line turns into an error naming the file.
     pub fn map_rest(&mut self) -> Option<crate::io::source::MappedFrames> {
         if self.swap || self.remaining() == 0 {
             return None;
@@ -817,10 +846,13 @@ impl NpyFrames {
         if map.len() < offset + frames * pixels * 2 || !offset.is_multiple_of(2) {
             return None;
         }
+        let file = self.file.try_clone().ok()?;
         let first_number = self.next as u64;
         self.next = self.frames;
         Some(crate::io::source::MappedFrames {
             map: std::sync::Arc::new(map),
+            file: std::sync::Arc::new(file),
+            path: self.path.clone(),
             offset,
             frames,
             first_number,

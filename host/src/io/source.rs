@@ -85,6 +85,11 @@ pub trait FrameSource {
 pub struct MappedFrames {
     /// The file's map.
     pub map: std::sync::Arc<memmap2::Mmap>,
+    /// The file itself: its length is checked before each piece of the map is used (a file
+    /// that shrank would make reading the map beyond its new end a SIGBUS).
+    pub file: std::sync::Arc<std::fs::File>,
+    /// The file's path, for errors.
+    pub path: std::path::PathBuf,
     /// Byte offset of the first frame in the map (a multiple of 2).
     pub offset: usize,
     /// Frames from there.

@@ -26,12 +26,13 @@ use super::receiver::{Message, ReceiverConfig, ZmqReceiver};
 use super::source::{Acquisition, AcquisitionCounts, Ending, FaultKind, Reporter, StreamEvent};
 use crate::cluster::FrameClusters;
 use crate::config::FindOptions;
+use crate::engine::write_behind::WriteBehind;
 use crate::engine::{EngineConfig, RingSlots, find_stream_with};
 use crate::error::{Error, Result};
 use crate::finder::ClusterFinder;
 use crate::finder::select::{DeviceChoice, open_finder};
 use crate::frames::Frames;
-use crate::io::{ClusterFileWriter, FrameSource};
+use crate::io::{AtomicFile, ClusterFileWriter, FrameSource};
 use crate::pedestal::Pedestal;
 
 /// Where each acquisition's pedestal comes from.
@@ -225,6 +226,9 @@ impl Inbox {
             if stop.load(Ordering::SeqCst) {
                 return Ok(None);
             }
+            for message in self.receiver.take_events() {
+                report(&StreamEvent::Connection(message));
+            }
             let msg = match self.pending.take() {
                 Some(m) => m,
                 None => match self.receiver.next(Duration::from_millis(50))? {
@@ -296,7 +300,7 @@ pub fn run(
     stop: Arc<AtomicBool>,
     callbacks: Callbacks<'_>,
 ) -> Result<StreamTotals> {
-    std::fs::create_dir_all(&settings.out_dir).map_err(|e| Error::io(&settings.out_dir, e))?;
+    check_out_dir(&settings.out_dir)?;
     let Callbacks {
         report,
         note,
@@ -304,8 +308,12 @@ pub fn run(
         frame,
     } = callbacks;
     let mut finder: Option<Box<dyn ClusterFinder + Send>> = None;
-    let engine = EngineConfig {
-        chunk: settings.chunk.max(1),
+    // The ring's chunk follows the frame size (EngineConfig::for_frames: at most 96 MiB a
+    // chunk), never more than --chunk frames: 64 chunks of 4000 x 4000 frames were 6 GiB.
+    let engine = |(rows, cols): (usize, usize)| EngineConfig {
+        chunk: settings
+            .chunk
+            .clamp(1, EngineConfig::for_frames(rows, cols).chunk),
         slots: 3,
         map: false,
     };
@@ -323,7 +331,10 @@ pub fn run(
         let config = settings.finder.config(p.rows(), p.cols(), p.window());
         let (f, why) = open_finder(config, settings.device, settings.threads)?;
         note(&why);
-        ring = Some(RingSlots::allocate(f.as_ref(), engine)?);
+        ring = Some(RingSlots::allocate(
+            f.as_ref(),
+            engine((p.rows(), p.cols())),
+        )?);
         finder = Some(f);
     }
     let endpoint = receiver.endpoint.clone();
@@ -400,6 +411,11 @@ pub fn run(
         acq.counts.mismatched = std::mem::take(&mut inbox.stray_mismatched);
         acq.max_wait = settings.max_wait;
         acq.idle_end = settings.idle_end;
+        if !dark {
+            // A cluster file numbers frames with an i32: larger numbers are skipped as faults
+            // before they reach the pedestal or the finder.
+            acq.max_frame_number = i32::MAX as u64;
+        }
         let mut out = AcquisitionSummary {
             file_index: first.file_index,
             kind: AcquisitionKind::Data,
@@ -414,7 +430,11 @@ pub fn run(
         };
         let pixels = shape.0 * shape.1;
         let mut last_done: Option<std::time::Instant> = None;
-        let mut buf = vec![0u16; settings.chunk.max(1) * pixels];
+        let chunk = engine(shape).chunk;
+        let mut buf: Vec<u16> = crate::memory::zeroed_vec(
+            || format!("a chunk of {chunk} frames of {} x {}", shape.0, shape.1),
+            chunk * pixels,
+        )?;
         let mut numbers = Vec::new();
         if dark {
             // Every frame of a dark acquisition into the pedestal, carried over from the dark
@@ -461,7 +481,7 @@ pub fn run(
                     while !finder.is_ready() && !acq.ended() {
                         numbers.clear();
                         let want = (config.pedestal_frames as u64 - out.pedestal_frames)
-                            .min(settings.chunk as u64) as usize;
+                            .min(chunk as u64) as usize;
                         let k = acq.fill(&mut buf[..want * pixels], &mut numbers)?;
                         if k == 0 {
                             break;
@@ -481,67 +501,94 @@ pub fn run(
                 (_, None) => return Err(Error::Internal("no pedestal to start from".into())),
             }
             if finder.is_ready() {
-                let path = file_name(&settings.out_dir, &first, &mut used);
-                let mut writer = ClusterFileWriter::create(&path)?;
-                let arrivals = acq.arrivals();
-                let mut clusters = 0u64;
-                let mut lag = out.worst_lag;
-                let slow = settings.slow_sink;
-                let result = find_stream_with(
-                    finder.as_mut(),
-                    &mut acq,
-                    engine,
-                    &mut ring,
-                    &mut |number, fc| {
-                        let n = i32::try_from(number).map_err(|_| {
-                        Error::param(
-                            "out",
-                            format!(
-                                "frame number {number} does not fit the cluster file's i32 frame numbers ({})",
-                                path.display()
-                            ),
-                        )
-                    })?;
-                        writer.write_frame(n, &fc)?;
-                        clusters += fc.len() as u64;
-                        frame(shape, &fc);
-                        if let Ok(mut a) = arrivals.lock() {
-                            while let Some(&(m, t)) = a.front() {
-                                if m != number {
-                                    // Arrivals are claimed in order: an older one was a pedestal frame.
-                                    a.pop_front();
-                                    continue;
+                match create_writer(&settings.out_dir, &first, &mut used, &report) {
+                    Some((path, mut writer)) => {
+                        let arrivals = acq.arrivals();
+                        let mut clusters = 0u64;
+                        let mut lag = out.worst_lag;
+                        let slow = settings.slow_sink;
+                        let result = find_stream_with(
+                            finder.as_mut(),
+                            &mut acq,
+                            engine(shape),
+                            &mut ring,
+                            &mut |number, fc| {
+                                // Frames above i32::MAX were skipped by the source.
+                                let n = i32::try_from(number).map_err(|_| {
+                                    Error::Internal(format!(
+                                        "frame number {number} above i32::MAX reached {}",
+                                        path.display()
+                                    ))
+                                })?;
+                                writer.write_frame(n, &fc)?;
+                                clusters += fc.len() as u64;
+                                frame(shape, &fc);
+                                if let Ok(mut a) = arrivals.lock() {
+                                    while let Some(&(m, t)) = a.front() {
+                                        if m != number {
+                                            // Arrivals are claimed in order: an older one was a
+                                            // pedestal frame.
+                                            a.pop_front();
+                                            continue;
+                                        }
+                                        lag = lag.max(t.elapsed());
+                                        a.pop_front();
+                                        break;
+                                    }
                                 }
-                                lag = lag.max(t.elapsed());
-                                a.pop_front();
-                                break;
+                                if !slow.is_zero() {
+                                    std::thread::sleep(slow);
+                                }
+                                last_done = Some(std::time::Instant::now());
+                                Ok(())
+                            },
+                        );
+                        let done = match result {
+                            Ok(stats) => match writer.commit() {
+                                Ok(_) => Some(stats),
+                                Err(e) => {
+                                    report(&StreamEvent::Output(format!(
+                                        "acquisition {}: {} could not be completed ({e}); its clusters are lost, the stream goes on",
+                                        first.file_index,
+                                        path.display()
+                                    )));
+                                    None
+                                }
+                            },
+                            Err(e @ (Error::Io { .. } | Error::Format { .. })) => {
+                                // A file-system failure of this acquisition's file (a full
+                                // disk, its directory gone): reported, the rest of the
+                                // acquisition taken, and the stream goes on.
+                                drop(writer);
+                                report(&StreamEvent::Output(format!(
+                                    "acquisition {}: {} could not be written ({e}); its clusters are lost (the unfinished temporary file was removed), the stream goes on",
+                                    first.file_index,
+                                    path.display()
+                                )));
+                                drain(&mut acq, &mut buf)?;
+                                None
                             }
+                            Err(e) => {
+                                drop(writer);
+                                note(&format!(
+                                    "{} was not written (its unfinished temporary file was removed)",
+                                    path.display()
+                                ));
+                                return Err(e);
+                            }
+                        };
+                        out.worst_lag = lag;
+                        if let Some(stats) = done {
+                            out.file = Some(path);
+                            out.data_frames = stats.frames;
+                            out.clusters = clusters;
+                            totals.frames += stats.frames;
+                            totals.clusters += clusters;
                         }
-                        if !slow.is_zero() {
-                            std::thread::sleep(slow);
-                        }
-                        last_done = Some(std::time::Instant::now());
-                        Ok(())
-                    },
-                );
-                let stats = match result {
-                    Ok(s) => s,
-                    Err(e) => {
-                        drop(writer);
-                        note(&format!(
-                            "{} was not written (its unfinished temporary file was removed)",
-                            path.display()
-                        ));
-                        return Err(e);
                     }
-                };
-                writer.commit()?;
-                out.file = Some(path);
-                out.data_frames = stats.frames;
-                out.clusters = clusters;
-                out.worst_lag = lag;
-                totals.frames += stats.frames;
-                totals.clusters += clusters;
+                    // Reported by create_writer: nowhere to write this acquisition's clusters.
+                    None => drain(&mut acq, &mut buf)?,
+                }
             } else {
                 out.kind = AcquisitionKind::Short;
                 // Drain what is left of it (it may still be open when the pedestal never filled
@@ -571,10 +618,100 @@ pub fn run(
                 .acquisitions
                 .is_none_or(|k| totals.acquisitions < k)
         {
-            ring = Some(RingSlots::allocate(finder.as_ref(), engine)?);
+            let c = finder.config();
+            ring = Some(RingSlots::allocate(
+                finder.as_ref(),
+                engine((c.rows, c.cols)),
+            )?);
         }
     }
     Ok(totals)
+}
+
+/// Checks up front that cluster files can be written into `dir` (created if missing): a file
+/// is created there and removed at once, so an unwritable directory is an error naming it
+/// before the first acquisition, not a lost acquisition later.
+///
+/// # Errors
+/// [`Error::InvalidParameter`] (`out-dir`) naming the directory and what the system said.
+pub fn check_out_dir(dir: &Path) -> Result<()> {
+    let fail = |what: &str, e: std::io::Error| {
+        Error::param("out-dir", format!("{what} {}: {e}", dir.display()))
+    };
+    std::fs::create_dir_all(dir).map_err(|e| fail("cannot create", e))?;
+    let probe = dir.join(format!(".cluda-probe.{}.tmp", std::process::id()));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)
+        .map_err(|e| fail("cannot write files in", e))?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
+}
+
+/// The writer of an acquisition's cluster file: under its name ([`file_name`]), else (the
+/// file system refuses it) under a fallback name built from the file index and the process id
+/// alone, reported. `None`, reported, when neither can be created: the acquisition's clusters
+/// then have nowhere to go, but the stream goes on.
+fn create_writer(
+    dir: &Path,
+    first: &ZmqHeader,
+    used: &mut HashSet<PathBuf>,
+    report: &Reporter,
+) -> Option<(PathBuf, ClusterFileWriter<WriteBehind<AtomicFile>>)> {
+    let path = file_name(dir, first, used);
+    let first_error = match ClusterFileWriter::create(&path) {
+        Ok(w) => return Some((path, w)),
+        Err(e) => e,
+    };
+    let fallback = fallback_name(dir, first, used);
+    match ClusterFileWriter::create(&fallback) {
+        Ok(w) => {
+            report(&StreamEvent::Output(format!(
+                "acquisition {}: {} cannot be created ({first_error}); its clusters go to {} instead",
+                first.file_index,
+                path.display(),
+                fallback.display()
+            )));
+            Some((fallback, w))
+        }
+        Err(e) => {
+            report(&StreamEvent::Output(format!(
+                "acquisition {}: neither {} ({first_error}) nor {} ({e}) can be created; its clusters are lost, the stream goes on",
+                first.file_index,
+                path.display(),
+                fallback.display()
+            )));
+            None
+        }
+    }
+}
+
+/// A name for an acquisition's file that any file system takes: `cluda_<fileIndex>_<pid>`
+/// (plus a counter), never one already used or on disk.
+fn fallback_name(dir: &Path, first: &ZmqHeader, used: &mut HashSet<PathBuf>) -> PathBuf {
+    let stem = format!("cluda_{}_{}", first.file_index, std::process::id());
+    let mut p = dir.join(format!("{stem}.clust"));
+    let mut k = 2u64;
+    while (used.contains(&p) || p.exists()) && k < 10_000 {
+        p = dir.join(format!("{stem}_{k}.clust"));
+        k += 1;
+    }
+    used.insert(p.clone());
+    p
+}
+
+/// Takes (and discards) what is left of an acquisition whose clusters cannot be written, so
+/// its frames do not start the next one.
+fn drain(acq: &mut Acquisition<'_>, buf: &mut [u16]) -> Result<()> {
+    let mut numbers = Vec::new();
+    while !acq.ended() {
+        numbers.clear();
+        if acq.fill(buf, &mut numbers)? == 0 {
+            break;
+        }
+    }
+    Ok(())
 }
 
 /// The lag of the last frame pushed into a pedestal: the time since it arrived; clears the
@@ -595,9 +732,13 @@ fn claim_lag(acq: &Acquisition<'_>, last: Option<u64>) -> Duration {
     lag
 }
 
+/// The longest `fname` prefix kept in a cluster file's name, in characters.
+pub const MAX_PREFIX: usize = 120;
+
 /// The file an acquisition's clusters go to: `<prefix>_<fileIndex>.clust` in `dir`, where
 /// `<prefix>` is the last component of the header's `fname` (slsReceiver's file name prefix,
-/// `run` when empty; characters other than letters, digits, `-`, `_` and `.` become `_`), like
+/// `run` when empty; characters other than letters, digits, `-`, `_` and `.` become `_`; at
+/// most [`MAX_PREFIX`] of them), like
 /// the receiver's own `<prefix>_master_<fileIndex>.json`. A name already written in this run
 /// or already on disk is never overwritten: `_a<acqIndex>` of the first frame is added, then a
 /// counter.
@@ -618,7 +759,10 @@ pub fn file_name(dir: &Path, first: &ZmqHeader, used: &mut HashSet<PathBuf>) -> 
         .collect::<String>();
     let base = match base.trim_matches('.') {
         "" => "run".to_string(),
-        _ => base,
+        // At most MAX_PREFIX characters (all ASCII by now), so that the name with its index,
+        // suffixes and the temporary file's additions stays below the 255 bytes file systems
+        // allow.
+        _ => base.chars().take(MAX_PREFIX).collect(),
     };
     let stem = format!("{base}_{}", first.file_index);
     let mut candidates = vec![

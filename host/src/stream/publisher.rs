@@ -82,10 +82,12 @@ impl Publisher {
     /// Reads the subscription messages that arrived, without waiting.
     fn poll_subscriptions(&mut self, wait_ms: i64) -> Result<()> {
         loop {
-            let ready = self
-                .socket
-                .poll(zmq::POLLIN, wait_ms)
-                .map_err(|e| zmq_err(&self.endpoint, "poll", e))?;
+            let ready = match self.socket.poll(zmq::POLLIN, wait_ms) {
+                Ok(n) => n,
+                // A signal arrived: the caller decides whether to go on.
+                Err(zmq::Error::EINTR) => return Ok(()),
+                Err(e) => return Err(zmq_err(&self.endpoint, "poll", e)),
+            };
             if ready == 0 {
                 return Ok(());
             }

@@ -51,22 +51,44 @@ pub struct ReceiverConfig {
     pub rcv_hwm: i32,
     /// What to do with a frame when the queue is full.
     pub full: FullQueue,
-    /// Largest message libzmq accepts, in bytes (a larger one makes it drop the connection).
+    /// Largest message part libzmq accepts, in bytes (a larger one makes it drop the
+    /// connection, which is reported); see [`ReceiverConfig::message_limit`].
     pub max_message_bytes: i64,
 }
+
+/// The largest frame cluda processes: 65536 x 65536 16-bit pixels.
+const LARGEST_FRAME_BYTES: u64 = 65536 * 65536 * 2;
+
+/// Room for a header part (JSON of a few hundred bytes, plus any `addJsonHeader`).
+const HEADER_ROOM: u64 = 1 << 20;
 
 impl ReceiverConfig {
     /// Defaults: a queue of 4096 frames (1.3 GB of 400 x 400 frames: 100 ms at 40,000 frames/s,
     /// which covers an acquisition's start-up), libzmq's queue of 256
-    /// messages, dropping when full, messages of at most 256 MiB.
+    /// messages, dropping when full, messages as large as the largest frame cluda processes
+    /// ([`ReceiverConfig::message_limit`] of no known shape).
     pub fn new(endpoint: &str) -> Self {
         Self {
             endpoint: endpoint.to_string(),
             queue_frames: 4096,
             rcv_hwm: 256,
             full: FullQueue::Drop,
-            max_message_bytes: 256 << 20,
+            max_message_bytes: Self::message_limit(None),
         }
+    }
+
+    /// The largest message part to accept for frames of `shape` (rows, cols), when known:
+    /// twice a 16-bit frame's bytes (so a frame of the wrong bit depth still arrives and is
+    /// reported as a mismatch; at least 1 MiB, for headers); otherwise the largest frame cluda
+    /// processes (65536 x 65536 16-bit pixels). Either way at most half the memory available
+    /// now (at least 1 MiB), so a bogus length cannot make libzmq allocate what is not there.
+    pub fn message_limit(shape: Option<(usize, usize)>) -> i64 {
+        let wanted = shape.map_or(LARGEST_FRAME_BYTES, |(r, c)| {
+            (r as u64).saturating_mul(c as u64).saturating_mul(4)
+        });
+        let memory = crate::memory::available_bytes().map_or(u64::MAX, |m| m / 2);
+        let bytes = wanted.min(memory).max(HEADER_ROOM);
+        i64::try_from(bytes).unwrap_or(i64::MAX)
     }
 }
 
@@ -97,6 +119,8 @@ pub(crate) struct Shared {
     pub stop: AtomicBool,
     /// Why the receiving thread stopped, when it failed.
     pub failure: Mutex<Option<String>>,
+    /// Connection events to report (a dropped connection), oldest first.
+    pub events: Mutex<VecDeque<String>>,
 }
 
 /// A connected SUB socket and its receiving thread; the consumer's end of the queue.
@@ -142,6 +166,26 @@ impl ZmqReceiver {
         socket
             .set_subscribe(b"")
             .map_err(|e| zmq_err("ZMQ_SUBSCRIBE", e))?;
+        // Connection events come on a PAIR socket of libzmq's monitor: a connection libzmq
+        // drops (a message above the size limit, the sender gone) is reported, not silent.
+        let monitor_endpoint = format!(
+            "inproc://cluda-monitor-{}",
+            MONITORS.fetch_add(1, Ordering::Relaxed)
+        );
+        socket
+            .monitor(
+                &monitor_endpoint,
+                (zmq::SocketEvent::DISCONNECTED as i32)
+                    | (zmq::SocketEvent::CONNECTED as i32)
+                    | (zmq::SocketEvent::CONNECT_RETRIED as i32),
+            )
+            .map_err(|e| zmq_err("ZMQ monitor", e))?;
+        let monitor = ctx
+            .socket(zmq::PAIR)
+            .map_err(|e| zmq_err("cannot create the monitor socket", e))?;
+        monitor
+            .connect(&monitor_endpoint)
+            .map_err(|e| zmq_err("cannot connect the monitor socket", e))?;
         socket
             .connect(&config.endpoint)
             .map_err(|e| zmq_err("cannot connect", e))?;
@@ -150,10 +194,18 @@ impl ZmqReceiver {
         let thread = {
             let shared = Arc::clone(&shared);
             let full = config.full;
+            let watch = Watch {
+                monitor,
+                endpoint: config.endpoint.clone(),
+                limit: config.max_message_bytes,
+                connected: false,
+                dropped: false,
+                retry_due: None,
+            };
             std::thread::Builder::new()
                 .name("cluda-zmq".into())
                 .spawn(move || {
-                    if let Err(e) = receive(&ctx, &socket, &tx, &shared, full)
+                    if let Err(e) = receive(&ctx, &socket, watch, &tx, &shared, full)
                         && let Ok(mut f) = shared.failure.lock()
                     {
                         *f = Some(format!("receiving from the socket failed: {e}"));
@@ -210,6 +262,15 @@ impl ZmqReceiver {
         }
     }
 
+    /// Connection events since the last call (a dropped connection), as messages to report.
+    pub(crate) fn take_events(&self) -> Vec<String> {
+        self.shared
+            .events
+            .lock()
+            .map(|mut e| e.drain(..).collect())
+            .unwrap_or_default()
+    }
+
     /// Drops logged for frames queued before the items taken so far: `(first, last)` frame
     /// numbers, and how many dropped frames had no readable frame number.
     pub(crate) fn take_drops(&mut self) -> (Vec<(u64, u64)>, u64) {
@@ -252,10 +313,92 @@ impl Drop for ZmqReceiver {
     }
 }
 
-/// The receiving thread: takes whole messages off the socket and queues them until `stop`.
+/// Numbers the monitor endpoints of the receivers of this process.
+static MONITORS: AtomicU64 = AtomicU64::new(0);
+
+/// The monitor of the SUB socket's connection: its PAIR socket and what a report says.
+struct Watch {
+    monitor: zmq::Socket,
+    endpoint: String,
+    limit: i64,
+    connected: bool,
+    /// A drop was reported: the next connection is reported as a reconnection.
+    dropped: bool,
+    /// When to connect again unless libzmq says it is retrying first.
+    retry_due: Option<Instant>,
+}
+
+/// How long after a dropped connection libzmq must say it is retrying before cluda connects
+/// again itself (libzmq retries after 100 ms by default, and says so at once).
+const RETRY_GRACE: Duration = Duration::from_millis(500);
+
+impl Watch {
+    fn push(shared: &Shared, message: String) {
+        if let Ok(mut e) = shared.events.lock() {
+            e.push_back(message);
+        }
+    }
+
+    /// Reads the monitor's pending events: a connection dropped after it was made is queued
+    /// for the consumer to report, as is the reconnection. libzmq retries a connection that
+    /// broke, but gives up on one it dropped for a protocol error (a message part above
+    /// `ZMQ_MAXMSGSIZE`); when it has not said it is retrying within [`RETRY_GRACE`], the
+    /// socket connects again here (so the rest of the stream is not lost for good).
+    fn read(
+        &mut self,
+        socket: &zmq::Socket,
+        shared: &Shared,
+    ) -> std::result::Result<(), zmq::Error> {
+        while let Ok(event) = self.monitor.recv_msg(zmq::DONTWAIT) {
+            // Two parts: the event (u16) and its value (u32), then the endpoint.
+            while self.monitor.get_rcvmore()? {
+                self.monitor.recv_msg(0)?;
+            }
+            let Some(id) = event
+                .get(..2)
+                .map(|b| u32::from(u16::from_le_bytes([b[0], b[1]])))
+            else {
+                continue;
+            };
+            if id == zmq::SocketEvent::CONNECTED as u32 {
+                if self.dropped {
+                    Self::push(shared, format!("reconnected to {}", self.endpoint));
+                }
+                self.connected = true;
+                self.dropped = false;
+                self.retry_due = None;
+            } else if id == zmq::SocketEvent::CONNECT_RETRIED as u32 {
+                // libzmq is on it.
+                self.retry_due = None;
+            } else if id == zmq::SocketEvent::DISCONNECTED as u32 && self.connected {
+                self.connected = false;
+                self.dropped = true;
+                self.retry_due = Some(Instant::now() + RETRY_GRACE);
+                Self::push(
+                    shared,
+                    format!(
+                        "the connection to {} was dropped: the sender went away, or sent a message part larger than the {} bytes accepted (libzmq drops the connection then, and that message is lost); reconnecting",
+                        self.endpoint, self.limit
+                    ),
+                );
+            }
+        }
+        if self.retry_due.is_some_and(|t| Instant::now() >= t) {
+            self.retry_due = None;
+            // The endpoint may be gone from the socket already: that is fine.
+            let _ = socket.disconnect(&self.endpoint);
+            socket.connect(&self.endpoint)?;
+        }
+        Ok(())
+    }
+}
+
+/// The receiving thread: takes whole messages off the socket and queues them until `stop`;
+/// connection events of `watch` are queued for the consumer to report.
 fn receive(
     _ctx: &zmq::Context,
     socket: &zmq::Socket,
+    mut watch: Watch,
     tx: &SyncSender<Message>,
     shared: &Shared,
     full: FullQueue,
@@ -267,7 +410,12 @@ fn receive(
         let first = match socket.recv_msg(zmq::DONTWAIT) {
             Ok(m) => m,
             Err(zmq::Error::EAGAIN) => {
-                socket.poll(zmq::POLLIN, 50)?;
+                let mut items = [
+                    socket.as_poll_item(zmq::POLLIN),
+                    watch.monitor.as_poll_item(zmq::POLLIN),
+                ];
+                zmq::poll(&mut items, 50)?;
+                watch.read(socket, shared)?;
                 continue;
             }
             Err(zmq::Error::EINTR) => continue,

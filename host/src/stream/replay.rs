@@ -10,10 +10,19 @@ use super::publisher::Publisher;
 use crate::error::{Error, Result};
 use crate::io::FrameSource;
 
+/// The lowest `--rate` accepted, in frames per second: one frame every 1000 s. Lower rates
+/// are not a test of anything, and their period would overflow a [`Duration`] at some point.
+pub const MIN_RATE: f64 = 1e-3;
+/// The highest `--rate` accepted, in frames per second.
+pub const MAX_RATE: f64 = 1e7;
+
+/// How often a paced wait looks at the stop flag: a stop request is seen within this long.
+const STOP_POLL: Duration = Duration::from_millis(50);
+
 /// How to replay.
 #[derive(Clone, Debug)]
 pub struct ReplaySettings {
-    /// Frames per second, or as fast as possible (`None`).
+    /// Frames per second ([`MIN_RATE`] ..= [`MAX_RATE`]), or as fast as possible (`None`).
     pub rate: Option<f64>,
     /// Times the whole list of inputs is sent.
     pub repeat: u64,
@@ -55,8 +64,11 @@ pub struct ReplayStats {
 /// Sends `inputs` (each opened by `open(i)`, one acquisition each) `settings.repeat` times,
 /// until done or `stop` is set (then the current acquisition is ended with its end message).
 ///
+/// Waits between frames see `stop` within 50 ms, however slow the rate.
+///
 /// # Errors
-/// Reading an input, a frame number that overflows, an absurd rate, or sending failing.
+/// Reading an input, a frame number that overflows, a rate outside [`MIN_RATE`] ..=
+/// [`MAX_RATE`] (or not finite), or sending failing.
 pub fn replay(
     publisher: &mut Publisher,
     inputs: usize,
@@ -64,15 +76,7 @@ pub fn replay(
     settings: &ReplaySettings,
     stop: &AtomicBool,
 ) -> Result<ReplayStats> {
-    if let Some(r) = settings.rate
-        && !(r.is_finite() && r > 0.0 && r <= 10_000_000.0)
-    {
-        return Err(Error::param(
-            "rate",
-            format!("must be a number of frames per second between 0 and 1e7, got {r}"),
-        ));
-    }
-    let period = settings.rate.map(|r| Duration::from_secs_f64(1.0 / r));
+    let period = settings.rate.map(period_of).transpose()?;
     let start = Instant::now();
     let mut stats = ReplayStats::default();
     let mut file_index = settings.file_index;
@@ -127,8 +131,12 @@ pub fn replay(
                     let px = rows * cols;
                     let pixels = &frames[j * px..(j + 1) * px];
                     if let Some(p) = period {
-                        let due = start + p.mul_f64(sent_total as f64);
-                        pace(due);
+                        let due = due_time(start, p, sent_total)?;
+                        if !pace(due, stop) {
+                            publisher.send_end()?;
+                            stats.acquisitions += 1;
+                            break 'all;
+                        }
                     }
                     if cfg!(target_endian = "little") {
                         publisher.send_frame(&h, bytemuck::cast_slice(pixels))?;
@@ -150,19 +158,99 @@ pub fn replay(
     Ok(stats)
 }
 
-/// Waits until `due`: sleeps while more than a millisecond is left, then yields (sleeping is
-/// too coarse for tens of thousands of frames per second).
-fn pace(due: Instant) {
+/// The time between two frames at `rate` frames per second: an [`Error::InvalidParameter`]
+/// (`rate`) unless the rate is finite and within [`MIN_RATE`] ..= [`MAX_RATE`].
+pub fn period_of(rate: f64) -> Result<Duration> {
+    if !(rate.is_finite() && (MIN_RATE..=MAX_RATE).contains(&rate)) {
+        return Err(Error::param(
+            "rate",
+            format!(
+                "must be a number of frames per second from {MIN_RATE} to {MAX_RATE:e}, got {rate:?}"
+            ),
+        ));
+    }
+    Duration::try_from_secs_f64(1.0 / rate)
+        .map_err(|e| Error::param("rate", format!("{rate:?} frames per second: {e}")))
+}
+
+/// When frame `k` (counting from 0) is due: `start + k x period`; an error (`rate`) instead of
+/// an overflow in the (absurd) case that it lies beyond what an [`Instant`] can hold.
+fn due_time(start: Instant, period: Duration, k: u64) -> Result<Instant> {
+    Duration::try_from_secs_f64(period.as_secs_f64() * k as f64)
+        .ok()
+        .and_then(|d| start.checked_add(d))
+        .ok_or_else(|| Error::param("rate", format!("frame {k} is due too far in the future")))
+}
+
+/// Waits until `due`: sleeps (at most [`STOP_POLL`] at a time, so `stop` is seen) while more
+/// than a millisecond is left, then yields (sleeping is too coarse for tens of thousands of
+/// frames per second). Returns `false` when `stop` was set before `due`.
+fn pace(due: Instant, stop: &AtomicBool) -> bool {
     loop {
+        if stop.load(Ordering::SeqCst) {
+            return false;
+        }
         let now = Instant::now();
         if now >= due {
-            return;
+            return true;
         }
         let left = due - now;
         if left > Duration::from_millis(1) {
-            std::thread::sleep(left - Duration::from_micros(500));
+            std::thread::sleep((left - Duration::from_micros(500)).min(STOP_POLL));
         } else {
             std::thread::yield_now();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_are_bounded_and_named() {
+        for bad in [
+            0.0,
+            -1.0,
+            1e-300,
+            5e-20,
+            f64::MIN_POSITIVE / 4.0,
+            1e8,
+            1e300,
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+        ] {
+            let e = period_of(bad).expect_err("an absurd rate");
+            assert!(e.to_string().contains("`rate`"), "{bad}: {e}");
+        }
+        assert_eq!(
+            period_of(MIN_RATE).expect("lowest"),
+            Duration::from_secs(1000)
+        );
+        assert_eq!(period_of(4.0).expect("4 Hz"), Duration::from_millis(250));
+        assert!(period_of(MAX_RATE).is_ok());
+    }
+
+    #[test]
+    fn a_stop_ends_a_long_wait_at_once() {
+        let stop = AtomicBool::new(false);
+        let far = Instant::now() + Duration::from_secs(3600);
+        let t = Instant::now();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(100));
+                stop.store(true, Ordering::SeqCst);
+            });
+            assert!(!pace(far, &stop));
+        });
+        assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+        assert!(pace(Instant::now(), &AtomicBool::new(false)));
+        let start = Instant::now();
+        assert!(due_time(start, Duration::from_secs(1000), u64::MAX).is_err());
+        assert_eq!(
+            due_time(start, Duration::from_millis(10), 100).expect("due"),
+            start + Duration::from_secs(1)
+        );
     }
 }

@@ -72,6 +72,13 @@ pub enum StreamEvent {
     },
     /// Further reports of a kind are left out in this acquisition (the summary counts them).
     Suppressed(FaultKind),
+    /// An acquisition's cluster file could not be written as planned (a name the file system
+    /// refuses, a full disk, a directory gone): what happened and what was done instead (a
+    /// fallback name, or the acquisition's clusters lost); the stream goes on.
+    Output(String),
+    /// The connection to the sender was dropped or refused by libzmq (e.g. a message above
+    /// the largest size accepted): what happened; libzmq reconnects by itself.
+    Connection(String),
 }
 
 /// Where stream events go (the command line prints them on stderr).
@@ -157,6 +164,9 @@ pub struct Acquisition<'r> {
     last_message: Instant,
     /// Counts so far.
     pub counts: AcquisitionCounts,
+    /// The largest frame number delivered: frames above it are reported and skipped (a
+    /// cluster file holds `i32` frame numbers); `u64::MAX` by default.
+    pub max_frame_number: u64,
     /// `(fileIndex, fname)` of its first frame.
     key: Option<(u64, String)>,
     last: Option<u64>,
@@ -186,6 +196,7 @@ impl<'r> Acquisition<'r> {
             idle_end: Duration::ZERO,
             last_message: Instant::now(),
             counts: AcquisitionCounts::default(),
+            max_frame_number: u64::MAX,
             key: None,
             last: None,
             reported: Default::default(),
@@ -279,6 +290,9 @@ impl<'r> Acquisition<'r> {
         if let Some(m) = self.pending.take() {
             return Ok(Some(m));
         }
+        for message in self.receiver.take_events() {
+            (self.report)(&StreamEvent::Connection(message));
+        }
         self.receiver.next(timeout)
     }
 
@@ -321,6 +335,17 @@ impl<'r> Acquisition<'r> {
             return None;
         }
         let number = header.number();
+        if number > self.max_frame_number {
+            self.fault(
+                FaultKind::Malformed,
+                1,
+                format!(
+                    "frame {number}: its frame number is above {}, the largest the output holds; skipped",
+                    self.max_frame_number
+                ),
+            );
+            return None;
+        }
         // Does the frame belong to this acquisition?
         let key = (header.file_index, header.fname.clone());
         if let (Some(k), Some(last)) = (&self.key, self.last) {

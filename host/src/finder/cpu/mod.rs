@@ -69,6 +69,14 @@ pub struct CpuFinder {
     threads: usize,
 }
 
+/// The most worker threads a CPU finder takes: 4 x the available parallelism, at most 1024.
+/// More threads than cores only adds switching; thousands of them look like a hang (a million
+/// were started one by one until the process was stopped).
+pub fn max_threads() -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    cores.saturating_mul(4).min(1024)
+}
+
 impl CpuFinder {
     /// A finder using every available core.
     pub fn new(config: FinderConfig) -> Result<Self> {
@@ -79,10 +87,21 @@ impl CpuFinder {
     }
 
     /// A finder using exactly `threads` worker threads (1: single-threaded).
+    ///
+    /// # Errors
+    /// [`Error::InvalidParameter`] (`threads`) outside 1 ..= [`max_threads`]; as
+    /// [`FinderConfig::validate`] and [`Pedestal::new`].
     pub fn with_threads(config: FinderConfig, threads: usize) -> Result<Self> {
         config.validate()?;
-        if threads == 0 {
-            return Err(Error::param("threads", "must be at least 1"));
+        let max = max_threads();
+        if threads == 0 || threads > max {
+            return Err(Error::param(
+                "threads",
+                format!(
+                    "must be between 1 and {max} (4 x the {} available cores, at most 1024), got {threads}",
+                    std::thread::available_parallelism().map_or(1, |n| n.get())
+                ),
+            ));
         }
         let pool = if threads == 1 {
             None

@@ -349,8 +349,10 @@ impl RawReader {
             }
             report.frames_on_disk += f.frames;
         }
+        // "Total Frames": 0 (and no "Frames in File") says no frame was taken: data files that
+        // hold frames disagree with it like any other count they exceed.
         let limit = master.total_frames.max(master.frames_in_file.unwrap_or(0));
-        if limit > 0 && report.frames_on_disk > limit {
+        if report.frames_on_disk > limit {
             return Err(Error::format(
                 &master.path,
                 format!(
