@@ -257,6 +257,7 @@ def check_many_outputs(tmp: pathlib.Path, cli: str, pedestal, inputs, good, out_
         if out.parent != out_dir:
             raise AssertionError(f"{out} is not in {out_dir}")
         single = tmp / "single.clust"
+        single.unlink(missing_ok=True)  # the CLI replaces no file
         subprocess.run([cli, "find", "--pedestal", str(pedestal), "--data", r["input"], "--out",
                         str(single), "--device", "cpu"], check=True, capture_output=True)
         if out.read_bytes() != single.read_bytes():

@@ -101,6 +101,7 @@ def test_file_session_is_reused_and_closed(many, tmp_path):
         (row,) = s.find([str(inputs[k])], [str(tmp_path / f"{k}.clust")])
         assert row["error"] is None, row
         single = tmp_path / "single.clust"
+        single.unlink(missing_ok=True)  # the CLI replaces no file
         subprocess.run([exe, "find", "--pedestal", str(pedestal), "--data", str(inputs[k]),
                         "--out", str(single), "--device", "cpu"], check=True, capture_output=True)
         assert (tmp_path / f"{k}.clust").read_bytes() == single.read_bytes()
