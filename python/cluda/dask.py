@@ -46,24 +46,26 @@ def _pedestal_key(pedestal: str) -> Tuple[Any, ...]:
 
 
 def _session(pedestal: str, options: Dict[str, Any]):
-    """This worker process's finder for ``pedestal`` and ``options``, opened on first use."""
+    """This worker process's finder for ``pedestal`` and ``options``, opened on first use
+    (the caller holds ``_finder_lock``)."""
     global _finder
     key = (_pedestal_key(pedestal), tuple(sorted(options.items())))
-    with _finder_lock:
-        if _finder is not None and _finder[0] == key:
-            return _finder[1]
-        if _finder is not None:
-            _finder[1].close()
-            _finder = None
-        session = _cluda.FileSession(pedestal, **options)
-        _finder = (key, session)
-        return session
+    if _finder is not None and _finder[0] == key:
+        return _finder[1]
+    if _finder is not None:
+        _finder[1].close()
+        _finder = None
+    session = _cluda.FileSession(pedestal, **options)
+    _finder = (key, session)
+    return session
 
 
 def _find_one(input: str, output: str, pedestal: str, options: Dict[str, Any]) -> Dict[str, Any]:
-    """A worker's task: finds ``input`` into ``output`` with this process's finder."""
-    session = _session(pedestal, options)
-    (row,) = session.find([input], [output])
+    """A worker's task: finds ``input`` into ``output`` with this process's finder. Tasks of
+    one worker process run one at a time (a worker with several threads shares one finder,
+    which finds one input at a time anyway), so none closes the finder another is using."""
+    with _finder_lock:
+        (row,) = _session(pedestal, options).find([input], [output])
     row = _summary(row)
     try:
         row["worker"] = distributed.get_worker().address
@@ -72,10 +74,11 @@ def _find_one(input: str, output: str, pedestal: str, options: Dict[str, Any]) -
     return row
 
 
-def _failed(input: str, output: Optional[str], error: str) -> Dict[str, Any]:
+def _failed(input: str, error: str) -> Dict[str, Any]:
+    """The summary of an input that ran no task, or whose task failed: nothing written."""
     return {
         "input": input,
-        "output": output,
+        "output": None,
         "frames": 0,
         "clusters": 0,
         "seconds": 0.0,
@@ -131,7 +134,7 @@ def find_files(
     futures = {}
     for k, (path, (output, error)) in enumerate(zip(paths, plan)):
         if error is not None:
-            results[k] = _failed(path, None, error)
+            results[k] = _failed(path, error)
             continue
         output = os.fspath(output)
         futures[k] = client.submit(
@@ -149,5 +152,5 @@ def find_files(
             row["input"] = paths[k]
             results[k] = row
         except Exception as e:  # a task's failure stays with its input
-            results[k] = _failed(paths[k], None, f"{type(e).__name__}: {e}")
+            results[k] = _failed(paths[k], f"{type(e).__name__}: {e}")
     return [r for r in results if r is not None]
