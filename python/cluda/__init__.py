@@ -33,7 +33,7 @@ Errors
 from __future__ import annotations
 
 import os
-from typing import Iterable, Iterator, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -58,6 +58,7 @@ __all__ = [
     "cluster_sums",
     "spectrum",
     "read_npy_frames",
+    "find_files",
     "read_cluster_file",
     "write_cluster_file",
     "generate",
@@ -336,6 +337,80 @@ def read_npy_frames(path: PathLike) -> np.ndarray:
     file being one frame. For files larger than memory use ``np.load(path, mmap_mode="r")``
     with ``ClusterFinder.find_iter``."""
     return _read_npy_frames(path)
+
+
+def find_files(
+    inputs: Sequence[PathLike],
+    pedestal: PathLike,
+    out_dir: PathLike,
+    *,
+    cluster_size: int = 3,
+    n_sigma: float = 5.0,
+    precision: str = "f64",
+    threshold: str = "live",
+    device: str = "auto",
+    threads: Optional[int] = None,
+    carry_pedestal: bool = False,
+) -> List[Dict[str, Any]]:
+    """Finds the clusters of many acquisitions, each into its own cluster file in ``out_dir``,
+    as ``cluda find --pedestal P --data A B C --out-dir D`` does.
+
+    ``inputs`` are ``.npy`` frame stacks or raw acquisitions (their master files
+    ``<base>_master_<N>.json``); ``pedestal`` is the dark frames' file, every frame of which
+    makes the pedestal (its window N is their count). The device is opened and the pedestal
+    read once; each input starts from the pedestal as read (with ``carry_pedestal``, from
+    where the input before it left it: the inputs are then one stream of frames), and the next
+    input is read while the current one is found. The finder options are ``ClusterFinder``'s.
+
+    Each input's cluster file is named after it (``d.npy`` -> ``d.clust``,
+    ``run_master_0.json`` -> ``run_master_0.clust``; ``d_2.clust``, ``d_3.clust``, ... when the
+    name exists or was given to an input before), never replaces a file and is byte-identical
+    to ``cluda find --out``'s for that input alone. ``out_dir`` is created when missing.
+
+    An input that cannot be opened (missing, unreadable, another frame shape) or fails while
+    it is found (e.g. a file cut short) does not stop the others: its summary says why and its
+    cluster file is not written. Returns one summary dict per input, in order: ``input`` and
+    ``output`` (paths as str; ``output`` None when nothing was written), ``frames``,
+    ``clusters``, ``seconds`` (finding and writing, as ``cluda find`` reports it),
+    ``input_seconds`` (the input's reader threads, overlapped with finding), ``device``,
+    ``warning`` (a raw acquisition's gap report when it lost frames, else None) and ``error``
+    (None, or the message). Errors of the run as a whole (the pedestal, ``out_dir``, the
+    device, bad options) raise as elsewhere in the package. Ctrl-C (SIGINT) stops the run at a
+    frame boundary with ``KeyboardInterrupt``; the unfinished input's file is not left behind.
+
+    ``cluda.dask.find_files`` spreads the inputs over a ``dask.distributed`` cluster.
+    """
+    rows = _cluda.find_files(
+        _paths(inputs),
+        os.fspath(pedestal),
+        os.fspath(out_dir),
+        _whole("cluster_size", cluster_size),
+        n_sigma,
+        precision,
+        threshold,
+        device,
+        None if threads is None else _whole("threads", threads),
+        carry_pedestal,
+    )
+    return [_summary(r) for r in rows]
+
+
+def _paths(inputs) -> List[str]:
+    """The input paths of ``find_files``: a sequence of paths, not one path (whose characters
+    would be taken for paths)."""
+    if isinstance(inputs, (str, bytes, os.PathLike)):
+        raise TypeError(
+            f"inputs must be a list of paths, got the single path {inputs!r}: pass [path]"
+        )
+    return [os.fspath(p) for p in inputs]
+
+
+def _summary(row: Dict[str, Any]) -> Dict[str, Any]:
+    """A summary with its paths as str."""
+    for key in ("input", "output"):
+        if row[key] is not None:
+            row[key] = os.fspath(row[key])
+    return row
 
 
 def read_cluster_file(

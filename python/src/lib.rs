@@ -9,6 +9,7 @@
 //! `ValueError` (casting could change the values). A C-contiguous array is used in place, never
 //! copied; any other layout (a strided slice, Fortran order) is copied once into C order.
 
+mod files;
 mod rows;
 mod run;
 
@@ -233,7 +234,7 @@ pub(crate) fn frame_number(first: i64, i: usize) -> Result<i32, Error> {
         })
 }
 
-fn parse_precision(s: &str) -> PyResult<Precision> {
+pub(crate) fn parse_precision(s: &str) -> PyResult<Precision> {
     let s = match s {
         "f32naive" | "f32_naive" => "f32-naive",
         s => s,
@@ -903,6 +904,10 @@ fn _cluda(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyRawFile>()?;
     m.add_class::<run::FindIter>()?;
     m.add_class::<rows::RowMemory>()?;
+    m.add_class::<files::FileSession>()?;
+    m.add_function(wrap_pyfunction!(files::find_files, m)?)?;
+    m.add_function(wrap_pyfunction!(files::plan_outputs, m)?)?;
+    m.add_function(wrap_pyfunction!(files::check_options, m)?)?;
     m.add_function(wrap_pyfunction!(read_npy_frames, m)?)?;
     m.add_function(wrap_pyfunction!(_read_cluster_file, m)?)?;
     m.add_function(wrap_pyfunction!(_write_cluster_file, m)?)?;

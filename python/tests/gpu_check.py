@@ -206,6 +206,78 @@ def check_early_stop(d: Data, device: str, log=print) -> None:
     log(f"  ok {device} an iteration stopped after 1 chunk ({seen} frames searched)")
 
 
+def many_inputs(tmp: pathlib.Path, cli: str) -> tuple:
+    """Inputs for `find_files` (written by `cluda gen`, 40 x 48 frames): `.npy` stacks and a
+    raw acquisition, two inputs called `data.npy`, and failing ones in the middle (missing,
+    another frame shape, a `.npy` cut short). Returns `(pedestal, inputs, good)`, `good` the
+    inputs that are found."""
+    def gen(out, frames, seed, *extra, rows=40):
+        subprocess.run([cli, "gen", "--out", str(out), "--frames", str(frames), "--pedestal-frames",
+                        "50", "--rows", str(rows), "--cols", "48", "--seed", str(seed), *extra],
+                       check=True, capture_output=True)
+
+    many = tmp / "many"
+    if not (many / "c" / "data.npy").exists():
+        gen(many / "a", 30, 1)
+        gen(many / "b", 25, 2, "--raw")
+        gen(many / "c", 20, 3)
+        gen(many / "w", 5, 4, rows=30)
+        whole = (many / "c" / "data.npy").read_bytes()
+        (many / "trunc.npy").write_bytes(whole[:-1000])
+    good = [many / "a" / "data.npy", many / "b" / "data_master_0.json", many / "c" / "data.npy"]
+    inputs = [good[0], many / "missing.npy", good[1], many / "w" / "data.npy", many / "trunc.npy",
+              good[2]]
+    return many / "a" / "pedestal.npy", inputs, good
+
+
+def check_many_outputs(tmp: pathlib.Path, cli: str, pedestal, inputs, good, out_dir, rows) -> None:
+    """`find_files`-like summaries `rows` and the files in `out_dir` against the CLI: every good
+    input's cluster file byte-identical to `cluda find --out` of it alone (on the CPU), named
+    as `cluda find --out-dir` names it, no other file; every other input failed, named."""
+    if [r["input"] for r in rows] != [os.fspath(p) for p in inputs]:
+        raise AssertionError(f"summaries for {[r['input'] for r in rows]}, inputs {inputs}")
+    want_dir = tmp / f"cli-{out_dir.name}"
+    res = subprocess.run([cli, "find", "--pedestal", str(pedestal), "--data", *map(str, inputs),
+                          "--out-dir", str(want_dir), "--device", "cpu"], capture_output=True, text=True)
+    if res.returncode != 1 or "failed=3" not in res.stdout:
+        raise AssertionError(f"the CLI's many-input run: {res.returncode} {res.stdout} {res.stderr}")
+    names = sorted(p.name for p in out_dir.iterdir())
+    if names != sorted(p.name for p in want_dir.iterdir()):
+        raise AssertionError(f"{out_dir} holds {names}, the CLI wrote {sorted(p.name for p in want_dir.iterdir())}")
+    for r in rows:
+        if pathlib.Path(r["input"]) not in good:
+            if r["error"] is None or r["output"] is not None:
+                raise AssertionError(f"{r['input']} should have failed: {r}")
+            if pathlib.Path(r["input"]).name not in r["error"]:
+                raise AssertionError(f"the error does not name its input: {r}")
+            continue
+        if r["error"] is not None:
+            raise AssertionError(f"{r['input']}: {r['error']}")
+        out = pathlib.Path(r["output"])
+        if out.parent != out_dir:
+            raise AssertionError(f"{out} is not in {out_dir}")
+        single = tmp / "single.clust"
+        single.unlink(missing_ok=True)  # the CLI replaces no file
+        subprocess.run([cli, "find", "--pedestal", str(pedestal), "--data", r["input"], "--out",
+                        str(single), "--device", "cpu"], check=True, capture_output=True)
+        if out.read_bytes() != single.read_bytes():
+            raise AssertionError(f"{out} differs from `cluda find --out` of {r['input']} alone")
+        if (want_dir / out.name).read_bytes() != out.read_bytes():
+            raise AssertionError(f"{out} differs from the CLI's file of that name")
+        clusters = cluda.read_cluster_file(out, with_frame_numbers=True)
+        if (r["clusters"], r["frames"]) != (len(clusters[0]), len(clusters[1])) or r["frames"] == 0:
+            raise AssertionError(f"summary {r} against the file's {len(clusters[0])} clusters")
+
+
+def check_find_files(tmp: pathlib.Path, device: str, cli: str, log=print) -> None:
+    """`cluda.find_files` on `device` against the CLI (`check_many_outputs`)."""
+    pedestal, inputs, good = many_inputs(tmp, cli)
+    out_dir = tmp / f"find-files-{device}"
+    rows = cluda.find_files(inputs, pedestal, out_dir, device=device)
+    check_many_outputs(tmp, cli, pedestal, inputs, good, out_dir, rows)
+    log(f"  ok {device} find_files: {len(good)} inputs as `cluda find --out-dir`, 3 failures named")
+
+
 def run_all(tmp: pathlib.Path, device: str = "gpu", cli=None, frames: int = 700, log=print,
             sizes=SIZES, shape=(400, 400)) -> tuple:
     """Runs every check; returns how many ran and the failures as (name, message)."""
@@ -230,6 +302,7 @@ def run_all(tmp: pathlib.Path, device: str = "gpu", cli=None, frames: int = 700,
     attempt("early stop", check_early_stop, d, device)
     if cli:
         attempt("raw", check_raw, tmp, device, cli)
+        attempt("find_files", check_find_files, tmp, device, cli)
     return len(ran), failures
 
 

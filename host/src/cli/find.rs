@@ -2,12 +2,12 @@
 //! library run ([`cluda::engine::run`]), its report printed.
 
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use cluda::engine::input::Input;
 use cluda::engine::run::{
-    FinderChoice, InputOutputs, InputPath, PlotOutput, RunOptions, RunReport, Session,
-    check_not_a_plot, check_plot_dir, run,
+    DataInputs, FinderChoice, InputOutputs, InputPath, PlotOutput, RunOptions, RunReport, Session,
+    check_not_a_plot, check_plot_dir, cluster_files, open_data_inputs, output_name, run,
 };
 use cluda::io::{AtomicFile, check_output, check_overwrite, input_files};
 use cluda::{Error, FindOptions, FrameClusters, Result};
@@ -75,25 +75,13 @@ fn run_many(args: &FindArgs) -> Result<()> {
             "--out names one file; with several --data inputs use --out-dir",
         ));
     }
-    let mut inputs = input_files(&args.pedestal)?;
     let mut pedestal = Input::count_exactly(&args.pedestal, "pedestal", &signals::check)?;
     let shape = (pedestal.frames.rows(), pedestal.frames.cols());
+    let DataInputs { files, inputs } = open_data_inputs(&args.pedestal, shape, &args.data)?;
     let mut failed = 0usize;
     let mut opened: Vec<(PathBuf, Input<'static>)> = Vec::new();
-    for path in &args.data {
-        match input_files(path).and_then(|files| {
-            inputs.extend(files);
-            let input = Input::open(path, "data")?;
-            let got = (input.frames.rows(), input.frames.cols());
-            if got != shape {
-                return Err(Error::shape(
-                    input.describe.clone(),
-                    format!("{} x {} frames (as in the pedestal)", shape.0, shape.1),
-                    format!("{} x {} frames", got.0, got.1),
-                ));
-            }
-            Ok(input)
-        }) {
+    for (path, input) in args.data.iter().zip(inputs) {
+        match input {
             Ok(input) => opened.push((path.clone(), input)),
             Err(e) => {
                 failed += 1;
@@ -102,30 +90,24 @@ fn run_many(args: &FindArgs) -> Result<()> {
             }
         }
     }
-    let mut used = HashSet::new();
-    let mut names = Vec::new();
-    if let Some(dir) = &args.out_dir {
-        std::fs::create_dir_all(dir).map_err(|e| {
-            Error::param("out-dir", format!("cannot create {}: {e}", dir.display()))
-        })?;
-        for (path, _) in &opened {
-            let out = output_name(dir, path, "clust", &mut used);
-            check_output(&out, "out-dir", &inputs)?;
-            names.push(Some(out));
-        }
-        // Can files be created there? (A temporary one, removed at once.)
-        if let Some(Some(first)) = names.first() {
-            drop(AtomicFile::create(first)?);
-        }
-    } else {
-        names.resize(opened.len(), None);
-    }
+    let names: Vec<Option<PathBuf>> = match &args.out_dir {
+        Some(dir) => cluster_files(
+            dir,
+            opened.iter().map(|(p, _)| p.as_path()),
+            &files,
+            "out-dir",
+        )?
+        .into_iter()
+        .map(Some)
+        .collect(),
+        None => vec![None; opened.len()],
+    };
     let mut plot_dirs = Vec::new();
     if let Some(dir) = &args.plot {
         let mut used = HashSet::new();
         for (path, _) in &opened {
             let sub = output_name(dir, path, "", &mut used);
-            check_plot_dir(&sub, &inputs)?;
+            check_plot_dir(&sub, &files)?;
             plot_dirs.push(Some(sub));
         }
     } else {
@@ -225,29 +207,6 @@ fn run_many(args: &FindArgs) -> Result<()> {
         ));
     }
     Ok(())
-}
-
-/// A file (or, with an empty `ext`, a directory) in `dir` named after the input `path`
-/// (`d.npy` -> `d.<ext>`, `run_master_0.json` -> `run_master_0.<ext>`) that neither exists nor
-/// was handed out before (`used`): `d_2.<ext>`, `d_3.<ext>`, ... otherwise.
-fn output_name(dir: &Path, path: &Path, ext: &str, used: &mut HashSet<PathBuf>) -> PathBuf {
-    let stem = path
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "input".to_string());
-    let with = |name: String| match ext {
-        "" => dir.join(name),
-        e => dir.join(format!("{name}.{e}")),
-    };
-    let mut candidate = with(stem.clone());
-    let mut k = 2;
-    while used.contains(&candidate) || (!ext.is_empty() && candidate.exists()) {
-        candidate = with(format!("{stem}_{k}"));
-        k += 1;
-    }
-    used.insert(candidate.clone());
-    candidate
 }
 
 /// The summary line of one run's report.
