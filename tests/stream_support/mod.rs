@@ -191,6 +191,7 @@ pub fn find_bytes(dir: &Path, pedestal: &Path, data: &Path, extra: &[&str]) -> V
         s(data),
         "--out",
         s(&out),
+        "--overwrite",
     ];
     args.extend_from_slice(extra);
     let o = Command::new(cluda_bin())
