@@ -6,7 +6,7 @@
 //! one core copies at a fraction of the memory bus's speed, and the finder's thread then only
 //! collects clusters.
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::io::FrameSource;
 
 /// Parts smaller than this are copied on one thread (a thread costs more than it saves).
@@ -28,22 +28,10 @@ impl<'a> SliceSource<'a> {
     /// `data` holds whole `rows x cols` frames, C order.
     ///
     /// # Errors
-    /// [`Error::Shape`] when `rows` or `cols` is 0 or `data` is not a whole number of frames.
+    /// [`crate::Error::Shape`] when `rows` or `cols` is 0 or `data` is not a whole number of
+    /// frames.
     pub fn new(data: &'a [u16], rows: usize, cols: usize) -> Result<Self> {
-        let px = rows.checked_mul(cols).filter(|&p| p > 0).ok_or_else(|| {
-            Error::shape(
-                "frames",
-                "rows >= 1 and cols >= 1",
-                format!("{rows} x {cols}"),
-            )
-        })?;
-        if !data.len().is_multiple_of(px) {
-            return Err(Error::shape(
-                "frames",
-                format!("a multiple of {px} samples ({rows} x {cols})"),
-                format!("{} samples", data.len()),
-            ));
-        }
+        crate::io::source::whole_frames(data.len(), rows, cols)?;
         Ok(Self {
             data,
             rows,

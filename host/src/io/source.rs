@@ -224,26 +224,36 @@ pub struct MemorySource {
     next: usize,
 }
 
+/// Checks that `samples` samples are a whole number of `rows x cols` frames (both at least
+/// 1); returns the frame count. The check of every source over frames in memory.
+///
+/// # Errors
+/// [`Error::Shape`] when `rows` or `cols` is 0 or `samples` is not a whole number of frames.
+pub fn whole_frames(samples: usize, rows: usize, cols: usize) -> Result<usize> {
+    let px = rows.checked_mul(cols).filter(|&p| p > 0).ok_or_else(|| {
+        Error::shape(
+            "frames",
+            "rows >= 1 and cols >= 1",
+            format!("{rows} x {cols}"),
+        )
+    })?;
+    if !samples.is_multiple_of(px) {
+        return Err(Error::shape(
+            "frames",
+            format!("a multiple of {px} samples ({rows} x {cols})"),
+            format!("{samples} samples"),
+        ));
+    }
+    Ok(samples / px)
+}
+
 impl MemorySource {
     /// `data` holds whole `rows x cols` frames.
     ///
     /// # Errors
     /// [`Error::Shape`] when `rows` or `cols` is 0 or `data` is not a whole number of frames.
     pub fn new(data: Vec<u16>, rows: usize, cols: usize) -> Result<Self> {
-        let px = rows.checked_mul(cols).filter(|&p| p > 0).ok_or_else(|| {
-            Error::shape(
-                "frames",
-                "rows >= 1 and cols >= 1",
-                format!("{rows} x {cols}"),
-            )
-        })?;
-        if !data.len().is_multiple_of(px) {
-            return Err(Error::shape(
-                "frames",
-                format!("a multiple of {px} samples ({rows} x {cols})"),
-                format!("{} samples", data.len()),
-            ));
-        }
+        whole_frames(data.len(), rows, cols)?;
         Ok(Self {
             data,
             rows,
