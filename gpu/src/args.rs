@@ -433,6 +433,51 @@ macro_rules! matcher_kernels {
                 flag_count: $crate::args::MutPtr<u32>,
                 flag_rows: $crate::args::MutPtr<u32>,
             }
+            /// The parameters of `cluda_match_v4_radii`: `radii[k] =
+            /// match_bound::radius(norms[k])` for `k < len`, one thread per value.
+            cluda_match_v4_radii => MatchV4RadiiArgs {
+                norms: $crate::args::ConstPtr<f32>,
+                len: u32,
+                radii: $crate::args::MutPtr<f32>,
+            }
+            /// The parameters of `cluda_match_v4_fold`: adds `norms_b` to a `rows x cols`
+            /// TF32 GEMM tile (row stride `ld`) of left rows `row0..` and right rows `col0..`,
+            /// lowers each row's running bound `tau` (`n`) and appends the right rows the
+            /// screen cannot rule out to its candidate slots (`slot_*`, `n x V4_SLOTS`,
+            /// `count` per row, `u32::MAX` once they overflowed); `first != 0` starts afresh.
+            cluda_match_v4_fold => MatchV4FoldArgs {
+                tile: $crate::args::ConstPtr<f32>,
+                rows: u32,
+                cols: u32,
+                ld: u32,
+                row0: u32,
+                col0: u32,
+                /// `||b||^2` per right row, padded with zeros to a multiple of 4.
+                norms_b: $crate::args::ConstPtr<f32>,
+                /// `match_bound::radius` per right row, padded to a multiple of 4.
+                radii_b: $crate::args::ConstPtr<f32>,
+                /// `match_bound::radius` per left row, `n`.
+                radii_a: $crate::args::ConstPtr<f32>,
+                tau: $crate::args::MutPtr<f32>,
+                count: $crate::args::MutPtr<u32>,
+                slot_d: $crate::args::MutPtr<f32>,
+                slot_i: $crate::args::MutPtr<u32>,
+                first: u32,
+            }
+            /// The parameters of `cluda_match_v4_rescore`: V2's exact f32 distance of each
+            /// row's candidates, the best (ties to the smaller index) into `out_*`, and rows
+            /// whose slots overflowed appended to `flag_rows` (count in `*flag_count`).
+            cluda_match_v4_rescore => MatchV4RescoreArgs {
+                lhs: $crate::args::ConstPtr<f32>,
+                rhs: $crate::args::ConstPtr<f32>,
+                n: u32,
+                count: $crate::args::ConstPtr<u32>,
+                slot_i: $crate::args::ConstPtr<u32>,
+                out_idx: $crate::args::MutPtr<u32>,
+                out_dist: $crate::args::MutPtr<f32>,
+                flag_count: $crate::args::MutPtr<u32>,
+                flag_rows: $crate::args::MutPtr<u32>,
+            }
         ] }
     };
 }

@@ -65,4 +65,7 @@ pub mod matcher {
     pub const TILE_BYTES: usize = KC * LD * 4;
     /// Candidates kept per row by V3.
     pub const V3_K: usize = 4;
+    /// Candidate slots per row kept by V4's fold (one per lane of the rescoring warp); a row
+    /// with more candidates than this is recomputed with V2.
+    pub const V4_SLOTS: usize = 32;
 }

@@ -19,6 +19,7 @@ pub mod args;
 pub mod classify;
 pub mod layout;
 pub mod lookback;
+pub mod match_bound;
 pub mod pedestal;
 pub mod real;
 

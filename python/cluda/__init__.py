@@ -501,6 +501,7 @@ def match_nearest(
 ) -> Tuple[np.ndarray, np.ndarray]:
     """For each row of ``lhs`` (float32 ``n x 128`` descriptors), its nearest row of ``rhs`` in
     squared L2 distance: ``(index uint32 (n,), squared distance float32 (n,))``. ``version``
-    is ``"cpu"`` or a GPU version ``"v1"``, ``"v2"``, ``"v3"``. The descriptors are copied once
-    (into aligned memory)."""
+    is ``"cpu"`` or a GPU version ``"v1"``, ``"v2"``, ``"v3"``, ``"v4"`` (TF32 screen + exact
+    rescoring, equal to ``"v2"`` bit for bit). The descriptors are copied once (into aligned
+    memory)."""
     return _match_nearest(lhs, rhs, version)

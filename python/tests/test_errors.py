@@ -161,7 +161,7 @@ def test_generate_errors():
 
 def test_match_errors():
     a = np.zeros((3, 128), np.float32)
-    with pytest.raises(ValueError, match="`gpu9` is not one of v1, v2, v3, cpu"):
+    with pytest.raises(ValueError, match="`gpu9` is not one of v1, v2, v3, v4, cpu"):
         cluda.match_nearest(a, a, version="gpu9")
     with pytest.raises(ValueError, match=r"rhs must be a 2-D \(n, 128\) array"):
         cluda.match_nearest(a, np.zeros((3, 64), np.float32))

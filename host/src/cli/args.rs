@@ -12,7 +12,7 @@ use cluda::{ClusterSize, Precision, ThresholdMode};
 const SUMMARY_HELP: &str = "Prints one summary line on stdout:\n  frames=N clusters=N clusters_per_frame=X seconds=X us_per_frame=X fps=X device=D precision=P input_us_per_frame=X\nseconds counts the time spent finding (and writing) clusters of the data frames, not reading\nor generating them nor waiting for them, nor filling the pedestal. input_us_per_frame is the\ntime the input's own threads spent reading (find) or generating (demo) each data frame,\noverlapped with finding (0 for a mapped input). Progress is shown on stderr when it is a terminal.";
 
 /// What `cluda match` prints.
-const MATCH_HELP: &str = "Prints one summary line on stdout:\n  lhs=N rhs=N seconds=X ms=X version=V device=\"NAME\" recomputed=N\nseconds (3 decimals) is the whole command: reading, matching, writing. ms (3 decimals) is the\nmatching itself: device time for v1/v2/v3, wall time for cpu. recomputed counts the v3 rows\nre-scored exactly by v2 (0 for the other versions).";
+const MATCH_HELP: &str = "Prints one summary line on stdout:\n  lhs=N rhs=N seconds=X ms=X version=V device=\"NAME\" recomputed=N\nseconds (3 decimals) is the whole command: reading, matching, writing. ms (3 decimals) is the\nmatching itself: device time for v1-v4, wall time for cpu. recomputed counts the v3 rows (v4: rows\nwith too many candidates) re-scored exactly by v2 (0 for the other versions).";
 
 /// Photon cluster finding for MOENCH-like detector frames.
 #[derive(Parser, Debug)]
@@ -348,7 +348,7 @@ pub struct MatchArgs {
     pub rhs: PathBuf,
     /// Implementation: v1 (GPU distance matrix), v2 (GPU fused kernel), v3 (GPU cuBLAS tiles)
     /// or cpu. Default: v3 when a CUDA GPU is available, else cpu.
-    #[arg(long, value_parser = parse_version, value_name = "v1|v2|v3|cpu")]
+    #[arg(long, value_parser = parse_version, value_name = "v1|v2|v3|v4|cpu")]
     pub version: Option<MatchVersion>,
     /// Write the matches to FILE: an (n, 2) float64 .npy, [right index, squared distance] per
     /// left row. An existing FILE is only replaced with --overwrite.
@@ -595,7 +595,12 @@ mod tests {
         assert!(parse_precision("f16").is_err());
         assert_eq!(parse_threshold("frozen"), Ok(ThresholdMode::Frozen));
         assert_eq!(parse_version("v2"), Ok(MatchVersion::V2));
-        assert!(parse_version("v4").unwrap_err().contains("v1, v2, v3, cpu"));
+        assert_eq!(parse_version("v4"), Ok(MatchVersion::V4));
+        assert!(
+            parse_version("v5")
+                .unwrap_err()
+                .contains("v1, v2, v3, v4, cpu")
+        );
         assert_eq!(parse_range("-200:2000"), Ok((-200.0, 2000.0)));
         for bad in ["5", "1:1", "2:1", "a:3", "0:inf", "nan:1"] {
             assert!(parse_range(bad).is_err(), "{bad}");

@@ -60,6 +60,18 @@ type SgemmFn = unsafe extern "C" fn(
 
 /// `CUBLAS_DEFAULT_MATH`: FP32 SGEMM without TF32 or other reduced-precision paths.
 const CUBLAS_DEFAULT_MATH: c_int = 0;
+/// `CUBLAS_TF32_TENSOR_OP_MATH`: SGEMM on tensor cores with inputs reduced to TF32 and FP32
+/// accumulation (V4's screen).
+const CUBLAS_TF32_TENSOR_OP_MATH: c_int = 3;
+
+/// The arithmetic a [`Blas`] handle's SGEMM uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Math {
+    /// Plain FP32 (`CUBLAS_DEFAULT_MATH`): V3 and the bare SGEMM.
+    Fp32,
+    /// TF32 tensor cores (`CUBLAS_TF32_TENSOR_OP_MATH`): V4's screen and its bare floor.
+    Tf32,
+}
 
 /// The loaded library and its five functions (the library is kept for the whole process).
 struct Lib {
@@ -200,7 +212,7 @@ pub fn library() -> std::result::Result<&'static str, &'static str> {
     lib().map(|l| l.name.as_str())
 }
 
-/// A cuBLAS handle bound to one stream, in pure FP32 math mode; destroyed on drop.
+/// A cuBLAS handle bound to one stream, in one [`Math`] mode; destroyed on drop.
 pub(super) struct Blas {
     lib: &'static Lib,
     handle: Handle,
@@ -215,8 +227,8 @@ unsafe impl Send for Blas {}
 unsafe impl Sync for Blas {}
 
 impl Blas {
-    /// Creates a handle on `stream` with `CUBLAS_DEFAULT_MATH` (no TF32).
-    pub fn new(stream: Arc<CudaStream>) -> Result<Self> {
+    /// Creates a handle on `stream` whose SGEMM uses `math`.
+    pub fn new(stream: Arc<CudaStream>, math: Math) -> Result<Self> {
         let lib = lib().map_err(|e| Error::NoGpu(e.to_string()))?;
         let ctx = stream.context();
         ctx.bind_to_thread().map_err(|e| Error::Cuda {
@@ -241,9 +253,13 @@ impl Blas {
         // SAFETY: a valid handle and a live stream of the bound context.
         check(unsafe { (lib.set_stream)(blas.handle, blas.stream.cu_stream() as *mut c_void) })
             .map_err(err("setting cuBLAS's stream"))?;
-        // SAFETY: a valid handle; CUBLAS_DEFAULT_MATH keeps SGEMM in FP32 (no TF32).
-        check(unsafe { (lib.set_math_mode)(blas.handle, CUBLAS_DEFAULT_MATH) })
-            .map_err(err("setting cuBLAS's math mode to FP32"))?;
+        let mode = match math {
+            Math::Fp32 => CUBLAS_DEFAULT_MATH,
+            Math::Tf32 => CUBLAS_TF32_TENSOR_OP_MATH,
+        };
+        // SAFETY: a valid handle and one of cuBLAS's math modes.
+        check(unsafe { (lib.set_math_mode)(blas.handle, mode) })
+            .map_err(err("setting cuBLAS's math mode"))?;
         Ok(blas)
     }
 

@@ -1,5 +1,5 @@
-//! The GPU matcher: one stream, the matcher's kernels, the cuBLAS handle (created on first V3
-//! use), and the upload / time / download frame around the three versions.
+//! The GPU matcher: one stream, the matcher's kernels, the cuBLAS handles (created on first V3
+//! or V4 use), and the upload / time / download frame around the four versions.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -8,7 +8,8 @@ use std::ffi::c_void;
 
 use cluda_gpu::args::{
     MatchMergePartialsArgs, MatchSqnormsArgs, MatchV1DistancesArgs, MatchV1RowminArgs,
-    MatchV2FusedArgs, MatchV3FoldArgs, MatchV3RescoreArgs,
+    MatchV2FusedArgs, MatchV3FoldArgs, MatchV3RescoreArgs, MatchV4FoldArgs, MatchV4RadiiArgs,
+    MatchV4RescoreArgs,
 };
 use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
 use cudarc::driver::{CudaEvent, CudaFunction, CudaStream, DriverError};
@@ -33,6 +34,9 @@ pub(super) struct Kernels {
     pub sqnorms: CudaFunction,
     pub v3_fold: CudaFunction,
     pub v3_rescore: CudaFunction,
+    pub v4_radii: CudaFunction,
+    pub v4_fold: CudaFunction,
+    pub v4_rescore: CudaFunction,
 }
 
 /// A GPU matcher bound to one device; reuse it across calls to avoid re-opening the context
@@ -49,6 +53,9 @@ pub struct GpuMatcher {
     /// [`GpuMatcher::release_workspace`].
     pub(super) workspace: Vec<DeviceBuf>,
     pub(super) blas: Option<Blas>,
+    /// V4's cuBLAS handle, in TF32 tensor-op mode (a handle of its own, so that V3 and the
+    /// bare SGEMM never run in TF32).
+    pub(super) blas_tf32: Option<Blas>,
     pub(super) sms: usize,
     pub(super) tiling: V3Tiling,
 }
@@ -63,9 +70,40 @@ pub struct GpuRun {
     /// Device time of the matching work alone (CUDA events around the kernels and GEMMs, after
     /// the upload and before the download), milliseconds.
     pub device_ms: f64,
-    /// V3 only: rows whose four GEMM-ranked candidates could not be proven to contain the
-    /// nearest neighbour, recomputed exactly with V2 (0 for V1/V2).
+    /// V3: rows whose four GEMM-ranked candidates could not be proven to contain the nearest
+    /// neighbour; V4: rows with more candidates than its slots. Both recomputed exactly with
+    /// V2 (0 for V1/V2).
     pub recomputed_rows: usize,
+    /// V4 only: how many candidates per row its screen left for exact rescoring.
+    pub candidates: Option<CandidateStats>,
+}
+
+/// V4's rescored candidates per left row.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CandidateStats {
+    /// Mean over the rows that did not overflow.
+    pub mean: f64,
+    /// Largest count of a row that did not overflow (at most the slots per row).
+    pub max: u32,
+    /// Rows with more candidates than slots (recomputed with V2).
+    pub overflow_rows: usize,
+}
+
+impl CandidateStats {
+    /// Statistics of V4's per-row counts (`u32::MAX`: overflowed).
+    pub(super) fn of(counts: &[u32]) -> Self {
+        let ok: Vec<u32> = counts.iter().copied().filter(|&c| c != u32::MAX).collect();
+        let sum: f64 = ok.iter().map(|&c| f64::from(c)).sum();
+        CandidateStats {
+            mean: if ok.is_empty() {
+                0.0
+            } else {
+                sum / ok.len() as f64
+            },
+            max: ok.iter().copied().max().unwrap_or(0),
+            overflow_rows: counts.len() - ok.len(),
+        }
+    }
 }
 
 /// Device-side outputs of a version: index (`u32`) and distance (`f32`) per left row.
@@ -118,6 +156,9 @@ impl GpuMatcher {
             sqnorms: device.function(MatchSqnormsArgs::ENTRY)?,
             v3_fold: device.function(MatchV3FoldArgs::ENTRY)?,
             v3_rescore: device.function(MatchV3RescoreArgs::ENTRY)?,
+            v4_radii: device.function(MatchV4RadiiArgs::ENTRY)?,
+            v4_fold: device.function(MatchV4FoldArgs::ENTRY)?,
+            v4_rescore: device.function(MatchV4RescoreArgs::ENTRY)?,
         };
         let sms = ctx
             .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
@@ -130,6 +171,7 @@ impl GpuMatcher {
             k,
             workspace: Vec::new(),
             blas: None,
+            blas_tf32: None,
             sms,
             tiling: V3Tiling::default(),
         })
@@ -172,7 +214,7 @@ impl GpuMatcher {
         Ok(())
     }
 
-    /// Matches on the GPU with V1, V2 or V3 (see [`super::match_nearest`]).
+    /// Matches on the GPU with V1, V2, V3 or V4 (see [`super::match_nearest`]).
     pub fn run(
         &mut self,
         lhs: &[Descriptor],
@@ -184,7 +226,7 @@ impl GpuMatcher {
         if version == MatchVersion::Cpu {
             return Err(Error::param(
                 "version",
-                "GpuMatcher runs v1, v2 or v3; use matcher::cpu for the CPU",
+                "GpuMatcher runs v1, v2, v3 or v4; use matcher::cpu for the CPU",
             ));
         }
         if lhs.is_empty() {
@@ -193,6 +235,7 @@ impl GpuMatcher {
                 wall_ms: 0.0,
                 device_ms: 0.0,
                 recomputed_rows: 0,
+                candidates: None,
             });
         }
         if version == MatchVersion::V1 {
@@ -203,15 +246,29 @@ impl GpuMatcher {
             DeviceBuf::upload_on(&self.stream, rhs.as_flattened(), "the right descriptors")?;
         let (n, m) = (lhs.len(), rhs.len());
         let start = self.event()?;
+        let mut counts = None;
         let (res, flagged) = match version {
             MatchVersion::V1 => (self.v1(&lhs_d, n, &rhs_d, m)?, None),
             MatchVersion::V2 => (self.v2(&lhs_d, n, &rhs_d, m)?, None),
+            MatchVersion::V4 => {
+                let out = self.v4(&lhs_d, n, &rhs_d, m)?;
+                counts = Some(out.counts);
+                (out.result, Some(out.flags))
+            }
             _ => {
                 let (r, f) = self.v3(&lhs_d, n, &rhs_d, m)?;
                 (r, Some(f))
             }
         };
         let end = self.event()?;
+        let candidates = match counts {
+            Some(buf) => {
+                let mut c = vec![0u32; n];
+                buf.download_on(&self.stream, &mut c, "v4's candidate counts")?;
+                Some(CandidateStats::of(&c))
+            }
+            None => None,
+        };
         let flagged = match flagged {
             Some(f) => Some(f.download(&self.stream)?),
             None => None,
@@ -220,7 +277,8 @@ impl GpuMatcher {
         let mut device_ms = f64::from(start.elapsed_ms(&end).cuda("timing the match")?);
         let mut recomputed_rows = 0;
         if let Some(rows) = flagged.filter(|r| !r.is_empty()) {
-            // Exact fallback for the rows V3 could not certify: V2 on just those rows.
+            // Exact fallback for the rows V3 could not certify or V4's slots could not hold: V2
+            // on just those rows.
             recomputed_rows = rows.len();
             let sub: Vec<Descriptor> = rows.iter().map(|&r| lhs[r as usize]).collect();
             let sub_d =
@@ -240,6 +298,7 @@ impl GpuMatcher {
             wall_ms: t0.elapsed().as_secs_f64() * 1e3,
             device_ms,
             recomputed_rows,
+            candidates,
         })
     }
 

@@ -12,6 +12,9 @@
 //!   `CUBLAS_DEFAULT_MATH`, no TF32), folded tile by tile into each row's best four candidates
 //!   by a Rust kernel; the four are re-scored exactly and rows whose winner the GEMM's rounding
 //!   could have hidden are recomputed with V2 (see `v3`).
+//! * [`MatchVersion::V4`]: GPU, a TF32 tensor-core screen (cuBLAS) whose proven error bound
+//!   leaves a few candidates per row, rescored with V2's exact arithmetic: the result equals
+//!   V2's bit for bit (see `v4` and `docs/matcher.md`).
 //!
 //! The GPU versions need the `gpu` feature; without it they are [`Error::NoGpu`] errors.
 //!
@@ -40,6 +43,11 @@ mod v1;
 mod v2;
 #[cfg(feature = "gpu")]
 pub mod v3;
+#[cfg(feature = "gpu")]
+pub mod v4;
+
+/// V4's screening bound (shared with its fold kernel), for tests and documentation.
+pub use cluda_gpu::match_bound;
 
 use std::fmt;
 use std::str::FromStr;
@@ -48,7 +56,7 @@ use rayon::prelude::*;
 
 pub use files::{read_descriptors, write_descriptors, write_matches};
 #[cfg(feature = "gpu")]
-pub use gpu::{GpuMatcher, GpuRun};
+pub use gpu::{CandidateStats, GpuMatcher, GpuRun};
 pub use tiling::V3Tiling;
 
 #[cfg(feature = "gpu")]
@@ -84,26 +92,36 @@ pub enum MatchVersion {
     V2,
     /// GPU: cuBLAS SGEMM tiles + norms + Rust fold, exact re-scoring.
     V3,
+    /// GPU: cuBLAS TF32 tensor-core screen with a proven bound + V2's exact arithmetic on the
+    /// candidates; equal to V2 bit for bit.
+    V4,
 }
 
 impl MatchVersion {
     /// All versions, CPU first.
-    pub const ALL: [MatchVersion; 4] = [
+    pub const ALL: [MatchVersion; 5] = [
         MatchVersion::Cpu,
         MatchVersion::V1,
         MatchVersion::V2,
         MatchVersion::V3,
+        MatchVersion::V4,
     ];
     /// The GPU versions.
-    pub const GPU: [MatchVersion; 3] = [MatchVersion::V1, MatchVersion::V2, MatchVersion::V3];
+    pub const GPU: [MatchVersion; 4] = [
+        MatchVersion::V1,
+        MatchVersion::V2,
+        MatchVersion::V3,
+        MatchVersion::V4,
+    ];
 
-    /// The name used on the command line (`cpu`, `v1`, `v2`, `v3`).
+    /// The name used on the command line (`cpu`, `v1`, `v2`, `v3`, `v4`).
     pub fn name(self) -> &'static str {
         match self {
             MatchVersion::Cpu => "cpu",
             MatchVersion::V1 => "v1",
             MatchVersion::V2 => "v2",
             MatchVersion::V3 => "v3",
+            MatchVersion::V4 => "v4",
         }
     }
 }
@@ -123,9 +141,10 @@ impl FromStr for MatchVersion {
             "v1" => Ok(MatchVersion::V1),
             "v2" => Ok(MatchVersion::V2),
             "v3" => Ok(MatchVersion::V3),
+            "v4" => Ok(MatchVersion::V4),
             other => Err(Error::param(
                 "version",
-                format!("`{other}` is not one of v1, v2, v3, cpu"),
+                format!("`{other}` is not one of v1, v2, v3, v4, cpu"),
             )),
         }
     }

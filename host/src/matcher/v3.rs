@@ -27,7 +27,7 @@ use cudarc::cublas::sys::cublasOperation_t;
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaEvent, CudaStream};
 
-use super::cublas::{Blas, CublasStatus};
+use super::cublas::{Blas, CublasStatus, Math};
 use super::gpu::{DeviceResult, GpuMatcher, launch, warp_rows_grid};
 use crate::device_memory::DeviceBuf;
 use crate::error::{CudaContextExt, Error, Result};
@@ -35,13 +35,18 @@ use crate::error::{CudaContextExt, Error, Result};
 /// Candidates kept per row (the kernels' `V3_K`, shared with them).
 const K: usize = cluda_gpu::layout::matcher::V3_K;
 
-/// V3's flagged rows on the device: a counter (`u32`) and the list it counts into (`u32`).
+/// V3's flagged rows (and V4's overflowed rows) on the device: a counter (`u32`) and the list it counts into (`u32`).
 pub(super) struct Flags {
     count: DeviceBuf,
     rows: DeviceBuf,
 }
 
 impl Flags {
+    /// Flags in `rows`, counted by the `u32` in `count`.
+    pub(super) fn new(count: DeviceBuf, rows: DeviceBuf) -> Self {
+        Flags { count, rows }
+    }
+
     /// The flagged rows, sorted.
     pub(super) fn download(&self, s: &Arc<CudaStream>) -> Result<Vec<u32>> {
         let mut count = [0u32];
@@ -59,7 +64,7 @@ impl Flags {
 
 /// An event on `stream` marking the work queued so far (no timing), for another stream to
 /// wait for.
-fn mark(stream: &CudaStream, what: &str) -> Result<CudaEvent> {
+pub(super) fn mark(stream: &CudaStream, what: &str) -> Result<CudaEvent> {
     stream
         .record_event(Some(CUevent_flags::CU_EVENT_DISABLE_TIMING))
         .cuda(what)
@@ -74,7 +79,18 @@ pub fn bare_sgemm_ms(
     rhs: &[super::Descriptor],
     reps: usize,
 ) -> Result<f64> {
-    matcher.blas()?;
+    bare_gemm_ms(matcher, lhs, rhs, reps, Math::Fp32)
+}
+
+/// [`bare_sgemm_ms`] with the SGEMM in `math` (V4's floor is the TF32 one).
+pub(super) fn bare_gemm_ms(
+    matcher: &mut GpuMatcher,
+    lhs: &[super::Descriptor],
+    rhs: &[super::Descriptor],
+    reps: usize,
+    math: Math,
+) -> Result<f64> {
+    matcher.blas_for(math)?;
     let s = matcher.stream.clone();
     let (n, m) = (lhs.len(), rhs.len());
     let a = DeviceBuf::upload_on(&s, rhs.as_flattened(), "the SGEMM operand")?;
@@ -93,13 +109,10 @@ pub fn bare_sgemm_ms(
         beta: 0.0f32,
         ldc: m as i32,
     };
-    let blas = matcher
-        .blas
-        .as_ref()
-        .ok_or_else(|| Error::NoGpu("cuBLAS handle unavailable".into()))?;
     let mut times = Vec::with_capacity(reps);
     for rep in 0..=reps {
         let start = matcher.event()?;
+        let blas = matcher.blas_for(math)?;
         // SAFETY: a m x 128, b n x 128, c n x m.
         unsafe { blas.gemm(gemm, a.at(), b.at(), c.at()) }
             .map_err(blas_err("running the bare SGEMM"))?;
@@ -113,7 +126,7 @@ pub fn bare_sgemm_ms(
     Ok(times.get(times.len() / 2).copied().unwrap_or(f64::NAN))
 }
 
-fn blas_err(context: &str) -> impl FnOnce(CublasStatus) -> Error + '_ {
+pub(super) fn blas_err(context: &str) -> impl FnOnce(CublasStatus) -> Error + '_ {
     move |source| Error::Cublas {
         context: context.to_string(),
         source: Box::new(source),
@@ -121,13 +134,17 @@ fn blas_err(context: &str) -> impl FnOnce(CublasStatus) -> Error + '_ {
 }
 
 impl GpuMatcher {
-    /// The cuBLAS handle on the matcher's stream, created on first use in pure FP32 mode.
-    fn blas(&mut self) -> Result<&Blas> {
-        if self.blas.is_none() {
-            self.blas = Some(Blas::new(self.stream.clone())?);
+    /// The cuBLAS handle on the matcher's stream for `math`, created on first use (one handle
+    /// per mode, so that V3 and the bare SGEMM never run in TF32).
+    pub(super) fn blas_for(&mut self, math: Math) -> Result<&Blas> {
+        let slot = match math {
+            Math::Fp32 => &mut self.blas,
+            Math::Tf32 => &mut self.blas_tf32,
+        };
+        if slot.is_none() {
+            *slot = Some(Blas::new(self.stream.clone(), math)?);
         }
-        self.blas
-            .as_ref()
+        slot.as_ref()
             .ok_or_else(|| Error::NoGpu("cuBLAS handle unavailable".into()))
     }
 
@@ -140,7 +157,7 @@ impl GpuMatcher {
         rhs: &DeviceBuf,
         m: usize,
     ) -> Result<(DeviceResult, Flags)> {
-        self.blas()?;
+        self.blas_for(Math::Fp32)?;
         let s = self.stream.clone();
         let tiling = self.tiling;
         let rows_t = tiling.rows.min(n);
