@@ -34,8 +34,11 @@ pub const C_NORM: f32 = 1.0e-5;
 /// `2^-126`: `2 * 2 * sqrt(128) * 2^-126 < 2^-120`).
 pub const C_FLUSH: f32 = 1.0 / (1u128 << 120) as f32;
 
-/// Absolute slack for underflowed products, squares and sums (far above `130 * 2^-126`).
-pub const ETA: f32 = 1.0 / (1u128 << 100) as f32;
+/// Absolute slack for underflowed products, squares and sums: 128 products flushed below
+/// `2^-126`, doubled, are at most `2^-118`; the sums' and squares' subnormal roundings add far
+/// less. Rows whose distances are all below this (descriptors of magnitude ~1e-19) cannot be
+/// screened and go to the exact fallback.
+pub const ETA: f32 = 1.0 / (1u128 << 112) as f32;
 
 /// Twice V2's relative rounding error bound `gamma_131` of `2^-24` (about `7.8e-6`), divided
 /// by `1 - gamma_131`, rounded up: how much more than the screen's best candidate V2's winner
@@ -108,6 +111,7 @@ mod tests {
         assert!(f64::from(THETA) > 2.0 * g / (1.0 - g));
         assert!(f64::from(RADIUS_FLOOR).powi(2) > 128.0 * (2.0f64).powi(-149));
         assert!(f64::from(C_FLUSH) > 4.0 * 128f64.sqrt() * (2.0f64).powi(-126));
+        assert!(f64::from(ETA) > 2.0 * 128.0 * (2.0f64).powi(-126) + 300.0 * (2.0f64).powi(-149));
     }
 
     #[test]

@@ -154,3 +154,152 @@ pub fn assert_ok(label: &str, lhs: &[Descriptor], rhs: &[Descriptor], got: &[Mat
 
 /// Descriptor dimension re-exported for the tests.
 pub const D: usize = DIM;
+
+/// V2's distance of one pair, bit for bit: `fma` over the 128 dimensions in order, from zero
+/// (`f32::mul_add` is the correctly rounded fused multiply-add the GPU's `fma.rn.f32` is).
+pub fn v2_distance(a: &Descriptor, b: &Descriptor) -> f32 {
+    let mut s = 0.0f32;
+    for k in 0..DIM {
+        let d = a[k] - b[k];
+        s = d.mul_add(d, s);
+    }
+    s
+}
+
+/// V2's whole result on the CPU, bit for bit: per left row the smallest [`v2_distance`], ties
+/// to the smaller index.
+pub fn v2_reference(lhs: &[Descriptor], rhs: &[Descriptor]) -> Vec<Match> {
+    use rayon::prelude::*;
+    lhs.par_iter()
+        .map(|a| {
+            let mut best = Match {
+                index: u32::MAX,
+                distance: f32::INFINITY,
+            };
+            for (j, b) in rhs.iter().enumerate() {
+                let d = v2_distance(a, b);
+                if d < best.distance {
+                    best = Match {
+                        index: j as u32,
+                        distance: d,
+                    };
+                }
+            }
+            best
+        })
+        .collect()
+}
+
+/// Rows where `got` differs from `want` in index or in the bits of the distance; prints the
+/// first few.
+pub fn bit_mismatches(label: &str, got: &[Match], want: &[Match]) -> usize {
+    assert_eq!(got.len(), want.len(), "{label}: one match per left row");
+    let bad: Vec<usize> = (0..got.len())
+        .filter(|&i| {
+            got[i].index != want[i].index
+                || got[i].distance.to_bits() != want[i].distance.to_bits()
+        })
+        .collect();
+    for &i in bad.iter().take(5) {
+        eprintln!(
+            "{label}: row {i}: got ({}, {:e}) want ({}, {:e})",
+            got[i].index, got[i].distance, want[i].index, want[i].distance
+        );
+    }
+    bad.len()
+}
+
+/// Adversarial sets for a screened matcher, as `(name, lhs, rhs)`: rows whose nearest and
+/// second-nearest differ by an ulp or not at all (exact duplicates: the smaller index must win),
+/// neighbours that differ from the left row in one component only (by one ulp or by a little),
+/// huge norms (values near 1e15) with small distances, tiny norms (values near 1e-20, squares
+/// underflowing to subnormals), a common offset that makes the GEMM expansion cancel, and
+/// mixed scales in one set.
+pub fn adversarial(seed: u64) -> Vec<(&'static str, Vec<Descriptor>, Vec<Descriptor>)> {
+    let mut r = Rng::new(seed);
+    let mut out = Vec::new();
+    let scaled = |v: Vec<Descriptor>, s: f32, off: f32| -> Vec<Descriptor> {
+        v.into_iter().map(|d| d.map(|x| off + s * x)).collect()
+    };
+
+    // Duplicated rows: every right row twice (ties), plus near copies of the left rows.
+    let lhs = uniform(300, seed + 1);
+    let mut rhs = uniform(400, seed + 2);
+    rhs.extend(rhs.clone());
+    for a in lhs.iter().step_by(3) {
+        let pos = r.below(rhs.len() + 1);
+        rhs.insert(pos, *a);
+        let pos = r.below(rhs.len() + 1);
+        rhs.insert(pos, *a);
+    }
+    out.push(("duplicates", lhs, rhs));
+
+    // One-component differences: neighbours equal to the left row except one dimension, off
+    // by one ulp, a few ulps or 1e-4.
+    let lhs = uniform(256, seed + 3);
+    let mut rhs = uniform(500, seed + 4);
+    for a in &lhs {
+        for step in [1u32, 2, 3] {
+            let mut b = *a;
+            let k = r.below(DIM);
+            b[k] = f32::from_bits(b[k].to_bits() + step);
+            rhs.push(b);
+        }
+        let mut b = *a;
+        b[r.below(DIM)] += 1e-4;
+        rhs.push(b);
+    }
+    out.push(("one component", lhs, rhs));
+
+    // Near-ties: two neighbours at (nearly) the same distance, mirrored about the left row.
+    let lhs = uniform(256, seed + 5);
+    let mut rhs = uniform(300, seed + 6);
+    for a in &lhs {
+        let k = r.below(DIM);
+        let mut b = *a;
+        let mut c = *a;
+        b[k] += 0.01;
+        c[k] -= 0.01;
+        rhs.push(b);
+        rhs.push(c);
+    }
+    out.push(("near ties", lhs, rhs));
+
+    // Huge norms: values around 1e15 with neighbours 1e9 away (relative 1e-6).
+    let base = scaled(uniform(200, seed + 7), 1e15, 1e15);
+    let mut rhs = scaled(uniform(300, seed + 8), 1e15, 1e15);
+    for a in base.iter().step_by(2) {
+        rhs.push(near(a, 1e9, &mut r));
+        rhs.push(near(a, 2e9, &mut r));
+    }
+    out.push(("huge norms", base, rhs));
+
+    // Tiny norms: values around 1e-20 (squared distances near 1e-38, in the subnormal range).
+    let lhs = scaled(uniform(200, seed + 9), 1e-20, 0.0);
+    let mut rhs = scaled(uniform(300, seed + 10), 1e-20, 0.0);
+    for a in lhs.iter().step_by(2) {
+        rhs.push(near(a, 1e-23, &mut r));
+    }
+    out.push(("tiny norms", lhs, rhs));
+
+    // A common offset of 1000: ||a||^2 ~ 1.3e8 against distances ~ 20.
+    out.push((
+        "offset",
+        scaled(uniform(200, seed + 11), 1.0, 1000.0),
+        scaled(uniform(500, seed + 12), 1.0, 1000.0),
+    ));
+
+    // Mixed scales in one set: rows of 1e-10, 1 and 1e10.
+    let mix = |n: usize, s: u64| -> Vec<Descriptor> {
+        let mut q = Rng::new(s);
+        uniform(n, s)
+            .into_iter()
+            .map(|d| {
+                let f = [1e-10f32, 1.0, 1e10][q.below(3)];
+                d.map(|x| f * x)
+            })
+            .collect()
+    };
+    out.push(("mixed scales", mix(300, seed + 13), mix(600, seed + 14)));
+    out
+}
