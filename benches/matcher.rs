@@ -1,13 +1,16 @@
-//! Descriptor-matcher benchmark (issue 6, item 4): V1, V2, V3 and a bare cuBLAS SGEMM of the
-//! same shape (the floor) at 16384 x 16384, 16384 x 100000 and a non-divisible size, plus a V3
-//! tile-shape sweep at the reference size.
+//! Descriptor-matcher benchmark (issue 6, item 4; issue 27): V1, V2, V3, V4 and bare cuBLAS
+//! GEMMs of the same shape (FP32 SGEMM, V3's floor; TF32, V4's floor) at 16384 x 16384,
+//! 16384 x 100000 and a non-divisible size, plus V3 and V4 tile-shape sweeps at the reference
+//! size.
 //!
 //! Reports per row: wall time of the whole call (validation, upload, kernels, download; median),
 //! device time (CUDA events around the matching work; median), effective GFLOP/s
 //! (2 * n * m * 128 / device time), logical bytes (what the algorithm must move at least:
 //! inputs, outputs and, for V1/V3, the matrix or tiles written and read once), the ratio to the
-//! bare SGEMM's device time, V3's recomputed rows, and an exactness check of 256 sampled rows
-//! against an f64 oracle. Data: uniform [0, 1) descriptors generated here (seeded).
+//! bare SGEMM's device time, V3's recomputed rows, an exactness check of 256 sampled rows
+//! against an f64 oracle, and for V4 its rescored candidates per row (mean, max), its
+//! overflowed rows and the rows (of all) where it differs from V2 in index or distance bits.
+//! Data: uniform [0, 1) descriptors generated here (seeded).
 //!
 //! `cargo bench --bench matcher`; set `MATCHER_BENCH_OUT=dir` to also write `matcher.csv` and
 //! `matcher.md` there. Needs a CUDA GPU (prints a note and exits otherwise).
@@ -16,7 +19,9 @@ use std::fmt::Write as _;
 use std::time::Instant;
 
 use cluda::cuda::Device;
-use cluda::matcher::{Descriptor, GpuMatcher, Match, MatchVersion, V3Tiling, v3::bare_sgemm_ms};
+use cluda::matcher::{
+    Descriptor, GpuMatcher, Match, MatchVersion, V3Tiling, v3::bare_sgemm_ms, v4::bare_tf32_ms,
+};
 use rayon::prelude::*;
 
 struct Rng(u64);
@@ -84,6 +89,8 @@ struct Row {
     bytes: f64,
     recomputed: usize,
     bad: Option<usize>,
+    /// V4: candidates per row (mean, max), overflowed rows, rows differing from V2 (all rows).
+    v4: Option<(f64, u32, usize, usize)>,
 }
 
 fn main() {
@@ -99,6 +106,7 @@ fn main() {
     let sizes = [(16384usize, 16384usize), (16384, 100_000), (10_007, 30_011)];
     let mut rows: Vec<Row> = Vec::new();
     let mut floors: Vec<(usize, usize, f64)> = Vec::new();
+    let mut tf32_floors: Vec<(usize, usize, f64)> = Vec::new();
     for (si, &(n, m)) in sizes.iter().enumerate() {
         let t = Instant::now();
         let lhs = data(n, 1 + si as u64 * 2);
@@ -119,15 +127,63 @@ fn main() {
                     bytes: (n + m) as f64 * 512.0 + mat,
                     recomputed: 0,
                     bad: None,
+                    v4: None,
                 });
             }
             Err(e) => eprintln!("bare SGEMM failed: {e}"),
+        }
+        match bare_tf32_ms(&mut matcher, &lhs, &rhs, reps) {
+            Ok(ms) => {
+                tf32_floors.push((n, m, ms));
+                rows.push(Row {
+                    label: "bare cuBLAS TF32 GEMM".into(),
+                    n,
+                    m,
+                    wall_ms: f64::NAN,
+                    device_ms: ms,
+                    bytes: (n + m) as f64 * 512.0 + mat,
+                    recomputed: 0,
+                    bad: None,
+                    v4: None,
+                })
+            }
+            Err(e) => eprintln!("bare TF32 GEMM failed: {e}"),
         }
         let mut configs: Vec<(String, MatchVersion, Option<V3Tiling>)> = vec![
             ("v1".into(), MatchVersion::V1, None),
             ("v2".into(), MatchVersion::V2, None),
             ("v3".into(), MatchVersion::V3, Some(V3Tiling::default())),
+            ("v4".into(), MatchVersion::V4, Some(V3Tiling::default())),
         ];
+        if si == 0 {
+            for (r, c, o) in [
+                (8192, 16384, true),
+                (16384, 16384, true),
+                (16384, 4096, true),
+                (2048, 16384, true),
+                (4096, 16384, false),
+                // Tiles whose two buffers fit in the H200's 50 MB L2: the fold reads what the
+                // GEMM just wrote from L2 instead of HBM.
+                (1024, 4096, true),
+                (2048, 2048, true),
+                (512, 8192, true),
+            ] {
+                let label = format!(
+                    "v4 tile {r}x{c}{}",
+                    if o { " overlap" } else { " 1 stream" }
+                );
+                configs.push((
+                    label,
+                    MatchVersion::V4,
+                    Some(V3Tiling {
+                        rows: r,
+                        cols: c,
+                        overlap: o,
+                    }),
+                ));
+            }
+        }
+        let mut v2_matches: Option<Vec<Match>> = None;
         if si == 0 {
             for (r, c, o) in [
                 (4096, 16384, false),
@@ -184,8 +240,25 @@ fn main() {
             }
             let Some(r) = last else { continue };
             let bad = sample_check(&lhs, &rhs, &r.matches);
+            if v == MatchVersion::V2 {
+                v2_matches = Some(r.matches.clone());
+            }
+            let v4 = match (v, &v2_matches, r.candidates) {
+                (MatchVersion::V4, Some(want), Some(c)) => {
+                    let differ = r
+                        .matches
+                        .iter()
+                        .zip(want)
+                        .filter(|(g, w)| {
+                            g.index != w.index || g.distance.to_bits() != w.distance.to_bits()
+                        })
+                        .count();
+                    Some((c.mean, c.max, c.overflow_rows, differ))
+                }
+                _ => None,
+            };
             let bytes = match v {
-                MatchVersion::V1 | MatchVersion::V3 => io + 2.0 * mat,
+                MatchVersion::V1 | MatchVersion::V3 | MatchVersion::V4 => io + 2.0 * mat,
                 _ => io,
             };
             let row = Row {
@@ -197,9 +270,10 @@ fn main() {
                 bytes,
                 recomputed: r.recomputed_rows,
                 bad: Some(bad),
+                v4,
             };
             eprintln!(
-                "{} {n}x{m}: device {:.3} ms, wall {:.3} ms, bad {bad}",
+                "{} {n}x{m}: device {:.3} ms, wall {:.3} ms, bad {bad}, v4 {v4:?}",
                 row.label, row.device_ms, row.wall_ms
             );
             rows.push(row);
@@ -209,14 +283,17 @@ fn main() {
 
     let mut md = String::new();
     let mut csv = String::from(
-        "version,n,m,wall_ms,device_ms,gflops,logical_gb,ratio_to_sgemm,v3_recomputed_rows,sample_violations\n",
+        "version,n,m,wall_ms,device_ms,gflops,logical_gb,ratio_to_sgemm,ratio_to_tf32,recomputed_rows,sample_violations,v4_cand_mean,v4_cand_max,v4_overflow_rows,v4_rows_differing_from_v2\n",
     );
     let _ = writeln!(md, "device: {}\n", dev.name());
     let _ = writeln!(
         md,
-        "| version | n x m | wall ms | device ms | GFLOP/s | logical GB | x bare SGEMM | recomputed rows | sample violations (of 256) |"
+        "| version | n x m | wall ms | device ms | GFLOP/s | logical GB | x bare SGEMM | x bare TF32 | recomputed rows | sample violations (of 256) | v4 candidates/row mean, max | v4 overflow rows | v4 rows != v2 (all rows) |"
     );
-    let _ = writeln!(md, "|---|---|---:|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(
+        md,
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    );
     for r in &rows {
         let flops = 2.0 * r.n as f64 * r.m as f64 * 128.0;
         let gflops = flops / (r.device_ms * 1e-3) / 1e9;
@@ -226,6 +303,21 @@ fn main() {
             .map(|f| f.2)
             .unwrap_or(f64::NAN);
         let ratio = r.device_ms / floor;
+        let tf32 = tf32_floors
+            .iter()
+            .find(|f| f.0 == r.n && f.1 == r.m)
+            .map(|f| f.2)
+            .unwrap_or(f64::NAN);
+        let ratio_tf32 = r.device_ms / tf32;
+        let (cand, over, differ, cand_csv) = match r.v4 {
+            Some((mean, max, over, differ)) => (
+                format!("{mean:.2}, {max}"),
+                over.to_string(),
+                differ.to_string(),
+                format!("{mean:.4},{max},{over},{differ}"),
+            ),
+            None => ("-".into(), "-".into(), "-".into(), ",,,".into()),
+        };
         let bad = r.bad.map(|b| b.to_string()).unwrap_or_else(|| "-".into());
         let wall = if r.wall_ms.is_nan() {
             "-".to_string()
@@ -234,7 +326,7 @@ fn main() {
         };
         let _ = writeln!(
             md,
-            "| {} | {} x {} | {wall} | {:.3} | {:.0} | {:.3} | {ratio:.2} | {} | {bad} |",
+            "| {} | {} x {} | {wall} | {:.3} | {:.0} | {:.3} | {ratio:.2} | {ratio_tf32:.2} | {} | {bad} | {cand} | {over} | {differ} |",
             r.label,
             r.n,
             r.m,
@@ -245,7 +337,7 @@ fn main() {
         );
         let _ = writeln!(
             csv,
-            "{},{},{},{:.4},{:.4},{:.1},{:.4},{ratio:.4},{},{bad}",
+            "{},{},{},{:.4},{:.4},{:.1},{:.4},{ratio:.4},{ratio_tf32:.4},{},{bad},{cand_csv}",
             r.label,
             r.n,
             r.m,

@@ -175,7 +175,9 @@ fn check_selection(label: &str, lhs: &[Descriptor], rhs: &[Descriptor]) -> (f64,
                 .collect();
             let tau = se.iter().map(|&(s, e)| s + e).fold(f32::INFINITY, f32::min);
             let thr = threshold(tau, ra);
-            let cands: Vec<usize> = (0..rhs.len()).filter(|&j| se[j].0 - se[j].1 <= thr).collect();
+            let cands: Vec<usize> = (0..rhs.len())
+                .filter(|&j| se[j].0 - se[j].1 <= thr)
+                .collect();
             let w = want[i].index as usize;
             assert!(
                 cands.contains(&w),
@@ -204,7 +206,10 @@ fn screen_bound_holds_on_adversarial_pairs() {
     }
     // The bound must be useful, not only safe: well above the deviations seen, but the same
     // order (a bound 1000x too loose would still pass the line above).
-    assert!(worst > 0.01, "bound far looser than needed: worst ratio {worst}");
+    assert!(
+        worst > 0.01,
+        "bound far looser than needed: worst ratio {worst}"
+    );
 }
 
 #[test]

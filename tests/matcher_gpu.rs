@@ -1,4 +1,5 @@
-//! GPU tests of the descriptor matcher (V1, V2, V3) against the f64 oracle. Every test needs a
+//! GPU tests of the descriptor matcher (V1, V2, V3, V4) against the f64 oracle, and of V4
+//! against V2 bit for bit. Every test needs a
 //! CUDA GPU and is ignored otherwise: run with `--include-ignored` on the GPU machine.
 
 mod matcher_support;
@@ -226,5 +227,135 @@ proptest! {
             let (bad, worst) = check(&format!("proptest {v}"), &lhs, &rhs, &got);
             prop_assert_eq!(bad, 0, "{}: worst {}", v, worst);
         }
+        let want = v2_reference(&lhs, &rhs);
+        for v in [MatchVersion::V2, MatchVersion::V4] {
+            let got = run(&lhs, &rhs, v).matches;
+            prop_assert_eq!(bit_mismatches(&format!("proptest {v}"), &got, &want), 0);
+        }
     }
+}
+
+/// V4 against V2 on every row: equal bit for bit (index and distance) to the CPU's emulation of
+/// V2 (`v2_reference`) and to the GPU's V2, and within the f64 oracle's criterion. Returns V4's
+/// run.
+fn v4_exact(label: &str, lhs: &[Descriptor], rhs: &[Descriptor], cpu_reference: bool) -> GpuRun {
+    let v4 = run(lhs, rhs, MatchVersion::V4);
+    let v2 = run(lhs, rhs, MatchVersion::V2);
+    assert_eq!(
+        bit_mismatches(&format!("{label}: v4 vs gpu v2"), &v4.matches, &v2.matches),
+        0
+    );
+    if cpu_reference {
+        let want = v2_reference(lhs, rhs);
+        assert_eq!(
+            bit_mismatches(&format!("{label}: gpu v2 vs cpu v2"), &v2.matches, &want),
+            0
+        );
+    }
+    assert_ok(&format!("{label} v4"), lhs, rhs, &v4.matches);
+    let c = v4.candidates.expect("v4 reports its candidates");
+    eprintln!(
+        "{label}: {}x{} v4 candidates per row mean {:.2} max {} overflow rows {} (recomputed {}), \
+         device {:.3} ms (v2 {:.3} ms)",
+        lhs.len(),
+        rhs.len(),
+        c.mean,
+        c.max,
+        c.overflow_rows,
+        v4.recomputed_rows,
+        v4.device_ms,
+        v2.device_ms
+    );
+    assert_eq!(c.overflow_rows, v4.recomputed_rows);
+    v4
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn v4_equals_v2_bit_for_bit_on_odd_shapes() {
+    for (n, m, seed) in [
+        (1, 1, 1),
+        (1, 70_001, 2),
+        (2, 3, 3),
+        (129, 257, 4),
+        (4097, 5, 5),
+        (1000, 1000, 6),
+    ] {
+        v4_exact("uniform", &uniform(n, seed), &uniform(m, seed + 100), true);
+    }
+    // The issue's odd shape: compared with the GPU's V2 and the f64 oracle on every row.
+    let r = v4_exact("uniform", &uniform(10_007, 7), &uniform(30_011, 107), false);
+    assert_eq!(
+        r.recomputed_rows, 0,
+        "uniform data should never overflow the slots"
+    );
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn v4_equals_v2_bit_for_bit_on_adversarial_sets() {
+    for (name, lhs, rhs) in adversarial(5) {
+        v4_exact(name, &lhs, &rhs, true);
+    }
+    let (lhs, rhs) = with_near_duplicates(1000, 3000, 2, &[1e-3, 2e-3, 3e-3], false, 41);
+    v4_exact("near-dups", &lhs, &rhs, true);
+    let (lhs, rhs) = with_near_duplicates(500, 1500, 3, &[1e-4], true, 42);
+    v4_exact("exact copies", &lhs, &rhs, true);
+    v4_exact(
+        "clustered",
+        &clustered(2000, 8, 0.01, 51),
+        &clustered(3000, 8, 0.01, 52),
+        true,
+    );
+    // 40 exact copies of each left row: more candidates than slots, so the rows overflow and
+    // must come back exact from the fallback.
+    let lhs = uniform(50, 61);
+    let mut rhs = uniform(100, 62);
+    for a in &lhs {
+        rhs.extend(std::iter::repeat_n(*a, 40));
+    }
+    let r = v4_exact("overflowing copies", &lhs, &rhs, true);
+    assert_eq!(r.recomputed_rows, lhs.len());
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn v4_carries_its_candidates_across_tiles() {
+    let (lhs, rhs) = with_near_duplicates(1001, 2003, 4, &[1e-3, 2e-3], false, 81);
+    let want = v2_reference(&lhs, &rhs);
+    for tiling in [
+        V3Tiling {
+            rows: 100,
+            cols: 64,
+            overlap: true,
+        },
+        V3Tiling {
+            rows: 1,
+            cols: 4,
+            overlap: false,
+        },
+        V3Tiling {
+            rows: 333,
+            cols: 1000,
+            overlap: true,
+        },
+        V3Tiling {
+            rows: 4096,
+            cols: 516,
+            overlap: false,
+        },
+    ] {
+        let r = {
+            let mut m = matcher();
+            m.set_v3_tiling(tiling).expect("tiling");
+            m.run(&lhs, &rhs, MatchVersion::V4).expect("v4")
+        };
+        assert_eq!(
+            bit_mismatches(&format!("v4 tiling {tiling:?}"), &r.matches, &want),
+            0
+        );
+    }
+    matcher()
+        .set_v3_tiling(V3Tiling::default())
+        .expect("tiling");
 }

@@ -196,8 +196,7 @@ pub fn bit_mismatches(label: &str, got: &[Match], want: &[Match]) -> usize {
     assert_eq!(got.len(), want.len(), "{label}: one match per left row");
     let bad: Vec<usize> = (0..got.len())
         .filter(|&i| {
-            got[i].index != want[i].index
-                || got[i].distance.to_bits() != want[i].distance.to_bits()
+            got[i].index != want[i].index || got[i].distance.to_bits() != want[i].distance.to_bits()
         })
         .collect();
     for &i in bad.iter().take(5) {
