@@ -538,8 +538,8 @@ fn match_bad_input_is_a_named_error_with_exit_code_1() {
     run(
         &good,
         &good,
-        &["--version", "v4"],
-        "`v4` is not one of v1, v2, v3, cpu",
+        &["--version", "v5"],
+        "`v5` is not one of v1, v2, v3, v4, cpu",
     );
     run(
         &good,

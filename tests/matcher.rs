@@ -143,8 +143,12 @@ fn versions_parse() {
         "V3".parse::<MatchVersion>().expect("case"),
         MatchVersion::V3
     );
-    let e = "v4".parse::<MatchVersion>().expect_err("v4").to_string();
-    assert!(e.contains("v4") && e.contains("v1, v2, v3, cpu"), "{e}");
+    assert_eq!(
+        "V4".parse::<MatchVersion>().expect("case"),
+        MatchVersion::V4
+    );
+    let e = "v5".parse::<MatchVersion>().expect_err("v5").to_string();
+    assert!(e.contains("v5") && e.contains("v1, v2, v3, v4, cpu"), "{e}");
 }
 
 #[test]
