@@ -154,6 +154,7 @@ fn main() {
             ("v2".into(), MatchVersion::V2, None),
             ("v3".into(), MatchVersion::V3, Some(V3Tiling::default())),
             ("v4".into(), MatchVersion::V4, Some(V3Tiling::default())),
+            ("v4 fused".into(), MatchVersion::V4, None),
         ];
         if si == 0 {
             for (r, c, o) in [
@@ -215,6 +216,7 @@ fn main() {
             if let Some(t) = tiling {
                 matcher.set_v3_tiling(t).expect("tiling");
             }
+            matcher.set_v4_fused(label == "v4 fused");
             let mut walls = Vec::new();
             let mut devs = Vec::new();
             let mut last = None;

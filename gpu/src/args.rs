@@ -478,6 +478,31 @@ macro_rules! matcher_kernels {
                 flag_count: $crate::args::MutPtr<u32>,
                 flag_rows: $crate::args::MutPtr<u32>,
             }
+            /// The parameters of `cluda_match_v4_fused`: V4's screen computed on the tensor
+            /// cores by the kernel itself (`mma.sync` TF32), never stored. Block `(x, y)`
+            /// screens left rows `x*128..` against right tiles `y*tiles_per_split..`. With
+            /// `gather == 0` it writes each row's smallest upper bound of its split to
+            /// `part_tau[row * splits + y]`; with `gather != 0` it reads them and appends every
+            /// right row the bound cannot rule out to the row's slots (`count` per row, zeroed
+            /// before; more than `V4_SLOTS` means overflowed).
+            cluda_match_v4_fused => MatchV4FusedArgs {
+                lhs: $crate::args::ConstPtr<f32>,
+                n: u32,
+                rhs: $crate::args::ConstPtr<f32>,
+                m: u32,
+                tiles_per_split: u32,
+                splits: u32,
+                /// `||b||^2` per right row, `m`.
+                norms_b: $crate::args::ConstPtr<f32>,
+                /// `match_bound::radius` per right row, `m`.
+                radii_b: $crate::args::ConstPtr<f32>,
+                /// `match_bound::radius` per left row, `n`.
+                radii_a: $crate::args::ConstPtr<f32>,
+                part_tau: $crate::args::MutPtr<f32>,
+                count: $crate::args::MutPtr<u32>,
+                slot_i: $crate::args::MutPtr<u32>,
+                gather: u32,
+            }
         ] }
     };
 }

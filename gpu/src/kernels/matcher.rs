@@ -25,15 +25,16 @@
 use core::arch::asm;
 
 use super::prims::{
-    ballot, ld_shared_f32x4, shared_array, shfl_idx, shfl_xor_f32, shfl_xor_u32, st_shared_f32,
+    ballot, ld_shared_f32x4, ld_shared_u32, shared_array, shfl_idx, shfl_xor_f32, shfl_xor_u32,
+    st_shared_f32, st_shared_u32,
 };
 use core::arch::nvptx::{_block_dim_x, _block_idx_x, _block_idx_y, _syncthreads, _thread_idx_x};
 use core::sync::atomic::{AtomicU32, Ordering};
 
 use crate::args::{
     MatchMergePartialsArgs, MatchSqnormsArgs, MatchV1DistancesArgs, MatchV1RowminArgs,
-    MatchV2FusedArgs, MatchV3FoldArgs, MatchV3RescoreArgs, MatchV4FoldArgs, MatchV4RadiiArgs,
-    MatchV4RescoreArgs,
+    MatchV2FusedArgs, MatchV3FoldArgs, MatchV3RescoreArgs, MatchV4FoldArgs, MatchV4FusedArgs,
+    MatchV4RadiiArgs, MatchV4RescoreArgs,
 };
 use crate::layout::matcher::{BLOCK, BM, BN, KC, LD, TILE_BYTES};
 pub use crate::layout::matcher::{DIM, V3_K, V4_SLOTS};
@@ -1145,7 +1146,8 @@ impl MatchV4FoldArgs {
 /// V4 rescoring: for each left row, V2's exact f32 distance (`fma` over the 128 dimensions in
 /// order, from zero) of each of its candidates, one lane per slot, and the best (smaller
 /// distance, ties to the smaller index) into `out_idx` / `out_dist`. A row whose slots
-/// overflowed (`count == u32::MAX`) is appended to `flag_rows` for V2. One warp per row.
+/// overflowed (`count > V4_SLOTS`: the fold's `u32::MAX`, or the fused kernel's count of every
+/// candidate) is appended to `flag_rows` for V2. One warp per row.
 impl MatchV4RescoreArgs {
     /// The body of `cluda_match_v4_rescore` (declared from `crate::args::matcher_kernels`).
     #[inline(always)]
@@ -1173,7 +1175,8 @@ impl MatchV4RescoreArgs {
         // SAFETY: `row < n`, inside the per-row counts (the launch's contract).
         let c = unsafe { *count.add(row) };
         let (mut bd, mut bi) = (f32::INFINITY, u32::MAX);
-        if c != u32::MAX && lane < c as usize {
+        let overflowed = c as usize > V4_SLOTS;
+        if !overflowed && lane < c as usize {
             // SAFETY: `lane < c <= V4_SLOTS`: a filled slot of row `row`; its index is `< m`.
             let j = unsafe { *slot_i.add(row * V4_SLOTS + lane) };
             // SAFETY: `row < n` and `j < m`: rows of the `n x 128` and `m x 128` inputs.
@@ -1199,11 +1202,301 @@ impl MatchV4RescoreArgs {
             unsafe {
                 *out_idx.add(row) = bi;
                 *out_dist.add(row) = bd;
-                if c == u32::MAX {
+                if overflowed {
                     let slot = (*(flag_count as *const AtomicU32)).fetch_add(1, Ordering::Relaxed);
                     *flag_rows.add(slot as usize) = row as u32;
                 }
             }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// V4, fused: the screen on the tensor cores inside the kernel (`mma.sync` TF32)
+// ---------------------------------------------------------------------------------------------
+
+/// `f32` to TF32, rounded to nearest (ties away from zero), as the bits `mma` reads.
+#[inline(always)]
+fn to_tf32(x: f32) -> u32 {
+    let r: u32;
+    // SAFETY: a register-only conversion (PTX 7.0, sm_80).
+    unsafe {
+        asm!(
+            "cvt.rna.tf32.f32 {r}, {x};",
+            r = out(reg32) r,
+            x = in(reg32) x,
+            options(pure, nomem, nostack),
+        );
+    }
+    r
+}
+
+/// `d += a b` for one 16 x 8 x 8 TF32 tile of the warp (`mma.sync.aligned.m16n8k8`, FP32
+/// accumulation). Lane `l` holds `a = A[g][t], A[g+8][t], A[g][t+4], A[g+8][t+4]`,
+/// `b = B[t][g], B[t+4][g]` and `d = D[g][2t], D[g][2t+1], D[g+8][2t], D[g+8][2t+1]` with
+/// `g = l / 4`, `t = l % 4`.
+#[inline(always)]
+unsafe fn mma_tf32(d: &mut [f32; 4], a: [u32; 4], b: [u32; 2]) {
+    // SAFETY: a warp-synchronous instruction; every lane of the warp executes it (the caller's
+    // contract).
+    unsafe {
+        asm!(
+            "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {{{d0}, {d1}, {d2}, {d3}}}, {{{a0}, {a1}, {a2}, {a3}}}, {{{b0}, {b1}}}, {{{d0}, {d1}, {d2}, {d3}}};",
+            d0 = inout(reg32) d[0],
+            d1 = inout(reg32) d[1],
+            d2 = inout(reg32) d[2],
+            d3 = inout(reg32) d[3],
+            a0 = in(reg32) a[0],
+            a1 = in(reg32) a[1],
+            a2 = in(reg32) a[2],
+            a3 = in(reg32) a[3],
+            b0 = in(reg32) b[0],
+            b1 = in(reg32) b[1],
+            options(pure, nomem, nostack),
+        );
+    }
+}
+
+/// As [`store_chunk`], converting every value to TF32 (the bits `mma` reads).
+#[inline(always)]
+unsafe fn store_chunk_tf32(sh: u64, v: [[f32; 4]; 2], t: usize) {
+    unroll!(2, Q, {
+        let f = t + BLOCK as usize * Q;
+        let row = f / 4;
+        let part = f % 4;
+        unroll!(4, E, {
+            // SAFETY: as in `store_chunk`.
+            unsafe {
+                st_shared_u32(
+                    sh + (((part * 4 + E) * LD + row) * 4) as u64,
+                    to_tf32(v[Q][E]),
+                )
+            };
+        });
+    });
+}
+
+/// The TF32 dot products `a_r . b_c` of this thread's part of the 128 x 128 block tile: warp
+/// `w` owns left rows `64 (w % 2) ..+64` and right rows `32 (w / 2) ..+32`, as 4 x 4 `mma`
+/// tiles of 16 x 8; `acc[mi][ni]` is `mma`'s `d` of tile `(mi, ni)`. Staged through shared
+/// memory (transposed, TF32) 16 dimensions at a time, the next chunk's global loads issued
+/// before the current one is consumed.
+#[inline(always)]
+unsafe fn tile_dots_tc(
+    a: *const f32,
+    n: usize,
+    row0: usize,
+    b: *const f32,
+    m: usize,
+    col0: usize,
+    sa: u64,
+    sb: u64,
+    t: usize,
+) -> [[[f32; 4]; 4]; 4] {
+    let lane = t % 32;
+    let w = t / 32;
+    let (g, q) = (lane / 4, lane % 4);
+    let (rbase, cbase) = (64 * (w % 2), 32 * (w / 2));
+    let mut acc = [[[0.0f32; 4]; 4]; 4];
+    // SAFETY: `a` holds `n` rows of 128 floats (the caller's contract), as `load_chunk` needs.
+    let mut pa = unsafe { load_chunk(a, row0, n, 0, t) };
+    // SAFETY: `b` holds `m` rows of 128 floats (the caller's contract).
+    let mut pb = unsafe { load_chunk(b, col0, m, 0, t) };
+    let mut kc = 0;
+    while kc < DIM / KC {
+        // SAFETY: every thread of the block reaches these barriers (block-uniform loop); `sa`
+        // and `sb` are the block's shared tiles.
+        unsafe {
+            _syncthreads();
+            store_chunk_tf32(sa, pa, t);
+            store_chunk_tf32(sb, pb, t);
+            _syncthreads();
+        }
+        if kc + 1 < DIM / KC {
+            // SAFETY: as the first `load_chunk` above.
+            pa = unsafe { load_chunk(a, row0, n, kc + 1, t) };
+            // SAFETY: as the first `load_chunk` above.
+            pb = unsafe { load_chunk(b, col0, m, kc + 1, t) };
+        }
+        unroll!(2, KS, {
+            let k0 = ((KS * 8 + q) * LD * 4) as u64;
+            let k4 = ((KS * 8 + q + 4) * LD * 4) as u64;
+            let mut fa = [[0u32; 4]; 4];
+            let mut fb = [[0u32; 2]; 4];
+            unroll!(4, MI, {
+                let r = ((rbase + 16 * MI + g) * 4) as u64;
+                // SAFETY: rows `k < KC` of the `KC x LD` shared tile, columns `< 128 <= LD`.
+                unsafe {
+                    fa[MI] = [
+                        ld_shared_u32(sa + k0 + r),
+                        ld_shared_u32(sa + k0 + r + 32),
+                        ld_shared_u32(sa + k4 + r),
+                        ld_shared_u32(sa + k4 + r + 32),
+                    ];
+                }
+            });
+            unroll!(4, NI, {
+                let c = ((cbase + 8 * NI + g) * 4) as u64;
+                // SAFETY: as above, in `sb`.
+                unsafe { fb[NI] = [ld_shared_u32(sb + k0 + c), ld_shared_u32(sb + k4 + c)] };
+            });
+            unroll!(4, MI, {
+                unroll!(4, NI, {
+                    // SAFETY: every lane of every warp runs this (block-uniform control flow).
+                    unsafe { mma_tf32(&mut acc[MI][NI], fa[MI], fb[NI]) };
+                });
+            });
+        });
+        kc += 1;
+    }
+    acc
+}
+
+/// V4 fused: the screen of V4 computed here on the tensor cores, never stored. Block `(x, y)`
+/// owns left rows `x*128..` and right tiles `y*tiles_per_split..` (as V2). For every element,
+/// `s = fl(-2 acc + ||b||^2)` and `e = match_bound::error` bound `||b||^2 - 2 a.b`, exactly as
+/// in `cluda_match_v4_fold`. Pass 1 (`gather == 0`): each row's `min (s + e)` over the split
+/// into `part_tau`. Pass 2: the row's `tau` is the minimum over its splits, and every right row
+/// with `s - e <= threshold(tau)` is appended to its slots (global atomics: candidates are
+/// rare). 256 threads per block.
+impl MatchV4FusedArgs {
+    /// The body of `cluda_match_v4_fused` (declared from `crate::args::matcher_kernels`).
+    #[inline(always)]
+    unsafe fn run(self) {
+        let Self {
+            lhs,
+            n,
+            rhs,
+            m,
+            tiles_per_split,
+            splits,
+            norms_b,
+            radii_b,
+            radii_a,
+            part_tau,
+            count,
+            slot_i,
+            gather,
+        } = self;
+        let sa = shared_array!(window "cluda_v4f_sa", TILE_BYTES);
+        let sb = shared_array!(window "cluda_v4f_sb", TILE_BYTES);
+        // 128 rows x 4 column warps: the per-warp row minima of pass 1.
+        let sm = shared_array!(window "cluda_v4f_min", 2048);
+        let (n, m, splits) = (n as usize, m as usize, splits as usize);
+        let t = tid();
+        let lane = t % 32;
+        let w = t / 32;
+        let (g, q) = (lane / 4, lane % 4);
+        let (rbase, cbase) = (64 * (w % 2), 32 * (w / 2));
+        // SAFETY: reads special registers (block indices); no preconditions.
+        let (row0, split) = unsafe { (_block_idx_x() as usize * BM, _block_idx_y() as usize) };
+        let tiles = m.div_ceil(BN);
+        let first = split * tiles_per_split as usize;
+        let last = core::cmp::min(first + tiles_per_split as usize, tiles);
+        // This thread's eight rows: `rbase + 16 mi + g + 8 h`, index `2 mi + h`.
+        let mut ra = [0.0f32; 8];
+        let mut p = [0.0f32; 8];
+        let mut qq = [0.0f32; 8];
+        let mut thr = [f32::INFINITY; 8];
+        let mut tmin = [f32::INFINITY; 8];
+        unroll!(8, RI, {
+            let r = row0 + rbase + 16 * (RI / 2) + g + 8 * (RI % 2);
+            if r < n {
+                // SAFETY: `r < n`: inside the left radii (the launch's contract).
+                ra[RI] = unsafe { *radii_a.add(r) };
+                let (pp, qv) = row_terms(ra[RI]);
+                p[RI] = pp;
+                qq[RI] = qv;
+                if gather != 0 {
+                    let mut tau = f32::INFINITY;
+                    let mut k = 0;
+                    while k < splits {
+                        // SAFETY: `r < n`, `k < splits`: inside the `n x splits` partials.
+                        let v = unsafe { *part_tau.add(r * splits + k) };
+                        if v < tau {
+                            tau = v;
+                        }
+                        k += 1;
+                    }
+                    thr[RI] = threshold(tau, ra[RI]);
+                }
+            }
+        });
+        let mut tile = first;
+        while tile < last {
+            let col0 = tile * BN;
+            // SAFETY: the inputs hold `n` and `m` rows, `sa`/`sb` are this kernel's tiles, and
+            // every thread of the block calls this.
+            let acc = unsafe { tile_dots_tc(lhs, n, row0, rhs, m, col0, sa, sb, t) };
+            unroll!(4, NI, {
+                unroll!(2, E, {
+                    let c = col0 + cbase + 8 * NI + 2 * q + E;
+                    if c < m {
+                        // SAFETY: `c < m`: inside the right norms and radii.
+                        let (nb, rb) = unsafe { (*norms_b.add(c), *radii_b.add(c)) };
+                        unroll!(8, RI, {
+                            let v = acc[RI / 2][NI][2 * (RI % 2) + E];
+                            let s = -2.0 * v + nb;
+                            let e = error(rb, p[RI], qq[RI]);
+                            if gather == 0 {
+                                let up = s + e;
+                                if up < tmin[RI] {
+                                    tmin[RI] = up;
+                                }
+                            } else if s - e <= thr[RI] {
+                                let r = row0 + rbase + 16 * (RI / 2) + g + 8 * (RI % 2);
+                                if r < n {
+                                    // SAFETY: `r < n`: the row's counter and slots (the
+                                    // launch's contract); the counter is a plain `u32`.
+                                    unsafe {
+                                        let k = (*(count.add(r) as *const AtomicU32))
+                                            .fetch_add(1, Ordering::Relaxed)
+                                            as usize;
+                                        if k < V4_SLOTS {
+                                            *slot_i.add(r * V4_SLOTS + k) = c as u32;
+                                        }
+                                    }
+                                }
+                            }
+                        });
+                    }
+                });
+            });
+            tile += 1;
+        }
+        if gather != 0 {
+            return;
+        }
+        // The row minima: over the four lanes of a row group, then over the four column warps.
+        unroll!(8, RI, {
+            unroll!(2, S, {
+                // SAFETY: unconditional, so every lane runs it.
+                let o = unsafe { shfl_xor_f32(tmin[RI], 1 << S) };
+                if o < tmin[RI] {
+                    tmin[RI] = o;
+                }
+            });
+        });
+        if q == 0 {
+            unroll!(8, RI, {
+                let rl = rbase + 16 * (RI / 2) + g + 8 * (RI % 2);
+                // SAFETY: `rl < 128` and `w / 2 < 4`: inside the 2048-byte array.
+                unsafe { st_shared_f32(sm + ((rl * 4 + w / 2) * 4) as u64, tmin[RI]) };
+            });
+        }
+        // SAFETY: every thread reaches this barrier (no thread returned in pass 1).
+        unsafe { _syncthreads() };
+        if t < BM && row0 + t < n {
+            // SAFETY: `t < 128`: inside the array, 16-byte aligned.
+            let v = unsafe { ld_shared_f32x4(sm + (t * 16) as u64) };
+            let mut best = v[0];
+            unroll!(4, K, {
+                if v[K] < best {
+                    best = v[K];
+                }
+            });
+            // SAFETY: `row0 + t < n`, `split < splits`: inside the `n x splits` partials.
+            unsafe { *part_tau.add((row0 + t) * splits + split) = best };
         }
     }
 }

@@ -8,8 +8,8 @@ use std::ffi::c_void;
 
 use cluda_gpu::args::{
     MatchMergePartialsArgs, MatchSqnormsArgs, MatchV1DistancesArgs, MatchV1RowminArgs,
-    MatchV2FusedArgs, MatchV3FoldArgs, MatchV3RescoreArgs, MatchV4FoldArgs, MatchV4RadiiArgs,
-    MatchV4RescoreArgs,
+    MatchV2FusedArgs, MatchV3FoldArgs, MatchV3RescoreArgs, MatchV4FoldArgs, MatchV4FusedArgs,
+    MatchV4RadiiArgs, MatchV4RescoreArgs,
 };
 use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
 use cudarc::driver::{CudaEvent, CudaFunction, CudaStream, DriverError};
@@ -37,6 +37,7 @@ pub(super) struct Kernels {
     pub v4_radii: CudaFunction,
     pub v4_fold: CudaFunction,
     pub v4_rescore: CudaFunction,
+    pub v4_fused: CudaFunction,
 }
 
 /// A GPU matcher bound to one device; reuse it across calls to avoid re-opening the context
@@ -58,6 +59,8 @@ pub struct GpuMatcher {
     pub(super) blas_tf32: Option<Blas>,
     pub(super) sms: usize,
     pub(super) tiling: V3Tiling,
+    /// V4 runs its fused kernel instead of cuBLAS tiles (see `super::v4`).
+    pub(super) v4_fused: bool,
 }
 
 /// Result of one GPU match with its timings.
@@ -90,9 +93,13 @@ pub struct CandidateStats {
 }
 
 impl CandidateStats {
-    /// Statistics of V4's per-row counts (`u32::MAX`: overflowed).
-    pub(super) fn of(counts: &[u32]) -> Self {
-        let ok: Vec<u32> = counts.iter().copied().filter(|&c| c != u32::MAX).collect();
+    /// Statistics of V4's per-row counts (above `slots`: overflowed).
+    pub(super) fn of(counts: &[u32], slots: usize) -> Self {
+        let ok: Vec<u32> = counts
+            .iter()
+            .copied()
+            .filter(|&c| c as usize <= slots)
+            .collect();
         let sum: f64 = ok.iter().map(|&c| f64::from(c)).sum();
         CandidateStats {
             mean: if ok.is_empty() {
@@ -159,6 +166,7 @@ impl GpuMatcher {
             v4_radii: device.function(MatchV4RadiiArgs::ENTRY)?,
             v4_fold: device.function(MatchV4FoldArgs::ENTRY)?,
             v4_rescore: device.function(MatchV4RescoreArgs::ENTRY)?,
+            v4_fused: device.function(MatchV4FusedArgs::ENTRY)?,
         };
         let sms = ctx
             .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
@@ -174,6 +182,7 @@ impl GpuMatcher {
             blas_tf32: None,
             sms,
             tiling: V3Tiling::default(),
+            v4_fused: false,
         })
     }
 
@@ -265,7 +274,7 @@ impl GpuMatcher {
             Some(buf) => {
                 let mut c = vec![0u32; n];
                 buf.download_on(&self.stream, &mut c, "v4's candidate counts")?;
-                Some(CandidateStats::of(&c))
+                Some(CandidateStats::of(&c, super::v4::SLOTS))
             }
             None => None,
         };

@@ -15,15 +15,22 @@
 //!    over the 128 dimensions in order) and keeps the smallest, ties to the smaller index.
 //!    Overflowed rows (clusters of near-duplicates) are recomputed with V2 by the caller.
 //!
+//! With [`GpuMatcher::set_v4_fused`], step 2 is instead `cluda_match_v4_fused`, which computes
+//! the same screen with `mma.sync` TF32 instructions of its own and never stores it: a first
+//! pass finds each row's `tau`, a second gathers the candidates against the final threshold.
+//!
 //! Why V2's winner is always a candidate, with every constant: `docs/matcher.md`, "v4".
 
-use cluda_gpu::args::{MatchSqnormsArgs, MatchV4FoldArgs, MatchV4RadiiArgs, MatchV4RescoreArgs};
+use cluda_gpu::args::{
+    MatchSqnormsArgs, MatchV4FoldArgs, MatchV4FusedArgs, MatchV4RadiiArgs, MatchV4RescoreArgs,
+};
 use cudarc::cublas::GemmConfig;
 use cudarc::cublas::sys::cublasOperation_t;
 use cudarc::driver::CudaEvent;
 
 use super::cublas::Math;
 use super::gpu::{BLOCK, DeviceResult, GpuMatcher, grid_dim, launch, warp_rows_grid};
+use super::v2::split_plan;
 use super::v3::{Flags, bare_gemm_ms, blas_err, mark};
 use crate::device_memory::DeviceBuf;
 use crate::error::{CudaContextExt, Error, Result};
@@ -44,7 +51,7 @@ pub fn bare_tf32_ms(
 }
 
 /// V4's outputs on the device: the per-row result, the overflowed rows (to recompute with V2)
-/// and the candidate count per row (`u32::MAX` for an overflowed row).
+/// and the candidate count per row (above [`SLOTS`] for an overflowed row).
 pub(super) struct V4Out {
     pub result: DeviceResult,
     pub flags: Flags,
@@ -52,7 +59,12 @@ pub(super) struct V4Out {
 }
 
 impl GpuMatcher {
-    /// V4 on uploaded descriptors (`n`, `m` >= 1).
+    /// Uses V4's fused kernel (`true`) or cuBLAS tiles and the fold (`false`, the default).
+    pub fn set_v4_fused(&mut self, fused: bool) {
+        self.v4_fused = fused;
+    }
+
+    /// V4 on uploaded descriptors (`n`, `m` >= 1), fused or tiled as set.
     pub(super) fn v4(
         &mut self,
         lhs: &DeviceBuf,
@@ -60,21 +72,31 @@ impl GpuMatcher {
         rhs: &DeviceBuf,
         m: usize,
     ) -> Result<V4Out> {
-        self.blas_for(Math::Tf32)?;
-        let s = self.stream.clone();
-        let tiling = self.tiling;
-        let rows_t = tiling.rows.min(n);
-        let mp = m.next_multiple_of(4);
-        let cols_t = tiling.cols.min(mp);
-        let n32 = n as u32;
+        if self.v4_fused {
+            self.v4_fused(lhs, n, rhs, m)
+        } else {
+            self.v4_tiled(lhs, n, rhs, m)
+        }
+    }
 
+    /// Norms and radii of both sides: `(norms_b, radii_a, radii_b)`, the right ones padded
+    /// with zero norms to `mp` (a multiple of 4).
+    fn v4_radii(
+        &self,
+        lhs: &DeviceBuf,
+        n: usize,
+        rhs: &DeviceBuf,
+        m: usize,
+        mp: usize,
+    ) -> Result<(DeviceBuf, DeviceBuf, DeviceBuf)> {
+        let s = &self.stream;
         // Buffers that a kernel writes entirely are left uninitialised; the right norms'
-        // padding, the norm maxima (unused by V4) and the flag counter start at zero.
-        let norms_a = DeviceBuf::on_stream(&s, n * 4, "v4's left norms")?;
-        let norms_b = DeviceBuf::zeroed_on_stream(&s, mp * 4, "v4's right norms")?;
-        let radii_a = DeviceBuf::on_stream(&s, n * 4, "v4's left radii")?;
-        let radii_b = DeviceBuf::on_stream(&s, mp * 4, "v4's right radii")?;
-        let max = DeviceBuf::zeroed_on_stream(&s, 4, "v4's norm maximum")?;
+        // padding and the norm maximum (unused by V4) start at zero.
+        let norms_a = DeviceBuf::on_stream(s, n * 4, "v4's left norms")?;
+        let norms_b = DeviceBuf::zeroed_on_stream(s, mp * 4, "v4's right norms")?;
+        let radii_a = DeviceBuf::on_stream(s, n * 4, "v4's left radii")?;
+        let radii_b = DeviceBuf::on_stream(s, mp * 4, "v4's right radii")?;
+        let max = DeviceBuf::zeroed_on_stream(s, 4, "v4's norm maximum")?;
         for (x, rows, len, norms, radii, what) in [
             (lhs, n, n, &norms_a, &radii_a, "v4's norm kernels (lhs)"),
             (rhs, m, mp, &norms_b, &radii_b, "v4's norm kernels (rhs)"),
@@ -88,7 +110,7 @@ impl GpuMatcher {
             // SAFETY: x rows x 128, norms >= rows (lhs: n, rhs: m padded), max 1.
             unsafe {
                 launch(
-                    &s,
+                    s,
                     &self.k.sqnorms,
                     (warp_rows_grid(rows)?, 1),
                     &mut a.params(),
@@ -102,8 +124,58 @@ impl GpuMatcher {
             };
             let grid = (grid_dim(len.div_ceil(BLOCK as usize), "radii")?, 1);
             // SAFETY: norms and radii hold `len` floats (the right ones padded with zeros).
-            unsafe { launch(&s, &self.k.v4_radii, grid, &mut a.params()) }.cuda(what)?;
+            unsafe { launch(s, &self.k.v4_radii, grid, &mut a.params()) }.cuda(what)?;
         }
+        Ok((norms_b, radii_a, radii_b))
+    }
+
+    /// V4 with its fused kernel: two passes of `cluda_match_v4_fused` (row bounds, then
+    /// candidates), then the rescoring.
+    fn v4_fused(&mut self, lhs: &DeviceBuf, n: usize, rhs: &DeviceBuf, m: usize) -> Result<V4Out> {
+        let s = self.stream.clone();
+        let mp = m.next_multiple_of(4);
+        let (norms_b, radii_a, radii_b) = self.v4_radii(lhs, n, rhs, m, mp)?;
+        let (splits, per) = split_plan(n, m, self.sms);
+        // Pass 1 writes every (row, split); the counts start at zero; slots are written
+        // before they are counted.
+        let part_tau = DeviceBuf::on_stream(&s, n * splits * 4, "v4's row bounds")?;
+        let counts = DeviceBuf::zeroed_on_stream(&s, n * 4, "v4's candidate counts")?;
+        let slot_i = DeviceBuf::on_stream(&s, n * SLOTS * 4, "v4's candidates")?;
+        let grid = (grid_dim(n.div_ceil(128), "left tiles")?, splits as u32);
+        for gather in [0u32, 1] {
+            let mut a = MatchV4FusedArgs {
+                lhs: lhs.at(),
+                n: n as u32,
+                rhs: rhs.at(),
+                m: m as u32,
+                tiles_per_split: per as u32,
+                splits: splits as u32,
+                norms_b: norms_b.at(),
+                radii_b: radii_b.at(),
+                radii_a: radii_a.at(),
+                part_tau: part_tau.at(),
+                count: counts.at(),
+                slot_i: slot_i.at(),
+                gather,
+            };
+            // SAFETY: lhs n x 128, rhs m x 128, right norms and radii >= m, left radii n,
+            // partials n x splits, counts n, slots n x SLOTS, as the kernel indexes them; pass
+            // 2 runs after pass 1 on the same stream.
+            unsafe { launch(&s, &self.k.v4_fused, grid, &mut a.params()) }
+                .cuda("launching v4's fused kernel")?;
+        }
+        self.v4_rescore(lhs, n, rhs, counts, slot_i)
+    }
+
+    /// V4 with cuBLAS TF32 tiles and the fold kernel.
+    fn v4_tiled(&mut self, lhs: &DeviceBuf, n: usize, rhs: &DeviceBuf, m: usize) -> Result<V4Out> {
+        self.blas_for(Math::Tf32)?;
+        let s = self.stream.clone();
+        let tiling = self.tiling;
+        let rows_t = tiling.rows.min(n);
+        let mp = m.next_multiple_of(4);
+        let cols_t = tiling.cols.min(mp);
+        let (norms_b, radii_a, radii_b) = self.v4_radii(lhs, n, rhs, m, mp)?;
 
         let nbuf = if tiling.overlap { 2 } else { 1 };
         let mut tiles = Vec::with_capacity(nbuf);
@@ -206,15 +278,28 @@ impl GpuMatcher {
         for t in tiles {
             self.give_back(t);
         }
+        self.v4_rescore(lhs, n, rhs, counts, slot_i)
+    }
 
-        let idx = DeviceBuf::on_stream(&s, n * 4, "v4's indices")?;
-        let dist = DeviceBuf::on_stream(&s, n * 4, "v4's distances")?;
-        let flag_count = DeviceBuf::zeroed_on_stream(&s, 4, "v4's overflow counter")?;
-        let flag_rows = DeviceBuf::on_stream(&s, n * 4, "v4's overflow list")?;
+    /// The exact rescoring of every row's candidates (`counts`, `slot_i`), and the overflowed
+    /// rows' list.
+    fn v4_rescore(
+        &self,
+        lhs: &DeviceBuf,
+        n: usize,
+        rhs: &DeviceBuf,
+        counts: DeviceBuf,
+        slot_i: DeviceBuf,
+    ) -> Result<V4Out> {
+        let s = &self.stream;
+        let idx = DeviceBuf::on_stream(s, n * 4, "v4's indices")?;
+        let dist = DeviceBuf::on_stream(s, n * 4, "v4's distances")?;
+        let flag_count = DeviceBuf::zeroed_on_stream(s, 4, "v4's overflow counter")?;
+        let flag_rows = DeviceBuf::on_stream(s, n * 4, "v4's overflow list")?;
         let mut a = MatchV4RescoreArgs {
             lhs: lhs.at(),
             rhs: rhs.at(),
-            n: n32,
+            n: n as u32,
             count: counts.at(),
             slot_i: slot_i.at(),
             out_idx: idx.at(),
@@ -226,7 +311,7 @@ impl GpuMatcher {
         // idx/dist/flag_rows n, flag_count 1; the folds are done (the wait above).
         unsafe {
             launch(
-                &s,
+                s,
                 &self.k.v4_rescore,
                 (warp_rows_grid(n)?, 1),
                 &mut a.params(),
