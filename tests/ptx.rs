@@ -121,9 +121,10 @@ fn every_kernel_takes_its_argument_struct() {
 fn every_matcher_kernel_takes_its_argument_struct() {
     use cluda_gpu::args::{
         MatchMergePartialsArgs, MatchSqnormsArgs, MatchV1DistancesArgs, MatchV1RowminArgs,
-        MatchV2FusedArgs, MatchV3FoldArgs, MatchV3RescoreArgs,
+        MatchV2FusedArgs, MatchV3FoldArgs, MatchV3RescoreArgs, MatchV4FoldArgs, MatchV4FusedArgs,
+        MatchV4RadiiArgs, MatchV4RescoreArgs,
     };
-    let kernels: [(&str, Vec<(usize, usize)>); 7] = [
+    let kernels: [(&str, Vec<(usize, usize)>); 11] = [
         (
             MatchV1DistancesArgs::ENTRY,
             MatchV1DistancesArgs::layout().to_vec(),
@@ -143,6 +144,13 @@ fn every_matcher_kernel_takes_its_argument_struct() {
             MatchV3RescoreArgs::ENTRY,
             MatchV3RescoreArgs::layout().to_vec(),
         ),
+        (MatchV4RadiiArgs::ENTRY, MatchV4RadiiArgs::layout().to_vec()),
+        (MatchV4FoldArgs::ENTRY, MatchV4FoldArgs::layout().to_vec()),
+        (
+            MatchV4RescoreArgs::ENTRY,
+            MatchV4RescoreArgs::layout().to_vec(),
+        ),
+        (MatchV4FusedArgs::ENTRY, MatchV4FusedArgs::layout().to_vec()),
     ];
     let entries = ptx_entries();
     let mut matcher: Vec<&str> = entries
