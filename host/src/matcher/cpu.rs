@@ -2,7 +2,7 @@
 
 use rayon::prelude::*;
 
-use super::{Descriptor, Match, validate};
+use super::types::{Descriptor, Match, validate};
 use crate::error::Result;
 
 /// Squared L2 distance computed directly in f32, with eight interleaved partial sums (which the

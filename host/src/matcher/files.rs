@@ -10,7 +10,7 @@
 
 use std::path::Path;
 
-use super::{DIM, Descriptor, Match};
+use super::types::{DIM, Descriptor, Match};
 use crate::error::{Error, Result};
 use crate::io::npy;
 

@@ -16,7 +16,7 @@ use cudarc::driver::{CudaEvent, CudaFunction, CudaStream, DriverError};
 
 use super::cublas::Blas;
 use super::tiling::V3Tiling;
-use super::{Descriptor, Match, MatchVersion, validate};
+use super::types::{Descriptor, Match, MatchVersion, validate};
 use crate::cuda::Device;
 use crate::device_memory::DeviceBuf;
 use crate::error::{CudaContextExt, Error, Result};
@@ -274,7 +274,7 @@ impl GpuMatcher {
             Some(buf) => {
                 let mut c = vec![0u32; n];
                 buf.download_on(&self.stream, &mut c, "v4's candidate counts")?;
-                Some(CandidateStats::of(&c, super::v4::SLOTS))
+                Some(CandidateStats::of(&c, cluda_gpu::layout::matcher::V4_SLOTS))
             }
             None => None,
         };

@@ -75,8 +75,8 @@ pub(super) fn mark(stream: &CudaStream, what: &str) -> Result<CudaEvent> {
 /// This is the floor V3 is measured against.
 pub fn bare_sgemm_ms(
     matcher: &mut GpuMatcher,
-    lhs: &[super::Descriptor],
-    rhs: &[super::Descriptor],
+    lhs: &[super::types::Descriptor],
+    rhs: &[super::types::Descriptor],
     reps: usize,
 ) -> Result<f64> {
     bare_gemm_ms(matcher, lhs, rhs, reps, Math::Fp32)
@@ -85,8 +85,8 @@ pub fn bare_sgemm_ms(
 /// [`bare_sgemm_ms`] with the SGEMM in `math` (V4's floor is the TF32 one).
 pub(super) fn bare_gemm_ms(
     matcher: &mut GpuMatcher,
-    lhs: &[super::Descriptor],
-    rhs: &[super::Descriptor],
+    lhs: &[super::types::Descriptor],
+    rhs: &[super::types::Descriptor],
     reps: usize,
     math: Math,
 ) -> Result<f64> {

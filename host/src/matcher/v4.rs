@@ -43,8 +43,8 @@ pub const SLOTS: usize = cluda_gpu::layout::matcher::V4_SLOTS;
 /// milliseconds. This is the floor V4 is measured against.
 pub fn bare_tf32_ms(
     matcher: &mut GpuMatcher,
-    lhs: &[super::Descriptor],
-    rhs: &[super::Descriptor],
+    lhs: &[super::types::Descriptor],
+    rhs: &[super::types::Descriptor],
     reps: usize,
 ) -> Result<f64> {
     bare_gemm_ms(matcher, lhs, rhs, reps, Math::Tf32)
