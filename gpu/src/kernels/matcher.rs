@@ -1252,7 +1252,8 @@ unsafe fn mma_tf32(d: &mut [f32; 4], a: [u32; 4], b: [u32; 2]) {
             a3 = in(reg32) a[3],
             b0 = in(reg32) b[0],
             b1 = in(reg32) b[1],
-            options(pure, nomem, nostack),
+            // Not `pure`: a warp-synchronous instruction must not be moved into divergent code.
+            options(nomem, nostack),
         );
     }
 }
