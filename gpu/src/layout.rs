@@ -68,4 +68,100 @@ pub mod matcher {
     /// Candidate slots per row kept by V4's fold (one per lane of the rescoring warp); a row
     /// with more candidates than this is recomputed with V2.
     pub const V4_SLOTS: usize = 32;
+
+    /// Where V4's fused kernel stages operand values in shared memory: in the order its
+    /// `mma.sync.m16n8k8` TF32 fragments are read, so that each lane reads a whole fragment
+    /// with one 16-byte load.
+    ///
+    /// A stage holds 16 dimensions (`k`) of 128 rows. Warp `w` computes left rows
+    /// `64 (w % 2)..+64` (four 16-row `mma` tiles `mi`) against right rows `32 (w / 2)..+32`
+    /// (four 8-row tiles `ni`); lane `l` (`g = l / 4`, `t = l % 4`) holds, per 8-dimension step
+    /// `ks`, `a = A[g][t], A[g+8][t], A[g][t+4], A[g+8][t+4]` and `b = B[t][g], B[t+4][g]`
+    /// (PTX ISA, "Matrix Fragments for mma.m16n8k8", `.tf32`).
+    pub mod mma {
+        /// Floats of one operand stage (128 rows x 16 dimensions).
+        pub const STAGE: usize = 128 * 16;
+
+        /// Index (in floats) of left row `row` (0..128), dimension `k` (0..16) in the A
+        /// stage: the four floats at `4 * (((row / 64 * 4 + mi) * 2 + ks) * 32 + lane)` are
+        /// that lane's `a` fragment of tile `mi`, step `ks`.
+        #[inline(always)]
+        pub const fn a_slot(row: usize, k: usize) -> usize {
+            let (wm, mi, g, h) = (row / 64, (row % 64) / 16, row % 8, (row % 16) / 8);
+            let (ks, t, kk) = (k / 8, k % 4, (k % 8) / 4);
+            ((((wm * 4 + mi) * 2 + ks) * 32 + g * 4 + t) * 4) + kk * 2 + h
+        }
+
+        /// Index (in floats) of right row `col` (0..128), dimension `k` (0..16) in the B
+        /// stage: the four floats at `4 * ((col / 32 * 4 + ni) * 32 + lane)` are that lane's
+        /// `b` fragments of tile `ni` for steps 0 and 1 (`b0, b1, b0, b1`).
+        #[inline(always)]
+        pub const fn b_slot(col: usize, k: usize) -> usize {
+            let (wn, ni, g) = (col / 32, (col % 32) / 8, col % 8);
+            let (ks, t, kk) = (k / 8, k % 4, (k % 8) / 4);
+            (((wn * 4 + ni) * 32 + g * 4 + t) * 4) + ks * 2 + kk
+        }
+
+        #[cfg(test)]
+        mod tests {
+            use super::*;
+
+            #[test]
+            fn slots_are_a_permutation() {
+                for f in [a_slot, b_slot] {
+                    let mut seen = [false; STAGE];
+                    for r in 0..128 {
+                        for k in 0..16 {
+                            let i = f(r, k);
+                            assert!(i < STAGE && !seen[i], "{r} {k}");
+                            seen[i] = true;
+                        }
+                    }
+                }
+            }
+
+            #[test]
+            fn lanes_read_the_ptx_fragments() {
+                // Inverse maps, then the fragment definitions of the PTX ISA.
+                let mut a_of = [(0, 0); STAGE];
+                let mut b_of = [(0, 0); STAGE];
+                for r in 0..128 {
+                    for k in 0..16 {
+                        a_of[a_slot(r, k)] = (r, k);
+                        b_of[b_slot(r, k)] = (r, k);
+                    }
+                }
+                for w in 0..8 {
+                    for lane in 0..32 {
+                        let (g, t) = (lane / 4, lane % 4);
+                        for ks in 0..2 {
+                            for mi in 0..4 {
+                                let base = 4 * (((w % 2 * 4 + mi) * 2 + ks) * 32 + lane);
+                                let row = 64 * (w % 2) + 16 * mi;
+                                let want = [
+                                    (row + g, 8 * ks + t),
+                                    (row + g + 8, 8 * ks + t),
+                                    (row + g, 8 * ks + t + 4),
+                                    (row + g + 8, 8 * ks + t + 4),
+                                ];
+                                for (r, wnt) in want.iter().enumerate() {
+                                    assert_eq!(
+                                        a_of[base + r],
+                                        *wnt,
+                                        "a w{w} l{lane} ks{ks} mi{mi}"
+                                    );
+                                }
+                            }
+                            for ni in 0..4 {
+                                let base = 4 * ((w / 2 * 4 + ni) * 32 + lane);
+                                let col = 32 * (w / 2) + 8 * ni + g;
+                                assert_eq!(b_of[base + 2 * ks], (col, 8 * ks + t));
+                                assert_eq!(b_of[base + 2 * ks + 1], (col, 8 * ks + t + 4));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
 }

@@ -25,8 +25,8 @@
 use core::arch::asm;
 
 use super::prims::{
-    ballot, ld_shared_f32x4, ld_shared_u32, shared_array, shfl_idx, shfl_xor_f32, shfl_xor_u32,
-    st_shared_f32, st_shared_u32,
+    ballot, ld_shared_f32x4, shared_array, shfl_idx, shfl_xor_f32, shfl_xor_u32, st_shared_f32,
+    st_shared_u32,
 };
 use core::arch::nvptx::{_block_dim_x, _block_idx_x, _block_idx_y, _syncthreads, _thread_idx_x};
 use core::sync::atomic::{AtomicU32, Ordering};
@@ -36,7 +36,7 @@ use crate::args::{
     MatchV2FusedArgs, MatchV3FoldArgs, MatchV3RescoreArgs, MatchV4FoldArgs, MatchV4FusedArgs,
     MatchV4RadiiArgs, MatchV4RescoreArgs,
 };
-use crate::layout::matcher::{BLOCK, BM, BN, KC, LD, TILE_BYTES};
+use crate::layout::matcher::{BLOCK, BM, BN, KC, LD, TILE_BYTES, mma};
 pub use crate::layout::matcher::{DIM, V3_K, V4_SLOTS};
 use crate::match_bound::{error, radius, row_terms, threshold};
 
@@ -1258,30 +1258,42 @@ unsafe fn mma_tf32(d: &mut [f32; 4], a: [u32; 4], b: [u32; 2]) {
     }
 }
 
-/// As [`store_chunk`], converting every value to TF32 (the bits `mma` reads).
+/// Stores a loaded chunk (as `load_chunk` hands it) of 128 rows x 16 dimensions into an
+/// operand stage at `sh`, converted to TF32, at the places `slot(row, k)` (`mma::a_slot` or
+/// `mma::b_slot`) where the `mma` fragments read it.
 #[inline(always)]
-unsafe fn store_chunk_tf32(sh: u64, v: [[f32; 4]; 2], t: usize) {
+unsafe fn store_stage(sh: u64, v: [[f32; 4]; 2], t: usize, slot: fn(usize, usize) -> usize) {
     unroll!(2, Q, {
         let f = t + BLOCK as usize * Q;
         let row = f / 4;
         let part = f % 4;
         unroll!(4, E, {
-            // SAFETY: as in `store_chunk`.
-            unsafe {
-                st_shared_u32(
-                    sh + (((part * 4 + E) * LD + row) * 4) as u64,
-                    to_tf32(v[Q][E]),
-                )
-            };
+            // SAFETY: `row < 128` and `part * 4 + E < 16`, so the slot is below `mma::STAGE`,
+            // inside the stage of `STAGE` floats (the caller's contract), 4-byte aligned.
+            unsafe { st_shared_u32(sh + (slot(row, part * 4 + E) * 4) as u64, to_tf32(v[Q][E])) };
         });
     });
+}
+
+/// Reads a 16-byte fragment (four TF32 values) from shared-window address `a`.
+#[inline(always)]
+unsafe fn ld_fragment(a: u64) -> [u32; 4] {
+    // SAFETY: the caller's contract: a 16-byte aligned address inside a stage.
+    let v = unsafe { ld_shared_f32x4(a) };
+    [
+        v[0].to_bits(),
+        v[1].to_bits(),
+        v[2].to_bits(),
+        v[3].to_bits(),
+    ]
 }
 
 /// The TF32 dot products `a_r . b_c` of this thread's part of the 128 x 128 block tile: warp
 /// `w` owns left rows `64 (w % 2) ..+64` and right rows `32 (w / 2) ..+32`, as 4 x 4 `mma`
 /// tiles of 16 x 8; `acc[mi][ni]` is `mma`'s `d` of tile `(mi, ni)`. Staged through shared
-/// memory (transposed, TF32) 16 dimensions at a time, the next chunk's global loads issued
-/// before the current one is consumed.
+/// memory 16 dimensions at a time in fragment order (`layout::matcher::mma`), one 16-byte
+/// load per fragment, the next chunk's global loads issued before the current one is
+/// consumed.
 #[inline(always)]
 unsafe fn tile_dots_tc(
     a: *const f32,
@@ -1296,8 +1308,7 @@ unsafe fn tile_dots_tc(
 ) -> [[[f32; 4]; 4]; 4] {
     let lane = t % 32;
     let w = t / 32;
-    let (g, q) = (lane / 4, lane % 4);
-    let (rbase, cbase) = (64 * (w % 2), 32 * (w / 2));
+    let (wm, wn) = (w % 2, w / 2);
     let mut acc = [[[0.0f32; 4]; 4]; 4];
     // SAFETY: `a` holds `n` rows of 128 floats (the caller's contract), as `load_chunk` needs.
     let mut pa = unsafe { load_chunk(a, row0, n, 0, t) };
@@ -1306,11 +1317,11 @@ unsafe fn tile_dots_tc(
     let mut kc = 0;
     while kc < DIM / KC {
         // SAFETY: every thread of the block reaches these barriers (block-uniform loop); `sa`
-        // and `sb` are the block's shared tiles.
+        // and `sb` are the block's stages of `mma::STAGE` floats.
         unsafe {
             _syncthreads();
-            store_chunk_tf32(sa, pa, t);
-            store_chunk_tf32(sb, pb, t);
+            store_stage(sa, pa, t, mma::a_slot);
+            store_stage(sb, pb, t, mma::b_slot);
             _syncthreads();
         }
         if kc + 1 < DIM / KC {
@@ -1319,32 +1330,21 @@ unsafe fn tile_dots_tc(
             // SAFETY: as the first `load_chunk` above.
             pb = unsafe { load_chunk(b, col0, m, kc + 1, t) };
         }
+        let mut fb = [[0u32; 4]; 4];
+        unroll!(4, NI, {
+            // SAFETY: `((wn * 4 + NI) * 32 + lane) * 4 + 3 < STAGE`: inside `sb`, 16-byte aligned.
+            fb[NI] = unsafe { ld_fragment(sb + ((((wn * 4 + NI) * 32 + lane) * 16) as u64)) };
+        });
         unroll!(2, KS, {
-            let k0 = ((KS * 8 + q) * LD * 4) as u64;
-            let k4 = ((KS * 8 + q + 4) * LD * 4) as u64;
-            let mut fa = [[0u32; 4]; 4];
-            let mut fb = [[0u32; 2]; 4];
             unroll!(4, MI, {
-                let r = ((rbase + 16 * MI + g) * 4) as u64;
-                // SAFETY: rows `k < KC` of the `KC x LD` shared tile, columns `< 128 <= LD`.
-                unsafe {
-                    fa[MI] = [
-                        ld_shared_u32(sa + k0 + r),
-                        ld_shared_u32(sa + k0 + r + 32),
-                        ld_shared_u32(sa + k4 + r),
-                        ld_shared_u32(sa + k4 + r + 32),
-                    ];
-                }
-            });
-            unroll!(4, NI, {
-                let c = ((cbase + 8 * NI + g) * 4) as u64;
-                // SAFETY: as above, in `sb`.
-                unsafe { fb[NI] = [ld_shared_u32(sb + k0 + c), ld_shared_u32(sb + k4 + c)] };
-            });
-            unroll!(4, MI, {
+                // SAFETY: `(((wm * 4 + MI) * 2 + KS) * 32 + lane) * 4 + 3 < STAGE`: inside `sa`,
+                // 16-byte aligned.
+                let fa = unsafe {
+                    ld_fragment(sa + (((((wm * 4 + MI) * 2 + KS) * 32 + lane) * 16) as u64))
+                };
                 unroll!(4, NI, {
                     // SAFETY: every lane of every warp runs this (block-uniform control flow).
-                    unsafe { mma_tf32(&mut acc[MI][NI], fa[MI], fb[NI]) };
+                    unsafe { mma_tf32(&mut acc[MI][NI], fa, [fb[NI][2 * KS], fb[NI][2 * KS + 1]]) };
                 });
             });
         });
@@ -1379,8 +1379,8 @@ impl MatchV4FusedArgs {
             slot_i,
             gather,
         } = self;
-        let sa = shared_array!(window "cluda_v4f_sa", TILE_BYTES);
-        let sb = shared_array!(window "cluda_v4f_sb", TILE_BYTES);
+        let sa = shared_array!(window "cluda_v4f_sa", mma::STAGE * 4);
+        let sb = shared_array!(window "cluda_v4f_sb", mma::STAGE * 4);
         // 128 rows x 4 column warps: the per-warp row minima of pass 1.
         let sm = shared_array!(window "cluda_v4f_min", 2048);
         let (n, m, splits) = (n as usize, m as usize, splits as usize);
