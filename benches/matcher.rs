@@ -20,7 +20,8 @@ use std::time::Instant;
 
 use cluda::cuda::Device;
 use cluda::matcher::{
-    Descriptor, GpuMatcher, Match, MatchVersion, V3Tiling, v3::bare_sgemm_ms, v4::bare_tf32_ms,
+    Descriptor, GpuMatcher, Match, MatchVersion, V3Tiling, V4Kernel, v3::bare_sgemm_ms,
+    v4::bare_tf32_ms,
 };
 use rayon::prelude::*;
 
@@ -154,7 +155,8 @@ fn main() {
             ("v2".into(), MatchVersion::V2, None),
             ("v3".into(), MatchVersion::V3, Some(V3Tiling::default())),
             ("v4".into(), MatchVersion::V4, Some(V3Tiling::default())),
-            ("v4 fused".into(), MatchVersion::V4, None),
+            ("v4 fused 2-pass".into(), MatchVersion::V4, None),
+            ("v4 fused 1-pass".into(), MatchVersion::V4, None),
         ];
         if si == 0 {
             for (r, c, o) in [
@@ -216,7 +218,11 @@ fn main() {
             if let Some(t) = tiling {
                 matcher.set_v3_tiling(t).expect("tiling");
             }
-            matcher.set_v4_fused(label == "v4 fused");
+            matcher.set_v4_kernel(match label.as_str() {
+                "v4 fused 2-pass" => V4Kernel::FusedTwoPass,
+                "v4 fused 1-pass" => V4Kernel::FusedOnePass,
+                _ => V4Kernel::Cublas,
+            });
             let mut walls = Vec::new();
             let mut devs = Vec::new();
             let mut last = None;

@@ -7,7 +7,7 @@ mod matcher_support;
 use std::sync::{Mutex, OnceLock};
 
 use cluda::cuda::Device;
-use cluda::matcher::{Descriptor, GpuMatcher, GpuRun, MatchVersion, V3Tiling, cpu};
+use cluda::matcher::{Descriptor, GpuMatcher, GpuRun, MatchVersion, V3Tiling, V4Kernel, cpu};
 use matcher_support::*;
 use proptest::prelude::*;
 
@@ -25,17 +25,17 @@ fn matcher() -> std::sync::MutexGuard<'static, GpuMatcher> {
 fn run(lhs: &[Descriptor], rhs: &[Descriptor], v: MatchVersion) -> GpuRun {
     let mut m = matcher();
     m.set_v3_tiling(V3Tiling::default()).expect("tiling");
-    m.set_v4_fused(false);
+    m.set_v4_kernel(V4Kernel::Cublas);
     m.run(lhs, rhs, v).unwrap_or_else(|e| panic!("{v}: {e}"))
 }
 
-/// V4 with its fused kernel.
-fn run_fused(lhs: &[Descriptor], rhs: &[Descriptor]) -> GpuRun {
+/// V4 with one of its fused kernels.
+fn run_fused(lhs: &[Descriptor], rhs: &[Descriptor], kernel: V4Kernel) -> GpuRun {
     let mut m = matcher();
-    m.set_v4_fused(true);
+    m.set_v4_kernel(kernel);
     let r = m.run(lhs, rhs, MatchVersion::V4);
-    m.set_v4_fused(false);
-    r.unwrap_or_else(|e| panic!("v4 fused: {e}"))
+    m.set_v4_kernel(V4Kernel::Cublas);
+    r.unwrap_or_else(|e| panic!("v4 {kernel:?}: {e}"))
 }
 
 fn all_versions(label: &str, lhs: &[Descriptor], rhs: &[Descriptor]) {
@@ -250,27 +250,29 @@ proptest! {
 /// criterion. Returns V4's tiled run.
 fn v4_exact(label: &str, lhs: &[Descriptor], rhs: &[Descriptor], cpu_reference: bool) -> GpuRun {
     let v2 = run(lhs, rhs, MatchVersion::V2);
-    let fused = run_fused(lhs, rhs);
-    let c = fused.candidates.expect("v4 reports its candidates");
-    eprintln!(
-        "{label}: {}x{} v4 fused candidates per row mean {:.2} max {} overflow rows {}, device \
-         {:.3} ms",
-        lhs.len(),
-        rhs.len(),
-        c.mean,
-        c.max,
-        c.overflow_rows,
-        fused.device_ms
-    );
-    assert_eq!(
-        bit_mismatches(
-            &format!("{label}: v4 fused vs gpu v2"),
-            &fused.matches,
-            &v2.matches
-        ),
-        0
-    );
-    assert_eq!(c.overflow_rows, fused.recomputed_rows);
+    for kernel in [V4Kernel::FusedTwoPass, V4Kernel::FusedOnePass] {
+        let fused = run_fused(lhs, rhs, kernel);
+        let c = fused.candidates.expect("v4 reports its candidates");
+        eprintln!(
+            "{label}: {}x{} v4 {kernel:?} candidates per row mean {:.2} max {} overflow rows {}, \
+             device {:.3} ms",
+            lhs.len(),
+            rhs.len(),
+            c.mean,
+            c.max,
+            c.overflow_rows,
+            fused.device_ms
+        );
+        assert_eq!(
+            bit_mismatches(
+                &format!("{label}: v4 {kernel:?} vs gpu v2"),
+                &fused.matches,
+                &v2.matches
+            ),
+            0
+        );
+        assert_eq!(c.overflow_rows, fused.recomputed_rows);
+    }
     let v4 = run(lhs, rhs, MatchVersion::V4);
     assert_eq!(
         bit_mismatches(&format!("{label}: v4 vs gpu v2"), &v4.matches, &v2.matches),
@@ -347,7 +349,9 @@ fn v4_equals_v2_bit_for_bit_on_adversarial_sets() {
     }
     let r = v4_exact("overflowing copies", &lhs, &rhs, true);
     assert_eq!(r.recomputed_rows, lhs.len());
-    assert_eq!(run_fused(&lhs, &rhs).recomputed_rows, lhs.len());
+    for kernel in [V4Kernel::FusedTwoPass, V4Kernel::FusedOnePass] {
+        assert_eq!(run_fused(&lhs, &rhs, kernel).recomputed_rows, lhs.len());
+    }
 }
 
 #[test]

@@ -121,10 +121,10 @@ fn every_kernel_takes_its_argument_struct() {
 fn every_matcher_kernel_takes_its_argument_struct() {
     use cluda_gpu::args::{
         MatchMergePartialsArgs, MatchSqnormsArgs, MatchV1DistancesArgs, MatchV1RowminArgs,
-        MatchV2FusedArgs, MatchV3FoldArgs, MatchV3RescoreArgs, MatchV4FoldArgs, MatchV4FusedArgs,
-        MatchV4RadiiArgs, MatchV4RescoreArgs,
+        MatchV2FusedArgs, MatchV3FoldArgs, MatchV3RescoreArgs, MatchV4FoldArgs, MatchV4Fused1Args,
+        MatchV4FusedArgs, MatchV4MergeArgs, MatchV4RadiiArgs, MatchV4RescoreArgs,
     };
-    let kernels: [(&str, Vec<(usize, usize)>); 11] = [
+    let kernels: [(&str, Vec<(usize, usize)>); 13] = [
         (
             MatchV1DistancesArgs::ENTRY,
             MatchV1DistancesArgs::layout().to_vec(),
@@ -151,6 +151,11 @@ fn every_matcher_kernel_takes_its_argument_struct() {
             MatchV4RescoreArgs::layout().to_vec(),
         ),
         (MatchV4FusedArgs::ENTRY, MatchV4FusedArgs::layout().to_vec()),
+        (
+            MatchV4Fused1Args::ENTRY,
+            MatchV4Fused1Args::layout().to_vec(),
+        ),
+        (MatchV4MergeArgs::ENTRY, MatchV4MergeArgs::layout().to_vec()),
     ];
     let entries = ptx_entries();
     let mut matcher: Vec<&str> = entries

@@ -503,6 +503,42 @@ macro_rules! matcher_kernels {
                 slot_i: $crate::args::MutPtr<u32>,
                 gather: u32,
             }
+            /// The parameters of `cluda_match_v4_fused1`: V4's fused screen in one pass.
+            /// Block `(x, y)` screens left rows `x*128..` against right tiles
+            /// `y*tiles_per_split..` with a running bound per row, and writes the row's bound
+            /// (`part_tau`), its candidates under that bound (`part_l`, `part_j`,
+            /// `V4_SPLIT_SLOTS` per row and split) and their count (`part_cnt`, `u32::MAX`
+            /// when they overflowed), each `[row * splits + y]`.
+            cluda_match_v4_fused1 => MatchV4Fused1Args {
+                lhs: $crate::args::ConstPtr<f32>,
+                n: u32,
+                rhs: $crate::args::ConstPtr<f32>,
+                m: u32,
+                tiles_per_split: u32,
+                splits: u32,
+                norms_b: $crate::args::ConstPtr<f32>,
+                radii_b: $crate::args::ConstPtr<f32>,
+                radii_a: $crate::args::ConstPtr<f32>,
+                part_tau: $crate::args::MutPtr<f32>,
+                part_cnt: $crate::args::MutPtr<u32>,
+                part_l: $crate::args::MutPtr<f32>,
+                part_j: $crate::args::MutPtr<u32>,
+            }
+            /// The parameters of `cluda_match_v4_merge`: each row's bound over its splits,
+            /// and the splits' candidates under its threshold gathered into `slot_i`
+            /// (`count` per row; more than `V4_SLOTS`, or a split's overflow, means
+            /// overflowed). One thread per row.
+            cluda_match_v4_merge => MatchV4MergeArgs {
+                part_tau: $crate::args::ConstPtr<f32>,
+                part_cnt: $crate::args::ConstPtr<u32>,
+                part_l: $crate::args::ConstPtr<f32>,
+                part_j: $crate::args::ConstPtr<u32>,
+                n: u32,
+                splits: u32,
+                radii_a: $crate::args::ConstPtr<f32>,
+                count: $crate::args::MutPtr<u32>,
+                slot_i: $crate::args::MutPtr<u32>,
+            }
         ] }
     };
 }

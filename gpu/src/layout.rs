@@ -68,6 +68,9 @@ pub mod matcher {
     /// Candidate slots per row kept by V4's fold (one per lane of the rescoring warp); a row
     /// with more candidates than this is recomputed with V2.
     pub const V4_SLOTS: usize = 32;
+    /// Candidate slots per row and right split of V4's one-pass fused kernel (merged into
+    /// [`V4_SLOTS`] per row afterwards).
+    pub const V4_SPLIT_SLOTS: usize = 16;
 
     /// Where V4's fused kernel stages operand values in shared memory: in the order its
     /// `mma.sync.m16n8k8` TF32 fragments are read, so that each lane reads a whole fragment

@@ -25,19 +25,19 @@
 use core::arch::asm;
 
 use super::prims::{
-    ballot, ld_shared_f32x4, shared_array, shfl_idx, shfl_xor_f32, shfl_xor_u32, st_shared_f32,
-    st_shared_u32,
+    ballot, ld_shared_f32x4, ld_shared_u32, shared_array, shfl_idx, shfl_xor_f32, shfl_xor_u32,
+    st_shared_f32, st_shared_u32,
 };
 use core::arch::nvptx::{_block_dim_x, _block_idx_x, _block_idx_y, _syncthreads, _thread_idx_x};
 use core::sync::atomic::{AtomicU32, Ordering};
 
 use crate::args::{
     MatchMergePartialsArgs, MatchSqnormsArgs, MatchV1DistancesArgs, MatchV1RowminArgs,
-    MatchV2FusedArgs, MatchV3FoldArgs, MatchV3RescoreArgs, MatchV4FoldArgs, MatchV4FusedArgs,
-    MatchV4RadiiArgs, MatchV4RescoreArgs,
+    MatchV2FusedArgs, MatchV3FoldArgs, MatchV3RescoreArgs, MatchV4FoldArgs, MatchV4Fused1Args,
+    MatchV4FusedArgs, MatchV4MergeArgs, MatchV4RadiiArgs, MatchV4RescoreArgs,
 };
 use crate::layout::matcher::{BLOCK, BM, BN, KC, LD, TILE_BYTES, mma};
-pub use crate::layout::matcher::{DIM, V3_K, V4_SLOTS};
+pub use crate::layout::matcher::{DIM, V3_K, V4_SLOTS, V4_SPLIT_SLOTS};
 use crate::match_bound::{error, radius, row_terms, threshold};
 
 /// Repeats `$body` with `$i` bound to the constants 0..N (guaranteed unrolling, so that
@@ -1498,6 +1498,281 @@ impl MatchV4FusedArgs {
             });
             // SAFETY: `row0 + t < n`, `split < splits`: inside the `n x splits` partials.
             unsafe { *part_tau.add((row0 + t) * splits + split) = best };
+        }
+    }
+}
+
+/// V4 fused, one pass: as `cluda_match_v4_fused`, but each block keeps, per row, a running
+/// bound `tau` (the smallest `s + e` of its split so far, updated after every right tile) and
+/// a list of the right rows with `s - e <= threshold(tau)` in shared memory. The threshold only
+/// falls, so a right row that meets the split's final threshold met it when it was seen;
+/// entries the current threshold rules out are dropped when the list fills; a row whose list
+/// still overflows is marked (`u32::MAX`). `cluda_match_v4_merge` then filters the splits'
+/// lists with the row's final threshold. 256 threads per block.
+impl MatchV4Fused1Args {
+    /// The body of `cluda_match_v4_fused1` (declared from `crate::args::matcher_kernels`).
+    #[inline(always)]
+    unsafe fn run(self) {
+        let Self {
+            lhs,
+            n,
+            rhs,
+            m,
+            tiles_per_split,
+            splits,
+            norms_b,
+            radii_b,
+            radii_a,
+            part_tau,
+            part_cnt,
+            part_l,
+            part_j,
+        } = self;
+        const S: usize = V4_SPLIT_SLOTS;
+        let sa = shared_array!(window "cluda_v4g_sa", mma::STAGE * 4);
+        let sb = shared_array!(window "cluda_v4g_sb", mma::STAGE * 4);
+        // 128 rows x 4 column warps: the per-warp row minima of a tile.
+        let sm = shared_array!(window "cluda_v4g_min", 2048);
+        // Per row: the running bound, the list's count (generic address: atomics), a sticky
+        // overflow flag, and the list (bounds and right rows).
+        let s_tau = shared_array!(window "cluda_v4g_tau", 512);
+        let s_cnt = shared_array!(generic "cluda_v4g_cnt", 512) as *mut u32;
+        let s_ov = shared_array!(window "cluda_v4g_ov", 512);
+        let s_l = shared_array!(window "cluda_v4g_l", 128 * V4_SPLIT_SLOTS * 4);
+        let s_j = shared_array!(window "cluda_v4g_j", 128 * V4_SPLIT_SLOTS * 4);
+        let (n, m, splits) = (n as usize, m as usize, splits as usize);
+        let t = tid();
+        let lane = t % 32;
+        let w = t / 32;
+        let (g, q) = (lane / 4, lane % 4);
+        let (rbase, cbase) = (64 * (w % 2), 32 * (w / 2));
+        // SAFETY: reads special registers (block indices); no preconditions.
+        let (row0, split) = unsafe { (_block_idx_x() as usize * BM, _block_idx_y() as usize) };
+        let tiles = m.div_ceil(BN);
+        let first = split * tiles_per_split as usize;
+        let last = core::cmp::min(first + tiles_per_split as usize, tiles);
+        if t < BM {
+            // SAFETY: `t < 128`: inside the per-row arrays of 128 words. Read only after the
+            // barriers of the first tile.
+            unsafe {
+                st_shared_f32(s_tau + (t * 4) as u64, f32::INFINITY);
+                *s_cnt.add(t) = 0;
+                st_shared_u32(s_ov + (t * 4) as u64, 0);
+            }
+        }
+        let mut ra = [0.0f32; 8];
+        let mut p = [0.0f32; 8];
+        let mut qq = [0.0f32; 8];
+        unroll!(8, RI, {
+            let r = row0 + rbase + 16 * (RI / 2) + g + 8 * (RI % 2);
+            if r < n {
+                // SAFETY: `r < n`: inside the left radii (the launch's contract).
+                ra[RI] = unsafe { *radii_a.add(r) };
+                let (pp, qv) = row_terms(ra[RI]);
+                p[RI] = pp;
+                qq[RI] = qv;
+            }
+        });
+        let mut tile = first;
+        while tile < last {
+            let col0 = tile * BN;
+            // SAFETY: the inputs hold `n` and `m` rows, `sa`/`sb` are this kernel's stages, and
+            // every thread of the block calls this. Its first barrier also orders the previous
+            // tile's list appends before this tile's compaction.
+            let acc = unsafe { tile_dots_tc(lhs, n, row0, rhs, m, col0, sa, sb, t) };
+            // This thread's eight columns' norms and radii (the screen is recomputed from `acc`
+            // for the appends rather than kept: fewer registers live across the barriers).
+            let mut nbv = [0.0f32; 8];
+            let mut rbv = [0.0f32; 8];
+            let mut ok = [false; 8];
+            let mut tmin = [f32::INFINITY; 8];
+            unroll!(4, NI, {
+                unroll!(2, E, {
+                    let c = col0 + cbase + 8 * NI + 2 * q + E;
+                    if c < m {
+                        ok[NI * 2 + E] = true;
+                        // SAFETY: `c < m`: inside the right norms and radii.
+                        let (nb, rb) = unsafe { (*norms_b.add(c), *radii_b.add(c)) };
+                        nbv[NI * 2 + E] = nb;
+                        rbv[NI * 2 + E] = rb;
+                        unroll!(8, RI, {
+                            let v = acc[RI / 2][NI][2 * (RI % 2) + E];
+                            let s = -2.0 * v + nb;
+                            let e = error(rb, p[RI], qq[RI]);
+                            let up = s + e;
+                            if up < tmin[RI] {
+                                tmin[RI] = up;
+                            }
+                        });
+                    }
+                });
+            });
+            unroll!(8, RI, {
+                unroll!(2, S2, {
+                    // SAFETY: unconditional, so every lane runs it.
+                    let o = unsafe { shfl_xor_f32(tmin[RI], 1 << S2) };
+                    if o < tmin[RI] {
+                        tmin[RI] = o;
+                    }
+                });
+            });
+            if q == 0 {
+                unroll!(8, RI, {
+                    let rl = rbase + 16 * (RI / 2) + g + 8 * (RI % 2);
+                    // SAFETY: `rl < 128`, `w / 2 < 4`: inside the 2048-byte array.
+                    unsafe { st_shared_f32(sm + ((rl * 4 + w / 2) * 4) as u64, tmin[RI]) };
+                });
+            }
+            // SAFETY: every thread reaches this barrier (block-uniform loop).
+            unsafe { _syncthreads() };
+            if t < BM {
+                // SAFETY: `t < 128`: inside the per-row arrays and the list of row `t`.
+                unsafe {
+                    let v = ld_shared_f32x4(sm + (t * 16) as u64);
+                    let mut tau = f32::from_bits(ld_shared_u32(s_tau + (t * 4) as u64));
+                    unroll!(4, K, {
+                        if v[K] < tau {
+                            tau = v[K];
+                        }
+                    });
+                    st_shared_f32(s_tau + (t * 4) as u64, tau);
+                    let cnt = *s_cnt.add(t) as usize;
+                    if cnt >= S / 2 && row0 + t < n {
+                        // Drop the entries the current threshold rules out.
+                        let thr = threshold(tau, *radii_a.add(row0 + t));
+                        let mut kept = 0;
+                        let mut k = 0;
+                        while k < core::cmp::min(cnt, S) {
+                            let a = ((t * S + k) * 4) as u64;
+                            let l = f32::from_bits(ld_shared_u32(s_l + a));
+                            if l <= thr {
+                                let b = ((t * S + kept) * 4) as u64;
+                                st_shared_f32(s_l + b, l);
+                                st_shared_u32(s_j + b, ld_shared_u32(s_j + a));
+                                kept += 1;
+                            }
+                            k += 1;
+                        }
+                        *s_cnt.add(t) = kept as u32;
+                    }
+                }
+            }
+            // SAFETY: every thread reaches this barrier.
+            unsafe { _syncthreads() };
+            unroll!(8, RI, {
+                let rl = rbase + 16 * (RI / 2) + g + 8 * (RI % 2);
+                // SAFETY: `rl < 128`: inside the per-row bounds.
+                let tau = f32::from_bits(unsafe { ld_shared_u32(s_tau + (rl * 4) as u64) });
+                let thr = threshold(tau, ra[RI]);
+                unroll!(8, CI, {
+                    let s = -2.0 * acc[RI / 2][CI / 2][2 * (RI % 2) + CI % 2] + nbv[CI];
+                    let e = error(rbv[CI], p[RI], qq[RI]);
+                    if ok[CI] && s - e <= thr && row0 + rl < n {
+                        let c = col0 + cbase + 8 * (CI / 2) + 2 * q + CI % 2;
+                        // SAFETY: `rl < 128`: the row's counter (a shared word, reached through
+                        // its generic address) and list slots `k < S`.
+                        unsafe {
+                            let k = (*(s_cnt.add(rl) as *const AtomicU32))
+                                .fetch_add(1, Ordering::Relaxed)
+                                as usize;
+                            if k < S {
+                                let a = ((rl * S + k) * 4) as u64;
+                                st_shared_f32(s_l + a, s - e);
+                                st_shared_u32(s_j + a, c as u32);
+                            } else {
+                                st_shared_u32(s_ov + (rl * 4) as u64, 1);
+                            }
+                        }
+                    }
+                });
+            });
+            tile += 1;
+        }
+        // SAFETY: every thread reaches this barrier: the last appends are done.
+        unsafe { _syncthreads() };
+        if t < BM && row0 + t < n {
+            let o = (row0 + t) * splits + split;
+            // SAFETY: `t < 128`: the row's shared state; `row0 + t < n`, `split < splits`:
+            // inside the `n x splits` partials and their `S` slots each.
+            unsafe {
+                let cnt = core::cmp::min(*s_cnt.add(t) as usize, S);
+                let ov = ld_shared_u32(s_ov + (t * 4) as u64) != 0;
+                *part_tau.add(o) = f32::from_bits(ld_shared_u32(s_tau + (t * 4) as u64));
+                *part_cnt.add(o) = if ov { u32::MAX } else { cnt as u32 };
+                let mut k = 0;
+                while k < cnt {
+                    let a = ((t * S + k) * 4) as u64;
+                    *part_l.add(o * S + k) = f32::from_bits(ld_shared_u32(s_l + a));
+                    *part_j.add(o * S + k) = ld_shared_u32(s_j + a);
+                    k += 1;
+                }
+            }
+        }
+    }
+}
+
+/// V4 merge (after `cluda_match_v4_fused1`): each row's bound is the smallest over its splits;
+/// every split's candidate whose `s - e` meets the row's threshold goes to the row's slots.
+/// A split that overflowed, or more than `V4_SLOTS` candidates, make the row overflowed
+/// (`count > V4_SLOTS`). One thread per row.
+impl MatchV4MergeArgs {
+    /// The body of `cluda_match_v4_merge` (declared from `crate::args::matcher_kernels`).
+    #[inline(always)]
+    unsafe fn run(self) {
+        let Self {
+            part_tau,
+            part_cnt,
+            part_l,
+            part_j,
+            n,
+            splits,
+            radii_a,
+            count,
+            slot_i,
+        } = self;
+        const S: usize = V4_SPLIT_SLOTS;
+        // SAFETY: reads special registers (block and thread indices, block size); no preconditions.
+        let row = unsafe { _block_idx_x() as usize * _block_dim_x() as usize } + tid();
+        if row >= n as usize {
+            return;
+        }
+        let splits = splits as usize;
+        // SAFETY: `row < n`, `k < splits`: inside the `n x splits` partials (and their `S`
+        // slots), the left radii and the row's outputs (the launch's contract).
+        unsafe {
+            let mut tau = f32::INFINITY;
+            let mut k = 0;
+            while k < splits {
+                let v = *part_tau.add(row * splits + k);
+                if v < tau {
+                    tau = v;
+                }
+                k += 1;
+            }
+            let thr = threshold(tau, *radii_a.add(row));
+            let mut c = 0usize;
+            let mut over = false;
+            let mut k = 0;
+            while k < splits {
+                let o = row * splits + k;
+                let cnt = *part_cnt.add(o);
+                if cnt == u32::MAX {
+                    over = true;
+                } else {
+                    let mut e = 0;
+                    while e < cnt as usize {
+                        if *part_l.add(o * S + e) <= thr {
+                            if c < V4_SLOTS {
+                                *slot_i.add(row * V4_SLOTS + c) = *part_j.add(o * S + e);
+                            }
+                            c += 1;
+                        }
+                        e += 1;
+                    }
+                }
+                k += 1;
+            }
+            *count.add(row) = if over { u32::MAX } else { c as u32 };
         }
     }
 }

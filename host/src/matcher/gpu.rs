@@ -8,14 +8,14 @@ use std::ffi::c_void;
 
 use cluda_gpu::args::{
     MatchMergePartialsArgs, MatchSqnormsArgs, MatchV1DistancesArgs, MatchV1RowminArgs,
-    MatchV2FusedArgs, MatchV3FoldArgs, MatchV3RescoreArgs, MatchV4FoldArgs, MatchV4FusedArgs,
-    MatchV4RadiiArgs, MatchV4RescoreArgs,
+    MatchV2FusedArgs, MatchV3FoldArgs, MatchV3RescoreArgs, MatchV4FoldArgs, MatchV4Fused1Args,
+    MatchV4FusedArgs, MatchV4MergeArgs, MatchV4RadiiArgs, MatchV4RescoreArgs,
 };
 use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
 use cudarc::driver::{CudaEvent, CudaFunction, CudaStream, DriverError};
 
 use super::cublas::Blas;
-use super::tiling::V3Tiling;
+use super::tiling::{V3Tiling, V4Kernel};
 use super::types::{Descriptor, Match, MatchVersion, validate};
 use crate::cuda::Device;
 use crate::device_memory::DeviceBuf;
@@ -38,6 +38,8 @@ pub(super) struct Kernels {
     pub v4_fold: CudaFunction,
     pub v4_rescore: CudaFunction,
     pub v4_fused: CudaFunction,
+    pub v4_fused1: CudaFunction,
+    pub v4_merge: CudaFunction,
 }
 
 /// A GPU matcher bound to one device; reuse it across calls to avoid re-opening the context
@@ -59,8 +61,8 @@ pub struct GpuMatcher {
     pub(super) blas_tf32: Option<Blas>,
     pub(super) sms: usize,
     pub(super) tiling: V3Tiling,
-    /// V4 runs its fused kernel instead of cuBLAS tiles (see `super::v4`).
-    pub(super) v4_fused: bool,
+    /// How V4 computes its screen (see `super::v4`).
+    pub(super) v4_kernel: V4Kernel,
 }
 
 /// Result of one GPU match with its timings.
@@ -167,6 +169,8 @@ impl GpuMatcher {
             v4_fold: device.function(MatchV4FoldArgs::ENTRY)?,
             v4_rescore: device.function(MatchV4RescoreArgs::ENTRY)?,
             v4_fused: device.function(MatchV4FusedArgs::ENTRY)?,
+            v4_fused1: device.function(MatchV4Fused1Args::ENTRY)?,
+            v4_merge: device.function(MatchV4MergeArgs::ENTRY)?,
         };
         let sms = ctx
             .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
@@ -182,7 +186,7 @@ impl GpuMatcher {
             blas_tf32: None,
             sms,
             tiling: V3Tiling::default(),
-            v4_fused: false,
+            v4_kernel: V4Kernel::default(),
         })
     }
 

@@ -53,7 +53,7 @@ pub use cluda_gpu::match_bound;
 pub use files::{read_descriptors, write_descriptors, write_matches};
 #[cfg(feature = "gpu")]
 pub use gpu::{CandidateStats, GpuMatcher, GpuRun};
-pub use tiling::V3Tiling;
+pub use tiling::{V3Tiling, V4Kernel};
 pub use types::{DIM, Descriptor, MAX_ABS_VALUE, Match, MatchVersion, validate};
 
 #[cfg(feature = "gpu")]

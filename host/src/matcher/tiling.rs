@@ -1,7 +1,23 @@
-//! V3's tile shape, a setting of [`super::GpuMatcher`] (its own module so that the matcher
-//! and the V3 code both read it without importing each other).
+//! V3's (and V4's) tile shape and V4's screening kernel, settings of [`super::GpuMatcher`] (their
+//! own module so that the matcher and the version code both read them without importing each
+//! other).
 
 use crate::error::{Error, Result};
+
+/// How V4 computes its TF32 screen (`GpuMatcher::set_v4_kernel`); every choice gives the same
+/// result, V2's bit for bit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum V4Kernel {
+    /// cuBLAS TF32 GEMM tiles (shaped by [`V3Tiling`]) folded by `cluda_match_v4_fold`.
+    #[default]
+    Cublas,
+    /// `cluda_match_v4_fused` twice (row bounds, then candidates): `mma.sync` in the kernel,
+    /// no matrix in memory, the GEMM work done twice.
+    FusedTwoPass,
+    /// `cluda_match_v4_fused1` once (running bounds and per-split candidate lists) and
+    /// `cluda_match_v4_merge`.
+    FusedOnePass,
+}
 
 /// V3's tile shape: `rows` left descriptors x `cols` right descriptors per SGEMM (the tile
 /// buffer holds `rows * cols` floats, reused for every tile).

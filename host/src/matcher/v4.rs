@@ -15,14 +15,17 @@
 //!    over the 128 dimensions in order) and keeps the smallest, ties to the smaller index.
 //!    Overflowed rows (clusters of near-duplicates) are recomputed with V2 by the caller.
 //!
-//! With [`GpuMatcher::set_v4_fused`], step 2 is instead `cluda_match_v4_fused`, which computes
-//! the same screen with `mma.sync` TF32 instructions of its own and never stores it: a first
-//! pass finds each row's `tau`, a second gathers the candidates against the final threshold.
+//! With [`GpuMatcher::set_v4_kernel`], step 2 is instead done by a kernel of ours that computes
+//! the same screen with `mma.sync` TF32 instructions and never stores it: either in two passes
+//! (`cluda_match_v4_fused`: each row's `tau`, then the candidates against the final threshold)
+//! or in one (`cluda_match_v4_fused1`: running bounds and candidate lists per right split,
+//! merged by `cluda_match_v4_merge`).
 //!
 //! Why V2's winner is always a candidate, with every constant: `docs/matcher.md`, "v4".
 
 use cluda_gpu::args::{
-    MatchSqnormsArgs, MatchV4FoldArgs, MatchV4FusedArgs, MatchV4RadiiArgs, MatchV4RescoreArgs,
+    MatchSqnormsArgs, MatchV4FoldArgs, MatchV4Fused1Args, MatchV4FusedArgs, MatchV4MergeArgs,
+    MatchV4RadiiArgs, MatchV4RescoreArgs,
 };
 use cudarc::cublas::GemmConfig;
 use cudarc::cublas::sys::cublasOperation_t;
@@ -30,6 +33,7 @@ use cudarc::driver::CudaEvent;
 
 use super::cublas::Math;
 use super::gpu::{BLOCK, DeviceResult, GpuMatcher, grid_dim, launch, warp_rows_grid};
+use super::tiling::V4Kernel;
 use super::v2::split_plan;
 use super::v3::{Flags, bare_gemm_ms, blas_err, mark};
 use crate::device_memory::DeviceBuf;
@@ -37,6 +41,9 @@ use crate::error::{CudaContextExt, Error, Result};
 
 /// Candidate slots per row (the kernels' `V4_SLOTS`, shared with them).
 pub const SLOTS: usize = cluda_gpu::layout::matcher::V4_SLOTS;
+
+/// Candidate slots per row and right split of the one-pass fused kernel.
+const SPLIT_SLOTS: usize = cluda_gpu::layout::matcher::V4_SPLIT_SLOTS;
 
 /// Runs a bare TF32 GEMM (`CUBLAS_TF32_TENSOR_OP_MATH`) of V4's whole problem (`n x m x 128`,
 /// one call, output `n x m`), `reps` times after one warm-up; returns the median device
@@ -59,9 +66,9 @@ pub(super) struct V4Out {
 }
 
 impl GpuMatcher {
-    /// Uses V4's fused kernel (`true`) or cuBLAS tiles and the fold (`false`, the default).
-    pub fn set_v4_fused(&mut self, fused: bool) {
-        self.v4_fused = fused;
+    /// Chooses how V4 computes its screen (default: cuBLAS tiles and the fold).
+    pub fn set_v4_kernel(&mut self, kernel: V4Kernel) {
+        self.v4_kernel = kernel;
     }
 
     /// V4 on uploaded descriptors (`n`, `m` >= 1), fused or tiled as set.
@@ -72,10 +79,10 @@ impl GpuMatcher {
         rhs: &DeviceBuf,
         m: usize,
     ) -> Result<V4Out> {
-        if self.v4_fused {
-            self.v4_fused(lhs, n, rhs, m)
-        } else {
-            self.v4_tiled(lhs, n, rhs, m)
+        match self.v4_kernel {
+            V4Kernel::Cublas => self.v4_tiled(lhs, n, rhs, m),
+            V4Kernel::FusedTwoPass => self.v4_fused(lhs, n, rhs, m),
+            V4Kernel::FusedOnePass => self.v4_fused1(lhs, n, rhs, m),
         }
     }
 
@@ -164,6 +171,59 @@ impl GpuMatcher {
             unsafe { launch(&s, &self.k.v4_fused, grid, &mut a.params()) }
                 .cuda("launching v4's fused kernel")?;
         }
+        self.v4_rescore(lhs, n, rhs, counts, slot_i)
+    }
+
+    /// V4 with its one-pass fused kernel and the merge, then the rescoring.
+    fn v4_fused1(&mut self, lhs: &DeviceBuf, n: usize, rhs: &DeviceBuf, m: usize) -> Result<V4Out> {
+        let s = self.stream.clone();
+        let mp = m.next_multiple_of(4);
+        let (norms_b, radii_a, radii_b) = self.v4_radii(lhs, n, rhs, m, mp)?;
+        let (splits, per) = split_plan(n, m, self.sms);
+        // Every (row, split) of the partials is written by the fused kernel, the lists up to
+        // their counts; the merge writes every count and the slots up to it.
+        let part_tau = DeviceBuf::on_stream(&s, n * splits * 4, "v4's row bounds")?;
+        let part_cnt = DeviceBuf::on_stream(&s, n * splits * 4, "v4's split counts")?;
+        let part_l = DeviceBuf::on_stream(&s, n * splits * SPLIT_SLOTS * 4, "v4's split lists")?;
+        let part_j = DeviceBuf::on_stream(&s, n * splits * SPLIT_SLOTS * 4, "v4's split lists")?;
+        let counts = DeviceBuf::on_stream(&s, n * 4, "v4's candidate counts")?;
+        let slot_i = DeviceBuf::on_stream(&s, n * SLOTS * 4, "v4's candidates")?;
+        let mut a = MatchV4Fused1Args {
+            lhs: lhs.at(),
+            n: n as u32,
+            rhs: rhs.at(),
+            m: m as u32,
+            tiles_per_split: per as u32,
+            splits: splits as u32,
+            norms_b: norms_b.at(),
+            radii_b: radii_b.at(),
+            radii_a: radii_a.at(),
+            part_tau: part_tau.at(),
+            part_cnt: part_cnt.at(),
+            part_l: part_l.at(),
+            part_j: part_j.at(),
+        };
+        let grid = (grid_dim(n.div_ceil(128), "left tiles")?, splits as u32);
+        // SAFETY: lhs n x 128, rhs m x 128, right norms and radii >= m, left radii n,
+        // partials n x splits (lists n x splits x SPLIT_SLOTS), as the kernel indexes them.
+        unsafe { launch(&s, &self.k.v4_fused1, grid, &mut a.params()) }
+            .cuda("launching v4's one-pass fused kernel")?;
+        let mut a = MatchV4MergeArgs {
+            part_tau: part_tau.at(),
+            part_cnt: part_cnt.at(),
+            part_l: part_l.at(),
+            part_j: part_j.at(),
+            n: n as u32,
+            splits: splits as u32,
+            radii_a: radii_a.at(),
+            count: counts.at(),
+            slot_i: slot_i.at(),
+        };
+        let grid = (grid_dim(n.div_ceil(BLOCK as usize), "rows")?, 1);
+        // SAFETY: the partials as above, left radii n, counts n, slots n x SLOTS; after the
+        // fused kernel on the same stream.
+        unsafe { launch(&s, &self.k.v4_merge, grid, &mut a.params()) }
+            .cuda("launching v4's merge kernel")?;
         self.v4_rescore(lhs, n, rhs, counts, slot_i)
     }
 
