@@ -934,49 +934,64 @@ impl V4Row {
                     };
                     if self.lane == 0 {
                         // SAFETY: the row's slots (the caller's contract); lane 0 alone.
-                        unsafe { self.append(l, j) };
+                        self.count = unsafe {
+                            v4_append(self.count, self.thr, self.slot_d, self.slot_i, l, j)
+                        };
                     }
                     mask &= mask - 1;
                 }
             });
         });
     }
+}
 
-    /// Appends candidate `(l, j)` (lane 0 only): when the slots are full, first drops the
-    /// entries the current threshold rules out; if they are still full, marks the row as
-    /// overflowed (`u32::MAX`), which sends it to the exact fallback.
-    #[inline(always)]
-    unsafe fn append(&mut self, l: f32, j: u32) {
-        if self.count == u32::MAX {
-            return;
-        }
-        if self.count as usize == V4_SLOTS {
-            let mut kept = 0;
-            let mut s = 0;
-            while s < V4_SLOTS {
-                // SAFETY: `s, kept < V4_SLOTS`: inside the row's slots.
-                unsafe {
-                    let d = *self.slot_d.add(s);
-                    if d <= self.thr {
-                        *self.slot_d.add(kept) = d;
-                        *self.slot_i.add(kept) = *self.slot_i.add(s);
-                        kept += 1;
-                    }
-                }
-                s += 1;
-            }
-            self.count = kept as u32;
-        }
-        if (self.count as usize) < V4_SLOTS {
-            // SAFETY: `count < V4_SLOTS`: inside the row's slots.
+/// Appends candidate `(l, j)` to a row's slots holding `count` entries (lane 0 only) and
+/// returns the new count: when the slots are full, first drops the entries the threshold
+/// `thr` rules out; if they are still full, returns `u32::MAX` (overflowed: the row goes to
+/// the exact fallback), which later appends keep. Not inlined: the fold calls it from 48
+/// unrolled places on its rare slow path, and inlining them made the kernel a megabyte of PTX.
+///
+/// # Safety
+/// `slot_d` and `slot_i` point at the row's `V4_SLOTS` slots.
+#[inline(never)]
+unsafe fn v4_append(
+    count: u32,
+    thr: f32,
+    slot_d: *mut f32,
+    slot_i: *mut u32,
+    l: f32,
+    j: u32,
+) -> u32 {
+    if count == u32::MAX {
+        return count;
+    }
+    let mut count = count as usize;
+    if count == V4_SLOTS {
+        let mut kept = 0;
+        let mut s = 0;
+        while s < V4_SLOTS {
+            // SAFETY: `s, kept < V4_SLOTS`: inside the row's slots.
             unsafe {
-                *self.slot_d.add(self.count as usize) = l;
-                *self.slot_i.add(self.count as usize) = j;
+                let d = *slot_d.add(s);
+                if d <= thr {
+                    *slot_d.add(kept) = d;
+                    *slot_i.add(kept) = *slot_i.add(s);
+                    kept += 1;
+                }
             }
-            self.count += 1;
-        } else {
-            self.count = u32::MAX;
+            s += 1;
         }
+        count = kept;
+    }
+    if count < V4_SLOTS {
+        // SAFETY: `count < V4_SLOTS`: inside the row's slots.
+        unsafe {
+            *slot_d.add(count) = l;
+            *slot_i.add(count) = j;
+        }
+        (count + 1) as u32
+    } else {
+        u32::MAX
     }
 }
 
