@@ -55,6 +55,10 @@ struct Opts {
     fraction: f64,
     tmp: PathBuf,
     out: PathBuf,
+    /// `--back-to-back AxF`: A acquisitions of F frames for the back-to-back section.
+    back_to_back: (u64, u64),
+    /// `--sections`: which sections run (`endpoint`, `back-to-back`).
+    sections: Vec<String>,
 }
 
 fn parse() -> Result<Opts, String> {
@@ -73,6 +77,8 @@ fn parse() -> Result<Opts, String> {
             std::env::temp_dir()
         },
         out: PathBuf::from("bench-results/stream"),
+        back_to_back: (20, 1000),
+        sections: vec!["endpoint".into(), "back-to-back".into()],
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -98,6 +104,21 @@ fn parse() -> Result<Opts, String> {
             }
             "--device" => o.device = val()?.parse().map_err(|e: cluda::Error| e.to_string())?,
             "--tmp" => o.tmp = val()?.into(),
+            "--back-to-back" => {
+                let v = val()?;
+                let (a, f) = v
+                    .split_once('x')
+                    .ok_or_else(|| format!("--back-to-back {v}: want AxF, e.g. 20x1000"))?;
+                o.back_to_back = (num(a.into())?.max(1), num(f.into())?.max(1));
+            }
+            "--sections" => {
+                o.sections = val()?.split(',').map(str::to_string).collect();
+                for s in &o.sections {
+                    if !matches!(s.as_str(), "endpoint" | "back-to-back") {
+                        return Err(format!("--sections: unknown section {s}"));
+                    }
+                }
+            }
             "--out" => o.out = val()?.into(),
             other => return Err(format!("unknown argument {other}")),
         }
@@ -110,15 +131,18 @@ fn free_port() -> Result<u16, String> {
     Ok(l.local_addr().map_err(|e| e.to_string())?.port())
 }
 
-/// Starts the publisher on a thread: binds, waits for one subscriber, replays.
-fn publish(
+/// Starts the publisher on a thread: binds, waits for one subscriber, replays `acquisitions`
+/// acquisitions of `per` frames each, back to back (each numbered from 0, `fileIndex` 0, 1,
+/// 2, ...).
+fn publish_acquisitions(
     o: &Opts,
     frames: &Arc<Vec<u16>>,
     port: u16,
     rate: Option<f64>,
     no_drop: bool,
+    (acquisitions, per): (u64, u64),
 ) -> std::thread::JoinHandle<Result<cluda::stream::ReplayStats, String>> {
-    let (frames, rows, cols, total) = (Arc::clone(frames), o.rows, o.cols, o.frames);
+    let (frames, rows, cols, total) = (Arc::clone(frames), o.rows, o.cols, per);
     std::thread::spawn(move || {
         let mut p = Publisher::bind(&format!("tcp://127.0.0.1:{port}"), 1000, no_drop)
             .map_err(|e| e.to_string())?;
@@ -130,6 +154,7 @@ fn publish(
         }
         let settings = ReplaySettings {
             rate,
+            repeat: acquisitions,
             ..ReplaySettings::default()
         };
         replay(
@@ -153,6 +178,16 @@ fn publish(
 /// The bare loop: a SUB socket receiving both parts of every message, counting frames until
 /// the end message; frames/s from the first frame to the end.
 fn bare(o: &Opts, frames: &Arc<Vec<u16>>) -> Result<f64, String> {
+    bare_acquisitions(o, frames, (1, o.frames))
+}
+
+/// As [`bare`] over `acquisitions` acquisitions of `per` frames sent back to back: frames/s
+/// from the first frame to the last end message.
+fn bare_acquisitions(
+    o: &Opts,
+    frames: &Arc<Vec<u16>>,
+    (acquisitions, per): (u64, u64),
+) -> Result<f64, String> {
     let port = free_port()?;
     let ctx = zmq::Context::new();
     let sub = ctx.socket(zmq::SUB).map_err(|e| e.to_string())?;
@@ -160,15 +195,18 @@ fn bare(o: &Opts, frames: &Arc<Vec<u16>>) -> Result<f64, String> {
     sub.set_subscribe(b"").map_err(|e| e.to_string())?;
     sub.connect(&format!("tcp://127.0.0.1:{port}"))
         .map_err(|e| e.to_string())?;
-    let publisher = publish(o, frames, port, None, true);
-    let (mut count, mut first) = (0u64, None);
+    let publisher = publish_acquisitions(o, frames, port, None, true, (acquisitions, per));
+    let (mut count, mut first, mut ends) = (0u64, None, 0u64);
     loop {
         let head = sub.recv_msg(0).map_err(|e| e.to_string())?;
         let more = sub.get_rcvmore().map_err(|e| e.to_string())?;
         if !more {
             let h = ZmqHeader::parse(&head).map_err(|e| format!("{e:?}"))?;
             if !h.is_data() {
-                break;
+                ends += 1;
+                if ends == acquisitions {
+                    break;
+                }
             }
             continue;
         }
@@ -181,8 +219,11 @@ fn bare(o: &Opts, frames: &Arc<Vec<u16>>) -> Result<f64, String> {
     publisher
         .join()
         .map_err(|_| "publisher panicked".to_string())??;
-    if count != o.frames {
-        return Err(format!("bare loop got {count} of {} frames", o.frames));
+    if count != acquisitions * per {
+        return Err(format!(
+            "bare loop got {count} of {} frames",
+            acquisitions * per
+        ));
     }
     Ok(count as f64 / secs.max(1e-9))
 }
@@ -196,6 +237,22 @@ fn stream(
     rate: Option<f64>,
     full: FullQueue,
 ) -> Result<AcquisitionSummary, String> {
+    stream_acquisitions(o, frames, pedestal, size, rate, full, (1, o.frames))?
+        .pop()
+        .ok_or_else(|| "no summary from the stream".to_string())
+}
+
+/// One `cluda stream` run over `acquisitions` acquisitions of `per` frames sent back to back;
+/// returns their summaries in order.
+fn stream_acquisitions(
+    o: &Opts,
+    frames: &Arc<Vec<u16>>,
+    pedestal: &Pedestal,
+    size: ClusterSize,
+    rate: Option<f64>,
+    full: FullQueue,
+    (acquisitions, per): (u64, u64),
+) -> Result<Vec<AcquisitionSummary>, String> {
     let port = free_port()?;
     let dir = tempfile::Builder::new()
         .prefix("cluda-stream-bench")
@@ -203,7 +260,14 @@ fn stream(
         .map_err(|e| e.to_string())?;
     let mut config = ReceiverConfig::new(&format!("tcp://127.0.0.1:{port}"));
     config.full = full;
-    let publisher = publish(o, frames, port, rate, full == FullQueue::Block);
+    let publisher = publish_acquisitions(
+        o,
+        frames,
+        port,
+        rate,
+        full == FullQueue::Block,
+        (acquisitions, per),
+    );
     let mut settings = StreamSettings::new(
         cluda::FindOptions {
             size,
@@ -215,10 +279,10 @@ fn stream(
     );
     settings.device = o.device;
     settings.pedestal = PedestalPlan::Fixed(pedestal.clone());
-    settings.acquisitions = Some(1);
+    settings.acquisitions = Some(acquisitions);
     // The sender's end message can be dropped at its high-water mark like any frame.
     settings.idle_end = Duration::from_secs(2);
-    let got = Mutex::new(None);
+    let got = Mutex::new(Vec::new());
     let report: cluda::stream::Reporter = Arc::new(|e: &cluda::stream::StreamEvent| {
         eprintln!("  {e:?}");
     });
@@ -231,7 +295,7 @@ fn stream(
             note: &mut |s: &str| eprintln!("  note: {s}"),
             summary: &mut |s: &AcquisitionSummary| {
                 if let Ok(mut g) = got.lock() {
-                    *g = Some(s.clone());
+                    g.push(s.clone());
                 }
                 Ok(())
             },
@@ -242,13 +306,178 @@ fn stream(
     let sent = publisher
         .join()
         .map_err(|_| "publisher panicked".to_string())??;
-    let summary = got
-        .into_inner()
-        .ok()
-        .flatten()
-        .ok_or("no summary from the stream")?;
-    eprintln!("  {summary}  (sent {} frames)", sent.frames);
-    Ok(summary)
+    let summaries = got.into_inner().map_err(|e| e.to_string())?;
+    for summary in &summaries {
+        eprintln!("  {summary}");
+    }
+    eprintln!(
+        "  (sent {} frames in {} acquisitions)",
+        sent.frames, sent.acquisitions
+    );
+    if summaries.len() as u64 != acquisitions {
+        return Err(format!(
+            "{} summaries from the stream, {acquisitions} acquisitions sent",
+            summaries.len()
+        ));
+    }
+    Ok(summaries)
+}
+
+/// The head of the one-endpoint section's "where the time went" table.
+fn timing_head() -> String {
+    "\n## Where the time went (one endpoint)\n\nPer run: the finder waiting for frames (the stream the slower side), in the finder's calls (the visitor, which writes the cluster file, included), in the visitor, the reader thread filling slots (taking messages and copying frames), the finder waiting for the file's writer (the file system the slower side), the writer threads busy (added over threads), the commit (last writes, sync, rename), in seconds, over the acquisition's wall time.\n\n| size | run | wall (s) | input wait | find | visit | reading | write wait | writer busy | commit |\n|---|---|---|---|---|---|---|---|---|---|\n".to_string()
+}
+
+/// One run's row of the "where the time went" table.
+fn timing_row(side: usize, name: &str, s: &AcquisitionSummary) -> String {
+    let t = &s.timing;
+    let e = &t.engine;
+    format!(
+        "| {side}x{side} | {name} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} |\n",
+        e.wall.as_secs_f64(),
+        e.waited_for_input.as_secs_f64(),
+        e.find.as_secs_f64(),
+        e.visit.as_secs_f64(),
+        e.read_busy.as_secs_f64(),
+        t.write.waited.as_secs_f64(),
+        t.write.busy.as_secs_f64(),
+        t.commit.as_secs_f64(),
+    )
+}
+
+/// Data frames per second over a run of acquisitions: from the first one's first frame's
+/// arrival to the last one's last clusters written (the commits of all but the last, and every
+/// set-up between them, inside).
+fn span_fps(summaries: &[AcquisitionSummary]) -> f64 {
+    let first = summaries
+        .iter()
+        .filter_map(|s| s.counts.first_arrival)
+        .min();
+    let last = summaries
+        .iter()
+        .filter_map(|s| {
+            s.counts
+                .first_arrival
+                .map(|a| a + Duration::from_secs_f64(s.seconds))
+        })
+        .max();
+    let frames: u64 = summaries.iter().map(|s| s.data_frames).sum();
+    match (first, last) {
+        (Some(a), Some(b)) if b > a => frames as f64 / (b - a).as_secs_f64(),
+        _ => 0.0,
+    }
+}
+
+/// `(median, worst)` of `values` in milliseconds (0 for none).
+fn median_worst(mut values: Vec<f64>) -> (f64, f64) {
+    if values.is_empty() {
+        return (0.0, 0.0);
+    }
+    values.sort_by(f64::total_cmp);
+    (
+        values[values.len() / 2] * 1e3,
+        values[values.len() - 1] * 1e3,
+    )
+}
+
+/// Section "acquisitions back to back": per cluster size, the same sender sends
+/// `o.back_to_back` (acquisitions, frames) back to back, then one acquisition of all those
+/// frames; a bare loop and `cluda stream` (pedestal given up front, `--on-full block`) take
+/// each. The bare loops give the sender's own pace over the acquisition boundaries, so cluda's
+/// per-acquisition set-up is told apart from it. Returns the section's markdown, its CSV rows
+/// and its goal lines.
+fn back_to_back(
+    o: &Opts,
+    frames: &Arc<Vec<u16>>,
+    pedestal: &Pedestal,
+    size: ClusterSize,
+    side: usize,
+) -> Result<(String, String, Vec<String>), String> {
+    let (n, per) = o.back_to_back;
+    let (mut md, mut csv, mut goals) = (String::new(), String::new(), Vec::new());
+    let mut long_fps = 0.0;
+    // The long acquisition first: the short ones are compared to it.
+    for (name, shape) in [("one-long", (1, n * per)), ("back-to-back", (n, per))] {
+        eprintln!(
+            "size {side}: {name}: bare loop over {} x {} frames",
+            shape.0, shape.1
+        );
+        let bare_fps = bare_acquisitions(o, frames, shape)?;
+        eprintln!("  bare: {bare_fps:.0} frames/s");
+        eprintln!("size {side}: {name}: stream");
+        let sums = stream_acquisitions(o, frames, pedestal, size, None, FullQueue::Block, shape)?;
+        let fps = span_fps(&sums);
+        if name == "one-long" {
+            long_fps = fps;
+        }
+        let secs = |f: &dyn Fn(&AcquisitionSummary) -> Duration| {
+            sums.iter().map(|s| f(s).as_secs_f64()).collect::<Vec<_>>()
+        };
+        let first = median_worst(secs(&|s| s.first_lag.unwrap_or_default()));
+        let setup = median_worst(secs(&|s| s.timing.setup));
+        let commit = median_worst(secs(&|s| s.timing.commit));
+        let input_wait = median_worst(secs(&|s| s.timing.engine.waited_for_input));
+        let write_wait = median_worst(secs(&|s| s.timing.write.waited));
+        let lost: u64 = sums
+            .iter()
+            .map(|s| s.counts.dropped + s.counts.missing)
+            .sum();
+        let _ = writeln!(
+            csv,
+            "{side},{name},{},{},{bare_fps:.1},{fps:.1},{:.3},{:.3},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2},{lost}",
+            shape.0,
+            shape.1,
+            fps / bare_fps,
+            fps / long_fps.max(1e-9),
+            first.0,
+            first.1,
+            setup.0,
+            setup.1,
+            commit.0,
+            commit.1
+        );
+        let _ = writeln!(
+            md,
+            "| {side}x{side} | {name} | {} x {} | {bare_fps:.0} | {fps:.0} | {:.1} % | {:.1} % | {:.1} / {:.1} | {:.1} / {:.1} | {:.1} / {:.1} | {:.0} / {:.0} | {:.0} / {:.0} | {lost} |",
+            shape.0,
+            shape.1,
+            100.0 * fps / bare_fps,
+            100.0 * fps / long_fps.max(1e-9),
+            first.0,
+            first.1,
+            setup.0,
+            setup.1,
+            commit.0,
+            commit.1,
+            input_wait.0,
+            input_wait.1,
+            write_wait.0,
+            write_wait.1,
+        );
+        if name == "back-to-back" {
+            goals.push(format!(
+                "- {side}x{side}: {n} acquisitions of {per} frames back to back at {fps:.0} frames/s = {:.1} % of one acquisition of {} at {long_fps:.0} (goal >= 90 %): {}; first frame's clusters {:.1} ms after its arrival (median; worst {:.1})",
+                100.0 * fps / long_fps.max(1e-9),
+                n * per,
+                if fps >= 0.9 * long_fps { "met" } else { "NOT met" },
+                first.0,
+                first.1
+            ));
+        }
+    }
+    Ok((md, csv, goals))
+}
+
+/// The section's table head (markdown) and CSV header.
+fn back_to_back_heads(o: &Opts) -> (String, String) {
+    let (n, per) = o.back_to_back;
+    (
+        format!(
+            "\n## Acquisitions back to back\n\n{n} acquisitions of {per} frames sent back to back by the same sender as one acquisition of {}, pedestal given up front, `--on-full block`. `bare`: the bare loop over the same sends (the sender's own pace); frames/s from the first frame's arrival to the last clusters written; first lag: from an acquisition's first frame's arrival to its clusters written; set-up: from an acquisition's first frame taken off the queue to its first data frame asked of the engine; commit: the file's last writes, sync and rename; input wait: the finder waiting for frames; write wait: the finder waiting for the file's writer (median / worst over the acquisitions, ms).\n\n| size | run | acquisitions x frames | bare frames/s | frames/s | of bare | of one long | first lag (ms) | set-up (ms) | commit (ms) | input wait (ms) | write wait (ms) | lost |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+            n * per
+        ),
+        "size,run,acquisitions,frames_each,bare_fps,fps,ratio_to_bare,ratio_to_long,first_lag_median_ms,first_lag_worst_ms,setup_median_ms,setup_worst_ms,commit_median_ms,commit_worst_ms,lost\n".to_string(),
+    )
 }
 
 fn main() {
@@ -298,7 +527,11 @@ fn run() -> Result<(), String> {
         o.fraction * 100.0
     );
     let mut goals = Vec::new();
+    let mut timings = Vec::new();
     for &side in &o.sizes {
+        if !o.sections.iter().any(|s| s == "endpoint") {
+            break;
+        }
         let size = ClusterSize::from_side(side).map_err(|e| e.to_string())?;
         eprintln!("size {side}: bare loop");
         let bare_fps = bare(&o, &frames)?;
@@ -314,6 +547,7 @@ fn run() -> Result<(), String> {
         ] {
             eprintln!("size {side}: {name}");
             let s = stream(&o, &frames, &pedestal, size, rate, full)?;
+            timings.push(timing_row(side, name, &s));
             let fps = s.fps();
             let c = &s.counts;
             let _ = writeln!(
@@ -367,6 +601,22 @@ fn run() -> Result<(), String> {
                 ));
             }
         }
+    }
+    if !timings.is_empty() {
+        let _ = write!(md, "{}{}", timing_head(), timings.concat());
+    }
+    if o.sections.iter().any(|s| s == "back-to-back") {
+        let (head, mut b2b_csv) = back_to_back_heads(&o);
+        let _ = write!(md, "{head}");
+        for &side in &o.sizes {
+            let size = ClusterSize::from_side(side).map_err(|e| e.to_string())?;
+            let (rows, c, g) = back_to_back(&o, &frames, &pedestal, size, side)?;
+            let _ = write!(md, "{rows}");
+            b2b_csv.push_str(&c);
+            goals.extend(g);
+        }
+        std::fs::write(o.out.join("stream-back-to-back.csv"), &b2b_csv)
+            .map_err(|e| e.to_string())?;
     }
     let _ = writeln!(md, "\n## Goals\n\n{}", goals.join("\n"));
     std::fs::write(o.out.join("stream.csv"), &csv).map_err(|e| e.to_string())?;
