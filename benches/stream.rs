@@ -395,17 +395,30 @@ fn back_to_back(
 ) -> Result<(String, String, Vec<String>), String> {
     let (n, per) = o.back_to_back;
     let (mut md, mut csv, mut goals) = (String::new(), String::new(), Vec::new());
-    let mut long_fps = 0.0;
-    // The long acquisition first: the short ones are compared to it.
-    for (name, shape) in [("one-long", (1, n * per)), ("back-to-back", (n, per))] {
-        eprintln!(
-            "size {side}: {name}: bare loop over {} x {} frames",
-            shape.0, shape.1
-        );
-        let bare_fps = bare_acquisitions(o, frames, shape)?;
+    let (mut long_fps, mut b2b_bare) = (0.0, 0.0);
+    // The long acquisition first: the short ones are compared to it. Then the short ones as
+    // fast as cluda takes them, and at `--fraction` of their bare loop's rate, where cluda
+    // keeps up and an acquisition's first frames wait for nothing but its start.
+    for (name, shape, paced) in [
+        ("one-long", (1, n * per), false),
+        ("back-to-back", (n, per), false),
+        ("back-to-back-paced", (n, per), true),
+    ] {
+        let (bare_fps, rate, full) = if paced {
+            (b2b_bare, Some(b2b_bare * o.fraction), FullQueue::Drop)
+        } else {
+            eprintln!(
+                "size {side}: {name}: bare loop over {} x {} frames",
+                shape.0, shape.1
+            );
+            (bare_acquisitions(o, frames, shape)?, None, FullQueue::Block)
+        };
+        if name == "back-to-back" {
+            b2b_bare = bare_fps;
+        }
         eprintln!("  bare: {bare_fps:.0} frames/s");
         eprintln!("size {side}: {name}: stream");
-        let sums = stream_acquisitions(o, frames, pedestal, size, None, FullQueue::Block, shape)?;
+        let sums = stream_acquisitions(o, frames, pedestal, size, rate, full, shape)?;
         let fps = span_fps(&sums);
         if name == "one-long" {
             long_fps = fps;
@@ -456,10 +469,15 @@ fn back_to_back(
         );
         if name == "back-to-back" {
             goals.push(format!(
-                "- {side}x{side}: {n} acquisitions of {per} frames back to back at {fps:.0} frames/s = {:.1} % of one acquisition of {} at {long_fps:.0} (goal >= 90 %): {}; first frame's clusters {:.1} ms after its arrival (median; worst {:.1})",
+                "- {side}x{side}: {n} acquisitions of {per} frames back to back at {fps:.0} frames/s = {:.1} % of one acquisition of {} at {long_fps:.0} (goal >= 90 %): {}",
                 100.0 * fps / long_fps.max(1e-9),
                 n * per,
                 if fps >= 0.9 * long_fps { "met" } else { "NOT met" },
+            ));
+        } else if paced {
+            goals.push(format!(
+                "- {side}x{side}: sent at {:.0} % of the bare rate, an acquisition's first frame's clusters were written {:.1} ms after its arrival (median; worst {:.1}; goal: a few ms), {lost} frames lost",
+                o.fraction * 100.0,
                 first.0,
                 first.1
             ));
@@ -473,8 +491,9 @@ fn back_to_back_heads(o: &Opts) -> (String, String) {
     let (n, per) = o.back_to_back;
     (
         format!(
-            "\n## Acquisitions back to back\n\n{n} acquisitions of {per} frames sent back to back by the same sender as one acquisition of {}, pedestal given up front, `--on-full block`. `bare`: the bare loop over the same sends (the sender's own pace); frames/s from the first frame's arrival to the last clusters written; first lag: from an acquisition's first frame's arrival to its clusters written; set-up: from an acquisition's first frame taken off the queue to its first data frame asked of the engine; commit: the file's last writes, sync and rename; input wait: the finder waiting for frames; write wait: the finder waiting for the file's writer (median / worst over the acquisitions, ms).\n\n| size | run | acquisitions x frames | bare frames/s | frames/s | of bare | of one long | first lag (ms) | set-up (ms) | commit (ms) | input wait (ms) | write wait (ms) | lost |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
-            n * per
+            "\n## Acquisitions back to back\n\n{n} acquisitions of {per} frames sent back to back by the same sender as one acquisition of {}, pedestal given up front, `--on-full block`; `back-to-back-paced`: the same sent at {:.0} % of their bare loop's rate, `cluda stream` with its defaults. `bare`: the bare loop over the same sends (the sender's own pace); frames/s from the first frame's arrival to the last clusters written; first lag: from an acquisition's first frame's arrival to its clusters written; set-up: from an acquisition's first frame taken off the queue to its first data frame asked of the engine; commit: the file's last writes, sync and rename; input wait: the finder waiting for frames; write wait: the finder waiting for the file's writer (median / worst over the acquisitions, ms).\n\n| size | run | acquisitions x frames | bare frames/s | frames/s | of bare | of one long | first lag (ms) | set-up (ms) | commit (ms) | input wait (ms) | write wait (ms) | lost |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+            n * per,
+            o.fraction * 100.0
         ),
         "size,run,acquisitions,frames_each,bare_fps,fps,ratio_to_bare,ratio_to_long,first_lag_median_ms,first_lag_worst_ms,setup_median_ms,setup_worst_ms,commit_median_ms,commit_worst_ms,lost\n".to_string(),
     )

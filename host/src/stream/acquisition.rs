@@ -910,11 +910,14 @@ pub fn file_name(dir: &Path, first: &ZmqHeader, used: &mut HashSet<PathBuf>) -> 
         _ => base.chars().take(MAX_PREFIX).collect(),
     };
     let stem = format!("{base}_{}", first.file_index);
-    let mut candidates = vec![
+    // Built one at a time as they are tried: the 10,000 names made up front took a
+    // millisecond of every acquisition's start.
+    let candidates = [
         format!("{stem}.clust"),
         format!("{stem}_a{}.clust", first.acq_index),
-    ];
-    candidates.extend(
+    ]
+    .into_iter()
+    .chain(
         (2..)
             .take(10_000)
             .map(|k| format!("{stem}_a{}_{k}.clust", first.acq_index)),
