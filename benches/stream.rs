@@ -2,7 +2,8 @@
 //! a bare ZMQ receive loop that only counts frames, in the same run.
 //!
 //! `cargo bench --bench stream -- [--frames 200000] [--distinct 1000] [--sizes 3,9]
-//!  [--device auto|gpu|cpu] [--rows 400] [--cols 400] [--fraction 0.9] [--tmp DIR] [--out DIR]`
+//!  [--device auto|gpu|cpu] [--rows 400] [--cols 400] [--fraction 0.9] [--tmp DIR] [--out DIR]
+//!  [--sections endpoint,back-to-back] [--back-to-back 20x1000]`
 //!
 //! Everything runs in this process through the library calls `cluda replay` and `cluda stream`
 //! make (the commands only parse their arguments around them): the publisher
@@ -23,10 +24,25 @@
 //!    whether it kept up (processed at least 95 % of the rate sent: with fewer frames than its
 //!    queue holds, a stream that falls behind would lose nothing and still not keep up).
 //!
+//! A table says where each `stream` run's time went (the finder waiting for frames, finding,
+//! writing, the writer's waits, the commit).
+//!
+//! Section `back-to-back` (per cluster size): `--back-to-back A x F` (default 20 x 1000):
+//! A acquisitions of F frames sent back to back against one acquisition of A * F frames, both
+//! as fast as cluda takes them (`--on-full block`), then the A acquisitions again at
+//! `--fraction` of their bare loop's rate with `stream`'s defaults; a bare loop over the same
+//! sends gives the sender's own pace over acquisition boundaries, so cluda's per-acquisition
+//! start-up is told apart from it. Per run: frames/s (from the first acquisition's first
+//! frame's arrival to the last one's last clusters written), against the bare loop and against
+//! the long acquisition (the goal: at least 90 %), and per acquisition (median / worst) the
+//! first frame's lag (its arrival to its clusters written; the goal: a few ms, read in the
+//! paced run, where frames do not queue), the set-up, the commit and the waits.
+//!
 //! `fps` counts frames from the first frame's arrival to the acquisition's end (for `stream`:
-//! its last cluster written and the file committed). Cluster files go to `--tmp` (default
-//! `/dev/shm` when it exists) and are removed after each run. Results: `stream.csv` and
-//! `stream.md` under `--out` (default `bench-results/stream`).
+//! its last cluster written; the file's commit follows on a thread of its own). Cluster files
+//! go to `--tmp` (default `/dev/shm` when it exists) and are removed after each run. Results:
+//! `stream.csv`, `stream-back-to-back.csv` and `stream.md` under `--out` (default
+//! `bench-results/stream`).
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
