@@ -370,8 +370,11 @@ fn timing_row(side: usize, name: &str, s: &AcquisitionSummary, busiest: &str) ->
 /// of a core is what bounds it. Threads that end between two samples lose at most 50 ms.
 struct ThreadSampler {
     stop: Arc<AtomicBool>,
-    thread: std::thread::JoinHandle<(Duration, HashMap<u64, (String, u64, u64)>)>,
+    thread: std::thread::JoinHandle<(Duration, Seen)>,
 }
+
+/// Per thread id: its name, its CPU ticks when first seen and when last seen.
+type Seen = HashMap<u64, (String, u64, u64)>;
 
 /// The sender's thread id (its libzmq I/O thread takes its name, `bench-replay`).
 static SENDER_TID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -418,8 +421,7 @@ impl ThreadSampler {
         let flag = Arc::clone(&stop);
         let thread = std::thread::spawn(move || {
             let t0 = Instant::now();
-            // tid -> (name, ticks when first seen, ticks last seen)
-            let mut seen: HashMap<u64, (String, u64, u64)> = HashMap::new();
+            let mut seen = Seen::new();
             loop {
                 let done = flag.load(std::sync::atomic::Ordering::SeqCst);
                 if let Ok(dir) = std::fs::read_dir("/proc/self/task") {
