@@ -576,6 +576,11 @@ pub fn run(
                                 })?;
                                 writer.write_frame(n, &fc)?;
                                 clusters += fc.len() as u64;
+                                // The last acquisition's summary before this one's first frame
+                                // reaches the caller (who may take a summary as the end of the
+                                // frames before it, as the live plots do): its commit, which
+                                // overlapped this acquisition's start, waited for.
+                                commits.finish(&mut totals, &report, summary)?;
                                 frame(shape, &fc);
                                 if let Ok(mut a) = arrivals.lock() {
                                     while let Some(&(m, t)) = a.front() {
@@ -596,10 +601,6 @@ pub fn run(
                                     std::thread::sleep(slow);
                                 }
                                 last_done = Some(std::time::Instant::now());
-                                // The last acquisition's summary, once its file is in place.
-                                if commits.is_done() {
-                                    commits.finish(&mut totals, &report, summary)?;
-                                }
                                 Ok(())
                             },
                         );
@@ -710,9 +711,11 @@ struct Committing {
     out: Option<AcquisitionSummary>,
 }
 
-/// The commit in flight (at most one: the last data acquisition's). Dropped with one in
-/// flight (an error stops the run), it waits for it, so a file whose frames were all written
-/// is still put in place.
+/// The commit in flight (at most one: the last data acquisition's). Its summary is given when
+/// it is done while no frames come, else before the next acquisition's first frame reaches
+/// the caller, else when the next acquisition ends: summaries and frames reach the caller in
+/// the acquisitions' order. Dropped with one in flight (an error stops the run), it waits for
+/// it, so a file whose frames were all written is still put in place.
 #[derive(Default)]
 struct Commits(Option<Committing>);
 
