@@ -741,5 +741,5 @@ fn summaries_come_in_order_between_the_acquisitions_frames() {
         want.extend(std::iter::repeat_n("frame".to_string(), 200));
         want.push(format!("summary {k}"));
     }
-    assert!(events == want, "events out of order: {:?}", &events);
+    assert!(events == want, "events out of order: {events:?}");
 }
