@@ -549,7 +549,7 @@ pub fn run(
                         last_done = Some(std::time::Instant::now());
                     }
                 }
-                (_, Some(p)) => finder.set_pedestal(p.clone())?,
+                (_, Some(p)) => finder.reset_pedestal(p)?,
                 (_, None) => return Err(Error::Internal("no pedestal to start from".into())),
             }
             if finder.is_ready() {

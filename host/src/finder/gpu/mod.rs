@@ -284,6 +284,14 @@ impl ClusterFinder for GpuFinder {
         Ok(())
     }
 
+    fn reset_pedestal(&mut self, pedestal: &Pedestal) -> Result<()> {
+        pedestal.check_fits(&self.config)?;
+        self.host.clone_from(pedestal);
+        self.host_changed = true;
+        self.device_newer = false;
+        Ok(())
+    }
+
     fn pedestal(&self) -> Result<Pedestal> {
         let mut p = self.host.clone();
         if let (true, Some(state)) = (self.device_newer, &self.state) {
