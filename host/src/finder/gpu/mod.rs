@@ -181,11 +181,14 @@ impl GpuFinder {
     fn push_state(&mut self) -> Result<()> {
         if self.state.is_none() || self.host_changed {
             let ctx = self.device.context();
-            let state = match self.host.ready()? {
-                ReadyState::F64(m) => DeviceState::upload(ctx, m)?,
-                ReadyState::F32(m) => DeviceState::upload(ctx, m)?,
-            };
-            self.state = Some(state);
+            // Into the buffers already there when the size allows (a stream's acquisitions
+            // start from the same pedestal), else into new ones.
+            match (&mut self.state, self.host.ready()?) {
+                (Some(state), ReadyState::F64(m)) if state.fits(m) => state.refill(ctx, m)?,
+                (Some(state), ReadyState::F32(m)) if state.fits(m) => state.refill(ctx, m)?,
+                (state, ReadyState::F64(m)) => *state = Some(DeviceState::upload(ctx, m)?),
+                (state, ReadyState::F32(m)) => *state = Some(DeviceState::upload(ctx, m)?),
+            }
             self.host_changed = false;
         }
         Ok(())
