@@ -135,7 +135,8 @@ impl ClusterRef<'_> {
 /// The clusters of one frame, borrowed from a batch or from a finder's result buffer.
 #[derive(Clone, Copy, Debug)]
 pub struct FrameClusters<'a> {
-    /// Index of the frame within the call that produced it.
+    /// The frame: its index within the call that produced it (`find_each`), or its number
+    /// (`find_feed`: [`crate::finder::feed::FedChunk::number`]).
     pub frame: usize,
     size: ClusterSize,
     words: &'a [u32],
