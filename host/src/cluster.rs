@@ -58,6 +58,16 @@ impl ClusterSize {
         }
     }
 
+    /// The side as the command line writes it (`--cluster 3`).
+    pub const fn side_name(self) -> &'static str {
+        match self {
+            Self::S3 => "3",
+            Self::S5 => "5",
+            Self::S7 => "7",
+            Self::S9 => "9",
+        }
+    }
+
     /// Values per cluster, X * Y.
     pub const fn cells(self) -> usize {
         self.side() * self.side()

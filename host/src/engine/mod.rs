@@ -27,6 +27,7 @@
 //! records, so writing overlaps finding too.
 
 pub mod input;
+pub mod plan;
 pub mod rows;
 pub mod run;
 pub mod slice_source;
