@@ -202,7 +202,7 @@ enum Message {
 
 /// Finds the clusters of every frame `source` delivers with `finder`, reading ahead on a
 /// thread of its own (see the module docs), and hands each frame's clusters with the
-/// source's frame number to `visit`, in order.
+/// source's frame number to `visit` (the clusters' `frame` is that number too), in order.
 ///
 /// The finder pulls the ring's slots through [`ClusterFinder::find_feed`], so a GPU finder
 /// does not wait for the GPU between slots.
