@@ -1,5 +1,6 @@
-//! Running `cluda stream` and `cluda replay` as processes on loopback sockets, for
-//! tests/stream.rs and tests/gpu_stream.rs.
+//! Running `cluda` as processes (`cluda stream` and `cluda replay` on loopback sockets), for
+//! tests/stream.rs, tests/gpu_stream.rs and tests/hostile_round2.rs: output to files (a
+//! chatty process cannot fill a pipe and stall), a bounded wait, signals.
 #![allow(dead_code)]
 
 use std::collections::HashMap;
@@ -42,6 +43,9 @@ pub struct Proc {
     pub child: Child,
     pub stdout: PathBuf,
     pub stderr: PathBuf,
+    /// The directory of the output files when the process has one of its own
+    /// ([`spawn_scratch`]); removed when the process is dropped.
+    scratch: Option<tempfile::TempDir>,
 }
 
 /// What a finished process printed.
@@ -53,10 +57,31 @@ pub struct Done {
 
 /// Starts `cluda args...` with its output in `dir/<name>.out` and `.err`.
 pub fn spawn(dir: &Path, name: &str, args: &[&str]) -> Proc {
+    let mut command = Command::new(cluda_bin());
+    command.args(args);
+    start(dir, name, command)
+}
+
+/// [`spawn`] with the output files in a temporary directory of the process's own.
+pub fn spawn_scratch(args: &[&str]) -> Proc {
+    let dir = tempfile::tempdir().expect("scratch dir");
+    let mut p = spawn(dir.path(), "cluda", args);
+    p.scratch = Some(dir);
+    p
+}
+
+/// Runs the shell script `script` (`sh -c`, e.g. `ulimit ... && exec cluda ...`; see
+/// [`cluda_bin`]) with its output in `dir/<name>.out` and `.err`.
+pub fn spawn_sh(dir: &Path, name: &str, script: &str) -> Proc {
+    let mut command = Command::new("sh");
+    command.args(["-c", script]);
+    start(dir, name, command)
+}
+
+fn start(dir: &Path, name: &str, mut command: Command) -> Proc {
     let stdout = dir.join(format!("{name}.out"));
     let stderr = dir.join(format!("{name}.err"));
-    let child = Command::new(cluda_bin())
-        .args(args)
+    let child = command
         .stdin(Stdio::null())
         .stdout(File::create(&stdout).expect("stdout file"))
         .stderr(File::create(&stderr).expect("stderr file"))
@@ -66,6 +91,7 @@ pub fn spawn(dir: &Path, name: &str, args: &[&str]) -> Proc {
         child,
         stdout,
         stderr,
+        scratch: None,
     }
 }
 
@@ -133,10 +159,15 @@ impl Proc {
 
     /// Sends SIGINT.
     pub fn interrupt(&self) {
+        assert!(self.signal(libc::SIGINT), "kill(SIGINT)");
+    }
+
+    /// Sends signal `sig`; whether it was sent (not when the process has ended and been
+    /// reaped).
+    pub fn signal(&self, sig: i32) -> bool {
         let pid = self.child.id() as libc::pid_t;
         // SAFETY: kill(2) with the pid of a child this test started and has not reaped.
-        let rc = unsafe { libc::kill(pid, libc::SIGINT) };
-        assert_eq!(rc, 0, "kill(SIGINT)");
+        unsafe { libc::kill(pid, sig) == 0 }
     }
 }
 
