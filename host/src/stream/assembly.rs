@@ -1,0 +1,645 @@
+//! Frames streamed as several parts (one per UDP interface or module, each on its own ZMQ
+//! endpoint), matched by frame number and placed into one frame: the bookkeeping, without any
+//! socket (so it is tested on its own, with any part order and any loss).
+//!
+//! Each part's header says where it belongs, as slsReceiver fills it
+//! (`DataStreamer::SendDataHeader`, slsReceiverSoftware/src/DataStreamer.cpp): `detshape` is
+//! the receiver's ports `[x, y]` (for a MOENCH with `numinterfaces 2`, `[1, 2]`), `shape` the
+//! part's pixels `[columns, rows]`, and `row`/`column` the port's place from the detector's UDP
+//! header. The part goes where slsDetector's own client puts it
+//! (`DetectorImpl::readFrameFromReceiver`, slsDetectorSoftware/src/DetectorImpl.cpp): rows
+//! from `row x rows` and columns from `column x columns` of the whole frame, and with
+//! `flipRows` its rows in reverse order.
+//!
+//! A frame is complete when every endpoint gave its part. Parts of one endpoint arrive in
+//! order (one TCP connection each), so a frame whose part from endpoint E is still missing is
+//! given up as soon as E has sent a later frame or ended the acquisition (that part was lost
+//! before cluda); and, so that a stalled endpoint cannot hold memory, when more than
+//! `window` frames wait or the oldest waited `max_wait`. Frames come out in frame-number
+//! order, complete or given up (with the parts that were missing and why); a part for a frame
+//! already out is counted as late. An endpoint's end-of-acquisition message (or a part of
+//! another acquisition: a different `fileIndex`/`fname`) ends the acquisition on that
+//! endpoint; what it sends next waits until every endpoint has ended, so parts of two
+//! acquisitions never meet in one frame.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use super::header::ZmqHeader;
+
+/// Where one endpoint's part goes in the whole frame, from its header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Place {
+    /// `row` of the header: the part's row in the grid of parts.
+    pub row: u32,
+    /// `column` of the header.
+    pub column: u32,
+    /// `shape` of the header, `[columns, rows]` of the part.
+    pub shape: [u32; 2],
+    /// `detshape` of the header, `[x, y]` parts of the whole frame.
+    pub detshape: [u32; 2],
+    /// `flipRows` of the header.
+    pub flip: bool,
+}
+
+impl Place {
+    /// The place a part header announces.
+    pub fn of(h: &ZmqHeader) -> Self {
+        Self {
+            row: h.row,
+            column: h.column,
+            shape: h.shape,
+            detshape: h.detshape,
+            flip: h.flip_rows != 0,
+        }
+    }
+
+    /// Rows and columns of the whole frame this part belongs to (`detshape` of 0 counts as 1).
+    pub fn whole(&self) -> (usize, usize) {
+        let (dx, dy) = (self.detshape[0].max(1), self.detshape[1].max(1));
+        (
+            dy as usize * self.shape[1] as usize,
+            dx as usize * self.shape[0] as usize,
+        )
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "row {} column {} shape [{}, {}] detshape [{}, {}] flipRows {}",
+            self.row,
+            self.column,
+            self.shape[0],
+            self.shape[1],
+            self.detshape[0],
+            self.detshape[1],
+            u8::from(self.flip)
+        )
+    }
+}
+
+/// One part of a frame and where its pixels go.
+#[derive(Debug)]
+pub struct Piece<D> {
+    /// The part's little-endian 16-bit pixels, row by row.
+    pub data: D,
+    /// First row of the whole frame it covers.
+    pub row0: usize,
+    /// First column of the whole frame it covers.
+    pub col0: usize,
+    /// Its rows.
+    pub rows: usize,
+    /// Its columns.
+    pub cols: usize,
+    /// Its rows go in reverse order.
+    pub flip: bool,
+}
+
+/// Copies a piece into a whole frame of `cols` columns: each of its rows (the last first when
+/// flipped) into its place, converting from little-endian bytes.
+pub fn place<D: std::ops::Deref<Target = [u8]>>(dst: &mut [u16], cols: usize, piece: &Piece<D>) {
+    let src: &[u8] = &piece.data;
+    let width = piece.cols * 2;
+    for (i, row) in src.chunks_exact(width).take(piece.rows).enumerate() {
+        let r = piece.row0 + if piece.flip { piece.rows - 1 - i } else { i };
+        let at = r * cols + piece.col0;
+        let d = &mut dst[at..at + piece.cols];
+        if cfg!(target_endian = "little") {
+            bytemuck::cast_slice_mut::<u16, u8>(d).copy_from_slice(row);
+        } else {
+            for (v, b) in d.iter_mut().zip(row.chunks_exact(2)) {
+                *v = u16::from_le_bytes([b[0], b[1]]);
+            }
+        }
+    }
+}
+
+/// Why a frame, or a part, was not used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PartFault {
+    /// A part never arrived (lost before cluda).
+    Incomplete,
+    /// A part was dropped by cluda (its queue was full).
+    Dropped,
+    /// A part disagrees with its header, the layout or the frame.
+    Mismatch,
+    /// A part came for a frame already handed on (complete or given up).
+    Late,
+    /// A message that is not slsReceiver's.
+    Malformed,
+}
+
+/// Something to count and report.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Notice {
+    /// What kind.
+    pub kind: PartFault,
+    /// The report, naming the frame and the endpoint.
+    pub message: String,
+}
+
+/// A frame handed on: whole, or given up.
+#[derive(Debug)]
+pub struct Assembled<D> {
+    /// The whole frame's header: the first part's, with the whole `shape`, `size`,
+    /// `completeImage` (0 when any part says 0) and `packetNumber` (the parts' sum).
+    pub header: ZmqHeader,
+    /// The parts, in endpoint order (empty when given up).
+    pub pieces: Vec<Piece<D>>,
+    /// Why it was given up (the frame is then not used).
+    pub fault: Option<(PartFault, String)>,
+    /// When its first part arrived.
+    pub arrived: Instant,
+}
+
+/// What comes out, in order.
+#[derive(Debug)]
+pub enum Output<D> {
+    /// A frame (whole or given up).
+    Frame(Assembled<D>),
+    /// Every endpoint ended the acquisition: its end header (the last endpoint's).
+    End(ZmqHeader),
+}
+
+/// What an endpoint delivered.
+#[derive(Debug)]
+pub enum Input<D> {
+    /// A data part: its header, its pixels (or why the message is not a usable part: no data
+    /// part, extra parts) and its arrival.
+    Part(ZmqHeader, Result<D, String>, Instant),
+    /// The end-of-acquisition header.
+    End(ZmqHeader),
+    /// A part the receiving thread dropped (cluda's queue was full), by frame number.
+    Dropped(u64),
+}
+
+/// What one endpoint's part of a waiting frame is.
+#[derive(Debug)]
+enum Slot<D> {
+    Waiting,
+    Here(ZmqHeader, D),
+    Dropped,
+    Bad(String),
+}
+
+#[derive(Debug)]
+struct Pending<D> {
+    slots: Vec<Slot<D>>,
+    first: Instant,
+    /// The first header of it that came (for a frame given up).
+    header: ZmqHeader,
+}
+
+/// A part-layout error: the parts do not tile the frame. Stops the stream (the set-up is
+/// wrong, every frame would be).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LayoutError(pub String);
+
+/// Matches parts of `n` endpoints into frames (see the module's documentation).
+pub struct Assembler<D> {
+    names: Vec<String>,
+    expected: Option<(usize, usize)>,
+    window: usize,
+    max_wait: Duration,
+    key: Option<(u64, String)>,
+    ended: Vec<bool>,
+    seen: Vec<Option<u64>>,
+    places: Vec<Option<Place>>,
+    layout: bool,
+    pending: BTreeMap<u64, Pending<D>>,
+    done: Option<u64>,
+    later: Vec<VecDeque<Input<D>>>,
+    out: VecDeque<Output<D>>,
+    notices: Vec<Notice>,
+    last_end: Option<ZmqHeader>,
+}
+
+impl<D: std::ops::Deref<Target = [u8]>> Assembler<D> {
+    /// An assembler for the endpoints `names` (in the order their parts are numbered), whole
+    /// frames of `expected` (rows, columns) when known (a fixed pedestal's), at most `window`
+    /// frames waiting for parts (at least 1), each at most `max_wait`.
+    pub fn new(
+        names: Vec<String>,
+        expected: Option<(usize, usize)>,
+        window: usize,
+        max_wait: Duration,
+    ) -> Self {
+        let n = names.len();
+        Self {
+            names,
+            expected,
+            window: window.max(1),
+            max_wait,
+            key: None,
+            ended: vec![false; n],
+            seen: vec![None; n],
+            places: vec![None; n],
+            layout: false,
+            pending: BTreeMap::new(),
+            done: None,
+            later: (0..n).map(|_| VecDeque::new()).collect(),
+            out: VecDeque::new(),
+            notices: Vec::new(),
+            last_end: None,
+        }
+    }
+
+    /// Endpoints.
+    pub fn parts(&self) -> usize {
+        self.names.len()
+    }
+
+    /// Frames waiting for parts now.
+    pub fn waiting(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// The next frame or end, in order.
+    pub fn pop(&mut self) -> Option<Output<D>> {
+        self.out.pop_front()
+    }
+
+    /// Faults to count and report since the last call (late parts, malformed messages).
+    pub fn take_notices(&mut self) -> Vec<Notice> {
+        std::mem::take(&mut self.notices)
+    }
+
+    /// Counts a fault found outside the assembler (e.g. a part dropped whose header was
+    /// unreadable).
+    pub fn notice(&mut self, kind: PartFault, message: String) {
+        self.notices.push(Notice { kind, message });
+    }
+
+    /// Counts a message of endpoint `e` that is not slsReceiver's.
+    pub fn malformed(&mut self, e: usize, why: &str) {
+        let message = format!("malformed message from {}: {why}; skipped", self.names[e]);
+        self.notices.push(Notice {
+            kind: PartFault::Malformed,
+            message,
+        });
+    }
+
+    /// Takes what endpoint `e` delivered at `now`.
+    ///
+    /// # Errors
+    /// [`LayoutError`] when the first parts of an acquisition do not tile one frame (or not
+    /// the expected one), naming the endpoint and its header's fields.
+    pub fn push(&mut self, e: usize, input: Input<D>, now: Instant) -> Result<(), LayoutError> {
+        if self.ended[e] {
+            // It belongs to the next acquisition.
+            self.later[e].push_back(input);
+            if self.later[e].len() > self.window {
+                self.force_end(e);
+                self.next_acquisition(now)?;
+            }
+            return Ok(());
+        }
+        match input {
+            Input::End(h) => {
+                self.ended[e] = true;
+                self.last_end = Some(h);
+                self.next_acquisition(now)?;
+            }
+            Input::Dropped(number) => {
+                if self.is_done(number) || self.seen[e].is_some_and(|s| number <= s) {
+                    return Ok(());
+                }
+                self.seen[e] = Some(number);
+                self.slot(number, e, now, None, Slot::Dropped);
+                self.advance(now);
+            }
+            Input::Part(h, data, arrived) => {
+                let key = (h.file_index, h.fname.clone());
+                if self.key.as_ref().is_some_and(|k| *k != key) {
+                    // This endpoint moved on to another acquisition without an end message.
+                    self.ended[e] = true;
+                    self.later[e].push_back(Input::Part(h, data, arrived));
+                    self.next_acquisition(now)?;
+                    return Ok(());
+                }
+                if self.key.is_none() {
+                    self.key = Some(key);
+                }
+                let number = h.number();
+                if self.is_done(number) || self.seen[e].is_some_and(|s| number <= s) {
+                    self.late(e, number);
+                    return Ok(());
+                }
+                self.seen[e] = Some(number);
+                let place = Place::of(&h);
+                if self.places[e].is_none() {
+                    self.places[e] = Some(place);
+                    if !self.layout && self.places.iter().all(Option::is_some) {
+                        self.check_layout()?;
+                        self.layout = true;
+                    }
+                }
+                let slot = match (data, self.places[e]) {
+                    (Err(why), _) => Slot::Bad(why),
+                    (Ok(_), Some(p)) if p != place => Slot::Bad(format!(
+                        "its header says {}, the acquisition's first part from this endpoint said {}",
+                        place.describe(),
+                        p.describe()
+                    )),
+                    (Ok(d), _) => {
+                        let (r, c) = (h.shape[1] as usize, h.shape[0] as usize);
+                        match h.check_frame(d.len(), r, c) {
+                            Ok(()) => Slot::Here(h.clone(), d),
+                            Err(
+                                super::header::HeaderFault::Mismatch(w)
+                                | super::header::HeaderFault::Malformed(w),
+                            ) => Slot::Bad(w),
+                        }
+                    }
+                };
+                self.slot(number, e, arrived, Some(h), slot);
+                self.advance(now);
+            }
+        }
+        Ok(())
+    }
+
+    /// Gives up frames that waited too long (call now and then while nothing arrives).
+    pub fn poll(&mut self, now: Instant) {
+        self.advance(now);
+    }
+
+    fn is_done(&self, number: u64) -> bool {
+        self.done.is_some_and(|d| number <= d)
+    }
+
+    fn late(&mut self, e: usize, number: u64) {
+        let message = format!(
+            "frame {number}: its part from {} came after the frame was handed on (whole or given up); discarded",
+            self.names[e]
+        );
+        self.notices.push(Notice {
+            kind: PartFault::Late,
+            message,
+        });
+    }
+
+    fn slot(&mut self, number: u64, e: usize, now: Instant, h: Option<ZmqHeader>, s: Slot<D>) {
+        let n = self.names.len();
+        let key = self.key.clone();
+        let known = self.places.iter().flatten().next().copied();
+        let p = self.pending.entry(number).or_insert_with(|| {
+            // Until a part of it comes: the acquisition's name and a part's place, and no
+            // frameIndex (which would read as a restart).
+            let mut header = ZmqHeader::frame(0, 0, number);
+            header.frame_index = None;
+            if let Some((index, fname)) = key {
+                header.file_index = index;
+                header.fname = fname;
+            }
+            if let Some(place) = known {
+                header.shape = place.shape;
+                header.detshape = place.detshape;
+            }
+            Pending {
+                slots: (0..n).map(|_| Slot::Waiting).collect(),
+                first: now,
+                header,
+            }
+        });
+        if let Some(h) = h
+            && p.slots
+                .iter()
+                .all(|s| !matches!(s, Slot::Here(..) | Slot::Bad(_)))
+        {
+            p.header = h;
+        }
+        p.slots[e] = s;
+    }
+
+    /// Checks that the acquisition's first parts tile one frame: the same `detshape` and
+    /// `shape` everywhere, `detshape` cells as many as endpoints, each cell once, and the whole
+    /// frame the expected one.
+    fn check_layout(&self) -> Result<(), LayoutError> {
+        let places: Vec<Place> = self.places.iter().flatten().copied().collect();
+        let Some(first) = places.first() else {
+            return Ok(());
+        };
+        let n = places.len();
+        let err = |i: usize, why: String| {
+            LayoutError(format!(
+                "the parts do not tile one frame: {} (header: {}): {why}",
+                self.names[i],
+                places[i].describe()
+            ))
+        };
+        for (i, p) in places.iter().enumerate() {
+            if p.detshape != first.detshape {
+                return Err(err(
+                    i,
+                    format!(
+                        "detshape differs from {}'s [{}, {}]",
+                        self.names[0], first.detshape[0], first.detshape[1]
+                    ),
+                ));
+            }
+            if p.shape != first.shape {
+                return Err(err(
+                    i,
+                    format!(
+                        "shape differs from {}'s [{}, {}] (parts of one frame must be alike)",
+                        self.names[0], first.shape[0], first.shape[1]
+                    ),
+                ));
+            }
+            if p.shape[0] == 0 || p.shape[1] == 0 {
+                return Err(err(i, "an empty part".into()));
+            }
+        }
+        let (dx, dy) = (first.detshape[0].max(1), first.detshape[1].max(1));
+        if (dx as usize) * (dy as usize) != n {
+            return Err(err(
+                0,
+                format!(
+                    "detshape [{dx}, {dy}] has {} parts, but {n} endpoints were given",
+                    dx * dy
+                ),
+            ));
+        }
+        for (i, p) in places.iter().enumerate() {
+            if p.column >= dx || p.row >= dy {
+                return Err(err(i, format!("row/column outside detshape [{dx}, {dy}]")));
+            }
+            if let Some(j) = places[..i]
+                .iter()
+                .position(|q| (q.row, q.column) == (p.row, p.column))
+            {
+                return Err(err(
+                    i,
+                    format!("the same place as {}'s part (they overlap)", self.names[j]),
+                ));
+            }
+        }
+        let whole = first.whole();
+        if let Some(x) = self.expected
+            && x != whole
+        {
+            return Err(err(
+                0,
+                format!(
+                    "the parts make {} x {} frames, the pedestal's are {} x {}",
+                    whole.0, whole.1, x.0, x.1
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Hands on frames in order while the oldest is complete or can be given up.
+    fn advance(&mut self, now: Instant) {
+        loop {
+            let waiting = self.pending.len();
+            let Some(entry) = self.pending.first_entry() else {
+                break;
+            };
+            let number = *entry.key();
+            let p = entry.get();
+            let complete = p.slots.iter().all(|s| matches!(s, Slot::Here(..)));
+            let hopeless = p.slots.iter().enumerate().all(|(e, s)| {
+                !matches!(s, Slot::Waiting)
+                    || self.ended[e]
+                    || self.seen[e].is_some_and(|x| x > number)
+            });
+            let overdue =
+                waiting > self.window || now.saturating_duration_since(p.first) >= self.max_wait;
+            if !(complete || hopeless || overdue) {
+                break;
+            }
+            let p = entry.remove();
+            self.done = Some(number);
+            self.hand_on(number, p);
+        }
+    }
+
+    fn hand_on(&mut self, number: u64, p: Pending<D>) {
+        let Pending {
+            slots,
+            first,
+            header,
+        } = p;
+        let (rows, cols) = Place::of(&header).whole();
+        let mut whole = header;
+        whole.shape = [cols as u32, rows as u32];
+        whole.size = (rows as u64) * (cols as u64) * 2;
+        whole.detshape = [1, 1];
+        whole.row = 0;
+        whole.column = 0;
+        whole.flip_rows = 0;
+        let mut trouble: Vec<(PartFault, String)> = Vec::new();
+        let mut pieces = Vec::with_capacity(slots.len());
+        let mut incomplete = false;
+        let mut packets = Some(0u32);
+        for (e, s) in slots.into_iter().enumerate() {
+            let who = format!("part {} of {} ({})", e + 1, self.names.len(), self.names[e]);
+            match s {
+                Slot::Here(h, d) => {
+                    incomplete |= h.complete_image == Some(0);
+                    packets = match (packets, h.packet_number) {
+                        (Some(a), Some(b)) if b != 0 => a.checked_add(b),
+                        _ => None,
+                    };
+                    let (r, c) = (h.shape[1] as usize, h.shape[0] as usize);
+                    pieces.push(Piece {
+                        data: d,
+                        row0: h.row as usize * r,
+                        col0: h.column as usize * c,
+                        rows: r,
+                        cols: c,
+                        flip: h.flip_rows != 0,
+                    });
+                }
+                Slot::Waiting => {
+                    trouble.push((PartFault::Incomplete, format!("{who} never arrived")))
+                }
+                Slot::Dropped => trouble.push((
+                    PartFault::Dropped,
+                    format!("{who} was dropped by cluda: its queue was full"),
+                )),
+                Slot::Bad(why) => trouble.push((PartFault::Mismatch, format!("{who}: {why}"))),
+            }
+        }
+        let fault = if trouble.is_empty() {
+            None
+        } else {
+            // The gravest kind names the frame's fault: a wrong part, then cluda's drop.
+            let kind = [
+                PartFault::Mismatch,
+                PartFault::Dropped,
+                PartFault::Incomplete,
+            ]
+            .into_iter()
+            .find(|k| trouble.iter().any(|(t, _)| t == k))
+            .unwrap_or(PartFault::Incomplete);
+            let text: Vec<String> = trouble.into_iter().map(|(_, s)| s).collect();
+            pieces.clear();
+            Some((kind, format!("frame {number}: {}", text.join("; "))))
+        };
+        if incomplete {
+            whole.complete_image = Some(0);
+        }
+        whole.packet_number = Some(packets.unwrap_or(0));
+        self.out.push_back(Output::Frame(Assembled {
+            header: whole,
+            pieces,
+            fault,
+            arrived: first,
+        }));
+    }
+
+    /// Endpoint `e` has waited too long for the others to end: every endpoint is taken as
+    /// ended, reported.
+    fn force_end(&mut self, e: usize) {
+        let open: Vec<&str> = self
+            .ended
+            .iter()
+            .enumerate()
+            .filter(|(_, x)| !**x)
+            .map(|(i, _)| self.names[i].as_str())
+            .collect();
+        let message = format!(
+            "{} is {} messages into the next acquisition while {} did not end this one (no end-of-acquisition message): this acquisition is ended",
+            self.names[e],
+            self.later[e].len(),
+            open.join(", ")
+        );
+        self.notices.push(Notice {
+            kind: PartFault::Malformed,
+            message,
+        });
+        self.ended.iter_mut().for_each(|x| *x = true);
+    }
+
+    /// When every endpoint has ended: gives up what waits, hands on the end, and starts the
+    /// next acquisition with what the endpoints sent for it meanwhile.
+    fn next_acquisition(&mut self, now: Instant) -> Result<(), LayoutError> {
+        while self.ended.iter().all(|x| *x) {
+            self.advance(now);
+            while let Some((number, p)) = self.pending.pop_first() {
+                self.hand_on(number, p);
+            }
+            let end = self
+                .last_end
+                .take()
+                .unwrap_or_else(ZmqHeader::end_of_acquisition);
+            self.out.push_back(Output::End(end));
+            self.key = None;
+            self.done = None;
+            self.layout = false;
+            self.ended.iter_mut().for_each(|x| *x = false);
+            self.seen.iter_mut().for_each(|x| *x = None);
+            self.places.iter_mut().for_each(|x| *x = None);
+            let later: Vec<VecDeque<Input<D>>> =
+                self.later.iter_mut().map(std::mem::take).collect();
+            for (e, inputs) in later.into_iter().enumerate() {
+                for input in inputs {
+                    self.push(e, input, now)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
