@@ -643,3 +643,177 @@ impl<D: std::ops::Deref<Target = [u8]>> Assembler<D> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Part headers of a `dy x dx` grid of `r x c` parts of frame `number` (flipped as `flip`).
+    fn part(number: u64, e: usize, (dy, dx): (u32, u32), (r, c): (u32, u32), flip: bool) -> ZmqHeader {
+        let mut h = ZmqHeader::frame(r, c, number);
+        h.detshape = [dx, dy];
+        h.row = e as u32 / dx;
+        h.column = e as u32 % dx;
+        h.flip_rows = i64::from(flip);
+        h.fname = "run".into();
+        h
+    }
+
+    /// The bytes of part `e` of a whole frame `whole` (rows x cols), cut as the parts' headers
+    /// say (a flipped part holds its rows last first).
+    fn cut(whole: &[u16], cols: usize, h: &ZmqHeader) -> Vec<u8> {
+        let (r, c) = (h.shape[1] as usize, h.shape[0] as usize);
+        let mut out = Vec::with_capacity(r * c * 2);
+        for i in 0..r {
+            let src = if h.flip_rows != 0 { r - 1 - i } else { i };
+            let row = h.row as usize * r + src;
+            for x in 0..c {
+                out.extend_from_slice(&whole[row * cols + h.column as usize * c + x].to_le_bytes());
+            }
+        }
+        out
+    }
+
+    fn frame_of(number: u64, len: usize) -> Vec<u16> {
+        (0..len).map(|i| (number as usize * 7919 + i * 31) as u16).collect()
+    }
+
+    proptest! {
+        /// Any interleaving of the endpoints' in-order streams, any lost parts: every frame
+        /// with all its parts comes out whole and equal to the frame cut up; every other frame
+        /// some part of which came comes out given up, naming exactly the lost parts; in
+        /// frame-number order; then one end.
+        #[test]
+        fn parts_in_any_order_with_any_loss(
+            grid in prop_oneof![Just((2u32, 1u32)), Just((1, 2)), Just((2, 2)), Just((4, 1))],
+            flip in any::<bool>(),
+            frames in 1u64..12,
+            lost in proptest::collection::vec(any::<bool>(), 48),
+            order in proptest::collection::vec(0usize..4, 200),
+        ) {
+            let (dy, dx) = grid;
+            let n = (dy * dx) as usize;
+            let (r, c) = (3u32, 5u32);
+            let (rows, cols) = ((dy * r) as usize, (dx * c) as usize);
+            let names: Vec<String> = (0..n).map(|e| format!("ep{e}")).collect();
+            let mut a: Assembler<Vec<u8>> =
+                Assembler::new(names, Some((rows, cols)), 10_000, Duration::from_secs(3600));
+            let is_lost = |f: u64, e: usize| lost[(f as usize * n + e) % lost.len()];
+            // Each endpoint's stream: its parts in frame order, then its end.
+            let mut streams: Vec<VecDeque<Input<Vec<u8>>>> = (0..n)
+                .map(|e| {
+                    let mut q: VecDeque<Input<Vec<u8>>> = (0..frames)
+                        .filter(|&f| !is_lost(f, e))
+                        .map(|f| {
+                            // Odd endpoints flip their rows when asked (like Eiger's halves).
+                            let h = part(f, e, (dy, dx), (r, c), flip && e % 2 == 1);
+                            let d = cut(&frame_of(f, rows * cols), cols, &h);
+                            Input::Part(h, Ok(d), Instant::now())
+                        })
+                        .collect();
+                    q.push_back(Input::End(ZmqHeader::end_of_acquisition()));
+                    q
+                })
+                .collect();
+            let now = Instant::now();
+            let mut k = 0;
+            let mut outs = Vec::new();
+            while streams.iter().any(|q| !q.is_empty()) {
+                let mut e = order[k % order.len()] % n;
+                k += 1;
+                while streams[e].is_empty() {
+                    e = (e + 1) % n;
+                }
+                let input = streams[e].pop_front().expect("not empty");
+                a.push(e, input, now).expect("the layout is right");
+                while let Some(o) = a.pop() {
+                    outs.push(o);
+                }
+            }
+            prop_assert!(a.take_notices().is_empty());
+            let mut last = None;
+            let mut ends = 0;
+            let mut seen = Vec::new();
+            for o in outs {
+                match o {
+                    Output::End(_) => ends += 1,
+                    Output::Frame(f) => {
+                        prop_assert_eq!(ends, 0);
+                        let number = f.header.number();
+                        prop_assert!(last.is_none_or(|l| number > l));
+                        last = Some(number);
+                        seen.push(number);
+                        let missing: Vec<usize> = (0..n).filter(|&e| is_lost(number, e)).collect();
+                        if missing.is_empty() {
+                            prop_assert!(f.fault.is_none());
+                            prop_assert_eq!(f.header.rows_cols(), (rows, cols));
+                            let mut whole = vec![0u16; rows * cols];
+                            for p in &f.pieces {
+                                place(&mut whole, cols, p);
+                            }
+                            prop_assert_eq!(whole, frame_of(number, rows * cols));
+                        } else {
+                            let (kind, why) = f.fault.expect("given up");
+                            prop_assert_eq!(kind, PartFault::Incomplete);
+                            prop_assert!(f.pieces.is_empty());
+                            for e in 0..n {
+                                let named = why.contains(&format!("(ep{e}) never arrived"));
+                                prop_assert_eq!(named, missing.contains(&e), "{}", why);
+                            }
+                        }
+                    }
+                }
+            }
+            prop_assert_eq!(ends, 1);
+            // Every frame some part of which came, once.
+            let want: Vec<u64> = (0..frames).filter(|&f| (0..n).any(|e| !is_lost(f, e))).collect();
+            prop_assert_eq!(seen, want);
+        }
+    }
+
+    #[test]
+    fn a_late_part_is_counted_and_a_bad_layout_named() {
+        let now = Instant::now();
+        let names = vec!["a".to_string(), "b".to_string()];
+        let mut x: Assembler<Vec<u8>> =
+            Assembler::new(names.clone(), None, 100, Duration::from_secs(60));
+        let h = |f, e| part(f, e, (2, 1), (2, 2), false);
+        let d = || Ok(vec![0u8; 8]);
+        x.push(0, Input::Part(h(0, 0), d(), now), now).expect("ok");
+        x.push(1, Input::Part(h(1, 1), d(), now), now).expect("ok");
+        // Frame 0 is given up (b is past it); b's part of it is then late.
+        x.push(1, Input::Part(h(0, 1), d(), now), now).expect("ok");
+        let notes = x.take_notices();
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert_eq!(notes[0].kind, PartFault::Late);
+        assert!(notes[0].message.contains("frame 0"), "{notes:?}");
+        match x.pop() {
+            Some(Output::Frame(f)) => {
+                let (kind, why) = f.fault.expect("given up");
+                assert_eq!(kind, PartFault::Incomplete);
+                assert!(why.contains("part 2 of 2 (b) never arrived"), "{why}");
+            }
+            o => panic!("{o:?}"),
+        }
+        // Frame 1 waits for a's part; time gives it up.
+        assert!(x.pop().is_none());
+        x.poll(now + Duration::from_secs(61));
+        assert!(matches!(x.pop(), Some(Output::Frame(f)) if f.fault.is_some()));
+
+        // Two parts claiming the same place.
+        let mut y: Assembler<Vec<u8>> = Assembler::new(names.clone(), None, 100, Duration::from_secs(60));
+        y.push(0, Input::Part(h(0, 0), d(), now), now).expect("ok");
+        let e = y
+            .push(1, Input::Part(h(0, 0), d(), now), now)
+            .expect_err("overlap");
+        assert!(e.0.contains("b (header: row 0 column 0"), "{}", e.0);
+        // Parts that make another frame than the pedestal's.
+        let mut z: Assembler<Vec<u8>> = Assembler::new(names, Some((4, 4)), 100, Duration::from_secs(60));
+        z.push(0, Input::Part(h(0, 0), d(), now), now).expect("ok");
+        let e = z
+            .push(1, Input::Part(h(0, 1), d(), now), now)
+            .expect_err("wrong shape");
+        assert!(e.0.contains("4 x 2 frames, the pedestal's are 4 x 4"), "{}", e.0);
+    }
+}
