@@ -650,7 +650,13 @@ mod tests {
     use proptest::prelude::*;
 
     /// Part headers of a `dy x dx` grid of `r x c` parts of frame `number` (flipped as `flip`).
-    fn part(number: u64, e: usize, (dy, dx): (u32, u32), (r, c): (u32, u32), flip: bool) -> ZmqHeader {
+    fn part(
+        number: u64,
+        e: usize,
+        (dy, dx): (u32, u32),
+        (r, c): (u32, u32),
+        flip: bool,
+    ) -> ZmqHeader {
         let mut h = ZmqHeader::frame(r, c, number);
         h.detshape = [dx, dy];
         h.row = e as u32 / dx;
@@ -676,7 +682,9 @@ mod tests {
     }
 
     fn frame_of(number: u64, len: usize) -> Vec<u16> {
-        (0..len).map(|i| (number as usize * 7919 + i * 31) as u16).collect()
+        (0..len)
+            .map(|i| (number as usize * 7919 + i * 31) as u16)
+            .collect()
     }
 
     proptest! {
@@ -802,18 +810,24 @@ mod tests {
         assert!(matches!(x.pop(), Some(Output::Frame(f)) if f.fault.is_some()));
 
         // Two parts claiming the same place.
-        let mut y: Assembler<Vec<u8>> = Assembler::new(names.clone(), None, 100, Duration::from_secs(60));
+        let mut y: Assembler<Vec<u8>> =
+            Assembler::new(names.clone(), None, 100, Duration::from_secs(60));
         y.push(0, Input::Part(h(0, 0), d(), now), now).expect("ok");
         let e = y
             .push(1, Input::Part(h(0, 0), d(), now), now)
             .expect_err("overlap");
         assert!(e.0.contains("b (header: row 0 column 0"), "{}", e.0);
         // Parts that make another frame than the pedestal's.
-        let mut z: Assembler<Vec<u8>> = Assembler::new(names, Some((4, 4)), 100, Duration::from_secs(60));
+        let mut z: Assembler<Vec<u8>> =
+            Assembler::new(names, Some((4, 4)), 100, Duration::from_secs(60));
         z.push(0, Input::Part(h(0, 0), d(), now), now).expect("ok");
         let e = z
             .push(1, Input::Part(h(0, 1), d(), now), now)
             .expect_err("wrong shape");
-        assert!(e.0.contains("4 x 2 frames, the pedestal's are 4 x 4"), "{}", e.0);
+        assert!(
+            e.0.contains("4 x 2 frames, the pedestal's are 4 x 4"),
+            "{}",
+            e.0
+        );
     }
 }
