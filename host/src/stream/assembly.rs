@@ -176,7 +176,7 @@ pub enum Input<D> {
 #[derive(Debug)]
 enum Slot<D> {
     Waiting,
-    Here(ZmqHeader, D),
+    Here(Box<ZmqHeader>, D),
     Dropped,
     Bad(String),
 }
@@ -343,7 +343,7 @@ impl<D: std::ops::Deref<Target = [u8]>> Assembler<D> {
                     (Ok(d), _) => {
                         let (r, c) = (h.shape[1] as usize, h.shape[0] as usize);
                         match h.check_frame(d.len(), r, c) {
-                            Ok(()) => Slot::Here(h.clone(), d),
+                            Ok(()) => Slot::Here(Box::new(h.clone()), d),
                             Err(
                                 super::header::HeaderFault::Mismatch(w)
                                 | super::header::HeaderFault::Malformed(w),

@@ -14,7 +14,7 @@ pub struct Inlet(Kind);
 
 enum Kind {
     One(ZmqReceiver),
-    Parts(PartsReceiver),
+    Parts(Box<PartsReceiver>),
 }
 
 impl Inlet {
@@ -27,7 +27,7 @@ impl Inlet {
         Ok(Self(if config.more_endpoints.is_empty() {
             Kind::One(ZmqReceiver::connect(config)?)
         } else {
-            Kind::Parts(PartsReceiver::connect(config)?)
+            Kind::Parts(Box::new(PartsReceiver::connect(config)?))
         }))
     }
 
