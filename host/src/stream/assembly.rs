@@ -15,7 +15,9 @@
 //! order (one TCP connection each), so a frame whose part from endpoint E is still missing is
 //! given up as soon as E has sent a later frame or ended the acquisition (that part was lost
 //! before cluda); and, so that a stalled endpoint cannot hold memory, when more than
-//! `window` frames wait or the oldest waited `max_wait`. Frames come out in frame-number
+//! `window` frames wait, or the oldest waited `max_wait` while every endpoint it waits for
+//! was silent that long (an endpoint whose parts keep coming is behind, not stalled). Frames
+//! come out in frame-number
 //! order, complete or given up (with the parts that were missing and why); a part for a frame
 //! already out is counted as late. An endpoint's end-of-acquisition message (or a part of
 //! another acquisition: a different `fileIndex`/`fname`) ends the acquisition on that
@@ -184,7 +186,10 @@ enum Slot<D> {
 #[derive(Debug)]
 struct Pending<D> {
     slots: Vec<Slot<D>>,
+    /// When its first part arrived (for the lag).
     first: Instant,
+    /// When the assembler took its first part (for the wait).
+    since: Instant,
     /// The first header of it that came (for a frame given up).
     header: ZmqHeader,
 }
@@ -203,6 +208,8 @@ pub struct Assembler<D> {
     key: Option<(u64, String)>,
     ended: Vec<bool>,
     seen: Vec<Option<u64>>,
+    /// When each endpoint's last message was taken.
+    heard: Vec<Option<Instant>>,
     places: Vec<Option<Place>>,
     layout: bool,
     pending: BTreeMap<u64, Pending<D>>,
@@ -232,6 +239,7 @@ impl<D: std::ops::Deref<Target = [u8]>> Assembler<D> {
             key: None,
             ended: vec![false; n],
             seen: vec![None; n],
+            heard: vec![None; n],
             places: vec![None; n],
             layout: false,
             pending: BTreeMap::new(),
@@ -284,6 +292,7 @@ impl<D: std::ops::Deref<Target = [u8]>> Assembler<D> {
     /// [`LayoutError`] when the first parts of an acquisition do not tile one frame (or not
     /// the expected one), naming the endpoint and its header's fields.
     pub fn push(&mut self, e: usize, input: Input<D>, now: Instant) -> Result<(), LayoutError> {
+        self.heard[e] = Some(now);
         if self.ended[e] {
             // It belongs to the next acquisition.
             self.later[e].push_back(input);
@@ -304,7 +313,7 @@ impl<D: std::ops::Deref<Target = [u8]>> Assembler<D> {
                     return Ok(());
                 }
                 self.seen[e] = Some(number);
-                self.slot(number, e, now, None, Slot::Dropped);
+                self.slot(number, e, (now, now), None, Slot::Dropped);
                 self.advance(now);
             }
             Input::Part(h, data, arrived) => {
@@ -351,16 +360,18 @@ impl<D: std::ops::Deref<Target = [u8]>> Assembler<D> {
                         }
                     }
                 };
-                self.slot(number, e, arrived, Some(h), slot);
+                self.slot(number, e, (arrived, now), Some(h), slot);
                 self.advance(now);
             }
         }
         Ok(())
     }
 
-    /// Gives up frames that waited too long (call now and then while nothing arrives).
+    /// Gives up frames that waited too long: call it when nothing is left to take (the
+    /// endpoints are silent), never while parts wait in a queue (a consumer that was busy is
+    /// not a stalled endpoint).
     pub fn poll(&mut self, now: Instant) {
-        self.advance(now);
+        self.advance_by(now, true);
     }
 
     fn is_done(&self, number: u64) -> bool {
@@ -378,7 +389,14 @@ impl<D: std::ops::Deref<Target = [u8]>> Assembler<D> {
         });
     }
 
-    fn slot(&mut self, number: u64, e: usize, now: Instant, h: Option<ZmqHeader>, s: Slot<D>) {
+    fn slot(
+        &mut self,
+        number: u64,
+        e: usize,
+        (arrived, now): (Instant, Instant),
+        h: Option<ZmqHeader>,
+        s: Slot<D>,
+    ) {
         let n = self.names.len();
         let key = self.key.clone();
         let known = self.places.iter().flatten().next().copied();
@@ -397,7 +415,8 @@ impl<D: std::ops::Deref<Target = [u8]>> Assembler<D> {
             }
             Pending {
                 slots: (0..n).map(|_| Slot::Waiting).collect(),
-                first: now,
+                first: arrived,
+                since: now,
                 header,
             }
         });
@@ -491,6 +510,11 @@ impl<D: std::ops::Deref<Target = [u8]>> Assembler<D> {
 
     /// Hands on frames in order while the oldest is complete or can be given up.
     fn advance(&mut self, now: Instant) {
+        self.advance_by(now, false);
+    }
+
+    /// [`Self::advance`], giving up frames that waited `max_wait` too when `by_time`.
+    fn advance_by(&mut self, now: Instant, by_time: bool) {
         loop {
             let waiting = self.pending.len();
             let Some(entry) = self.pending.first_entry() else {
@@ -504,8 +528,16 @@ impl<D: std::ops::Deref<Target = [u8]>> Assembler<D> {
                     || self.ended[e]
                     || self.seen[e].is_some_and(|x| x > number)
             });
-            let overdue =
-                waiting > self.window || now.saturating_duration_since(p.first) >= self.max_wait;
+            // Waited long, and every endpoint it waits for has been silent as long (one whose
+            // parts keep coming is behind, not stalled: the window bounds how far).
+            let stalled = by_time
+                && now.saturating_duration_since(p.since) >= self.max_wait
+                && p.slots.iter().enumerate().all(|(e, s)| {
+                    !matches!(s, Slot::Waiting)
+                        || self.heard[e]
+                            .is_none_or(|t| now.saturating_duration_since(t) >= self.max_wait)
+                });
+            let overdue = waiting > self.window || stalled;
             if !(complete || hopeless || overdue) {
                 break;
             }
@@ -520,6 +552,7 @@ impl<D: std::ops::Deref<Target = [u8]>> Assembler<D> {
             slots,
             first,
             header,
+            ..
         } = p;
         let (rows, cols) = Place::of(&header).whole();
         let mut whole = header;

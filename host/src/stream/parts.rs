@@ -114,10 +114,6 @@ impl PartsReceiver {
                 return Ok(Some(message(o)));
             }
             let now = Instant::now();
-            self.assembler.poll(now);
-            if let Some(o) = self.assembler.pop() {
-                return Ok(Some(message(o)));
-            }
             if now >= until {
                 return Ok(None);
             }
@@ -128,7 +124,12 @@ impl PartsReceiver {
             }
             match self.rx.recv_timeout(wait) {
                 Ok(m) => self.take(m)?,
-                Err(RecvTimeoutError::Timeout) => self.check_feeds()?,
+                Err(RecvTimeoutError::Timeout) => {
+                    // Nothing came for a while: frames waiting on silent endpoints may be
+                    // given up.
+                    self.assembler.poll(Instant::now());
+                    self.check_feeds()?;
+                }
                 Err(RecvTimeoutError::Disconnected) => {
                     self.check_feeds()?;
                     return Err(Error::param(

@@ -66,7 +66,8 @@ pub struct ReceiverConfig {
     /// Frames that may wait for their parts at once (memory: this many frames); the oldest
     /// is then given up and reported incomplete.
     pub part_window: usize,
-    /// Longest a frame waits for its parts before it is given up and reported incomplete.
+    /// Longest a frame waits for its parts while the endpoints it waits for send nothing,
+    /// before it is given up and reported incomplete.
     pub part_wait: Duration,
 }
 
@@ -81,7 +82,8 @@ impl ReceiverConfig {
     /// which covers an acquisition's start-up), libzmq's queue of 256
     /// messages, dropping when full, messages as large as the largest frame cluda processes
     /// ([`ReceiverConfig::message_limit`] of no known shape), one endpoint; with several, at
-    /// most 1024 frames waiting for their parts, each at most 200 ms.
+    /// most 4096 frames waiting for their parts (as many as the queue: endpoints may drift
+    /// that far apart), given up after 200 ms of silence from the endpoints they wait for.
     pub fn new(endpoint: &str) -> Self {
         Self {
             endpoint: endpoint.to_string(),
@@ -91,7 +93,7 @@ impl ReceiverConfig {
             max_message_bytes: Self::message_limit(None),
             more_endpoints: Vec::new(),
             frame_shape: None,
-            part_window: 1024,
+            part_window: 4096,
             part_wait: Duration::from_millis(200),
         }
     }
