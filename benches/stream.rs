@@ -460,6 +460,9 @@ fn free_ports(parts: usize) -> Result<u16, String> {
     Err(format!("no {parts} consecutive free ports"))
 }
 
+/// One endpoint's frames counted, its first part's arrival and its end.
+type Counted = (u64, Option<Instant>, Instant);
+
 /// The bare loop on `parts` endpoints: a SUB socket and a thread each, receiving both message
 /// parts and counting until the end message; frames/s of the slowest endpoint from the first
 /// part's arrival anywhere to the last end.
@@ -476,7 +479,7 @@ fn bare_parts(o: &Opts, frames: &Arc<Vec<u16>>, parts: usize) -> Result<f64, Str
         subs.push(sub);
     }
     let publisher = publish_parts(o, frames, port, parts, None, true);
-    let counted: Vec<Result<(u64, Option<Instant>, Instant), String>> = std::thread::scope(|s| {
+    let counted: Vec<Result<Counted, String>> = std::thread::scope(|s| {
         let hs: Vec<_> = subs
             .into_iter()
             .map(|sub| {
