@@ -216,13 +216,14 @@ fn read_upload_floor(data: &Path, write_combined: bool) -> Result<f64, String> {
     let slot_len = cfg.chunk * px;
     // SAFETY: a plain device allocation, freed below after the stream is idle.
     let dev = unsafe { result::malloc_sync(slot_len * 2) }.map_err(|x| e(&x))?;
-    let (free_tx, free_rx) = sync_channel::<Box<dyn cluda::engine::FrameStore>>(cfg.slots);
-    let (full_tx, full_rx) = sync_channel::<(Box<dyn cluda::engine::FrameStore>, usize)>(cfg.slots);
+    let (free_tx, free_rx) = sync_channel::<Box<dyn cluda::finder::feed::FrameStore>>(cfg.slots);
+    let (full_tx, full_rx) =
+        sync_channel::<(Box<dyn cluda::finder::feed::FrameStore>, usize)>(cfg.slots);
     for _ in 0..cfg.slots {
         let store = pinned_store(&finder, slot_len, cols, write_combined)?;
         free_tx.send(store).map_err(|x| e(&x))?;
     }
-    let threads = cluda::engine::read_threads();
+    let threads = cluda::io::readahead::read_threads();
     let t = Instant::now();
     let uploaded = std::thread::scope(|scope| -> Result<usize, String> {
         let reader = scope.spawn(move || -> Result<(), String> {
@@ -280,12 +281,12 @@ fn pinned_store(
     samples: usize,
     cols: usize,
     write_combined: bool,
-) -> Result<Box<dyn cluda::engine::FrameStore>, String> {
+) -> Result<Box<dyn cluda::finder::feed::FrameStore>, String> {
     use cluda::ClusterFinder;
     if write_combined {
         let rows = samples.div_ceil(cols.max(1));
         cluda::finder::gpu::PinnedFrames::write_combined(finder.gpu(), 1, rows, cols)
-            .map(|p| Box::new(p) as Box<dyn cluda::engine::FrameStore>)
+            .map(|p| Box::new(p) as Box<dyn cluda::finder::feed::FrameStore>)
             .map_err(|e| e.to_string())
     } else {
         finder.frame_store(samples).map_err(|e| e.to_string())
@@ -300,7 +301,7 @@ fn read_floor_write_combined(data: &Path) -> Result<f64, String> {
     let finder =
         cluda::GpuFinder::new(cluda::FinderConfig::new(rows, cols)).map_err(|e| e.to_string())?;
     let mut store = pinned_store(&finder, cfg.chunk * rows * cols, cols, true)?;
-    let threads = cluda::engine::read_threads();
+    let threads = cluda::io::readahead::read_threads();
     let t = Instant::now();
     while frames
         .fill(store.samples_mut(), threads)
@@ -333,7 +334,7 @@ fn library_path(pedestal: &Path, data: &Path, size: usize) -> Result<(Vec<LibRow
     let fresh = || fresh_with(cluda::finder::gpu::PipelineConfig::default());
     let mut plain = vec![0u16; n * rows * cols];
     frames
-        .fill(&mut plain, cluda::engine::read_threads())
+        .fill(&mut plain, cluda::io::readahead::read_threads())
         .map_err(|x| e(&x))?;
     let call = |f: &mut cluda::GpuFinder, fr: cluda::Frames<'_>| -> Result<(f64, u64), String> {
         let mut count = 0u64;
@@ -429,7 +430,7 @@ fn opt10_floor(pedestal: &Path, data: &Path, size: usize) -> Result<f64, String>
     let mut pinned =
         cluda::finder::gpu::PinnedFrames::new(&device, n, rows, cols).map_err(|e| e.to_string())?;
     frames
-        .fill(pinned.as_mut_slice(), cluda::engine::read_threads())
+        .fill(pinned.as_mut_slice(), cluda::io::readahead::read_threads())
         .map_err(|e| e.to_string())?;
     finder.reserve(n).map_err(|e| e.to_string())?;
     let mut count = 0u64;
@@ -537,7 +538,7 @@ fn cpu_in_memory(
         .map_err(|x| e(&x))?;
     let mut plain = vec![0u16; n * rows * cols];
     frames
-        .fill(&mut plain, cluda::engine::read_threads())
+        .fill(&mut plain, cluda::io::readahead::read_threads())
         .map_err(|x| e(&x))?;
     let mut count = 0u64;
     let t = Instant::now();
@@ -647,7 +648,7 @@ fn campaign(
     for k in 0..o.campaign {
         let p = dir.join(format!("acq{k:03}.npy"));
         frames
-            .fill(&mut buf, cluda::engine::read_threads())
+            .fill(&mut buf, cluda::io::readahead::read_threads())
             .map_err(|x| e(&x))?;
         if NpyFrames::open(&p).map(|f| f.len()).ok() != Some(each) {
             cluda::io::write_u16_3d(&p, each, rows, cols, &buf).map_err(|x| e(&x))?;
@@ -666,7 +667,7 @@ fn campaign(
     if NpyFrames::open(&whole).map(|f| f.len()).ok() != Some(each * o.campaign) {
         let mut all = NpyFrames::open(data).map_err(|x| e(&x))?;
         let mut v = vec![0u16; each * o.campaign * rows * cols];
-        all.fill(&mut v, cluda::engine::read_threads())
+        all.fill(&mut v, cluda::io::readahead::read_threads())
             .map_err(|x| e(&x))?;
         cluda::io::write_u16_3d(&whole, each * o.campaign, rows, cols, &v).map_err(|x| e(&x))?;
     }

@@ -11,7 +11,7 @@
 //! caller's time in `write_frame` (the copy into the writer's buffers). Every file is checked
 //! byte for byte against the first.
 //!
-//! [`DEFAULT_WRITE_THREADS`]: cluda::engine::write_behind::DEFAULT_WRITE_THREADS
+//! [`DEFAULT_WRITE_THREADS`]: cluda::io::write_behind::DEFAULT_WRITE_THREADS
 //! [`ClusterFileWriter::create_with_threads`]: cluda::io::ClusterFileWriter::create_with_threads
 
 use std::path::PathBuf;

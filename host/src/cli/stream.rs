@@ -140,7 +140,7 @@ fn fixed_pedestal(path: &Path, options: FindOptions) -> Result<Pedestal> {
     let (pedestal, _) = read_pedestal(
         &mut input,
         &config,
-        cluda::engine::read_threads(),
+        cluda::io::readahead::read_threads(),
         true,
         &signals::check,
     )?;

@@ -18,20 +18,18 @@
 //! slower, the finder waits for a full one. Either way at most `slots` chunks exist.
 //!
 //! The finder pulls the full slots itself ([`ClusterFinder::find_feed`], the ring being a
-//! [`feed::FrameFeed`]): a GPU finder keeps its pipeline going from one slot to the next
+//! [`FrameFeed`]): a GPU finder keeps its pipeline going from one slot to the next
 //! (the next slot's uploads are queued while the previous one's clusters are collected) and
 //! gives each slot back once the GPU no longer reads it, before its clusters are visited.
 //!
 //! The cluster sink is the caller's visitor; a cluster file written through
-//! [`write_behind::WriteBehind`] leaves the calling thread after a memcpy of each frame's
+//! [`crate::io::write_behind::WriteBehind`] leaves the calling thread after a memcpy of each frame's
 //! records, so writing overlaps finding too.
 
-pub mod feed;
 pub mod input;
 pub mod rows;
 pub mod run;
 pub mod slice_source;
-pub mod write_behind;
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -40,40 +38,9 @@ use std::time::{Duration, Instant};
 use crate::cluster::FrameClusters;
 use crate::error::{Error, Result};
 use crate::finder::ClusterFinder;
+use crate::finder::feed::{Chunk, FedChunk, FrameFeed, FrameStore};
 use crate::io::{FrameSource, MappedFrames};
-pub use feed::{ChunkedFeed, FedChunk, FrameFeed};
 pub use slice_source::SliceSource;
-
-/// Memory frames are read into and found from (a slot of the engine's ring).
-pub trait FrameStore: Send {
-    /// The samples, to read.
-    fn samples(&self) -> &[u16];
-    /// The samples, to fill.
-    fn samples_mut(&mut self) -> &mut [u16];
-}
-
-impl FrameStore for Vec<u16> {
-    fn samples(&self) -> &[u16] {
-        self
-    }
-    fn samples_mut(&mut self) -> &mut [u16] {
-        self
-    }
-}
-
-/// Threads that read one chunk of a file at once: one per core, at most 16 (copying from the
-/// page cache is bound by memory bandwidth, which one core cannot use up).
-pub fn read_threads() -> usize {
-    std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .clamp(1, 16)
-}
-
-/// Read threads for a finder that computes on the host's own cores (the CPU finder): 2. It
-/// is about 20 times slower than reading, so two threads keep it fed, and every further one
-/// takes a core its band threads need (on the H200's 16 cores, 16 read threads slowed the
-/// 3x3 CPU run from 99 to 145 us/frame).
-pub const HOST_FINDER_READ_THREADS: usize = 2;
 
 /// How the engine reads ahead.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -208,38 +175,6 @@ pub struct EngineStats {
     /// Wall time of the data phase: from the first chunk asked for to the last one found
     /// (the ring's allocation before it is [`EngineStats::alloc`]).
     pub wall: Duration,
-}
-
-/// Where a chunk's frames are.
-enum Chunk {
-    /// A slot of the ring, filled by the reader; it goes back to the reader afterwards.
-    Slot(Box<dyn FrameStore>),
-    /// A piece of a mapped file, page-locked while the guard lives (or not at all), with the
-    /// ring's entry it stands for (a slot or a token), which goes back to the reader.
-    Mapped {
-        /// Dropped first (fields drop in order): unlocked before the map can go.
-        _pin: Option<Box<dyn Send>>,
-        map: std::sync::Arc<memmap2::Mmap>,
-        range: std::ops::Range<usize>,
-        entry: Option<Box<dyn FrameStore>>,
-    },
-}
-
-impl Chunk {
-    fn samples(&self) -> &[u16] {
-        match self {
-            Chunk::Slot(s) => s.samples(),
-            Chunk::Mapped { map, range, .. } => bytemuck::cast_slice(&map[range.clone()]),
-        }
-    }
-
-    /// The ring's entry back (a mapped chunk is unpinned here).
-    fn into_store(self) -> Option<Box<dyn FrameStore>> {
-        match self {
-            Chunk::Slot(s) => Some(s),
-            Chunk::Mapped { entry, .. } => entry,
-        }
-    }
 }
 
 /// A chunk on its way from the reader to the finder.

@@ -18,7 +18,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::input::{Cancel, Input};
-use super::write_behind::WriteStats;
 use super::{EngineConfig, EngineStats, RingSlots};
 use crate::cluster::FrameClusters;
 use crate::config::{FindOptions, FinderConfig};
@@ -26,6 +25,7 @@ use crate::error::{Error, Result};
 use crate::finder::ClusterFinder;
 use crate::finder::select::{DeviceChoice, open_finder};
 use crate::frames::Frames;
+use crate::io::write_behind::WriteStats;
 use crate::io::{AtomicFile, ClusterFileWriter, check_output, input_files};
 use crate::pedestal::Pedestal;
 #[cfg(feature = "plot")]
@@ -279,7 +279,9 @@ impl Session {
                     r
                 })
                 .map_err(|e| Error::io("<device thread>", e))?;
-            let threads = options.read_threads.unwrap_or_else(super::read_threads);
+            let threads = options
+                .read_threads
+                .unwrap_or_else(crate::io::readahead::read_threads);
             let parallel = options.finder.threads != Some(1);
             let stopped = || -> Result<()> {
                 if stop.load(Ordering::Relaxed) {
@@ -406,8 +408,9 @@ impl Session {
         let startup = std::mem::take(&mut self.startup);
         // The current input's outputs, opened in `begin` and finished in `end`.
         struct Current {
-            writer:
-                Option<ClusterFileWriter<super::write_behind::WriteBehind<crate::io::AtomicFile>>>,
+            writer: Option<
+                ClusterFileWriter<crate::io::write_behind::WriteBehind<crate::io::AtomicFile>>,
+            >,
             #[cfg(feature = "plot")]
             plot: Option<(PlotAccumulator, PlotStage)>,
             clusters: u64,

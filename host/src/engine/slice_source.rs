@@ -37,7 +37,7 @@ impl<'a> SliceSource<'a> {
             rows,
             cols,
             next: 0,
-            threads: super::read_threads(),
+            threads: crate::io::readahead::read_threads(),
         })
     }
 

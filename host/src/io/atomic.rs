@@ -127,8 +127,8 @@ impl Seek for AtomicFile {
 /// Several threads may write the temporary file at offsets ([`WriteBehind::positioned`]);
 /// the rename on [`AtomicFile::commit`] and the removal on drop are unchanged.
 ///
-/// [`WriteBehind::positioned`]: crate::engine::write_behind::WriteBehind::positioned
-impl crate::engine::write_behind::PositionedSink for AtomicFile {
+/// [`WriteBehind::positioned`]: crate::io::write_behind::WriteBehind::positioned
+impl crate::io::write_behind::PositionedSink for AtomicFile {
     fn handle(&mut self) -> std::io::Result<File> {
         match self.out.as_mut() {
             Some(o) => {

@@ -5,8 +5,6 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use super::raw::RawMaster;
-use super::source::is_raw_master;
 use crate::error::{Error, Result};
 
 /// What kind of non-regular file `m` is, for messages.
@@ -77,27 +75,6 @@ pub fn same_file(a: &Path, b: &Path) -> bool {
             _ => false,
         }
     }
-}
-
-/// The files an input consists of: a raw master file and every data file it names that
-/// exists (each checked to be a regular file), or the file itself (checked likewise).
-pub fn input_files(path: &Path) -> Result<Vec<PathBuf>> {
-    check_regular(path)?;
-    let mut files = vec![path.to_path_buf()];
-    if is_raw_master(path) {
-        let master = RawMaster::open(path)?;
-        for i in 0.. {
-            let p = master.data_path(i);
-            match std::fs::metadata(&p) {
-                Ok(_) => {
-                    check_regular(&p)?;
-                    files.push(p);
-                }
-                Err(_) => break,
-            }
-        }
-    }
-    Ok(files)
 }
 
 /// Whether `path` is written as a directory: it ends with a path separator (or `/.`), which

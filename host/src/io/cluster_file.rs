@@ -16,10 +16,8 @@ use std::path::{Path, PathBuf};
 
 use super::atomic::AtomicFile;
 use crate::cluster::{ClusterBatch, ClusterSize, FrameClusters};
-use crate::engine::write_behind::{
-    DEFAULT_WRITE_THREADS, MAX_WRITE_THREADS, WriteBehind, WriteStats,
-};
 use crate::error::{Error, Result};
+use crate::io::write_behind::{DEFAULT_WRITE_THREADS, MAX_WRITE_THREADS, WriteBehind, WriteStats};
 
 /// Bytes of a frame header (`i32 frame_number`, `u32 n_clusters`).
 pub const FRAME_HEADER_BYTES: usize = 8;

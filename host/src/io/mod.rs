@@ -9,15 +9,18 @@ pub mod raw;
 pub mod readahead;
 pub mod source;
 pub mod staged;
+pub mod write_behind;
 
 pub use atomic::AtomicFile;
-pub use checks::{check_output, check_overwrite, check_regular, input_files, same_file};
+pub use checks::{check_output, check_overwrite, check_regular, same_file};
 pub use cluster_file::{
     ClusterFileReader, ClusterFileWriter, Existing, is_cluster_file, read_cluster_file,
     write_cluster_file, write_cluster_frames,
 };
-pub use npy::{NpyArray, NpyFrames, NpyWriter, read_f32_2d, read_u16_frames, write_u16_3d};
+pub use npy::{
+    MappedFrames, NpyArray, NpyFrames, NpyWriter, read_f32_2d, read_u16_frames, write_u16_3d,
+};
 pub use source::{
-    FrameSource, MappedFrames, MemorySource, is_raw_master, open_frames, open_frames_or,
+    FrameSource, MemorySource, input_files, is_raw_master, open_frames, open_frames_or,
 };
 pub use staged::StagedSet;

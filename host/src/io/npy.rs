@@ -628,6 +628,24 @@ pub fn read_u16_frames(path: &Path) -> Result<NpyArray<u16>> {
     Ok(NpyArray { shape, data })
 }
 
+/// Frames in a read-only memory map of their file (see [`crate::io::FrameSource::map_rest`]).
+#[derive(Clone, Debug)]
+pub struct MappedFrames {
+    /// The file's map.
+    pub map: std::sync::Arc<memmap2::Mmap>,
+    /// The file itself: its length is checked before each piece of the map is used (a file
+    /// that shrank would make reading the map beyond its new end a SIGBUS).
+    pub file: std::sync::Arc<std::fs::File>,
+    /// The file's path, for errors.
+    pub path: std::path::PathBuf,
+    /// Byte offset of the first frame in the map (a multiple of 2).
+    pub offset: usize,
+    /// Frames from there.
+    pub frames: usize,
+    /// Frame number of the first of them.
+    pub first_number: u64,
+}
+
 /// A `uint16` frame stack in a `.npy` file, read a chunk of frames at a time.
 ///
 /// Opening checks everything (dtype, order, dimensionality, exact data length); afterwards
@@ -684,12 +702,12 @@ impl NpyFrames {
             next: 0,
             swap: h.needs_swap(),
             data_offset: h.data_offset,
-            threads: crate::engine::read_threads(),
+            threads: crate::io::readahead::read_threads(),
         })
     }
 
     /// Threads [`crate::io::FrameSource::fill`] reads with (1 ..= 64; default
-    /// [`crate::engine::read_threads`]).
+    /// [`crate::io::readahead::read_threads`]).
     pub fn read_threads(&self) -> usize {
         self.threads
     }
@@ -839,7 +857,7 @@ impl NpyFrames {
     /// caught before each chunk is used (the engine checks its length: an error naming it);
     /// one that shrinks while a chunk is being read makes that read a SIGBUS, which the
     /// command line turns into an error naming the file.
-    pub fn map_rest(&mut self) -> Option<crate::io::source::MappedFrames> {
+    pub fn map_rest(&mut self) -> Option<MappedFrames> {
         if self.swap || self.remaining() == 0 {
             return None;
         }
@@ -855,7 +873,7 @@ impl NpyFrames {
         let file = self.file.try_clone().ok()?;
         let first_number = self.next as u64;
         self.next = self.frames;
-        Some(crate::io::source::MappedFrames {
+        Some(MappedFrames {
             map: std::sync::Arc::new(map),
             file: std::sync::Arc::new(file),
             path: self.path.clone(),

@@ -7,6 +7,14 @@
 
 use std::fs::File;
 
+/// Threads that read one chunk of a file at once: one per core, at most 16 (copying from the
+/// page cache is bound by memory bandwidth, which one core cannot use up).
+pub fn read_threads() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, 16)
+}
+
 /// Tells the kernel that `file` is read from start to end (Linux doubles its read-ahead
 /// window for it).
 pub fn sequential(file: &File) {

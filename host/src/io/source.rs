@@ -1,10 +1,11 @@
 //! One interface for every frame input (raw acquisitions, `.npy` files, memory), so the
 //! command line streams frames in batches without caring where they come from.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use super::npy::NpyFrames;
-use super::raw::{GapReport, RawReader};
+use super::checks::check_regular;
+use super::npy::{MappedFrames, NpyFrames};
+use super::raw::{GapReport, RawMaster, RawReader};
 use crate::error::{Error, Result};
 
 /// A stream of `rows x cols` u16 frames read in batches.
@@ -89,24 +90,6 @@ pub trait FrameSource {
     fn gaps(&self) -> Option<&GapReport> {
         None
     }
-}
-
-/// Frames in a read-only memory map of their file (see [`FrameSource::map_rest`]).
-#[derive(Clone, Debug)]
-pub struct MappedFrames {
-    /// The file's map.
-    pub map: std::sync::Arc<memmap2::Mmap>,
-    /// The file itself: its length is checked before each piece of the map is used (a file
-    /// that shrank would make reading the map beyond its new end a SIGBUS).
-    pub file: std::sync::Arc<std::fs::File>,
-    /// The file's path, for errors.
-    pub path: std::path::PathBuf,
-    /// Byte offset of the first frame in the map (a multiple of 2).
-    pub offset: usize,
-    /// Frames from there.
-    pub frames: usize,
-    /// Frame number of the first of them.
-    pub first_number: u64,
 }
 
 impl FrameSource for RawReader {
@@ -333,4 +316,25 @@ pub fn open_frames_or(
     } else {
         other(path)
     }
+}
+
+/// The files an input consists of: a raw master file and every data file it names that
+/// exists (each checked to be a regular file), or the file itself (checked likewise).
+pub fn input_files(path: &Path) -> Result<Vec<PathBuf>> {
+    check_regular(path)?;
+    let mut files = vec![path.to_path_buf()];
+    if is_raw_master(path) {
+        let master = RawMaster::open(path)?;
+        for i in 0.. {
+            let p = master.data_path(i);
+            match std::fs::metadata(&p) {
+                Ok(_) => {
+                    check_regular(&p)?;
+                    files.push(p);
+                }
+                Err(_) => break,
+            }
+        }
+    }
+    Ok(files)
 }

@@ -27,12 +27,12 @@ use super::receiver::{Message, ReceiverConfig};
 use super::source::{Acquisition, AcquisitionCounts, Ending, FaultKind, Reporter, StreamEvent};
 use crate::cluster::FrameClusters;
 use crate::config::FindOptions;
-use crate::engine::write_behind::WriteBehind;
 use crate::engine::{EngineConfig, RingSlots, find_stream_with};
 use crate::error::{Error, Result};
 use crate::finder::ClusterFinder;
 use crate::finder::select::{DeviceChoice, open_finder};
 use crate::frames::Frames;
+use crate::io::write_behind::WriteBehind;
 use crate::io::{AtomicFile, ClusterFileWriter, FrameSource};
 use crate::pedestal::Pedestal;
 

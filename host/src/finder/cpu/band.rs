@@ -5,7 +5,7 @@ use cluda_gpu::pedestal::{corrected, mean_offset};
 use cluda_gpu::real::Real;
 
 use super::classify::{M_FLOOR, RowCtx, SEP_MIN, classify_chunk, classify_full, sum_margin};
-use super::dispatch::Build;
+use super::isa::Build;
 use super::lanes::{LANES, Unit};
 use super::record::write_record;
 

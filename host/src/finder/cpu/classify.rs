@@ -7,7 +7,7 @@ use cluda_gpu::classify::threshold;
 use cluda_gpu::pedestal::{push_ready, std_dev};
 use cluda_gpu::real::Real;
 
-use super::dispatch::Build;
+use super::isa::Build;
 use super::lanes::{LANES, Unit};
 
 /// Smallest window side whose window sums go through the separable sum and its margin test

@@ -24,10 +24,8 @@
 
 use cluda_gpu::real::Real;
 
-use super::dispatch::Build;
-
-/// Neighbouring pixels classified together (the SIMD width of the classification).
-pub const LANES: usize = 16;
+use super::isa::Build;
+pub use super::isa::LANES;
 
 /// What the finder needs of a precision beyond [`Real`]: its unit roundoff, and lane-wise
 /// operations on [`LANES`] values (comparisons as bit masks: bit `l` = lane `l`).
@@ -76,14 +74,14 @@ macro_rules! by_isa {
         #[cfg(target_arch = "x86_64")]
         match <$b as Build>::ISA {
             // SAFETY: a value of `$b` exists only where the CPU has the build's features.
-            super::dispatch::Isa::Avx512 => return unsafe { super::x86::$avx512::$f$(::<$s>)?($($arg),*) },
+            super::isa::Isa::Avx512 => return unsafe { super::x86::$avx512::$f$(::<$s>)?($($arg),*) },
             // SAFETY: as above.
-            super::dispatch::Isa::Avx2 => return unsafe { super::x86::$avx2::$f$(::<$s>)?($($arg),*) },
-            super::dispatch::Isa::Portable => {}
+            super::isa::Isa::Avx2 => return unsafe { super::x86::$avx2::$f$(::<$s>)?($($arg),*) },
+            super::isa::Isa::Portable => {}
         }
         // (Elsewhere every build is portable.)
         #[cfg(not(target_arch = "x86_64"))]
-        let _: super::dispatch::Isa = <$b as Build>::ISA;
+        let _: super::isa::Isa = <$b as Build>::ISA;
         $portable
     }};
 }
@@ -224,7 +222,7 @@ fn along_row<R: Real, const S: usize>(c: &[R], hmax: &mut [R], hsum: &mut [R], s
 
 #[cfg(test)]
 mod tests {
-    use super::super::dispatch::Portable;
+    use super::super::isa::Portable;
     use super::*;
     use rand::rngs::SmallRng;
     use rand::{Rng, SeedableRng};
@@ -346,7 +344,7 @@ mod tests {
         build_agrees::<f32, _>(Portable, 1);
         #[cfg(target_arch = "x86_64")]
         {
-            use super::super::dispatch::{Avx2, Avx512};
+            use super::super::isa::{Avx2, Avx512};
             if let Some(isa) = Avx2::new() {
                 build_agrees::<f32, _>(isa, 2);
                 build_agrees::<f64, _>(isa, 3);

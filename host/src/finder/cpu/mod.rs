@@ -46,19 +46,24 @@ use crate::frames::Frames;
 use crate::pedestal::{Pedestal, PixelMaps, ReadyState};
 
 use band::{Band, Setup};
-use dispatch::{Isa, band_pass};
+use dispatch::band_pass;
+use isa::Isa;
 use lanes::Unit;
 
 mod band;
 mod band_threads;
 mod classify;
 mod dispatch;
+mod isa;
 mod lanes;
 mod record;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 
-pub use lanes::LANES;
+#[cfg(test)]
+mod feed_tests;
+
+pub use isa::LANES;
 
 /// The CPU reference finder.
 pub struct CpuFinder {
@@ -182,13 +187,13 @@ impl ClusterFinder for CpuFinder {
 
     /// As the default (one [`ClusterFinder::find_each`] per chunk), with one band thread
     /// fewer per thread the feed keeps busy producing chunks
-    /// ([`crate::engine::FrameFeed::producer_threads`], at least one band left). The bands
+    /// ([`crate::finder::feed::FrameFeed::producer_threads`], at least one band left). The bands
     /// run in step frame by frame, so a band that shares its core with a reader thread holds
     /// back every other band for as long as the reader has the core; leaving the readers
     /// their cores costs a band's share instead.
     fn find_feed(
         &mut self,
-        feed: &mut dyn crate::engine::FrameFeed,
+        feed: &mut dyn crate::finder::feed::FrameFeed,
         visit: &mut dyn FnMut(FrameClusters<'_>) -> Result<()>,
     ) -> Result<()> {
         let threads = self.threads.saturating_sub(feed.producer_threads()).max(1);

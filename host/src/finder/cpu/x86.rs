@@ -20,7 +20,7 @@ macro_rules! lane_ops {
     ($t:ty, $reg:ty) => {
         use cluda_gpu::real::Real;
 
-        use super::super::lanes::LANES;
+        use super::super::isa::LANES;
 
         /// Lanes per register.
         const W: usize = LANES / N;

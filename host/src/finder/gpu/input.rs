@@ -13,8 +13,8 @@ use cudarc::driver::CudaContext;
 
 use super::buffers::{Registration, is_pinned};
 use super::settings::InputMode;
-use crate::engine::{FedChunk, FrameFeed};
 use crate::error::{Error, Result};
+use crate::finder::feed::{FedChunk, FrameFeed};
 use crate::frames::Frames;
 
 /// Where uploads read from.

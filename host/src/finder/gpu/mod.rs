@@ -250,7 +250,7 @@ impl ClusterFinder for GpuFinder {
     /// Every core up to 16: the GPU finds faster than one core copies frames, and the host's
     /// cores have nothing else to do.
     fn read_threads(&self) -> usize {
-        crate::engine::read_threads()
+        crate::io::readahead::read_threads()
     }
 
     fn reserve(&mut self, frames: usize) -> Result<()> {
@@ -258,7 +258,7 @@ impl ClusterFinder for GpuFinder {
     }
 
     /// Page-locked memory, so that uploads from it run at DMA speed with no registration.
-    fn frame_store(&self, samples: usize) -> Result<Box<dyn crate::engine::FrameStore>> {
+    fn frame_store(&self, samples: usize) -> Result<Box<dyn crate::finder::feed::FrameStore>> {
         let cols = self.config.cols.max(1);
         let rows = samples.div_ceil(cols);
         Ok(Box::new(PinnedFrames::new(&self.device, 1, rows, cols)?))
@@ -310,7 +310,7 @@ impl ClusterFinder for GpuFinder {
     /// [`InputMode::Registered`]), as for `find_each`.
     fn find_feed(
         &mut self,
-        feed: &mut dyn crate::engine::FrameFeed,
+        feed: &mut dyn crate::finder::feed::FrameFeed,
         visit: &mut dyn FnMut(FrameClusters<'_>) -> Result<()>,
     ) -> Result<()> {
         self.run_with_state(|pipeline, state| pipeline.run_feed(state, feed, visit))
@@ -392,7 +392,7 @@ impl PinnedFrames {
     }
 }
 
-impl crate::engine::FrameStore for PinnedFrames {
+impl crate::finder::feed::FrameStore for PinnedFrames {
     fn samples(&self) -> &[u16] {
         self.buf.as_slice()
     }

@@ -35,8 +35,8 @@ use super::input::{CallInput, FeedInput, Input, Source, source_for};
 use super::launch::{Destination, FrameBuffers, Geometry, Kernels, RUN_PLANES, RunBuffers};
 use super::settings::{Collect, InputMode, Launch, Overflow, PipelineConfig};
 use crate::cluster::{ClusterSize, FrameClusters};
-use crate::engine::FrameFeed;
 use crate::error::{CudaContextExt, Error, Result};
+use crate::finder::feed::FrameFeed;
 use crate::frames::Frames;
 
 /// Per-frame scratch on the device, two of each so that one launch can classify frame k from

@@ -413,7 +413,7 @@ impl RawReader {
             scratch: Vec::new(),
             batch_scratch: Vec::new(),
             headers: Vec::new(),
-            threads: crate::engine::read_threads(),
+            threads: crate::io::readahead::read_threads(),
             min_part_bytes: records::MIN_PART_BYTES,
             report,
         })
@@ -540,7 +540,7 @@ impl RawReader {
         Ok(infos)
     }
 
-    /// Threads a batch is read with (1 ..= 64; default [`crate::engine::read_threads`]).
+    /// Threads a batch is read with (1 ..= 64; default [`crate::io::readahead::read_threads`]).
     pub fn read_threads(&self) -> usize {
         self.threads
     }
