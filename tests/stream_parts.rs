@@ -21,46 +21,6 @@ const LIMIT: Duration = Duration::from_secs(120);
 /// Non-square frames, so that `shape`'s `[x, y]` order is exercised; rows split in 2 and 4.
 const SHAPE: (usize, usize) = (48, 64);
 
-/// `n` consecutive loopback ports that were free a moment ago.
-fn free_ports(n: usize) -> u16 {
-    for _ in 0..100 {
-        let first = free_port();
-        let all_free = (0..n as u16).all(|i| {
-            first
-                .checked_add(i)
-                .is_some_and(|p| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok())
-        });
-        if all_free {
-            return first;
-        }
-    }
-    panic!("no {n} consecutive free ports");
-}
-
-/// `--zmq` arguments for `n` endpoints from `port` on.
-fn zmq_args(port: u16, n: usize) -> Vec<String> {
-    (0..n as u16)
-        .flat_map(|i| ["--zmq".to_string(), loopback(port + i)])
-        .collect()
-}
-
-/// Starts `cluda stream` on `n` endpoints from `port` on.
-fn spawn_parts_stream(
-    d: &std::path::Path,
-    name: &str,
-    port: u16,
-    n: usize,
-    out: &std::path::Path,
-    args: &[&str],
-) -> Proc {
-    let zmq = zmq_args(port, n);
-    let mut all: Vec<&str> = vec!["stream"];
-    all.extend(zmq.iter().map(String::as_str));
-    all.extend(["--out-dir", s(out)]);
-    all.extend_from_slice(args);
-    spawn(d, name, &all)
-}
-
 /// Two- and four-interface replays (3x3 and 9x9 clusters) streamed into one frame give
 /// `cluda find`'s cluster file on the whole frames, byte for byte.
 #[test]
