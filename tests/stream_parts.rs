@@ -295,3 +295,67 @@ fn sigint_finishes_a_parts_acquisition() {
     assert_eq!(numbers, (20..20 + frames as i32).collect::<Vec<_>>());
     assert_eq!(batch.total() as u64, num(m, "clusters"));
 }
+
+/// A consumer too slow for two endpoints: the receiving threads drop parts when the queue is
+/// full, and every frame one of whose parts was dropped is reported `dropped` (never found from
+/// a half, never counted as incomplete, missing or late): frames found + pedestal + dropped =
+/// frames sent.
+#[test]
+fn a_slow_consumer_of_parts_reports_its_drops() {
+    let dir = tempfile::tempdir().expect("dir");
+    let d = dir.path();
+    let data = write_frames(d, "data", SHAPE, 0, 300, true);
+    let port = free_ports(2);
+    let out = d.join("out");
+    let stream = spawn_parts_stream(
+        d,
+        "slow",
+        port,
+        2,
+        &out,
+        &[
+            "--pedestal-frames",
+            "5",
+            "--device",
+            "cpu",
+            "--acquisitions",
+            "1",
+            "--queue",
+            "4",
+            "--chunk",
+            "1",
+            "--slow-sink-us",
+            "20000",
+        ],
+    );
+    spawn_replay(
+        d,
+        "replay",
+        port,
+        &["--data", s(&data), "--rate", "1000", "--interfaces", "2"],
+    )
+    .wait_ok(LIMIT);
+    let done = stream.wait_ok(LIMIT);
+    let sums = summaries(&done.stdout);
+    let m = &sums[0];
+    let dropped = num(m, "dropped");
+    assert!(dropped > 100, "{}", done.stdout);
+    for k in ["missing", "incomplete", "late", "mismatched", "malformed"] {
+        assert_eq!(num(m, k), 0, "{k}: {}", done.stderr);
+    }
+    assert_eq!(
+        num(m, "frames") + num(m, "pedestal_frames") + dropped,
+        300,
+        "{}",
+        done.stdout
+    );
+    assert!(
+        done.stderr
+            .contains("was dropped by cluda: its queue was full"),
+        "{}",
+        done.stderr
+    );
+    let (numbers, _) = read_cluster_file(&out.join("run_0.clust"), ClusterSize::S3).expect("read");
+    assert_eq!(numbers.len() as u64, num(m, "frames"));
+    assert!(numbers.windows(2).all(|w| w[0] < w[1]));
+}
