@@ -128,6 +128,8 @@ pub enum PartFault {
     Late,
     /// A message that is not slsReceiver's.
     Malformed,
+    /// An endpoint moved on to another acquisition (or restarted) without its end message.
+    Restart,
 }
 
 /// Something to count and report.
@@ -318,8 +320,32 @@ impl<D: std::ops::Deref<Target = [u8]>> Assembler<D> {
             }
             Input::Part(h, data, arrived) => {
                 let key = (h.file_index, h.fname.clone());
-                if self.key.as_ref().is_some_and(|k| *k != key) {
+                let number = h.number();
+                let moved = match &self.key {
+                    Some(k) if *k != key => Some(format!(
+                        "{}: frame {number} belongs to another acquisition (fileIndex {}, fname {:?}) but this one (fileIndex {}, fname {:?}) had no end-of-acquisition message from it; it is ended there",
+                        self.names[e], key.0, key.1, k.0, k.1
+                    )),
+                    // frameIndex 0 with a number not above this endpoint's last: the sender
+                    // restarted.
+                    Some(_)
+                        if h.frame_index == Some(0)
+                            && self.seen[e].is_some_and(|s| number <= s) =>
+                    {
+                        Some(format!(
+                            "{}: the sender restarted mid-acquisition: frame {number} (frameIndex 0) after frame {}; the acquisition is ended there, the next one starts with frame {number}",
+                            self.names[e],
+                            self.seen[e].unwrap_or(0)
+                        ))
+                    }
+                    _ => None,
+                };
+                if let Some(message) = moved {
                     // This endpoint moved on to another acquisition without an end message.
+                    self.notices.push(Notice {
+                        kind: PartFault::Restart,
+                        message,
+                    });
                     self.ended[e] = true;
                     self.later[e].push_back(Input::Part(h, data, arrived));
                     self.next_acquisition(now)?;
@@ -328,7 +354,6 @@ impl<D: std::ops::Deref<Target = [u8]>> Assembler<D> {
                 if self.key.is_none() {
                     self.key = Some(key);
                 }
-                let number = h.number();
                 if self.is_done(number) || self.seen[e].is_some_and(|s| number <= s) {
                     self.late(e, number);
                     return Ok(());
@@ -554,6 +579,14 @@ impl<D: std::ops::Deref<Target = [u8]>> Assembler<D> {
             header,
             ..
         } = p;
+        let mut header = header;
+        if header.frame_index.is_none()
+            && let Some((index, fname)) = &self.key
+        {
+            // Only drops of it came: the acquisition's name as known now.
+            header.file_index = *index;
+            header.fname.clone_from(fname);
+        }
         let (rows, cols) = Place::of(&header).whole();
         let mut whole = header;
         whole.shape = [cols as u32, rows as u32];
@@ -691,6 +724,7 @@ mod tests {
         flip: bool,
     ) -> ZmqHeader {
         let mut h = ZmqHeader::frame(r, c, number);
+        h.frame_index = Some(number);
         h.detshape = [dx, dy];
         h.row = e as u32 / dx;
         h.column = e as u32 % dx;
@@ -813,6 +847,148 @@ mod tests {
         }
     }
 
+    /// One endpoint's item of the two-acquisition oracle: a part present, dropped by cluda,
+    /// or lost before it.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    enum Fate {
+        Here,
+        Dropped,
+        Lost,
+    }
+
+    proptest! {
+        /// Two acquisitions, each endpoint's stream in order (parts, parts dropped by cluda,
+        /// parts lost; its end message, sometimes lost when its next item is a part of the
+        /// second), interleaved at random: the first acquisition's frames, its end, the
+        /// second's frames, its end, never mixed; each frame whole (equal to the frame cut up)
+        /// or given up with the gravest reason (dropped before lost).
+        #[test]
+        fn two_acquisitions_interleaved_with_drops_and_losses(
+            grid in prop_oneof![Just((2u32, 1u32)), Just((2, 2))],
+            frames in (1u64..8, 1u64..8),
+            fates in proptest::collection::vec(0u8..6, 64),
+            end_lost in proptest::collection::vec(any::<bool>(), 4),
+            order in proptest::collection::vec(0usize..4, 300),
+        ) {
+            let (dy, dx) = grid;
+            let n = (dy * dx) as usize;
+            let (r, c) = (2u32, 3u32);
+            let (rows, cols) = ((dy * r) as usize, (dx * c) as usize);
+            let names: Vec<String> = (0..n).map(|e| format!("ep{e}")).collect();
+            let mut a: Assembler<Vec<u8>> =
+                Assembler::new(names, None, 10_000, Duration::from_secs(3600));
+            let fate = |acq: u64, f: u64, e: usize| match fates
+                [((acq * 16 + f) as usize * n + e) % fates.len()]
+            {
+                0 => Fate::Lost,
+                1 => Fate::Dropped,
+                _ => Fate::Here,
+            };
+            let content = |acq: u64, f: u64| frame_of(acq * 100 + f, rows * cols);
+            let counts = [frames.0, frames.1];
+            let mut restarts = 0;
+            let mut streams: Vec<VecDeque<Input<Vec<u8>>>> = (0..n)
+                .map(|e| {
+                    let mut q = VecDeque::new();
+                    for acq in 0..2u64 {
+                        for f in 0..counts[acq as usize] {
+                            match fate(acq, f, e) {
+                                Fate::Lost => {}
+                                Fate::Dropped => q.push_back(Input::Dropped(f)),
+                                Fate::Here => {
+                                    let mut h = part(f, e, (dy, dx), (r, c), false);
+                                    h.file_index = acq;
+                                    h.frame_index = Some(f);
+                                    let d = cut(&content(acq, f), cols, &h);
+                                    q.push_back(Input::Part(h, Ok(d), Instant::now()));
+                                }
+                            }
+                        }
+                        // A lost end of the first acquisition, only when this endpoint's
+                        // next item is a part of the second (which says it moved on).
+                        let next_is_part = (0..counts[1])
+                            .map(|f| fate(1, f, e))
+                            .find(|x| *x != Fate::Lost)
+                            == Some(Fate::Here);
+                        // (and it sent a part of the first: a first acquisition of which
+                        // nothing came cannot be told from the second).
+                        let sent_one = (0..counts[0]).any(|f| fate(0, f, e) == Fate::Here);
+                        if acq == 1 || !(end_lost[e] && next_is_part && sent_one) {
+                            q.push_back(Input::End(ZmqHeader::end_of_acquisition()));
+                        } else {
+                            restarts += 1;
+                        }
+                    }
+                    q
+                })
+                .collect();
+            let now = Instant::now();
+            let mut k = 0;
+            let mut outs = Vec::new();
+            while streams.iter().any(|q| !q.is_empty()) {
+                let mut e = order[k % order.len()] % n;
+                k += 1;
+                while streams[e].is_empty() {
+                    e = (e + 1) % n;
+                }
+                let input = streams[e].pop_front().expect("not empty");
+                a.push(e, input, now).expect("the layout is right");
+                while let Some(o) = a.pop() {
+                    outs.push(o);
+                }
+            }
+            let notices = a.take_notices();
+            prop_assert_eq!(notices.len(), restarts, "{:?}", notices);
+            prop_assert!(notices.iter().all(|x| x.kind == PartFault::Restart));
+            let mut acq = 0u64;
+            let mut last: Option<u64> = None;
+            let mut seen: Vec<Vec<u64>> = vec![Vec::new(), Vec::new()];
+            for o in outs {
+                match o {
+                    Output::End(_) => {
+                        acq += 1;
+                        last = None;
+                    }
+                    Output::Frame(f) => {
+                        prop_assert!(acq < 2);
+                        let number = f.header.number();
+                        prop_assert!(last.is_none_or(|l| number > l));
+                        last = Some(number);
+                        if f.header.frame_index.is_some() {
+                            // A frame of which only drops came has no header to say.
+                            prop_assert_eq!(f.header.file_index, acq);
+                        }
+                        seen[acq as usize].push(number);
+                        let fs: Vec<Fate> = (0..n).map(|e| fate(acq, number, e)).collect();
+                        if fs.iter().all(|x| *x == Fate::Here) {
+                            prop_assert!(f.fault.is_none());
+                            let mut whole = vec![0u16; rows * cols];
+                            for p in &f.pieces {
+                                place(&mut whole, cols, p);
+                            }
+                            prop_assert_eq!(whole, content(acq, number));
+                        } else {
+                            let (kind, _) = f.fault.expect("given up");
+                            let want = if fs.contains(&Fate::Dropped) {
+                                PartFault::Dropped
+                            } else {
+                                PartFault::Incomplete
+                            };
+                            prop_assert_eq!(kind, want);
+                        }
+                    }
+                }
+            }
+            prop_assert_eq!(acq, 2);
+            for (i, got) in seen.iter().enumerate() {
+                let want: Vec<u64> = (0..counts[i])
+                    .filter(|&f| (0..n).any(|e| fate(i as u64, f, e) != Fate::Lost))
+                    .collect();
+                prop_assert_eq!(got, &want);
+            }
+        }
+    }
+
     #[test]
     fn a_late_part_is_counted_and_a_bad_layout_named() {
         let now = Instant::now();
@@ -821,14 +997,14 @@ mod tests {
             Assembler::new(names.clone(), None, 100, Duration::from_secs(60));
         let h = |f, e| part(f, e, (2, 1), (2, 2), false);
         let d = || Ok(vec![0u8; 8]);
-        x.push(0, Input::Part(h(0, 0), d(), now), now).expect("ok");
-        x.push(1, Input::Part(h(1, 1), d(), now), now).expect("ok");
-        // Frame 0 is given up (b is past it); b's part of it is then late.
-        x.push(1, Input::Part(h(0, 1), d(), now), now).expect("ok");
+        x.push(0, Input::Part(h(10, 0), d(), now), now).expect("ok");
+        x.push(1, Input::Part(h(11, 1), d(), now), now).expect("ok");
+        // Frame 10 is given up (b is past it); b's part of it is then late.
+        x.push(1, Input::Part(h(10, 1), d(), now), now).expect("ok");
         let notes = x.take_notices();
         assert_eq!(notes.len(), 1, "{notes:?}");
         assert_eq!(notes[0].kind, PartFault::Late);
-        assert!(notes[0].message.contains("frame 0"), "{notes:?}");
+        assert!(notes[0].message.contains("frame 10"), "{notes:?}");
         match x.pop() {
             Some(Output::Frame(f)) => {
                 let (kind, why) = f.fault.expect("given up");
@@ -837,7 +1013,7 @@ mod tests {
             }
             o => panic!("{o:?}"),
         }
-        // Frame 1 waits for a's part; time gives it up.
+        // Frame 11 waits for a's part; time gives it up.
         assert!(x.pop().is_none());
         x.poll(now + Duration::from_secs(61));
         assert!(matches!(x.pop(), Some(Output::Frame(f)) if f.fault.is_some()));

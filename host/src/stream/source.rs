@@ -521,6 +521,7 @@ fn fault_kind(k: PartFault) -> FaultKind {
         PartFault::Mismatch => FaultKind::Mismatch,
         PartFault::Late => FaultKind::Late,
         PartFault::Malformed => FaultKind::Malformed,
+        PartFault::Restart => FaultKind::Restart,
     }
 }
 
