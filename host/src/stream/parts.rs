@@ -1,7 +1,8 @@
 //! Receiving a frame streamed as several parts, one ZMQ endpoint per part (a MOENCH read out
 //! through two UDP interfaces, a detector of several modules): a SUB socket and a receiving
 //! thread per endpoint (so receiving scales with the endpoints), all feeding one bounded
-//! queue; the consumer matches the parts by frame number ([`super::assembly`]) and hands on
+//! queue (each thread also parses its parts' headers, so that work scales with the endpoints
+//! too); the consumer matches the parts by frame number ([`super::assembly`]) and hands on
 //! whole frames, whose parts are copied straight into the engine's slot by their place.
 //!
 //! ```text
@@ -58,7 +59,7 @@ impl PartsReceiver {
         let (tx, rx) = std::sync::mpsc::sync_channel(config.queue_frames.saturating_mul(parts));
         let mut feeds = Vec::with_capacity(parts);
         for (i, name) in names.iter().enumerate() {
-            feeds.push(Feed::start(&config, name, i, tx.clone())?);
+            feeds.push(Feed::start(&config, name, (i, true), tx.clone())?);
         }
         drop(tx);
         let assembler = Assembler::new(
@@ -184,12 +185,17 @@ impl PartsReceiver {
             mut parts,
             extra_parts,
             arrived,
+            parsed,
             ..
         } = m;
         let Some(head) = parts.first() else {
             return Ok(());
         };
-        let input = match ZmqHeader::parse(head) {
+        let header = match parsed {
+            Some(h) => Ok(*h),
+            None => ZmqHeader::parse(head),
+        };
+        let input = match header {
             Err(HeaderFault::Malformed(why) | HeaderFault::Mismatch(why)) => {
                 self.assembler.malformed(e, &why);
                 return Ok(());
@@ -219,6 +225,7 @@ fn message(o: Output<zmq::Message>) -> Message {
             arrived: a.arrived,
             source: 0,
             assembled: Some(Box::new(a)),
+            parsed: None,
         },
         Output::End(h) => Message {
             parts: vec![zmq::Message::from(h.to_json().as_bytes())],
@@ -226,6 +233,7 @@ fn message(o: Output<zmq::Message>) -> Message {
             arrived: Instant::now(),
             source: 0,
             assembled: None,
+            parsed: None,
         },
     }
 }

@@ -123,6 +123,10 @@ pub(crate) struct Message {
     pub source: usize,
     /// A frame matched from several endpoints' parts (`parts` is then empty).
     pub assembled: Option<Box<Assembled<zmq::Message>>>,
+    /// Its header, parsed by the receiving thread (frames in parts: each endpoint's thread
+    /// parses its own, so parsing scales with the endpoints); `None` when not parsed there or
+    /// unreadable (the consumer parses it again for the report).
+    pub parsed: Option<Box<ZmqHeader>>,
 }
 
 impl Message {
@@ -191,7 +195,7 @@ impl ZmqReceiver {
             ));
         }
         let (tx, rx) = std::sync::mpsc::sync_channel(config.queue_frames);
-        let feed = Feed::start(&config, &config.endpoint, 0, tx)?;
+        let feed = Feed::start(&config, &config.endpoint, (0, false), tx)?;
         Ok(Self {
             rx,
             shared: Arc::clone(&feed.shared),
@@ -272,7 +276,8 @@ pub(crate) struct Feed {
 
 impl Feed {
     /// Connects a SUB socket subscribed to everything to `endpoint` (with `config`'s limits)
-    /// and starts its receiving thread, which queues every message on `tx` tagged `source`.
+    /// and starts its receiving thread, which queues every message on `tx` tagged `source`
+    /// (and with its header parsed when `parse`).
     ///
     /// # Errors
     /// [`Error::InvalidParameter`] (`zmq`) for an endpoint libzmq refuses; [`Error::Io`] when
@@ -280,7 +285,7 @@ impl Feed {
     pub fn start(
         config: &ReceiverConfig,
         endpoint: &str,
-        source: usize,
+        (source, parse): (usize, bool),
         tx: SyncSender<Message>,
     ) -> Result<Self> {
         let zmq_err =
@@ -337,7 +342,7 @@ impl Feed {
             std::thread::Builder::new()
                 .name(format!("cluda-zmq-{source}"))
                 .spawn(move || {
-                    if let Err(e) = receive(&ctx, &socket, watch, &tx, &shared, full, source)
+                    if let Err(e) = receive(&ctx, &socket, watch, &tx, &shared, full, (source, parse))
                         && let Ok(mut f) = shared.failure.lock()
                     {
                         *f = Some(format!("receiving from the socket failed: {e}"));
@@ -498,7 +503,7 @@ fn receive(
     tx: &SyncSender<Message>,
     shared: &Shared,
     full: FullQueue,
-    source: usize,
+    (source, parse): (usize, bool),
 ) -> std::result::Result<(), zmq::Error> {
     // Items queued so far: a dropped frame is logged with it, so the consumer knows which
     // queued item it came before.
@@ -531,12 +536,18 @@ fn receive(
             }
         }
         let frame = parts.len() >= 2;
+        let parsed = if parse {
+            ZmqHeader::parse(&parts[0]).ok().map(Box::new)
+        } else {
+            None
+        };
         let msg = Message {
             parts,
             extra_parts,
             arrived,
             source,
             assembled: None,
+            parsed,
         };
         if !frame {
             // Headers alone (ends of acquisitions, broken messages) are small: never dropped.
@@ -571,9 +582,12 @@ fn receive(
 /// says it.
 fn log_drop(shared: &Shared, msg: &Message, before: u64) {
     shared.dropped.fetch_add(1, Ordering::Relaxed);
-    let number = ZmqHeader::parse(&msg.parts[0])
-        .ok()
-        .and_then(|h| h.frame_number);
+    let number = match &msg.parsed {
+        Some(h) => h.frame_number,
+        None => ZmqHeader::parse(&msg.parts[0])
+            .ok()
+            .and_then(|h| h.frame_number),
+    };
     let Ok(mut log) = shared.drops.lock() else {
         return;
     };
