@@ -95,6 +95,14 @@ pub struct StreamArgs {
     /// (stop reading the socket: the sender's high-water mark then drops, or waits).
     #[arg(long, default_value = "drop", value_parser = ["drop", "block"], value_name = "drop|block")]
     pub on_full: String,
+    /// With several --zmq: frames that may wait for their parts at once (memory: this many
+    /// frames); the oldest is then given up and reported incomplete.
+    #[arg(long, default_value_t = 4096, value_name = "FRAMES", value_parser = parse_part_window, allow_negative_numbers = true)]
+    pub part_window: u64,
+    /// With several --zmq: milliseconds a frame waits for a part while the endpoint it waits
+    /// for sends nothing, before it is given up and reported incomplete.
+    #[arg(long, default_value_t = 200, value_name = "MS", value_parser = parse_part_wait_ms, allow_negative_numbers = true)]
+    pub part_wait_ms: u64,
     /// Frames per finder call (the engine's ring holds three such chunks, allocated per
     /// acquisition).
     #[arg(long, default_value_t = 64, value_name = "N", value_parser = parse_chunk, allow_negative_numbers = true)]
@@ -424,6 +432,8 @@ whole_parser!(
 );
 whole_parser!(parse_stream_acquisitions, u64, "acquisitions", 1, u64::MAX);
 whole_parser!(parse_queue, u64, "queue", 1, 1_000_000);
+whole_parser!(parse_part_window, u64, "part-window", 1, 1_000_000);
+whole_parser!(parse_part_wait_ms, u64, "part-wait-ms", 1, 3_600_000);
 whole_parser!(parse_chunk, u64, "chunk", 1, 4096);
 whole_parser!(parse_slow_sink, u64, "slow-sink-us", 0, 1_000_000);
 whole_parser!(parse_replay_acquisitions, u64, "acquisitions", 1, u32::MAX);

@@ -342,7 +342,8 @@ impl Feed {
             std::thread::Builder::new()
                 .name(format!("cluda-zmq-{source}"))
                 .spawn(move || {
-                    if let Err(e) = receive(&ctx, &socket, watch, &tx, &shared, full, (source, parse))
+                    if let Err(e) =
+                        receive(&ctx, &socket, watch, &tx, &shared, full, (source, parse))
                         && let Ok(mut f) = shared.failure.lock()
                     {
                         *f = Some(format!("receiving from the socket failed: {e}"));
