@@ -385,6 +385,15 @@ fn run() -> Result<(), String> {
             )?;
         }
     }
+    if o.parts > 1 {
+        let n = o.parts;
+        let _ = writeln!(
+            md,
+            "\n`--parts {n}`: `bare-{n}ep`, `stream-{n}ep-max`, `stream-{n}ep-rate` send every frame as {n} parts of {} rows on {n} ports (`cluda replay --interfaces {n}`, a thread per part) into {n} endpoints (`cluda stream --zmq .. --zmq ..`, a receiving thread each); `bare-{n}ep` receives and counts on {n} SUB sockets and threads; `stream-{n}ep-rate` sends at {:.0} % of `bare-{n}ep`. \"of bare\" is against the one-endpoint bare loop; `dropped` counts frames dropped or incomplete.",
+            o.rows / n,
+            o.fraction * 100.0
+        );
+    }
     let _ = writeln!(md, "\n## Goals\n\n{}", goals.join("\n"));
     std::fs::write(o.out.join("stream.csv"), &csv).map_err(|e| e.to_string())?;
     std::fs::write(o.out.join("stream.md"), &md).map_err(|e| e.to_string())?;
