@@ -2,8 +2,8 @@
 //! a bare ZMQ receive loop that only counts frames, in the same run.
 //!
 //! `cargo bench --bench stream -- [--frames 200000] [--distinct 1000] [--sizes 3,9]
-//!  [--device auto|gpu|cpu] [--rows 400] [--cols 400] [--fraction 0.9] [--parts 2] [--tmp DIR]
-//!  [--out DIR]`
+//!  [--device auto|gpu|cpu] [--rows 400] [--cols 400] [--fraction 0.9] [--tmp DIR] [--out DIR]
+//!  [--sections endpoint,parts,back-to-back] [--back-to-back 20x1000] [--parts 2]`
 //!
 //! Everything runs in this process through the library calls `cluda replay` and `cluda stream`
 //! make (the commands only parse their arguments around them): the publisher
@@ -24,7 +24,21 @@
 //!    whether it kept up (processed at least 95 % of the rate sent: with fewer frames than its
 //!    queue holds, a stream that falls behind would lose nothing and still not keep up).
 //!
-//! With `--parts N` (N > 1, default 2) the same again with every frame sent as N parts on N
+//! A table says where each `stream` run's time went (the finder waiting for frames, finding,
+//! writing, the writer's waits, the commit).
+//!
+//! Section `back-to-back` (per cluster size): `--back-to-back A x F` (default 20 x 1000):
+//! A acquisitions of F frames sent back to back against one acquisition of A * F frames, both
+//! as fast as cluda takes them (`--on-full block`), then the A acquisitions again at
+//! `--fraction` of their bare loop's rate with `stream`'s defaults; a bare loop over the same
+//! sends gives the sender's own pace over acquisition boundaries, so cluda's per-acquisition
+//! start-up is told apart from it. Per run: frames/s (from the first acquisition's first
+//! frame's arrival to the last one's last clusters written), against the bare loop and against
+//! the long acquisition (the goal: at least 90 %), and per acquisition (median / worst) the
+//! first frame's lag (its arrival to its clusters written; the goal: a few ms, read in the
+//! paced run, where frames do not queue), the set-up, the commit and the waits.
+//!
+//! Section `parts` (with `--parts N`, N > 1, default 2): the endpoint rows again with every frame sent as N parts on N
 //! ports (`cluda replay --interfaces N`, each part from its own thread) and received on N
 //! endpoints (`cluda stream --zmq .. --zmq ..`, a receiving thread each): `bare-Nep` (N SUB
 //! sockets on N threads, counting), `stream-Nep-max` and `stream-Nep-rate` (at `--fraction`
@@ -32,10 +46,12 @@
 //! least 1.8 times it, 0 dropped at the fixed rate).
 //!
 //! `fps` counts frames from the first frame's arrival to the acquisition's end (for `stream`:
-//! its last cluster written and the file committed). Cluster files go to `--tmp` (default
-//! `/dev/shm` when it exists) and are removed after each run. Results: `stream.csv` and
-//! `stream.md` under `--out` (default `bench-results/stream`).
+//! its last cluster written; the file's commit follows on a thread of its own). Cluster files
+//! go to `--tmp` (default `/dev/shm` when it exists) and are removed after each run. Results:
+//! `stream.csv`, `stream-back-to-back.csv` and `stream.md` under `--out` (default
+//! `bench-results/stream`).
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -65,6 +81,10 @@ struct Opts {
     out: PathBuf,
     /// Endpoints of the frames-in-parts rows (1: none).
     parts: usize,
+    /// `--back-to-back AxF`: A acquisitions of F frames for the back-to-back section.
+    back_to_back: (u64, u64),
+    /// `--sections`: which sections run (`endpoint`, `parts`, `back-to-back`).
+    sections: Vec<String>,
 }
 
 fn parse() -> Result<Opts, String> {
@@ -84,6 +104,8 @@ fn parse() -> Result<Opts, String> {
         },
         out: PathBuf::from("bench-results/stream"),
         parts: 2,
+        back_to_back: (20, 1000),
+        sections: vec!["endpoint".into(), "parts".into(), "back-to-back".into()],
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -109,6 +131,21 @@ fn parse() -> Result<Opts, String> {
             }
             "--device" => o.device = val()?.parse().map_err(|e: cluda::Error| e.to_string())?,
             "--tmp" => o.tmp = val()?.into(),
+            "--back-to-back" => {
+                let v = val()?;
+                let (a, f) = v
+                    .split_once('x')
+                    .ok_or_else(|| format!("--back-to-back {v}: want AxF, e.g. 20x1000"))?;
+                o.back_to_back = (num(a.into())?.max(1), num(f.into())?.max(1));
+            }
+            "--sections" => {
+                o.sections = val()?.split(',').map(str::to_string).collect();
+                for s in &o.sections {
+                    if !matches!(s.as_str(), "endpoint" | "parts" | "back-to-back") {
+                        return Err(format!("--sections: unknown section {s}"));
+                    }
+                }
+            }
             "--out" => o.out = val()?.into(),
             "--parts" => o.parts = num(val()?)?.clamp(1, 16) as usize,
             other => return Err(format!("unknown argument {other}")),
@@ -122,16 +159,21 @@ fn free_port() -> Result<u16, String> {
     Ok(l.local_addr().map_err(|e| e.to_string())?.port())
 }
 
-/// Starts the publisher on a thread: binds, waits for one subscriber, replays.
-fn publish(
+/// Starts the publisher on a thread: binds, waits for one subscriber, replays `acquisitions`
+/// acquisitions of `per` frames each, back to back (each numbered from 0, `fileIndex` 0, 1,
+/// 2, ...).
+fn publish_acquisitions(
     o: &Opts,
     frames: &Arc<Vec<u16>>,
     port: u16,
     rate: Option<f64>,
     no_drop: bool,
-) -> std::thread::JoinHandle<Result<cluda::stream::ReplayStats, String>> {
-    let (frames, rows, cols, total) = (Arc::clone(frames), o.rows, o.cols, o.frames);
-    std::thread::spawn(move || {
+    (acquisitions, per): (u64, u64),
+) -> Result<std::thread::JoinHandle<Result<cluda::stream::ReplayStats, String>>, String> {
+    let (frames, rows, cols, total) = (Arc::clone(frames), o.rows, o.cols, per);
+    let named = std::thread::Builder::new().name("bench-replay".into());
+    let spawned = named.spawn(move || {
+        SENDER_TID.store(this_tid(), std::sync::atomic::Ordering::SeqCst);
         let mut p = Publisher::bind(&format!("tcp://127.0.0.1:{port}"), 1000, no_drop)
             .map_err(|e| e.to_string())?;
         if p.wait_for_subscribers(1, Duration::from_secs(60))
@@ -142,6 +184,7 @@ fn publish(
         }
         let settings = ReplaySettings {
             rate,
+            repeat: acquisitions,
             ..ReplaySettings::default()
         };
         replay(
@@ -159,12 +202,23 @@ fn publish(
             &AtomicBool::new(false),
         )
         .map_err(|e| e.to_string())
-    })
+    });
+    spawned.map_err(|e| format!("the sender's thread: {e}"))
 }
 
 /// The bare loop: a SUB socket receiving both parts of every message, counting frames until
 /// the end message; frames/s from the first frame to the end.
 fn bare(o: &Opts, frames: &Arc<Vec<u16>>) -> Result<f64, String> {
+    bare_acquisitions(o, frames, (1, o.frames))
+}
+
+/// As [`bare`] over `acquisitions` acquisitions of `per` frames sent back to back: frames/s
+/// from the first frame to the last end message.
+fn bare_acquisitions(
+    o: &Opts,
+    frames: &Arc<Vec<u16>>,
+    (acquisitions, per): (u64, u64),
+) -> Result<f64, String> {
     let port = free_port()?;
     let ctx = zmq::Context::new();
     let sub = ctx.socket(zmq::SUB).map_err(|e| e.to_string())?;
@@ -172,15 +226,18 @@ fn bare(o: &Opts, frames: &Arc<Vec<u16>>) -> Result<f64, String> {
     sub.set_subscribe(b"").map_err(|e| e.to_string())?;
     sub.connect(&format!("tcp://127.0.0.1:{port}"))
         .map_err(|e| e.to_string())?;
-    let publisher = publish(o, frames, port, None, true);
-    let (mut count, mut first) = (0u64, None);
+    let publisher = publish_acquisitions(o, frames, port, None, true, (acquisitions, per))?;
+    let (mut count, mut first, mut ends) = (0u64, None, 0u64);
     loop {
         let head = sub.recv_msg(0).map_err(|e| e.to_string())?;
         let more = sub.get_rcvmore().map_err(|e| e.to_string())?;
         if !more {
             let h = ZmqHeader::parse(&head).map_err(|e| format!("{e:?}"))?;
             if !h.is_data() {
-                break;
+                ends += 1;
+                if ends == acquisitions {
+                    break;
+                }
             }
             continue;
         }
@@ -193,8 +250,11 @@ fn bare(o: &Opts, frames: &Arc<Vec<u16>>) -> Result<f64, String> {
     publisher
         .join()
         .map_err(|_| "publisher panicked".to_string())??;
-    if count != o.frames {
-        return Err(format!("bare loop got {count} of {} frames", o.frames));
+    if count != acquisitions * per {
+        return Err(format!(
+            "bare loop got {count} of {} frames",
+            acquisitions * per
+        ));
     }
     Ok(count as f64 / secs.max(1e-9))
 }
@@ -208,6 +268,22 @@ fn stream(
     rate: Option<f64>,
     full: FullQueue,
 ) -> Result<AcquisitionSummary, String> {
+    stream_acquisitions(o, frames, pedestal, size, rate, full, (1, o.frames))?
+        .pop()
+        .ok_or_else(|| "no summary from the stream".to_string())
+}
+
+/// One `cluda stream` run over `acquisitions` acquisitions of `per` frames sent back to back;
+/// returns their summaries in order.
+fn stream_acquisitions(
+    o: &Opts,
+    frames: &Arc<Vec<u16>>,
+    pedestal: &Pedestal,
+    size: ClusterSize,
+    rate: Option<f64>,
+    full: FullQueue,
+    (acquisitions, per): (u64, u64),
+) -> Result<Vec<AcquisitionSummary>, String> {
     let port = free_port()?;
     let dir = tempfile::Builder::new()
         .prefix("cluda-stream-bench")
@@ -215,7 +291,14 @@ fn stream(
         .map_err(|e| e.to_string())?;
     let mut config = ReceiverConfig::new(&format!("tcp://127.0.0.1:{port}"));
     config.full = full;
-    let publisher = publish(o, frames, port, rate, full == FullQueue::Block);
+    let publisher = publish_acquisitions(
+        o,
+        frames,
+        port,
+        rate,
+        full == FullQueue::Block,
+        (acquisitions, per),
+    )?;
     let mut settings = StreamSettings::new(
         cluda::FindOptions {
             size,
@@ -227,10 +310,10 @@ fn stream(
     );
     settings.device = o.device;
     settings.pedestal = PedestalPlan::Fixed(pedestal.clone());
-    settings.acquisitions = Some(1);
+    settings.acquisitions = Some(acquisitions);
     // The sender's end message can be dropped at its high-water mark like any frame.
     settings.idle_end = Duration::from_secs(2);
-    let got = Mutex::new(None);
+    let got = Mutex::new(Vec::new());
     let report: cluda::stream::Reporter = Arc::new(|e: &cluda::stream::StreamEvent| {
         eprintln!("  {e:?}");
     });
@@ -243,7 +326,7 @@ fn stream(
             note: &mut |s: &str| eprintln!("  note: {s}"),
             summary: &mut |s: &AcquisitionSummary| {
                 if let Ok(mut g) = got.lock() {
-                    *g = Some(s.clone());
+                    g.push(s.clone());
                 }
                 Ok(())
             },
@@ -254,13 +337,312 @@ fn stream(
     let sent = publisher
         .join()
         .map_err(|_| "publisher panicked".to_string())??;
-    let summary = got
-        .into_inner()
+    let summaries = got.into_inner().map_err(|e| e.to_string())?;
+    for summary in &summaries {
+        eprintln!("  {summary}");
+    }
+    eprintln!(
+        "  (sent {} frames in {} acquisitions)",
+        sent.frames, sent.acquisitions
+    );
+    if summaries.len() as u64 != acquisitions {
+        return Err(format!(
+            "{} summaries from the stream, {acquisitions} acquisitions sent",
+            summaries.len()
+        ));
+    }
+    Ok(summaries)
+}
+
+/// The head of the one-endpoint section's "where the time went" table.
+fn timing_head() -> String {
+    "\n## Where the time went (one endpoint)\n\nPer run: the finder waiting for frames (the stream the slower side), in the finder's calls (the visitor, which writes the cluster file, included), in the visitor, the reader thread filling slots (taking messages and copying frames), the finder waiting for the file's writer (the file system the slower side), the writer threads busy (added over threads), the commit (last writes, sync, rename), in seconds, over the acquisition's wall time.\n\nThe busiest threads: CPU time of each thread of the process (the sender's included: `bench-replay` and one of the `ZMQbg/IO/0`) over the run, sampled every 50 ms from /proc, in % of one core; a thread near 100 % bounds the run.\n\n| size | run | wall (s) | input wait | find | visit | reading | write wait | writer busy | commit | busiest threads (% of a core) |\n|---|---|---|---|---|---|---|---|---|---|---|\n".to_string()
+}
+
+/// One run's row of the "where the time went" table.
+fn timing_row(side: usize, name: &str, s: &AcquisitionSummary, busiest: &str) -> String {
+    let t = &s.timing;
+    let e = &t.engine;
+    format!(
+        "| {side}x{side} | {name} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {busiest} |\n",
+        e.wall.as_secs_f64(),
+        e.waited_for_input.as_secs_f64(),
+        e.find.as_secs_f64(),
+        e.visit.as_secs_f64(),
+        e.read_busy.as_secs_f64(),
+        t.write.waited.as_secs_f64(),
+        t.write.busy.as_secs_f64(),
+        t.commit.as_secs_f64(),
+    )
+}
+
+/// Samples the CPU time of every thread of this process (`/proc/self/task/*/stat`) every
+/// 50 ms on a thread of its own, so a run's busiest threads can be named: a thread near 100 %
+/// of a core is what bounds it. Threads that end between two samples lose at most 50 ms.
+struct ThreadSampler {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<(Duration, Seen)>,
+}
+
+/// Per thread id: its name, its CPU ticks when first seen and when last seen.
+type Seen = HashMap<u64, (String, u64, u64)>;
+
+/// The sender's thread id (its libzmq I/O thread takes its name, `bench-replay`).
+static SENDER_TID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// The calling thread's id (from `/proc/thread-self`, a link to `<pid>/task/<tid>`).
+fn this_tid() -> u64 {
+    std::fs::read_link("/proc/thread-self")
         .ok()
-        .flatten()
-        .ok_or("no summary from the stream")?;
-    eprintln!("  {summary}  (sent {} frames)", sent.frames);
-    Ok(summary)
+        .and_then(|p| p.file_name()?.to_str()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// A thread's name for the table: the main thread, the sender, rayon's workers (named at
+/// start), and libzmq's I/O threads, which take their creator's name (the receiver's
+/// context is made on the main thread, the sender's on the sender's).
+fn thread_label(tid: u64, comm: &str, process: &str) -> String {
+    if tid == u64::from(std::process::id()) {
+        "main".into()
+    } else if tid == SENDER_TID.load(std::sync::atomic::Ordering::SeqCst) {
+        "sender".into()
+    } else if comm == "bench-replay" {
+        "zmq-io(sender)".into()
+    } else if comm == process {
+        "zmq-io(receiver)".into()
+    } else {
+        comm.into()
+    }
+}
+
+/// `(comm, utime + stime in clock ticks)` of thread `tid` of this process.
+fn thread_ticks(tid: &str) -> Option<(String, u64)> {
+    let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
+    let (head, rest) = stat.rsplit_once(')')?;
+    let comm = head.split_once('(')?.1.to_string();
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // After the comm: state is field 3, utime field 14, stime field 15.
+    let ticks = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    Some((comm, ticks))
+}
+
+impl ThreadSampler {
+    fn start() -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        let thread = std::thread::spawn(move || {
+            let t0 = Instant::now();
+            let mut seen = Seen::new();
+            loop {
+                let done = flag.load(std::sync::atomic::Ordering::SeqCst);
+                if let Ok(dir) = std::fs::read_dir("/proc/self/task") {
+                    for entry in dir.flatten() {
+                        let tid = entry.file_name().to_string_lossy().to_string();
+                        let (Ok(id), Some((comm, ticks))) =
+                            (tid.parse::<u64>(), thread_ticks(&tid))
+                        else {
+                            continue;
+                        };
+                        let e = seen.entry(id).or_insert((comm.clone(), ticks, ticks));
+                        e.0 = comm;
+                        e.2 = ticks;
+                    }
+                }
+                if done {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            (t0.elapsed(), seen)
+        });
+        Self { stop, thread }
+    }
+
+    /// Stops sampling; the busiest threads as `name pct %, ...` (at most 6, those above 5 %).
+    fn stop(self) -> String {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        let Ok((wall, seen)) = self.thread.join() else {
+            return "-".into();
+        };
+        // SAFETY: sysconf has no preconditions.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+        let process = std::fs::read_to_string("/proc/self/comm").unwrap_or_default();
+        let process = process.trim_end();
+        let mut busy: Vec<(String, f64)> = seen
+            .into_iter()
+            .map(|(tid, (comm, first, last))| {
+                let name = thread_label(tid, &comm, process);
+                (
+                    name,
+                    100.0 * (last - first) as f64 / hz / wall.as_secs_f64().max(1e-9),
+                )
+            })
+            .filter(|(_, pct)| *pct >= 5.0)
+            .collect();
+        busy.sort_by(|a, b| b.1.total_cmp(&a.1));
+        busy.truncate(6);
+        if busy.is_empty() {
+            return "-".into();
+        }
+        busy.iter()
+            .map(|(n, p)| format!("{n} {p:.0}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// Data frames per second over a run of acquisitions: from the first one's first frame's
+/// arrival to the last one's last clusters written (the commits of all but the last, and every
+/// set-up between them, inside).
+fn span_fps(summaries: &[AcquisitionSummary]) -> f64 {
+    let first = summaries
+        .iter()
+        .filter_map(|s| s.counts.first_arrival)
+        .min();
+    let last = summaries
+        .iter()
+        .filter_map(|s| {
+            s.counts
+                .first_arrival
+                .map(|a| a + Duration::from_secs_f64(s.seconds))
+        })
+        .max();
+    let frames: u64 = summaries.iter().map(|s| s.data_frames).sum();
+    match (first, last) {
+        (Some(a), Some(b)) if b > a => frames as f64 / (b - a).as_secs_f64(),
+        _ => 0.0,
+    }
+}
+
+/// `(median, worst)` of `values` in milliseconds (0 for none).
+fn median_worst(mut values: Vec<f64>) -> (f64, f64) {
+    if values.is_empty() {
+        return (0.0, 0.0);
+    }
+    values.sort_by(f64::total_cmp);
+    (
+        values[values.len() / 2] * 1e3,
+        values[values.len() - 1] * 1e3,
+    )
+}
+
+/// Section "acquisitions back to back": per cluster size, the same sender sends
+/// `o.back_to_back` (acquisitions, frames) back to back, then one acquisition of all those
+/// frames; a bare loop and `cluda stream` (pedestal given up front, `--on-full block`) take
+/// each. The bare loops give the sender's own pace over the acquisition boundaries, so cluda's
+/// per-acquisition set-up is told apart from it. Returns the section's markdown, its CSV rows
+/// and its goal lines.
+fn back_to_back(
+    o: &Opts,
+    frames: &Arc<Vec<u16>>,
+    pedestal: &Pedestal,
+    size: ClusterSize,
+    side: usize,
+) -> Result<(String, String, Vec<String>), String> {
+    let (n, per) = o.back_to_back;
+    let (mut md, mut csv, mut goals) = (String::new(), String::new(), Vec::new());
+    let (mut long_fps, mut b2b_bare) = (0.0, 0.0);
+    // The long acquisition first: the short ones are compared to it. Then the short ones as
+    // fast as cluda takes them, and at `--fraction` of their bare loop's rate, where cluda
+    // keeps up and an acquisition's first frames wait for nothing but its start.
+    for (name, shape, paced) in [
+        ("one-long", (1, n * per), false),
+        ("back-to-back", (n, per), false),
+        ("back-to-back-paced", (n, per), true),
+    ] {
+        let (bare_fps, rate, full) = if paced {
+            (b2b_bare, Some(b2b_bare * o.fraction), FullQueue::Drop)
+        } else {
+            eprintln!(
+                "size {side}: {name}: bare loop over {} x {} frames",
+                shape.0, shape.1
+            );
+            (bare_acquisitions(o, frames, shape)?, None, FullQueue::Block)
+        };
+        if name == "back-to-back" {
+            b2b_bare = bare_fps;
+        }
+        eprintln!("  bare: {bare_fps:.0} frames/s");
+        eprintln!("size {side}: {name}: stream");
+        let sums = stream_acquisitions(o, frames, pedestal, size, rate, full, shape)?;
+        let fps = span_fps(&sums);
+        if name == "one-long" {
+            long_fps = fps;
+        }
+        let secs = |f: &dyn Fn(&AcquisitionSummary) -> Duration| {
+            sums.iter().map(|s| f(s).as_secs_f64()).collect::<Vec<_>>()
+        };
+        let first = median_worst(secs(&|s| s.first_lag.unwrap_or_default()));
+        let setup = median_worst(secs(&|s| s.timing.setup));
+        let commit = median_worst(secs(&|s| s.timing.commit));
+        let input_wait = median_worst(secs(&|s| s.timing.engine.waited_for_input));
+        let write_wait = median_worst(secs(&|s| s.timing.write.waited));
+        let lost: u64 = sums
+            .iter()
+            .map(|s| s.counts.dropped + s.counts.missing)
+            .sum();
+        let _ = writeln!(
+            csv,
+            "{side},{name},{},{},{bare_fps:.1},{fps:.1},{:.3},{:.3},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2},{lost}",
+            shape.0,
+            shape.1,
+            fps / bare_fps,
+            fps / long_fps.max(1e-9),
+            first.0,
+            first.1,
+            setup.0,
+            setup.1,
+            commit.0,
+            commit.1
+        );
+        let _ = writeln!(
+            md,
+            "| {side}x{side} | {name} | {} x {} | {bare_fps:.0} | {fps:.0} | {:.1} % | {:.1} % | {:.1} / {:.1} | {:.1} / {:.1} | {:.1} / {:.1} | {:.0} / {:.0} | {:.0} / {:.0} | {lost} |",
+            shape.0,
+            shape.1,
+            100.0 * fps / bare_fps,
+            100.0 * fps / long_fps.max(1e-9),
+            first.0,
+            first.1,
+            setup.0,
+            setup.1,
+            commit.0,
+            commit.1,
+            input_wait.0,
+            input_wait.1,
+            write_wait.0,
+            write_wait.1,
+        );
+        if name == "back-to-back" {
+            goals.push(format!(
+                "- {side}x{side}: {n} acquisitions of {per} frames back to back at {fps:.0} frames/s = {:.1} % of one acquisition of {} at {long_fps:.0} (goal >= 90 %): {}",
+                100.0 * fps / long_fps.max(1e-9),
+                n * per,
+                if fps >= 0.9 * long_fps { "met" } else { "NOT met" },
+            ));
+        } else if paced {
+            goals.push(format!(
+                "- {side}x{side}: sent at {:.0} % of the bare rate, an acquisition's first frame's clusters were written {:.1} ms after its arrival (median; worst {:.1}; goal: a few ms), {lost} frames lost",
+                o.fraction * 100.0,
+                first.0,
+                first.1
+            ));
+        }
+    }
+    Ok((md, csv, goals))
+}
+
+/// The section's table head (markdown) and CSV header.
+fn back_to_back_heads(o: &Opts) -> (String, String) {
+    let (n, per) = o.back_to_back;
+    (
+        format!(
+            "\n## Acquisitions back to back\n\n{n} acquisitions of {per} frames sent back to back by the same sender as one acquisition of {}, pedestal given up front, `--on-full block`; `back-to-back-paced`: the same sent at {:.0} % of their bare loop's rate, `cluda stream` with its defaults. `bare`: the bare loop over the same sends (the sender's own pace); frames/s from the first frame's arrival to the last clusters written; first lag: from an acquisition's first frame's arrival to its clusters written; set-up: from an acquisition's first frame taken off the queue to its first data frame asked of the engine; commit: the file's last writes, sync and rename; input wait: the finder waiting for frames; write wait: the finder waiting for the file's writer (median / worst over the acquisitions, ms).\n\n| size | run | acquisitions x frames | bare frames/s | frames/s | of bare | of one long | first lag (ms) | set-up (ms) | commit (ms) | input wait (ms) | write wait (ms) | lost |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+            n * per,
+            o.fraction * 100.0
+        ),
+        "size,run,acquisitions,frames_each,bare_fps,fps,ratio_to_bare,ratio_to_long,first_lag_median_ms,first_lag_worst_ms,setup_median_ms,setup_worst_ms,commit_median_ms,commit_worst_ms,lost\n".to_string(),
+    )
 }
 
 fn main() {
@@ -272,6 +654,11 @@ fn main() {
 
 fn run() -> Result<(), String> {
     let o = parse()?;
+    // Named, so the busiest-threads column tells them from libzmq's I/O threads.
+    rayon::ThreadPoolBuilder::new()
+        .thread_name(|i| format!("rayon-{i}"))
+        .build_global()
+        .map_err(|e| e.to_string())?;
     std::fs::create_dir_all(&o.out).map_err(|e| e.to_string())?;
     let g = Generator::new(GenConfig::new(o.rows, o.cols, 1)).map_err(|e| e.to_string())?;
     let dark = g.frames(0, 1000, false);
@@ -310,7 +697,13 @@ fn run() -> Result<(), String> {
         o.fraction * 100.0
     );
     let mut goals = Vec::new();
+    let mut timings = Vec::new();
+    let section = |name: &str| o.sections.iter().any(|s| s == name);
+    let parts = o.parts > 1 && section("parts");
     for &side in &o.sizes {
+        if !section("endpoint") && !parts {
+            break;
+        }
         let size = ClusterSize::from_side(side).map_err(|e| e.to_string())?;
         eprintln!("size {side}: bare loop");
         let bare_fps = bare(&o, &frames)?;
@@ -324,8 +717,14 @@ fn run() -> Result<(), String> {
             ("stream-max", None, FullQueue::Block),
             ("stream-rate", Some(bare_fps * o.fraction), FullQueue::Drop),
         ] {
+            if !section("endpoint") {
+                // The parts section alone: the one-endpoint bare loop is its yardstick.
+                break;
+            }
             eprintln!("size {side}: {name}");
+            let sampler = ThreadSampler::start();
             let s = stream(&o, &frames, &pedestal, size, rate, full)?;
+            timings.push(timing_row(side, name, &s, &sampler.stop()));
             let fps = s.fps();
             let c = &s.counts;
             let _ = writeln!(
@@ -379,13 +778,13 @@ fn run() -> Result<(), String> {
                 ));
             }
         }
-        if o.parts > 1 {
+        if parts {
             parts_rows(
                 &o, &frames, &pedestal, size, bare_fps, &mut csv, &mut md, &mut goals,
             )?;
         }
     }
-    if o.parts > 1 {
+    if parts {
         let n = o.parts;
         let _ = writeln!(
             md,
@@ -393,6 +792,22 @@ fn run() -> Result<(), String> {
             o.rows / n,
             o.fraction * 100.0
         );
+    }
+    if !timings.is_empty() {
+        let _ = write!(md, "{}{}", timing_head(), timings.concat());
+    }
+    if o.sections.iter().any(|s| s == "back-to-back") {
+        let (head, mut b2b_csv) = back_to_back_heads(&o);
+        let _ = write!(md, "{head}");
+        for &side in &o.sizes {
+            let size = ClusterSize::from_side(side).map_err(|e| e.to_string())?;
+            let (rows, c, g) = back_to_back(&o, &frames, &pedestal, size, side)?;
+            let _ = write!(md, "{rows}");
+            b2b_csv.push_str(&c);
+            goals.extend(g);
+        }
+        std::fs::write(o.out.join("stream-back-to-back.csv"), &b2b_csv)
+            .map_err(|e| e.to_string())?;
     }
     let _ = writeln!(md, "\n## Goals\n\n{}", goals.join("\n"));
     std::fs::write(o.out.join("stream.csv"), &csv).map_err(|e| e.to_string())?;

@@ -525,6 +525,105 @@ fn the_engine_on_the_gpu_stops_cleanly() {
     }
 }
 
+/// A raw acquisition with gaps in its frame numbers (the receiver discarded frames) through
+/// the engine: the visitor sees each frame's own number, and an overflow with a tiny cap and
+/// `Overflow::Fail` names the overflowing frame by its number (not its index in the stream),
+/// with the pedestal at the start of its slot; without the cap the clusters are the CPU's.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_raw_input_with_gaps_names_frames_by_their_numbers() {
+    use cluda::io::raw::{DetectorType, FrameDiscardPolicy, RawReader, RawWriter, RawWriterConfig};
+    let d = Data::new(48, 80, 11, 30, 40);
+    let cfg = d.config(ClusterSize::S3, Precision::F64, ThresholdMode::Live);
+    // Frame i of the data is written as frame 1000 + 3 i: two numbers lost after each.
+    let number = |i: usize| 1000 + 3 * i as u64;
+    let dir = tempfile::tempdir().unwrap();
+    let raw = RawWriterConfig {
+        rows: 48,
+        cols: 80,
+        detector: DetectorType::Generic16,
+        max_frames_per_file: 15,
+        version: 7.2,
+        frame_padding: true,
+        frame_discard_policy: FrameDiscardPolicy::NoDiscard,
+        packets_per_frame: 1,
+    };
+    let mut w = RawWriter::create(dir.path(), "gaps", 0, raw).unwrap();
+    for i in 0..40 {
+        w.write_frame(number(i), &d.data[i * d.px()..(i + 1) * d.px()])
+            .unwrap();
+    }
+    let master = w.finish(Some(number(39))).unwrap();
+    let engine = EngineConfig {
+        chunk: 6,
+        slots: 3,
+        map: false,
+    };
+
+    let (want, ped) = cpu(&cfg, &d, 40, None);
+    let mut g = gpu_finder(&cfg, PipelineConfig::default(), &d);
+    let (mut got, mut numbers) = (ClusterBatch::new(cfg.size), Vec::new());
+    find_stream(
+        &mut g,
+        &mut RawReader::open(&master).unwrap(),
+        engine,
+        &mut |n, fc| {
+            numbers.push(n);
+            got.push_frame(fc.words());
+            Ok(())
+        },
+    )
+    .unwrap();
+    assert!(got == want);
+    assert_eq!(g.pedestal().unwrap(), ped);
+    assert!(
+        numbers.iter().copied().eq((0..40).map(number)),
+        "{numbers:?}"
+    );
+
+    for compact in [false, true] {
+        let pipe = PipelineConfig {
+            cap: 2,
+            chunk: 4,
+            overflow: Overflow::Fail,
+            compact,
+            ..PipelineConfig::default()
+        };
+        let mut g = gpu_finder(&cfg, pipe, &d);
+        let mut seen = Vec::new();
+        let mut src = RawReader::open(&master).unwrap();
+        let e = find_stream(&mut g, &mut src, engine, &mut |n, _| {
+            seen.push(n);
+            Ok(())
+        })
+        .unwrap_err();
+        let Error::ClusterLimit { frame, .. } = e else {
+            panic!("compact {compact}: expected ClusterLimit, got {e}");
+        };
+        let index = (0..40)
+            .find(|&i| number(i) == frame as u64)
+            .unwrap_or_else(|| panic!("compact {compact}: {frame} is not a frame number"));
+        if !compact {
+            let first_over = (0..want.frames())
+                .find(|&i| want.frame(i).len() > 2)
+                .unwrap();
+            assert_eq!(index, first_over, "the first frame over the cap");
+        }
+        assert!(e.to_string().contains(&format!("frame {frame} ")), "{e}");
+        let kept = index / 6 * 6;
+        let (_, ped) = cpu(&cfg, &d, kept, None);
+        assert_eq!(
+            g.pedestal().unwrap(),
+            ped,
+            "compact {compact}: pedestal at the slot"
+        );
+        assert!(
+            seen.iter().zip(0..).all(|(&n, i)| n == number(i)) && seen.len() <= index,
+            "compact {compact}: {seen:?}"
+        );
+    }
+}
+
 /// Frames locked in place (`GpuFinder::lock_frames`) and pageable frames staged on every
 /// core give the CPU's clusters, in one call and in several; the lock is released on drop
 /// (the same memory can be locked again).

@@ -422,6 +422,41 @@ fn failing_visitor_keeps_frames_before_it_like_the_cpu() {
     }
 }
 
+/// A saved pedestal set again and again after finding (as a stream starts every acquisition
+/// from it: `reset_pedestal`, and `set_pedestal`; both refill the GPU's device buffers in
+/// place), in both element sizes (F64, F32): every run gives the CPU's clusters and leaves its
+/// pedestal.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn pedestal_set_again_refills_in_place_and_matches_cpu() {
+    let d = Data::new(40, 56, 13, 30, 60);
+    for precision in [Precision::F64, Precision::F32] {
+        let cfg = d.config(ClusterSize::S5, precision, ThresholdMode::Live);
+        let mut c = cpu_finder(&cfg, &d);
+        let mut g = gpu_finder(&cfg, PipelineConfig::default(), &d);
+        let saved = c.pedestal().unwrap();
+        for round in 0..3 {
+            if round == 1 {
+                c.set_pedestal(saved.clone()).unwrap();
+                g.set_pedestal(saved.clone()).unwrap();
+            } else {
+                c.reset_pedestal(&saved).unwrap();
+                g.reset_pedestal(&saved).unwrap();
+            }
+            same(
+                &c.find(d.data()).unwrap(),
+                &g.find(d.data()).unwrap(),
+                &format!("{precision:?}, round {round}"),
+            );
+            assert_eq!(
+                g.pedestal().unwrap(),
+                c.pedestal().unwrap(),
+                "round {round}"
+            );
+        }
+    }
+}
+
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn pedestal_pushes_between_calls_match_cpu() {

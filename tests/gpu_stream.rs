@@ -1,7 +1,8 @@
 //! `cluda stream --device gpu` over real ZMQ sockets: 2,000 MOENCH frames (400 x 400) replayed
-//! and streamed give the same cluster file, byte for byte, as `cluda find` on the CPU (ignored
-//! without a GPU; run on the GPU host with `--include-ignored`); the same frames streamed as two
-//! parts on two endpoints give the same file too.
+//! and streamed give the same cluster file, byte for byte, as `cluda find` on the CPU; the GPU
+//! finder is kept between acquisitions of one shape and reopened for another; the same frames
+//! streamed as two parts on two endpoints give the same file too (ignored without a GPU; run on
+//! the GPU host with `--include-ignored`).
 
 mod stream_support;
 
@@ -144,4 +145,13 @@ fn gpu_two_part_stream_equals_cpu_find() {
         );
         eprintln!("size {size}, two parts: {}", done.stdout.trim());
     }
+}
+
+/// The GPU finder kept from one acquisition to the next while the shape stays (its device
+/// pedestal refilled from each acquisition's own first frames, its pipeline's buffers kept) and
+/// reopened for another shape: every file is `cluda find`'s on the CPU.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_finder_kept_while_the_shape_stays() {
+    finder_kept_while_the_shape_stays("gpu", (400, 400), (200, 256));
 }

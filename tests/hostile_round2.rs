@@ -9,7 +9,7 @@ mod stream_support;
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
@@ -26,39 +26,14 @@ fn cluda(args: &[&str]) -> Output {
         .expect("the cluda binary runs")
 }
 
-fn spawn(args: &[&str]) -> Child {
-    Command::new(bin())
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the cluda binary starts")
+/// Starts `cluda args...`, its output in files of its own ([`stream_support::spawn_scratch`]);
+/// `.wait(limit)` waits at most `limit` (failing the test after that: a hang).
+fn spawn(args: &[&str]) -> stream_support::Proc {
+    stream_support::spawn_scratch(args)
 }
 
-/// Waits for `child` at most `limit`; kills it and fails the test if it is still running.
-fn wait_at_most(mut child: Child, limit: Duration) -> Output {
-    let start = Instant::now();
-    loop {
-        if child.try_wait().expect("try_wait").is_some() {
-            return child.wait_with_output().expect("output");
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("cluda still running after {limit:?}: it hangs");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-fn signal(child: &Child, sig: i32) {
-    // SAFETY: kill(2) on the pid of a child this test started and has not reaped.
-    assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0, "kill");
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
+fn text(b: impl AsRef<[u8]>) -> String {
+    String::from_utf8_lossy(b.as_ref()).into_owned()
 }
 
 fn s(p: &Path) -> &str {
@@ -85,7 +60,7 @@ fn listing(dir: &Path) -> Vec<String> {
 /// message; returns the message.
 #[track_caller]
 fn fails(args: &[&str], want: &[&str]) -> String {
-    let o = wait_at_most(spawn(args), Duration::from_secs(30));
+    let o = spawn(args).wait(Duration::from_secs(30));
     let err = text(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
     assert!(err.contains("error: "), "{args:?}: {err}");
@@ -220,7 +195,7 @@ fn drive(base: &[String], option: &str, value: &str) {
     // `--opt=value`, as a user would write a negative value too.
     let joined = format!("{flag}={value}");
     args.push(&joined);
-    let o = wait_at_most(spawn(&args), Duration::from_secs(20));
+    let o = spawn(&args).wait(Duration::from_secs(20));
     let err = text(&o.stderr);
     let code = o.status.code();
     assert_eq!(
@@ -392,8 +367,8 @@ fn replay_waits_end_on_a_signal() {
         let child = spawn(&args);
         std::thread::sleep(Duration::from_millis(700));
         let t = Instant::now();
-        signal(&child, sig);
-        let o = wait_at_most(child, Duration::from_secs(10));
+        assert!(child.signal(sig), "kill");
+        let o = child.wait(Duration::from_secs(10));
         assert!(
             t.elapsed() < Duration::from_secs(1),
             "{extra:?}: {:?} after the signal",
@@ -860,7 +835,7 @@ fn two_concurrent_gens_leave_one_whole_set() {
     let mut refs = Vec::new();
     for seed in ["1", "2"] {
         let r = d.join(format!("ref{seed}"));
-        let o = wait_at_most(run(&args(&r, seed)), Duration::from_secs(120));
+        let o = run(&args(&r, seed)).wait(Duration::from_secs(120));
         assert!(o.status.success(), "{}", text(&o.stderr));
         refs.push((sum(&r.join("pedestal.npy")), sum(&r.join("data.npy"))));
     }
@@ -868,7 +843,7 @@ fn two_concurrent_gens_leave_one_whole_set() {
     for _ in 0..3 {
         let (a, b) = (run(&args(&shared, "1")), run(&args(&shared, "2")));
         for c in [a, b] {
-            let o = wait_at_most(c, Duration::from_secs(120));
+            let o = c.wait(Duration::from_secs(120));
             assert!(o.status.success(), "{}", text(&o.stderr));
         }
         let got = (
@@ -941,10 +916,9 @@ fn huge_generation_stops_on_a_signal_within_a_second() {
         let child = spawn(&a);
         std::thread::sleep(Duration::from_millis(500));
         let t = Instant::now();
-        // SAFETY-free: the child may have ended already (a memory error); then the kill fails.
-        // SAFETY: kill(2) on the pid of a child this test started and has not reaped.
-        let sent = unsafe { libc::kill(child.id() as i32, libc::SIGTERM) } == 0;
-        let o = wait_at_most(child, Duration::from_secs(30));
+        // The child may have ended already (a memory error); then the kill fails.
+        let sent = child.signal(libc::SIGTERM);
+        let o = child.wait(Duration::from_secs(30));
         let err = text(&o.stderr);
         assert!(
             !err.contains("panicked") && !err.contains("memory allocation"),
@@ -1003,21 +977,16 @@ fn a_stream_of_large_frames_fits_a_6_gb_address_space() {
     let port = free_port();
     let out = d.join("out");
     let script = format!(
-        "ulimit -v 6000000 && exec {} stream --zmq {} --out-dir {} --pedestal {} --device cpu --acquisitions 1 --on-full block > {} 2> {}",
+        "ulimit -v 6000000 && exec {} stream --zmq {} --out-dir {} --pedestal {} --device cpu --acquisitions 1 --on-full block",
         s(&bin()),
         loopback(port),
         s(&out),
         s(&dark),
-        s(&d.join("stream.out")),
-        s(&d.join("stream.err"))
     );
-    let child = Command::new("sh")
-        .args(["-c", &script])
-        .spawn()
-        .expect("sh");
+    let child = spawn_sh(d, "stream", &script);
     spawn_replay(d, "replay", port, &["--data", s(&data), "--no-drop"])
         .wait_ok(Duration::from_secs(120));
-    let o = wait_at_most(child, Duration::from_secs(120));
+    let o = child.wait(Duration::from_secs(120));
     let err = std::fs::read_to_string(d.join("stream.err")).expect("stderr");
     assert!(o.status.success(), "{:?}: {err}", o.status);
     let stdout = std::fs::read_to_string(d.join("stream.out")).expect("stdout");
@@ -1177,9 +1146,9 @@ fn a_mapped_input_that_shrinks_is_an_error_naming_it() {
                 .set_len(4096)
                 .expect("truncate");
         } else {
-            signal(&child, libc::SIGBUS);
+            assert!(child.signal(libc::SIGBUS), "kill");
         }
-        let o = wait_at_most(child, Duration::from_secs(60));
+        let o = child.wait(Duration::from_secs(60));
         let err = text(&o.stderr);
         assert_eq!(o.status.code(), Some(1), "{how}: {:?}: {err}", o.status);
         assert!(
@@ -1214,12 +1183,7 @@ fn a_stream_survives_a_file_it_cannot_write() {
         s(&out),
         s(&dark),
     );
-    let child = Command::new("sh")
-        .args(["-c", &script])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("sh");
+    let child = spawn_sh(d, "stream", &script);
     spawn_replay(
         d,
         "replay",
@@ -1227,7 +1191,7 @@ fn a_stream_survives_a_file_it_cannot_write() {
         &["--data", s(&big), "--data", s(&small), "--no-drop"],
     )
     .wait_ok(Duration::from_secs(120));
-    let o = wait_at_most(child, Duration::from_secs(120));
+    let o = child.wait(Duration::from_secs(120));
     let (stdout, err) = (text(&o.stdout), text(&o.stderr));
     assert!(o.status.success(), "{:?}: {err}", o.status);
     let sums = summaries(&stdout);

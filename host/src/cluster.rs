@@ -58,6 +58,16 @@ impl ClusterSize {
         }
     }
 
+    /// The side as the command line writes it (`--cluster 3`).
+    pub const fn side_name(self) -> &'static str {
+        match self {
+            Self::S3 => "3",
+            Self::S5 => "5",
+            Self::S7 => "7",
+            Self::S9 => "9",
+        }
+    }
+
     /// Values per cluster, X * Y.
     pub const fn cells(self) -> usize {
         self.side() * self.side()
@@ -135,7 +145,8 @@ impl ClusterRef<'_> {
 /// The clusters of one frame, borrowed from a batch or from a finder's result buffer.
 #[derive(Clone, Copy, Debug)]
 pub struct FrameClusters<'a> {
-    /// Index of the frame within the call that produced it.
+    /// The frame: its index within the call that produced it (`find_each`), or its number
+    /// (`find_feed`: [`crate::finder::feed::FedChunk::number`]).
     pub frame: usize,
     size: ClusterSize,
     words: &'a [u32],

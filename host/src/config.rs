@@ -21,7 +21,7 @@ pub enum Precision {
 
 impl Precision {
     /// The name used on the command line and in summaries.
-    pub fn name(self) -> &'static str {
+    pub const fn name(self) -> &'static str {
         match self {
             Self::F64 => "f64",
             Self::F32 => "f32",
@@ -57,7 +57,7 @@ pub enum ThresholdMode {
 
 impl ThresholdMode {
     /// The name used on the command line.
-    pub fn name(self) -> &'static str {
+    pub const fn name(self) -> &'static str {
         match self {
             Self::Live => "live",
             Self::Frozen => "frozen",
@@ -98,6 +98,16 @@ impl FindOptions {
     /// The default pedestal window N, when nothing else sets it.
     pub const DEFAULT_PEDESTAL_FRAMES: u32 = 1000;
 
+    /// The defaults: 3x3 clusters, 5 sigma, live threshold noise, f64. The one place they
+    /// are written: [`FindOptions::default`], the command line's defaults and the Python
+    /// package's (exported by its extension module) all read them.
+    pub const DEFAULT: FindOptions = FindOptions {
+        size: ClusterSize::S3,
+        n_sigma: 5.0,
+        threshold: ThresholdMode::Live,
+        precision: Precision::F64,
+    };
+
     /// The finder configuration for `rows x cols` frames and a pedestal window of
     /// `pedestal_frames`.
     pub fn config(&self, rows: usize, cols: usize, pedestal_frames: u32) -> FinderConfig {
@@ -115,12 +125,7 @@ impl FindOptions {
 
 impl Default for FindOptions {
     fn default() -> Self {
-        Self {
-            size: ClusterSize::S3,
-            n_sigma: 5.0,
-            threshold: ThresholdMode::Live,
-            precision: Precision::F64,
-        }
+        Self::DEFAULT
     }
 }
 

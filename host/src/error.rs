@@ -55,8 +55,8 @@ pub enum Error {
         "frame {frame} holds {found} clusters, more than the limit of {limit} per frame; raise the cap (or let the finder grow it): the pedestal was put back to before the call (or the chunk, when streaming)"
     )]
     ClusterLimit {
-        /// Index of the frame (within the call, or the stream of a `find_feed`; the source's
-        /// frame number from the engine) that overflowed.
+        /// The frame that overflowed: its index within the call, or, from a `find_feed`, its
+        /// chunk's number for it (the source's frame number from the engine).
         frame: usize,
         /// Clusters that frame holds.
         found: usize,

@@ -73,10 +73,19 @@ __all__ = [
 
 __version__ = "0.1.0"
 
+# The finder's defaults, from the Rust library (``FindOptions::DEFAULT``) through the
+# extension module, so that the Python signatures cannot drift from ``cluda find``'s.
+_CLUSTER_SIZE: int = _cluda.DEFAULT_CLUSTER_SIZE
+_N_SIGMA: float = _cluda.DEFAULT_N_SIGMA
+_PRECISION: str = _cluda.DEFAULT_PRECISION
+_THRESHOLD: str = _cluda.DEFAULT_THRESHOLD
+_DEVICE: str = _cluda.DEFAULT_DEVICE
+_PEDESTAL_FRAMES: int = _cluda.DEFAULT_PEDESTAL_FRAMES
+
 PathLike = Union[str, "os.PathLike[str]"]
 
 
-def cluster_dtype(cluster_size: int = 3) -> np.dtype:
+def cluster_dtype(cluster_size: int = _CLUSTER_SIZE) -> np.dtype:
     """The structured dtype of result rows for ``cluster_size`` x ``cluster_size`` clusters:
     ``frame`` int32, ``x``, ``y`` uint16, ``data`` int32 of shape ``(cluster_size**2,)``.
     Its bytes after ``frame`` are aare's packed cluster record."""
@@ -175,12 +184,12 @@ class ClusterFinder(_cluda.ClusterFinder):
     def __new__(
         cls,
         shape,
-        cluster_size=3,
-        n_sigma=5.0,
-        precision="f64",
-        threshold="live",
-        device="auto",
-        pedestal_frames=1000,
+        cluster_size=_CLUSTER_SIZE,
+        n_sigma=_N_SIGMA,
+        precision=_PRECISION,
+        threshold=_THRESHOLD,
+        device=_DEVICE,
+        pedestal_frames=_PEDESTAL_FRAMES,
         threads=None,
     ):
         if isinstance(shape, (tuple, list)) and len(shape) == 2:
@@ -344,11 +353,11 @@ def find_files(
     pedestal: PathLike,
     out_dir: PathLike,
     *,
-    cluster_size: int = 3,
-    n_sigma: float = 5.0,
-    precision: str = "f64",
-    threshold: str = "live",
-    device: str = "auto",
+    cluster_size: int = _CLUSTER_SIZE,
+    n_sigma: float = _N_SIGMA,
+    precision: str = _PRECISION,
+    threshold: str = _THRESHOLD,
+    device: str = _DEVICE,
     threads: Optional[int] = None,
     carry_pedestal: bool = False,
 ) -> List[Dict[str, Any]]:
@@ -414,7 +423,7 @@ def _summary(row: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def read_cluster_file(
-    path: PathLike, cluster_size: int = 3, with_frame_numbers: bool = False
+    path: PathLike, cluster_size: int = _CLUSTER_SIZE, with_frame_numbers: bool = False
 ):
     """Reads an aare cluster file of ``cluster_size`` clusters (the file does not say).
 

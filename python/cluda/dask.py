@@ -28,7 +28,18 @@ except ImportError as e:  # pragma: no cover - depends on the environment
         "'dask' extra (pip install 'cluda[dask]', or pip install 'dask[distributed]')"
     ) from e
 
-from . import PathLike, _cluda, _paths, _summary, _whole
+from . import (
+    _CLUSTER_SIZE,
+    _DEVICE,
+    _N_SIGMA,
+    _PRECISION,
+    _THRESHOLD,
+    PathLike,
+    _cluda,
+    _paths,
+    _summary,
+    _whole,
+)
 
 __all__ = ["find_files"]
 
@@ -96,11 +107,11 @@ def find_files(
     pedestal: PathLike,
     out_dir: PathLike,
     *,
-    cluster_size: int = 3,
-    n_sigma: float = 5.0,
-    precision: str = "f64",
-    threshold: str = "live",
-    device: str = "auto",
+    cluster_size: int = _CLUSTER_SIZE,
+    n_sigma: float = _N_SIGMA,
+    precision: str = _PRECISION,
+    threshold: str = _THRESHOLD,
+    device: str = _DEVICE,
     threads: Optional[int] = None,
 ) -> List[Dict[str, Any]]:
     """Finds the clusters of many acquisitions on the cluster of ``client``, one task per

@@ -2,8 +2,8 @@
 //! finder a Dask worker keeps (`cluda.dask`), over the library's
 //! [`Session`](cluda::engine::run::Session) as `cluda find --data A B C --out-dir D` runs
 //! them: one device, one pedestal read once and applied afresh to each input (unless carried
-//! on), the next input read while the current one is found, outputs named by the library's
-//! one rule ([`cluster_files`]) and byte-identical to single runs. An input that cannot be
+//! on), the next input read while the current one is found, inputs opened, checked and their
+//! outputs named by the library's one [`plan`] and byte-identical to single runs. An input that cannot be
 //! opened or fails while found is reported in its own summary; the others still run.
 
 use std::path::{Path, PathBuf};
@@ -15,13 +15,12 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use cluda::engine::input::Input;
-use cluda::engine::run::{
-    DataInputs, FinderChoice, InputOutputs, RunOptions, Session, cluster_files, open_data_inputs,
-};
+use cluda::engine::plan::{Plan, Planned, plan};
+use cluda::engine::run::{FinderChoice, InputOutputs, RunOptions, Session};
 use cluda::finder::select::DeviceChoice;
 use cluda::{ClusterSize, Error, FindOptions, ThresholdMode};
 
-use crate::{lock, parse_precision, to_py};
+use crate::{defaults, lock, parse_precision, to_py};
 
 /// What became of one input: the summary `find_files` returns for it (as a dict).
 struct Outcome {
@@ -143,8 +142,9 @@ fn run_error(e: Error) -> PyErr {
 /// Checks finder options as `find_files` and `FileSession` take them, raising what they
 /// would (internal: `cluda.dask` checks them on the client, before any task).
 #[pyfunction]
-#[pyo3(signature = (cluster_size=3, n_sigma=5.0, precision="f64", threshold="live",
-                    device="auto", threads=None))]
+#[pyo3(signature = (cluster_size=defaults::CLUSTER_SIZE, n_sigma=defaults::N_SIGMA,
+                    precision=defaults::PRECISION, threshold=defaults::THRESHOLD,
+                    device=defaults::DEVICE, threads=None))]
 pub fn check_options(
     cluster_size: usize,
     n_sigma: f64,
@@ -156,26 +156,25 @@ pub fn check_options(
     finder_choice(cluster_size, n_sigma, precision, threshold, device, threads).map(drop)
 }
 
-/// Runs the opened inputs of `data` through `session`, input `k` writing `outputs[k]`;
-/// returns one outcome per input of `paths` (failed ones as their error), in order.
+/// Runs the opened inputs of `planned` through `session`, each writing its cluster file;
+/// returns one outcome per input (failed ones as their error), in order.
 fn run_inputs(
     session: &mut Session,
-    paths: &[PathBuf],
-    data: Vec<Result<Input<'static>, Error>>,
-    outputs: Vec<Option<PathBuf>>,
+    planned: Vec<Planned>,
     carry: bool,
     signals: &PySignals,
 ) -> Result<Vec<Outcome>, Error> {
+    let paths: Vec<PathBuf> = planned.iter().map(|p| p.path.clone()).collect();
     let mut outcomes: Vec<Option<Outcome>> = Vec::with_capacity(paths.len());
     // For each input run: its place in `paths`.
     let (mut opened, mut places, mut names) = (Vec::new(), Vec::new(), Vec::new());
-    for ((k, input), output) in data.into_iter().enumerate().zip(outputs) {
-        match input {
+    for (k, p) in planned.into_iter().enumerate() {
+        match p.input {
             Ok(input) => {
                 outcomes.push(None);
                 opened.push(input);
                 places.push(k);
-                names.push(output);
+                names.push(p.cluster_file);
             }
             Err(e) => outcomes.push(Some(Outcome::failed(&paths[k], &e))),
         }
@@ -232,8 +231,10 @@ fn run_inputs(
 /// found after the pedestal `pedestal`, each to its cluster file in `out_dir`; a list of
 /// per-input summaries.
 #[pyfunction]
-#[pyo3(signature = (inputs, pedestal, out_dir, cluster_size=3, n_sigma=5.0, precision="f64",
-                    threshold="live", device="auto", threads=None, carry_pedestal=false))]
+#[pyo3(signature = (inputs, pedestal, out_dir, cluster_size=defaults::CLUSTER_SIZE,
+                    n_sigma=defaults::N_SIGMA, precision=defaults::PRECISION,
+                    threshold=defaults::THRESHOLD, device=defaults::DEVICE, threads=None,
+                    carry_pedestal=false))]
 #[allow(clippy::too_many_arguments)]
 pub fn find_files<'py>(
     py: Python<'py>,
@@ -254,35 +255,15 @@ pub fn find_files<'py>(
         .allow_threads(|| -> Result<Vec<Outcome>, Error> {
             let mut ped = Input::count_exactly(&pedestal, "pedestal", &|| signals.check())?;
             let shape = (ped.frames.rows(), ped.frames.cols());
-            let DataInputs {
-                files,
-                inputs: data,
-            } = open_data_inputs(&pedestal, shape, &inputs)?;
-            let ok: Vec<&Path> = inputs
+            let Plan { inputs: planned, .. } =
+                plan(&pedestal, shape, &inputs, Some(&out_dir), "out_dir")?;
+            let longest = planned
                 .iter()
-                .zip(&data)
-                .filter(|(_, d)| d.is_ok())
-                .map(|(p, _)| p.as_path())
-                .collect();
-            let mut names = cluster_files(&out_dir, ok, &files, "out_dir")?.into_iter();
-            let outputs = data
-                .iter()
-                .map(|d| d.as_ref().ok().and_then(|_| names.next()))
-                .collect();
-            let longest = data
-                .iter()
-                .filter_map(|d| d.as_ref().ok().map(|d| d.len))
+                .filter_map(|p| p.input.as_ref().ok().map(|d| d.len))
                 .max()
                 .unwrap_or(0);
             let mut session = Session::open(&options, &mut ped, longest, &|| signals.check())?;
-            let outcomes = run_inputs(
-                &mut session,
-                &inputs,
-                data,
-                outputs,
-                carry_pedestal,
-                &signals,
-            );
+            let outcomes = run_inputs(&mut session, planned, carry_pedestal, &signals);
             let _release = session.close();
             outcomes
         })
@@ -304,23 +285,11 @@ pub fn plan_outputs(
     py.allow_threads(|| -> Result<_, Error> {
         let ped = Input::open(&pedestal, "pedestal")?;
         let shape = (ped.frames.rows(), ped.frames.cols());
-        let DataInputs {
-            files,
-            inputs: data,
-        } = open_data_inputs(&pedestal, shape, &inputs)?;
-        let ok: Vec<&Path> = inputs
-            .iter()
-            .zip(&data)
-            .filter(|(_, d)| d.is_ok())
-            .map(|(p, _)| p.as_path())
-            .collect();
-        let mut names = cluster_files(&out_dir, ok, &files, "out_dir")?.into_iter();
-        Ok(data
-            .iter()
-            .map(|d| match d {
-                Ok(_) => (names.next(), None),
-                Err(e) => (None, Some(e.to_string())),
-            })
+        let Plan { inputs: planned, .. } =
+            plan(&pedestal, shape, &inputs, Some(&out_dir), "out_dir")?;
+        Ok(planned
+            .into_iter()
+            .map(|p| (p.cluster_file, p.input.err().map(|e| e.to_string())))
             .collect())
     })
     .map_err(to_py)
@@ -352,8 +321,9 @@ impl FileSession {
     /// Opens the device and reads every frame of `pedestal` (its window N is their count);
     /// the frame ring is sized for inputs of `longest` frames (default: any length).
     #[new]
-    #[pyo3(signature = (pedestal, cluster_size=3, n_sigma=5.0, precision="f64",
-                        threshold="live", device="auto", threads=None, longest=None))]
+    #[pyo3(signature = (pedestal, cluster_size=defaults::CLUSTER_SIZE, n_sigma=defaults::N_SIGMA,
+                        precision=defaults::PRECISION, threshold=defaults::THRESHOLD,
+                        device=defaults::DEVICE, threads=None, longest=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -417,15 +387,18 @@ impl FileSession {
                 let (session, used) = guard
                     .as_mut()
                     .ok_or_else(|| Error::Internal("this FileSession was closed".into()))?;
-                let DataInputs { inputs: data, .. } =
-                    open_data_inputs(&self.pedestal, self.shape, &inputs)?;
+                let Plan { inputs: mut planned, .. } =
+                    plan(&self.pedestal, self.shape, &inputs, None, "outputs")?;
+                for (p, output) in planned.iter_mut().zip(outputs) {
+                    p.cluster_file = p.input.as_ref().ok().and(output);
+                }
                 // Each call's first input starts from the pedestal as read, as every other
                 // input does (unless carried on from the call before).
                 if *used && !carry_pedestal {
                     session.restart_pedestal()?;
                 }
                 *used = true;
-                run_inputs(session, &inputs, data, outputs, carry_pedestal, &signals)
+                run_inputs(session, planned, carry_pedestal, &signals)
             })
             .map_err(run_error)?;
         summaries(py, outcomes)

@@ -35,7 +35,22 @@ use cluda::generate::{GenConfig, Generator};
 use cluda::io::raw::RawReader;
 use cluda::io::{ClusterFileReader, Existing, FrameSource, NpyFrames, write_cluster_frames};
 use cluda::matcher::{Descriptor, MatchVersion};
-use cluda::{ClusterSize, Error, FinderConfig, FrameClusters, Frames, Precision, ThresholdMode};
+use cluda::{
+    ClusterSize, Error, FindOptions, FinderConfig, FrameClusters, Frames, Precision, ThresholdMode,
+};
+
+/// The finder's defaults, read from the library ([`FindOptions::DEFAULT`],
+/// [`DeviceChoice::DEFAULT`]) so that they cannot drift: the signatures here use them, and
+/// the module exports them (`DEFAULT_*`) for the Python package's signatures.
+mod defaults {
+    use super::{DeviceChoice, FindOptions};
+    pub const CLUSTER_SIZE: usize = FindOptions::DEFAULT.size.side();
+    pub const N_SIGMA: f64 = FindOptions::DEFAULT.n_sigma;
+    pub const PRECISION: &str = FindOptions::DEFAULT.precision.name();
+    pub const THRESHOLD: &str = FindOptions::DEFAULT.threshold.name();
+    pub const DEVICE: &str = DeviceChoice::DEFAULT.name();
+    pub const PEDESTAL_FRAMES: u32 = FindOptions::DEFAULT_PEDESTAL_FRAMES;
+}
 
 create_exception!(
     cluda,
@@ -330,8 +345,10 @@ impl PyClusterFinder {
 #[pymethods]
 impl PyClusterFinder {
     #[new]
-    #[pyo3(signature = (shape, cluster_size=3, n_sigma=5.0, precision="f64", threshold="live",
-                        device="auto", pedestal_frames=1000, threads=None))]
+    #[pyo3(signature = (shape, cluster_size=defaults::CLUSTER_SIZE, n_sigma=defaults::N_SIGMA,
+                        precision=defaults::PRECISION, threshold=defaults::THRESHOLD,
+                        device=defaults::DEVICE, pedestal_frames=defaults::PEDESTAL_FRAMES,
+                        threads=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -923,6 +940,12 @@ fn _cluda(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("CudaError", py.get_type::<CudaError>())?;
     m.add("GpuMemoryError", py.get_type::<GpuMemoryError>())?;
     m.add("FileFormatError", py.get_type::<FileFormatError>())?;
+    m.add("DEFAULT_CLUSTER_SIZE", defaults::CLUSTER_SIZE)?;
+    m.add("DEFAULT_N_SIGMA", defaults::N_SIGMA)?;
+    m.add("DEFAULT_PRECISION", defaults::PRECISION)?;
+    m.add("DEFAULT_THRESHOLD", defaults::THRESHOLD)?;
+    m.add("DEFAULT_DEVICE", defaults::DEVICE)?;
+    m.add("DEFAULT_PEDESTAL_FRAMES", defaults::PEDESTAL_FRAMES)?;
     Ok(())
 }
 

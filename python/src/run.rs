@@ -248,8 +248,12 @@ pub fn run(
                 src.set_read_threads(threads);
                 let (mut kept, mut own) = (lock(&shared.ring), None);
                 let ring = if shared.gpu { &mut *kept } else { &mut own };
+                // The engine names frames by their numbers (`fc.frame` too): the stream index
+                // is counted here, frames coming in order.
+                let mut index = 0usize;
                 find_stream_reusing(finder.as_mut(), src, config, ring, &mut |n, fc| {
-                    visit(fc.frame, n, fc)
+                    index += 1;
+                    visit(index - 1, n, fc)
                 })
                 .map(|_| ())
             })

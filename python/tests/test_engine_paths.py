@@ -97,3 +97,27 @@ def test_memmap_that_is_not_the_whole_file_is_read_as_memory(data):
     changed[0] = 0
     np.testing.assert_array_equal(gpu_check._finder(data, "cpu").find(cow),
                                   gpu_check._finder(data, "cpu").find(changed))
+
+
+def test_find_iter_chunks_a_raw_acquisition_by_position(tmp_path, cli):
+    """`find_iter` over a raw acquisition (header frame numbers from 1, not 0): chunk `k`
+    holds the frames at positions `k * chunk ..`, each under its header number, whatever the
+    numbers are (the engine reports frames by their numbers; the position is counted apart)."""
+    cli("gen", "--out", tmp_path, "--raw", "--frames", 45, "--pedestal-frames", 20,
+        "--rows", 24, "--cols", 32, "--seed", 3)
+    ped = cluda.RawFile(tmp_path / "pedestal_master_0.json").read()[1]
+    numbers = cluda.RawFile(tmp_path / "data_master_0.json").read()[0]
+    assert numbers[0] != 0, "the test needs numbers that are not positions"
+    f = cluda.ClusterFinder((24, 32), pedestal_frames=20, device="cpu", n_sigma=3.0)
+    f.push_pedestal(ped)
+    chunk = 10
+    chunks = list(f.find_iter(cluda.RawFile(tmp_path / "data_master_0.json"), chunk=chunk))
+    assert len(chunks) == 5
+    for k, c in enumerate(chunks):
+        mine = set(int(n) for n in numbers[k * chunk:(k + 1) * chunk])
+        assert set(int(n) for n in c["frame"]) <= mine, (k, sorted(set(c["frame"])), mine)
+    g = cluda.ClusterFinder((24, 32), pedestal_frames=20, device="cpu", n_sigma=3.0)
+    g.push_pedestal(ped)
+    whole = g.find(cluda.RawFile(tmp_path / "data_master_0.json"))
+    assert np.array_equal(np.concatenate(chunks), whole)
+    assert len(whole) > 0

@@ -163,3 +163,32 @@ def test_strided_input_is_copied_and_gives_the_same_result():
         results.append(f.find(frames))
     np.testing.assert_array_equal(results[0], results[1])
     np.testing.assert_array_equal(results[2], results[1])
+
+
+def test_defaults_are_the_cli_defaults(cli):
+    """The package's finder defaults (read from the Rust library) are `cluda find`'s, as its
+    help prints them, in every signature that takes them."""
+    import inspect
+    import re
+
+    import cluda.dask
+
+    help_text = cli("find", "--help")
+    cli_default = {
+        opt: re.search(rf"--{opt} .*?\[default: ([^\]]+)\]", help_text, re.S).group(1)
+        for opt in ("cluster", "nsigma", "threshold", "precision", "device")
+    }
+    names = {
+        "cluster_size": "cluster",
+        "n_sigma": "nsigma",
+        "threshold": "threshold",
+        "precision": "precision",
+        "device": "device",
+    }
+    for fn in (cluda.ClusterFinder.__new__, cluda.find_files, cluda.dask.find_files):
+        params = inspect.signature(fn).parameters
+        for name, opt in names.items():
+            got = params[name].default
+            want = cli_default[opt]
+            assert str(got) == want or (isinstance(got, float) and got == float(want)), (
+                fn.__qualname__, name, got, want)

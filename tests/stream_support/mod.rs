@@ -1,5 +1,6 @@
-//! Running `cluda stream` and `cluda replay` as processes on loopback sockets, for
-//! tests/stream.rs and tests/gpu_stream.rs.
+//! Running `cluda` as processes (`cluda stream` and `cluda replay` on loopback sockets), for
+//! tests/stream.rs, tests/gpu_stream.rs and tests/hostile_round2.rs: output to files (a
+//! chatty process cannot fill a pipe and stall), a bounded wait, signals.
 #![allow(dead_code)]
 
 use std::collections::HashMap;
@@ -42,6 +43,9 @@ pub struct Proc {
     pub child: Child,
     pub stdout: PathBuf,
     pub stderr: PathBuf,
+    /// The directory of the output files when the process has one of its own
+    /// ([`spawn_scratch`]); removed when the process is dropped.
+    scratch: Option<tempfile::TempDir>,
 }
 
 /// What a finished process printed.
@@ -53,10 +57,31 @@ pub struct Done {
 
 /// Starts `cluda args...` with its output in `dir/<name>.out` and `.err`.
 pub fn spawn(dir: &Path, name: &str, args: &[&str]) -> Proc {
+    let mut command = Command::new(cluda_bin());
+    command.args(args);
+    start(dir, name, command)
+}
+
+/// [`spawn`] with the output files in a temporary directory of the process's own.
+pub fn spawn_scratch(args: &[&str]) -> Proc {
+    let dir = tempfile::tempdir().expect("scratch dir");
+    let mut p = spawn(dir.path(), "cluda", args);
+    p.scratch = Some(dir);
+    p
+}
+
+/// Runs the shell script `script` (`sh -c`, e.g. `ulimit ... && exec cluda ...`; see
+/// [`cluda_bin`]) with its output in `dir/<name>.out` and `.err`.
+pub fn spawn_sh(dir: &Path, name: &str, script: &str) -> Proc {
+    let mut command = Command::new("sh");
+    command.args(["-c", script]);
+    start(dir, name, command)
+}
+
+fn start(dir: &Path, name: &str, mut command: Command) -> Proc {
     let stdout = dir.join(format!("{name}.out"));
     let stderr = dir.join(format!("{name}.err"));
-    let child = Command::new(cluda_bin())
-        .args(args)
+    let child = command
         .stdin(Stdio::null())
         .stdout(File::create(&stdout).expect("stdout file"))
         .stderr(File::create(&stderr).expect("stderr file"))
@@ -66,6 +91,7 @@ pub fn spawn(dir: &Path, name: &str, args: &[&str]) -> Proc {
         child,
         stdout,
         stderr,
+        scratch: None,
     }
 }
 
@@ -174,10 +200,15 @@ impl Proc {
 
     /// Sends SIGINT.
     pub fn interrupt(&self) {
+        assert!(self.signal(libc::SIGINT), "kill(SIGINT)");
+    }
+
+    /// Sends signal `sig`; whether it was sent (not when the process has ended and been
+    /// reaped).
+    pub fn signal(&self, sig: i32) -> bool {
         let pid = self.child.id() as libc::pid_t;
         // SAFETY: kill(2) with the pid of a child this test started and has not reaped.
-        let rc = unsafe { libc::kill(pid, libc::SIGINT) };
-        assert_eq!(rc, 0, "kill(SIGINT)");
+        unsafe { libc::kill(pid, sig) == 0 }
     }
 }
 
@@ -245,4 +276,132 @@ pub fn find_bytes(dir: &Path, pedestal: &Path, data: &Path, extra: &[&str]) -> V
         String::from_utf8_lossy(&o.stderr)
     );
     std::fs::read(&out).expect("find's cluster file")
+}
+
+/// Writes one acquisition of `dark + data` generated frames of `shape` as `dir/<name>.npy`
+/// (dark frames first), and the same frames as `<name>_dark.npy` and `<name>_data.npy` for
+/// `cluda find`.
+pub fn write_acquisition(
+    dir: &std::path::Path,
+    name: &str,
+    shape: (usize, usize),
+    dark: usize,
+    data: usize,
+) -> [std::path::PathBuf; 3] {
+    let g = Generator::new(GenConfig::new(shape.0, shape.1, 11)).expect("generator");
+    let (d, f) = (g.frames(0, dark, false), g.frames(dark as u64, data, true));
+    let write = |n: String, frames: usize, px: &[u16]| {
+        let p = dir.join(format!("{n}.npy"));
+        cluda::io::npy::write_u16_3d(&p, frames, shape.0, shape.1, px).expect("write npy");
+        p
+    };
+    let both: Vec<u16> = d.iter().chain(&f).copied().collect();
+    [
+        write(name.to_string(), dark + data, &both),
+        write(format!("{name}_dark"), dark, &d),
+        write(format!("{name}_data"), data, &f),
+    ]
+}
+
+/// Streams acquisitions of `shape`, `shape`, `other` and `shape` (60 pedestal frames of their
+/// own and 150 data frames each) on `device`: the finder is kept while the shape stays and
+/// reopened when it changes (a note says so, once per change), and every file holds `cluda
+/// find`'s clusters (on the CPU) for the acquisition's frames, numbered as streamed (after its
+/// pedestal frames).
+pub fn finder_kept_while_the_shape_stays(
+    device: &str,
+    shape: (usize, usize),
+    other: (usize, usize),
+) {
+    let limit = Duration::from_secs(300);
+    let dir = tempfile::tempdir().expect("dir");
+    let d = dir.path();
+    let (dark, data) = (60, 150);
+    let a = write_acquisition(d, "a", shape, dark, data);
+    let b = write_acquisition(d, "b", other, dark, data);
+    let port = free_port();
+    let out = d.join("out");
+    let stream = spawn_stream(
+        d,
+        "shapes",
+        port,
+        &out,
+        &[
+            "--pedestal-frames",
+            "60",
+            "--device",
+            device,
+            "--acquisitions",
+            "4",
+            "--on-full",
+            "block",
+        ],
+    );
+    spawn_replay(
+        d,
+        "replay-shapes",
+        port,
+        &[
+            "--data",
+            s(&a[0]),
+            "--data",
+            s(&a[0]),
+            "--data",
+            s(&b[0]),
+            "--data",
+            s(&a[0]),
+            "--no-drop",
+        ],
+    )
+    .wait_ok(limit);
+    let done = stream.wait_ok(limit);
+    let sums = summaries(&done.stdout);
+    assert_eq!(sums.len(), 4, "{}", done.stdout);
+    let reopened: Vec<&str> = done
+        .stderr
+        .lines()
+        .filter(|l| l.contains("the finder is reopened"))
+        .collect();
+    assert_eq!(reopened.len(), 2, "{}", done.stderr);
+    assert!(
+        reopened[0].contains(&format!(
+            "acquisition 2: frames of {} x {}",
+            other.0, other.1
+        )),
+        "{reopened:?}"
+    );
+    assert!(
+        reopened[1].contains(&format!(
+            "acquisition 3: frames of {} x {}",
+            shape.0, shape.1
+        )),
+        "{reopened:?}"
+    );
+    let want_a = find_bytes(d, &a[1], &a[2], &["--device", "cpu"]);
+    let want_b = find_bytes(d, &b[1], &b[2], &["--device", "cpu"]);
+    for (i, (m, want)) in sums
+        .iter()
+        .zip([&want_a, &want_a, &want_b, &want_a])
+        .enumerate()
+    {
+        assert_eq!(num(m, "acquisition"), i as u64);
+        assert_eq!(m["kind"], "data");
+        assert_eq!(m["device"], device, "{}", done.stderr);
+        assert_eq!(
+            (num(m, "pedestal_frames"), num(m, "frames")),
+            (60, 150),
+            "{i}"
+        );
+        let file = out.join(format!("run_{i}.clust"));
+        let (numbers, batch) =
+            cluda::io::read_cluster_file(&file, cluda::ClusterSize::S3).expect("read");
+        assert_eq!(numbers, (60..210).collect::<Vec<i32>>(), "{i}");
+        let find_file = d.join(format!("find_{i}.clust"));
+        std::fs::write(&find_file, want).expect("write");
+        let (find_numbers, find_batch) =
+            cluda::io::read_cluster_file(&find_file, cluda::ClusterSize::S3).expect("read");
+        assert_eq!(find_numbers, (0..150).collect::<Vec<i32>>());
+        assert!(batch == find_batch, "acquisition {i} differs from find");
+        assert!(batch.total() > 0, "{i}: no clusters to compare");
+    }
 }

@@ -3,10 +3,11 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+use cluda::engine::run::InputPath;
 use cluda::finder::select::DeviceChoice;
 use cluda::matcher::MatchVersion;
 use cluda::plot::SpectrumOptions;
-use cluda::{ClusterSize, Precision, ThresholdMode};
+use cluda::{ClusterSize, FindOptions, Precision, ThresholdMode};
 
 /// What the summary line says.
 const SUMMARY_HELP: &str = "Prints one summary line on stdout:\n  frames=N clusters=N clusters_per_frame=X seconds=X us_per_frame=X fps=X device=D precision=P input_us_per_frame=X\nseconds counts the time spent finding (and writing) clusters of the data frames, not reading\nor generating them nor waiting for them, nor filling the pedestal. input_us_per_frame is the\ntime the input's own threads spent reading (find) or generating (demo) each data frame,\noverlapped with finding (0 for a mapped input). Progress is shown on stderr when it is a terminal.";
@@ -49,7 +50,7 @@ pub enum Command {
 }
 
 /// What `cluda stream` prints.
-const STREAM_HELP: &str = "Prints one summary line per acquisition on stdout:\n  acquisition=I kind=data|dark|short file=PATH frames=N pedestal_frames=N clusters=N missing=N\n  incomplete=N mismatched=N malformed=N dropped=N restarts=N late=N\n  end=end|next-acquisition|restart|idle|interrupted seconds=X fps=X worst_lag_ms=X peak_queue=N device=D\nEvery fault is reported on stderr with its frame number as it happens. SIGINT (Ctrl-C) finishes\nthe current acquisition (its file is written, its summary printed) and exits 0; a second\nSIGINT exits at once (130).";
+const STREAM_HELP: &str = "Prints one summary line per acquisition on stdout:\n  acquisition=I kind=data|dark|short file=PATH frames=N pedestal_frames=N clusters=N missing=N\n  incomplete=N mismatched=N malformed=N dropped=N restarts=N late=N\n  end=end|next-acquisition|restart|idle|interrupted seconds=X fps=X worst_lag_ms=X first_lag_ms=X peak_queue=N device=D\nEvery fault is reported on stderr with its frame number as it happens. SIGINT (Ctrl-C) finishes\nthe current acquisition (its file is written, its summary printed) and exits 0; a second\nSIGINT exits at once (130).";
 
 /// `cluda stream`.
 #[derive(Args, Debug)]
@@ -206,19 +207,19 @@ pub struct GenArgs {
 #[derive(Args, Debug)]
 pub struct FinderOptions {
     /// Cluster size: 3, 5, 7 or 9 (a 3x3 ... 9x9 window).
-    #[arg(long, default_value = "3", value_parser = parse_cluster, value_name = "3|5|7|9")]
+    #[arg(long, default_value = FindOptions::DEFAULT.size.side_name(), value_parser = parse_cluster, value_name = "3|5|7|9")]
     pub cluster: ClusterSize,
     /// Threshold in standard deviations of the pedestal noise (finite, >= 0).
-    #[arg(long, default_value_t = 5.0, value_parser = parse_nsigma, allow_hyphen_values = true, value_name = "NSIGMA")]
+    #[arg(long, default_value_t = FindOptions::DEFAULT.n_sigma, value_parser = parse_nsigma, allow_hyphen_values = true, value_name = "NSIGMA")]
     pub nsigma: f64,
     /// Threshold noise: `live` (current pedestal std) or `frozen` (std when the pedestal filled).
-    #[arg(long, default_value = "live", value_parser = parse_threshold, value_name = "live|frozen")]
+    #[arg(long, default_value = FindOptions::DEFAULT.threshold.name(), value_parser = parse_threshold, value_name = "live|frozen")]
     pub threshold: ThresholdMode,
     /// Arithmetic: f64 (reference), f32 (centred B1) or f32-naive (shows cancellation).
-    #[arg(long, default_value = "f64", value_parser = parse_precision, value_name = "f64|f32|f32-naive")]
+    #[arg(long, default_value = FindOptions::DEFAULT.precision.name(), value_parser = parse_precision, value_name = "f64|f32|f32-naive")]
     pub precision: Precision,
     /// Device: auto (GPU if available, else CPU), cpu or gpu.
-    #[arg(long, default_value = "auto", value_parser = parse_device, value_name = "auto|cpu|gpu")]
+    #[arg(long, default_value = DeviceChoice::default().name(), value_parser = parse_device, value_name = "auto|cpu|gpu")]
     pub device: DeviceChoice,
     /// CPU worker threads (default: every core; 1 = single-threaded; at most 4 x the
     /// available parallelism, and never more than 1024).
@@ -243,8 +244,8 @@ pub struct FinderArgs {
     /// upload reads the page cache with no copy); `auto` picks what the device reads fastest:
     /// `map` for the CPU finder (no reader threads take its cores), `read` for the GPU. Raw
     /// inputs are always read.
-    #[arg(long, default_value = "auto", value_parser = ["auto", "read", "map"], value_name = "auto|read|map")]
-    pub input: String,
+    #[arg(long, default_value = InputPath::default().name(), value_parser = parse_input, value_name = "auto|read|map")]
+    pub input: InputPath,
     /// Threads that read each chunk of a .npy input (default: chosen by the device: every
     /// core up to 16 for the GPU, 2 for the CPU finder, whose band threads need the cores;
     /// at most 64 and 4 x the available cores).
@@ -534,6 +535,10 @@ fn parse_precision(s: &str) -> Result<Precision, String> {
 }
 
 fn parse_device(s: &str) -> Result<DeviceChoice, String> {
+    s.parse().map_err(|e: cluda::Error| e.to_string())
+}
+
+fn parse_input(s: &str) -> Result<InputPath, String> {
     s.parse().map_err(|e: cluda::Error| e.to_string())
 }
 

@@ -1,15 +1,13 @@
 //! `cluda find`, and the find path it shares with `cluda demo`: the arguments turned into a
 //! library run ([`cluda::engine::run`]), its report printed.
 
-use std::collections::HashSet;
 use std::path::PathBuf;
 
 use cluda::engine::input::Input;
+use cluda::engine::plan::{Plan, check_outputs, plan, plot_dirs};
 use cluda::engine::run::{
-    DataInputs, FinderChoice, InputOutputs, InputPath, PlotOutput, RunOptions, RunReport, Session,
-    check_not_a_plot, check_plot_dir, cluster_files, open_data_inputs, output_name, run,
+    FinderChoice, InputOutputs, InputPath, PlotOutput, RunOptions, RunReport, Session, run,
 };
-use cluda::io::{AtomicFile, check_output, check_overwrite, input_files};
 use cluda::{Error, FindOptions, FrameClusters, Result};
 
 use super::args::{FindArgs, FinderArgs, FinderOptions};
@@ -27,20 +25,8 @@ pub fn run_find(args: &FindArgs) -> Result<()> {
         [one] if args.out_dir.is_none() => one,
         _ => return run_many(args),
     };
-    let mut inputs = input_files(&args.pedestal)?;
-    inputs.extend(input_files(data)?);
-    if let Some(dir) = &args.plot {
-        check_plot_dir(dir, &inputs)?;
-    }
-    if let Some(out) = &args.out {
-        check_output(out, "out", &inputs)?;
-        if let Some(dir) = &args.plot {
-            check_not_a_plot(out, dir)?;
-        }
-        check_overwrite(out, "out", args.overwrite)?;
-        // Can a file be created there? (A temporary one, removed at once.)
-        drop(AtomicFile::create(out)?);
-    }
+    let (out, plot) = (args.out.as_deref(), args.plot.as_deref());
+    check_outputs(&args.pedestal, data, out, plot, args.overwrite)?;
     let mut options = run_options(&args.finder);
     #[cfg(target_os = "linux")]
     if options.input == InputPath::Map {
@@ -77,44 +63,32 @@ fn run_many(args: &FindArgs) -> Result<()> {
     }
     let mut pedestal = Input::count_exactly(&args.pedestal, "pedestal", &signals::check)?;
     let shape = (pedestal.frames.rows(), pedestal.frames.cols());
-    let DataInputs { files, inputs } = open_data_inputs(&args.pedestal, shape, &args.data)?;
+    let out_dir = args.out_dir.as_deref();
+    let Plan { files, inputs } = plan(&args.pedestal, shape, &args.data, out_dir, "out-dir")?;
     let mut failed = 0usize;
-    let mut opened: Vec<(PathBuf, Input<'static>)> = Vec::new();
-    for (path, input) in args.data.iter().zip(inputs) {
-        match input {
-            Ok(input) => opened.push((path.clone(), input)),
+    let (mut paths, mut data, mut names) = (Vec::new(), Vec::new(), Vec::new());
+    for p in inputs {
+        match p.input {
+            Ok(input) => {
+                paths.push(p.path);
+                data.push(input);
+                names.push(p.cluster_file);
+            }
             Err(e) => {
                 failed += 1;
                 eprintln!("error: {e}");
-                print_line(&format!("input={} failed", path.display()))?;
+                print_line(&format!("input={} failed", p.path.display()))?;
             }
         }
     }
-    let names: Vec<Option<PathBuf>> = match &args.out_dir {
-        Some(dir) => cluster_files(
-            dir,
-            opened.iter().map(|(p, _)| p.as_path()),
-            &files,
-            "out-dir",
-        )?
-        .into_iter()
-        .map(Some)
-        .collect(),
-        None => vec![None; opened.len()],
+    let plot_dirs: Vec<Option<PathBuf>> = match &args.plot {
+        Some(dir) => plot_dirs(dir, paths.iter().map(PathBuf::as_path), &files)?
+            .into_iter()
+            .map(Some)
+            .collect(),
+        None => vec![None; paths.len()],
     };
-    let mut plot_dirs = Vec::new();
-    if let Some(dir) = &args.plot {
-        let mut used = HashSet::new();
-        for (path, _) in &opened {
-            let sub = output_name(dir, path, "", &mut used);
-            check_plot_dir(&sub, &files)?;
-            plot_dirs.push(Some(sub));
-        }
-    } else {
-        plot_dirs.resize(opened.len(), None);
-    }
     let options = run_options(&args.finder);
-    let (paths, mut data): (Vec<PathBuf>, Vec<Input<'static>>) = opened.into_iter().unzip();
     let longest = data.iter().map(|d| d.len).max().unwrap_or(0);
     let mut session = Session::open(&options, &mut pedestal, longest, &signals::check)?;
     eprintln!("note: {}", session.device_note());
@@ -150,20 +124,9 @@ fn run_many(args: &FindArgs) -> Result<()> {
             let input = paths[k].display();
             match report {
                 Ok(r) => {
-                    let summary = summary_of(&r, precision);
-                    total.frames += summary.frames;
-                    total.clusters += summary.clusters;
-                    total.seconds += summary.seconds;
-                    total.input_seconds += summary.input_seconds;
-                    total.device = summary.device.clone();
-                    if args.finder.timing {
-                        for line in r.timing.lines() {
-                            eprintln!("{line}");
-                        }
-                    }
-                    for p in &r.plots {
-                        eprintln!("wrote {}", p.display());
-                    }
+                    let summary = Summary::of(&r, precision);
+                    total.add(&summary);
+                    print_timing_and_plots(&r, args.finder.timing);
                     let out = r
                         .cluster_file
                         .map(|p| format!(" out={}", p.display()))
@@ -209,23 +172,6 @@ fn run_many(args: &FindArgs) -> Result<()> {
     Ok(())
 }
 
-/// The summary line of one run's report.
-fn summary_of(report: &RunReport, precision: &'static str) -> Summary {
-    Summary {
-        frames: report.frames,
-        clusters: report.clusters,
-        seconds: report.seconds(),
-        input_seconds: report.input_seconds(),
-        device: report
-            .device
-            .split_whitespace()
-            .next()
-            .unwrap_or("?")
-            .to_string(),
-        precision,
-    }
-}
-
 /// The library's finder options from the command line's.
 pub fn find_options(o: &FinderOptions) -> FindOptions {
     FindOptions {
@@ -243,11 +189,7 @@ pub fn run_options(args: &FinderArgs) -> RunOptions {
         device: args.options.device,
         threads: args.options.threads,
     });
-    options.input = match args.input.as_str() {
-        "map" => InputPath::Map,
-        "read" => InputPath::Read,
-        _ => InputPath::Auto,
-    };
+    options.input = args.input;
     options.read_threads = args.read_threads;
     options
 }
@@ -276,7 +218,13 @@ pub fn find(
     for w in &report.warnings {
         eprintln!("warning: {w}");
     }
-    if args.timing {
+    print_timing_and_plots(&report, args.timing);
+    Ok(Summary::of(&report, args.options.precision.name()))
+}
+
+/// A run's `--timing` lines (when asked for) and the plots it wrote, on stderr.
+fn print_timing_and_plots(report: &RunReport, timing: bool) {
+    if timing {
         for line in report.timing.lines() {
             eprintln!("{line}");
         }
@@ -284,5 +232,4 @@ pub fn find(
     for p in &report.plots {
         eprintln!("wrote {}", p.display());
     }
-    Ok(summary_of(&report, args.options.precision.name()))
 }

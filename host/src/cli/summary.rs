@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use cluda::engine::run::RunReport;
+
 /// What a run of the finder did, printed as one line (see [`fmt::Display`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Summary {
@@ -20,6 +22,34 @@ pub struct Summary {
     pub device: String,
     /// Precision name.
     pub precision: &'static str,
+}
+
+impl Summary {
+    /// The summary line of one run's report.
+    pub fn of(report: &RunReport, precision: &'static str) -> Self {
+        Self {
+            frames: report.frames,
+            clusters: report.clusters,
+            seconds: report.seconds(),
+            input_seconds: report.input_seconds(),
+            device: report
+                .device
+                .split_whitespace()
+                .next()
+                .unwrap_or("?")
+                .to_string(),
+            precision,
+        }
+    }
+
+    /// Adds one input's summary into a run's total (the device: the latest input's).
+    pub fn add(&mut self, input: &Summary) {
+        self.frames += input.frames;
+        self.clusters += input.clusters;
+        self.seconds += input.seconds;
+        self.input_seconds += input.input_seconds;
+        self.device.clone_from(&input.device);
+    }
 }
 
 impl fmt::Display for Summary {

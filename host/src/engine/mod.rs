@@ -27,12 +27,11 @@
 //! records, so writing overlaps finding too.
 
 pub mod input;
+pub mod plan;
 pub mod rows;
 pub mod run;
 pub mod slice_source;
 
-use std::cell::RefCell;
-use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use crate::cluster::FrameClusters;
@@ -177,17 +176,10 @@ pub struct EngineStats {
     pub wall: Duration,
 }
 
-/// A chunk on its way from the reader to the finder.
-struct Filled {
-    chunk: Chunk,
-    frames: usize,
-    numbers: Vec<u64>,
-}
-
 /// What the reader thread sends the finder's side, in order.
 enum Message {
-    /// The next chunk of the current input.
-    Chunk(Filled),
+    /// The next chunk of the current input, with its frame numbers.
+    Chunk(FedChunk),
     /// The current input ended (all its frames were sent), after this much reading time
     /// and these bytes.
     End {
@@ -210,7 +202,7 @@ enum Message {
 
 /// Finds the clusters of every frame `source` delivers with `finder`, reading ahead on a
 /// thread of its own (see the module docs), and hands each frame's clusters with the
-/// source's frame number to `visit`, in order.
+/// source's frame number to `visit` (the clusters' `frame` is that number too), in order.
 ///
 /// The finder pulls the ring's slots through [`ClusterFinder::find_feed`], so a GPU finder
 /// does not wait for the GPU between slots.
@@ -449,11 +441,15 @@ pub fn find_streams(
                             }
                             Ok((k, chunk)) => {
                                 bytes += (k * pixels * 2) as u64;
-                                let msg = Message::Chunk(Filled {
-                                    chunk,
-                                    frames: k,
-                                    numbers,
+                                // A source that numbers no frames leaves them their index
+                                // in the stream.
+                                let fed = FedChunk::of(chunk, k, pixels).and_then(|c| {
+                                    if numbers.is_empty() { Ok(c) } else { c.numbered(numbers) }
                                 });
+                                let msg = match fed {
+                                    Ok(fed) => Message::Chunk(fed),
+                                    Err(error) => break Message::Failed { error, busy, bytes },
+                                };
                                 if full_tx.send(msg).is_err() {
                                     break 'inputs;
                                 }
@@ -472,13 +468,9 @@ pub fn find_streams(
         for (k, &producers) in producers.iter().enumerate() {
             let t = Instant::now();
             let mut stats = EngineStats::default();
-            let numbers = RefCell::new(VecDeque::new());
             let mut ring = Ring {
                 full: &full_rx,
                 free: &free_tx,
-                pixels,
-                numbers: &numbers,
-                lent_frames: 0,
                 waited: Duration::ZERO,
                 ended: None,
                 producers,
@@ -545,14 +537,14 @@ fn consume(
     visit: &mut dyn FnMut(u64, FrameClusters<'_>) -> Result<()>,
     stats: &mut EngineStats,
 ) -> Result<()> {
-    let numbers = ring.numbers;
     let (mut visiting, mut frames) = (Duration::ZERO, 0u64);
     let t = Instant::now();
+    // The ring's chunks carry the source's frame numbers: the finder names every frame (and
+    // a frame that overflowed) by them.
     let result = finder.find_feed(ring, &mut |fc| {
         let v = Instant::now();
-        let number = visit_number(&mut numbers.borrow_mut(), fc.frame);
         frames += 1;
-        let r = visit(number, fc);
+        let r = visit(fc.frame as u64, fc);
         visiting += v.elapsed();
         r
     });
@@ -560,42 +552,7 @@ fn consume(
     stats.find += t.elapsed().saturating_sub(ring.waited);
     stats.visit += visiting;
     stats.frames += frames;
-    // A frame that overflowed is named by the source's frame number.
-    result.map_err(|e| match e {
-        Error::ClusterLimit {
-            frame,
-            found,
-            limit,
-        } => Error::ClusterLimit {
-            frame: number_of(&numbers.borrow(), frame) as usize,
-            found,
-            limit,
-        },
-        e => e,
-    })
-}
-
-/// The source's frame number of frame `index` of the stream. `numbers` holds, per chunk
-/// lent and not yet passed by the visitor, the stream index of its first frame and its frame
-/// numbers (the index itself when none is known).
-fn number_of(numbers: &VecDeque<(usize, Vec<u64>)>, index: usize) -> u64 {
-    numbers
-        .iter()
-        .find(|(first, n)| (*first..first + n.len()).contains(&index))
-        .and_then(|(first, n)| n.get(index - first).copied())
-        .unwrap_or(index as u64)
-}
-
-/// [`number_of`] for the visitor, which goes through the stream in order: the chunks before
-/// `index` are dropped.
-fn visit_number(numbers: &mut VecDeque<(usize, Vec<u64>)>, index: usize) -> u64 {
-    while numbers
-        .front()
-        .is_some_and(|(first, n)| first + n.len() <= index)
-    {
-        numbers.pop_front();
-    }
-    number_of(numbers, index)
+    result
 }
 
 /// The engine's ring as a [`FrameFeed`] of one input: full slots from the reader, given back
@@ -603,11 +560,6 @@ fn visit_number(numbers: &mut VecDeque<(usize, Vec<u64>)>, index: usize) -> u64 
 struct Ring<'a> {
     full: &'a std::sync::mpsc::Receiver<Message>,
     free: &'a std::sync::mpsc::SyncSender<Option<Box<dyn FrameStore>>>,
-    pixels: usize,
-    /// The frame numbers of the chunks lent, shared with the visitor.
-    numbers: &'a RefCell<VecDeque<(usize, Vec<u64>)>>,
-    /// Frames lent so far (the stream index of the next chunk's first frame).
-    lent_frames: usize,
     /// Time spent waiting for the reader.
     waited: Duration,
     /// The input's end marker once received: its reading time and bytes, and its error.
@@ -644,8 +596,8 @@ impl Ring<'_> {
     fn drain(&mut self) -> (Duration, u64, Result<()>) {
         loop {
             match self.receive() {
-                Some(Message::Chunk(f)) => {
-                    let _ = self.free.send(f.chunk.into_store());
+                Some(Message::Chunk(c)) => {
+                    let _ = self.free.send(c.into_chunk().into_store());
                 }
                 Some(Message::Failed { error, busy, bytes }) => {
                     self.ended = Some((busy, bytes, Some(error)));
@@ -663,15 +615,7 @@ impl Ring<'_> {
 impl FrameFeed for Ring<'_> {
     fn next_chunk(&mut self) -> Result<Option<FedChunk>> {
         match self.receive() {
-            Some(Message::Chunk(mut filled)) => {
-                let numbers = std::mem::take(&mut filled.numbers);
-                let chunk = FedChunk::of(filled.chunk, filled.frames, self.pixels)?;
-                self.numbers
-                    .borrow_mut()
-                    .push_back((self.lent_frames, numbers));
-                self.lent_frames += filled.frames;
-                Ok(Some(chunk))
-            }
+            Some(Message::Chunk(chunk)) => Ok(Some(chunk)),
             Some(Message::Failed { error, busy, bytes }) => {
                 // The finder gets the error; the marker records that it was seen.
                 self.ended = Some((busy, bytes, None));
@@ -712,6 +656,28 @@ mod tests {
         f
     }
 
+    /// What one `find_each` over the first `n` frames of `data` gives: each frame's index
+    /// (its number) and its clusters' words.
+    fn one_call(
+        rows: usize,
+        cols: usize,
+        dark: &[u16],
+        data: &[u16],
+        n: usize,
+    ) -> Vec<(u64, Vec<u32>)> {
+        let mut want = Vec::new();
+        finder(rows, cols, dark)
+            .find_each(
+                Frames::new(&data[..n * rows * cols], n, rows, cols).expect("frames"),
+                &mut |fc| {
+                    want.push((fc.frame as u64, fc.words().to_vec()));
+                    Ok(())
+                },
+            )
+            .expect("one call");
+        want
+    }
+
     /// The engine delivers exactly what one `find_each` over all frames delivers, for chunk
     /// sizes that do and do not divide the frame count, with the source's frame numbers.
     #[test]
@@ -720,16 +686,7 @@ mod tests {
         let g = Generator::new(GenConfig::new(rows, cols, 5)).expect("generator");
         let dark = g.frames(0, 50, false);
         let data = g.frames(50, 23, true);
-        let mut want = Vec::new();
-        finder(rows, cols, &dark)
-            .find_each(
-                Frames::new(&data, 23, rows, cols).expect("frames"),
-                &mut |fc| {
-                    want.push((fc.frame as u64, fc.words().to_vec()));
-                    Ok(())
-                },
-            )
-            .expect("find");
+        let want = one_call(rows, cols, &dark, &data, 23);
         for (chunk, slots) in [(1, 2), (4, 3), (23, 2), (64, 5)] {
             let mut f = finder(rows, cols, &dark);
             let mut src = MemorySource::new(data.clone(), rows, cols).expect("source");
@@ -762,16 +719,10 @@ mod tests {
         let g = Generator::new(GenConfig::new(rows, cols, 6)).expect("generator");
         let dark = g.frames(0, 50, false);
         let data = g.frames(50, 19, true);
-        let mut want = Vec::new();
-        finder(rows, cols, &dark)
-            .find_each(
-                Frames::new(&data, 19, rows, cols).expect("frames"),
-                &mut |fc| {
-                    want.push(fc.words().to_vec());
-                    Ok(())
-                },
-            )
-            .expect("find");
+        let want: Vec<Vec<u32>> = one_call(rows, cols, &dark, &data, 19)
+            .into_iter()
+            .map(|(_, words)| words)
+            .collect();
         let cfg = EngineConfig {
             chunk: 4,
             slots: 3,
@@ -830,7 +781,8 @@ mod tests {
         assert_eq!(seen, 8);
     }
 
-    /// Frames in memory numbered from 100, at most 3 per read (slots filled in part).
+    /// Frames in memory numbered 100, 102, 104, ... (gaps, as a raw file with lost frames
+    /// has), at most 3 per read (slots filled in part).
     struct Offset(MemorySource);
 
     impl FrameSource for Offset {
@@ -851,13 +803,14 @@ mod tests {
         ) -> Result<usize> {
             let from = numbers.len();
             let k = self.0.read_frames(n.min(3), frames, numbers)?;
-            numbers[from..].iter_mut().for_each(|x| *x += 100);
+            numbers[from..].iter_mut().for_each(|x| *x = 100 + 2 * *x);
             Ok(k)
         }
     }
 
     /// A finder that holds two chunks at a time (as a GPU pipeline does) and reports an
-    /// overflow at stream index `at`, after visiting the frames before it.
+    /// overflow at stream index `at`, after visiting the frames before it; it names frames by
+    /// their chunks' numbers, as the finders do.
     struct Overflowing {
         inner: CpuFinder,
         at: usize,
@@ -894,26 +847,26 @@ mod tests {
             feed: &mut dyn FrameFeed,
             visit: &mut dyn FnMut(FrameClusters<'_>) -> Result<()>,
         ) -> Result<()> {
-            let mut held: VecDeque<FedChunk> = VecDeque::new();
+            let mut held: std::collections::VecDeque<FedChunk> = Default::default();
             let mut index = 0;
             while let Some(chunk) = feed.next_chunk()? {
                 held.push_back(chunk);
                 if held.len() == 2 {
                     let c = held.pop_front().expect("held");
-                    let n = c.frames();
+                    let numbers: Vec<usize> = (0..c.frames()).map(|k| c.number(k, index)).collect();
                     feed.give_back(c);
-                    for _ in 0..n {
+                    for number in numbers {
                         if index == self.at {
                             while let Some(c) = held.pop_front() {
                                 feed.give_back(c);
                             }
                             return Err(Error::ClusterLimit {
-                                frame: index,
+                                frame: number,
                                 found: 9,
                                 limit: 1,
                             });
                         }
-                        visit(FrameClusters::new(index, ClusterSize::S3, &[]))?;
+                        visit(FrameClusters::new(number, ClusterSize::S3, &[]))?;
                         index += 1;
                     }
                 }
@@ -923,9 +876,9 @@ mod tests {
         }
     }
 
-    /// The engine names an overflowing frame by the source's frame number and hands the
-    /// visitor the source's numbers through chunks filled in part, from a finder holding
-    /// several slots.
+    /// The engine's chunks carry the source's frame numbers: a finder holding several slots
+    /// names an overflowing frame, and hands the visitor each frame, by the source's number,
+    /// through chunks filled in part.
     #[test]
     fn an_overflow_is_named_by_the_source_frame_number() {
         let (rows, cols) = (16, 16);
@@ -950,10 +903,13 @@ mod tests {
             })
             .expect_err("overflow");
             match e {
-                Error::ClusterLimit { frame, .. } => assert_eq!(frame, 100 + at, "{e}"),
+                Error::ClusterLimit { frame, .. } => assert_eq!(frame, 100 + 2 * at, "{e}"),
                 e => panic!("expected ClusterLimit, got {e}"),
             }
-            assert!(seen.iter().copied().eq(100..100 + at as u64), "{seen:?}");
+            assert!(
+                seen.iter().copied().eq((0..at as u64).map(|i| 100 + 2 * i)),
+                "{seen:?}"
+            );
         }
     }
 
@@ -1021,16 +977,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("dir");
         let path = dir.path().join("d.npy");
         crate::io::npy::write_u16_3d(&path, 17, rows, cols, &data).expect("write");
-        let mut want = Vec::new();
-        finder(rows, cols, &dark)
-            .find_each(
-                Frames::new(&data, 17, rows, cols).expect("frames"),
-                &mut |fc| {
-                    want.push((fc.frame as u64, fc.words().to_vec()));
-                    Ok(())
-                },
-            )
-            .expect("find");
+        let want = one_call(rows, cols, &dark, &data, 17);
         for map in [false, true] {
             for chunk in [1, 5, 17, 40] {
                 let mut f = finder(rows, cols, &dark);
@@ -1097,16 +1044,7 @@ mod tests {
         let data: Vec<Vec<u16>> = (0..4)
             .map(|i| g.frames(50 + 30 * i, 11 + i as usize, true))
             .collect();
-        let alone = |d: &[u16], n: usize| {
-            let mut want = Vec::new();
-            finder(rows, cols, &dark)
-                .find_each(Frames::new(d, n, rows, cols).expect("frames"), &mut |fc| {
-                    want.push((fc.frame as u64, fc.words().to_vec()));
-                    Ok(())
-                })
-                .expect("find");
-            want
-        };
+        let alone = |d: &[u16], n: usize| one_call(rows, cols, &dark, d, n);
         for (chunk, slots) in [(1, 2), (4, 3), (16, 2)] {
             let mut f = finder(rows, cols, &dark);
             let start = f.pedestal().expect("pedestal");
@@ -1183,16 +1121,7 @@ mod tests {
         let g = Generator::new(GenConfig::new(rows, cols, 8)).expect("generator");
         let dark = g.frames(0, 50, false);
         let data = g.frames(50, 30, true);
-        let mut want = Vec::new();
-        finder(rows, cols, &dark)
-            .find_each(
-                Frames::new(&data, 30, rows, cols).expect("frames"),
-                &mut |fc| {
-                    want.push((fc.frame as u64, fc.words().to_vec()));
-                    Ok(())
-                },
-            )
-            .expect("find");
+        let want = one_call(rows, cols, &dark, &data, 30);
         let cfg = EngineConfig {
             chunk: 4,
             slots: 3,

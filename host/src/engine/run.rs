@@ -12,8 +12,9 @@
 //! GPU) on a thread of its own while the pedestal frames are read and pushed into a host
 //! pedestal; on a GPU the two take about as long, so start-up costs the longer one.
 
-use std::collections::HashSet;
-use std::path::{Path, PathBuf};
+#[cfg(feature = "plot")]
+use std::path::Path;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -25,8 +26,8 @@ use crate::error::{Error, Result};
 use crate::finder::ClusterFinder;
 use crate::finder::select::{DeviceChoice, open_finder};
 use crate::frames::Frames;
+use crate::io::ClusterFileWriter;
 use crate::io::write_behind::WriteStats;
-use crate::io::{AtomicFile, ClusterFileWriter, check_output, input_files};
 use crate::pedestal::Pedestal;
 #[cfg(feature = "plot")]
 use crate::plot::{PlotAccumulator, SpectrumOptions};
@@ -45,6 +46,32 @@ pub enum InputPath {
     /// A `.npy` file is mapped and the finder is handed the mapped pages themselves
     /// (page-locked in place on a GPU); other inputs are read.
     Map,
+}
+
+impl InputPath {
+    /// The name used on the command line (`--input`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Read => "read",
+            Self::Map => "map",
+        }
+    }
+}
+
+impl std::str::FromStr for InputPath {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "auto" => Ok(Self::Auto),
+            "read" => Ok(Self::Read),
+            "map" => Ok(Self::Map),
+            _ => Err(Error::param(
+                "input",
+                format!("`{s}` is not one of auto, read, map"),
+            )),
+        }
+    }
 }
 
 /// What a run finds and where: the finder's options (the frame shape and the pedestal window
@@ -92,7 +119,7 @@ impl RunOptions {
     pub fn new(finder: FinderChoice) -> Self {
         Self {
             finder,
-            input: InputPath::Auto,
+            input: InputPath::default(),
             read_threads: None,
             cluster_file: None,
             #[cfg(feature = "plot")]
@@ -556,104 +583,6 @@ impl Session {
         drop(self.slots);
         released.elapsed()
     }
-}
-
-/// The data inputs of a many-input run ([`Session::find_all`]) opened by path, as `cluda find
-/// --data A B C` and the Python package's `find_files` open them.
-pub struct DataInputs {
-    /// Every file the pedestal and the data inputs consist of (a raw acquisition's master and
-    /// data files): no output may be one of them ([`cluster_files`]).
-    pub files: Vec<PathBuf>,
-    /// Each data input in the order given: opened and of the pedestal's frame shape, or the
-    /// error that keeps it out of the run (the others still run).
-    pub inputs: Vec<Result<Input<'static>>>,
-}
-
-/// Opens every path of `data` ([`Input::open`]) and checks it has `shape` (the pedestal's
-/// frame shape, rows x cols); `pedestal` is the pedestal's path, whose files join
-/// [`DataInputs::files`]. An input that fails is kept as its error, so that one bad input
-/// does not stop the others.
-///
-/// # Errors
-/// The pedestal's files cannot be listed ([`input_files`]): it is not a regular file.
-pub fn open_data_inputs(
-    pedestal: &Path,
-    shape: (usize, usize),
-    data: &[PathBuf],
-) -> Result<DataInputs> {
-    let mut files = input_files(pedestal)?;
-    let inputs = data
-        .iter()
-        .map(|path| {
-            files.extend(input_files(path)?);
-            let input = Input::open(path, "data")?;
-            let got = (input.frames.rows(), input.frames.cols());
-            if got != shape {
-                return Err(Error::shape(
-                    input.describe.clone(),
-                    format!("{} x {} frames (as in the pedestal)", shape.0, shape.1),
-                    format!("{} x {} frames", got.0, got.1),
-                ));
-            }
-            Ok(input)
-        })
-        .collect();
-    Ok(DataInputs { files, inputs })
-}
-
-/// The cluster file of each input of `data`, in order, in the directory `dir` (created when
-/// missing), named by [`output_name`] with the extension `clust`: never an existing file,
-/// never one of `files` (the run's inputs), never twice the same name. A temporary file is
-/// created there and removed at once, so that a directory that takes no file fails before
-/// any work. `option` names the directory's parameter in errors (`out-dir`, `out_dir`).
-///
-/// # Errors
-/// [`Error::InvalidParameter`] (`option`) when `dir` cannot be created or an output would be
-/// an input; [`Error::Io`] when no file can be created in it.
-pub fn cluster_files<'p>(
-    dir: &Path,
-    data: impl IntoIterator<Item = &'p Path>,
-    files: &[PathBuf],
-    option: &'static str,
-) -> Result<Vec<PathBuf>> {
-    std::fs::create_dir_all(dir)
-        .map_err(|e| Error::param(option, format!("cannot create {}: {e}", dir.display())))?;
-    let mut used = HashSet::new();
-    let mut names = Vec::new();
-    for path in data {
-        let out = output_name(dir, path, "clust", &mut used);
-        check_output(&out, option, files)?;
-        names.push(out);
-    }
-    if let Some(first) = names.first() {
-        drop(AtomicFile::create(first)?);
-    }
-    Ok(names)
-}
-
-/// A file (or, with an empty `ext`, a directory) in `dir` named after the input `path`
-/// (`d.npy` -> `d.<ext>`, `run_master_0.json` -> `run_master_0.<ext>`) that neither exists
-/// nor was handed out before (`used`): `d_2.<ext>`, `d_3.<ext>`, ... otherwise. The one
-/// naming rule of `cluda find --out-dir` and the Python package's `find_files`, so that
-/// their outputs have the same names.
-pub fn output_name(dir: &Path, path: &Path, ext: &str, used: &mut HashSet<PathBuf>) -> PathBuf {
-    let stem = path
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "input".to_string());
-    let with = |name: String| match ext {
-        "" => dir.join(name),
-        e => dir.join(format!("{name}.{e}")),
-    };
-    let mut candidate = with(stem.clone());
-    let mut k = 2;
-    while used.contains(&candidate) || (!ext.is_empty() && candidate.exists()) {
-        candidate = with(format!("{stem}_{k}"));
-        k += 1;
-    }
-    used.insert(candidate.clone());
-    candidate
 }
 
 /// A finder opened on the device thread, with the ring it allocated.

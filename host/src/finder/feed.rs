@@ -6,6 +6,11 @@
 //! engine's feed is its ring of slots: a chunk given back goes straight to the reader thread,
 //! which fills it with the next frames while the finder is still busy with later chunks.
 //!
+//! A chunk carries its frames' numbers (the source's, e.g. a raw file's frame numbers with
+//! their gaps), and the finder hands them on: `FrameClusters::frame` and a
+//! [`Error::ClusterLimit`] of `find_feed` name a frame by its chunk's number for it (by its
+//! index in the stream when the chunk has no numbers).
+//!
 //! Why not one `find_each` call per chunk: a GPU call ends by waiting for the GPU, so every
 //! chunk boundary drained the pipeline (upload, kernels, download and collection ran one after
 //! another at each boundary). Pulled chunks flow through one pipeline instead.
@@ -68,6 +73,9 @@ pub struct FedChunk {
     chunk: Chunk,
     frames: usize,
     len: usize,
+    /// The frames' numbers; empty when the chunk has none (its frames are then numbered by
+    /// their index in the stream).
+    numbers: Vec<u64>,
 }
 
 impl FedChunk {
@@ -84,7 +92,12 @@ impl FedChunk {
     pub(crate) fn of(chunk: Chunk, frames: usize, frame_len: usize) -> Result<Self> {
         let have = chunk.samples().len();
         match frames.checked_mul(frame_len) {
-            Some(len) if len <= have => Ok(Self { chunk, frames, len }),
+            Some(len) if len <= have => Ok(Self {
+                chunk,
+                frames,
+                len,
+                numbers: Vec::new(),
+            }),
             _ => Err(Error::shape(
                 "chunk",
                 format!("{frames} frames of {frame_len} samples"),
@@ -93,9 +106,33 @@ impl FedChunk {
         }
     }
 
+    /// The chunk with its frames' numbers (one per frame, e.g. a raw file's frame numbers,
+    /// gaps and all), which the finder reports its frames by.
+    ///
+    /// # Errors
+    /// [`Error::Shape`] when there is not exactly one number per frame.
+    pub fn numbered(mut self, numbers: Vec<u64>) -> Result<Self> {
+        if numbers.len() != self.frames {
+            return Err(Error::shape(
+                "chunk frame numbers",
+                format!("{} (one per frame)", self.frames),
+                format!("{}", numbers.len()),
+            ));
+        }
+        self.numbers = numbers;
+        Ok(self)
+    }
+
     /// Frames in the chunk.
     pub fn frames(&self) -> usize {
         self.frames
+    }
+
+    /// The number of frame `k` of the chunk: its own number ([`FedChunk::numbered`]), or
+    /// else `first + k`, its index in the stream when the chunk's first frame is frame
+    /// `first` of it.
+    pub fn number(&self, k: usize, first: usize) -> usize {
+        self.numbers.get(k).map_or(first + k, |&n| n as usize)
     }
 
     /// The chunk's samples: exactly its frames, C order.

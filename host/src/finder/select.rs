@@ -15,7 +15,7 @@ use crate::finder::{ClusterFinder, CpuFinder};
 /// Which device to find clusters on.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum DeviceChoice {
-    /// The GPU when a CUDA driver and device are present, else the CPU.
+    /// The GPU when a CUDA driver and device are present, else the CPU (the default).
     #[default]
     Auto,
     /// The CPU reference finder.
@@ -26,8 +26,11 @@ pub enum DeviceChoice {
 }
 
 impl DeviceChoice {
+    /// The default, as a constant (the Python package's default reads it).
+    pub const DEFAULT: Self = Self::Auto;
+
     /// The name used on the command line.
-    pub fn name(self) -> &'static str {
+    pub const fn name(self) -> &'static str {
         match self {
             Self::Auto => "auto",
             Self::Cpu => "cpu",

@@ -471,8 +471,11 @@ impl<W: Write + Send + 'static> Write for WriteBehind<W> {
 /// kept.
 static POOL: std::sync::Mutex<Vec<Vec<u8>>> = std::sync::Mutex::new(Vec::new());
 
-/// Most buffers [`POOL`] keeps (64 MiB).
-const POOL_BUFFERS: usize = 8;
+/// Most buffers [`POOL`] keeps (128 MiB): two writers' worth (a writer holds at most
+/// `depth + threads + 1`, 7 by default), because a stream commits one acquisition's file while
+/// the next one's writer starts, and the buffers the first still holds would otherwise be new
+/// (page-faulted) ones for the second.
+const POOL_BUFFERS: usize = 16;
 
 /// An empty buffer of [`BUFFER_BYTES`] capacity: a kept one (its pages already touched) when
 /// there is one.

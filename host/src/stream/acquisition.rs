@@ -27,12 +27,12 @@ use super::receiver::{Message, ReceiverConfig};
 use super::source::{Acquisition, AcquisitionCounts, Ending, FaultKind, Reporter, StreamEvent};
 use crate::cluster::FrameClusters;
 use crate::config::FindOptions;
-use crate::engine::{EngineConfig, RingSlots, find_stream_with};
+use crate::engine::{EngineConfig, EngineStats, RingSlots, find_stream_with};
 use crate::error::{Error, Result};
 use crate::finder::ClusterFinder;
 use crate::finder::select::{DeviceChoice, open_finder};
 use crate::frames::Frames;
-use crate::io::write_behind::WriteBehind;
+use crate::io::write_behind::{WriteBehind, WriteStats};
 use crate::io::{AtomicFile, ClusterFileWriter, FrameSource};
 use crate::pedestal::Pedestal;
 
@@ -138,8 +138,32 @@ pub struct AcquisitionSummary {
     /// Longest time from a frame's arrival to its clusters being written (or its pushing into
     /// the pedestal).
     pub worst_lag: Duration,
+    /// From the first data frame's arrival to its clusters being written: how long the start
+    /// of an acquisition holds its first clusters back (`None` without data frames).
+    pub first_lag: Option<Duration>,
+    /// Where the time went.
+    pub timing: AcquisitionTiming,
     /// Device name (one word).
     pub device: String,
+}
+
+/// Where an acquisition's time went: the engine's phases, the cluster file's writer and its
+/// commit, so a slow acquisition names its bottleneck.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct AcquisitionTiming {
+    /// From its first frame taken off the queue to its first data frame asked of the engine:
+    /// the acquisition's set-up (the finder opened when the shape changed, the pedestal set,
+    /// the cluster file created; the pedestal's own frames with
+    /// [`PedestalPlan::FirstFrames`]).
+    pub setup: Duration,
+    /// The engine's phases over the data frames ([`EngineStats`]: `waited_for_input` is time
+    /// the finder waited for frames, i.e. the stream was the slower side).
+    pub engine: EngineStats,
+    /// The cluster file's writer threads ([`WriteStats`]: `waited` is time the finder's thread
+    /// waited for a free buffer, i.e. the file system was the slower side).
+    pub write: WriteStats,
+    /// Writing the file's last bytes, syncing and renaming it after the last frame.
+    pub commit: Duration,
 }
 
 impl AcquisitionSummary {
@@ -157,12 +181,13 @@ impl AcquisitionSummary {
 impl std::fmt::Display for AcquisitionSummary {
     /// `acquisition=3 kind=data file=out/run_3.clust frames=2000 pedestal_frames=0
     /// clusters=4661234 missing=0 incomplete=0 mismatched=0 malformed=0 dropped=0 restarts=0
-    /// late=0 end=end seconds=1.234 fps=1620.7 worst_lag_ms=12.3 peak_queue=5 device=cpu`
+    /// late=0 end=end seconds=1.234 fps=1620.7 worst_lag_ms=12.3 first_lag_ms=1.1 peak_queue=5
+    /// device=cpu` (`first_lag_ms=-` without data frames)
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let c = &self.counts;
         write!(
             f,
-            "acquisition={} kind={} file={} frames={} pedestal_frames={} clusters={} missing={} incomplete={} mismatched={} malformed={} dropped={} restarts={} late={} end={} seconds={:.3} fps={:.1} worst_lag_ms={:.1} peak_queue={} device={}",
+            "acquisition={} kind={} file={} frames={} pedestal_frames={} clusters={} missing={} incomplete={} mismatched={} malformed={} dropped={} restarts={} late={} end={} seconds={:.3} fps={:.1} worst_lag_ms={:.1} first_lag_ms={} peak_queue={} device={}",
             self.file_index,
             match self.kind {
                 AcquisitionKind::Dark => "dark",
@@ -186,6 +211,10 @@ impl std::fmt::Display for AcquisitionSummary {
             self.seconds,
             self.fps(),
             self.worst_lag.as_secs_f64() * 1e3,
+            self.first_lag.map_or_else(
+                || "-".to_string(),
+                |d| format!("{:.1}", d.as_secs_f64() * 1e3)
+            ),
             c.peak_queue,
             self.device,
         )
@@ -218,13 +247,16 @@ struct Inbox {
 impl Inbox {
     /// Waits for the first data frame of the next acquisition (kept as pending) and returns
     /// its header; `None` when `stop` is set first. End messages with no frames before them and
-    /// unreadable messages are reported and skipped.
+    /// unreadable messages are reported and skipped. `tick` is called at least every 50 ms
+    /// while it waits (to finish what finished in the background).
     fn next_acquisition(
         &mut self,
         stop: &AtomicBool,
         report: &Reporter,
+        tick: &mut dyn FnMut() -> Result<()>,
     ) -> Result<Option<ZmqHeader>> {
         loop {
+            tick()?;
             if stop.load(Ordering::SeqCst) {
                 return Ok(None);
             }
@@ -357,14 +389,26 @@ pub fn run(
     ));
     let mut dark_done = 0u32;
     let mut used = HashSet::new();
+    // A chunk's frames for the pedestal (and for draining), kept from one acquisition to the
+    // next while the shape stays: a new one would fault its pages in again.
+    let mut buf: Vec<u16> = Vec::new();
+    // The cluster file of the last data acquisition, committed while the next one starts.
+    let mut commits = Commits::default();
     let mut totals = StreamTotals::default();
     while settings
         .acquisitions
         .is_none_or(|k| totals.acquisitions < k)
     {
-        let Some(first) = inbox.next_acquisition(&stop, &report)? else {
+        let Some(first) = inbox.next_acquisition(&stop, &report, &mut || {
+            if commits.is_done() {
+                commits.finish(&mut totals, &report, summary)?;
+            }
+            Ok(())
+        })?
+        else {
             break;
         };
+        let taken = std::time::Instant::now();
         let shape = match &saved {
             Some(p) if matches!(settings.pedestal, PedestalPlan::Fixed(_)) => (p.rows(), p.cols()),
             _ => first.rows_cols(),
@@ -434,15 +478,23 @@ pub fn run(
             counts: AcquisitionCounts::default(),
             seconds: 0.0,
             worst_lag: Duration::ZERO,
+            first_lag: None,
+            timing: AcquisitionTiming::default(),
             device,
         };
         let pixels = shape.0 * shape.1;
         let mut last_done: Option<std::time::Instant> = None;
+        let mut committing: Option<Committing> = None;
         let chunk = engine(shape).chunk;
-        let mut buf: Vec<u16> = crate::memory::zeroed_vec(
-            || format!("a chunk of {chunk} frames of {} x {}", shape.0, shape.1),
-            chunk * pixels,
-        )?;
+        if buf.len() != chunk * pixels {
+            // The old one freed first: both at once could be more than memory holds.
+            buf.clear();
+            buf.shrink_to_fit();
+            buf = crate::memory::zeroed_vec(
+                || format!("a chunk of {chunk} frames of {} x {}", shape.0, shape.1),
+                chunk * pixels,
+            )?;
+        }
         let mut numbers = Vec::new();
         if dark {
             // Every frame of a dark acquisition into the pedestal, carried over from the dark
@@ -505,7 +557,7 @@ pub fn run(
                         last_done = Some(std::time::Instant::now());
                     }
                 }
-                (_, Some(p)) => finder.set_pedestal(p.clone())?,
+                (_, Some(p)) => finder.reset_pedestal(p)?,
                 (_, None) => return Err(Error::Internal("no pedestal to start from".into())),
             }
             if finder.is_ready() {
@@ -514,7 +566,9 @@ pub fn run(
                         let arrivals = acq.arrivals();
                         let mut clusters = 0u64;
                         let mut lag = out.worst_lag;
+                        let mut first_lag = None;
                         let slow = settings.slow_sink;
+                        out.timing.setup = taken.elapsed();
                         let result = find_stream_with(
                             finder.as_mut(),
                             &mut acq,
@@ -530,6 +584,11 @@ pub fn run(
                                 })?;
                                 writer.write_frame(n, &fc)?;
                                 clusters += fc.len() as u64;
+                                // The last acquisition's summary before this one's first frame
+                                // reaches the caller (who may take a summary as the end of the
+                                // frames before it, as the live plots do): its commit, which
+                                // overlapped this acquisition's start, waited for.
+                                commits.finish(&mut totals, &report, summary)?;
                                 frame(shape, &fc);
                                 if let Ok(mut a) = arrivals.lock() {
                                     while let Some(&(m, t)) = a.front() {
@@ -539,7 +598,9 @@ pub fn run(
                                             a.pop_front();
                                             continue;
                                         }
-                                        lag = lag.max(t.elapsed());
+                                        let since = t.elapsed();
+                                        lag = lag.max(since);
+                                        first_lag.get_or_insert(since);
                                         a.pop_front();
                                         break;
                                     }
@@ -551,18 +612,27 @@ pub fn run(
                                 Ok(())
                             },
                         );
-                        let done = match result {
-                            Ok(stats) => match writer.commit() {
-                                Ok(_) => Some(stats),
-                                Err(e) => {
-                                    report(&StreamEvent::Output(format!(
-                                        "acquisition {}: {} could not be completed ({e}); its clusters are lost, the stream goes on",
-                                        first.file_index,
-                                        path.display()
-                                    )));
-                                    None
-                                }
-                            },
+                        match result {
+                            Ok(stats) => {
+                                out.timing.engine = stats;
+                                // Committed on a thread of its own: the last writes, the sync
+                                // and the rename take the file system's time, which the next
+                                // acquisition does not wait for.
+                                let thread = std::thread::Builder::new()
+                                    .name("cluda-commit".into())
+                                    .spawn(move || {
+                                        let t = std::time::Instant::now();
+                                        writer.commit().map(|(_, w)| (w, t.elapsed()))
+                                    })
+                                    .map_err(|e| Error::io(&path, e))?;
+                                committing = Some(Committing {
+                                    thread,
+                                    path,
+                                    frames: stats.frames,
+                                    clusters,
+                                    out: None,
+                                });
+                            }
                             Err(e @ (Error::Io { .. } | Error::Format { .. })) => {
                                 // A file-system failure of this acquisition's file (a full
                                 // disk, its directory gone): reported, the rest of the
@@ -574,7 +644,6 @@ pub fn run(
                                     path.display()
                                 )));
                                 drain(&mut acq, &mut buf)?;
-                                None
                             }
                             Err(e) => {
                                 drop(writer);
@@ -586,13 +655,7 @@ pub fn run(
                             }
                         };
                         out.worst_lag = lag;
-                        if let Some(stats) = done {
-                            out.file = Some(path);
-                            out.data_frames = stats.frames;
-                            out.clusters = clusters;
-                            totals.frames += stats.frames;
-                            totals.clusters += clusters;
-                        }
+                        out.first_lag = first_lag;
                     }
                     // Reported by create_writer: nowhere to write this acquisition's clusters.
                     None => drain(&mut acq, &mut buf)?,
@@ -617,7 +680,15 @@ pub fn run(
             _ => 0.0,
         };
         totals.acquisitions += 1;
-        summary(&out)?;
+        // Summaries in order: the last acquisition's first (its commit waited for).
+        commits.finish(&mut totals, &report, summary)?;
+        match committing {
+            Some(mut c) => {
+                c.out = Some(out);
+                commits.0 = Some(c);
+            }
+            None => summary(&out)?,
+        }
         if stop.load(Ordering::SeqCst) {
             break;
         }
@@ -633,7 +704,84 @@ pub fn run(
             )?);
         }
     }
+    commits.finish(&mut totals, &report, summary)?;
     Ok(totals)
+}
+
+/// A data acquisition's cluster file being committed on a thread of its own, with what its
+/// summary needs once the commit is done.
+struct Committing {
+    thread: std::thread::JoinHandle<Result<(WriteStats, Duration)>>,
+    path: PathBuf,
+    frames: u64,
+    clusters: u64,
+    /// The summary, but for the file and its counts (set when the acquisition is done).
+    out: Option<AcquisitionSummary>,
+}
+
+/// The commit in flight (at most one: the last data acquisition's). Its summary is given when
+/// it is done while no frames come, else before the next acquisition's first frame reaches
+/// the caller, else when the next acquisition ends: summaries and frames reach the caller in
+/// the acquisitions' order. Dropped with one in flight (an error stops the run), it waits for
+/// it, so a file whose frames were all written is still put in place.
+#[derive(Default)]
+struct Commits(Option<Committing>);
+
+impl Commits {
+    /// Whether a commit is in flight and done.
+    fn is_done(&self) -> bool {
+        self.0.as_ref().is_some_and(|c| c.thread.is_finished())
+    }
+
+    /// Waits for the commit in flight, if any, and hands its acquisition's summary to
+    /// `summary` (with the file, or without it and reported when the commit failed).
+    fn finish(
+        &mut self,
+        totals: &mut StreamTotals,
+        report: &Reporter,
+        summary: &mut dyn FnMut(&AcquisitionSummary) -> Result<()>,
+    ) -> Result<()> {
+        let Some(c) = self.0.take() else {
+            return Ok(());
+        };
+        let joined = c.thread.join();
+        let Some(mut out) = c.out else {
+            return Err(Error::Internal(
+                "a commit without its acquisition's summary".into(),
+            ));
+        };
+        match joined {
+            Ok(Ok((written, took))) => {
+                out.file = Some(c.path);
+                out.data_frames = c.frames;
+                out.clusters = c.clusters;
+                out.timing.write = written;
+                out.timing.commit = took;
+                totals.frames += c.frames;
+                totals.clusters += c.clusters;
+            }
+            Ok(Err(e)) => report(&StreamEvent::Output(format!(
+                "acquisition {}: {} could not be completed ({e}); its clusters are lost, the stream goes on",
+                out.file_index,
+                c.path.display()
+            ))),
+            Err(_) => {
+                return Err(Error::Internal(format!(
+                    "the thread committing {} panicked",
+                    c.path.display()
+                )));
+            }
+        }
+        summary(&out)
+    }
+}
+
+impl Drop for Commits {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.take() {
+            let _ = c.thread.join();
+        }
+    }
 }
 
 /// Checks up front that cluster files can be written into `dir` (created if missing): a file
@@ -773,11 +921,14 @@ pub fn file_name(dir: &Path, first: &ZmqHeader, used: &mut HashSet<PathBuf>) -> 
         _ => base.chars().take(MAX_PREFIX).collect(),
     };
     let stem = format!("{base}_{}", first.file_index);
-    let mut candidates = vec![
+    // Built one at a time as they are tried: the 10,000 names made up front took a
+    // millisecond of every acquisition's start.
+    let candidates = [
         format!("{stem}.clust"),
         format!("{stem}_a{}.clust", first.acq_index),
-    ];
-    candidates.extend(
+    ]
+    .into_iter()
+    .chain(
         (2..)
             .take(10_000)
             .map(|k| format!("{stem}_a{}_{k}.clust", first.acq_index)),

@@ -28,8 +28,8 @@ pub mod replay;
 pub mod source;
 
 pub use acquisition::{
-    AcquisitionKind, AcquisitionSummary, Callbacks, PedestalPlan, StreamSettings, StreamTotals,
-    check_out_dir, run,
+    AcquisitionKind, AcquisitionSummary, AcquisitionTiming, Callbacks, PedestalPlan,
+    StreamSettings, StreamTotals, check_out_dir, run,
 };
 pub use header::ZmqHeader;
 pub use inlet::Inlet;

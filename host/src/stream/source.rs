@@ -154,6 +154,11 @@ pub struct AcquisitionCounts {
 /// Reports per kind before further ones are suppressed, per acquisition.
 const REPORTS_PER_KIND: u32 = 20;
 
+/// Longest wait for more frames once an acquisition's first chunk has one (at most
+/// `max_wait`): a short first chunk hands the acquisition's first frames to the finder within
+/// about a millisecond of their arrival instead of after a whole chunk or `max_wait`.
+pub const FIRST_WAIT: Duration = Duration::from_millis(1);
+
 /// Interval between "falling behind" reports.
 const BEHIND_EVERY: Duration = Duration::from_secs(2);
 
@@ -564,8 +569,8 @@ impl FrameSource for Acquisition<'_> {
     }
 
     /// Waits for the chunk's first frame (as long as it takes, checking the stop flag), then
-    /// takes frames until the chunk is full or `max_wait` has passed since the first; copies
-    /// them into `dst` in parallel.
+    /// takes frames until the chunk is full or `max_wait` has passed since the first
+    /// ([`FIRST_WAIT`] for the acquisition's first chunk); copies them into `dst` in parallel.
     fn fill(&mut self, dst: &mut [u16], numbers: &mut Vec<u64>) -> Result<usize> {
         let px = self.rows * self.cols;
         let cap = dst.len() / px.max(1);
@@ -613,7 +618,12 @@ impl FrameSource for Acquisition<'_> {
             self.behind();
             if let Some(frame) = self.handle(msg) {
                 if deadline.is_none() {
-                    deadline = Some(Instant::now() + self.max_wait);
+                    let wait = if self.counts.frames == 0 {
+                        self.max_wait.min(FIRST_WAIT)
+                    } else {
+                        self.max_wait
+                    };
+                    deadline = Some(Instant::now() + wait);
                 }
                 got.push(frame);
             }

@@ -64,6 +64,8 @@ struct Script {
     back: usize,
     /// What it says for [`FrameFeed::producer_threads`].
     producers: usize,
+    /// Number frame `i` of the stream `500 + 3 i` ([`FedChunk::numbered`]).
+    numbered: bool,
 }
 
 impl Script {
@@ -77,6 +79,7 @@ impl Script {
             out: 0,
             back: 0,
             producers: 0,
+            numbered: false,
         }
     }
 }
@@ -93,9 +96,15 @@ impl FrameFeed for Script {
         // One frame more than the chunk: a store larger than its frames.
         let mut store = vec![7u16; (k + 1) * PX];
         store[..k * PX].copy_from_slice(&self.data[self.at * PX..(self.at + k) * PX]);
+        let first = self.at;
         self.at += k;
         self.out += 1;
-        FedChunk::new(Box::new(store), k, PX).map(Some)
+        let chunk = FedChunk::new(Box::new(store), k, PX)?;
+        if self.numbered {
+            let numbers = (first..first + k).map(|i| 500 + 3 * i as u64).collect();
+            return chunk.numbered(numbers).map(Some);
+        }
+        Ok(Some(chunk))
     }
 
     fn producer_threads(&self) -> usize {
@@ -126,8 +135,9 @@ fn run_feed(
     (r, got)
 }
 
-/// The default `find_feed` gives what one `find_each` gives, numbered through the
-/// stream, for irregular chunks (empty ones too), and gives every chunk back.
+/// The default `find_feed` gives what one `find_each` gives, for irregular chunks (empty
+/// ones too; chunks without numbers: frames named by their index in the stream), and gives
+/// every chunk back.
 #[test]
 fn the_default_feed_path_equals_one_call() {
     let (dark, data) = data(30);
@@ -161,6 +171,30 @@ fn the_default_feed_path_equals_one_call() {
         1,
         "the CPU holds one chunk at a time"
     );
+}
+
+/// Chunks that carry frame numbers (with gaps) name their frames by them: the clusters of
+/// one `find_each`, each under its own number; a wrong count of numbers is refused.
+#[test]
+fn numbered_chunks_name_their_frames() {
+    let (dark, data) = data(30);
+    let (want, ped) = reference(&dark, &data, 30, None);
+    let want: Vec<(usize, Vec<u32>)> = want.into_iter().map(|(i, w)| (500 + 3 * i, w)).collect();
+    for sizes in [vec![30], vec![0, 7, 0, 11, 12], vec![1; 30]] {
+        let mut f = finder(&dark);
+        let mut feed = Script::new(&data, &sizes, None);
+        feed.numbered = true;
+        let (r, got) = run_feed(&mut f, &mut feed, None);
+        r.expect("feed");
+        assert!(got == want, "{sizes:?}");
+        assert_eq!(f.pedestal().expect("pedestal"), ped, "{sizes:?}");
+    }
+    let chunk = FedChunk::new(Box::new(vec![0u16; 2 * PX]), 2, PX).expect("chunk");
+    let e = chunk
+        .numbered(vec![1])
+        .err()
+        .expect("one number for two frames");
+    assert!(e.to_string().contains("frame numbers"), "{e}");
 }
 
 /// The CPU finder leaves a core to each thread the feed keeps producing with (fewer

@@ -177,6 +177,12 @@ impl ClusterFinder for CpuFinder {
         Ok(())
     }
 
+    fn reset_pedestal(&mut self, pedestal: &Pedestal) -> Result<()> {
+        pedestal.check_fits(&self.config)?;
+        self.pedestal.clone_from(pedestal);
+        Ok(())
+    }
+
     fn find_each(
         &mut self,
         frames: Frames<'_>,

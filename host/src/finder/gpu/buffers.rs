@@ -166,25 +166,52 @@ impl DeviceState {
     pub fn upload<R: bytemuck::Pod>(ctx: &Arc<CudaContext>, maps: &PixelMaps<R>) -> Result<Self> {
         let pixels = maps.a.len();
         let elem = size_of::<R>();
-        let base = DeviceBuf::new(ctx, pixels * elem, "the pedestal baselines")?;
-        let ab = DeviceBuf::new(ctx, 2 * pixels * elem, "the pedestal sums")?;
-        let frozen_std = DeviceBuf::new(ctx, pixels * elem, "the frozen pedestal std")?;
-        base.upload(&maps.base, "the pedestal baselines")?;
-        let mut both = Vec::with_capacity(2 * pixels);
-        both.extend_from_slice(&maps.a);
-        both.extend_from_slice(&maps.b);
-        ab.upload(&both, "the pedestal sums")?;
-        frozen_std.upload(&maps.frozen_std, "the frozen pedestal std")?;
-        // Copies from pageable memory may return before their DMA ends, and the finder's
-        // streams do not wait for the legacy stream: wait here.
-        ctx.synchronize().cuda("uploading the pedestal")?;
-        Ok(Self {
-            base,
-            ab,
-            frozen_std,
+        let state = Self {
+            base: DeviceBuf::new(ctx, pixels * elem, "the pedestal baselines")?,
+            ab: DeviceBuf::new(ctx, 2 * pixels * elem, "the pedestal sums")?,
+            frozen_std: DeviceBuf::new(ctx, pixels * elem, "the frozen pedestal std")?,
             pixels,
             elem,
-        })
+        };
+        state.fill(ctx, maps)?;
+        Ok(state)
+    }
+
+    /// Whether `maps` has this state's size and element type, so [`DeviceState::refill`] can
+    /// take it.
+    pub fn fits<R: bytemuck::Pod>(&self, maps: &PixelMaps<R>) -> bool {
+        self.pixels == maps.a.len() && self.elem == size_of::<R>()
+    }
+
+    /// Uploads `maps` into this state's buffers (it [`DeviceState::fits`]; else an internal
+    /// error): a stream's next acquisition starts from the same pedestal without allocating
+    /// (and freeing) device memory again. Nothing may be reading the state (the finder's
+    /// calls end with the GPU idle).
+    pub fn refill<R: bytemuck::Pod>(
+        &mut self,
+        ctx: &Arc<CudaContext>,
+        maps: &PixelMaps<R>,
+    ) -> Result<()> {
+        if !self.fits(maps) {
+            return Err(crate::error::Error::Internal(
+                "a pedestal refilled into device buffers of another size".into(),
+            ));
+        }
+        self.fill(ctx, maps)
+    }
+
+    /// Copies `maps` into the buffers and waits for the copies.
+    fn fill<R: bytemuck::Pod>(&self, ctx: &Arc<CudaContext>, maps: &PixelMaps<R>) -> Result<()> {
+        self.base.upload(&maps.base, "the pedestal baselines")?;
+        let mut both = Vec::with_capacity(2 * self.pixels);
+        both.extend_from_slice(&maps.a);
+        both.extend_from_slice(&maps.b);
+        self.ab.upload(&both, "the pedestal sums")?;
+        self.frozen_std
+            .upload(&maps.frozen_std, "the frozen pedestal std")?;
+        // Copies from pageable memory may return before their DMA ends, and the finder's
+        // streams do not wait for the legacy stream: wait here.
+        ctx.synchronize().cuda("uploading the pedestal")
     }
 
     /// Downloads the sums into `maps` (the baselines and frozen std never change on the GPU).

@@ -49,6 +49,11 @@ pub(crate) trait Input {
 
     /// Frames before `end` are no longer read from the host (their uploads completed).
     fn release(&mut self, end: usize);
+
+    /// Replaces `out` with the numbers the frames of the piece at `next` (`n` frames, as
+    /// [`Input::piece`] gave them) are reported by: their index in the call, or their
+    /// chunk's numbers ([`FedChunk::number`]). Asked while the piece's frames are held.
+    fn numbers(&self, next: usize, n: usize, out: &mut Vec<usize>);
 }
 
 /// How to read caller memory under `mode`: straight from it (already page-locked, or locked
@@ -115,6 +120,11 @@ impl Input for CallInput<'_> {
     }
 
     fn release(&mut self, _end: usize) {}
+
+    fn numbers(&self, next: usize, n: usize, out: &mut Vec<usize>) {
+        out.clear();
+        out.extend(next..next + n);
+    }
 }
 
 /// A feed's chunk while the pipeline holds it.
@@ -268,5 +278,19 @@ impl Input for FeedInput<'_> {
                 self.feed.give_back(h.chunk);
             }
         }
+    }
+
+    fn numbers(&self, next: usize, n: usize, out: &mut Vec<usize>) {
+        out.clear();
+        // A piece lies within one chunk; frames no longer held (never asked for) keep their
+        // stream index.
+        let held = self
+            .held
+            .iter()
+            .find(|h| (h.first..h.end()).contains(&next));
+        out.extend((next..next + n).map(|i| match held {
+            Some(h) if i < h.end() => h.chunk.number(i - h.first, h.first),
+            _ => i,
+        }));
     }
 }

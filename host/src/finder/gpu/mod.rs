@@ -181,11 +181,14 @@ impl GpuFinder {
     fn push_state(&mut self) -> Result<()> {
         if self.state.is_none() || self.host_changed {
             let ctx = self.device.context();
-            let state = match self.host.ready()? {
-                ReadyState::F64(m) => DeviceState::upload(ctx, m)?,
-                ReadyState::F32(m) => DeviceState::upload(ctx, m)?,
-            };
-            self.state = Some(state);
+            // Into the buffers already there when the size allows (a stream's acquisitions
+            // start from the same pedestal), else into new ones.
+            match (&mut self.state, self.host.ready()?) {
+                (Some(state), ReadyState::F64(m)) if state.fits(m) => state.refill(ctx, m)?,
+                (Some(state), ReadyState::F32(m)) if state.fits(m) => state.refill(ctx, m)?,
+                (state, ReadyState::F64(m)) => *state = Some(DeviceState::upload(ctx, m)?),
+                (state, ReadyState::F32(m)) => *state = Some(DeviceState::upload(ctx, m)?),
+            }
             self.host_changed = false;
         }
         Ok(())
@@ -279,6 +282,14 @@ impl ClusterFinder for GpuFinder {
     fn set_pedestal(&mut self, pedestal: Pedestal) -> Result<()> {
         pedestal.check_fits(&self.config)?;
         self.host = pedestal;
+        self.host_changed = true;
+        self.device_newer = false;
+        Ok(())
+    }
+
+    fn reset_pedestal(&mut self, pedestal: &Pedestal) -> Result<()> {
+        pedestal.check_fits(&self.config)?;
+        self.host.clone_from(pedestal);
         self.host_changed = true;
         self.device_newer = false;
         Ok(())

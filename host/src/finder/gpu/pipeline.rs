@@ -56,6 +56,8 @@ struct Work {
 struct Slot {
     /// Frames this slot holds.
     frames: usize,
+    /// The numbers the frames of the chunk in the slot are reported by ([`Input::numbers`]).
+    numbers: Vec<usize>,
     dev_in: DeviceBuf,
     pin_in: Option<PinnedBuf<u16>>,
     dev_out: DeviceBuf,
@@ -87,7 +89,7 @@ impl KernelTime {
 }
 
 /// A chunk: frames `start .. start + n` of the call (or stream), read from `host`, in slot
-/// `slot`.
+/// `slot` (which holds the numbers they are reported by).
 #[derive(Clone, Copy, Debug)]
 struct Job {
     start: usize,
@@ -289,6 +291,7 @@ impl Pipeline {
         let nt = if self.cfg.timing { frames } else { 0 };
         Ok(Slot {
             frames,
+            numbers: Vec::with_capacity(frames),
             dev_in: DeviceBuf::new(ctx, frames * px * 2, "uploaded frames")?,
             pin_in: if staged {
                 Some(PinnedBuf::new(ctx, frames * px, true, "staged frames")?)
@@ -345,7 +348,7 @@ impl Pipeline {
     }
 
     /// Finds the clusters of every frame `feed` lends, as one stream (see the module docs),
-    /// handing every frame's clusters to `visit` in order, numbered from the stream's start.
+    /// handing every frame's clusters to `visit` in order, named by their chunks' numbers.
     pub fn run_feed(
         &mut self,
         state: &DeviceState,
@@ -403,6 +406,7 @@ impl Pipeline {
                     part: p.part,
                     opens: p.opens,
                 };
+                input.numbers(next, p.n, &mut self.slots[rr].numbers);
                 rr = (rr + 1) % depth;
                 self.submit(job, state, true)?;
                 inflight.push_back(job);
@@ -437,8 +441,13 @@ impl Pipeline {
                             })?;
                             copy_dtod(&state.ab, ck, &self.compute)?;
                             self.compute.synchronize().cuda("restoring the pedestal")?;
+                            let slot = &self.slots[job.slot];
                             return Err(Error::ClusterLimit {
-                                frame: job.start + frame,
+                                frame: slot
+                                    .numbers
+                                    .get(frame)
+                                    .copied()
+                                    .unwrap_or(job.start + frame),
                                 found,
                                 limit,
                             });
@@ -828,6 +837,7 @@ impl Pipeline {
         let rec_off = slot.frames + 1;
         let out = slot.pin_out.as_slice();
         let compact = self.cfg.compact;
+        let number = |k: usize| slot.numbers.get(k).copied().unwrap_or(job.start + k);
         let words = |k: usize| -> &[u32] {
             if compact {
                 let (a, b) = (out[k] as usize, out[k + 1] as usize);
@@ -840,7 +850,7 @@ impl Pipeline {
         match self.cfg.collect {
             Collect::ZeroCopy => {
                 for k in 0..job.n {
-                    visit(FrameClusters::new(job.start + k, size, words(k)))
+                    visit(FrameClusters::new(number(k), size, words(k)))
                         .map_err(|e| Stop::Visitor(k, e))?;
                 }
             }
@@ -853,12 +863,8 @@ impl Pipeline {
                 }
                 let mut from = 0;
                 for (k, &end) in self.owned_ends.iter().enumerate() {
-                    visit(FrameClusters::new(
-                        job.start + k,
-                        size,
-                        &self.owned[from..end],
-                    ))
-                    .map_err(|e| Stop::Visitor(k, e))?;
+                    visit(FrameClusters::new(number(k), size, &self.owned[from..end]))
+                        .map_err(|e| Stop::Visitor(k, e))?;
                     from = end;
                 }
             }
