@@ -779,9 +779,13 @@ fn run() -> Result<(), String> {
             }
         }
         if parts {
-            parts_rows(
-                &o, &frames, &pedestal, size, bare_fps, &mut csv, &mut md, &mut goals,
-            )?;
+            let out = Tables {
+                csv: &mut csv,
+                md: &mut md,
+                goals: &mut goals,
+                timings: &mut timings,
+            };
+            parts_rows(&o, &frames, &pedestal, size, bare_fps, out)?;
         }
     }
     if parts {
@@ -827,9 +831,13 @@ fn publish_parts(
     parts: usize,
     rate: Option<f64>,
     no_drop: bool,
-) -> std::thread::JoinHandle<Result<cluda::stream::ReplayStats, String>> {
+) -> Result<std::thread::JoinHandle<Result<cluda::stream::ReplayStats, String>>, String> {
     let (frames, rows, cols, total) = (Arc::clone(frames), o.rows, o.cols, o.frames);
-    std::thread::spawn(move || {
+    // Named as the one-endpoint sender, so the thread table tells its libzmq I/O threads and
+    // its part threads (which take its name) from the receiver's.
+    let named = std::thread::Builder::new().name("bench-replay".into());
+    let spawned = named.spawn(move || {
+        SENDER_TID.store(this_tid(), std::sync::atomic::Ordering::SeqCst);
         let mut pubs = (0..parts)
             .map(|i| {
                 Publisher::bind(
@@ -867,7 +875,8 @@ fn publish_parts(
             &AtomicBool::new(false),
         )
         .map_err(|e| e.to_string())
-    })
+    });
+    spawned.map_err(|e| format!("cannot start the sender: {e}"))
 }
 
 /// `parts` consecutive loopback ports that were free a moment ago.
@@ -902,7 +911,7 @@ fn bare_parts(o: &Opts, frames: &Arc<Vec<u16>>, parts: usize) -> Result<f64, Str
             .map_err(|e| e.to_string())?;
         subs.push(sub);
     }
-    let publisher = publish_parts(o, frames, port, parts, None, true);
+    let publisher = publish_parts(o, frames, port, parts, None, true)?;
     let counted: Vec<Result<Counted, String>> = std::thread::scope(|s| {
         let hs: Vec<_> = subs
             .into_iter()
@@ -980,7 +989,7 @@ fn stream_parts(
         .map(|i| format!("tcp://127.0.0.1:{}", port as usize + i))
         .collect();
     config.full = full;
-    let publisher = publish_parts(o, frames, port, o.parts, rate, full == FullQueue::Block);
+    let publisher = publish_parts(o, frames, port, o.parts, rate, full == FullQueue::Block)?;
     let mut settings = StreamSettings::new(
         cluda::FindOptions {
             size,
@@ -1027,20 +1036,32 @@ fn stream_parts(
     Ok(summary)
 }
 
+/// The tables a section adds its rows to: the results' csv and md, the goals, the time
+/// breakdowns.
+struct Tables<'a> {
+    csv: &'a mut String,
+    md: &'a mut String,
+    goals: &'a mut Vec<String>,
+    timings: &'a mut Vec<String>,
+}
+
 /// The rows of frames in `o.parts` parts for one cluster size: the bare loop on that many
 /// endpoints, the stream as fast as it takes frames and at `--fraction` of the bare rate;
 /// ratios against the one-endpoint bare loop `bare_fps`.
-#[allow(clippy::too_many_arguments)]
 fn parts_rows(
     o: &Opts,
     frames: &Arc<Vec<u16>>,
     pedestal: &Pedestal,
     size: ClusterSize,
     bare_fps: f64,
-    csv: &mut String,
-    md: &mut String,
-    goals: &mut Vec<String>,
+    out: Tables<'_>,
 ) -> Result<(), String> {
+    let Tables {
+        csv,
+        md,
+        goals,
+        timings,
+    } = out;
     let (side, n) = (size.side(), o.parts);
     eprintln!("size {side}: bare loop on {n} endpoints");
     let bare_n = bare_parts(o, frames, n)?;
@@ -1069,7 +1090,9 @@ fn parts_rows(
         ),
     ] {
         eprintln!("size {side}: {name}");
+        let sampler = ThreadSampler::start();
         let s = stream_parts(o, frames, pedestal, size, rate, full)?;
+        timings.push(timing_row(side, &name, &s, &sampler.stop()));
         let fps = s.fps();
         let c = &s.counts;
         let _ = writeln!(
