@@ -359,3 +359,59 @@ fn a_slow_consumer_of_parts_reports_its_drops() {
     assert_eq!(numbers.len() as u64, num(m, "frames"));
     assert!(numbers.windows(2).all(|w| w[0] < w[1]));
 }
+
+/// An endpoint that stalls (sends nothing more, not even its end message): the frames waiting
+/// for its parts are given up after `--part-wait-ms`, each reported incomplete, and the
+/// acquisition ends when idle; memory does not wait for it.
+#[test]
+fn a_stalled_endpoint_gives_its_frames_up_after_the_part_wait() {
+    let dir = tempfile::tempdir().expect("dir");
+    let d = dir.path();
+    let dark = write_frames(d, "dark", SHAPE, 0, 300, false);
+    let g = Generator::new(GenConfig::new(SHAPE.0, SHAPE.1, 7)).expect("generator");
+    let port = free_ports(2);
+    let out = d.join("out");
+    let stream = spawn_parts_stream(
+        d,
+        "stream",
+        port,
+        2,
+        &out,
+        &[
+            "--pedestal",
+            s(&dark),
+            "--device",
+            "cpu",
+            "--acquisitions",
+            "1",
+            "--part-wait-ms",
+            "100",
+            "--idle-end",
+            "1",
+        ],
+    );
+    let mut pubs = subscribed(port, 2);
+    let started = Instant::now();
+    for f in 0..10u64 {
+        send_half(&mut pubs[0], &g, (300 + f, f), 0, ("run", 0), |_| {});
+        if f < 5 {
+            send_half(&mut pubs[1], &g, (300 + f, f), 1, ("run", 0), |_| {});
+        }
+    }
+    pubs[0].send_end().expect("end");
+    let done = stream.wait_ok(LIMIT);
+    assert!(started.elapsed() < Duration::from_secs(30));
+    let sums = summaries(&done.stdout);
+    assert_eq!(sums.len(), 1, "{}", done.stdout);
+    let m = &sums[0];
+    assert_eq!(num(m, "frames"), 5, "{}", done.stderr);
+    assert_eq!(num(m, "incomplete"), 5, "{}", done.stderr);
+    assert_eq!(m["end"], "idle", "{}", done.stderr);
+    let second = loopback(port + 1);
+    for f in 5..10 {
+        let want = format!("frame {f}: part 2 of 2 ({second}) never arrived");
+        assert!(done.stderr.contains(&want), "{want}\n{}", done.stderr);
+    }
+    let (numbers, _) = read_cluster_file(&out.join("run_0.clust"), ClusterSize::S3).expect("read");
+    assert_eq!(numbers, (0..5).collect::<Vec<i32>>());
+}
