@@ -3,7 +3,7 @@
 //!
 //! `cargo bench --bench stream -- [--frames 200000] [--distinct 1000] [--sizes 3,9]
 //!  [--device auto|gpu|cpu] [--rows 400] [--cols 400] [--fraction 0.9] [--tmp DIR] [--out DIR]
-//!  [--sections endpoint,back-to-back] [--back-to-back 20x1000]`
+//!  [--sections endpoint,parts,back-to-back] [--back-to-back 20x1000] [--parts 2]`
 //!
 //! Everything runs in this process through the library calls `cluda replay` and `cluda stream`
 //! make (the commands only parse their arguments around them): the publisher
@@ -37,6 +37,13 @@
 //! the long acquisition (the goal: at least 90 %), and per acquisition (median / worst) the
 //! first frame's lag (its arrival to its clusters written; the goal: a few ms, read in the
 //! paced run, where frames do not queue), the set-up, the commit and the waits.
+//!
+//! Section `parts` (with `--parts N`, N > 1, default 2): the endpoint rows again with every frame sent as N parts on N
+//! ports (`cluda replay --interfaces N`, each part from its own thread) and received on N
+//! endpoints (`cluda stream --zmq .. --zmq ..`, a receiving thread each): `bare-Nep` (N SUB
+//! sockets on N threads, counting), `stream-Nep-max` and `stream-Nep-rate` (at `--fraction`
+//! of `bare-Nep`), each also against the one-endpoint bare loop (goal: `stream-Nep-max` at
+//! least 1.8 times it, 0 dropped at the fixed rate).
 //!
 //! `fps` counts frames from the first frame's arrival to the acquisition's end (for `stream`:
 //! its last cluster written; the file's commit follows on a thread of its own). Cluster files
@@ -72,9 +79,11 @@ struct Opts {
     fraction: f64,
     tmp: PathBuf,
     out: PathBuf,
+    /// Endpoints of the frames-in-parts rows (1: none).
+    parts: usize,
     /// `--back-to-back AxF`: A acquisitions of F frames for the back-to-back section.
     back_to_back: (u64, u64),
-    /// `--sections`: which sections run (`endpoint`, `back-to-back`).
+    /// `--sections`: which sections run (`endpoint`, `parts`, `back-to-back`).
     sections: Vec<String>,
 }
 
@@ -94,8 +103,9 @@ fn parse() -> Result<Opts, String> {
             std::env::temp_dir()
         },
         out: PathBuf::from("bench-results/stream"),
+        parts: 2,
         back_to_back: (20, 1000),
-        sections: vec!["endpoint".into(), "back-to-back".into()],
+        sections: vec!["endpoint".into(), "parts".into(), "back-to-back".into()],
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -131,12 +141,13 @@ fn parse() -> Result<Opts, String> {
             "--sections" => {
                 o.sections = val()?.split(',').map(str::to_string).collect();
                 for s in &o.sections {
-                    if !matches!(s.as_str(), "endpoint" | "back-to-back") {
+                    if !matches!(s.as_str(), "endpoint" | "parts" | "back-to-back") {
                         return Err(format!("--sections: unknown section {s}"));
                     }
                 }
             }
             "--out" => o.out = val()?.into(),
+            "--parts" => o.parts = num(val()?)?.clamp(1, 16) as usize,
             other => return Err(format!("unknown argument {other}")),
         }
     }
@@ -687,8 +698,10 @@ fn run() -> Result<(), String> {
     );
     let mut goals = Vec::new();
     let mut timings = Vec::new();
+    let section = |name: &str| o.sections.iter().any(|s| s == name);
+    let parts = o.parts > 1 && section("parts");
     for &side in &o.sizes {
-        if !o.sections.iter().any(|s| s == "endpoint") {
+        if !section("endpoint") && !parts {
             break;
         }
         let size = ClusterSize::from_side(side).map_err(|e| e.to_string())?;
@@ -704,6 +717,10 @@ fn run() -> Result<(), String> {
             ("stream-max", None, FullQueue::Block),
             ("stream-rate", Some(bare_fps * o.fraction), FullQueue::Drop),
         ] {
+            if !section("endpoint") {
+                // The parts section alone: the one-endpoint bare loop is its yardstick.
+                break;
+            }
             eprintln!("size {side}: {name}");
             let sampler = ThreadSampler::start();
             let s = stream(&o, &frames, &pedestal, size, rate, full)?;
@@ -761,6 +778,24 @@ fn run() -> Result<(), String> {
                 ));
             }
         }
+        if parts {
+            let out = Tables {
+                csv: &mut csv,
+                md: &mut md,
+                goals: &mut goals,
+                timings: &mut timings,
+            };
+            parts_rows(&o, &frames, &pedestal, size, bare_fps, out)?;
+        }
+    }
+    if parts {
+        let n = o.parts;
+        let _ = writeln!(
+            md,
+            "\n`--parts {n}`: `bare-{n}ep`, `stream-{n}ep-max`, `stream-{n}ep-rate` send every frame as {n} parts of {} rows on {n} ports (`cluda replay --interfaces {n}`, a thread per part) into {n} endpoints (`cluda stream --zmq .. --zmq ..`, a receiving thread each); `bare-{n}ep` receives and counts on {n} SUB sockets and threads; `stream-{n}ep-rate` sends at {:.0} % of `bare-{n}ep`. \"of bare\" is against the one-endpoint bare loop; `dropped` counts frames dropped or incomplete.",
+            o.rows / n,
+            o.fraction * 100.0
+        );
     }
     if !timings.is_empty() {
         let _ = write!(md, "{}{}", timing_head(), timings.concat());
@@ -783,5 +818,322 @@ fn run() -> Result<(), String> {
     std::fs::write(o.out.join("stream.md"), &md).map_err(|e| e.to_string())?;
     print!("{md}");
     eprintln!("wrote {}", o.out.join("stream.md").display());
+    Ok(())
+}
+
+/// Starts the publisher of frames in `parts` parts on `parts` ports from `port` on, on a thread
+/// (each part then goes out from a thread of its own): binds, waits for the subscribers,
+/// replays.
+fn publish_parts(
+    o: &Opts,
+    frames: &Arc<Vec<u16>>,
+    port: u16,
+    parts: usize,
+    rate: Option<f64>,
+    no_drop: bool,
+) -> Result<std::thread::JoinHandle<Result<cluda::stream::ReplayStats, String>>, String> {
+    let (frames, rows, cols, total) = (Arc::clone(frames), o.rows, o.cols, o.frames);
+    // Named as the one-endpoint sender, so the thread table tells its libzmq I/O threads and
+    // its part threads (which take its name) from the receiver's.
+    let named = std::thread::Builder::new().name("bench-replay".into());
+    let spawned = named.spawn(move || {
+        SENDER_TID.store(this_tid(), std::sync::atomic::Ordering::SeqCst);
+        let mut pubs = (0..parts)
+            .map(|i| {
+                Publisher::bind(
+                    &format!("tcp://127.0.0.1:{}", port as usize + i),
+                    1000,
+                    no_drop,
+                )
+                .map_err(|e| e.to_string())
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        for p in &mut pubs {
+            if p.wait_for_subscribers(1, Duration::from_secs(60))
+                .map_err(|e| e.to_string())?
+                < 1
+            {
+                return Err("no subscriber within 60 s".into());
+            }
+        }
+        let settings = ReplaySettings {
+            rate,
+            ..ReplaySettings::default()
+        };
+        cluda::stream::replay::replay_parts(
+            &mut pubs,
+            1,
+            &mut |_| {
+                Ok(Box::new(PoolSource::from_pool(
+                    Arc::clone(&frames),
+                    rows,
+                    cols,
+                    total,
+                )))
+            },
+            &settings,
+            &AtomicBool::new(false),
+        )
+        .map_err(|e| e.to_string())
+    });
+    spawned.map_err(|e| format!("cannot start the sender: {e}"))
+}
+
+/// `parts` consecutive loopback ports that were free a moment ago.
+fn free_ports(parts: usize) -> Result<u16, String> {
+    for _ in 0..100 {
+        let first = free_port()?;
+        if (0..parts).all(|i| {
+            u16::try_from(first as usize + i)
+                .is_ok_and(|p| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok())
+        }) {
+            return Ok(first);
+        }
+    }
+    Err(format!("no {parts} consecutive free ports"))
+}
+
+/// One endpoint's frames counted, its first part's arrival and its end.
+type Counted = (u64, Option<Instant>, Instant);
+
+/// The bare loop on `parts` endpoints: a SUB socket and a thread each, receiving both message
+/// parts and counting until the end message; frames/s of the slowest endpoint from the first
+/// part's arrival anywhere to the last end.
+fn bare_parts(o: &Opts, frames: &Arc<Vec<u16>>, parts: usize) -> Result<f64, String> {
+    let port = free_ports(parts)?;
+    let ctx = zmq::Context::new();
+    let mut subs = Vec::new();
+    for i in 0..parts {
+        let sub = ctx.socket(zmq::SUB).map_err(|e| e.to_string())?;
+        sub.set_rcvhwm(256).map_err(|e| e.to_string())?;
+        sub.set_subscribe(b"").map_err(|e| e.to_string())?;
+        sub.connect(&format!("tcp://127.0.0.1:{}", port as usize + i))
+            .map_err(|e| e.to_string())?;
+        subs.push(sub);
+    }
+    let publisher = publish_parts(o, frames, port, parts, None, true)?;
+    let counted: Vec<Result<Counted, String>> = std::thread::scope(|s| {
+        let hs: Vec<_> = subs
+            .into_iter()
+            .map(|sub| {
+                s.spawn(move || {
+                    let (mut count, mut first) = (0u64, None);
+                    loop {
+                        let head = sub.recv_msg(0).map_err(|e| e.to_string())?;
+                        if !sub.get_rcvmore().map_err(|e| e.to_string())? {
+                            let h = ZmqHeader::parse(&head).map_err(|e| format!("{e:?}"))?;
+                            if !h.is_data() {
+                                break;
+                            }
+                            continue;
+                        }
+                        let data = sub.recv_msg(0).map_err(|e| e.to_string())?;
+                        std::hint::black_box(data.len());
+                        first.get_or_insert_with(Instant::now);
+                        count += 1;
+                    }
+                    Ok((count, first, Instant::now()))
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("a bare thread panicked".into()))
+            })
+            .collect()
+    });
+    publisher
+        .join()
+        .map_err(|_| "publisher panicked".to_string())??;
+    let mut first: Option<Instant> = None;
+    let mut last: Option<Instant> = None;
+    let mut least = u64::MAX;
+    for c in counted {
+        let (count, f, l) = c?;
+        least = least.min(count);
+        if let Some(f) = f {
+            first = Some(first.map_or(f, |x| x.min(f)));
+        }
+        last = Some(last.map_or(l, |x| x.max(l)));
+    }
+    if least != o.frames {
+        return Err(format!(
+            "bare {parts}-endpoint loop got {least} of {} frames",
+            o.frames
+        ));
+    }
+    let secs = match (first, last) {
+        (Some(a), Some(b)) => b.saturating_duration_since(a).as_secs_f64(),
+        _ => 0.0,
+    };
+    Ok(least as f64 / secs.max(1e-9))
+}
+
+/// One `cluda stream` run on `parts` endpoints of one acquisition; returns its summary.
+fn stream_parts(
+    o: &Opts,
+    frames: &Arc<Vec<u16>>,
+    pedestal: &Pedestal,
+    size: ClusterSize,
+    rate: Option<f64>,
+    full: FullQueue,
+) -> Result<AcquisitionSummary, String> {
+    let port = free_ports(o.parts)?;
+    let dir = tempfile::Builder::new()
+        .prefix("cluda-stream-bench")
+        .tempdir_in(&o.tmp)
+        .map_err(|e| e.to_string())?;
+    let mut config = ReceiverConfig::new(&format!("tcp://127.0.0.1:{port}"));
+    config.more_endpoints = (1..o.parts)
+        .map(|i| format!("tcp://127.0.0.1:{}", port as usize + i))
+        .collect();
+    config.full = full;
+    let publisher = publish_parts(o, frames, port, o.parts, rate, full == FullQueue::Block)?;
+    let mut settings = StreamSettings::new(
+        cluda::FindOptions {
+            size,
+            n_sigma: 5.0,
+            precision: Precision::F64,
+            ..cluda::FindOptions::default()
+        },
+        dir.path(),
+    );
+    settings.device = o.device;
+    settings.pedestal = PedestalPlan::Fixed(pedestal.clone());
+    settings.acquisitions = Some(1);
+    settings.idle_end = Duration::from_secs(2);
+    let got = Mutex::new(None);
+    let report: cluda::stream::Reporter = Arc::new(|e: &cluda::stream::StreamEvent| {
+        eprintln!("  {e:?}");
+    });
+    cluda::stream::run(
+        config,
+        &settings,
+        Arc::new(AtomicBool::new(false)),
+        Callbacks {
+            report,
+            note: &mut |s: &str| eprintln!("  note: {s}"),
+            summary: &mut |s: &AcquisitionSummary| {
+                if let Ok(mut g) = got.lock() {
+                    *g = Some(s.clone());
+                }
+                Ok(())
+            },
+            frame: &mut |_, _| {},
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    let sent = publisher
+        .join()
+        .map_err(|_| "publisher panicked".to_string())??;
+    let summary = got
+        .into_inner()
+        .ok()
+        .flatten()
+        .ok_or("no summary from the stream")?;
+    eprintln!("  {summary}  (sent {} frames)", sent.frames);
+    Ok(summary)
+}
+
+/// The tables a section adds its rows to: the results' csv and md, the goals, the time
+/// breakdowns.
+struct Tables<'a> {
+    csv: &'a mut String,
+    md: &'a mut String,
+    goals: &'a mut Vec<String>,
+    timings: &'a mut Vec<String>,
+}
+
+/// The rows of frames in `o.parts` parts for one cluster size: the bare loop on that many
+/// endpoints, the stream as fast as it takes frames and at `--fraction` of the bare rate;
+/// ratios against the one-endpoint bare loop `bare_fps`.
+fn parts_rows(
+    o: &Opts,
+    frames: &Arc<Vec<u16>>,
+    pedestal: &Pedestal,
+    size: ClusterSize,
+    bare_fps: f64,
+    out: Tables<'_>,
+) -> Result<(), String> {
+    let Tables {
+        csv,
+        md,
+        goals,
+        timings,
+    } = out;
+    let (side, n) = (size.side(), o.parts);
+    eprintln!("size {side}: bare loop on {n} endpoints");
+    let bare_n = bare_parts(o, frames, n)?;
+    eprintln!("  bare-{n}ep: {bare_n:.0} frames/s");
+    let _ = writeln!(
+        csv,
+        "{side},bare-{n}ep,{},{bare_n:.1},{:.3},0,0,0,-",
+        o.frames,
+        bare_n / bare_fps
+    );
+    let _ = writeln!(
+        md,
+        "| {side}x{side} | bare-{n}ep | {bare_n:.0} | {:.1} % | 0 | 0 | - | - |",
+        100.0 * bare_n / bare_fps
+    );
+    goals.push(format!(
+        "- {side}x{side}: {n} endpoints / 1 endpoint, bare loops: {bare_n:.0} / {bare_fps:.0} = {:.2}x",
+        bare_n / bare_fps
+    ));
+    for (name, rate, full) in [
+        (format!("stream-{n}ep-max"), None, FullQueue::Block),
+        (
+            format!("stream-{n}ep-rate"),
+            Some(bare_n * o.fraction),
+            FullQueue::Drop,
+        ),
+    ] {
+        eprintln!("size {side}: {name}");
+        let sampler = ThreadSampler::start();
+        let s = stream_parts(o, frames, pedestal, size, rate, full)?;
+        timings.push(timing_row(side, &name, &s, &sampler.stop()));
+        let fps = s.fps();
+        let c = &s.counts;
+        let _ = writeln!(
+            csv,
+            "{side},{name},{},{fps:.1},{:.3},{},{},{:.1},{}",
+            s.data_frames,
+            fps / bare_fps,
+            c.dropped + c.incomplete,
+            c.missing,
+            s.worst_lag.as_secs_f64() * 1e3,
+            s.device
+        );
+        let _ = writeln!(
+            md,
+            "| {side}x{side} | {name} | {fps:.0} | {:.1} % | {} | {} | {:.1} | {} |",
+            100.0 * fps / bare_fps,
+            c.dropped + c.incomplete,
+            c.missing,
+            s.worst_lag.as_secs_f64() * 1e3,
+            s.device
+        );
+        if rate.is_none() {
+            goals.push(format!(
+                "- {side}x{side}: {n}-endpoint stream sustains {fps:.0} frames/s = {:.2}x the one-endpoint bare loop's {bare_fps:.0} (goal >= 1.8x): {}",
+                fps / bare_fps,
+                if fps >= 1.8 * bare_fps { "met" } else { "NOT met" }
+            ));
+        } else {
+            let sent = rate.unwrap_or(0.0);
+            let lost = c.dropped + c.missing + c.incomplete;
+            let kept_up = lost == 0 && fps >= 0.95 * sent;
+            goals.push(format!(
+                "- {side}x{side}: {n} endpoints sent at {sent:.0} frames/s ({:.0} % of bare-{n}ep), stream processed {fps:.0} frames/s, dropped {}, incomplete {}, missed {} frames, {} late parts (goal: 0 lost, keeping up): {}",
+                o.fraction * 100.0,
+                c.dropped,
+                c.incomplete,
+                c.missing,
+                c.late,
+                if kept_up { "met" } else { "NOT met" }
+            ));
+        }
+    }
     Ok(())
 }

@@ -1,7 +1,8 @@
 //! `cluda stream --device gpu` over real ZMQ sockets: 2,000 MOENCH frames (400 x 400) replayed
 //! and streamed give the same cluster file, byte for byte, as `cluda find` on the CPU; the GPU
-//! finder is kept between acquisitions of one shape and reopened for another (ignored without
-//! a GPU; run on the GPU host with `--include-ignored`).
+//! finder is kept between acquisitions of one shape and reopened for another; the same frames
+//! streamed as two parts on two endpoints give the same file too (ignored without a GPU; run on
+//! the GPU host with `--include-ignored`).
 
 mod stream_support;
 
@@ -69,6 +70,80 @@ fn gpu_stream_equals_cpu_find() {
             );
         }
         eprintln!("size {size}: {}", done.stdout.trim());
+    }
+}
+
+/// The same frames sent as two parts (`replay --interfaces 2`: 400 x 200 halves on two ports,
+/// as a MOENCH with two UDP interfaces streams them) into `cluda stream --device gpu` on two
+/// endpoints: the parts are placed into one frame and the cluster file is `cluda find`'s on
+/// the whole frames on the CPU, byte for byte (3x3 and 9x9, F64).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_two_part_stream_equals_cpu_find() {
+    let dir = tempfile::tempdir().expect("dir");
+    let d = dir.path();
+    let shape = (400, 400);
+    let dark = write_frames(d, "dark", shape, 0, 1000, false);
+    let data = write_frames(d, "data", shape, 1000, 2000, true);
+    for size in ["3", "9"] {
+        let port = free_ports(2);
+        let out = d.join(format!("parts{size}"));
+        let stream = spawn_parts_stream(
+            d,
+            &format!("parts{size}"),
+            port,
+            2,
+            &out,
+            &[
+                "--pedestal",
+                s(&dark),
+                "--device",
+                "gpu",
+                "--cluster",
+                size,
+                "--precision",
+                "f64",
+                "--acquisitions",
+                "1",
+                "--on-full",
+                "block",
+            ],
+        );
+        spawn_replay(
+            d,
+            &format!("replay-parts{size}"),
+            port,
+            &["--data", s(&data), "--interfaces", "2", "--no-drop"],
+        )
+        .wait_ok(Duration::from_secs(300));
+        let done = stream.wait_ok(Duration::from_secs(300));
+        assert!(done.stderr.contains("device: gpu"), "{}", done.stderr);
+        let sums = summaries(&done.stdout);
+        assert_eq!(sums.len(), 1, "{}", done.stdout);
+        let m = &sums[0];
+        assert_eq!(num(m, "frames"), 2000, "{}", done.stdout);
+        for k in [
+            "missing",
+            "incomplete",
+            "mismatched",
+            "malformed",
+            "dropped",
+            "late",
+        ] {
+            assert_eq!(num(m, k), 0, "{k}: {}", done.stderr);
+        }
+        let want = find_bytes(
+            d,
+            &dark,
+            &data,
+            &["--device", "cpu", "--cluster", size, "--precision", "f64"],
+        );
+        let got = std::fs::read(out.join("run_0.clust")).expect("file");
+        assert!(
+            got == want,
+            "size {size}: two-part GPU stream differs from CPU find"
+        );
+        eprintln!("size {size}, two parts: {}", done.stdout.trim());
     }
 }
 

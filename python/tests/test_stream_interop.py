@@ -144,3 +144,77 @@ def frame_numbers(path, side):
         at += 8 + int(np.uint32(count)) * record
     assert at == len(raw)
     return numbers
+
+
+def test_independent_publisher_of_four_parts(tmp_path, cli):
+    """Each frame as four parts on four endpoints (a 2 x 2 grid of modules, `detshape` [2, 2],
+    the bottom row's parts with `flipRows` 1, sent with their rows last first), from pyzmq:
+    the cluster file is byte for byte `cluda find`'s on the whole frames; a frame whose third
+    part never comes is reported incomplete, naming that part."""
+    exe = cli_path()
+    rng = np.random.default_rng(12)
+    dark = random_frames(rng, 40, ROWS, COLS, photons=0.0)
+    data = random_frames(rng, 30, ROWS, COLS)
+    np.save(tmp_path / "dark.npy", dark)
+    np.save(tmp_path / "data.npy", data)
+    ports = [free_port() for _ in range(4)]
+    out = tmp_path / "out"
+    args = [str(exe), "stream", "--out-dir", str(out), "--pedestal", str(tmp_path / "dark.npy"),
+            "--device", "cpu", "--acquisitions", "2", "--on-full", "block"]
+    for p in ports:
+        args += ["--zmq", f"tcp://127.0.0.1:{p}"]
+    stream = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    r, c = ROWS // 2, COLS // 2
+    try:
+        ctx = zmq.Context()
+        pubs = []
+        for p in ports:
+            pub = ctx.socket(zmq.XPUB)
+            pub.bind(f"tcp://127.0.0.1:{p}")
+            assert pub.poll(30_000), "cluda stream did not subscribe"
+            assert pub.recv()[:1] == b"\x01"
+            pubs.append(pub)
+
+        def send(k, n, i, file_index, fname, total, frame):
+            row, col = divmod(k, 2)
+            h = header(n, i, file_index, fname, total)
+            part = frame[row * r:(row + 1) * r, col * c:(col + 1) * c]
+            flip = row == 1
+            if flip:
+                part = part[::-1]
+            h.update({"detshape": [2, 2], "shape": [c, r], "size": r * c * 2, "row": row,
+                      "column": col, "flipRows": int(flip)})
+            pubs[k].send(json.dumps(h).encode(), zmq.SNDMORE)
+            pubs[k].send(np.ascontiguousarray(part, dtype="<u2").tobytes())
+
+        for i, f in enumerate(data):
+            for k in range(4):
+                send(k, i, i, 0, "run", len(data), f)
+        for k in range(4):
+            pubs[k].send(json.dumps(end_header()).encode())
+        # Acquisition 2: frame 4's third part never sent.
+        for i, f in enumerate(data[:10]):
+            for k in range(4):
+                if not (i == 4 and k == 2):
+                    send(k, i, i, 1, "parts", 10, f)
+        for k in range(4):
+            pubs[k].send(json.dumps(end_header()).encode())
+        stdout, stderr = stream.communicate(timeout=120)
+    finally:
+        if stream.poll() is None:
+            stream.kill()
+        ctx.destroy(linger=0)
+    assert stream.returncode == 0, stderr
+    lines = [dict(kv.split("=", 1) for kv in l.split()) for l in stdout.splitlines()
+             if l.startswith("acquisition=")]
+    assert len(lines) == 2, stdout
+    a, b = lines
+    assert a["frames"] == "30" and a["end"] == "end", stdout
+    for k in ("missing", "incomplete", "mismatched", "malformed", "dropped", "restarts", "late"):
+        assert a[k] == "0", (k, stderr)
+    cli("find", "--pedestal", tmp_path / "dark.npy", "--data", tmp_path / "data.npy",
+        "--device", "cpu", "--out", tmp_path / "find.clust")
+    assert (out / "run_0.clust").read_bytes() == (tmp_path / "find.clust").read_bytes()
+    assert (b["frames"], b["incomplete"], b["missing"]) == ("9", "1", "0"), stdout
+    assert f"frame 4: part 3 of 4 (tcp://127.0.0.1:{ports[2]}) never arrived" in stderr, stderr
+    assert frame_numbers(out / "parts_1.clust", 3) == [n for n in range(10) if n != 4]

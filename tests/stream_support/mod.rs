@@ -109,6 +109,47 @@ pub fn spawn_stream(dir: &Path, name: &str, port: u16, out: &Path, args: &[&str]
     spawn(dir, name, &all)
 }
 
+/// `n` consecutive loopback ports that were free a moment ago.
+pub fn free_ports(n: usize) -> u16 {
+    for _ in 0..100 {
+        let first = free_port();
+        let all_free = (0..n as u16).all(|i| {
+            first
+                .checked_add(i)
+                .is_some_and(|p| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok())
+        });
+        if all_free {
+            return first;
+        }
+    }
+    panic!("no {n} consecutive free ports");
+}
+
+/// `--zmq` arguments for `n` endpoints from `port` on.
+pub fn zmq_args(port: u16, n: usize) -> Vec<String> {
+    (0..n as u16)
+        .flat_map(|i| ["--zmq".to_string(), loopback(port + i)])
+        .collect()
+}
+
+/// Starts `cluda stream --zmq <port> --zmq <port + 1> ... --out-dir <out> args...` on `n`
+/// endpoints (see [`spawn`]).
+pub fn spawn_parts_stream(
+    d: &std::path::Path,
+    name: &str,
+    port: u16,
+    n: usize,
+    out: &std::path::Path,
+    args: &[&str],
+) -> Proc {
+    let zmq = zmq_args(port, n);
+    let mut all: Vec<&str> = vec!["stream"];
+    all.extend(zmq.iter().map(String::as_str));
+    all.extend(["--out-dir", s(out)]);
+    all.extend_from_slice(args);
+    spawn(d, name, &all)
+}
+
 /// Starts `cluda replay --zmq <loopback port> args...` (see [`spawn`]).
 pub fn spawn_replay(dir: &Path, name: &str, port: u16, args: &[&str]) -> Proc {
     let zmq = loopback(port);

@@ -50,15 +50,18 @@ pub enum Command {
 }
 
 /// What `cluda stream` prints.
-const STREAM_HELP: &str = "Prints one summary line per acquisition on stdout:\n  acquisition=I kind=data|dark|short file=PATH frames=N pedestal_frames=N clusters=N missing=N\n  incomplete=N mismatched=N malformed=N dropped=N restarts=N end=end|next-acquisition|restart|idle|interrupted\n  seconds=X fps=X worst_lag_ms=X first_lag_ms=X peak_queue=N device=D\nEvery fault is reported on stderr with its frame number as it happens. SIGINT (Ctrl-C) finishes\nthe current acquisition (its file is written, its summary printed) and exits 0; a second\nSIGINT exits at once (130).";
+const STREAM_HELP: &str = "Prints one summary line per acquisition on stdout:\n  acquisition=I kind=data|dark|short file=PATH frames=N pedestal_frames=N clusters=N missing=N\n  incomplete=N mismatched=N malformed=N dropped=N restarts=N late=N\n  end=end|next-acquisition|restart|idle|interrupted seconds=X fps=X worst_lag_ms=X first_lag_ms=X peak_queue=N device=D\nEvery fault is reported on stderr with its frame number as it happens. SIGINT (Ctrl-C) finishes\nthe current acquisition (its file is written, its summary printed) and exits 0; a second\nSIGINT exits at once (130).";
 
 /// `cluda stream`.
 #[derive(Args, Debug)]
 pub struct StreamArgs {
     /// The sender's endpoint to subscribe to (slsReceiver's streaming IP and port), e.g.
-    /// tcp://127.0.0.1:30001.
-    #[arg(long, value_name = "tcp://HOST:PORT")]
-    pub zmq: String,
+    /// tcp://127.0.0.1:30001. Given several times (one per UDP interface or module, e.g. a
+    /// MOENCH with numinterfaces 2 streams on the port and the next one), every frame comes
+    /// in parts, one per endpoint, placed into one frame by their headers (row, column,
+    /// shape, detshape, flipRows).
+    #[arg(long, value_name = "tcp://HOST:PORT", required = true)]
+    pub zmq: Vec<String>,
     /// Directory for the cluster files, one per acquisition, named <fname>_<fileIndex>.clust
     /// from the stream's headers (never overwriting a file: a suffix is added).
     #[arg(long, value_name = "DIR")]
@@ -93,6 +96,14 @@ pub struct StreamArgs {
     /// (stop reading the socket: the sender's high-water mark then drops, or waits).
     #[arg(long, default_value = "drop", value_parser = ["drop", "block"], value_name = "drop|block")]
     pub on_full: String,
+    /// With several --zmq: frames that may wait for their parts at once (memory: this many
+    /// frames); the oldest is then given up and reported incomplete.
+    #[arg(long, default_value_t = 4096, value_name = "FRAMES", value_parser = parse_part_window, allow_negative_numbers = true)]
+    pub part_window: u64,
+    /// With several --zmq: milliseconds a frame waits for a part while the endpoint it waits
+    /// for sends nothing, before it is given up and reported incomplete.
+    #[arg(long, default_value_t = 200, value_name = "MS", value_parser = parse_part_wait_ms, allow_negative_numbers = true)]
+    pub part_wait_ms: u64,
     /// Frames per finder call (the engine's ring holds three such chunks, allocated per
     /// acquisition).
     #[arg(long, default_value_t = 64, value_name = "N", value_parser = parse_chunk, allow_negative_numbers = true)]
@@ -121,6 +132,10 @@ pub struct ReplayArgs {
     /// Endpoint to bind, e.g. tcp://*:30001 (subscribers connect to it).
     #[arg(long, value_name = "tcp://*:PORT")]
     pub zmq: String,
+    /// Send every frame as N parts of rows/N rows, one per port from --zmq's on (as a
+    /// detector read out through N UDP interfaces streams them), 1 ..= 16.
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=16))]
+    pub interfaces: u32,
     /// Frames to send: a uint16 .npy or a raw master file; each is one acquisition, sent in
     /// the order given. .npy frames are numbered from --first-frame, raw frames keep their
     /// headers' numbers (plus --first-frame).
@@ -418,6 +433,8 @@ whole_parser!(
 );
 whole_parser!(parse_stream_acquisitions, u64, "acquisitions", 1, u64::MAX);
 whole_parser!(parse_queue, u64, "queue", 1, 1_000_000);
+whole_parser!(parse_part_window, u64, "part-window", 1, 1_000_000);
+whole_parser!(parse_part_wait_ms, u64, "part-wait-ms", 1, 3_600_000);
 whole_parser!(parse_chunk, u64, "chunk", 1, 4096);
 whole_parser!(parse_slow_sink, u64, "slow-sink-us", 0, 1_000_000);
 whole_parser!(parse_replay_acquisitions, u64, "acquisitions", 1, u32::MAX);

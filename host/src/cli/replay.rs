@@ -7,7 +7,8 @@ use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use cluda::io::{FrameSource, NpyFrames, input_files, open_frames_or};
-use cluda::stream::{Publisher, ReplaySettings, replay};
+use cluda::stream::replay::{consecutive_endpoints, replay_parts};
+use cluda::stream::{Publisher, ReplaySettings};
 use cluda::{Error, Result};
 
 use super::args::ReplayArgs;
@@ -38,33 +39,19 @@ pub fn run(args: &ReplayArgs) -> Result<()> {
     for p in &args.data {
         drop(open(p)?);
     }
-    let mut publisher = Publisher::bind(&args.zmq, args.hwm, args.no_drop)?;
-    eprintln!(
-        "note: publishing on {} (XPUB, as slsReceiver's PUB)",
-        publisher
-            .last_endpoint()
-            .unwrap_or_else(|_| args.zmq.clone())
-    );
-    if args.subscribers > 0 {
-        // In slices, so a signal ends a long wait within a fraction of a second.
-        let until = Instant::now() + Duration::from_secs_f64(args.wait);
-        let mut got = publisher.subscribers();
-        while got < args.subscribers {
-            signals::check()?;
-            let left = until.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break;
-            }
-            got = publisher
-                .wait_for_subscribers(args.subscribers, left.min(Duration::from_millis(200)))?;
-        }
-        signals::check()?;
-        if got < args.subscribers {
-            eprintln!(
-                "warning: replay: {got} of {} subscribers after {} s; sending anyway",
-                args.subscribers, args.wait
-            );
-        }
+    let endpoints = consecutive_endpoints(&args.zmq, args.interfaces as usize)?;
+    let mut publishers = endpoints
+        .iter()
+        .map(|e| Publisher::bind(e, args.hwm, args.no_drop))
+        .collect::<Result<Vec<_>>>()?;
+    for (p, e) in publishers.iter().zip(&endpoints) {
+        eprintln!(
+            "note: publishing on {} (XPUB, as slsReceiver's PUB)",
+            p.last_endpoint().unwrap_or_else(|_| e.clone())
+        );
+    }
+    for publisher in &mut publishers {
+        wait_for(publisher, args)?;
     }
     let settings = ReplaySettings {
         rate: args.rate,
@@ -76,8 +63,8 @@ pub fn run(args: &ReplayArgs) -> Result<()> {
     };
     let stop = signals::stop_flag().unwrap_or_else(|| Arc::new(AtomicBool::new(false)));
     let data: Vec<PathBuf> = args.data.clone();
-    let stats = replay(
-        &mut publisher,
+    let stats = replay_parts(
+        &mut publishers,
         data.len(),
         &mut |i| open(&data[i]),
         &settings,
@@ -99,4 +86,31 @@ fn open(path: &std::path::Path) -> Result<Box<dyn FrameSource + Send>> {
     open_frames_or(path, |p| {
         Ok(Box::new(NpyFrames::open(p)?) as Box<dyn FrameSource + Send>)
     })
+}
+
+/// Waits (at most `--wait` seconds, in slices so a signal ends it) for `--subscribers`
+/// subscribers of `publisher`; fewer is a warning.
+fn wait_for(publisher: &mut Publisher, args: &ReplayArgs) -> Result<()> {
+    if args.subscribers == 0 {
+        return Ok(());
+    }
+    let until = Instant::now() + Duration::from_secs_f64(args.wait);
+    let mut got = publisher.subscribers();
+    while got < args.subscribers {
+        signals::check()?;
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        got = publisher
+            .wait_for_subscribers(args.subscribers, left.min(Duration::from_millis(200)))?;
+    }
+    signals::check()?;
+    if got < args.subscribers {
+        eprintln!(
+            "warning: replay: {got} of {} subscribers after {} s; sending anyway",
+            args.subscribers, args.wait
+        );
+    }
+    Ok(())
 }

@@ -57,7 +57,15 @@ pub fn run(args: &StreamArgs) -> Result<()> {
     settings.slow_sink = Duration::from_micros(args.slow_sink_us);
     // Bounded (0 ..= 86400) by its parser; a conversion that fails anyway is an error.
     settings.idle_end = seconds("idle-end", args.idle_end)?;
-    let mut config = ReceiverConfig::new(&args.zmq);
+    let (first, more) = args
+        .zmq
+        .split_first()
+        .ok_or_else(|| Error::param("zmq", "no endpoint given"))?;
+    let mut config = ReceiverConfig::new(first);
+    config.more_endpoints = more.to_vec();
+    config.part_window = usize::try_from(args.part_window)
+        .map_err(|_| Error::param("part-window", "too large for this machine"))?;
+    config.part_wait = Duration::from_millis(args.part_wait_ms);
     if let PedestalPlan::Fixed(p) = &settings.pedestal {
         // The frames' shape is known: a larger message part is not a frame of this stream.
         config.max_message_bytes = ReceiverConfig::message_limit(Some((p.rows(), p.cols())));

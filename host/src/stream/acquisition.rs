@@ -22,7 +22,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use super::header::{HeaderFault, ZmqHeader};
-use super::receiver::{Message, ReceiverConfig, ZmqReceiver};
+use super::inlet::Inlet;
+use super::receiver::{Message, ReceiverConfig};
 use super::source::{Acquisition, AcquisitionCounts, Ending, FaultKind, Reporter, StreamEvent};
 use crate::cluster::FrameClusters;
 use crate::config::FindOptions;
@@ -180,13 +181,13 @@ impl AcquisitionSummary {
 impl std::fmt::Display for AcquisitionSummary {
     /// `acquisition=3 kind=data file=out/run_3.clust frames=2000 pedestal_frames=0
     /// clusters=4661234 missing=0 incomplete=0 mismatched=0 malformed=0 dropped=0 restarts=0
-    /// end=end seconds=1.234 fps=1620.7 worst_lag_ms=12.3 first_lag_ms=1.1 peak_queue=5
+    /// late=0 end=end seconds=1.234 fps=1620.7 worst_lag_ms=12.3 first_lag_ms=1.1 peak_queue=5
     /// device=cpu` (`first_lag_ms=-` without data frames)
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let c = &self.counts;
         write!(
             f,
-            "acquisition={} kind={} file={} frames={} pedestal_frames={} clusters={} missing={} incomplete={} mismatched={} malformed={} dropped={} restarts={} end={} seconds={:.3} fps={:.1} worst_lag_ms={:.1} first_lag_ms={} peak_queue={} device={}",
+            "acquisition={} kind={} file={} frames={} pedestal_frames={} clusters={} missing={} incomplete={} mismatched={} malformed={} dropped={} restarts={} late={} end={} seconds={:.3} fps={:.1} worst_lag_ms={:.1} first_lag_ms={} peak_queue={} device={}",
             self.file_index,
             match self.kind {
                 AcquisitionKind::Dark => "dark",
@@ -205,6 +206,7 @@ impl std::fmt::Display for AcquisitionSummary {
             c.malformed,
             c.dropped,
             c.restarts,
+            c.late,
             c.ending.name(),
             self.seconds,
             self.fps(),
@@ -234,7 +236,7 @@ pub struct Callbacks<'a> {
 
 /// The stream's receiver with the message that starts the next acquisition.
 struct Inbox {
-    receiver: ZmqReceiver,
+    receiver: Inlet,
     pending: Option<Message>,
     /// Malformed messages between acquisitions, counted in the next one.
     stray: u64,
@@ -268,7 +270,7 @@ impl Inbox {
                     None => continue,
                 },
             };
-            match ZmqHeader::parse(&msg.parts[0]) {
+            match msg.header() {
                 Ok(h) if h.is_data() => {
                     let (rows, cols) = h.rows_cols();
                     if rows == 0 || cols == 0 || rows > 65536 || cols > 65536 {
@@ -369,9 +371,15 @@ pub fn run(
         )?);
         finder = Some(f);
     }
-    let endpoint = receiver.endpoint.clone();
+    let mut receiver = receiver;
+    if let Some(p) = &saved {
+        // Parts of frames are checked against the pedestal's frame shape.
+        receiver.frame_shape = Some((p.rows(), p.cols()));
+    }
+    let receiver = Inlet::connect(receiver)?;
+    let endpoint = receiver.describe();
     let mut inbox = Inbox {
-        receiver: ZmqReceiver::connect(receiver)?,
+        receiver,
         pending: None,
         stray: 0,
         stray_mismatched: 0,

@@ -18,7 +18,10 @@
 //! detector's.
 
 pub mod acquisition;
+pub mod assembly;
 pub mod header;
+pub mod inlet;
+pub mod parts;
 pub mod publisher;
 pub mod receiver;
 pub mod replay;
@@ -29,6 +32,7 @@ pub use acquisition::{
     StreamSettings, StreamTotals, check_out_dir, run,
 };
 pub use header::ZmqHeader;
+pub use inlet::Inlet;
 pub use publisher::Publisher;
 pub use receiver::{FullQueue, ReceiverConfig, ZmqReceiver};
 pub use replay::{ReplaySettings, ReplayStats, replay};

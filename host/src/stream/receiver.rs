@@ -26,7 +26,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::header::ZmqHeader;
+use super::assembly::Assembled;
+use super::header::{HeaderFault, ZmqHeader};
 use crate::error::{Error, Result};
 
 /// What the receiving thread does with a frame when the queue is full.
@@ -54,6 +55,20 @@ pub struct ReceiverConfig {
     /// Largest message part libzmq accepts, in bytes (a larger one makes it drop the
     /// connection, which is reported); see [`ReceiverConfig::message_limit`].
     pub max_message_bytes: i64,
+    /// Endpoints of the further parts of every frame, when the detector streams each frame as
+    /// several parts (one per UDP interface or module; `endpoint` has the first): each gets a
+    /// socket and a receiving thread of its own, and the parts are placed into one frame by
+    /// their headers (see [`super::assembly`]). Empty: every message is a whole frame.
+    pub more_endpoints: Vec<String>,
+    /// Rows and columns of the whole frames, when known beforehand (a fixed pedestal's): the
+    /// parts' layout is checked against it.
+    pub frame_shape: Option<(usize, usize)>,
+    /// Frames that may wait for their parts at once (memory: this many frames); the oldest
+    /// is then given up and reported incomplete.
+    pub part_window: usize,
+    /// Longest a frame waits for its parts while the endpoints it waits for send nothing,
+    /// before it is given up and reported incomplete.
+    pub part_wait: Duration,
 }
 
 /// The largest frame cluda processes: 65536 x 65536 16-bit pixels.
@@ -66,7 +81,9 @@ impl ReceiverConfig {
     /// Defaults: a queue of 4096 frames (1.3 GB of 400 x 400 frames: 100 ms at 40,000 frames/s,
     /// which covers an acquisition's start-up), libzmq's queue of 256
     /// messages, dropping when full, messages as large as the largest frame cluda processes
-    /// ([`ReceiverConfig::message_limit`] of no known shape).
+    /// ([`ReceiverConfig::message_limit`] of no known shape), one endpoint; with several, at
+    /// most 4096 frames waiting for their parts (as many as the queue: endpoints may drift
+    /// that far apart), given up after 200 ms of silence from the endpoints they wait for.
     pub fn new(endpoint: &str) -> Self {
         Self {
             endpoint: endpoint.to_string(),
@@ -74,6 +91,10 @@ impl ReceiverConfig {
             rcv_hwm: 256,
             full: FullQueue::Drop,
             max_message_bytes: Self::message_limit(None),
+            more_endpoints: Vec::new(),
+            frame_shape: None,
+            part_window: 4096,
+            part_wait: Duration::from_millis(200),
         }
     }
 
@@ -98,6 +119,30 @@ pub(crate) struct Message {
     pub parts: Vec<zmq::Message>,
     pub extra_parts: usize,
     pub arrived: Instant,
+    /// Which endpoint it came from (its index in the list of endpoints; 0 for one).
+    pub source: usize,
+    /// A frame matched from several endpoints' parts (`parts` is then empty).
+    pub assembled: Option<Box<Assembled<zmq::Message>>>,
+    /// Its header, parsed by the receiving thread (frames in parts: each endpoint's thread
+    /// parses its own, so parsing scales with the endpoints); `None` when not parsed there or
+    /// unreadable (the consumer parses it again for the report).
+    pub parsed: Option<Box<ZmqHeader>>,
+}
+
+impl Message {
+    /// Its header: the assembled frame's, or the first part parsed.
+    ///
+    /// # Errors
+    /// [`HeaderFault::Malformed`] for a first part that is no header (or none).
+    pub fn header(&self) -> std::result::Result<ZmqHeader, HeaderFault> {
+        if let Some(a) = &self.assembled {
+            return Ok(a.header.clone());
+        }
+        match self.parts.first() {
+            Some(p) => ZmqHeader::parse(p),
+            None => Err(HeaderFault::Malformed("an empty message".into())),
+        }
+    }
 }
 
 /// Frames the receiving thread dropped, in the order it dropped them: `(items queued before,
@@ -131,7 +176,7 @@ pub struct ZmqReceiver {
     /// Items taken from the queue so far (the receiving thread counts the items it queued the
     /// same way).
     pub(crate) taken: u64,
-    thread: Option<JoinHandle<()>>,
+    feed: Feed,
 }
 
 impl ZmqReceiver {
@@ -149,9 +194,102 @@ impl ZmqReceiver {
                 "the queue needs room for at least 1 frame",
             ));
         }
-        let zmq_err = |what: &str, e: zmq::Error| {
-            Error::param("zmq", format!("{what} ({}): {e}", config.endpoint))
-        };
+        let (tx, rx) = std::sync::mpsc::sync_channel(config.queue_frames);
+        let feed = Feed::start(&config, &config.endpoint, (0, false), tx)?;
+        Ok(Self {
+            rx,
+            shared: Arc::clone(&feed.shared),
+            config,
+            taken: 0,
+            feed,
+        })
+    }
+
+    /// The configuration it was connected with.
+    pub fn config(&self) -> &ReceiverConfig {
+        &self.config
+    }
+
+    /// Frames in the queue now.
+    pub fn depth(&self) -> usize {
+        self.shared.depth.load(Ordering::Relaxed)
+    }
+
+    /// Takes the next message, waiting at most `timeout`; `Ok(None)` when none came.
+    ///
+    /// # Errors
+    /// [`Error::InvalidParameter`] (`zmq`) when the receiving thread failed.
+    pub(crate) fn next(&mut self, timeout: Duration) -> Result<Option<Message>> {
+        match self.rx.recv_timeout(timeout) {
+            Ok(m) => {
+                self.taken += 1;
+                if m.parts.len() >= 2 {
+                    self.shared.depth.fetch_sub(1, Ordering::Relaxed);
+                }
+                Ok(Some(m))
+            }
+            Err(RecvTimeoutError::Timeout) => Ok(None),
+            Err(RecvTimeoutError::Disconnected) => {
+                let why = self
+                    .feed
+                    .failure()
+                    .unwrap_or_else(|| "the receiving thread stopped".into());
+                Err(Error::param(
+                    "zmq",
+                    format!("{}: {why}", self.config.endpoint),
+                ))
+            }
+        }
+    }
+
+    /// Connection events since the last call (a dropped connection), as messages to report.
+    pub(crate) fn take_events(&self) -> Vec<String> {
+        self.feed.take_events()
+    }
+
+    /// Drops logged for frames queued before the items taken so far: `(first, last)` frame
+    /// numbers, and how many dropped frames had no readable frame number.
+    pub(crate) fn take_drops(&mut self) -> (Vec<(u64, u64)>, u64) {
+        self.feed.take_drops(self.taken)
+    }
+}
+
+impl Drop for ZmqReceiver {
+    fn drop(&mut self) {
+        self.feed.stop();
+        // The thread polls the socket every 50 ms and sees the flag; one blocked on a full
+        // queue is freed by draining it.
+        while !self.feed.finished() {
+            while self.rx.try_recv().is_ok() {}
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        self.feed.join();
+    }
+}
+
+/// One endpoint's SUB socket and the thread that drains it into a queue (shared with other
+/// endpoints' feeds when a frame comes in parts).
+pub(crate) struct Feed {
+    pub shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Feed {
+    /// Connects a SUB socket subscribed to everything to `endpoint` (with `config`'s limits)
+    /// and starts its receiving thread, which queues every message on `tx` tagged `source`
+    /// (and with its header parsed when `parse`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidParameter`] (`zmq`) for an endpoint libzmq refuses; [`Error::Io`] when
+    /// the thread cannot start.
+    pub fn start(
+        config: &ReceiverConfig,
+        endpoint: &str,
+        (source, parse): (usize, bool),
+        tx: SyncSender<Message>,
+    ) -> Result<Self> {
+        let zmq_err =
+            |what: &str, e: zmq::Error| Error::param("zmq", format!("{what} ({endpoint}): {e}"));
         let ctx = zmq::Context::new();
         let socket = ctx
             .socket(zmq::SUB)
@@ -187,25 +325,25 @@ impl ZmqReceiver {
             .connect(&monitor_endpoint)
             .map_err(|e| zmq_err("cannot connect the monitor socket", e))?;
         socket
-            .connect(&config.endpoint)
+            .connect(endpoint)
             .map_err(|e| zmq_err("cannot connect", e))?;
-        let (tx, rx) = std::sync::mpsc::sync_channel(config.queue_frames);
         let shared = Arc::new(Shared::default());
         let thread = {
             let shared = Arc::clone(&shared);
             let full = config.full;
             let watch = Watch {
                 monitor,
-                endpoint: config.endpoint.clone(),
+                endpoint: endpoint.to_string(),
                 limit: config.max_message_bytes,
                 connected: false,
                 dropped: false,
                 retry_due: None,
             };
             std::thread::Builder::new()
-                .name("cluda-zmq".into())
+                .name(format!("cluda-zmq-{source}"))
                 .spawn(move || {
-                    if let Err(e) = receive(&ctx, &socket, watch, &tx, &shared, full)
+                    if let Err(e) =
+                        receive(&ctx, &socket, watch, &tx, &shared, full, (source, parse))
                         && let Ok(mut f) = shared.failure.lock()
                     {
                         *f = Some(format!("receiving from the socket failed: {e}"));
@@ -214,56 +352,30 @@ impl ZmqReceiver {
                 .map_err(|e| Error::io("<zmq receiving thread>", e))?
         };
         Ok(Self {
-            rx,
             shared,
-            config,
-            taken: 0,
             thread: Some(thread),
         })
     }
 
-    /// The configuration it was connected with.
-    pub fn config(&self) -> &ReceiverConfig {
-        &self.config
+    /// Asks the thread to stop (it sees the flag within 50 ms).
+    pub fn stop(&self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
     }
 
-    /// Frames in the queue now.
-    pub fn depth(&self) -> usize {
-        self.shared.depth.load(Ordering::Relaxed)
+    /// Whether the thread has ended (or never ran).
+    pub fn finished(&self) -> bool {
+        self.thread.as_ref().is_none_or(|t| t.is_finished())
     }
 
-    /// Takes the next message, waiting at most `timeout`; `Ok(None)` when none came.
-    ///
-    /// # Errors
-    /// [`Error::InvalidParameter`] (`zmq`) when the receiving thread failed.
-    pub(crate) fn next(&mut self, timeout: Duration) -> Result<Option<Message>> {
-        match self.rx.recv_timeout(timeout) {
-            Ok(m) => {
-                self.taken += 1;
-                if m.parts.len() >= 2 {
-                    self.shared.depth.fetch_sub(1, Ordering::Relaxed);
-                }
-                Ok(Some(m))
-            }
-            Err(RecvTimeoutError::Timeout) => Ok(None),
-            Err(RecvTimeoutError::Disconnected) => {
-                let why = self
-                    .shared
-                    .failure
-                    .lock()
-                    .ok()
-                    .and_then(|f| f.clone())
-                    .unwrap_or_else(|| "the receiving thread stopped".into());
-                Err(Error::param(
-                    "zmq",
-                    format!("{}: {why}", self.config.endpoint),
-                ))
-            }
+    /// Joins the ended thread.
+    pub fn join(&mut self) {
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
         }
     }
 
-    /// Connection events since the last call (a dropped connection), as messages to report.
-    pub(crate) fn take_events(&self) -> Vec<String> {
+    /// Connection events since the last call, as messages to report.
+    pub fn take_events(&self) -> Vec<String> {
         self.shared
             .events
             .lock()
@@ -271,16 +383,21 @@ impl ZmqReceiver {
             .unwrap_or_default()
     }
 
-    /// Drops logged for frames queued before the items taken so far: `(first, last)` frame
+    /// Why the thread failed, if it did.
+    pub fn failure(&self) -> Option<String> {
+        self.shared.failure.lock().ok().and_then(|f| f.clone())
+    }
+
+    /// Drops logged before this feed's item number `taken` was queued: `(first, last)` frame
     /// numbers, and how many dropped frames had no readable frame number.
-    pub(crate) fn take_drops(&mut self) -> (Vec<(u64, u64)>, u64) {
+    pub fn take_drops(&self, taken: u64) -> (Vec<(u64, u64)>, u64) {
         let Ok(mut log) = self.shared.drops.lock() else {
             return (Vec::new(), 0);
         };
         let mut ranges = Vec::new();
         while let Some(&(before, a, b)) = log.ranges.front() {
             // Dropped after `before` items were queued: before item `before + 1`.
-            if before >= self.taken {
+            if before >= taken {
                 break;
             }
             ranges.push((a, b));
@@ -288,28 +405,13 @@ impl ZmqReceiver {
         }
         let mut unnumbered = 0;
         while let Some(&before) = log.unnumbered.front() {
-            if before >= self.taken {
+            if before >= taken {
                 break;
             }
             unnumbered += 1;
             log.unnumbered.pop_front();
         }
         (ranges, unnumbered)
-    }
-}
-
-impl Drop for ZmqReceiver {
-    fn drop(&mut self) {
-        self.shared.stop.store(true, Ordering::SeqCst);
-        if let Some(t) = self.thread.take() {
-            // The thread polls the socket every 50 ms and sees the flag; one blocked on a
-            // full queue is freed by draining it.
-            while !t.is_finished() {
-                while self.rx.try_recv().is_ok() {}
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            let _ = t.join();
-        }
     }
 }
 
@@ -402,6 +504,7 @@ fn receive(
     tx: &SyncSender<Message>,
     shared: &Shared,
     full: FullQueue,
+    (source, parse): (usize, bool),
 ) -> std::result::Result<(), zmq::Error> {
     // Items queued so far: a dropped frame is logged with it, so the consumer knows which
     // queued item it came before.
@@ -434,10 +537,18 @@ fn receive(
             }
         }
         let frame = parts.len() >= 2;
+        let parsed = if parse {
+            ZmqHeader::parse(&parts[0]).ok().map(Box::new)
+        } else {
+            None
+        };
         let msg = Message {
             parts,
             extra_parts,
             arrived,
+            source,
+            assembled: None,
+            parsed,
         };
         if !frame {
             // Headers alone (ends of acquisitions, broken messages) are small: never dropped.
@@ -472,9 +583,12 @@ fn receive(
 /// says it.
 fn log_drop(shared: &Shared, msg: &Message, before: u64) {
     shared.dropped.fetch_add(1, Ordering::Relaxed);
-    let number = ZmqHeader::parse(&msg.parts[0])
-        .ok()
-        .and_then(|h| h.frame_number);
+    let number = match &msg.parsed {
+        Some(h) => h.frame_number,
+        None => ZmqHeader::parse(&msg.parts[0])
+            .ok()
+            .and_then(|h| h.frame_number),
+    };
     let Ok(mut log) = shared.drops.lock() else {
         return;
     };

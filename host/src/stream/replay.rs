@@ -76,17 +76,60 @@ pub fn replay(
     settings: &ReplaySettings,
     stop: &AtomicBool,
 ) -> Result<ReplayStats> {
+    replay_parts(
+        std::slice::from_mut(publisher),
+        inputs,
+        open,
+        settings,
+        stop,
+    )
+}
+
+/// [`replay`] of every frame as `publishers.len()` parts, one per publisher, as a detector
+/// read out through that many UDP interfaces streams them (slsReceiver's streaming port and
+/// the next ones): part `i` is the frame's `i`-th band of `rows / N` rows, with the headers
+/// slsReceiver writes for it (`detshape` `[1, N]`, `shape` `[columns, rows / N]`, `row` `i`,
+/// `column` 0, `size` and `packetNumber` of the part). Each publisher sends from a thread of
+/// its own, so the parts go out in parallel as the interfaces' do. Every publisher ends each
+/// acquisition with its end message.
+///
+/// # Errors
+/// As [`replay`]; no publisher, or frames whose rows do not split into N equal bands.
+pub fn replay_parts(
+    publishers: &mut [Publisher],
+    inputs: usize,
+    open: &mut dyn FnMut(usize) -> Result<Box<dyn FrameSource + Send>>,
+    settings: &ReplaySettings,
+    stop: &AtomicBool,
+) -> Result<ReplayStats> {
+    let parts = publishers.len();
+    if parts == 0 {
+        return Err(Error::param("interfaces", "at least 1 is needed"));
+    }
     let period = settings.rate.map(period_of).transpose()?;
     let start = Instant::now();
     let mut stats = ReplayStats::default();
     let mut file_index = settings.file_index;
     let mut sent_total = 0u64;
+    let end_all = |publishers: &mut [Publisher]| -> Result<()> {
+        for p in publishers.iter_mut() {
+            p.send_end()?;
+        }
+        Ok(())
+    };
     'all: for _ in 0..settings.repeat {
         for i in 0..inputs {
             let mut source = open(i)?;
             let (rows, cols) = (source.rows(), source.cols());
             let total = source.remaining_hint().max(1);
-            let (r32, c32) = match (u32::try_from(rows), u32::try_from(cols)) {
+            if !rows.is_multiple_of(parts) {
+                return Err(Error::param(
+                    "interfaces",
+                    format!("{rows}-row frames do not split into {parts} parts of equal rows"),
+                ));
+            }
+            let band = rows / parts;
+            let (r32, c32) = match (u32::try_from(band), u32::try_from(cols)) {
                 (Ok(r), Ok(c)) => (r, c),
                 _ => {
                     return Err(Error::param(
@@ -105,12 +148,8 @@ pub fn replay(
                 if k == 0 {
                     break;
                 }
+                let mut heads = Vec::with_capacity(k);
                 for (j, &n) in numbers.iter().enumerate() {
-                    if stop.load(Ordering::SeqCst) {
-                        publisher.send_end()?;
-                        stats.acquisitions += 1;
-                        break 'all;
-                    }
                     let number = n.checked_add(settings.first_frame).ok_or_else(|| {
                         Error::param(
                             "first-frame",
@@ -120,42 +159,153 @@ pub fn replay(
                     let mut h = ZmqHeader::frame(r32, c32, number);
                     h.file_index = file_index;
                     h.fname = settings.fname.clone();
-                    h.frame_index = Some(index);
-                    h.progress = 100.0 * (index + 1) as f64 / total as f64;
+                    h.frame_index = Some(index + j as u64);
+                    h.progress = 100.0 * (index + j as u64 + 1) as f64 / total as f64;
                     h.det_type = settings.det_type;
+                    h.detshape = [1, parts as u32];
                     h.packet_number = Some(if h.size.is_multiple_of(MOENCH_PACKET_BYTES) {
                         u32::try_from(h.size / MOENCH_PACKET_BYTES).unwrap_or(0)
                     } else {
                         0
                     });
-                    let px = rows * cols;
-                    let pixels = &frames[j * px..(j + 1) * px];
-                    if let Some(p) = period {
-                        let due = due_time(start, p, sent_total)?;
-                        if !pace(due, stop) {
-                            publisher.send_end()?;
-                            stats.acquisitions += 1;
-                            break 'all;
-                        }
+                    heads.push(h);
+                }
+                let job = Chunk {
+                    frames: &frames,
+                    heads: &heads,
+                    rows,
+                    cols,
+                    parts,
+                    start,
+                    period,
+                    first_sent: sent_total,
+                };
+                let sent = if parts == 1 {
+                    send_part(&mut publishers[0], 0, &job, stop)?
+                } else {
+                    let results: Vec<Result<usize>> = std::thread::scope(|s| {
+                        let handles: Vec<_> = publishers
+                            .iter_mut()
+                            .enumerate()
+                            .map(|(p, publisher)| {
+                                let job = &job;
+                                s.spawn(move || send_part(publisher, p, job, stop))
+                            })
+                            .collect();
+                        handles
+                            .into_iter()
+                            .map(|h| {
+                                h.join().unwrap_or_else(|_| {
+                                    Err(Error::Internal("a replay thread panicked".into()))
+                                })
+                            })
+                            .collect()
+                    });
+                    let mut least = k;
+                    for r in results {
+                        least = least.min(r?);
                     }
-                    if cfg!(target_endian = "little") {
-                        publisher.send_frame(&h, bytemuck::cast_slice(pixels))?;
-                    } else {
-                        let bytes: Vec<u8> = pixels.iter().flat_map(|v| v.to_le_bytes()).collect();
-                        publisher.send_frame(&h, &bytes)?;
-                    }
-                    index += 1;
-                    sent_total += 1;
-                    stats.frames += 1;
+                    least
+                };
+                index += sent as u64;
+                sent_total += sent as u64;
+                stats.frames += sent as u64;
+                if sent < k {
+                    end_all(publishers)?;
+                    stats.acquisitions += 1;
+                    break 'all;
                 }
             }
-            publisher.send_end()?;
+            end_all(publishers)?;
             stats.acquisitions += 1;
             file_index += 1;
         }
     }
     stats.seconds = start.elapsed().as_secs_f64();
     Ok(stats)
+}
+
+/// A chunk of frames to send, with their whole-frame headers (`shape` already that of one
+/// part) and the pacing.
+struct Chunk<'a> {
+    frames: &'a [u16],
+    heads: &'a [ZmqHeader],
+    rows: usize,
+    cols: usize,
+    parts: usize,
+    start: Instant,
+    period: Option<Duration>,
+    /// Frames sent before this chunk.
+    first_sent: u64,
+}
+
+/// Sends part `p` of every frame of `job` on `publisher`; returns how many frames went out
+/// before `stop` was set (all of them normally).
+fn send_part(
+    publisher: &mut Publisher,
+    p: usize,
+    job: &Chunk<'_>,
+    stop: &AtomicBool,
+) -> Result<usize> {
+    let px = job.rows * job.cols;
+    let band = (job.rows / job.parts) * job.cols;
+    for (j, head) in job.heads.iter().enumerate() {
+        if stop.load(Ordering::SeqCst) {
+            return Ok(j);
+        }
+        if let Some(period) = job.period {
+            let due = due_time(job.start, period, job.first_sent + j as u64)?;
+            if !pace(due, stop) {
+                return Ok(j);
+            }
+        }
+        let mut h = head.clone();
+        h.row = p as u32;
+        let at = j * px + p * band;
+        let pixels = &job.frames[at..at + band];
+        if cfg!(target_endian = "little") {
+            publisher.send_frame(&h, bytemuck::cast_slice(pixels))?;
+        } else {
+            let bytes: Vec<u8> = pixels.iter().flat_map(|v| v.to_le_bytes()).collect();
+            publisher.send_frame(&h, &bytes)?;
+        }
+    }
+    Ok(job.heads.len())
+}
+
+/// `endpoint` and the `n - 1` endpoints on the ports after it (slsReceiver streams a
+/// detector's further UDP interfaces on its streaming port plus 1, 2, ...), e.g.
+/// `tcp://*:30001` and `tcp://*:30002`.
+///
+/// # Errors
+/// [`Error::InvalidParameter`] (`zmq`) when `n` > 1 and the endpoint does not end in a
+/// port number (a wildcard or ephemeral port has no next one), or the ports run past 65535.
+pub fn consecutive_endpoints(endpoint: &str, n: usize) -> Result<Vec<String>> {
+    if n <= 1 {
+        return Ok(vec![endpoint.to_string()]);
+    }
+    let bad = |why: &str| {
+        Error::param(
+            "zmq",
+            format!(
+                "{endpoint}: {why} (with {n} interfaces the parts go to this port and the next ones)"
+            ),
+        )
+    };
+    let (head, port) = endpoint
+        .rsplit_once(':')
+        .ok_or_else(|| bad("no port number"))?;
+    let port: u16 = port.parse().map_err(|_| bad("the port is not a number"))?;
+    if port == 0 {
+        return Err(bad("port 0 (any free port) has no next port"));
+    }
+    (0..n)
+        .map(|i| {
+            u16::try_from(usize::from(port) + i)
+                .map(|p| format!("{head}:{p}"))
+                .map_err(|_| bad("the ports run past 65535"))
+        })
+        .collect()
 }
 
 /// The time between two frames at `rate` frames per second: an [`Error::InvalidParameter`]
@@ -206,6 +356,22 @@ fn pace(due: Instant, stop: &AtomicBool) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn interfaces_take_the_next_ports() {
+        assert_eq!(
+            consecutive_endpoints("tcp://*:30001", 2).expect("two"),
+            ["tcp://*:30001", "tcp://*:30002"]
+        );
+        assert_eq!(
+            consecutive_endpoints("tcp://*:*", 1).expect("one"),
+            ["tcp://*:*"]
+        );
+        for bad in ["tcp://*:*", "tcp://*:0", "tcp://*:65535", "inproc://x"] {
+            let e = consecutive_endpoints(bad, 2).expect_err(bad);
+            assert!(e.to_string().contains(bad), "{e}");
+        }
+    }
 
     #[test]
     fn rates_are_bounded_and_named() {

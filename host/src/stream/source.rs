@@ -14,8 +14,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::header::{HeaderFault, ZmqHeader};
-use super::receiver::{Message, ZmqReceiver};
+use super::assembly::{PartFault, Piece};
+use super::header::HeaderFault;
+use super::inlet::Inlet;
+use super::receiver::Message;
 use crate::error::Result;
 use crate::io::FrameSource;
 
@@ -35,6 +37,9 @@ pub enum FaultKind {
     Dropped,
     /// The sender restarted, or started another acquisition, without ending this one.
     Restart,
+    /// Parts of frames that came after their frame was handed on (whole or given up), and
+    /// were discarded (frames in parts only).
+    Late,
 }
 
 impl FaultKind {
@@ -47,6 +52,7 @@ impl FaultKind {
             Self::Malformed => "malformed",
             Self::Dropped => "dropped",
             Self::Restart => "restart",
+            Self::Late => "late",
         }
     }
 }
@@ -133,6 +139,8 @@ pub struct AcquisitionCounts {
     pub dropped: u64,
     /// Restarts of the sender seen (0 or 1: a restart ends the acquisition).
     pub restarts: u64,
+    /// Parts that came after their frame was handed on (frames in parts only).
+    pub late: u64,
     /// Most frames waiting in the queue at once.
     pub peak_queue: usize,
     /// How the acquisition ended.
@@ -156,7 +164,7 @@ const BEHIND_EVERY: Duration = Duration::from_secs(2);
 
 /// One acquisition of the stream: frames of `rows x cols`, checked and counted.
 pub struct Acquisition<'r> {
-    receiver: &'r mut ZmqReceiver,
+    receiver: &'r mut Inlet,
     pending: &'r mut Option<Message>,
     rows: usize,
     cols: usize,
@@ -184,7 +192,7 @@ impl<'r> Acquisition<'r> {
     /// The acquisition whose first message is in `pending` (or comes next), of `rows x cols`
     /// frames.
     pub(crate) fn new(
-        receiver: &'r mut ZmqReceiver,
+        receiver: &'r mut Inlet,
         pending: &'r mut Option<Message>,
         (rows, cols): (usize, usize),
         stop: Arc<AtomicBool>,
@@ -229,6 +237,7 @@ impl<'r> Acquisition<'r> {
             FaultKind::Malformed => self.counts.malformed += n,
             FaultKind::Dropped => self.counts.dropped += n,
             FaultKind::Restart => self.counts.restarts += n,
+            FaultKind::Late => self.counts.late += n,
         }
         let seen = self.reported.entry(kind).or_insert(0);
         *seen += 1;
@@ -261,7 +270,7 @@ impl<'r> Acquisition<'r> {
                 n,
                 format!(
                     "{which} dropped: cluda's queue of {} frames was full (it is not keeping up)",
-                    self.receiver.config.queue_frames
+                    self.receiver.config().queue_frames
                 ),
             );
         }
@@ -278,7 +287,7 @@ impl<'r> Acquisition<'r> {
     fn behind(&mut self) {
         let depth = self.receiver.depth();
         self.counts.peak_queue = self.counts.peak_queue.max(depth);
-        let capacity = self.receiver.config.queue_frames;
+        let capacity = self.receiver.config().queue_frames;
         let worried = depth * 2 > capacity || self.counts.dropped > 0;
         if worried && self.last_behind.is_none_or(|t| t.elapsed() >= BEHIND_EVERY) {
             self.last_behind = Some(Instant::now());
@@ -298,18 +307,17 @@ impl<'r> Acquisition<'r> {
         for message in self.receiver.take_events() {
             (self.report)(&StreamEvent::Connection(message));
         }
-        self.receiver.next(timeout)
+        let m = self.receiver.next(timeout);
+        for n in self.receiver.take_notices() {
+            self.fault(fault_kind(n.kind), 1, n.message);
+        }
+        m
     }
 
     /// Handles one message; returns the frame (header, data part, arrival) when it is one to
     /// find clusters in.
-    fn handle(&mut self, msg: Message) -> Option<(u64, zmq::Message, Instant)> {
-        let Message {
-            mut parts,
-            extra_parts,
-            arrived,
-        } = msg;
-        let header = match ZmqHeader::parse(&parts[0]) {
+    fn handle(&mut self, msg: Message) -> Option<(u64, Pixels, Instant)> {
+        let header = match msg.header() {
             Ok(h) => h,
             Err(HeaderFault::Malformed(why) | HeaderFault::Mismatch(why)) => {
                 let after = self
@@ -323,7 +331,9 @@ impl<'r> Acquisition<'r> {
                 return None;
             }
         };
+        let (extra_parts, arrived) = (msg.extra_parts, msg.arrived);
         if !header.is_data() {
+            let parts = &msg.parts;
             if parts.len() > 1 {
                 self.fault(
                     FaultKind::Malformed,
@@ -378,11 +388,7 @@ impl<'r> Acquisition<'r> {
                 let last = self.last;
                 self.account_drops(last, None);
                 self.counts.ending = ending;
-                *self.pending = Some(Message {
-                    parts,
-                    extra_parts,
-                    arrived,
-                });
+                *self.pending = Some(msg);
                 return None;
             }
         }
@@ -422,6 +428,37 @@ impl<'r> Acquisition<'r> {
         if self.counts.first_arrival.is_none() {
             self.counts.first_arrival = Some(arrived);
         }
+        let Message {
+            mut parts,
+            assembled,
+            ..
+        } = msg;
+        if let Some(a) = assembled {
+            if let Some((kind, why)) = a.fault {
+                self.fault(fault_kind(kind), 1, format!("{why}; skipped"));
+                return None;
+            }
+            let bytes: usize = a.pieces.iter().map(|p| p.data.len()).sum();
+            if let Err(HeaderFault::Mismatch(why) | HeaderFault::Malformed(why)) =
+                header.check_frame(bytes, self.rows, self.cols)
+            {
+                self.fault(
+                    FaultKind::Mismatch,
+                    1,
+                    format!("frame {number}: {why}; skipped"),
+                );
+                return None;
+            }
+            if let Some(why) = header.incomplete() {
+                self.fault(
+                    FaultKind::Incomplete,
+                    1,
+                    format!("frame {number} is incomplete: {why}; skipped"),
+                );
+                return None;
+            }
+            return Some((number, Pixels::Parts(a.pieces), arrived));
+        }
         if parts.len() < 2 {
             self.fault(
                 FaultKind::Malformed,
@@ -457,7 +494,39 @@ impl<'r> Acquisition<'r> {
             return None;
         }
         let data = parts.pop()?;
-        Some((number, data, arrived))
+        Some((number, Pixels::Whole(data), arrived))
+    }
+}
+
+/// A frame's pixels as they came: one message, or parts to place.
+enum Pixels {
+    Whole(zmq::Message),
+    Parts(Vec<Piece<zmq::Message>>),
+}
+
+impl Pixels {
+    /// Copies the frame into `dst` (its `cols` columns a row).
+    fn copy_to(&self, dst: &mut [u16], cols: usize) {
+        match self {
+            Self::Whole(data) => copy_frame(dst, data),
+            Self::Parts(pieces) => {
+                for p in pieces {
+                    super::assembly::place(dst, cols, p);
+                }
+            }
+        }
+    }
+}
+
+/// The counter a part's fault goes to.
+fn fault_kind(k: PartFault) -> FaultKind {
+    match k {
+        PartFault::Incomplete => FaultKind::Incomplete,
+        PartFault::Dropped => FaultKind::Dropped,
+        PartFault::Mismatch => FaultKind::Mismatch,
+        PartFault::Late => FaultKind::Late,
+        PartFault::Malformed => FaultKind::Malformed,
+        PartFault::Restart => FaultKind::Restart,
     }
 }
 
@@ -505,7 +574,7 @@ impl FrameSource for Acquisition<'_> {
     fn fill(&mut self, dst: &mut [u16], numbers: &mut Vec<u64>) -> Result<usize> {
         let px = self.rows * self.cols;
         let cap = dst.len() / px.max(1);
-        let mut got: Vec<(u64, zmq::Message, Instant)> = Vec::with_capacity(cap);
+        let mut got: Vec<(u64, Pixels, Instant)> = Vec::with_capacity(cap);
         let mut deadline: Option<Instant> = None;
         while got.len() < cap && !self.ended() {
             if self.stop.load(Ordering::SeqCst) {
@@ -564,9 +633,9 @@ impl FrameSource for Acquisition<'_> {
         if got.len() > 1 {
             dst.par_chunks_mut(px)
                 .zip(got.par_iter())
-                .for_each(|(d, (_, data, _))| copy_frame(d, data));
+                .for_each(|(d, (_, data, _))| data.copy_to(d, self.cols));
         } else if let Some((_, data, _)) = got.first() {
-            copy_frame(dst, data);
+            data.copy_to(dst, self.cols);
         }
         if let Ok(mut a) = self.arrivals.lock() {
             a.extend(got.iter().map(|(n, _, t)| (*n, *t)));
@@ -582,8 +651,8 @@ impl FrameSource for Acquisition<'_> {
     fn report(&self) -> Option<String> {
         let c = &self.counts;
         Some(format!(
-            "{} missing, {} incomplete, {} mismatched, {} malformed, {} dropped",
-            c.missing, c.incomplete, c.mismatched, c.malformed, c.dropped
+            "{} missing, {} incomplete, {} mismatched, {} malformed, {} dropped, {} late parts",
+            c.missing, c.incomplete, c.mismatched, c.malformed, c.dropped, c.late
         ))
     }
 }
