@@ -587,6 +587,12 @@ fn a_raw_input_with_gaps_names_frames_by_their_numbers() {
             chunk: 4,
             overflow: Overflow::Fail,
             compact,
+            // One launch per upload group writes compacted results only.
+            launch: if compact {
+                Launch::PerUpload
+            } else {
+                Launch::PerFrame
+            },
             ..PipelineConfig::default()
         };
         let mut g = gpu_finder(&cfg, pipe, &d);
