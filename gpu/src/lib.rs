@@ -17,6 +17,7 @@
 
 pub mod args;
 pub mod classify;
+pub mod eta;
 pub mod layout;
 pub mod lookback;
 pub mod match_bound;

@@ -134,6 +134,7 @@ pub mod error;
 pub mod finder;
 pub mod frames;
 pub mod generate;
+pub mod interpolation;
 pub mod io;
 pub mod matcher;
 pub mod memory;

@@ -191,7 +191,7 @@ fn run_inputs(
         },
         carry,
         &|| signals.check(),
-        &mut |_, _, _| Ok(()),
+        &mut cluda::engine::sink::FnSink(|_, _, _: &cluda::FrameClusters<'_>| Ok(())),
         &mut |j, report| {
             let k = places[j];
             if let Err(e @ Error::Interrupted { .. }) = report {

@@ -8,6 +8,7 @@ use cluda::engine::plan::{Plan, check_outputs, plan, plot_dirs};
 use cluda::engine::run::{
     FinderChoice, InputOutputs, InputPath, PlotOutput, RunOptions, RunReport, Session, run,
 };
+use cluda::engine::sink::FnSink;
 use cluda::{Error, FindOptions, FrameClusters, Result};
 
 use super::args::{FindArgs, FinderArgs, FinderOptions};
@@ -116,10 +117,10 @@ fn run_many(args: &FindArgs) -> Result<()> {
         },
         args.carry_pedestal,
         &signals::check,
-        &mut |_, _, _| {
+        &mut FnSink(|_, _, _: &FrameClusters<'_>| {
             bar.inc(1);
             Ok(())
-        },
+        }),
         &mut |k, report| {
             let input = paths[k].display();
             match report {

@@ -30,6 +30,7 @@ pub mod input;
 pub mod plan;
 pub mod rows;
 pub mod run;
+pub mod sink;
 pub mod slice_source;
 
 use std::time::{Duration, Instant};

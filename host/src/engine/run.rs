@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::input::{Cancel, Input};
+use super::sink::{FnSink, Sink};
 use super::{EngineConfig, EngineStats, RingSlots};
 use crate::cluster::FrameClusters;
 use crate::config::{FindOptions, FinderConfig};
@@ -384,7 +385,7 @@ impl Session {
             &mut |_| Ok(outputs.clone()),
             true,
             cancel,
-            &mut |_, n, fc| visit(n, fc),
+            &mut FnSink(|_, n, fc: &FrameClusters<'_>| visit(n, fc)),
             &mut |_, r| {
                 report = Some(r);
                 Ok(())
@@ -397,21 +398,21 @@ impl Session {
     /// current one is found. Input `k` writes `outputs(k)` and starts from the pedestal as the
     /// session read it, or with `carry` from where the input before it left it (the inputs
     /// are then one stream of frames; the first input starts from where the session is).
-    /// Each frame's clusters go to `visit(k, number, clusters)`; each input's report (or the
-    /// error that stopped it: its reading, writing, or the visitor's) to `done(k, report)`.
-    /// One input's error does not stop the others.
+    /// Each input's results go to `sink` ([`Sink::begin`], [`Sink::frame`] for each frame's
+    /// clusters, then [`Sink::end`] or, when the input failed, [`Sink::abandon`]); each
+    /// input's report (or the error that stopped it: its reading, writing, or the sink's) to
+    /// `done(k, report)`. One input's error does not stop the others.
     ///
     /// # Errors
     /// A data input of another frame shape (before anything runs); `cancel`'s and `done`'s,
     /// which stop the run.
-    #[allow(clippy::type_complexity)]
     pub fn find_all(
         &mut self,
         data: &mut [Input<'_>],
         outputs: &mut dyn FnMut(usize) -> Result<InputOutputs>,
         carry: bool,
         cancel: Cancel<'_>,
-        visit: &mut dyn FnMut(usize, u64, &FrameClusters<'_>) -> Result<()>,
+        sink: &mut dyn Sink,
         done: &mut dyn FnMut(usize, Result<RunReport>) -> Result<()>,
     ) -> Result<()> {
         for d in data.iter() {
@@ -443,6 +444,7 @@ impl Session {
             clusters: u64,
         }
         let current: std::cell::RefCell<Option<Current>> = std::cell::RefCell::new(None);
+        let sink = std::cell::RefCell::new(sink);
         let describe: Vec<String> = data.iter().map(|d| d.describe.clone()).collect();
         let mut sources: Vec<&mut (dyn crate::io::FrameSource + Send)> = Vec::new();
         for d in data.iter_mut() {
@@ -480,7 +482,7 @@ impl Session {
                     plot,
                     clusters: 0,
                 });
-                Ok(())
+                sink.borrow_mut().begin(k, finder)
             },
             &mut |k, number, fc| {
                 cancel()?;
@@ -505,7 +507,7 @@ impl Session {
                 if let Some((p, _)) = c.plot.as_mut() {
                     p.add(&fc);
                 }
-                visit(k, number, &fc)
+                sink.borrow_mut().frame(k, number, &fc)
             },
             &mut |finder: &mut dyn ClusterFinder, k, result| {
                 let c = current.borrow_mut().take();
@@ -530,6 +532,7 @@ impl Session {
                     } else {
                         RunTiming::default()
                     };
+                    sink.borrow_mut().end(k, &mut *finder)?;
                     Ok(RunReport {
                         frames: stats.frames,
                         clusters: c.clusters,
@@ -549,6 +552,9 @@ impl Session {
                         plots,
                     })
                 });
+                if report.is_err() {
+                    sink.borrow_mut().abandon(k, finder);
+                }
                 done(k, report)
             },
         );

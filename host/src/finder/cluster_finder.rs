@@ -6,6 +6,7 @@ use crate::cluster::{ClusterBatch, FrameClusters};
 use crate::config::FinderConfig;
 use crate::error::Result;
 use crate::frames::Frames;
+use crate::interpolation::{Accumulate, Accumulated};
 use crate::io::readahead::read_threads;
 use crate::pedestal::Pedestal;
 
@@ -221,6 +222,28 @@ pub trait ClusterFinder {
     /// [`crate::Error::OutOfDeviceMemory`]).
     fn reserve(&mut self, _frames: usize) -> Result<()> {
         Ok(())
+    }
+
+    /// Asks the finder to accumulate `what` (an eta cube or a sub-pixel image) from every
+    /// cluster it finds from now on, on its device, in its output stage: the clusters then
+    /// need no pass on the host. `false` when it cannot (the CPU finder; a GPU pipeline
+    /// without compacted results): the caller computes the same counts from the clusters it
+    /// is handed. A second call replaces the first (what was accumulated is dropped).
+    ///
+    /// # Errors
+    /// A GPU finder's device errors (allocating the counts, uploading the maps).
+    fn accumulate(&mut self, what: &Accumulate) -> Result<bool> {
+        let _ = what;
+        Ok(false)
+    }
+
+    /// What was accumulated since [`ClusterFinder::accumulate`] accepted, which stops
+    /// accumulating; `None` when nothing was asked for.
+    ///
+    /// # Errors
+    /// A GPU finder's device errors (the download of the counts).
+    fn take_accumulated(&mut self) -> Result<Option<Accumulated>> {
+        Ok(None)
     }
 
     /// Finds the clusters of every frame and returns them as one owned batch.

@@ -5,10 +5,12 @@ pub mod atomic;
 pub mod checks;
 pub mod cluster_file;
 pub mod npy;
+pub mod npz;
 pub mod raw;
 pub mod readahead;
 pub mod source;
 pub mod staged;
+pub mod tiff;
 pub mod write_behind;
 
 pub use atomic::AtomicFile;

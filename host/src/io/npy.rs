@@ -40,11 +40,13 @@ pub const MAX_HEADER_LEN: usize = 1 << 20;
 mod sealed {
     pub trait Sealed {}
     impl Sealed for u16 {}
+    impl Sealed for u32 {}
     impl Sealed for f32 {}
     impl Sealed for f64 {}
 }
 
-/// An element type cluda reads and writes in `.npy` files: `u16`, `f32` or `f64`.
+/// An element type cluda reads and writes in `.npy` files: `u16`, `u32` (sub-pixel images),
+/// `f32` or `f64`.
 pub trait Element: bytemuck::Pod + sealed::Sealed {
     /// NumPy's kind letter (`u` unsigned, `f` float).
     const KIND: char;
@@ -66,6 +68,15 @@ impl Element for u16 {
     const NAME: &'static str = "uint16";
     fn swap_bytes(self) -> Self {
         u16::swap_bytes(self)
+    }
+}
+
+impl Element for u32 {
+    const KIND: char = 'u';
+    const SIZE: usize = 4;
+    const NAME: &'static str = "uint32";
+    fn swap_bytes(self) -> Self {
+        u32::swap_bytes(self)
     }
 }
 
@@ -114,7 +125,7 @@ impl NpyHeader {
     }
 
     /// Whether the data's byte order is big-endian (`>`), and so must be swapped on this host.
-    fn needs_swap(&self) -> bool {
+    pub(crate) fn needs_swap(&self) -> bool {
         let big = match self.descr.as_bytes().first() {
             Some(b'>') => true,
             Some(b'=') => cfg!(target_endian = "big"),
@@ -124,7 +135,7 @@ impl NpyHeader {
     }
 
     /// Checks that the descriptor is `T` in a byte order cluda reads.
-    fn expect_dtype<T: Element>(&self, path: &Path) -> Result<()> {
+    pub(crate) fn expect_dtype<T: Element>(&self, path: &Path) -> Result<()> {
         let d = self.descr.as_bytes();
         let ok = d.len() >= 2
             && matches!(d[0], b'<' | b'>' | b'=')
@@ -177,8 +188,9 @@ fn file_len(file: &File, path: &Path) -> Result<u64> {
     Ok(file.metadata().map_err(|e| Error::io(path, e))?.len())
 }
 
-/// Reads the header from the start of `file` (of `len` bytes).
-fn read_header_from(file: &mut File, len: u64, path: &Path) -> Result<NpyHeader> {
+/// Reads the header from the start of `file` (of `len` bytes; a file, or an entry of an
+/// `.npz` archive), naming `path` in errors.
+pub(crate) fn read_header_from<R: Read>(file: &mut R, len: u64, path: &Path) -> Result<NpyHeader> {
     let fmt = |reason: String| Error::format(path, reason);
     let mut pre = [0u8; 8];
     let got = read_up_to(file, &mut pre, path)?;
@@ -241,7 +253,7 @@ fn read_header_from(file: &mut File, len: u64, path: &Path) -> Result<NpyHeader>
 }
 
 /// Fills as much of `buf` as the file holds; returns the bytes read.
-fn read_up_to(file: &mut File, buf: &mut [u8], path: &Path) -> Result<usize> {
+fn read_up_to<R: Read>(file: &mut R, buf: &mut [u8], path: &Path) -> Result<usize> {
     let mut n = 0;
     while n < buf.len() {
         match file.read(&mut buf[n..]) {

@@ -1,0 +1,299 @@
+//! The files of an interpolation: the eta cube (`eta.npz`, exactly the four arrays aare's
+//! `Interpolator` takes, plus `eta.json` beside it with what the arrays cannot say), the
+//! sub-pixel image (`.npy` `<u4` or 32-bit TIFF) and the photon list (a structured `.npy`).
+
+use std::io::{Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use cluda_gpu::eta::EtaKind;
+
+use super::cube::{CubeAxes, EtaCube};
+use super::edges::Edges;
+use super::image::SubpixelImage;
+use super::photon::{PHOTON_DESCR, Photon};
+use crate::error::{Error, Result};
+use crate::io::{AtomicFile, npy, npz, tiff};
+
+/// The keys of an eta cube archive, in the order written: exactly what
+/// `aare.Interpolator(**np.load(path))` accepts (an extra key makes it raise).
+pub const CUBE_KEYS: [&str; 4] = ["etacube", "xbins", "ybins", "ebins"];
+
+/// The metadata file beside a cube archive: `eta.npz` -> `eta.json`.
+pub fn metadata_path(cube: &Path) -> PathBuf {
+    cube.with_extension("json")
+}
+
+/// What the metadata file of a cube says.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CubeMetadata {
+    /// The eta kind the cube was filled with.
+    pub kind: EtaKind,
+    /// The energy unit (`ADU`, or `keV` with a gain map).
+    pub unit: String,
+    /// The cluster side (3, 5, 7, 9), when known.
+    pub cluster: Option<usize>,
+}
+
+/// Writes `cube` to `path` (`.npz`) and its metadata beside it ([`metadata_path`]).
+///
+/// # Errors
+/// [`Error::Io`] when either file cannot be written.
+pub fn write_cube(path: &Path, cube: &EtaCube, unit: &str) -> Result<()> {
+    let axes = cube.axes();
+    let values = cube.to_f64();
+    let shape = axes.shape();
+    let edges = |e: &Edges| (vec![e.as_slice().len()], e.as_slice().to_vec());
+    let (xs, xv) = edges(&axes.x);
+    let (ys, yv) = edges(&axes.y);
+    let (es, ev) = edges(&axes.e);
+    npz::write_f64(
+        path,
+        &[
+            (CUBE_KEYS[0], &shape, &values),
+            (CUBE_KEYS[1], &xs, &xv),
+            (CUBE_KEYS[2], &ys, &yv),
+            (CUBE_KEYS[3], &es, &ev),
+        ],
+    )?;
+    let t = cube.tally();
+    let meta = serde_json::json!({
+        "format": "cluda eta cube 1",
+        "eta": axes.kind.name(),
+        "energy_unit": unit,
+        "cluster": cube.cluster_size().map(|s| s.side()),
+        "axes": ["eta_x", "eta_y", "energy"],
+        "bins": "aare last_smaller: bin b holds (edges[b], edges[b+1]], bin 0 also edges[0]",
+        "clusters": t.clusters,
+        "counted": t.inside,
+        "eta_outside": t.eta_outside,
+        "energy_outside": t.energy_outside,
+        "masked": t.masked,
+        "outside_window": t.window,
+    });
+    let meta_path = metadata_path(path);
+    let mut out = AtomicFile::create(&meta_path)?;
+    let text = serde_json::to_string_pretty(&meta)
+        .map_err(|e| Error::Internal(format!("metadata: {e}")))?;
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.write_all(b"\n"))
+        .map_err(|e| Error::io(&meta_path, e))?;
+    out.commit().map(|_| ())
+}
+
+/// Reads a cube archive: its axes (the eta kind from the metadata file beside it when there
+/// is one, else `kind`) and its values, checked against each other.
+///
+/// # Errors
+/// [`Error::Format`] naming the file for a missing or extra key, an array of the wrong
+/// dimensionality, edges that are not strictly increasing, or a cube whose shape is not one
+/// fewer than the edges on every axis; the metadata's errors (an unknown eta kind).
+pub fn read_cube(
+    path: &Path,
+    kind: Option<EtaKind>,
+) -> Result<(CubeAxes, Vec<f64>, Option<CubeMetadata>)> {
+    let arrays = npz::read_f64(path)?;
+    let get = |key: &str, dims: usize| -> Result<npz::F64Array> {
+        let i = arrays.iter().position(|(k, _)| k == key).ok_or_else(|| {
+            Error::format(
+                path,
+                format!(
+                    "no `{key}` array (an eta cube archive holds {})",
+                    CUBE_KEYS.join(", ")
+                ),
+            )
+        })?;
+        let a = arrays[i].1.clone();
+        if a.shape.len() != dims {
+            return Err(Error::format(
+                path,
+                format!("`{key}` is {}-D; expected {dims}-D", a.shape.len()),
+            ));
+        }
+        Ok(a)
+    };
+    let cube = get("etacube", 3)?;
+    let edge = |a: npz::F64Array, name: &'static str| {
+        Edges::new(name, a.values).map_err(|e| Error::format(path, e.to_string()))
+    };
+    let x = edge(get("xbins", 1)?, "xbins")?;
+    let y = edge(get("ybins", 1)?, "ybins")?;
+    let e = edge(get("ebins", 1)?, "ebins")?;
+    if let Some((k, _)) = arrays
+        .iter()
+        .find(|(k, _)| !CUBE_KEYS.contains(&k.as_str()))
+    {
+        return Err(Error::format(
+            path,
+            format!(
+                "unexpected array `{k}` (an eta cube archive holds exactly {})",
+                CUBE_KEYS.join(", ")
+            ),
+        ));
+    }
+    let want = [x.bins(), y.bins(), e.bins()];
+    if cube.shape != want {
+        return Err(Error::format(
+            path,
+            format!(
+                "etacube has shape {:?} but the edges make {want:?} bins (one fewer than each axis's edges)",
+                cube.shape
+            ),
+        ));
+    }
+    let meta = read_metadata(&metadata_path(path))?;
+    let kind = meta
+        .as_ref()
+        .map(|m| m.kind)
+        .or(kind)
+        .unwrap_or(EtaKind::Eta2);
+    Ok((CubeAxes { kind, x, y, e }, cube.values, meta))
+}
+
+/// Reads the metadata file of a cube, if there is one.
+fn read_metadata(path: &Path) -> Result<Option<CubeMetadata>> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io(path, e)),
+    };
+    let v: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| Error::format(path, format!("not JSON: {e}")))?;
+    let name = v
+        .get("eta")
+        .and_then(|e| e.as_str())
+        .ok_or_else(|| Error::format(path, "no \"eta\" key naming the eta kind"))?;
+    let kind = EtaKind::ALL
+        .into_iter()
+        .find(|k| k.name() == name)
+        .ok_or_else(|| Error::format(path, format!("unknown eta kind `{name}`")))?;
+    Ok(Some(CubeMetadata {
+        kind,
+        unit: v
+            .get("energy_unit")
+            .and_then(|u| u.as_str())
+            .unwrap_or("ADU")
+            .to_string(),
+        cluster: v
+            .get("cluster")
+            .and_then(|c| c.as_u64())
+            .map(|c| c as usize),
+    }))
+}
+
+/// The image formats `--out` picks by extension.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ImageFormat {
+    /// `.npy`, `<u4`, shape `(rows * n, cols * n)`.
+    Npy,
+    /// `.tif`/`.tiff`, uncompressed 32-bit grayscale.
+    Tiff,
+}
+
+impl ImageFormat {
+    /// The format of `path` by its extension.
+    ///
+    /// # Errors
+    /// [`Error::InvalidParameter`] (`out`) for another extension.
+    pub fn of(path: &Path) -> Result<Self> {
+        match path
+            .extension()
+            .and_then(|e| e.to_str())
+            .map(str::to_ascii_lowercase)
+            .as_deref()
+        {
+            Some("npy") => Ok(Self::Npy),
+            Some("tif") | Some("tiff") => Ok(Self::Tiff),
+            _ => Err(Error::param(
+                "out",
+                format!(
+                    "{}: an image is written as .npy or .tif (uncompressed 32-bit)",
+                    path.display()
+                ),
+            )),
+        }
+    }
+}
+
+/// Writes `image` to `path` in the format its extension names.
+///
+/// # Errors
+/// As [`ImageFormat::of`], [`npy::write_array`] and [`tiff::write_u32`].
+pub fn write_image(path: &Path, image: &SubpixelImage) -> Result<()> {
+    let (h, w) = image.shape();
+    match ImageFormat::of(path)? {
+        ImageFormat::Npy => npy::write_array(path, &[h, w], image.counts()),
+        ImageFormat::Tiff => tiff::write_u32(path, h, w, image.counts()),
+    }
+}
+
+/// Writes photons to a structured `.npy` a frame at a time (the row count goes into the
+/// header at the end: the header leaves room for it), under a temporary name until
+/// [`PhotonWriter::finish`].
+pub struct PhotonWriter {
+    path: PathBuf,
+    out: AtomicFile,
+    rows: usize,
+    header_len: usize,
+    scratch: Vec<u8>,
+}
+
+impl PhotonWriter {
+    /// Starts `path`.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the file cannot be created.
+    pub fn create(path: &Path) -> Result<Self> {
+        let mut out = AtomicFile::create(path)?;
+        let header = npy::header_bytes(PHOTON_DESCR, &[0]);
+        out.write_all(&header).map_err(|e| Error::io(path, e))?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            out,
+            rows: 0,
+            header_len: header.len(),
+            scratch: Vec::new(),
+        })
+    }
+
+    /// Appends rows.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when writing fails.
+    pub fn write(&mut self, photons: &[Photon]) -> Result<()> {
+        let bytes: &[u8] = if cfg!(target_endian = "little") {
+            bytemuck::cast_slice(photons)
+        } else {
+            self.scratch.clear();
+            for p in photons {
+                let p = *p;
+                let (frame, x, y, energy) = (p.frame, p.x, p.y, p.energy);
+                self.scratch.extend_from_slice(&frame.to_le_bytes());
+                self.scratch.extend_from_slice(&x.to_le_bytes());
+                self.scratch.extend_from_slice(&y.to_le_bytes());
+                self.scratch.extend_from_slice(&energy.to_le_bytes());
+                self.scratch.push(p.flags);
+            }
+            &self.scratch
+        };
+        self.out
+            .write_all(bytes)
+            .map_err(|e| Error::io(&self.path, e))?;
+        self.rows += photons.len();
+        Ok(())
+    }
+
+    /// Writes the row count into the header and renames the file into place.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when writing or renaming fails.
+    pub fn finish(mut self) -> Result<PathBuf> {
+        let header = npy::header_bytes(PHOTON_DESCR, &[self.rows]);
+        if header.len() != self.header_len {
+            return Err(Error::Internal("the photon header changed length".into()));
+        }
+        let io = |e| Error::io(&self.path, e);
+        self.out.seek(SeekFrom::Start(0)).map_err(io)?;
+        self.out.write_all(&header).map_err(io)?;
+        self.out.commit()
+    }
+}

@@ -1,0 +1,107 @@
+//! Sub-pixel images: photons counted into `N x N` sub-pixels per detector pixel.
+
+use cluda_gpu::eta;
+
+use crate::error::{Error, Result};
+
+/// Largest sub-pixel factor accepted.
+pub const MAX_SUBPIXELS: u32 = 32;
+
+/// A `(rows * n) x (cols * n)` image of photon counts (`u32`, saturating), row-major.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SubpixelImage {
+    n: u32,
+    rows: usize,
+    cols: usize,
+    counts: Vec<u32>,
+}
+
+impl SubpixelImage {
+    /// An empty image of `rows x cols` pixels with `n x n` sub-pixels each.
+    ///
+    /// # Errors
+    /// [`Error::InvalidParameter`] (`subpixels`) unless `1 <= n <= 32`; (`frame`) for an
+    /// empty frame shape.
+    pub fn new(rows: usize, cols: usize, n: u32) -> Result<Self> {
+        check_subpixels(n)?;
+        if rows == 0 || cols == 0 {
+            return Err(Error::param("frame", "an image needs at least one pixel"));
+        }
+        let len = (rows * n as usize)
+            .checked_mul(cols * n as usize)
+            .ok_or_else(|| Error::param("subpixels", "the image is too large"))?;
+        Ok(Self {
+            n,
+            rows,
+            cols,
+            counts: vec![0; len],
+        })
+    }
+
+    /// Sub-pixels per pixel along each axis.
+    pub fn subpixels(&self) -> u32 {
+        self.n
+    }
+
+    /// The image's shape `(rows * n, cols * n)`.
+    pub fn shape(&self) -> (usize, usize) {
+        (self.rows * self.n as usize, self.cols * self.n as usize)
+    }
+
+    /// The counts, row-major.
+    pub fn counts(&self) -> &[u32] {
+        &self.counts
+    }
+
+    /// Photons counted (the sum of every sub-pixel, saturated counts as they stand).
+    pub fn total(&self) -> u64 {
+        self.counts.iter().map(|&c| c as u64).sum()
+    }
+
+    /// Counts a photon at `(x, y)` into `image[floor(y * n), floor(x * n)]`; a position
+    /// outside the image is not counted. Whether it was.
+    pub fn add(&mut self, x: f64, y: f64) -> bool {
+        let (h, w) = self.shape();
+        match (eta::subpixel(y, self.n, h), eta::subpixel(x, self.n, w)) {
+            (Some(r), Some(c)) => {
+                let v = &mut self.counts[r * w + c];
+                *v = v.saturating_add(1);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Adds counts made elsewhere (a GPU's), saturating.
+    ///
+    /// # Errors
+    /// [`Error::Shape`] when `counts` is not this image's size.
+    pub fn add_counts(&mut self, counts: &[u64]) -> Result<()> {
+        if counts.len() != self.counts.len() {
+            return Err(Error::shape(
+                "image counts",
+                format!("{} sub-pixels", self.counts.len()),
+                format!("{} sub-pixels", counts.len()),
+            ));
+        }
+        for (a, &b) in self.counts.iter_mut().zip(counts) {
+            *a = u32::try_from(*a as u64 + b).unwrap_or(u32::MAX);
+        }
+        Ok(())
+    }
+}
+
+/// Checks a sub-pixel factor.
+///
+/// # Errors
+/// [`Error::InvalidParameter`] (`subpixels`) unless `1 <= n <= 32`.
+pub fn check_subpixels(n: u32) -> Result<()> {
+    if (1..=MAX_SUBPIXELS).contains(&n) {
+        Ok(())
+    } else {
+        Err(Error::param(
+            "subpixels",
+            format!("{n} sub-pixels per pixel; give 1 to {MAX_SUBPIXELS}"),
+        ))
+    }
+}
