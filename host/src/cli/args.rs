@@ -47,6 +47,130 @@ pub enum Command {
     /// Publish frames from files on a ZMQ socket as slsReceiver does (to test a DAQ set-up
     /// without a detector).
     Replay(ReplayArgs),
+    /// Build an eta cube from a flat field: the histogram of (eta_x, eta_y, energy) of every
+    /// cluster `find` would write, as a .npz that aare's Interpolator takes.
+    #[command(after_help = ETA_HELP)]
+    Eta(EtaArgs),
+    /// Place every photon at its sub-pixel position through an eta cube's maps and count it
+    /// into an image with N x N sub-pixels per pixel (and/or write the photons).
+    #[command(after_help = IMAGE_HELP)]
+    Image(ImageArgs),
+}
+
+/// What `cluda eta` prints.
+const ETA_HELP: &str = "Prints one summary line on stdout:\n  frames=N clusters=N inside=N eta_outside=N energy_outside=N masked=N outside_window=N\n  seconds=X us_per_frame=X device=D counted_on=device|host out=PATH\ninside counts the clusters in the cube; a cluster whose eta (either axis, NaN included) or energy\nlies outside the edges is left out and counted. Beside OUT, OUT with .json holds the eta kind,\nthe energy unit and the cluster size.";
+
+/// What `cluda image` prints.
+const IMAGE_HELP: &str = "Prints one summary line on stdout:\n  frames=N clusters=N inside=N eta_outside=N energy_outside=N masked=N outside_window=N\n  counted=N seconds=X us_per_frame=X device=D counted_on=device|host out=PATH\ninside counts the photons placed (flags 0); counted those inside the image. Photon flags (in\n--photons files): 0 placed; 1 eta outside the cube's edges; 2 energy outside; 4 masked centre;\n8 outside --energy-window. A flagged photon's x, y are its pixel's centre.";
+
+/// How an eta cube's axes are chosen (shared by `eta` and, for reading, nothing else).
+#[derive(Args, Debug)]
+pub struct CubeArgs {
+    /// The eta: eta2 (2x2 quadrant, aare's default), full-eta2, eta3 (central 3x3) or
+    /// cross-eta3.
+    #[arg(
+        long,
+        default_value = "eta2",
+        value_name = "eta2|full-eta2|eta3|cross-eta3"
+    )]
+    pub eta_kind: cluda::interpolation::EtaKindArg,
+    /// Bins along each eta axis.
+    #[arg(long, default_value_t = 201, value_name = "N", value_parser = parse_eta_bins)]
+    pub eta_bins: usize,
+    /// Range of each eta axis, LO:HI (the edges are numpy.linspace(LO, HI, N + 1)).
+    #[arg(long, default_value = "-0.1:1.1", value_parser = parse_pair, allow_hyphen_values = true, value_name = "LO:HI")]
+    pub eta_range: (f64, f64),
+    /// Energy edges in ADU, comma-separated and strictly increasing (`inf` allowed), e.g.
+    /// 0,200,400,inf. Default: one bin 0,inf.
+    #[arg(long, default_value = "0,inf", value_parser = parse_edges, value_name = "E0,E1,...")]
+    pub energy_edges: EdgeList,
+}
+
+/// `cluda eta`.
+#[derive(Args, Debug)]
+pub struct EtaArgs {
+    /// Dark frames (as `find --pedestal`).
+    #[arg(long, value_name = "P.npy|P_master_0.json")]
+    pub pedestal: PathBuf,
+    /// Flat-field frames: .npy files or raw master files; several add into one cube.
+    #[arg(long, value_name = "FLAT.npy|FLAT_master_0.json", num_args = 1.., required = true)]
+    pub data: Vec<PathBuf>,
+    /// Finder options (the clusters are exactly those `find --out` writes with them).
+    #[command(flatten)]
+    pub finder: FinderArgs,
+    /// The cube to write (.npz with etacube, xbins, ybins, ebins; metadata in the .json
+    /// beside it).
+    #[arg(long, value_name = "eta.npz")]
+    pub out: PathBuf,
+    /// Replace an existing --out (and its .json).
+    #[arg(long)]
+    pub overwrite: bool,
+    /// With several inputs: one stream of frames (the pedestal goes on) instead of each from
+    /// the pedestal afresh.
+    #[arg(long)]
+    pub carry_pedestal: bool,
+    /// The cube's axes.
+    #[command(flatten)]
+    pub cube: CubeArgs,
+    /// Count on the host even when the GPU could (the same counts; for checks).
+    #[arg(long)]
+    pub host_counts: bool,
+}
+
+/// `cluda image`.
+#[derive(Args, Debug)]
+pub struct ImageArgs {
+    /// Dark frames (as `find --pedestal`).
+    #[arg(long, value_name = "P.npy|P_master_0.json")]
+    pub pedestal: PathBuf,
+    /// Data frames: .npy files or raw master files; several add into one image.
+    #[arg(long, value_name = "D.npy|D_master_0.json", num_args = 1.., required = true)]
+    pub data: Vec<PathBuf>,
+    /// Finder options (the clusters are exactly those `find --out` writes with them).
+    #[command(flatten)]
+    pub finder: FinderArgs,
+    /// The eta cube (.npz with etacube, xbins, ybins, ebins, e.g. from `cluda eta`).
+    #[arg(long, value_name = "eta.npz")]
+    pub eta: PathBuf,
+    /// How the cube becomes maps: cumulative (aare's Interpolator(etacube, ...)) or
+    /// rosenblatt (aare's rosenblatttransform).
+    #[arg(
+        long,
+        default_value = "cumulative",
+        value_name = "cumulative|rosenblatt"
+    )]
+    pub maps: cluda::interpolation::MapKind,
+    /// The eta kind when the cube has no .json beside it (else the .json's is used).
+    #[arg(long, value_name = "eta2|full-eta2|eta3|cross-eta3")]
+    pub eta_kind: Option<cluda::interpolation::EtaKindArg>,
+    /// Sub-pixels per pixel along each axis, 1 ..= 32.
+    #[arg(long, default_value_t = 4, value_name = "N", value_parser = parse_subpixels)]
+    pub subpixels: u32,
+    /// The image: .npy (uint32, (rows*N, cols*N)) or .tif (uncompressed 32-bit).
+    #[arg(long, value_name = "image.npy|image.tif")]
+    pub out: Option<PathBuf>,
+    /// Write every photon (one row per cluster, in the order `find --out` writes them) to a
+    /// structured .npy: frame (int64), x, y, energy (float64), flags (uint8). One input only;
+    /// with several, use --out-dir.
+    #[arg(long, value_name = "P.npy", conflicts_with = "out_dir")]
+    pub photons: Option<PathBuf>,
+    /// Write each input's photons into DIR as <input>.photons.npy (never replacing a file: a
+    /// suffix is added).
+    #[arg(long, value_name = "DIR")]
+    pub out_dir: Option<PathBuf>,
+    /// Count only photons whose energy (ADU) lies in LO:HI (inclusive); the others are
+    /// flagged 8.
+    #[arg(long, value_name = "LO:HI", allow_hyphen_values = true)]
+    pub energy_window: Option<cluda::interpolation::EnergyWindow>,
+    /// Replace an existing --out or --photons file.
+    #[arg(long)]
+    pub overwrite: bool,
+    /// With several inputs: one stream of frames (the pedestal goes on).
+    #[arg(long)]
+    pub carry_pedestal: bool,
+    /// Count on the host even when the GPU could (the same counts; for checks).
+    #[arg(long)]
+    pub host_counts: bool,
 }
 
 /// What `cluda stream` prints.
@@ -633,4 +757,55 @@ mod tests {
             assert!(parse_bins(bad).is_err(), "{bad}");
         }
     }
+}
+
+fn parse_eta_bins(s: &str) -> Result<usize, String> {
+    let n: usize = s
+        .parse()
+        .map_err(|_| format!("`{s}` is not a whole number of bins"))?;
+    if !(1..=4096).contains(&n) {
+        return Err(format!("{n} eta bins; give 1 to 4096"));
+    }
+    Ok(n)
+}
+
+fn parse_subpixels(s: &str) -> Result<u32, String> {
+    let n: u32 = s
+        .parse()
+        .map_err(|_| format!("`{s}` is not a whole number of sub-pixels"))?;
+    cluda::interpolation::image::check_subpixels(n).map_err(|e| e.to_string())?;
+    Ok(n)
+}
+
+fn parse_pair(s: &str) -> Result<(f64, f64), String> {
+    let (a, b) = s
+        .split_once(':')
+        .ok_or_else(|| format!("`{s}` is not LO:HI"))?;
+    let num = |v: &str| {
+        v.trim()
+            .parse::<f64>()
+            .map_err(|_| format!("`{v}` in `{s}` is not a number"))
+    };
+    let (lo, hi) = (num(a)?, num(b)?);
+    if !(lo.is_finite() && hi.is_finite() && lo < hi) {
+        return Err(format!("`{s}`: give finite LO < HI"));
+    }
+    Ok((lo, hi))
+}
+
+/// A comma-separated list of strictly increasing edges.
+#[derive(Clone, Debug)]
+pub struct EdgeList(pub Vec<f64>);
+
+fn parse_edges(s: &str) -> Result<EdgeList, String> {
+    let v = s
+        .split(',')
+        .map(|t| {
+            t.trim()
+                .parse::<f64>()
+                .map_err(|_| format!("`{t}` in `{s}` is not a number"))
+        })
+        .collect::<Result<Vec<f64>, String>>()?;
+    cluda::interpolation::Edges::new("energy-edges", v.clone()).map_err(|e| e.to_string())?;
+    Ok(EdgeList(v))
 }

@@ -6,6 +6,7 @@ pub mod bus_error;
 pub mod demo;
 pub mod find;
 pub mod generate;
+pub mod imaging;
 pub mod inputs;
 pub mod matching;
 pub mod output;
@@ -26,5 +27,7 @@ pub fn run(cli: args::Cli) -> Result<()> {
         args::Command::Match(a) => matching::run(&a),
         args::Command::Stream(a) => stream::run(&a),
         args::Command::Replay(a) => replay::run(&a),
+        args::Command::Eta(a) => imaging::run_eta(&a),
+        args::Command::Image(a) => imaging::run_image(&a),
     }
 }

@@ -26,6 +26,7 @@
 //! [`crate::io::write_behind::WriteBehind`] leaves the calling thread after a memcpy of each frame's
 //! records, so writing overlaps finding too.
 
+pub mod imaging;
 pub mod input;
 pub mod plan;
 pub mod rows;

@@ -105,7 +105,7 @@ impl CubeAxes {
     ///
     /// # Errors
     /// [`Error::InvalidParameter`] (`bins`) for a cube larger than [`MAX_BINS`].
-    pub fn len(&self) -> Result<usize> {
+    pub fn bins(&self) -> Result<usize> {
         let n = self
             .x
             .bins()
@@ -158,9 +158,9 @@ impl EtaCube {
     /// An empty cube with `axes`.
     ///
     /// # Errors
-    /// As [`CubeAxes::len`].
+    /// As [`CubeAxes::bins`].
     pub fn new(axes: CubeAxes) -> Result<Self> {
-        let n = axes.len()?;
+        let n = axes.bins()?;
         Ok(Self {
             axes,
             counts: vec![0; n],

@@ -59,7 +59,7 @@ impl Interpolator {
     /// [`Error::Shape`] when `cube` does not hold the axes' bins; [`Error::InvalidParameter`]
     /// (`etacube`) for a NaN or infinite count.
     pub fn new(axes: CubeAxes, cube: &[f64], map: MapKind) -> Result<Self> {
-        let n = axes.len()?;
+        let n = axes.bins()?;
         if cube.len() != n {
             let [x, y, e] = axes.shape();
             return Err(Error::shape(

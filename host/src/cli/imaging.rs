@@ -1,0 +1,287 @@
+//! `cluda eta` and `cluda image`: a session over every data input (as `find --data A B C`)
+//! with an eta-cube or imaging sink ([`cluda::engine::imaging`]) instead of cluster files,
+//! then the cube or the image written.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use cluda::engine::imaging::{CubeSink, ImagingOutputs, ImagingSink};
+use cluda::engine::input::Input;
+use cluda::engine::plan::{Plan, output_name, plan};
+use cluda::engine::run::{InputOutputs, Session};
+use cluda::engine::sink::{FnSink, Sink, Sinks};
+use cluda::interpolation::files::{ImageFormat, read_cube, write_cube, write_image};
+use cluda::interpolation::{CubeAxes, Edges, Interpolator, Tally};
+use cluda::io::{AtomicFile, check_output, check_overwrite, input_files};
+use cluda::{Error, FrameClusters, Result};
+
+use super::args::{EtaArgs, FinderArgs, ImageArgs};
+use super::find::run_options;
+use super::output::print_line;
+use super::progress::frames_bar;
+use super::signals;
+
+/// What a session over several inputs did.
+struct Totals {
+    frames: u64,
+    clusters: u64,
+    seconds: f64,
+    device: String,
+    failed: usize,
+}
+
+/// Opens the pedestal and every data input, finds them all through `sink` (each from the
+/// pedestal afresh unless `carry`), reports each failed input on stderr.
+fn find_into(
+    finder: &FinderArgs,
+    pedestal: &Path,
+    data: &[PathBuf],
+    carry: bool,
+    sink: &mut dyn Sink,
+) -> Result<Totals> {
+    let mut pedestal_in = Input::count_exactly(pedestal, "pedestal", &signals::check)?;
+    let shape = (pedestal_in.frames.rows(), pedestal_in.frames.cols());
+    let Plan { inputs, .. } = plan(pedestal, shape, data, None, "out-dir")?;
+    let (mut paths, mut opened) = (Vec::new(), Vec::new());
+    let mut failed = 0;
+    for p in inputs {
+        match p.input {
+            Ok(i) => {
+                paths.push(p.path);
+                opened.push(i);
+            }
+            Err(e) => {
+                failed += 1;
+                eprintln!("error: {e}");
+            }
+        }
+    }
+    if opened.is_empty() {
+        return Err(Error::param("data", "no data input could be opened"));
+    }
+    let options = run_options(finder);
+    let longest = opened.iter().map(|d| d.len).max().unwrap_or(0);
+    let mut session = Session::open(&options, &mut pedestal_in, longest, &signals::check)?;
+    eprintln!("note: {}", session.device_note());
+    let bar = frames_bar(opened.iter().map(|d| d.len).sum(), "finding");
+    let mut totals = Totals {
+        frames: 0,
+        clusters: 0,
+        seconds: 0.0,
+        device: String::new(),
+        failed,
+    };
+    let mut progress = FnSink(|_, _, _: &FrameClusters<'_>| {
+        bar.inc(1);
+        Ok(())
+    });
+    let mut sinks = Sinks(vec![sink, &mut progress]);
+    session.find_all(
+        &mut opened,
+        &mut |_| Ok(InputOutputs::default()),
+        carry,
+        &signals::check,
+        &mut sinks,
+        &mut |k, report| match report {
+            Ok(r) => {
+                totals.frames += r.frames;
+                totals.clusters += r.clusters;
+                totals.seconds += r.seconds();
+                totals.device = r.device.split_whitespace().next().unwrap_or("?").into();
+                if finder.timing {
+                    for line in r.timing.lines() {
+                        eprintln!("{line}");
+                    }
+                }
+                Ok(())
+            }
+            Err(e @ Error::Interrupted { .. }) => Err(e),
+            Err(e) => {
+                totals.failed += 1;
+                bar.suspend(|| eprintln!("error: {}: {e}", paths[k].display()));
+                Ok(())
+            }
+        },
+    )?;
+    bar.finish_and_clear();
+    for w in session.take_warnings() {
+        eprintln!("warning: {w}");
+    }
+    session.close();
+    Ok(totals)
+}
+
+/// Refuses an output that is an input, exists without `overwrite`, or cannot be created.
+fn check_out(out: &Path, option: &'static str, inputs: &[PathBuf], overwrite: bool) -> Result<()> {
+    check_output(out, option, inputs)?;
+    check_overwrite(out, option, overwrite)?;
+    drop(AtomicFile::create(out)?);
+    Ok(())
+}
+
+/// Every file of the pedestal and data inputs.
+fn all_inputs(pedestal: &Path, data: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let mut v = input_files(pedestal)?;
+    for d in data {
+        v.extend(input_files(d)?);
+    }
+    Ok(v)
+}
+
+/// The common tail of both summaries.
+fn rate(t: &Totals) -> String {
+    let us = if t.frames > 0 {
+        t.seconds * 1e6 / t.frames as f64
+    } else {
+        0.0
+    };
+    format!(
+        "seconds={:.3} us_per_frame={us:.2} device={}",
+        t.seconds, t.device
+    )
+}
+
+/// The failure of a run some of whose inputs failed.
+fn failed(t: &Totals, inputs: usize) -> Result<()> {
+    if t.failed > 0 {
+        return Err(Error::param(
+            "data",
+            format!(
+                "{} of {inputs} inputs failed (named above); the others were counted",
+                t.failed
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// `cluda eta`.
+pub fn run_eta(args: &EtaArgs) -> Result<()> {
+    let inputs = all_inputs(&args.pedestal, &args.data)?;
+    let meta = cluda::interpolation::files::metadata_path(&args.out);
+    check_out(&args.out, "out", &inputs, args.overwrite)?;
+    check_out(&meta, "out", &inputs, args.overwrite)?;
+    let c = &args.cube;
+    let axes = CubeAxes {
+        kind: c.eta_kind.0,
+        x: Edges::linspace("eta-bins", c.eta_range.0, c.eta_range.1, c.eta_bins)?,
+        y: Edges::linspace("eta-bins", c.eta_range.0, c.eta_range.1, c.eta_bins)?,
+        e: Edges::new("energy-edges", c.energy_edges.0.clone())?,
+    };
+    let mut sink = CubeSink::new(axes, !args.host_counts)?;
+    let totals = find_into(
+        &args.finder,
+        &args.pedestal,
+        &args.data,
+        args.carry_pedestal,
+        &mut sink,
+    )?;
+    let on = if sink.counted_on_device() {
+        "device"
+    } else {
+        "host"
+    };
+    let cube = sink.into_cube();
+    write_cube(&args.out, &cube, "ADU")?;
+    let t: &Tally = cube.tally();
+    print_line(&format!(
+        "frames={} {} {} counted_on={on} out={}",
+        totals.frames,
+        t.summary(),
+        rate(&totals),
+        args.out.display()
+    ))?;
+    failed(&totals, args.data.len())
+}
+
+/// `cluda image`.
+pub fn run_image(args: &ImageArgs) -> Result<()> {
+    if args.out.is_none() && args.photons.is_none() && args.out_dir.is_none() {
+        return Err(Error::param(
+            "out",
+            "nothing to write: give --out (the image), --photons or --out-dir",
+        ));
+    }
+    if args.photons.is_some() && args.data.len() > 1 {
+        return Err(Error::param(
+            "photons",
+            "--photons names one file; with several --data inputs use --out-dir",
+        ));
+    }
+    let inputs = all_inputs(&args.pedestal, &args.data)?;
+    if let Some(out) = &args.out {
+        ImageFormat::of(out)?;
+        check_out(out, "out", &inputs, args.overwrite)?;
+    }
+    if let Some(p) = &args.photons {
+        check_out(p, "photons", &inputs, args.overwrite)?;
+        if args
+            .out
+            .as_ref()
+            .is_some_and(|o| cluda::io::same_file(o, p))
+        {
+            return Err(Error::param(
+                "photons",
+                "--photons and --out name the same file",
+            ));
+        }
+    }
+    let photons: Vec<Option<PathBuf>> = match (&args.photons, &args.out_dir) {
+        (Some(p), _) => vec![Some(p.clone())],
+        (None, Some(dir)) => {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| Error::param("out-dir", format!("{}: {e}", dir.display())))?;
+            let mut used = HashSet::new();
+            args.data
+                .iter()
+                .map(|d| Some(output_name(dir, d, "photons.npy", &mut used)))
+                .collect()
+        }
+        (None, None) => vec![None; args.data.len()],
+    };
+    let (axes, cube, _) = read_cube(&args.eta, args.eta_kind.map(|k| k.0))?;
+    let maps = Arc::new(Interpolator::new(axes, &cube, args.maps)?);
+    let (rows, cols) = {
+        let p = Input::open(&args.pedestal, "pedestal")?;
+        (p.frames.rows(), p.frames.cols())
+    };
+    let mut sink = ImagingSink::new(
+        rows,
+        cols,
+        maps,
+        args.energy_window,
+        None,
+        ImagingOutputs {
+            subpixels: args.out.as_ref().map(|_| args.subpixels),
+            photons,
+        },
+        !args.host_counts,
+    )?;
+    let totals = find_into(
+        &args.finder,
+        &args.pedestal,
+        &args.data,
+        args.carry_pedestal,
+        &mut sink,
+    )?;
+    let on = if sink.counted_on_device() {
+        "device"
+    } else {
+        "host"
+    };
+    let mut line = format!("frames={} {}", totals.frames, sink.tally().summary());
+    if let (Some(out), Some(img)) = (&args.out, sink.image()) {
+        write_image(out, img)?;
+        line += &format!(" counted={}", img.total());
+    }
+    line += &format!(" {} counted_on={on}", rate(&totals));
+    if let Some(out) = &args.out {
+        line += &format!(" out={}", out.display());
+    }
+    for p in sink.photon_files() {
+        eprintln!("wrote {}", p.display());
+    }
+    print_line(&line)?;
+    failed(&totals, args.data.len())
+}
