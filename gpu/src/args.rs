@@ -559,6 +559,86 @@ macro_rules! matcher_structs {
 
 matcher_kernels!(matcher_structs;);
 
+/// Hands the eta-interpolation kernels to `$cb!` as `[name => ArgsStruct { fields }, ...]`
+/// (like `matcher_kernels!`): the kernels (`gpu/src/kernels/interp.rs`) and the host's
+/// argument structs are built from this one list. Both read a chunk's compact results as the
+/// finder left them on the device (`frames + 1` running counts, then the packed records
+/// from word `records_at`) and do nothing when the chunk overflowed its room; both run in
+/// blocks of [`crate::layout::BLOCK`] threads over the records, grid-stride.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! interp_kernels {
+    ($($cb:ident)::+; $($pre:tt)*) => {
+        $($cb)::+! { $($pre)* [
+            /// The parameters of `cluda_eta_cube`: every record's eta counted into its bin of
+            /// the cube (integer atomics), the tally of what was left out.
+            cluda_eta_cube => EtaCubeArgs {
+                /// The chunk's compact results: running counts, then records.
+                out: $crate::args::ConstPtr<u32>,
+                /// Frames of the chunk (`out[frames]` is its record count).
+                frames: u32,
+                /// Word offset of the first record in `out`.
+                records_at: u32,
+                /// Records the chunk had room for (more: it overflowed; nothing is counted).
+                room: u32,
+                /// Cluster side (3, 5, 7, 9).
+                side: u32,
+                /// The eta kind (`EtaKind as u32`).
+                kind: u32,
+                /// Edges of eta_x, eta_y and energy, and their counts.
+                xbins: $crate::args::ConstPtr<f64>,
+                nx: u32,
+                ybins: $crate::args::ConstPtr<f64>,
+                ny: u32,
+                ebins: $crate::args::ConstPtr<f64>,
+                ne: u32,
+                /// The cube's counts, `(nx-1) x (ny-1) x (ne-1)`, C order.
+                counts: $crate::args::MutPtr<u64>,
+                /// Six counters: clusters, inside, eta outside, energy outside, masked,
+                /// outside the window.
+                tally: $crate::args::MutPtr<u64>,
+            }
+            /// The parameters of `cluda_eta_image`: every record placed through the maps and
+            /// counted into the sub-pixel image when its flags are 0.
+            cluda_eta_image => EtaImageArgs {
+                out: $crate::args::ConstPtr<u32>,
+                frames: u32,
+                records_at: u32,
+                room: u32,
+                side: u32,
+                kind: u32,
+                xbins: $crate::args::ConstPtr<f64>,
+                nx: u32,
+                ybins: $crate::args::ConstPtr<f64>,
+                ny: u32,
+                ebins: $crate::args::ConstPtr<f64>,
+                ne: u32,
+                /// The maps, C order like the cube.
+                ietax: $crate::args::ConstPtr<f64>,
+                ietay: $crate::args::ConstPtr<f64>,
+                /// Sub-pixels per pixel, and the image's rows and columns of sub-pixels.
+                subpixels: u32,
+                height: u32,
+                width: u32,
+                /// Bad pixels (`rows x cols` bytes, non-zero: bad), or null for none.
+                mask: $crate::args::ConstPtr<u8>,
+                mask_rows: u32,
+                mask_cols: u32,
+                /// The energy window `[lo, hi]`, when `use_window` is 1.
+                window_lo: f64,
+                window_hi: f64,
+                use_window: u32,
+                /// The image's counts, row-major.
+                image: $crate::args::MutPtr<u64>,
+                /// As in `cluda_eta_cube`.
+                tally: $crate::args::MutPtr<u64>,
+            }
+        ]}
+    };
+}
+
+interp_kernels!(matcher_structs;);
+
 /// Declares a struct `$name<R>` with the given fields (a part of a kernel family's fields).
 macro_rules! part_struct {
     ($(#[$m:meta])* $name:ident { $($(#[$fm:meta])* $f:ident: $ty:ty,)* }) => {

@@ -75,6 +75,7 @@ macro_rules! entry_one {
 }
 
 pub mod frame;
+pub mod interp;
 pub mod matcher;
 pub mod prepare;
 pub(crate) mod prims;

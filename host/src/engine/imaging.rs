@@ -131,6 +131,8 @@ pub struct ImagingSink {
     tally: Tally,
     current_tally: Tally,
     buf: Vec<Photon>,
+    /// Inputs that ended whole so far.
+    inputs_ended: usize,
 }
 
 impl ImagingSink {
@@ -174,6 +176,7 @@ impl ImagingSink {
             tally: Tally::default(),
             current_tally: Tally::default(),
             buf: Vec::new(),
+            inputs_ended: 0,
         })
     }
 
@@ -208,7 +211,7 @@ impl Sink for ImagingSink {
         self.current_tally = Tally::default();
         self.on_device = false;
         self.current = None;
-        if let Some(img) = &self.image {
+        if let Some(img) = self.image.as_mut() {
             let (h, w) = img.shape();
             let n = img.subpixels();
             self.on_device = self.allow_device
@@ -219,7 +222,13 @@ impl Sink for ImagingSink {
                     mask: self.mask.clone(),
                 })?;
             if !self.on_device {
-                self.current = Some(SubpixelImage::new(h / n as usize, w / n as usize, n)?);
+                // The first input counts straight into the image (no second image to zero and
+                // add); later ones apart, so that a failed one leaves the image as it was.
+                self.current = Some(if self.inputs_ended == 0 {
+                    std::mem::replace(img, SubpixelImage::new(1, 1, 1)?)
+                } else {
+                    SubpixelImage::new(h / n as usize, w / n as usize, n)?
+                });
             }
         }
         self.writer = match self.photon_paths.get(input).cloned().flatten() {
@@ -277,12 +286,16 @@ impl Sink for ImagingSink {
             self.tally.add(&a.tally);
         } else {
             if let (Some(img), Some(cur)) = (self.image.as_mut(), self.current.take()) {
-                let counts: Vec<u64> = cur.counts().iter().map(|&c| c as u64).collect();
-                img.add_counts(&counts)?;
+                if self.inputs_ended == 0 {
+                    *img = cur;
+                } else {
+                    img.add_image(&cur)?;
+                }
             }
             let t = self.current_tally;
             self.tally.add(&t);
         }
+        self.inputs_ended += 1;
         Ok(())
     }
 
@@ -292,6 +305,15 @@ impl Sink for ImagingSink {
         }
         // Dropped unfinished: its temporary file is removed.
         self.writer = None;
-        self.current = None;
+        if let (Some(img), Some(cur)) = (self.image.as_mut(), self.current.take())
+            && self.inputs_ended == 0
+        {
+            // The image itself was lent to the failed first input: back to empty.
+            let n = cur.subpixels();
+            let (h, w) = cur.shape();
+            if let Ok(empty) = SubpixelImage::new(h / n as usize, w / n as usize, n) {
+                *img = empty;
+            }
+        }
     }
 }

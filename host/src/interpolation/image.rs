@@ -72,6 +72,35 @@ impl SubpixelImage {
         }
     }
 
+    /// Adds another image of the same shape, saturating.
+    ///
+    /// # Errors
+    /// [`Error::Shape`] when `other` has another shape or sub-pixel factor.
+    pub fn add_image(&mut self, other: &SubpixelImage) -> Result<()> {
+        if (other.n, other.rows, other.cols) != (self.n, self.rows, self.cols) {
+            return Err(Error::shape(
+                "image",
+                format!(
+                    "{} x {} pixels of {} sub-pixels",
+                    self.rows, self.cols, self.n
+                ),
+                format!(
+                    "{} x {} pixels of {} sub-pixels",
+                    other.rows, other.cols, other.n
+                ),
+            ));
+        }
+        for (a, &b) in self.counts.iter_mut().zip(&other.counts) {
+            *a = a.saturating_add(b);
+        }
+        Ok(())
+    }
+
+    /// Whether nothing was counted.
+    pub fn is_empty(&self) -> bool {
+        self.counts.iter().all(|&c| c == 0)
+    }
+
     /// Adds counts made elsewhere (a GPU's), saturating.
     ///
     /// # Errors

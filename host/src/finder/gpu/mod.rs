@@ -8,6 +8,7 @@
 
 pub mod settings;
 
+mod accumulate;
 mod buffers;
 mod input;
 mod launch;
@@ -258,6 +259,17 @@ impl ClusterFinder for GpuFinder {
 
     fn reserve(&mut self, frames: usize) -> Result<()> {
         GpuFinder::reserve(self, frames)
+    }
+
+    /// On the device, in the output stage, with compacted results (the default pipeline).
+    fn accumulate(&mut self, what: &crate::interpolation::Accumulate) -> Result<bool> {
+        let (rows, cols) = (self.config.rows, self.config.cols);
+        self.pipeline
+            .start_accumulating(&self.device, what, rows, cols)
+    }
+
+    fn take_accumulated(&mut self) -> Result<Option<crate::interpolation::Accumulated>> {
+        self.pipeline.take_accumulated()
     }
 
     /// Page-locked memory, so that uploads from it run at DMA speed with no registration.

@@ -30,6 +30,7 @@ use std::sync::Arc;
 use cudarc::driver::sys::{self, CUevent_flags};
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream, result};
 
+use super::accumulate::DeviceAccum;
 use super::buffers::{DeviceBuf, DeviceState, PinnedBuf};
 use super::input::{CallInput, FeedInput, Input, Source, source_for};
 use super::launch::{Destination, FrameBuffers, Geometry, Kernels, RUN_PLANES, RunBuffers};
@@ -153,6 +154,8 @@ pub(crate) struct Pipeline {
     owned: Vec<u32>,
     owned_ends: Vec<usize>,
     times_us: Vec<KernelTime>,
+    /// An eta cube or image accumulated from every checked chunk (compact results only).
+    accum: Option<DeviceAccum>,
 }
 
 impl Pipeline {
@@ -209,6 +212,7 @@ impl Pipeline {
             owned: Vec::new(),
             owned_ends: Vec::new(),
             times_us: Vec::new(),
+            accum: None,
         })
     }
 
@@ -416,6 +420,7 @@ impl Pipeline {
                 return Ok(());
             };
             let checked = self.check(job).and_then(|()| {
+                self.accumulate(job)?;
                 // The chunk's uploads are complete and its room suffices: its host memory
                 // is no longer needed (a failing visitor's redo reads the device copy).
                 input.release(job.start + job.n);
@@ -516,6 +521,54 @@ impl Pipeline {
             self.launch_per_frame(job, slot, &bufs)?;
         }
         self.download(job, slot)
+    }
+
+    /// Queues the accumulation of a checked chunk's records (when one is asked for), on the
+    /// compute stream: after its kernels, before anything the slot's next chunk queues.
+    fn accumulate(&self, job: Job) -> Result<()> {
+        let Some(acc) = &self.accum else {
+            return Ok(());
+        };
+        let slot = &self.slots[job.slot];
+        acc.launch(
+            &self.compute,
+            slot.dev_out.ptr(),
+            job.n as u32,
+            (slot.frames + 1) as u32,
+            (slot.frames * self.cap) as u32,
+        )
+    }
+
+    /// Starts accumulating `what` from every chunk found from now on (replacing what was
+    /// accumulated); `false` without compact results (the records are not in one buffer).
+    pub fn start_accumulating(
+        &mut self,
+        device: &crate::cuda::Device,
+        what: &crate::interpolation::Accumulate,
+        rows: usize,
+        cols: usize,
+    ) -> Result<bool> {
+        self.accum = None;
+        if !self.cfg.compact {
+            return Ok(false);
+        }
+        self.accum = Some(DeviceAccum::new(
+            device,
+            &self.compute,
+            what,
+            self.size,
+            rows,
+            cols,
+        )?);
+        Ok(true)
+    }
+
+    /// What was accumulated, which stops accumulating.
+    pub fn take_accumulated(&mut self) -> Result<Option<crate::interpolation::Accumulated>> {
+        match self.accum.take() {
+            Some(a) => a.take(&self.compute).map(Some),
+            None => Ok(None),
+        }
     }
 
     /// Frames per upload group of chunk `job`, and how many groups it has.

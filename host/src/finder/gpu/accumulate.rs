@@ -1,0 +1,241 @@
+//! Eta cubes and sub-pixel images accumulated on the device, in the pipeline's output stage:
+//! after a chunk's results were checked (they fit their room: nothing of an overflowing or
+//! redone chunk is ever counted), one launch of `cluda_eta_cube` or `cluda_eta_image`
+//! (`gpu/src/kernels/interp.rs`) reads its compact records where the finder left them and
+//! adds to 64-bit counts on the device, on the compute stream (so the slot's next chunk
+//! cannot overwrite them first). The counts come down once, when taken.
+
+use std::sync::Arc;
+
+use cluda_gpu::args::{DevicePtr, EtaCubeArgs, EtaImageArgs};
+use cudarc::driver::{CudaFunction, CudaStream};
+
+use super::launch::BLOCK;
+use crate::cluster::ClusterSize;
+use crate::cuda::Device;
+use crate::device_memory::DeviceBuf;
+use crate::error::{CudaContextExt, Result};
+use crate::interpolation::{Accumulate, Accumulated, Tally};
+
+/// Counters of the tally: clusters, inside, eta outside, energy outside, masked, window.
+const TALLY: usize = 6;
+
+/// Blocks per launch: a few per SM of an H200; the kernels stride over the records.
+const GRID: u32 = 132 * 4;
+
+/// What the device accumulates, with its buffers.
+pub(crate) struct DeviceAccum {
+    function: CudaFunction,
+    image: bool,
+    size: ClusterSize,
+    kind: u32,
+    edges: [(DeviceBuf, u32); 3],
+    /// The maps, and the image's geometry (image kernels only).
+    maps: Option<(DeviceBuf, DeviceBuf)>,
+    subpixels: u32,
+    height: u32,
+    width: u32,
+    mask: Option<(DeviceBuf, u32, u32)>,
+    window: Option<(f64, f64)>,
+    counts: DeviceBuf,
+    len: usize,
+    tally: DeviceBuf,
+}
+
+impl DeviceAccum {
+    /// Uploads what `what` needs and zeroes its counts, for `rows x cols` frames of `size`
+    /// clusters, on `stream`.
+    pub fn new(
+        device: &Device,
+        stream: &Arc<CudaStream>,
+        what: &Accumulate,
+        size: ClusterSize,
+        rows: usize,
+        cols: usize,
+    ) -> Result<Self> {
+        let axes = match what {
+            Accumulate::Cube(a) => a,
+            Accumulate::Image { maps, .. } => maps.axes(),
+        };
+        let up = |v: &[f64], name: &str| -> Result<(DeviceBuf, u32)> {
+            Ok((DeviceBuf::upload_on(stream, v, name)?, v.len() as u32))
+        };
+        let edges = [
+            up(axes.x.as_slice(), "eta_x edges")?,
+            up(axes.y.as_slice(), "eta_y edges")?,
+            up(axes.e.as_slice(), "energy edges")?,
+        ];
+        let tally = DeviceBuf::zeroed_on_stream(stream, TALLY * 8, "the tally")?;
+        let kind = axes.kind as u32;
+        match what {
+            Accumulate::Cube(a) => {
+                let len = a.bins()?;
+                Ok(Self {
+                    function: device.function(EtaCubeArgs::ENTRY)?,
+                    image: false,
+                    size,
+                    kind,
+                    edges,
+                    maps: None,
+                    subpixels: 0,
+                    height: 0,
+                    width: 0,
+                    mask: None,
+                    window: None,
+                    counts: DeviceBuf::zeroed_on_stream(stream, len * 8, "the eta cube")?,
+                    len,
+                    tally,
+                })
+            }
+            Accumulate::Image {
+                maps,
+                subpixels,
+                window,
+                mask,
+            } => {
+                crate::interpolation::image::check_subpixels(*subpixels)?;
+                let n = *subpixels as usize;
+                let (height, width) = (rows * n, cols * n);
+                let len = height * width;
+                let mask = match mask {
+                    Some(m) => {
+                        let (r, c) = m.shape();
+                        let bytes: Vec<u8> = (0..r * c)
+                            .map(|i| u8::from(m.is_bad((i % c) as u16, (i / c) as u16)))
+                            .collect();
+                        Some((
+                            DeviceBuf::upload_on(stream, &bytes, "the mask")?,
+                            r as u32,
+                            c as u32,
+                        ))
+                    }
+                    None => None,
+                };
+                Ok(Self {
+                    function: device.function(EtaImageArgs::ENTRY)?,
+                    image: true,
+                    size,
+                    kind,
+                    edges,
+                    maps: Some((
+                        DeviceBuf::upload_on(stream, maps.ietax(), "the x map")?,
+                        DeviceBuf::upload_on(stream, maps.ietay(), "the y map")?,
+                    )),
+                    subpixels: *subpixels,
+                    height: height as u32,
+                    width: width as u32,
+                    mask,
+                    window: window.map(|w| (w.lo, w.hi)),
+                    counts: DeviceBuf::zeroed_on_stream(stream, len * 8, "the sub-pixel image")?,
+                    len,
+                    tally,
+                })
+            }
+        }
+    }
+
+    /// Queues the count of a chunk's records on `stream`: `out` the chunk's compact results
+    /// (`frames + 1` running counts, records from word `records_at`), `room` the records it
+    /// had room for.
+    pub fn launch(
+        &self,
+        stream: &Arc<CudaStream>,
+        out: u64,
+        frames: u32,
+        records_at: u32,
+        room: u32,
+    ) -> Result<()> {
+        let side = self.size.side() as u32;
+        let [(x, nx), (y, ny), (e, ne)] = &self.edges;
+        let cs = stream.cu_stream();
+        let result = if self.image {
+            let (mx, my) = match &self.maps {
+                Some((a, b)) => (a.at::<f64>(), b.at::<f64>()),
+                None => return Err(crate::Error::Internal("image kernel without maps".into())),
+            };
+            let (mask, mr, mc) = match &self.mask {
+                Some((m, r, c)) => (m.at::<u8>(), *r, *c),
+                None => (DevicePtr::NULL, 0, 0),
+            };
+            let (lo, hi, use_window) = match self.window {
+                Some((lo, hi)) => (lo, hi, 1),
+                None => (0.0, 0.0, 0),
+            };
+            let mut a = EtaImageArgs {
+                out: DevicePtr::new(out),
+                frames,
+                records_at,
+                room,
+                side,
+                kind: self.kind,
+                xbins: x.at(),
+                nx: *nx,
+                ybins: y.at(),
+                ny: *ny,
+                ebins: e.at(),
+                ne: *ne,
+                ietax: mx,
+                ietay: my,
+                subpixels: self.subpixels,
+                height: self.height,
+                width: self.width,
+                mask,
+                mask_rows: mr,
+                mask_cols: mc,
+                window_lo: lo,
+                window_hi: hi,
+                use_window,
+                image: self.counts.at(),
+                tally: self.tally.at(),
+            };
+            let mut params = a.params();
+            // SAFETY: the struct's fields are the kernel's parameters; every buffer is live
+            // (owned by `self`, the chunk's results by the pipeline's slot, which the next
+            // chunk reuses only after this launch on the same stream) and as large as the
+            // struct's docs say.
+            unsafe { crate::cuda::launch(&self.function, (GRID, 1), BLOCK, cs, &mut params, false) }
+        } else {
+            let mut a = EtaCubeArgs {
+                out: DevicePtr::new(out),
+                frames,
+                records_at,
+                room,
+                side,
+                kind: self.kind,
+                xbins: x.at(),
+                nx: *nx,
+                ybins: y.at(),
+                ny: *ny,
+                ebins: e.at(),
+                ne: *ne,
+                counts: self.counts.at(),
+                tally: self.tally.at(),
+            };
+            let mut params = a.params();
+            // SAFETY: as for the image launch above.
+            unsafe { crate::cuda::launch(&self.function, (GRID, 1), BLOCK, cs, &mut params, false) }
+        };
+        result.cuda("launching the eta accumulation")
+    }
+
+    /// Downloads the counts and the tally on `stream` (waiting for every launch before).
+    pub fn take(self, stream: &Arc<CudaStream>) -> Result<Accumulated> {
+        let mut counts = vec![0u64; self.len];
+        self.counts
+            .download_on(stream, &mut counts, "the accumulated counts")?;
+        let mut t = [0u64; TALLY];
+        self.tally.download_on(stream, &mut t, "the tally")?;
+        Ok(Accumulated {
+            counts,
+            tally: Tally {
+                clusters: t[0],
+                inside: t[1],
+                eta_outside: t[2],
+                energy_outside: t[3],
+                masked: t[4],
+                window: t[5],
+            },
+            size: self.size,
+        })
+    }
+}

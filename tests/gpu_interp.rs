@@ -1,0 +1,155 @@
+//! Eta cubes and sub-pixel images accumulated on the GPU, in the finder's output stage,
+//! against the host's counts of the same clusters (needs a CUDA GPU: every test is ignored
+//! elsewhere; run with `--include-ignored`). Counts are integers: equal means equal.
+
+use std::sync::{Arc, OnceLock};
+
+use cluda::cluster::ClusterSize;
+use cluda::finder::gpu::{Overflow, PipelineConfig};
+use cluda::interpolation::{
+    Accumulate, CubeAxes, EnergyWindow, EtaCube, EtaKind, Interpolator, MapKind, PixelMask, Placer,
+    SubpixelImage, Tally,
+};
+use cluda::{ClusterBatch, ClusterFinder, Precision, ThresholdMode};
+use support::gpu_vs_cpu::{Data, gpu_finder};
+
+/// 300 MOENCH-like 200x200 frames after a 300-frame pedestal, generated once.
+fn data() -> &'static Data {
+    static D: OnceLock<Data> = OnceLock::new();
+    D.get_or_init(|| Data::new(200, 200, 31, 300, 300))
+}
+
+/// The GPU's clusters of every data frame, with `what` accumulated on the device, and what it
+/// accumulated; `cap` small forces the pipeline to regrow (and redo chunks) on the way.
+fn gpu_run(
+    size: ClusterSize,
+    what: &Accumulate,
+    cap: Option<usize>,
+) -> (ClusterBatch, cluda::interpolation::Accumulated) {
+    let d = data();
+    let cfg = d.config(size, Precision::F64, ThresholdMode::Live);
+    let mut pipe = PipelineConfig::default();
+    if let Some(c) = cap {
+        pipe.cap = c;
+        pipe.overflow = Overflow::Grow;
+        pipe.chunk = 16;
+    }
+    let mut f = gpu_finder(&cfg, pipe, d);
+    assert!(
+        f.accumulate(what).unwrap(),
+        "the default pipeline accumulates on the device"
+    );
+    let batch = f.find(d.data()).unwrap();
+    let acc = f
+        .take_accumulated()
+        .unwrap()
+        .expect("something accumulated");
+    assert_eq!(
+        f.take_accumulated().unwrap(),
+        None,
+        "taking stops accumulating"
+    );
+    (batch, acc)
+}
+
+fn host_cube(axes: &CubeAxes, batch: &ClusterBatch) -> EtaCube {
+    let mut cube = EtaCube::new(axes.clone()).unwrap();
+    for fc in batch.iter_frames() {
+        cube.add_frame(&fc).unwrap();
+    }
+    cube
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_eta_cube_equals_host_every_kind_and_size() {
+    for size in [ClusterSize::S3, ClusterSize::S5, ClusterSize::S9] {
+        for kind in EtaKind::ALL {
+            let axes = CubeAxes::default_for(kind);
+            let (batch, acc) = gpu_run(size, &Accumulate::Cube(axes.clone()), None);
+            let cube = host_cube(&axes, &batch);
+            assert!(
+                cube.tally().inside > 1000,
+                "{size} {kind:?}: too few clusters"
+            );
+            assert_eq!(&acc.tally, cube.tally(), "{size} {kind:?}: tally");
+            assert!(
+                acc.counts == cube.counts(),
+                "{size} {kind:?}: counts differ"
+            );
+            println!("gpu == host: {size} {kind:?} {}", cube.tally().summary());
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_eta_cube_with_energy_bins_and_regrow_equals_host() {
+    let mut axes = CubeAxes::default_for(EtaKind::Eta2);
+    axes.e =
+        cluda::interpolation::Edges::new("ebins", vec![0.0, 150.0, 300.0, 450.0, 800.0]).unwrap();
+    // A cap of 2 clusters per frame overflows at once: chunks are regrown and redone.
+    let (batch, acc) = gpu_run(ClusterSize::S3, &Accumulate::Cube(axes.clone()), Some(2));
+    let cube = host_cube(&axes, &batch);
+    assert!(cube.tally().energy_outside > 0);
+    assert_eq!(&acc.tally, cube.tally());
+    assert!(acc.counts == cube.counts(), "counts differ after regrowing");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_image_equals_host_maps_masks_windows() {
+    let d = data();
+    for (size, kind, map, n) in [
+        (ClusterSize::S3, EtaKind::Eta2, MapKind::Cumulative, 4),
+        (ClusterSize::S3, EtaKind::FullEta2, MapKind::Rosenblatt, 10),
+        (ClusterSize::S5, EtaKind::Eta3, MapKind::Cumulative, 1),
+        (ClusterSize::S9, EtaKind::CrossEta3, MapKind::Rosenblatt, 32),
+    ] {
+        let axes = CubeAxes::default_for(kind);
+        let (flat, _) = gpu_run(size, &Accumulate::Cube(axes.clone()), None);
+        let cube = host_cube(&axes, &flat);
+        let maps = Arc::new(Interpolator::new(axes, &cube.to_f64(), map).unwrap());
+        let mut bad = vec![false; d.px()];
+        for i in (0..bad.len()).step_by(97) {
+            bad[i] = true;
+        }
+        let mask = Arc::new(PixelMask::new(200, 200, bad).unwrap());
+        let window = Some(EnergyWindow::new(100.0, 700.0).unwrap());
+        let what = Accumulate::Image {
+            maps: maps.clone(),
+            subpixels: n,
+            window,
+            mask: Some(mask.clone()),
+        };
+        let (batch, acc) = gpu_run(size, &what, None);
+        let placer = Placer {
+            maps: &maps,
+            window,
+            mask: Some(&mask),
+        };
+        let mut img = SubpixelImage::new(200, 200, n).unwrap();
+        let mut tally = Tally::default();
+        let mut photons = Vec::new();
+        for (i, fc) in batch.iter_frames().enumerate() {
+            photons.clear();
+            placer.place_frame(i as i64, &fc, &mut tally, &mut photons);
+            for p in photons.iter().filter(|p| p.flags == 0) {
+                let (x, y) = (p.x, p.y);
+                img.add(x, y);
+            }
+        }
+        assert!(
+            tally.masked > 0 && tally.window > 0,
+            "mask and window were exercised"
+        );
+        assert_eq!(acc.tally, tally, "{size} {kind:?} {map:?} N={n}: tally");
+        let mut gpu = SubpixelImage::new(200, 200, n).unwrap();
+        gpu.add_counts(&acc.counts).unwrap();
+        assert!(gpu == img, "{size} {kind:?} {map:?} N={n}: images differ");
+        println!(
+            "gpu == host image: {size} {kind:?} {map:?} N={n} {} photons counted",
+            img.total()
+        );
+    }
+}
