@@ -1,0 +1,411 @@
+//! `cluda eta` and `cluda image` end to end: the cube, the image and the photon list equal
+//! what the library computes from the cluster file `cluda find --out` writes with the same
+//! options (so the commands see exactly those clusters), several inputs add up, and bad
+//! parameters are named errors.
+
+use std::path::Path;
+
+use cluda::interpolation::files::{read_cube, write_cube};
+use cluda::interpolation::{
+    CubeAxes, EtaCube, EtaKind, Interpolator, MapKind, Placer, SubpixelImage, Tally,
+};
+use cluda::io::npy::read_array;
+use cluda::io::{npz, read_cluster_file};
+use cluda::{ClusterBatch, ClusterSize};
+use support::cli::{Cli, s, text};
+
+const CLUDA: Cli = Cli(env!("CARGO_BIN_EXE_cluda"));
+
+/// Runs `cluda args`, expecting success; its stdout.
+fn ok(args: &[&str]) -> String {
+    let out = CLUDA.run(args);
+    assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+    text(&out.stdout)
+}
+
+/// The clusters `find --out` writes for these inputs (3x3 unless `cluster`).
+fn found(dir: &Path, ped: &Path, data: &Path, cluster: &str) -> (Vec<i32>, ClusterBatch) {
+    let out = dir.join(format!("c{cluster}.clust"));
+    ok(&[
+        "find",
+        "--pedestal",
+        s(ped),
+        "--data",
+        s(data),
+        "--cluster",
+        cluster,
+        "--out",
+        s(&out),
+        "--overwrite",
+        "--device",
+        "cpu",
+    ]);
+    let size = ClusterSize::from_side(cluster.parse().unwrap()).unwrap();
+    read_cluster_file(&out, size).unwrap()
+}
+
+#[test]
+fn eta_cube_is_the_cube_of_find_out_every_kind() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ped, data) = CLUDA.gen_small(dir.path());
+    for (kind, cluster) in [
+        ("eta2", "3"),
+        ("full-eta2", "5"),
+        ("eta3", "3"),
+        ("cross-eta3", "9"),
+    ] {
+        let (_, batch) = found(dir.path(), &ped, &data, cluster);
+        let out = dir.path().join(format!("{kind}.npz"));
+        let line = ok(&[
+            "eta",
+            "--pedestal",
+            s(&ped),
+            "--data",
+            s(&data),
+            "--cluster",
+            cluster,
+            "--eta-kind",
+            kind,
+            "--out",
+            s(&out),
+            "--device",
+            "cpu",
+        ]);
+        let k = EtaKind::ALL.into_iter().find(|k| k.name() == kind).unwrap();
+        let mut want = EtaCube::new(CubeAxes::default_for(k)).unwrap();
+        for fc in batch.iter_frames() {
+            want.add_frame(&fc).unwrap();
+        }
+        assert!(want.tally().inside > 0);
+        assert!(
+            line.contains(&format!(
+                "clusters={} inside={} ",
+                want.tally().clusters,
+                want.tally().inside
+            )),
+            "{line}"
+        );
+        let (axes, cube, meta) = read_cube(&out, None).unwrap();
+        assert_eq!(axes, *want.axes());
+        assert_eq!(cube, want.to_f64());
+        assert_eq!(meta.unwrap().cluster, Some(cluster.parse().unwrap()));
+        // Exactly the four arrays aare's Interpolator takes, in order.
+        let keys: Vec<String> = npz::read_f64(&out)
+            .unwrap()
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+        assert_eq!(keys, ["etacube", "xbins", "ybins", "ebins"]);
+    }
+}
+
+#[test]
+fn image_and_photons_are_the_library_placement_of_find_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ped, data) = CLUDA.gen_small(dir.path());
+    let cube_path = dir.path().join("eta.npz");
+    ok(&[
+        "eta",
+        "--pedestal",
+        s(&ped),
+        "--data",
+        s(&data),
+        "--out",
+        s(&cube_path),
+        "--device",
+        "cpu",
+    ]);
+    let (numbers, batch) = found(dir.path(), &ped, &data, "3");
+    for (maps, n) in [("cumulative", "4"), ("rosenblatt", "7")] {
+        let img = dir.path().join(format!("{maps}.npy"));
+        let tif = dir.path().join(format!("{maps}.tif"));
+        let ph = dir.path().join(format!("{maps}.photons.npy"));
+        let args = |out: &Path, photons: Option<&Path>| {
+            let mut a = vec![
+                "image",
+                "--pedestal",
+                s(&ped),
+                "--data",
+                s(&data),
+                "--eta",
+                s(&cube_path),
+                "--maps",
+                maps,
+                "--subpixels",
+                n,
+                "--out",
+                s(out),
+                "--device",
+                "cpu",
+            ];
+            if let Some(p) = photons {
+                a.extend(["--photons", s(p)]);
+            }
+            a.into_iter().map(String::from).collect::<Vec<_>>()
+        };
+        let a = args(&img, Some(&ph));
+        ok(&a.iter().map(String::as_str).collect::<Vec<_>>());
+        let a = args(&tif, None);
+        ok(&a.iter().map(String::as_str).collect::<Vec<_>>());
+        let (axes, cube, _) = read_cube(&cube_path, None).unwrap();
+        let map: MapKind = maps.parse().unwrap();
+        let interp = Interpolator::new(axes, &cube, map).unwrap();
+        let placer = Placer {
+            maps: &interp,
+            window: None,
+            mask: None,
+        };
+        let n: u32 = n.parse().unwrap();
+        let mut want = SubpixelImage::new(24, 36, n).unwrap();
+        let (mut tally, mut photons) = (Tally::default(), Vec::new());
+        for (k, fc) in batch.iter_frames().enumerate() {
+            placer.place_frame(numbers[k] as i64, &fc, &mut tally, &mut photons);
+        }
+        for p in photons.iter().filter(|p| p.flags == 0) {
+            let (x, y) = (p.x, p.y);
+            want.add(x, y);
+        }
+        assert!(tally.inside > 0 && want.total() > 0);
+        let got = read_array::<u32>(&img).unwrap();
+        assert_eq!(got.shape, vec![24 * n as usize, 36 * n as usize]);
+        assert_eq!(got.data, want.counts());
+        // The TIFF holds the same counts after its header.
+        let t = std::fs::read(&tif).unwrap();
+        let body: Vec<u32> = t[t.len() - want.counts().len() * 4..]
+            .chunks_exact(4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect();
+        assert_eq!(&t[..4], b"II*\0");
+        assert_eq!(body, want.counts());
+        // The photon list: the library's rows, byte for byte, after a structured header.
+        let bytes = std::fs::read(&ph).unwrap();
+        let rows: &[u8] = bytemuck::cast_slice(&photons);
+        assert!(bytes.ends_with(rows), "photon rows differ");
+        let header = String::from_utf8_lossy(&bytes[..bytes.len() - rows.len()]).into_owned();
+        assert!(
+            header.contains("('frame', '<i8')")
+                && header.contains(&format!("'shape': ({},)", photons.len())),
+            "{header}"
+        );
+    }
+}
+
+#[test]
+fn several_inputs_add_into_one_image_and_photons_go_to_out_dir() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ped, data) = CLUDA.gen_small(dir.path());
+    let data2 = dir.path().join("data2.npy");
+    std::fs::copy(&data, &data2).unwrap();
+    let cube = dir.path().join("eta.npz");
+    ok(&[
+        "eta",
+        "--pedestal",
+        s(&ped),
+        "--data",
+        s(&data),
+        "--out",
+        s(&cube),
+        "--device",
+        "cpu",
+    ]);
+    let one = dir.path().join("one.npy");
+    let two = dir.path().join("two.npy");
+    let od = dir.path().join("ph");
+    ok(&[
+        "image",
+        "--pedestal",
+        s(&ped),
+        "--data",
+        s(&data),
+        "--eta",
+        s(&cube),
+        "--out",
+        s(&one),
+        "--device",
+        "cpu",
+    ]);
+    ok(&[
+        "image",
+        "--pedestal",
+        s(&ped),
+        "--data",
+        s(&data),
+        s(&data2),
+        "--eta",
+        s(&cube),
+        "--out",
+        s(&two),
+        "--out-dir",
+        s(&od),
+        "--device",
+        "cpu",
+    ]);
+    let (a, b) = (
+        read_array::<u32>(&one).unwrap(),
+        read_array::<u32>(&two).unwrap(),
+    );
+    assert!(
+        a.data.iter().zip(&b.data).all(|(x, y)| 2 * x == *y),
+        "each input from the pedestal afresh: twice the image"
+    );
+    assert!(od.join("data.photons.npy").exists() && od.join("data2.photons.npy").exists());
+    // And the cube of two inputs is twice the cube of one.
+    let cube2 = dir.path().join("eta2.npz");
+    ok(&[
+        "eta",
+        "--pedestal",
+        s(&ped),
+        "--data",
+        s(&data),
+        s(&data2),
+        "--out",
+        s(&cube2),
+        "--device",
+        "cpu",
+    ]);
+    let (_, c1, _) = read_cube(&cube, None).unwrap();
+    let (_, c2, _) = read_cube(&cube2, None).unwrap();
+    assert!(c1.iter().zip(&c2).all(|(x, y)| 2.0 * x == *y));
+}
+
+#[test]
+fn bad_parameters_are_named_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ped, data) = CLUDA.gen_small(dir.path());
+    let (p, d) = (s(&ped), s(&data));
+    let cube = dir.path().join("eta.npz");
+    let c = s(&cube);
+    ok(&[
+        "eta",
+        "--pedestal",
+        p,
+        "--data",
+        d,
+        "--out",
+        c,
+        "--device",
+        "cpu",
+    ]);
+    let img = dir.path().join("i.npy");
+    let i = s(&img);
+    for n in ["0", "33"] {
+        let out = CLUDA.run(&[
+            "image",
+            "--pedestal",
+            p,
+            "--data",
+            d,
+            "--eta",
+            c,
+            "--subpixels",
+            n,
+            "--out",
+            i,
+        ]);
+        assert!(!out.status.success(), "--subpixels {n} is refused");
+        assert!(
+            text(&out.stderr).contains("1 to 32"),
+            "{}",
+            text(&out.stderr)
+        );
+    }
+    CLUDA.fails(
+        &["image", "--pedestal", p, "--data", d, "--eta", c],
+        &["nothing to write"],
+    );
+    CLUDA.fails(
+        &["eta", "--pedestal", p, "--data", d, "--out", c],
+        &["exists"],
+    );
+    CLUDA.fails(
+        &[
+            "image",
+            "--pedestal",
+            p,
+            "--data",
+            d,
+            d,
+            "--eta",
+            c,
+            "--photons",
+            i,
+        ],
+        &["--out-dir"],
+    );
+    CLUDA.fails(
+        &[
+            "image",
+            "--pedestal",
+            p,
+            "--data",
+            d,
+            "--eta",
+            c,
+            "--out",
+            s(&dir.path().join("i.png")),
+        ],
+        &[".npy or .tif"],
+    );
+    // A cube with an extra key, or edges that do not match its shape.
+    let axes = CubeAxes::default_for(EtaKind::Eta2);
+    let bad = dir.path().join("bad.npz");
+    let xb = axes.x.as_slice().to_vec();
+    npz::write_f64(
+        &bad,
+        &[
+            ("etacube", &[201, 201, 1], &vec![1.0; 201 * 201]),
+            ("xbins", &[202], &xb),
+            ("ybins", &[202], &xb),
+            ("ebins", &[2], &[0.0, f64::INFINITY]),
+            ("extra", &[1], &[0.0]),
+        ],
+    )
+    .unwrap();
+    CLUDA.fails(
+        &[
+            "image",
+            "--pedestal",
+            p,
+            "--data",
+            d,
+            "--eta",
+            s(&bad),
+            "--out",
+            i,
+        ],
+        &["bad.npz", "unexpected array `extra`"],
+    );
+    npz::write_f64(
+        &bad,
+        &[
+            ("etacube", &[200, 201, 1], &vec![1.0; 200 * 201]),
+            ("xbins", &[202], &xb),
+            ("ybins", &[202], &xb),
+            ("ebins", &[2], &[0.0, f64::INFINITY]),
+        ],
+    )
+    .unwrap();
+    let _ = std::fs::remove_file(dir.path().join("bad.json"));
+    CLUDA.fails(
+        &[
+            "image",
+            "--pedestal",
+            p,
+            "--data",
+            d,
+            "--eta",
+            s(&bad),
+            "--out",
+            i,
+        ],
+        &["bad.npz", "shape"],
+    );
+    assert!(!img.exists(), "no image written on an error");
+    // write_cube then read back is the same cube.
+    let mut e = EtaCube::new(axes).unwrap();
+    let (_, batch) = found(dir.path(), &ped, &data, "3");
+    e.add_frame(&batch.frame(0)).unwrap();
+    let rt = dir.path().join("rt.npz");
+    write_cube(&rt, &e, "ADU").unwrap();
+    assert_eq!(read_cube(&rt, None).unwrap().1, e.to_f64());
+}
