@@ -71,11 +71,7 @@ fn cluster() -> impl Strategy<Value = (usize, Vec<i32>)> {
             0u8..16,
         )
             .prop_map(|(side, d, sym, zero)| {
-                let d = if zero == 0 {
-                    vec![0; side * side]
-                } else {
-                    d
-                };
+                let d = if zero == 0 { vec![0; side * side] } else { d };
                 (side, symmetrise(d, side, sym))
             })
     })
@@ -99,34 +95,29 @@ fn uneven_edges() -> impl Strategy<Value = Vec<f64>> {
         1 => 1e-12f64..1e-9,
         1 => 1e2f64..1e5,
     ];
-    (
-        -1e3f64..1e3,
-        prop::collection::vec(step, 1..24),
-        0u8..8,
-    )
-        .prop_map(|(start, steps, ends)| {
-            let mut e = vec![start];
-            for s in steps {
-                let last = *e.last().unwrap();
-                let mut next = last + s;
-                if next <= last {
-                    next = step_ulp(last, true);
-                }
-                e.push(next);
+    (-1e3f64..1e3, prop::collection::vec(step, 1..24), 0u8..8).prop_map(|(start, steps, ends)| {
+        let mut e = vec![start];
+        for s in steps {
+            let last = *e.last().unwrap();
+            let mut next = last + s;
+            if next <= last {
+                next = step_ulp(last, true);
             }
-            let n = e.len();
-            if ends == 1 {
-                e[0] = f64::NEG_INFINITY;
-            }
-            if ends == 2 {
-                e[n - 1] = f64::INFINITY;
-            }
-            if ends == 3 && n > 2 {
-                e[0] = f64::NEG_INFINITY;
-                e[n - 1] = f64::INFINITY;
-            }
-            e
-        })
+            e.push(next);
+        }
+        let n = e.len();
+        if ends == 1 {
+            e[0] = f64::NEG_INFINITY;
+        }
+        if ends == 2 {
+            e[n - 1] = f64::INFINITY;
+        }
+        if ends == 3 && n > 2 {
+            e[0] = f64::NEG_INFINITY;
+            e[n - 1] = f64::INFINITY;
+        }
+        e
+    })
 }
 
 /// Evenly spaced edges (`numpy.linspace` as cluda computes it), where the O(1) guess of
@@ -248,8 +239,22 @@ fn check_eta(side: usize, data: &[i32]) -> Result<(), TestCaseError> {
         let got = eta::eta(kind, data, side);
         let want = aare::eta_of(kind as u32, data, side);
         let what = format!("{} of {side}x{side} {data:?}", kind.name());
-        prop_assert_eq!(got.x.to_bits(), want.x.to_bits(), "x: {} vs {}; {}", got.x, want.x, &what);
-        prop_assert_eq!(got.y.to_bits(), want.y.to_bits(), "y: {} vs {}; {}", got.y, want.y, &what);
+        prop_assert_eq!(
+            got.x.to_bits(),
+            want.x.to_bits(),
+            "x: {} vs {}; {}",
+            got.x,
+            want.x,
+            &what
+        );
+        prop_assert_eq!(
+            got.y.to_bits(),
+            want.y.to_bits(),
+            "y: {} vs {}; {}",
+            got.y,
+            want.y,
+            &what
+        );
         prop_assert_eq!(got.corner as i32, want.c, "corner; {}", &what);
         prop_assert_eq!(got.sum, want.sum, "sum; {}", &what);
     }
@@ -298,7 +303,11 @@ fn eta_generator_covers_the_edge_cases() {
         // Eta2: a zero pair sum in the chosen quadrant; full eta2: a zero quadrant sum;
         // eta3: a zero 3x3 sum; cross eta3: a zero row or column of the cross.
         let r = aare::reduce_to_3x3(&d64, side, side);
-        let (cl, ch) = if e2.c % 2 == 0 { (c - 1, c) } else { (c, c + 1) };
+        let (cl, ch) = if e2.c % 2 == 0 {
+            (c - 1, c)
+        } else {
+            (c, c + 1)
+        };
         if d64[cl] + d64[ch] == 0 {
             zero_den[0] += 1;
         }
@@ -317,9 +326,15 @@ fn eta_generator_covers_the_edge_cases() {
     }
     assert!(ties > 400, "{ties} quadrant ties");
     assert!(corners.iter().all(|&n| n > 100), "corners {corners:?}");
-    assert!(zero_den.iter().all(|&n| n > 40), "zero denominators {zero_den:?}");
+    assert!(
+        zero_den.iter().all(|&n| n > 40),
+        "zero denominators {zero_den:?}"
+    );
     assert!(negative > 1000, "{negative} with negative values");
-    assert!([3, 5, 7, 9].iter().all(|&s| sides[s] > 500), "sides {sides:?}");
+    assert!(
+        [3, 5, 7, 9].iter().all(|&s| sides[s] > 500),
+        "sides {sides:?}"
+    );
 }
 
 /// A few clusters worked by hand from aare's definitions (so that the oracle and cluda
@@ -442,7 +457,13 @@ proptest! {
 /// with an error naming it.
 #[test]
 fn maps_refuse_bad_cubes() {
-    let a = axes(EtaKind::Eta2, [3, 2, 1], -0.1, 1.1, vec![0.0, f64::INFINITY]);
+    let a = axes(
+        EtaKind::Eta2,
+        [3, 2, 1],
+        -0.1,
+        1.1,
+        vec![0.0, f64::INFINITY],
+    );
     let err = Interpolator::new(a.clone(), &[0.0; 5], MapKind::Cumulative).unwrap_err();
     let msg = err.to_string();
     assert!(msg.contains("etacube") && msg.contains('5'), "{msg}");
@@ -454,7 +475,9 @@ fn maps_refuse_bad_cubes() {
     assert!(Interpolator::new(a, &c, MapKind::Cumulative).is_err());
     // The oracle (aare) refuses the mismatch too.
     let o = aare::Arr3::zeros([2, 2, 1]);
-    assert!(aare::Interpolator::new(&o, &[0.0, 1.0, 2.0, 3.0], &[0.0, 1.0, 2.0], &[0.0, 1.0]).is_none());
+    assert!(
+        aare::Interpolator::new(&o, &[0.0, 1.0, 2.0, 3.0], &[0.0, 1.0, 2.0], &[0.0, 1.0]).is_none()
+    );
 }
 
 // ---------------------------------------------------------------------------------------
@@ -480,39 +503,41 @@ fn scene() -> impl Strategy<Value = Scene> {
         (-0.3f64..0.1, 0.8f64..1.3),
         (-500.0f64..300.0, 10.0f64..3000.0, any::<bool>()),
     )
-        .prop_flat_map(|(k, side, (shape, c), rosenblatt, (lo, hi), (elo, ew, inf))| {
-            let kind = kind_of(k);
-            // eta3 kinds range over [-1, 1].
-            let (lo, hi) = if kind.uses_quadrant() {
-                (lo, hi)
-            } else {
-                (2.0 * lo - 0.6, 2.0 * hi - 1.0)
-            };
-            let e = if inf && shape[2] == 1 {
-                vec![0.0, f64::INFINITY]
-            } else {
-                Edges::linspace("ebins", elo, elo + ew, shape[2])
-                    .unwrap()
-                    .as_slice()
-                    .to_vec()
-            };
-            let a = axes(kind, shape, lo, hi, e);
-            let value = prop_oneof![4 => -30i32..600, 1 => pixel()];
-            let one = (
-                any::<u16>(),
-                any::<u16>(),
-                prop::collection::vec(value, side * side),
-                0u8..4,
-            )
-                .prop_map(move |(x, y, d, sym)| (x, y, symmetrise(d, side, sym)));
-            (
-                Just(a),
-                Just(c),
-                Just(rosenblatt),
-                Just(side),
-                prop::collection::vec(one, 1..48),
-            )
-        })
+        .prop_flat_map(
+            |(k, side, (shape, c), rosenblatt, (lo, hi), (elo, ew, inf))| {
+                let kind = kind_of(k);
+                // eta3 kinds range over [-1, 1].
+                let (lo, hi) = if kind.uses_quadrant() {
+                    (lo, hi)
+                } else {
+                    (2.0 * lo - 0.6, 2.0 * hi - 1.0)
+                };
+                let e = if inf && shape[2] == 1 {
+                    vec![0.0, f64::INFINITY]
+                } else {
+                    Edges::linspace("ebins", elo, elo + ew, shape[2])
+                        .unwrap()
+                        .as_slice()
+                        .to_vec()
+                };
+                let a = axes(kind, shape, lo, hi, e);
+                let value = prop_oneof![4 => -30i32..600, 1 => pixel()];
+                let one = (
+                    any::<u16>(),
+                    any::<u16>(),
+                    prop::collection::vec(value, side * side),
+                    0u8..4,
+                )
+                    .prop_map(move |(x, y, d, sym)| (x, y, symmetrise(d, side, sym)));
+                (
+                    Just(a),
+                    Just(c),
+                    Just(rosenblatt),
+                    Just(side),
+                    prop::collection::vec(one, 1..48),
+                )
+            },
+        )
         .prop_map(|(axes, cube, rosenblatt, side, clusters)| Scene {
             axes,
             cube,
@@ -743,7 +768,10 @@ fn cube_file_round_trip() {
     assert_eq!(&axes, cube.axes());
     assert_eq!(bits(&values), bits(&counts));
     let m = m.unwrap();
-    assert_eq!((m.kind, m.unit.as_str(), m.cluster), (EtaKind::CrossEta3, "ADU", Some(5)));
+    assert_eq!(
+        (m.kind, m.unit.as_str(), m.cluster),
+        (EtaKind::CrossEta3, "ADU", Some(5))
+    );
 
     // Without the metadata, the kind given (else eta2).
     std::fs::remove_file(dir.path().join("eta.json")).unwrap();
@@ -818,7 +846,10 @@ fn cube_file_refusals() {
     a[1].2 = vec![0.0, 1.0, 1.0];
     write_npz(&p, &a);
     let msg = files::read_cube(&p, None).unwrap_err().to_string();
-    assert!(msg.contains("xbins") && msg.contains("strictly increase"), "{msg}");
+    assert!(
+        msg.contains("xbins") && msg.contains("strictly increase"),
+        "{msg}"
+    );
 }
 
 /// Parses an `.npy` header: (dict text, data offset).
@@ -846,7 +877,11 @@ fn photon_file_rows_read_back() {
         .map(|i| Photon {
             frame: i64::MAX - i * 0x1_0000_0001,
             x: (i as f64) * 0.1 - 3.0,
-            y: if i == 5 { f64::NAN } else { 1e300 / (i + 1) as f64 },
+            y: if i == 5 {
+                f64::NAN
+            } else {
+                1e300 / (i + 1) as f64
+            },
             energy: -(i as f64) - 0.5,
             flags: (i % 256) as u8,
         })
@@ -960,7 +995,10 @@ fn image_files_by_extension() {
     files::write_image(&npy, &img).unwrap();
     let b = std::fs::read(&npy).unwrap();
     let (dict, off) = npy_header(&b);
-    assert!(dict.contains("'descr': '<u4'") && dict.contains("'shape': (12, 8)"), "{dict}");
+    assert!(
+        dict.contains("'descr': '<u4'") && dict.contains("'shape': (12, 8)"),
+        "{dict}"
+    );
     let back: Vec<u32> = b[off..]
         .chunks_exact(4)
         .map(|c| u32::from_le_bytes(c.try_into().unwrap()))

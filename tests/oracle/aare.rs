@@ -97,10 +97,34 @@ pub fn calculate_eta2(data: &[i64], cluster_size_x: usize, cluster_size_y: usize
     let cci = cluster_center_index;
     let sx = cluster_size_x;
     match c {
-        C_TOP_LEFT => calculate_eta2_helper(&mut eta, data[cci - 1], data[cci], data[cci - sx], data[cci]),
-        C_TOP_RIGHT => calculate_eta2_helper(&mut eta, data[cci], data[cci + 1], data[cci - sx], data[cci]),
-        C_BOTTOM_LEFT => calculate_eta2_helper(&mut eta, data[cci - 1], data[cci], data[cci], data[cci + sx]),
-        C_BOTTOM_RIGHT => calculate_eta2_helper(&mut eta, data[cci], data[cci + 1], data[cci], data[cci + sx]),
+        C_TOP_LEFT => calculate_eta2_helper(
+            &mut eta,
+            data[cci - 1],
+            data[cci],
+            data[cci - sx],
+            data[cci],
+        ),
+        C_TOP_RIGHT => calculate_eta2_helper(
+            &mut eta,
+            data[cci],
+            data[cci + 1],
+            data[cci - sx],
+            data[cci],
+        ),
+        C_BOTTOM_LEFT => calculate_eta2_helper(
+            &mut eta,
+            data[cci - 1],
+            data[cci],
+            data[cci],
+            data[cci + sx],
+        ),
+        C_BOTTOM_RIGHT => calculate_eta2_helper(
+            &mut eta,
+            data[cci],
+            data[cci + 1],
+            data[cci],
+            data[cci + sx],
+        ),
         _ => unreachable!(),
     }
     eta.c = c;
@@ -318,9 +342,17 @@ impl Interpolator {
         for i in 0..s.m_ietax.shape(0) {
             for j in 0..s.m_ietax.shape(1) {
                 for k in 0..s.m_ietax.shape(2) {
-                    let add_x = if i == 0 { 0.0 } else { s.m_ietax.get(i - 1, j, k) };
+                    let add_x = if i == 0 {
+                        0.0
+                    } else {
+                        s.m_ietax.get(i - 1, j, k)
+                    };
                     *s.m_ietax.at(i, j, k) += add_x;
-                    let add_y = if j == 0 { 0.0 } else { s.m_ietay.get(i, j - 1, k) };
+                    let add_y = if j == 0 {
+                        0.0
+                    } else {
+                        s.m_ietay.get(i, j - 1, k)
+                    };
                     *s.m_ietay.at(i, j, k) += add_y;
                 }
             }
@@ -366,7 +398,11 @@ impl Interpolator {
             for j in 0..cond_cdf_etay.shape(1) {
                 for k in 0..cond_cdf_etay.shape(2) {
                     *marg_cdf_etax.at(i, k) += etacube.get(i, j, k);
-                    let add = if j == 0 { 0.0 } else { cond_cdf_etay.get(i, j - 1, k) };
+                    let add = if j == 0 {
+                        0.0
+                    } else {
+                        cond_cdf_etay.get(i, j - 1, k)
+                    };
                     *cond_cdf_etay.at(i, j, k) += add;
                 }
             }
