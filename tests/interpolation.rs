@@ -581,7 +581,7 @@ proptest! {
         let oracle = oracle_maps(&s.axes, &s.cube, false);
         // A mask over the first 64 x 64 pixels, bad where a hash of the pixel says so.
         let bad = |x: u16, y: u16| {
-            x < 64 && y < 64 && (seed ^ (x as u64 * 0x9e37_79b9 + y as u64 * 0x85eb_ca6b)).count_ones() % 3 == 0
+            x < 64 && y < 64 && (seed ^ (x as u64 * 0x9e37_79b9 + y as u64 * 0x85eb_ca6b)).count_ones().is_multiple_of(3)
         };
         let mask = PixelMask::new(64, 64, (0..64 * 64).map(|i| bad((i % 64) as u16, (i / 64) as u16)).collect()).unwrap();
         let window = EnergyWindow::new(lo, lo + w).unwrap();
