@@ -909,10 +909,16 @@ impl NpyFrames {
 /// The bytes of the header NumPy's `np.save` writes for a C-order array: version 1.0 (2.0
 /// when the header would not fit a u16 length), spare spaces so the first axis can grow to 21
 /// digits in place, then spaces and a newline up to a multiple of 64 bytes (a full 64 when
-/// already aligned, as NumPy does).
+/// already aligned, as NumPy does). A structured `descr` (a `[...]` list of fields) is written
+/// as the list itself, as NumPy writes it; any other as a quoted string.
 pub fn header_bytes(descr: &str, shape: &[usize]) -> Vec<u8> {
+    let descr = if descr.starts_with('[') {
+        descr.to_string()
+    } else {
+        format!("'{descr}'")
+    };
     let mut dict = format!(
-        "{{'descr': '{descr}', 'fortran_order': False, 'shape': {}, }}",
+        "{{'descr': {descr}, 'fortran_order': False, 'shape': {}, }}",
         shape_text(shape)
     );
     if let Some(first) = shape.first() {
