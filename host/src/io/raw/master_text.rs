@@ -13,7 +13,9 @@
 //! (software 7.0, ADC order) adds "Exptime", "Period", "Ten Giga", "ADC Mask", "Analog
 //! Samples"; MOENCH with its own firmware (software 8.0, image order, still format 7.2) adds
 //! "Exptime", "Period", "Number of UDP Interfaces", "Number of rows". No MOENCH master has
-//! "Dynamic Range" (readers take 16).
+//! "Dynamic Range" (readers take 16). From format 8.0 the ROI is the array "Receiver Rois"
+//! (aare's 8.0 masters): one `{"xmin", "xmax", "ymin", "ymax"}` per ROI, the whole detector
+//! when none is set (see [`super::roi`]).
 //!
 //! Hand-written rather than through `serde_json::to_string_pretty`: serde_json's maps sort
 //! their keys unless its `preserve_order` feature (a new dependency, and a change for every
@@ -22,6 +24,7 @@
 use serde_json::{Value, json};
 
 use super::master::{DetectorType, FrameDiscardPolicy};
+use super::roi::Roi;
 
 /// What a master file says about an acquisition.
 #[derive(Clone, Debug)]
@@ -30,10 +33,12 @@ pub struct MasterFields<'a> {
     pub version: f64,
     /// The detector type.
     pub detector: &'a DetectorType,
-    /// Rows per frame.
+    /// Rows of the detector ("Pixels" y).
     pub rows: usize,
-    /// Columns per frame.
+    /// Columns of the detector ("Pixels" x).
     pub cols: usize,
+    /// The receiver ROI the data files hold, if any.
+    pub roi: Option<Roi>,
     /// "Max Frames Per File".
     pub max_frames_per_file: u64,
     /// "Frame Discard Policy".
@@ -52,6 +57,7 @@ pub struct MasterFields<'a> {
 enum Node {
     Leaf(Value),
     Object(Vec<(&'static str, Node)>),
+    Array(Vec<Node>),
 }
 
 fn leaf(v: Value) -> Node {
@@ -74,7 +80,33 @@ pub fn master_text(f: &MasterFields<'_>) -> String {
     } else {
         keys.push(("Image Size", leaf(json!(image_size))));
     }
-    let no_roi = || leaf(json!(u32::MAX));
+    let roi_object = |b: [i64; 4]| {
+        Node::Object(
+            ["xmin", "xmax", "ymin", "ymax"]
+                .into_iter()
+                .zip(b)
+                .map(|(k, v)| (k, leaf(json!(v))))
+                .collect(),
+        )
+    };
+    let bounds = |r: Roi| [r.xmin, r.xmax, r.ymin, r.ymax].map(|v| v as i64);
+    let roi = if f.version < 8.0 {
+        // Format 7.x: no ROI is -1 written as an unsigned 32-bit number.
+        let unset = [u32::MAX as i64; 4];
+        ("Receiver Roi", roi_object(f.roi.map_or(unset, bounds)))
+    } else {
+        // Format 8.0: no ROI is one covering the whole detector.
+        let whole = Roi {
+            xmin: 0,
+            xmax: f.cols.saturating_sub(1),
+            ymin: 0,
+            ymax: f.rows.saturating_sub(1),
+        };
+        (
+            "Receiver Rois",
+            Node::Array(vec![roi_object(bounds(f.roi.unwrap_or(whole)))]),
+        )
+    };
     keys.extend([
         ("Pixels", xy(f.cols as u64, f.rows as u64)),
         ("Max Frames Per File", leaf(json!(f.max_frames_per_file))),
@@ -85,15 +117,7 @@ pub fn master_text(f: &MasterFields<'_>) -> String {
         ("Frame Padding", leaf(json!(u8::from(f.frame_padding)))),
         ("Scan Parameters", leaf(json!("[disabled]"))),
         ("Total Frames", leaf(json!(f.total_frames))),
-        (
-            "Receiver Roi",
-            Node::Object(vec![
-                ("xmin", no_roi()),
-                ("xmax", no_roi()),
-                ("ymin", no_roi()),
-                ("ymax", no_roi()),
-            ]),
-        ),
+        roi,
     ]);
     // cluda's frames have no exposure settings: written as zero.
     match f.detector {
@@ -162,6 +186,16 @@ fn write_node(node: &Node, depth: usize, out: &mut String) {
             }
             out.push_str(&"    ".repeat(depth));
             out.push('}');
+        }
+        Node::Array(items) => {
+            out.push_str("[\n");
+            for (i, v) in items.iter().enumerate() {
+                out.push_str(&"    ".repeat(depth + 1));
+                write_node(v, depth + 1, out);
+                out.push_str(if i + 1 < items.len() { ",\n" } else { "\n" });
+            }
+            out.push_str(&"    ".repeat(depth));
+            out.push(']');
         }
     }
 }
