@@ -197,6 +197,15 @@ pub struct GenArgs {
     /// 1) instead of .npy files.
     #[arg(long)]
     pub raw: bool,
+    /// With --raw: write the acquisitions as a receiver with `rx_roi XMIN XMAX YMIN YMAX`
+    /// writes them: the master names the ROI ("Receiver Roi", or "Receiver Rois" with
+    /// --raw-version 8.0) and keeps the detector's R x C "Pixels", the data files hold only
+    /// the ROI's pixels (columns XMIN..=XMAX of rows YMIN..=YMAX) of each generated frame.
+    #[arg(long, value_name = "XMIN,XMAX,YMIN,YMAX", value_parser = parse_roi, requires = "raw")]
+    pub roi: Option<cluda::io::raw::Roi>,
+    /// With --raw: the master file format version to write, 7.2 (default) or 8.0.
+    #[arg(long, value_name = "7.2|8.0", value_parser = parse_raw_version, requires = "raw")]
+    pub raw_version: Option<f64>,
     /// Replace an existing data set of the same names in DIR (without it, gen refuses to).
     #[arg(long)]
     pub overwrite: bool,
@@ -447,6 +456,51 @@ whole_parser!(parse_pedestal_frames, usize, "pedestal-frames", 1, u32::MAX);
 whole_parser!(parse_rows, usize, "rows", 1, 65536);
 whole_parser!(parse_cols, usize, "cols", 1, 65536);
 whole_parser!(parse_seed, u64, "seed", 0, u64::MAX);
+
+/// `--roi XMIN,XMAX,YMIN,YMAX`: four pixel indices, `rx_roi`'s order, ends inclusive, min
+/// <= max (the detector's size is checked when it is known).
+fn parse_roi(s: &str) -> Result<cluda::io::raw::Roi, String> {
+    let parts: Vec<&str> = s.split(',').map(str::trim).collect();
+    let [xmin, xmax, ymin, ymax] = parts.as_slice() else {
+        return Err(format!(
+            "--roi takes XMIN,XMAX,YMIN,YMAX (four pixel indices, ends inclusive), got `{s}`"
+        ));
+    };
+    let mut v = [0usize; 4];
+    for (slot, (name, text)) in v.iter_mut().zip([
+        ("XMIN", xmin),
+        ("XMAX", xmax),
+        ("YMIN", ymin),
+        ("YMAX", ymax),
+    ]) {
+        *slot = text
+            .parse::<u16>()
+            .map(usize::from)
+            .map_err(|_| format!("--roi: {name} `{text}` is not a pixel index 0..=65535"))?;
+    }
+    if v[0] > v[1] || v[2] > v[3] {
+        return Err(format!(
+            "--roi: XMIN <= XMAX and YMIN <= YMAX are needed (ends inclusive), got `{s}`"
+        ));
+    }
+    Ok(cluda::io::raw::Roi {
+        xmin: v[0],
+        xmax: v[1],
+        ymin: v[2],
+        ymax: v[3],
+    })
+}
+
+/// `--raw-version`: a master file format cluda writes (7.2 or 8.0).
+fn parse_raw_version(s: &str) -> Result<f64, String> {
+    match s.trim() {
+        "7.2" => Ok(7.2),
+        "8.0" | "8" => Ok(8.0),
+        _ => Err(format!(
+            "--raw-version must be 7.2 or 8.0 (the master formats cluda writes), got `{s}`"
+        )),
+    }
+}
 
 fn parse_idle_end(s: &str) -> Result<f64, String> {
     seconds(s, "idle-end", 0.0, 86_400.0)
