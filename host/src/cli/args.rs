@@ -120,6 +120,13 @@ pub struct StreamArgs {
     /// Seconds between plot refreshes, 0.1 ..= 86400.
     #[arg(long, default_value_t = 5.0, value_name = "S", value_parser = parse_plot_every, allow_negative_numbers = true)]
     pub plot_every: f64,
+    /// How the sender's frame numbers advance: `auto` (default) infers a constant stride N
+    /// from an acquisition's first gaps and says so on stderr; N (1 ..): the sender streams
+    /// every Nth frame (slsReceiver `rx_zmqfreq N`), 1 meaning every frame. The frames
+    /// between are counted as `sampled`, not `missing`; a gap wider than the stride is still
+    /// reported as missing.
+    #[arg(long, default_value = "auto", value_name = "auto|N", value_parser = parse_sampled)]
+    pub sampled: cluda::stream::Sampling,
     /// Testing only: sleep this many microseconds per frame after writing it, to show what
     /// happens when cluda cannot keep up.
     #[arg(long, default_value_t = 0, hide = true, value_name = "US", value_parser = parse_slow_sink, allow_negative_numbers = true)]
@@ -163,6 +170,10 @@ pub struct ReplayArgs {
     /// Wait for slow subscribers instead of dropping at the high-water mark.
     #[arg(long)]
     pub no_drop: bool,
+    /// Send every Nth frame of each acquisition (frame indices 0, N, 2N, ...), as slsReceiver
+    /// streams with `rx_zmqfreq N` (a live preview).
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = parse_every, allow_negative_numbers = true)]
+    pub every: u64,
     /// Subscribers to wait for before the first frame (0: start at once, as slsReceiver does).
     #[arg(long, default_value_t = 1, value_name = "N", value_parser = parse_subscribers, allow_negative_numbers = true)]
     pub subscribers: usize,
@@ -448,6 +459,17 @@ whole_parser!(parse_chunk, u64, "chunk", 1, 4096);
 whole_parser!(parse_slow_sink, u64, "slow-sink-us", 0, 1_000_000);
 whole_parser!(parse_replay_acquisitions, u64, "acquisitions", 1, u32::MAX);
 whole_parser!(parse_first_frame, u64, "first-frame", 0, u64::MAX);
+whole_parser!(parse_every, u64, "every", 1, u32::MAX);
+
+/// `--sampled auto|N`: infer the stride, or every Nth frame (N >= 1).
+fn parse_sampled(s: &str) -> Result<cluda::stream::Sampling, String> {
+    if s.trim() == "auto" {
+        return Ok(cluda::stream::Sampling::Infer);
+    }
+    whole(s, "sampled", 1, u32::MAX as u64)
+        .map(cluda::stream::Sampling::Every)
+        .map_err(|e| format!("{e} (or `auto`)"))
+}
 whole_parser!(parse_file_index, u64, "file-index", 0, u64::MAX);
 whole_parser!(parse_hwm, i32, "hwm", 0, i32::MAX);
 whole_parser!(parse_subscribers, usize, "subscribers", 0, 1_000_000);
