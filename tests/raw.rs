@@ -422,6 +422,70 @@ fn masters_have_the_receivers_keys_in_its_order() {
     }
 }
 
+/// Format 8.0 as slsDetectorPackage 10's receiver writes it for a MOENCH (its
+/// `MasterAttributes.cpp`): renamed and new keys in its order, "Scan Parameters" an object,
+/// no "Frame Header Format", "Additional JSON Header" last; read back by cluda.
+#[test]
+fn format_8_masters_have_the_10x_receivers_keys_in_its_order() {
+    let dir = temp_dir("keys8");
+    let config = RawWriterConfig {
+        version: 8.0,
+        ..RawWriterConfig::moench03()
+    };
+    let mut w = RawWriter::create(dir.path(), "k", 0, config).unwrap();
+    w.write_frame(1, &vec![3u16; 160_000]).unwrap();
+    let master = w.finish(None).unwrap();
+    let text = std::fs::read_to_string(&master).unwrap();
+    let want = [
+        "Version",
+        "Timestamp",
+        "Detector Type",
+        "Timing Mode",
+        "Geometry",
+        "Image Size",
+        "Pixels",
+        "Max Frames Per File",
+        "Frame Discard Policy",
+        "Frame Padding",
+        "Scan Parameters",
+        "Total Frames",
+        "Receiver Rois",
+        "Exposure Time",
+        "Acquisition Period",
+        "Number of UDP Interfaces",
+        "Number of Rows",
+        "Readout Speed",
+        "Frames in File",
+        "Additional JSON Header",
+    ];
+    assert_eq!(top_keys(&text), want, "{text}");
+    assert!(text.starts_with("{\n    \"Version\": 8.0,\n"), "{text}");
+    assert!(
+        text.ends_with("\n    \"Additional JSON Header\": {}\n}"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "\"Scan Parameters\": {\n        \"enable\": 0,\n        \"dacInd\": 0,\n        \"start offset\": 0,\n        \"stop offset\": 0,\n        \"step size\": 0,\n        \"dac settle time ns\": 0\n    },"
+        ),
+        "{text}"
+    );
+    let j: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        j["Receiver Rois"],
+        serde_json::json!([{"xmin": 0, "xmax": 399, "ymin": 0, "ymax": 399}])
+    );
+    assert_eq!(j["Image Size"], 320_000);
+    assert_eq!(j["Number of Rows"], 400);
+    let m = RawMaster::open(&master).unwrap();
+    assert_eq!(
+        (m.detector_type, m.roi, m.version),
+        (DetectorType::Moench03, None, 8.0)
+    );
+    let mut r = RawReader::open(&master).unwrap();
+    assert_eq!(r.next().unwrap().unwrap().image, vec![3u16; 160_000]);
+}
+
 /// A receiver ROI as `rx_roi XMIN XMAX YMIN YMAX` writes it: the master keeps the detector's
 /// "Pixels" and "Image Size" and names the ROI; the data files hold only the ROI's pixels.
 /// Read as frames of the ROI's shape, every frame, nothing missing, for master formats 7.2

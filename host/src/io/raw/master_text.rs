@@ -13,9 +13,18 @@
 //! (software 7.0, ADC order) adds "Exptime", "Period", "Ten Giga", "ADC Mask", "Analog
 //! Samples"; MOENCH with its own firmware (software 8.0, image order, still format 7.2) adds
 //! "Exptime", "Period", "Number of UDP Interfaces", "Number of rows". No MOENCH master has
-//! "Dynamic Range" (readers take 16). From format 8.0 the ROI is the array "Receiver Rois"
-//! (aare's 8.0 masters): one `{"xmin", "xmax", "ymin", "ymax"}` per ROI, the whole detector
-//! when none is set (see [`super::roi`]).
+//! "Dynamic Range" (readers take 16).
+//!
+//! Format 8.0 (slsDetectorPackage 10's `MasterAttributes.cpp`, `GetCommonBinaryAttributes`,
+//! `GetMoenchBinaryAttributes`, `GetFinalBinaryAttributes`; aare's 8.0 masters in
+//! `src/RawMasterFile.test.cpp`) writes the common keys with "Image Size" for "Image Size in
+//! bytes" and "Scan Parameters" as an object (`enable`, `dacInd`, `start offset`, `stop
+//! offset`, `step size`, `dac settle time ns`), then for MOENCH "Receiver Rois" (an array of
+//! `{"xmin", "xmax", "ymin", "ymax"}`, the whole detector when no ROI is set, see
+//! [`super::roi`]), "Exposure Time", "Acquisition Period", "Number of UDP Interfaces",
+//! "Number of Rows", "Readout Speed", and ends with "Frames in File" and "Additional JSON
+//! Header" (no "Frame Header Format"). Values cluda cannot know are placeholders: times
+//! `0ns`, readout speed `full_speed`.
 //!
 //! Hand-written rather than through `serde_json::to_string_pretty`: serde_json's maps sort
 //! their keys unless its `preserve_order` feature (a new dependency, and a change for every
@@ -115,12 +124,29 @@ pub fn master_text(f: &MasterFields<'_>) -> String {
             leaf(json!(f.frame_discard_policy.name())),
         ),
         ("Frame Padding", leaf(json!(u8::from(f.frame_padding)))),
-        ("Scan Parameters", leaf(json!("[disabled]"))),
+        ("Scan Parameters", scan_parameters(f.version)),
         ("Total Frames", leaf(json!(f.total_frames))),
         roi,
     ]);
+    let format8 = f.version >= 8.0;
     // cluda's frames have no exposure settings: written as zero.
     match f.detector {
+        DetectorType::Moench03 if format8 => keys.extend([
+            ("Exposure Time", leaf(json!("0ns"))),
+            ("Acquisition Period", leaf(json!("0ns"))),
+            ("Number of UDP Interfaces", leaf(json!(1))),
+            ("Number of Rows", leaf(json!(f.rows))),
+            ("Readout Speed", leaf(json!("full_speed"))),
+        ]),
+        // No format-8 receiver writes ADC-ordered "Moench" (that readout is the chip test
+        // board's): the 7.x keys under their format-8 names.
+        DetectorType::Moench03Old if format8 => keys.extend([
+            ("Exposure Time", leaf(json!("0ns"))),
+            ("Acquisition Period", leaf(json!("0ns"))),
+            ("Ten Giga", leaf(json!(0))),
+            ("ADC Mask", leaf(json!(u32::MAX))),
+            ("Analog Samples", leaf(json!(5000))),
+        ]),
         DetectorType::Moench03Old => keys.extend([
             ("Exptime", leaf(json!("0ns"))),
             ("Period", leaf(json!("0ns"))),
@@ -155,9 +181,13 @@ pub fn master_text(f: &MasterFields<'_>) -> String {
         ("Header Version", "1 byte"),
         ("Packets Caught Mask", "64 bytes"),
     ];
-    keys.extend([
-        ("Frames in File", leaf(json!(f.frames_in_file))),
-        (
+    keys.push(("Frames in File", leaf(json!(f.frames_in_file))));
+    if format8 {
+        // Format 8.0 ends with the additional JSON header (none here) and no longer writes
+        // the frame header's format.
+        keys.push(("Additional JSON Header", Node::Object(Vec::new())));
+    } else {
+        keys.push((
             "Frame Header Format",
             Node::Object(
                 header
@@ -165,16 +195,40 @@ pub fn master_text(f: &MasterFields<'_>) -> String {
                     .map(|(k, v)| (k, leaf(json!(v))))
                     .collect(),
             ),
-        ),
-    ]);
+        ));
+    }
     let mut out = String::new();
     write_node(&Node::Object(keys), 0, &mut out);
     out
 }
 
+/// "Scan Parameters" with no scan: format 7.x writes `"[disabled]"`, format 8.0 an object of
+/// the scan's settings, all zero.
+fn scan_parameters(version: f64) -> Node {
+    if version < 8.0 {
+        return leaf(json!("[disabled]"));
+    }
+    Node::Object(
+        [
+            "enable",
+            "dacInd",
+            "start offset",
+            "stop offset",
+            "step size",
+            "dac settle time ns",
+        ]
+        .into_iter()
+        .map(|k| (k, leaf(json!(0))))
+        .collect(),
+    )
+}
+
 fn write_node(node: &Node, depth: usize, out: &mut String) {
     match node {
         Node::Leaf(v) => out.push_str(&v.to_string()),
+        // rapidjson's pretty writer writes empty containers on one line.
+        Node::Object(entries) if entries.is_empty() => out.push_str("{}"),
+        Node::Array(items) if items.is_empty() => out.push_str("[]"),
         Node::Object(entries) => {
             out.push_str("{\n");
             for (i, (k, v)) in entries.iter().enumerate() {
