@@ -24,7 +24,6 @@ use std::time::Duration;
 use super::header::{HeaderFault, ZmqHeader};
 use super::inlet::Inlet;
 use super::receiver::{Message, ReceiverConfig};
-use super::sampling::Sampling;
 use super::source::{Acquisition, AcquisitionCounts, Ending, FaultKind, Reporter, StreamEvent};
 use crate::cluster::FrameClusters;
 use crate::config::FindOptions;
@@ -81,9 +80,8 @@ pub struct StreamSettings {
     /// up; zero normally.
     pub slow_sink: Duration,
     /// How frame numbers advance: every frame, every Nth (slsReceiver's `rx_zmqfreq`), or a
-    /// stride inferred from the first acquisition that shows one (see
-    /// [`super::sampling`]).
-    pub sampling: Sampling,
+    /// stride inferred from each acquisition's first gaps (see [`super::sampling`]).
+    pub sampling: super::sampling::Sampling,
 }
 
 impl StreamSettings {
@@ -105,7 +103,7 @@ impl StreamSettings {
             max_wait: Duration::from_millis(10),
             idle_end: Duration::from_secs(10),
             slow_sink: Duration::ZERO,
-            sampling: Sampling::Infer,
+            sampling: super::sampling::Sampling::Infer,
         }
     }
 }
@@ -402,7 +400,8 @@ pub fn run(
     // The cluster file of the last data acquisition, committed while the next one starts.
     let mut commits = Commits::default();
     let mut totals = StreamTotals::default();
-    let mut sampling = settings.sampling;
+    // The stride an acquisition inferred and stated (not stated again by later ones).
+    let mut stated_stride: Option<u64> = None;
     // The receiver ROIs already stated (each once).
     let mut rois_noted: HashSet<[i64; 4]> = HashSet::new();
     while settings
@@ -480,7 +479,7 @@ pub fn run(
         acq.counts.mismatched = std::mem::take(&mut inbox.stray_mismatched);
         acq.max_wait = settings.max_wait;
         acq.idle_end = settings.idle_end;
-        acq.set_sampling(sampling);
+        acq.set_sampling(settings.sampling, stated_stride);
         if !dark {
             // A cluster file numbers frames with an i32: larger numbers are skipped as faults
             // before they reach the pedestal or the finder.
@@ -690,12 +689,8 @@ pub fn run(
         }
         // Whatever is left of the acquisition (a dark or short one that was stopped).
         acq.finish_gaps();
-        if sampling == Sampling::Infer
-            && let Some(n) = acq.counts.stride
-            && n > 1
-        {
-            // Inferred once (and stated once): the stream's later acquisitions keep it.
-            sampling = Sampling::Every(n);
+        if let Some(n) = acq.inferred_stride() {
+            stated_stride = Some(n);
         }
         out.counts = acq.counts.clone();
         if out.counts.ending == Ending::Open {

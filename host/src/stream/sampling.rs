@@ -5,8 +5,10 @@
 //!
 //! The stride is given ([`Sampling::Every`]) or inferred ([`Sampling::Infer`], the default):
 //! an acquisition whose first [`INFER_GAPS`] gaps between frame numbers are all the same
-//! N > 1 is taken as sampled every Nth frame (stated once on stderr); until then its gaps
-//! are held back, and reported as missing if the stride does not hold.
+//! N > 1 is taken as sampled every Nth frame (stated on stderr, once per stream for each
+//! stride); until then its gaps are held back, and reported as missing if the stride does
+//! not hold. Each acquisition infers its own stride, so one streamed whole after sampled
+//! ones has its gaps counted as missing again.
 //!
 //! What is counted, for a gap from frame number `a` to the next frame `b` (`d = b - a`)
 //! with stride N: the stream frames that should have come between them, `(d - 1) / N`
@@ -59,6 +61,10 @@ pub struct StrideCheck {
     stride: Option<u64>,
     /// Gaps held back until the stride is known.
     held: Vec<Gap>,
+    /// A stride already stated to the person (by an earlier acquisition): not stated again.
+    stated: Option<u64>,
+    /// Whether the stride was inferred rather than given.
+    inferred: bool,
 }
 
 impl StrideCheck {
@@ -70,6 +76,23 @@ impl StrideCheck {
                 Sampling::Infer => None,
             },
             held: Vec::new(),
+            stated: None,
+            inferred: false,
+        }
+    }
+
+    /// Does not state an inferred stride of `stated` again (an earlier acquisition of the
+    /// stream stated it).
+    pub fn already_stated(mut self, stated: Option<u64>) -> Self {
+        self.stated = stated;
+        self
+    }
+
+    /// Whether the stride was inferred (not given) and is more than 1.
+    pub fn inferred_stride(&self) -> Option<u64> {
+        match (self.inferred, self.stride) {
+            (true, Some(n)) if n > 1 => Some(n),
+            _ => None,
         }
     }
 
@@ -118,8 +141,9 @@ impl StrideCheck {
     /// Fixes the stride at `n` and judges the gaps held back.
     fn decide(&mut self, n: u64) -> GapOutcome {
         self.stride = Some(n);
+        self.inferred = true;
         let held = std::mem::take(&mut self.held);
-        judge(&held, n, n > 1)
+        judge(&held, n, n > 1 && self.stated != Some(n))
     }
 }
 
@@ -239,6 +263,20 @@ mod tests {
         // Given stride 1: every gap is missing, even regular ones.
         let (sampled, missing, _, _) = run(Sampling::Every(1), &[1, 3, 5, 7, 9]);
         assert_eq!((sampled, missing), (0, 4));
+    }
+
+    #[test]
+    fn a_stride_stated_before_is_not_stated_again() {
+        let mut c = StrideCheck::new(Sampling::Infer).already_stated(Some(2));
+        let notes: Vec<_> = [(1, 3), (3, 5), (5, 7)]
+            .iter()
+            .map(|&(a, b)| c.gap(a, b, 0))
+            .collect();
+        assert!(notes.iter().all(|o| o.note.is_none()));
+        assert_eq!(c.inferred_stride(), Some(2));
+        assert_eq!(notes.iter().map(|o| o.sampled).sum::<u64>(), 3);
+        let c = StrideCheck::new(Sampling::Every(2));
+        assert_eq!(c.inferred_stride(), None);
     }
 
     #[test]

@@ -233,9 +233,15 @@ impl<'r> Acquisition<'r> {
     }
 
     /// Sets how the frame numbers are expected to advance (default: a stride inferred, see
-    /// [`super::sampling`]); before the first frame.
-    pub fn set_sampling(&mut self, sampling: Sampling) {
-        self.strides = StrideCheck::new(sampling);
+    /// [`super::sampling`]); `stated`: an inferred stride an earlier acquisition of the stream
+    /// stated already (not stated again). Before the first frame.
+    pub fn set_sampling(&mut self, sampling: Sampling, stated: Option<u64>) {
+        self.strides = StrideCheck::new(sampling).already_stated(stated);
+    }
+
+    /// The stride this acquisition inferred, when it inferred one above 1.
+    pub fn inferred_stride(&self) -> Option<u64> {
+        self.strides.inferred_stride()
     }
 
     /// Judges the gaps still held back by the stride inference (the acquisition ended):

@@ -41,14 +41,16 @@ pub struct Roi {
 }
 
 impl Roi {
-    /// Rows of the ROI (the rows of each frame in the data files).
+    /// Rows of the ROI (the rows of each frame in the data files); 1 for an ROI whose ends
+    /// are out of order (which [`Roi::fits`] refuses).
     pub fn rows(&self) -> usize {
-        self.ymax - self.ymin + 1
+        self.ymax.saturating_sub(self.ymin).saturating_add(1)
     }
 
-    /// Columns of the ROI (the columns of each frame in the data files).
+    /// Columns of the ROI (the columns of each frame in the data files); 1 for an ROI whose
+    /// ends are out of order (which [`Roi::fits`] refuses).
     pub fn cols(&self) -> usize {
-        self.xmax - self.xmin + 1
+        self.xmax.saturating_sub(self.xmin).saturating_add(1)
     }
 
     /// Whether the ROI lies inside a detector of `rows` x `cols` pixels, its ends in order.
