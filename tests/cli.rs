@@ -724,6 +724,226 @@ fn gen_raw_then_find() {
     );
 }
 
+/// Crops `frames` (`n x rows x cols`, image order) to `roi`, as a receiver with `rx_roi`
+/// writes them.
+fn crop_frames(frames: &[u16], cols: usize, rows: usize, roi: cluda::io::raw::Roi) -> Vec<u16> {
+    let mut out = Vec::new();
+    for f in frames.chunks_exact(rows * cols) {
+        let mut c = vec![0u16; roi.rows() * roi.cols()];
+        roi.crop(f, cols, &mut c).unwrap();
+        out.extend(c);
+    }
+    out
+}
+
+/// Raw acquisitions written with a receiver ROI (the master naming it, the data files holding
+/// only its pixels) are found as frames of the ROI's shape: the cluster file is byte for byte
+/// that of `find` on the same frames as `.npy` files of the ROI's shape. The same data files
+/// under a master that names no ROI are refused with the file named, exit code 1.
+#[test]
+fn find_on_roi_raw_acquisitions_equals_find_on_npy_of_roi_shape() {
+    use cluda::io::raw::{DetectorType, RawWriter, RawWriterConfig, Roi};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (ped, data) = CLUDA.gen_small(d);
+    let (pa, da) = (
+        read_u16_frames(&ped).unwrap(),
+        read_u16_frames(&data).unwrap(),
+    );
+    // Columns 3..=30 of rows 2..=19 of the 24 x 36 frames: 18 x 28.
+    let roi = Roi {
+        xmin: 3,
+        xmax: 30,
+        ymin: 2,
+        ymax: 19,
+    };
+    let (pc, dc) = (
+        crop_frames(&pa.data, 36, 24, roi),
+        crop_frames(&da.data, 36, 24, roi),
+    );
+    let write = |base: &str, frames: &[u16], version: f64| {
+        let config = RawWriterConfig {
+            rows: 24,
+            cols: 36,
+            detector: DetectorType::Generic16,
+            max_frames_per_file: 7,
+            version,
+            ..RawWriterConfig::moench03()
+        };
+        let mut w = RawWriter::create(d, base, 0, config)
+            .unwrap()
+            .roi(Some(roi))
+            .unwrap();
+        for (n, f) in frames.chunks_exact(18 * 28).enumerate() {
+            w.write_frame(n as u64, f).unwrap();
+        }
+        w.finish(None).unwrap()
+    };
+    let ped_raw = write("ped", &pc, 7.2);
+    let data_raw = write("run", &dc, 8.0);
+    let (ped_npy, data_npy) = (d.join("ped_roi.npy"), d.join("data_roi.npy"));
+    npy::write_u16_3d(&ped_npy, 40, 18, 28, &pc).unwrap();
+    npy::write_u16_3d(&data_npy, 12, 18, 28, &dc).unwrap();
+    let find = |p: &Path, x: &Path, out: &Path| {
+        let o = CLUDA.run(&[
+            "find",
+            "--pedestal",
+            s(p),
+            "--data",
+            s(x),
+            "--out",
+            s(out),
+            "--device",
+            "cpu",
+        ]);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        assert!(!text(&o.stderr).contains("warning"), "{}", text(&o.stderr));
+        parse_summary(text(&o.stdout).trim_end())
+    };
+    let (npy_out, raw_out) = (d.join("n.clust"), d.join("r.clust"));
+    let a = find(&ped_npy, &data_npy, &npy_out);
+    let b = find(&ped_raw, &data_raw, &raw_out);
+    assert_eq!(value(&b, "frames"), "12");
+    assert_eq!(value(&a, "clusters"), value(&b, "clusters"));
+    assert!(value(&a, "clusters").parse::<u64>().unwrap() > 0);
+    assert_eq!(
+        std::fs::read(&npy_out).unwrap(),
+        std::fs::read(&raw_out).unwrap()
+    );
+    // The ROI's files under a master that names none: a named error, never a misreading.
+    let text_8 = std::fs::read_to_string(&data_raw).unwrap();
+    let mut j: serde_json::Value = serde_json::from_str(&text_8).unwrap();
+    j.as_object_mut().unwrap().remove("Receiver Rois");
+    std::fs::write(&data_raw, j.to_string()).unwrap();
+    fails(
+        &[
+            "find",
+            "--pedestal",
+            s(&ped_raw),
+            "--data",
+            s(&data_raw),
+            "--out",
+            s(&d.join("x.clust")),
+        ],
+        "run_d0_f0_0.raw: 7840 bytes is not a whole number of 1840-byte records",
+    );
+    assert!(!d.join("x.clust").exists());
+}
+
+/// `gen --raw --roi` writes acquisitions as a receiver with `rx_roi` does (here in master
+/// format 8.0): `find` reads them as the ROI, and finds the clusters `find` finds in the
+/// generated frames cropped to the ROI.
+#[test]
+fn gen_raw_with_a_roi_then_find() {
+    use cluda::io::raw::Roi;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let gen_args = |out: &Path, raw: bool| {
+        let mut a = vec![
+            "gen".to_string(),
+            "--out".into(),
+            s(out).into(),
+            "--frames".into(),
+            "9".into(),
+            "--pedestal-frames".into(),
+            "20".into(),
+            "--rows".into(),
+            "16".into(),
+            "--cols".into(),
+            "20".into(),
+        ];
+        if raw {
+            for x in ["--raw", "--roi", "2,13,3,10", "--raw-version", "8.0"] {
+                a.push(x.into());
+            }
+        }
+        a
+    };
+    let (raw_dir, npy_dir) = (d.join("raw"), d.join("npy"));
+    let args = gen_args(&raw_dir, true);
+    let o = CLUDA.run(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stdout).contains(
+            "data_master_0.json (9 frames of 16 x 20 uint16, raw, receiver ROI [2, 13, 3, 10]: 8 x 12 stored)"
+        ),
+        "{}",
+        text(&o.stdout)
+    );
+    let master = std::fs::read_to_string(raw_dir.join("data_master_0.json")).unwrap();
+    assert!(master.contains("\"Version\": 8.0"), "{master}");
+    assert!(master.contains("\"Receiver Rois\": ["), "{master}");
+    assert!(master.contains("\"Image Size\": 640,"), "{master}");
+    let args = gen_args(&npy_dir, false);
+    let o = CLUDA.run(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let roi = Roi {
+        xmin: 2,
+        xmax: 13,
+        ymin: 3,
+        ymax: 10,
+    };
+    let crop_to = |from: &str, to: &str| {
+        let a = read_u16_frames(&npy_dir.join(from)).unwrap();
+        let n = a.shape[0];
+        let c = crop_frames(&a.data, 20, 16, roi);
+        npy::write_u16_3d(&npy_dir.join(to), n, 8, 12, &c).unwrap();
+        npy_dir.join(to)
+    };
+    let (ped_npy, data_npy) = (
+        crop_to("pedestal.npy", "p8.npy"),
+        crop_to("data.npy", "d8.npy"),
+    );
+    let (raw_out, npy_out) = (d.join("r.clust"), d.join("n.clust"));
+    for (p, x, out) in [
+        (
+            raw_dir.join("pedestal_master_0.json"),
+            raw_dir.join("data_master_0.json"),
+            &raw_out,
+        ),
+        (ped_npy, data_npy, &npy_out),
+    ] {
+        let o = CLUDA.run(&[
+            "find",
+            "--pedestal",
+            s(&p),
+            "--data",
+            s(&x),
+            "--out",
+            s(out),
+            "--device",
+            "cpu",
+        ]);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        assert!(!text(&o.stderr).contains("warning"), "{}", text(&o.stderr));
+        assert_eq!(
+            value(&parse_summary(text(&o.stdout).trim_end()), "frames"),
+            "9"
+        );
+    }
+    let (nr, br) = read_cluster_file(&raw_out, ClusterSize::S3).unwrap();
+    let (nn, bn) = read_cluster_file(&npy_out, ClusterSize::S3).unwrap();
+    // Raw frame numbers count from 1, .npy frames from 0.
+    assert_eq!(nr, (1..=9).collect::<Vec<i32>>());
+    assert_eq!(nn, (0..9).collect::<Vec<i32>>());
+    assert_eq!(br, bn);
+    fails(
+        &[
+            "gen",
+            "--out",
+            s(&d.join("bad")),
+            "--raw",
+            "--rows",
+            "16",
+            "--cols",
+            "20",
+            "--roi",
+            "0,20,0,3",
+        ],
+        "[0, 20, 0, 3] (XMIN, XMAX, YMIN, YMAX) does not lie inside the 16 x 20 frames",
+    );
+}
+
 /// PNG signature and IHDR size.
 fn png_size(bytes: &[u8]) -> (u32, u32) {
     assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");

@@ -322,6 +322,93 @@ fn cases() -> Vec<Case> {
             Kind::Format,
             "far too large for a master file",
         ),
+        // Data files whose size is not a whole number of the master's records.
+        (
+            "data file not a whole number of records",
+            Box::new(|| {
+                let d = temp_dir("tail");
+                let mp = acquisition(d.path(), 3, 0);
+                let p = d.path().join("run_d0_f0_0.raw");
+                let f = std::fs::OpenOptions::new().append(true).open(&p).unwrap();
+                std::io::Write::write_all(&mut &f, &[0u8; 10]).unwrap();
+                open_err(&mp)
+            }),
+            Kind::Format,
+            "run_d0_f0_0.raw: 490 bytes is not a whole number of 160-byte records (112-byte \
+             header + 4 x 6 pixels",
+        ),
+        (
+            "ROI files under a master that names no ROI",
+            Box::new(|| {
+                // The receiver wrote 2 x 6 ROI records (136 bytes); the master names no ROI.
+                let d = temp_dir("roinoname");
+                let mp = acquisition(d.path(), 5, 0);
+                std::fs::write(d.path().join("run_d0_f0_0.raw"), vec![0u8; 5 * 136]).unwrap();
+                open_err(&mp)
+            }),
+            Kind::Format,
+            "680 bytes is not a whole number of 160-byte records",
+        ),
+        // Receiver ROIs.
+        (
+            "several receiver ROIs",
+            Box::new(|| {
+                let mut m = good_master();
+                m["Version"] = json!(8.0);
+                m["Receiver Rois"] = json!([
+                    {"xmin": 0, "xmax": 99, "ymin": 0, "ymax": 399},
+                    {"xmin": 200, "xmax": 299, "ymin": 0, "ymax": 399}
+                ]);
+                parse(m.to_string().as_bytes())
+            }),
+            Kind::Format,
+            "key \"Receiver Rois\": 2 receiver ROIs ([0, 99, 0, 399], [200, 299, 0, 399]); \
+             cluda reads acquisitions with one ROI only",
+        ),
+        (
+            "receiver ROI outside the detector",
+            Box::new(|| {
+                let mut m = good_master();
+                m["Receiver Roi"] = json!({"xmin": 0, "xmax": 400, "ymin": 0, "ymax": 399});
+                parse(m.to_string().as_bytes())
+            }),
+            Kind::Format,
+            "key \"Receiver Roi\": ROI [0, 400, 0, 399] (xmin, xmax, ymin, ymax; inclusive) \
+             does not lie inside",
+        ),
+        (
+            "receiver ROI bound negative",
+            Box::new(|| {
+                let mut m = good_master();
+                m["Receiver Roi"] = json!({"xmin": -5, "xmax": 10, "ymin": 0, "ymax": 399});
+                parse(m.to_string().as_bytes())
+            }),
+            Kind::Format,
+            "key \"Receiver Roi\": \"xmin\" is -5",
+        ),
+        (
+            "receiver ROI on ADC-ordered MOENCH 03",
+            Box::new(|| {
+                let mut m = good_master();
+                m["Analog Samples"] = json!(5000);
+                m["Frame Discard Policy"] = json!("nodiscard");
+                m["Receiver Roi"] = json!({"xmin": 0, "xmax": 199, "ymin": 0, "ymax": 399});
+                parse(m.to_string().as_bytes())
+            }),
+            Kind::Format,
+            "receiver ROI [0, 199, 0, 399] on ADC-ordered MOENCH 03 data",
+        ),
+        (
+            "image size neither the detector's nor the ROI's",
+            Box::new(|| {
+                let mut m = good_master();
+                m["Receiver Roi"] = json!({"xmin": 0, "xmax": 199, "ymin": 0, "ymax": 399});
+                m["Image Size in bytes"] = json!(1000);
+                parse(m.to_string().as_bytes())
+            }),
+            Kind::Format,
+            "and with the receiver ROI [0, 199, 0, 399] (400 x 200 pixels, 160000 bytes)",
+        ),
         // Finder configuration.
         (
             "nsigma NaN",
@@ -443,7 +530,19 @@ fn huge_declared_frames_allocate_nothing_for_absent_data() {
     let mp = d.path().join("run_master_0.json");
     std::fs::write(&mp, m.to_string()).unwrap();
     std::fs::write(d.path().join("run_d0_f0_0.raw"), [7u8; 200]).unwrap();
-    let mut r = RawReader::open(&mp).unwrap();
+    // Not a whole record: refused, naming the file ...
+    match open_err(&mp) {
+        Error::Format { path, reason } => {
+            assert_eq!(path, d.path().join("run_d0_f0_0.raw"));
+            assert!(
+                reason.contains("0 whole records and 200 bytes over"),
+                "{reason}"
+            );
+        }
+        e => panic!("{e:?}"),
+    }
+    // ... unless partial records are allowed (a file cut off mid-write, read to its end).
+    let mut r = RawReader::open_allowing_partial_records(&mp).unwrap();
     assert_eq!(r.frames_on_disk(), 0);
     let mut frames: Vec<u16> = Vec::new();
     assert!(r.next_frames(1_000_000, &mut frames).unwrap().is_empty());

@@ -258,7 +258,14 @@ fn a_truncated_final_file_is_reported_with_its_file_and_frame() {
     let f = std::fs::OpenOptions::new().write(true).open(&last).unwrap();
     f.set_len(112 + 10).unwrap();
     drop(f);
-    let mut r = RawReader::open(&mp).unwrap();
+    // Refused by default (a record size that does not match would be read as garbage) ...
+    let e = RawReader::open(&mp).unwrap_err().to_string();
+    assert!(
+        e.contains("run_d0_f2_0.raw: 122 bytes is not a whole number of 160-byte records"),
+        "{e}"
+    );
+    // ... read up to the last whole record and reported when partial records are allowed.
+    let mut r = RawReader::open_allowing_partial_records(&mp).unwrap();
     assert_eq!(r.frames_on_disk(), 6);
     let got: Vec<u64> = r.by_ref().map(|f| f.unwrap().info.frame_number).collect();
     assert_eq!(got, [1, 2, 3, 4, 5, 6]);
@@ -288,7 +295,7 @@ fn a_truncated_final_file_is_reported_with_its_file_and_frame() {
         .unwrap()
         .set_len(50)
         .unwrap();
-    let mut r = RawReader::open(&mp).unwrap();
+    let mut r = RawReader::open_allowing_partial_records(&mp).unwrap();
     let mut frames = Vec::new();
     assert_eq!(r.next_frames(100, &mut frames).unwrap().len(), 6);
     let t = &r.report().truncated[0];
@@ -413,4 +420,204 @@ fn masters_have_the_receivers_keys_in_its_order() {
         let mut r = RawReader::open(&master).unwrap();
         assert_eq!(r.next().unwrap().unwrap().image, vec![3u16; 160_000]);
     }
+}
+
+/// Format 8.0 as slsDetectorPackage 10's receiver writes it for a MOENCH (its
+/// `MasterAttributes.cpp`): renamed and new keys in its order, "Scan Parameters" an object,
+/// no "Frame Header Format", "Additional JSON Header" last; read back by cluda.
+#[test]
+fn format_8_masters_have_the_10x_receivers_keys_in_its_order() {
+    let dir = temp_dir("keys8");
+    let config = RawWriterConfig {
+        version: 8.0,
+        ..RawWriterConfig::moench03()
+    };
+    let mut w = RawWriter::create(dir.path(), "k", 0, config).unwrap();
+    w.write_frame(1, &vec![3u16; 160_000]).unwrap();
+    let master = w.finish(None).unwrap();
+    let text = std::fs::read_to_string(&master).unwrap();
+    let want = [
+        "Version",
+        "Timestamp",
+        "Detector Type",
+        "Timing Mode",
+        "Geometry",
+        "Image Size",
+        "Pixels",
+        "Max Frames Per File",
+        "Frame Discard Policy",
+        "Frame Padding",
+        "Scan Parameters",
+        "Total Frames",
+        "Receiver Rois",
+        "Exposure Time",
+        "Acquisition Period",
+        "Number of UDP Interfaces",
+        "Number of Rows",
+        "Readout Speed",
+        "Frames in File",
+        "Additional JSON Header",
+    ];
+    assert_eq!(top_keys(&text), want, "{text}");
+    assert!(text.starts_with("{\n    \"Version\": 8.0,\n"), "{text}");
+    assert!(
+        text.ends_with("\n    \"Additional JSON Header\": {}\n}"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "\"Scan Parameters\": {\n        \"enable\": 0,\n        \"dacInd\": 0,\n        \"start offset\": 0,\n        \"stop offset\": 0,\n        \"step size\": 0,\n        \"dac settle time ns\": 0\n    },"
+        ),
+        "{text}"
+    );
+    let j: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        j["Receiver Rois"],
+        serde_json::json!([{"xmin": 0, "xmax": 399, "ymin": 0, "ymax": 399}])
+    );
+    assert_eq!(j["Image Size"], 320_000);
+    assert_eq!(j["Number of Rows"], 400);
+    let m = RawMaster::open(&master).unwrap();
+    assert_eq!(
+        (m.detector_type, m.roi, m.version),
+        (DetectorType::Moench03, None, 8.0)
+    );
+    let mut r = RawReader::open(&master).unwrap();
+    assert_eq!(r.next().unwrap().unwrap().image, vec![3u16; 160_000]);
+}
+
+/// A receiver ROI as `rx_roi XMIN XMAX YMIN YMAX` writes it: the master keeps the detector's
+/// "Pixels" and "Image Size" and names the ROI; the data files hold only the ROI's pixels.
+/// Read as frames of the ROI's shape, every frame, nothing missing, for master formats 7.2
+/// ("Receiver Roi") and 8.0 ("Receiver Rois").
+#[test]
+fn receiver_roi_files_are_read_as_the_roi() {
+    use cluda::io::raw::Roi;
+    // Detector 8 x 10; ROI columns 2..=6 of rows 1..=5: frames of 5 x 5.
+    let roi = Roi {
+        xmin: 2,
+        xmax: 6,
+        ymin: 1,
+        ymax: 5,
+    };
+    for version in [7.2, 8.0] {
+        let dir = temp_dir("roi");
+        let config = RawWriterConfig {
+            rows: 8,
+            cols: 10,
+            version,
+            ..small(3)
+        };
+        let mut w = RawWriter::create(dir.path(), "run", 0, config)
+            .unwrap()
+            .roi(Some(roi))
+            .unwrap();
+        let full: Vec<Vec<u16>> = (1..=7).map(|k| pattern(k, 80)).collect();
+        let mut cropped = Vec::new();
+        for (k, f) in full.iter().enumerate() {
+            let mut out = vec![0u16; 25];
+            roi.crop(f, 10, &mut out).unwrap();
+            w.write_frame(k as u64 + 1, &out).unwrap();
+            cropped.push(out);
+        }
+        // A whole detector frame is refused by a writer of ROI frames.
+        assert!(w.write_frame(8, &full[0]).is_err());
+        let mp = w.finish(None).unwrap();
+        // Records of 112 + 5 x 5 x 2 bytes; the master as the receiver writes it.
+        let p0 = dir.path().join("run_d0_f0_0.raw");
+        assert_eq!(std::fs::metadata(&p0).unwrap().len(), 3 * 162);
+        let text = std::fs::read_to_string(&mp).unwrap();
+        if version < 8.0 {
+            assert!(text.contains("\"Image Size in bytes\": 160,"), "{text}");
+            assert!(
+                text.contains(
+                    "\"Receiver Roi\": {\n        \"xmin\": 2,\n        \"xmax\": 6,\n        \"ymin\": 1,\n        \"ymax\": 5\n    },"
+                ),
+                "{text}"
+            );
+        } else {
+            assert!(text.contains("\"Image Size\": 160,"), "{text}");
+            assert!(
+                text.contains(
+                    "\"Receiver Rois\": [\n        {\n            \"xmin\": 2,\n            \"xmax\": 6,\n            \"ymin\": 1,\n            \"ymax\": 5\n        }\n    ],"
+                ),
+                "{text}"
+            );
+        }
+        let m = RawMaster::open(&mp).unwrap();
+        assert_eq!(m.roi, Some(roi));
+        assert_eq!((m.rows, m.cols), (5, 5));
+        assert_eq!(
+            (m.detector_rows, m.detector_cols, m.image_size),
+            (8, 10, 160)
+        );
+        assert_eq!(m.frame_bytes(), 162);
+        let mut r = RawReader::open(&mp).unwrap();
+        assert_eq!((r.rows(), r.cols()), (5, 5));
+        let mut frames = Vec::new();
+        let infos = r.next_frames(100, &mut frames).unwrap();
+        assert_eq!(infos.len(), 7);
+        assert_eq!(frames, cropped.concat());
+        assert!(r.report().is_clean(), "{}", r.report().summary());
+        // The same files under a master that names no ROI: refused, the file named.
+        let mut j: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let o = j.as_object_mut().unwrap();
+        o.remove("Receiver Roi");
+        o.remove("Receiver Rois");
+        std::fs::write(&mp, j.to_string()).unwrap();
+        let e = RawReader::open(&mp).unwrap_err();
+        match &e {
+            Error::Format { path, reason } => {
+                assert_eq!(path, &p0);
+                assert!(
+                    reason.contains("486 bytes is not a whole number of 272-byte records"),
+                    "{reason}"
+                );
+            }
+            e => panic!("{e:?}"),
+        }
+    }
+}
+
+/// The layout of the real receiver (slsDetectorPackage 10.0.1, `rx_roi 0 199 0 399`
+/// on a MOENCH 03): master format 8.0 with "Pixels" 400 x 400 and "Image Size" 320000, data
+/// records of 160,112 bytes, read as 400 rows x 200 columns with all 50 packets expected.
+#[test]
+fn a_moench_half_roi_reads_as_400_by_200() {
+    use cluda::io::raw::Roi;
+    let dir = temp_dir("moench-roi");
+    let roi = Roi {
+        xmin: 0,
+        xmax: 199,
+        ymin: 0,
+        ymax: 399,
+    };
+    let config = RawWriterConfig {
+        version: 8.0,
+        ..RawWriterConfig::moench03()
+    };
+    let mut w = RawWriter::create(dir.path(), "ph", 3, config)
+        .unwrap()
+        .roi(Some(roi))
+        .unwrap();
+    let frames: Vec<Vec<u16>> = (0..4u64)
+        .map(|k| (0..80_000).map(|i| (i as u64 * 3 + k) as u16).collect())
+        .collect();
+    for (k, f) in frames.iter().enumerate() {
+        w.write_frame(3721 + k as u64, f).unwrap();
+    }
+    let mp = w.finish(None).unwrap();
+    let data = dir.path().join("ph_d0_f0_3.raw");
+    assert_eq!(std::fs::metadata(&data).unwrap().len(), 4 * 160_112);
+    let m = RawMaster::open(&mp).unwrap();
+    assert_eq!(m.detector_type, DetectorType::Moench03);
+    assert_eq!((m.image_size, m.frame_bytes()), (320_000, 160_112));
+    assert_eq!(m.expected_packets(), Some(50));
+    let mut r = RawReader::open(&mp).unwrap();
+    let mut got = Vec::new();
+    let infos = r.next_frames(10, &mut got).unwrap();
+    let numbers: Vec<u64> = infos.iter().map(|i| i.frame_number).collect();
+    assert_eq!(numbers, [3721, 3722, 3723, 3724]);
+    assert_eq!(got, frames.concat());
+    assert!(r.report().is_clean(), "{}", r.report().summary());
 }

@@ -1,8 +1,9 @@
 //! The batch reader of raw acquisitions (vectored positioned reads on several threads, in
 //! place) against the one-record-at-a-time reader: the same frames, infos, frame numbers and
 //! the whole gap report after every call, on acquisitions with several data files, gaps,
-//! lost packets, frame numbers going backwards, truncated or padded tails, absent files and
-//! ADC-ordered MOENCH 03 frames; and the header count against what reading delivers.
+//! lost packets, frame numbers going backwards, truncated or padded tails (read with
+//! `open_allowing_partial_records`: the default refuses them), absent files and ADC-ordered
+//! MOENCH 03 frames; and the header count against what reading delivers.
 
 use std::path::{Path, PathBuf};
 
@@ -154,7 +155,7 @@ proptest! {
     ) {
         let dir = tempfile::tempdir().expect("dir");
         let master = write(dir.path(), &a);
-        let open = || RawReader::open(&master).map(|r| r.deliver_incomplete(deliver));
+        let open = || RawReader::open_allowing_partial_records(&master).map(|r| r.deliver_incomplete(deliver));
         let (mut slow, mut fast) = match (open(), open()) {
             (Ok(s), Ok(f)) => (s, f),
             (s, f) => {
@@ -227,7 +228,7 @@ fn count_from_the_middle_is_what_is_left() {
         remove: None,
     };
     let master = write(dir.path(), &a);
-    let mut r = RawReader::open(&master).expect("open");
+    let mut r = RawReader::open_allowing_partial_records(&master).expect("open");
     r.set_read_threads(3);
     r.set_min_part_bytes(1);
     let total = r.count_deliverable().expect("count");
@@ -238,7 +239,7 @@ fn count_from_the_middle_is_what_is_left() {
         FrameSource::count_remaining(&r).expect("count"),
         total - first
     );
-    let mut all = RawReader::open(&master)
+    let mut all = RawReader::open_allowing_partial_records(&master)
         .expect("open")
         .deliver_incomplete(true);
     assert_eq!(all.count_deliverable().expect("count"), 25);
@@ -267,7 +268,7 @@ fn fill_to_the_end_books_the_tail_header() {
         remove: None,
     };
     let master = write(dir.path(), &a);
-    let mut r = RawReader::open(&master).expect("open");
+    let mut r = RawReader::open_allowing_partial_records(&master).expect("open");
     let (mut slot, mut numbers) = (vec![0u16; 4 * 8], Vec::new());
     assert_eq!(r.fill(&mut slot, &mut numbers).expect("fill"), 5);
     assert_eq!(numbers, [11, 12, 13, 14, 15]);
@@ -303,7 +304,7 @@ fn batches_across_many_files_do_not_pile_up_handles() {
         remove: None,
     };
     let master = write(dir.path(), &a);
-    let mut r = RawReader::open(&master).expect("open");
+    let mut r = RawReader::open_allowing_partial_records(&master).expect("open");
     let before = open_fds();
     let mut buf = Vec::new();
     assert_eq!(r.next_frames(250, &mut buf).expect("read").len(), 250);

@@ -743,3 +743,198 @@ fn summaries_come_in_order_between_the_acquisitions_frames() {
     }
     assert!(events == want, "events out of order: {events:?}");
 }
+
+/// A receiver streaming every Nth frame (`rx_zmqfreq N`, here `replay --every 3`) loses
+/// nothing: the stride is inferred and stated once on stderr, the summaries count the frames
+/// between as `sampled`, none as `missing`, and the clusters are find's on the frames sent.
+/// With `--sampled 1` (every frame expected) the same gaps are missing.
+#[test]
+fn a_sampled_stream_is_not_a_loss() {
+    let dir = tempfile::tempdir().expect("dir");
+    let d = dir.path();
+    let dark = write_frames(d, "dark", SHAPE, 0, 100, false);
+    let data = write_frames(d, "data", SHAPE, 100, 300, true);
+    // The frames the replay sends: indices 0, 3, ..., 297.
+    let all = cluda::io::npy::read_u16_frames(&data).expect("read");
+    let px = SHAPE.0 * SHAPE.1;
+    let every3: Vec<u16> = all
+        .data
+        .chunks_exact(px)
+        .step_by(3)
+        .flatten()
+        .copied()
+        .collect();
+    let sent = d.join("sent.npy");
+    cluda::io::npy::write_u16_3d(&sent, 100, SHAPE.0, SHAPE.1, &every3).expect("write");
+    let want = find_bytes(d, &dark, &sent, &["--device", "cpu"]);
+    let (_, want_batch) =
+        read_cluster_file(&d.join("find.clust"), ClusterSize::S3).expect("find's file");
+    assert!(!want.is_empty());
+
+    let port = free_port();
+    let out = d.join("out");
+    let stream = spawn_stream(
+        d,
+        "sampled",
+        port,
+        &out,
+        &[
+            "--pedestal",
+            s(&dark),
+            "--device",
+            "cpu",
+            "--acquisitions",
+            "2",
+            "--on-full",
+            "block",
+        ],
+    );
+    let replay = spawn_replay(
+        d,
+        "replay",
+        port,
+        &[
+            "--data",
+            s(&data),
+            "--no-drop",
+            "--every",
+            "3",
+            "--acquisitions",
+            "2",
+        ],
+    )
+    .wait_ok(LIMIT);
+    assert!(
+        replay.stdout.starts_with("acquisitions=2 frames=200 "),
+        "{}",
+        replay.stdout
+    );
+    let done = stream.wait_ok(LIMIT);
+    let sums = summaries(&done.stdout);
+    assert_eq!(sums.len(), 2, "{}\n{}", done.stdout, done.stderr);
+    for (m, name) in sums.iter().zip(["run_0.clust", "run_1.clust"]) {
+        assert_eq!(num(m, "frames"), 100, "{}", done.stderr);
+        assert_eq!(num(m, "missing"), 0, "{}", done.stderr);
+        assert_eq!(num(m, "sampled"), 99 * 2, "{}", done.stderr);
+        let (numbers, batch) = read_cluster_file(&out.join(name), ClusterSize::S3).expect("read");
+        assert_eq!(numbers, (0..100).map(|k| 3 * k).collect::<Vec<i32>>());
+        assert_eq!(batch, want_batch);
+    }
+    // (The replay going away when done is reported as a dropped connection: no loss.)
+    assert!(
+        !done.stderr.contains("warning: stream: missing"),
+        "{}",
+        done.stderr
+    );
+    assert_eq!(
+        done.stderr
+            .matches("note: stream: frame numbers advance by 3")
+            .count(),
+        1,
+        "{}",
+        done.stderr
+    );
+
+    // Every frame expected: the same stream's gaps are missing frames.
+    let port = free_port();
+    let out = d.join("out1");
+    let stream = spawn_stream(
+        d,
+        "every1",
+        port,
+        &out,
+        &[
+            "--pedestal",
+            s(&dark),
+            "--device",
+            "cpu",
+            "--acquisitions",
+            "1",
+            "--on-full",
+            "block",
+            "--sampled",
+            "1",
+        ],
+    );
+    spawn_replay(
+        d,
+        "replay1",
+        port,
+        &["--data", s(&data), "--no-drop", "--every", "3"],
+    )
+    .wait_ok(LIMIT);
+    let done = stream.wait_ok(LIMIT);
+    let sums = summaries(&done.stdout);
+    assert_eq!(sums.len(), 1, "{}\n{}", done.stdout, done.stderr);
+    assert_eq!(
+        (num(&sums[0], "missing"), num(&sums[0], "sampled")),
+        (198, 0)
+    );
+    assert!(
+        done.stderr
+            .contains("missing: frames 1-2 missing (2 frames never arrived"),
+        "{}",
+        done.stderr
+    );
+}
+
+/// In a sampled stream a gap wider than the stride is still a loss, reported with its frame
+/// numbers: every 2nd frame, then frames 14 and 16 of the every-2nd sequence never come. The
+/// headers' `rx_roi` (not the whole frame) is stated once: the whole frame is clustered.
+#[test]
+fn a_broken_stride_is_reported_missing() {
+    let dir = tempfile::tempdir().expect("dir");
+    let d = dir.path();
+    let g = Generator::new(GenConfig::new(40, 160, 3)).expect("generator");
+    let port = free_port();
+    let out = d.join("out");
+    let stream = spawn_stream(
+        d,
+        "broken",
+        port,
+        &out,
+        &[
+            "--pedestal-frames",
+            "4",
+            "--device",
+            "cpu",
+            "--acquisitions",
+            "1",
+            "--on-full",
+            "block",
+        ],
+    );
+    let mut p = subscribed_publisher(port);
+    for n in [0u64, 2, 4, 6, 8, 10, 12, 18, 20, 22] {
+        // The receiver's files hold an ROI; its stream carries whole frames.
+        send(&mut p, &g, n, n >= 8, |h| h.rx_roi = Some([0, 79, 0, 39]));
+    }
+    p.send_end().expect("end");
+    let done = stream.wait_ok(LIMIT);
+    let sums = summaries(&done.stdout);
+    assert_eq!(sums.len(), 1, "{}\n{}", done.stdout, done.stderr);
+    let m = &sums[0];
+    assert_eq!((num(m, "frames"), num(m, "pedestal_frames")), (6, 4));
+    assert_eq!(
+        (num(m, "missing"), num(m, "sampled")),
+        (2, 11),
+        "{}",
+        done.stderr
+    );
+    let e = &done.stderr;
+    assert!(
+        e.contains("note: stream: frame numbers advance by 2"),
+        "{e}"
+    );
+    assert_eq!(
+        e.matches("the receiver's rx_roi is [0, 79, 0, 39] (xmin, xmax, ymin, ymax), not the whole 40 x 160 frame: the stream carries whole frames and cluda finds clusters in the whole frame as sent").count(),
+        1,
+        "{e}"
+    );
+    assert!(
+        e.contains(
+            "missing: frames 13-17: the stride of 2 is broken (frame 18 after 12): 2 frames"
+        ),
+        "{e}"
+    );
+}

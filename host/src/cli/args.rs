@@ -244,6 +244,13 @@ pub struct StreamArgs {
     /// Seconds between plot refreshes, 0.1 ..= 86400.
     #[arg(long, default_value_t = 5.0, value_name = "S", value_parser = parse_plot_every, allow_negative_numbers = true)]
     pub plot_every: f64,
+    /// How the sender's frame numbers advance: `auto` (default) infers a constant stride N
+    /// from an acquisition's first gaps and says so on stderr; N (1 ..): the sender streams
+    /// every Nth frame (slsReceiver `rx_zmqfreq N`), 1 meaning every frame. The frames
+    /// between are counted as `sampled`, not `missing`; a gap wider than the stride is still
+    /// reported as missing.
+    #[arg(long, default_value = "auto", value_name = "auto|N", value_parser = parse_sampled)]
+    pub sampled: cluda::stream::Sampling,
     /// Testing only: sleep this many microseconds per frame after writing it, to show what
     /// happens when cluda cannot keep up.
     #[arg(long, default_value_t = 0, hide = true, value_name = "US", value_parser = parse_slow_sink, allow_negative_numbers = true)]
@@ -287,6 +294,10 @@ pub struct ReplayArgs {
     /// Wait for slow subscribers instead of dropping at the high-water mark.
     #[arg(long)]
     pub no_drop: bool,
+    /// Send every Nth frame of each acquisition (frame indices 0, N, 2N, ...), as slsReceiver
+    /// streams with `rx_zmqfreq N` (a live preview).
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = parse_every, allow_negative_numbers = true)]
+    pub every: u64,
     /// Subscribers to wait for before the first frame (0: start at once, as slsReceiver does).
     #[arg(long, default_value_t = 1, value_name = "N", value_parser = parse_subscribers, allow_negative_numbers = true)]
     pub subscribers: usize,
@@ -321,6 +332,15 @@ pub struct GenArgs {
     /// 1) instead of .npy files.
     #[arg(long)]
     pub raw: bool,
+    /// With --raw: write the acquisitions as a receiver with `rx_roi XMIN XMAX YMIN YMAX`
+    /// writes them: the master names the ROI ("Receiver Roi", or "Receiver Rois" with
+    /// --raw-version 8.0) and keeps the detector's R x C "Pixels", the data files hold only
+    /// the ROI's pixels (columns XMIN..=XMAX of rows YMIN..=YMAX) of each generated frame.
+    #[arg(long, value_name = "XMIN,XMAX,YMIN,YMAX", value_parser = parse_roi, requires = "raw")]
+    pub roi: Option<cluda::io::raw::Roi>,
+    /// With --raw: the master file format version to write, 7.2 (default) or 8.0.
+    #[arg(long, value_name = "7.2|8.0", value_parser = parse_raw_version, requires = "raw")]
+    pub raw_version: Option<f64>,
     /// Replace an existing data set of the same names in DIR (without it, gen refuses to).
     #[arg(long)]
     pub overwrite: bool,
@@ -563,6 +583,17 @@ whole_parser!(parse_chunk, u64, "chunk", 1, 4096);
 whole_parser!(parse_slow_sink, u64, "slow-sink-us", 0, 1_000_000);
 whole_parser!(parse_replay_acquisitions, u64, "acquisitions", 1, u32::MAX);
 whole_parser!(parse_first_frame, u64, "first-frame", 0, u64::MAX);
+whole_parser!(parse_every, u64, "every", 1, u32::MAX);
+
+/// `--sampled auto|N`: infer the stride, or every Nth frame (N >= 1).
+fn parse_sampled(s: &str) -> Result<cluda::stream::Sampling, String> {
+    if s.trim() == "auto" {
+        return Ok(cluda::stream::Sampling::Infer);
+    }
+    whole(s, "sampled", 1, u32::MAX as u64)
+        .map(cluda::stream::Sampling::Every)
+        .map_err(|e| format!("{e} (or `auto`)"))
+}
 whole_parser!(parse_file_index, u64, "file-index", 0, u64::MAX);
 whole_parser!(parse_hwm, i32, "hwm", 0, i32::MAX);
 whole_parser!(parse_subscribers, usize, "subscribers", 0, 1_000_000);
@@ -571,6 +602,51 @@ whole_parser!(parse_pedestal_frames, usize, "pedestal-frames", 1, u32::MAX);
 whole_parser!(parse_rows, usize, "rows", 1, 65536);
 whole_parser!(parse_cols, usize, "cols", 1, 65536);
 whole_parser!(parse_seed, u64, "seed", 0, u64::MAX);
+
+/// `--roi XMIN,XMAX,YMIN,YMAX`: four pixel indices, `rx_roi`'s order, ends inclusive, min
+/// <= max (the detector's size is checked when it is known).
+fn parse_roi(s: &str) -> Result<cluda::io::raw::Roi, String> {
+    let parts: Vec<&str> = s.split(',').map(str::trim).collect();
+    let [xmin, xmax, ymin, ymax] = parts.as_slice() else {
+        return Err(format!(
+            "--roi takes XMIN,XMAX,YMIN,YMAX (four pixel indices, ends inclusive), got `{s}`"
+        ));
+    };
+    let mut v = [0usize; 4];
+    for (slot, (name, text)) in v.iter_mut().zip([
+        ("XMIN", xmin),
+        ("XMAX", xmax),
+        ("YMIN", ymin),
+        ("YMAX", ymax),
+    ]) {
+        *slot = text
+            .parse::<u16>()
+            .map(usize::from)
+            .map_err(|_| format!("--roi: {name} `{text}` is not a pixel index 0..=65535"))?;
+    }
+    if v[0] > v[1] || v[2] > v[3] {
+        return Err(format!(
+            "--roi: XMIN <= XMAX and YMIN <= YMAX are needed (ends inclusive), got `{s}`"
+        ));
+    }
+    Ok(cluda::io::raw::Roi {
+        xmin: v[0],
+        xmax: v[1],
+        ymin: v[2],
+        ymax: v[3],
+    })
+}
+
+/// `--raw-version`: a master file format cluda writes (7.2 or 8.0).
+fn parse_raw_version(s: &str) -> Result<f64, String> {
+    match s.trim() {
+        "7.2" => Ok(7.2),
+        "8.0" | "8" => Ok(8.0),
+        _ => Err(format!(
+            "--raw-version must be 7.2 or 8.0 (the master formats cluda writes), got `{s}`"
+        )),
+    }
+}
 
 fn parse_idle_end(s: &str) -> Result<f64, String> {
     seconds(s, "idle-end", 0.0, 86_400.0)

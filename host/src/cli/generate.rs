@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc::sync_channel;
 
 use cluda::generate::{GenConfig, Generator};
-use cluda::io::raw::{DetectorType, RawWriter, RawWriterConfig};
+use cluda::io::raw::{DetectorType, RawWriter, RawWriterConfig, Roi};
 use cluda::io::staged::refuse_older;
 use cluda::io::{NpyWriter, StagedSet, check_output};
 use cluda::{Error, Result};
@@ -26,6 +26,21 @@ use super::progress::frames_bar;
 /// data files removed).
 pub fn run(args: &GenArgs) -> Result<()> {
     check_dims(args.rows, args.cols, args.frames.max(args.pedestal_frames))?;
+    if let Some(r) = args.roi
+        && !r.fits(args.rows, args.cols)
+    {
+        return Err(Error::param(
+            "roi",
+            format!(
+                "{r} (XMIN, XMAX, YMIN, YMAX) does not lie inside the {} x {} frames (columns \
+                 0..={}, rows 0..={})",
+                args.rows,
+                args.cols,
+                args.cols - 1,
+                args.rows - 1
+            ),
+        ));
+    }
     if args.pedestal_frames == 0 {
         return Err(Error::param(
             "pedestal-frames",
@@ -66,9 +81,13 @@ pub fn run(args: &GenArgs) -> Result<()> {
     for (name, mut input) in [(NAMES[0], dark), (NAMES[1], data)] {
         if args.raw {
             let master = args.out.join(format!("{name}_master_0.json"));
+            let how = RawHow {
+                roi: args.roi,
+                version: args.raw_version.unwrap_or(7.2),
+            };
             lines.push(note_unwritten(
                 &master,
-                write_raw(stage.path(), name, &mut input),
+                write_raw(stage.path(), name, &mut input, how),
             )?);
         } else {
             let file = format!("{name}.npy");
@@ -143,12 +162,25 @@ fn write_npy(path: &Path, input: &mut Input<'_>) -> Result<(String, String)> {
     Ok((name, format!("{f} x {r} x {c} uint16")))
 }
 
+/// How `gen --raw` writes an acquisition: the receiver ROI and the master format version.
+#[derive(Clone, Copy, Debug)]
+struct RawHow {
+    roi: Option<Roi>,
+    version: f64,
+}
+
 /// Streams `input` into the raw acquisition `DIR/<base>_master_<0>.json` (image-ordered
 /// frames, frame numbers from 1, 10000 frames per data file); returns the master's name and
 /// what it holds, for the report. Frames
 /// of 400 rows are written as MOENCH 03; other shapes, which no MOENCH has, as a generic
-/// detector type (the master file's "Detector Type" selects the pixel order).
-fn write_raw(dir: &Path, base: &str, input: &mut Input<'_>) -> Result<(String, String)> {
+/// detector type (the master file's "Detector Type" selects the pixel order). With an ROI,
+/// each frame is cropped to it as the receiver crops it.
+fn write_raw(
+    dir: &Path,
+    base: &str,
+    input: &mut Input<'_>,
+    how: RawHow,
+) -> Result<(String, String)> {
     let (f, r, c) = (input.len, input.frames.rows(), input.frames.cols());
     let config = RawWriterConfig {
         rows: r,
@@ -158,13 +190,23 @@ fn write_raw(dir: &Path, base: &str, input: &mut Input<'_>) -> Result<(String, S
         } else {
             DetectorType::Generic16
         },
+        version: how.version,
         ..RawWriterConfig::moench03()
     };
-    let mut w = RawWriter::create(dir, base, 0, config)?;
+    let mut w = RawWriter::create(dir, base, 0, config)?.roi(how.roi)?;
     let px = r * c;
+    let mut cropped = how
+        .roi
+        .map(|roi| (roi, vec![0u16; roi.rows() * roi.cols()]));
     stream(input, |buf, numbers| {
         for (frame, &n) in buf.chunks_exact(px).zip(numbers) {
-            w.write_frame(n + 1, frame)?;
+            match &mut cropped {
+                Some((roi, out)) => {
+                    roi.crop(frame, c, out)?;
+                    w.write_frame(n + 1, out)?;
+                }
+                None => w.write_frame(n + 1, frame)?,
+            }
         }
         Ok(())
     })?;
@@ -172,7 +214,14 @@ fn write_raw(dir: &Path, base: &str, input: &mut Input<'_>) -> Result<(String, S
     let name = master
         .file_name()
         .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-    Ok((name, format!("{f} frames of {r} x {c} uint16, raw")))
+    let roi = how.roi.map_or_else(String::new, |roi| {
+        format!(
+            ", receiver ROI {roi}: {} x {} stored",
+            roi.rows(),
+            roi.cols()
+        )
+    });
+    Ok((name, format!("{f} frames of {r} x {c} uint16, raw{roi}")))
 }
 
 /// Hands `input` to `write` a chunk of frames (and their numbers) at a time, in order. The

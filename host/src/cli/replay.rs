@@ -59,6 +59,7 @@ pub fn run(args: &ReplayArgs) -> Result<()> {
         first_frame: args.first_frame,
         fname: args.fname.clone(),
         file_index: args.file_index,
+        every: args.every,
         ..ReplaySettings::default()
     };
     let stop = signals::stop_flag().unwrap_or_else(|| Arc::new(AtomicBool::new(false)));

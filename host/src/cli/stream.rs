@@ -55,6 +55,7 @@ pub fn run(args: &StreamArgs) -> Result<()> {
     settings.acquisitions = args.acquisitions;
     settings.chunk = args.chunk as usize;
     settings.slow_sink = Duration::from_micros(args.slow_sink_us);
+    settings.sampling = args.sampled;
     // Bounded (0 ..= 86400) by its parser; a conversion that fails anyway is an error.
     settings.idle_end = seconds("idle-end", args.idle_end)?;
     let (first, more) = args
@@ -90,6 +91,7 @@ pub fn run(args: &StreamArgs) -> Result<()> {
         ),
         StreamEvent::Output(message) => eprintln!("warning: stream: {message}"),
         StreamEvent::Connection(message) => eprintln!("warning: stream: {message}"),
+        StreamEvent::Note(message) => eprintln!("note: stream: {message}"),
         StreamEvent::Suppressed(kind) => eprintln!(
             "note: stream: further `{}` reports of this acquisition are left out (its summary line counts them)",
             kind.name()

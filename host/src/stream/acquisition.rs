@@ -79,6 +79,9 @@ pub struct StreamSettings {
     /// An artificial delay per frame in the sink, to test what happens when cluda cannot keep
     /// up; zero normally.
     pub slow_sink: Duration,
+    /// How frame numbers advance: every frame, every Nth (slsReceiver's `rx_zmqfreq`), or a
+    /// stride inferred from each acquisition's first gaps (see [`super::sampling`]).
+    pub sampling: super::sampling::Sampling,
 }
 
 impl StreamSettings {
@@ -100,6 +103,7 @@ impl StreamSettings {
             max_wait: Duration::from_millis(10),
             idle_end: Duration::from_secs(10),
             slow_sink: Duration::ZERO,
+            sampling: super::sampling::Sampling::Infer,
         }
     }
 }
@@ -180,14 +184,14 @@ impl AcquisitionSummary {
 
 impl std::fmt::Display for AcquisitionSummary {
     /// `acquisition=3 kind=data file=out/run_3.clust frames=2000 pedestal_frames=0
-    /// clusters=4661234 missing=0 incomplete=0 mismatched=0 malformed=0 dropped=0 restarts=0
+    /// clusters=4661234 missing=0 sampled=0 incomplete=0 mismatched=0 malformed=0 dropped=0 restarts=0
     /// late=0 end=end seconds=1.234 fps=1620.7 worst_lag_ms=12.3 first_lag_ms=1.1 peak_queue=5
     /// device=cpu` (`first_lag_ms=-` without data frames)
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let c = &self.counts;
         write!(
             f,
-            "acquisition={} kind={} file={} frames={} pedestal_frames={} clusters={} missing={} incomplete={} mismatched={} malformed={} dropped={} restarts={} late={} end={} seconds={:.3} fps={:.1} worst_lag_ms={:.1} first_lag_ms={} peak_queue={} device={}",
+            "acquisition={} kind={} file={} frames={} pedestal_frames={} clusters={} missing={} sampled={} incomplete={} mismatched={} malformed={} dropped={} restarts={} late={} end={} seconds={:.3} fps={:.1} worst_lag_ms={:.1} first_lag_ms={} peak_queue={} device={}",
             self.file_index,
             match self.kind {
                 AcquisitionKind::Dark => "dark",
@@ -201,6 +205,7 @@ impl std::fmt::Display for AcquisitionSummary {
             self.pedestal_frames,
             self.clusters,
             c.missing,
+            c.sampled,
             c.incomplete,
             c.mismatched,
             c.malformed,
@@ -395,6 +400,10 @@ pub fn run(
     // The cluster file of the last data acquisition, committed while the next one starts.
     let mut commits = Commits::default();
     let mut totals = StreamTotals::default();
+    // The stride an acquisition inferred and stated (not stated again by later ones).
+    let mut stated_stride: Option<u64> = None;
+    // The receiver ROIs already stated (each once).
+    let mut rois_noted: HashSet<[i64; 4]> = HashSet::new();
     while settings
         .acquisitions
         .is_none_or(|k| totals.acquisitions < k)
@@ -409,10 +418,17 @@ pub fn run(
             break;
         };
         let taken = std::time::Instant::now();
+
         let shape = match &saved {
             Some(p) if matches!(settings.pedestal, PedestalPlan::Fixed(_)) => (p.rows(), p.cols()),
             _ => first.rows_cols(),
         };
+        if let Some(roi) = first.rx_roi
+            && rois_noted.insert(roi)
+            && let Some(line) = roi_note(roi, shape)
+        {
+            note(&format!("acquisition {}: {line}", first.file_index));
+        }
         let window = match &settings.pedestal {
             PedestalPlan::Fixed(p) => p.window(),
             _ => settings.pedestal_frames,
@@ -463,6 +479,7 @@ pub fn run(
         acq.counts.mismatched = std::mem::take(&mut inbox.stray_mismatched);
         acq.max_wait = settings.max_wait;
         acq.idle_end = settings.idle_end;
+        acq.set_sampling(settings.sampling, stated_stride);
         if !dark {
             // A cluster file numbers frames with an i32: larger numbers are skipped as faults
             // before they reach the pedestal or the finder.
@@ -671,6 +688,10 @@ pub fn run(
             }
         }
         // Whatever is left of the acquisition (a dark or short one that was stopped).
+        acq.finish_gaps();
+        if let Some(n) = acq.inferred_stride() {
+            stated_stride = Some(n);
+        }
         out.counts = acq.counts.clone();
         if out.counts.ending == Ending::Open {
             out.counts.ending = Ending::Stopped;
@@ -706,6 +727,25 @@ pub fn run(
     }
     commits.finish(&mut totals, &report, summary)?;
     Ok(totals)
+}
+
+/// What to say about a stream header's `rx_roi` (`[xmin, xmax, ymin, ymax]`, inclusive) for
+/// frames of `rows x cols`: `None` when it is unset (all -1) or the whole frame. The
+/// receiver streams whole frames whatever its ROI (only its files are cropped), and cluda
+/// clusters the frame as sent.
+fn roi_note(roi: [i64; 4], (rows, cols): (usize, usize)) -> Option<String> {
+    let [xmin, xmax, ymin, ymax] = roi;
+    let unset = roi.iter().all(|&v| v == -1);
+    let whole = xmin == 0 && ymin == 0 && xmax == cols as i64 - 1 && ymax == rows as i64 - 1;
+    (!unset && !whole).then(|| {
+        format!(
+            "the receiver's rx_roi is [{xmin}, {xmax}, {ymin}, {ymax}] (xmin, xmax, ymin, ymax), \
+             not the whole {rows} x {cols} frame: the stream carries whole frames and cluda \
+             finds clusters in the whole frame as sent, in detector coordinates (the receiver's \
+             raw files of this acquisition hold only the ROI, and `cluda find` reads them as the \
+             ROI, in ROI coordinates)"
+        )
+    })
 }
 
 /// A data acquisition's cluster file being committed on a thread of its own, with what its

@@ -25,6 +25,7 @@ pub mod parts;
 pub mod publisher;
 pub mod receiver;
 pub mod replay;
+pub mod sampling;
 pub mod source;
 
 pub use acquisition::{
@@ -36,4 +37,5 @@ pub use inlet::Inlet;
 pub use publisher::Publisher;
 pub use receiver::{FullQueue, ReceiverConfig, ZmqReceiver};
 pub use replay::{ReplaySettings, ReplayStats, replay};
+pub use sampling::Sampling;
 pub use source::{AcquisitionCounts, Ending, FaultKind, Reporter, StreamEvent};

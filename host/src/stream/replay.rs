@@ -35,6 +35,9 @@ pub struct ReplaySettings {
     pub file_index: u64,
     /// The `detType` field ([`DET_TYPE_MOENCH`] by default).
     pub det_type: u32,
+    /// Send every Nth frame of each acquisition (frame indices 0, N, 2N, ...), as slsReceiver
+    /// streams with `rx_zmqfreq N`; 1 (the default): every frame.
+    pub every: u64,
 }
 
 impl Default for ReplaySettings {
@@ -46,6 +49,7 @@ impl Default for ReplaySettings {
             fname: "run".into(),
             file_index: 0,
             det_type: DET_TYPE_MOENCH,
+            every: 1,
         }
     }
 }
@@ -148,8 +152,20 @@ pub fn replay_parts(
                 if k == 0 {
                     break;
                 }
+                let read = k;
                 let mut heads = Vec::with_capacity(k);
+                let every = settings.every.max(1);
+                let mut kept = 0usize;
                 for (j, &n) in numbers.iter().enumerate() {
+                    if !(index + j as u64).is_multiple_of(every) {
+                        continue;
+                    }
+                    // The frames sent, packed to the front.
+                    if kept != j {
+                        let px = rows * cols;
+                        frames.copy_within(j * px..(j + 1) * px, kept * px);
+                    }
+                    kept += 1;
                     let number = n.checked_add(settings.first_frame).ok_or_else(|| {
                         Error::param(
                             "first-frame",
@@ -170,6 +186,8 @@ pub fn replay_parts(
                     });
                     heads.push(h);
                 }
+                let k = kept;
+                frames.truncate(k * rows * cols);
                 let job = Chunk {
                     frames: &frames,
                     heads: &heads,
@@ -207,7 +225,7 @@ pub fn replay_parts(
                     }
                     least
                 };
-                index += sent as u64;
+                index += if sent < k { sent as u64 } else { read as u64 };
                 sent_total += sent as u64;
                 stats.frames += sent as u64;
                 if sent < k {

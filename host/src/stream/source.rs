@@ -18,6 +18,7 @@ use super::assembly::{PartFault, Piece};
 use super::header::HeaderFault;
 use super::inlet::Inlet;
 use super::receiver::Message;
+use super::sampling::{GapOutcome, Sampling, StrideCheck};
 use crate::error::Result;
 use crate::io::FrameSource;
 
@@ -85,6 +86,9 @@ pub enum StreamEvent {
     /// The connection to the sender was dropped or refused by libzmq (e.g. a message above
     /// the largest size accepted): what happened; libzmq reconnects by itself.
     Connection(String),
+    /// Something a person should know that is no fault: e.g. the stride of a sampled stream,
+    /// inferred from its frame numbers (see [`super::sampling`]).
+    Note(String),
 }
 
 /// Where stream events go (the command line prints them on stderr).
@@ -127,8 +131,15 @@ impl Ending {
 pub struct AcquisitionCounts {
     /// Frames delivered (pedestal and data).
     pub frames: u64,
-    /// Frame numbers missing from the sequence.
+    /// Frames missing from the sequence: frame numbers that never arrived, or, in a sampled
+    /// stream, frames of the every-Nth sequence that never arrived (see
+    /// [`super::sampling`]).
     pub missing: u64,
+    /// Frame numbers a sampled stream skipped by design (`rx_zmqfreq`): not losses.
+    pub sampled: u64,
+    /// The stride of the frame numbers, when known (1: every frame; N: every Nth frame is
+    /// streamed).
+    pub stride: Option<u64>,
     /// Frames skipped for lost packets.
     pub incomplete: u64,
     /// Frames skipped for a header that disagrees with the data.
@@ -186,6 +197,8 @@ pub struct Acquisition<'r> {
     reported: std::collections::HashMap<FaultKind, u32>,
     last_behind: Option<Instant>,
     arrivals: Arc<Mutex<VecDeque<(u64, Instant)>>>,
+    /// How the frame numbers are expected to advance.
+    strides: StrideCheck,
 }
 
 impl<'r> Acquisition<'r> {
@@ -215,7 +228,40 @@ impl<'r> Acquisition<'r> {
             reported: Default::default(),
             last_behind: None,
             arrivals: Arc::new(Mutex::new(VecDeque::new())),
+            strides: StrideCheck::new(Sampling::Infer),
         }
+    }
+
+    /// Sets how the frame numbers are expected to advance (default: a stride inferred, see
+    /// [`super::sampling`]); `stated`: an inferred stride an earlier acquisition of the stream
+    /// stated already (not stated again). Before the first frame.
+    pub fn set_sampling(&mut self, sampling: Sampling, stated: Option<u64>) {
+        self.strides = StrideCheck::new(sampling).already_stated(stated);
+    }
+
+    /// The stride this acquisition inferred, when it inferred one above 1.
+    pub fn inferred_stride(&self) -> Option<u64> {
+        self.strides.inferred_stride()
+    }
+
+    /// Judges the gaps still held back by the stride inference (the acquisition ended):
+    /// counts them and reports the missing ones. Called once the acquisition has ended; a
+    /// second call does nothing.
+    pub fn finish_gaps(&mut self) {
+        let outcome = self.strides.finish();
+        self.book_gaps(outcome);
+    }
+
+    /// Counts and reports what gaps came to.
+    fn book_gaps(&mut self, outcome: GapOutcome) {
+        if let Some(note) = outcome.note {
+            (self.report)(&StreamEvent::Note(note));
+        }
+        self.counts.sampled += outcome.sampled;
+        for (n, message) in outcome.missing {
+            self.fault(FaultKind::Missing, n, message);
+        }
+        self.counts.stride = self.strides.stride();
     }
 
     /// Arrival times of the frames delivered and not yet claimed, by frame number: the
@@ -396,33 +442,14 @@ impl<'r> Acquisition<'r> {
             self.key = Some(key);
         }
         // Gaps: frames between the last one and this that never came, less those cluda
-        // dropped itself.
+        // dropped itself; in a sampled stream, less the frames never meant to be sent.
         let last = self.last;
         let dropped_inside = self.account_drops(last, Some(number));
         if let Some(last) = last
-            && number > last + 1
+            && number > last
         {
-            let gap = number - last - 1;
-            let missing = gap.saturating_sub(dropped_inside);
-            if missing > 0 {
-                let which = if gap == 1 {
-                    format!("frame {}", last + 1)
-                } else {
-                    format!("frames {}-{}", last + 1, number - 1)
-                };
-                let dropped = if dropped_inside > 0 {
-                    format!(", {dropped_inside} of them dropped by cluda")
-                } else {
-                    String::new()
-                };
-                self.fault(
-                    FaultKind::Missing,
-                    missing,
-                    format!(
-                        "{which} missing ({missing} frames never arrived{dropped}: lost before cluda, e.g. dropped at the sender's high-water mark)"
-                    ),
-                );
-            }
+            let outcome = self.strides.gap(last, number, dropped_inside);
+            self.book_gaps(outcome);
         }
         self.last = Some(number);
         if self.counts.first_arrival.is_none() {
@@ -651,8 +678,8 @@ impl FrameSource for Acquisition<'_> {
     fn report(&self) -> Option<String> {
         let c = &self.counts;
         Some(format!(
-            "{} missing, {} incomplete, {} mismatched, {} malformed, {} dropped, {} late parts",
-            c.missing, c.incomplete, c.mismatched, c.malformed, c.dropped, c.late
+            "{} missing, {} sampled, {} incomplete, {} mismatched, {} malformed, {} dropped, {} late parts",
+            c.missing, c.sampled, c.incomplete, c.mismatched, c.malformed, c.dropped, c.late
         ))
     }
 }

@@ -19,11 +19,19 @@
 //! Expected packets per frame are not in the master file; for MOENCH 03 in image order the
 //! slsDetector receiver sends 6400 data bytes per packet (50 packets per 400x400 frame, from
 //! slsDetectorPackage's receiver `GeneralData`), which [`RawMaster::expected_packets`] uses.
+//!
+//! A receiver ROI ("Receiver Roi" / "Receiver Rois", see [`super::roi`]) makes the data files
+//! hold only the ROI's pixels while "Pixels" and "Image Size" still describe the whole
+//! detector: [`RawMaster::rows`] and [`RawMaster::cols`] are the frames' shape in the data
+//! files (the ROI's), [`RawMaster::detector_rows`] and [`RawMaster::detector_cols`] the
+//! detector's. The detector still sends whole frames (the receiver crops them), so the
+//! packets expected per frame are those of the whole detector.
 
 use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
+use super::roi::{Roi, parse_roi, roi_key};
 use crate::error::{Error, Result};
 
 /// Largest number of rows or columns cluda accepts (cluster coordinates are u16).
@@ -91,11 +99,20 @@ pub struct RawMaster {
     pub version: f64,
     /// Detector type (with aare's MOENCH 03 rules applied).
     pub detector_type: DetectorType,
-    /// Columns per frame ("Pixels" x).
+    /// Columns per frame in the data files: the receiver ROI's, else "Pixels" x.
     pub cols: usize,
-    /// Rows per frame ("Pixels" y).
+    /// Rows per frame in the data files: the receiver ROI's, else "Pixels" y.
     pub rows: usize,
-    /// Bytes of one frame's pixels ("Image Size" / "Image Size in bytes").
+    /// Columns of the whole detector ("Pixels" x).
+    pub detector_cols: usize,
+    /// Rows of the whole detector ("Pixels" y).
+    pub detector_rows: usize,
+    /// The receiver ROI the data files hold, when one was set that is not the whole detector
+    /// (see [`super::roi`]).
+    pub roi: Option<Roi>,
+    /// "Image Size" / "Image Size in bytes" as the master file says: the whole detector's
+    /// frame (or, if a receiver wrote it so, the ROI's); records are sized from
+    /// [`RawMaster::rows`] and [`RawMaster::cols`] (see [`RawMaster::frame_bytes`]).
     pub image_size: u64,
     /// Bits per pixel ("Dynamic Range", 16 when absent).
     pub dynamic_range: u64,
@@ -204,11 +221,20 @@ impl RawMaster {
                 "key \"Dynamic Range\": {dynamic_range}-bit pixels; cluda reads 16-bit frames only"
             )));
         }
+        let roi = parse_roi(j, path, version, py as usize, px as usize)?;
         let want = px * py * 2;
-        if image_size != want {
+        let roi_bytes = roi.map(|r| (r.rows() * r.cols() * 2) as u64);
+        if image_size != want && Some(image_size) != roi_bytes {
             return Err(fmt(format!(
                 "key \"{size_key}\": {image_size} bytes disagrees with \"Pixels\" {px} x {py} at \
-                 16 bits ({want} bytes)"
+                 16 bits ({want} bytes){}",
+                roi.map(|r| format!(
+                    " and with the receiver ROI {r} ({} x {} pixels, {} bytes)",
+                    r.rows(),
+                    r.cols(),
+                    r.rows() * r.cols() * 2
+                ))
+                .unwrap_or_default()
             )));
         }
         if padding == 0 && policy != FrameDiscardPolicy::DiscardPartial {
@@ -235,14 +261,26 @@ impl RawMaster {
         } else {
             DetectorType::Other(type_name.to_string())
         };
+        if let (DetectorType::Moench03Old, Some(r)) = (&detector_type, roi) {
+            return Err(fmt(format!(
+                "key \"{}\": receiver ROI {r} on ADC-ordered MOENCH 03 data (\"Analog \
+                 Samples\" 5000): the pixels of such a frame are not in image order, so a \
+                 rectangle of them is not a region of the image; cluda cannot read it",
+                roi_key(version)
+            )));
+        }
+        let (rows, cols) = roi.map_or((py as usize, px as usize), |r| (r.rows(), r.cols()));
         Ok(Self {
             path: path.to_path_buf(),
             base_name,
             file_index,
             version,
             detector_type,
-            cols: px as usize,
-            rows: py as usize,
+            cols,
+            rows,
+            detector_cols: px as usize,
+            detector_rows: py as usize,
+            roi,
             image_size,
             dynamic_range,
             max_frames_per_file,
@@ -263,22 +301,25 @@ impl RawMaster {
         ))
     }
 
-    /// Pixels per frame.
+    /// Pixels per frame in the data files (the ROI's when one is set).
     pub fn pixels(&self) -> usize {
         self.rows * self.cols
     }
 
-    /// Bytes of one frame record in a data file: header plus pixels.
+    /// Bytes of one frame record in a data file: the 112-byte header plus the pixels of a
+    /// frame as stored (the ROI's when one is set), 16 bits each.
     pub fn frame_bytes(&self) -> u64 {
-        super::header::HEADER_BYTES as u64 + self.image_size
+        super::header::HEADER_BYTES as u64 + self.pixels() as u64 * 2
     }
 
-    /// Packets the detector sends per frame, when known (MOENCH 03 in image order: image size
-    /// / 6400); `None` makes completeness rest on the mask's own consistency.
+    /// Packets the detector sends per frame, when known (MOENCH 03 in image order: the whole
+    /// detector's frame bytes / 6400, also with a receiver ROI, since the receiver crops
+    /// whole frames); `None` makes completeness rest on the mask's own consistency.
     pub fn expected_packets(&self) -> Option<u32> {
+        let bytes = (self.detector_rows * self.detector_cols * 2) as u64;
         match self.detector_type {
-            DetectorType::Moench03 if self.image_size.is_multiple_of(6400) => {
-                u32::try_from(self.image_size / 6400).ok()
+            DetectorType::Moench03 if bytes.is_multiple_of(6400) => {
+                u32::try_from(bytes / 6400).ok()
             }
             _ => None,
         }

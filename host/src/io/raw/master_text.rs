@@ -15,6 +15,17 @@
 //! "Exptime", "Period", "Number of UDP Interfaces", "Number of rows". No MOENCH master has
 //! "Dynamic Range" (readers take 16).
 //!
+//! Format 8.0 (slsDetectorPackage 10's `MasterAttributes.cpp`, `GetCommonBinaryAttributes`,
+//! `GetMoenchBinaryAttributes`, `GetFinalBinaryAttributes`; aare's 8.0 masters in
+//! `src/RawMasterFile.test.cpp`) writes the common keys with "Image Size" for "Image Size in
+//! bytes" and "Scan Parameters" as an object (`enable`, `dacInd`, `start offset`, `stop
+//! offset`, `step size`, `dac settle time ns`), then for MOENCH "Receiver Rois" (an array of
+//! `{"xmin", "xmax", "ymin", "ymax"}`, the whole detector when no ROI is set, see
+//! [`super::roi`]), "Exposure Time", "Acquisition Period", "Number of UDP Interfaces",
+//! "Number of Rows", "Readout Speed", and ends with "Frames in File" and "Additional JSON
+//! Header" (no "Frame Header Format"). Values cluda cannot know are placeholders: times
+//! `0ns`, readout speed `full_speed`.
+//!
 //! Hand-written rather than through `serde_json::to_string_pretty`: serde_json's maps sort
 //! their keys unless its `preserve_order` feature (a new dependency, and a change for every
 //! map in the crate) is on, and the receiver's order is part of what this reproduces.
@@ -22,6 +33,7 @@
 use serde_json::{Value, json};
 
 use super::master::{DetectorType, FrameDiscardPolicy};
+use super::roi::Roi;
 
 /// What a master file says about an acquisition.
 #[derive(Clone, Debug)]
@@ -30,10 +42,12 @@ pub struct MasterFields<'a> {
     pub version: f64,
     /// The detector type.
     pub detector: &'a DetectorType,
-    /// Rows per frame.
+    /// Rows of the detector ("Pixels" y).
     pub rows: usize,
-    /// Columns per frame.
+    /// Columns of the detector ("Pixels" x).
     pub cols: usize,
+    /// The receiver ROI the data files hold, if any.
+    pub roi: Option<Roi>,
     /// "Max Frames Per File".
     pub max_frames_per_file: u64,
     /// "Frame Discard Policy".
@@ -52,6 +66,7 @@ pub struct MasterFields<'a> {
 enum Node {
     Leaf(Value),
     Object(Vec<(&'static str, Node)>),
+    Array(Vec<Node>),
 }
 
 fn leaf(v: Value) -> Node {
@@ -74,7 +89,33 @@ pub fn master_text(f: &MasterFields<'_>) -> String {
     } else {
         keys.push(("Image Size", leaf(json!(image_size))));
     }
-    let no_roi = || leaf(json!(u32::MAX));
+    let roi_object = |b: [i64; 4]| {
+        Node::Object(
+            ["xmin", "xmax", "ymin", "ymax"]
+                .into_iter()
+                .zip(b)
+                .map(|(k, v)| (k, leaf(json!(v))))
+                .collect(),
+        )
+    };
+    let bounds = |r: Roi| [r.xmin, r.xmax, r.ymin, r.ymax].map(|v| v as i64);
+    let roi = if f.version < 8.0 {
+        // Format 7.x: no ROI is -1 written as an unsigned 32-bit number.
+        let unset = [u32::MAX as i64; 4];
+        ("Receiver Roi", roi_object(f.roi.map_or(unset, bounds)))
+    } else {
+        // Format 8.0: no ROI is one covering the whole detector.
+        let whole = Roi {
+            xmin: 0,
+            xmax: f.cols.saturating_sub(1),
+            ymin: 0,
+            ymax: f.rows.saturating_sub(1),
+        };
+        (
+            "Receiver Rois",
+            Node::Array(vec![roi_object(bounds(f.roi.unwrap_or(whole)))]),
+        )
+    };
     keys.extend([
         ("Pixels", xy(f.cols as u64, f.rows as u64)),
         ("Max Frames Per File", leaf(json!(f.max_frames_per_file))),
@@ -83,20 +124,29 @@ pub fn master_text(f: &MasterFields<'_>) -> String {
             leaf(json!(f.frame_discard_policy.name())),
         ),
         ("Frame Padding", leaf(json!(u8::from(f.frame_padding)))),
-        ("Scan Parameters", leaf(json!("[disabled]"))),
+        ("Scan Parameters", scan_parameters(f.version)),
         ("Total Frames", leaf(json!(f.total_frames))),
-        (
-            "Receiver Roi",
-            Node::Object(vec![
-                ("xmin", no_roi()),
-                ("xmax", no_roi()),
-                ("ymin", no_roi()),
-                ("ymax", no_roi()),
-            ]),
-        ),
+        roi,
     ]);
+    let format8 = f.version >= 8.0;
     // cluda's frames have no exposure settings: written as zero.
     match f.detector {
+        DetectorType::Moench03 if format8 => keys.extend([
+            ("Exposure Time", leaf(json!("0ns"))),
+            ("Acquisition Period", leaf(json!("0ns"))),
+            ("Number of UDP Interfaces", leaf(json!(1))),
+            ("Number of Rows", leaf(json!(f.rows))),
+            ("Readout Speed", leaf(json!("full_speed"))),
+        ]),
+        // No format-8 receiver writes ADC-ordered "Moench" (that readout is the chip test
+        // board's): the 7.x keys under their format-8 names.
+        DetectorType::Moench03Old if format8 => keys.extend([
+            ("Exposure Time", leaf(json!("0ns"))),
+            ("Acquisition Period", leaf(json!("0ns"))),
+            ("Ten Giga", leaf(json!(0))),
+            ("ADC Mask", leaf(json!(u32::MAX))),
+            ("Analog Samples", leaf(json!(5000))),
+        ]),
         DetectorType::Moench03Old => keys.extend([
             ("Exptime", leaf(json!("0ns"))),
             ("Period", leaf(json!("0ns"))),
@@ -131,9 +181,13 @@ pub fn master_text(f: &MasterFields<'_>) -> String {
         ("Header Version", "1 byte"),
         ("Packets Caught Mask", "64 bytes"),
     ];
-    keys.extend([
-        ("Frames in File", leaf(json!(f.frames_in_file))),
-        (
+    keys.push(("Frames in File", leaf(json!(f.frames_in_file))));
+    if format8 {
+        // Format 8.0 ends with the additional JSON header (none here) and no longer writes
+        // the frame header's format.
+        keys.push(("Additional JSON Header", Node::Object(Vec::new())));
+    } else {
+        keys.push((
             "Frame Header Format",
             Node::Object(
                 header
@@ -141,16 +195,40 @@ pub fn master_text(f: &MasterFields<'_>) -> String {
                     .map(|(k, v)| (k, leaf(json!(v))))
                     .collect(),
             ),
-        ),
-    ]);
+        ));
+    }
     let mut out = String::new();
     write_node(&Node::Object(keys), 0, &mut out);
     out
 }
 
+/// "Scan Parameters" with no scan: format 7.x writes `"[disabled]"`, format 8.0 an object of
+/// the scan's settings, all zero.
+fn scan_parameters(version: f64) -> Node {
+    if version < 8.0 {
+        return leaf(json!("[disabled]"));
+    }
+    Node::Object(
+        [
+            "enable",
+            "dacInd",
+            "start offset",
+            "stop offset",
+            "step size",
+            "dac settle time ns",
+        ]
+        .into_iter()
+        .map(|k| (k, leaf(json!(0))))
+        .collect(),
+    )
+}
+
 fn write_node(node: &Node, depth: usize, out: &mut String) {
     match node {
         Node::Leaf(v) => out.push_str(&v.to_string()),
+        // rapidjson's pretty writer writes empty containers on one line.
+        Node::Object(entries) if entries.is_empty() => out.push_str("{}"),
+        Node::Array(items) if items.is_empty() => out.push_str("[]"),
         Node::Object(entries) => {
             out.push_str("{\n");
             for (i, (k, v)) in entries.iter().enumerate() {
@@ -162,6 +240,16 @@ fn write_node(node: &Node, depth: usize, out: &mut String) {
             }
             out.push_str(&"    ".repeat(depth));
             out.push('}');
+        }
+        Node::Array(items) => {
+            out.push_str("[\n");
+            for (i, v) in items.iter().enumerate() {
+                out.push_str(&"    ".repeat(depth + 1));
+                write_node(v, depth + 1, out);
+                out.push_str(if i + 1 < items.len() { ",\n" } else { "\n" });
+            }
+            out.push_str(&"    ".repeat(depth));
+            out.push(']');
         }
     }
 }

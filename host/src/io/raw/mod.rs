@@ -25,10 +25,12 @@ pub mod master_text;
 pub mod pixel_map;
 pub mod reader;
 pub mod records;
+pub mod roi;
 pub mod writer;
 
 pub use header::{DetectorHeader, HEADER_BYTES};
 pub use master::{DetectorType, FrameDiscardPolicy, RawMaster};
 pub use pixel_map::PixelMap;
 pub use reader::{FrameInfo, GapReport, RawFrame, RawReader};
+pub use roi::Roi;
 pub use writer::{RawWriter, RawWriterConfig};

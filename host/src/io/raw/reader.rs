@@ -4,10 +4,14 @@
 //! a data file is a plain sequence of records `[112-byte header][image]`; the files
 //! `<base>_d0_f0_<N>.raw`, `_f1_`, ... are read in order until one does not exist, each
 //! holding `file length / record length` frames. aare silently drops a partial record at the
-//! end of a file and never looks at frame numbers or packet masks; this reader reports both:
-//! gaps in the header's frame numbers (frames the receiver never wrote, e.g. with
-//! "discardpartial"), frames whose packet mask shows lost packets, frame numbers that go
-//! backwards, and partial records. A frame keeps its own number: nothing is shifted.
+//! end of a file and never looks at frame numbers or packet masks; this reader refuses a data
+//! file that is not a whole number of records (the sign of a record size that does not match
+//! the master file, whose frames would be garbage; [`RawReader::open_allowing_partial_records`]
+//! reads a file cut off mid-record up to its last whole record and reports the rest), and
+//! reports gaps in the header's frame numbers (frames the receiver never wrote, e.g. with
+//! "discardpartial"), frames whose packet mask shows lost packets and frame numbers that go
+//! backwards. A frame keeps its own number: nothing is shifted. With a receiver ROI the
+//! frames are the ROI's (see [`super::roi`]).
 //!
 //! Reading: batches ([`RawReader::next_frames`], and [`crate::io::FrameSource::fill`] for the
 //! streaming engine) read runs of records with vectored positioned reads on several threads
@@ -301,12 +305,39 @@ pub struct RawReader {
 impl RawReader {
     /// Opens the acquisition of master file `path` (`<base>_master_<N>.json`): parses the
     /// master and looks at the sizes of its data files; no frame is read yet.
+    ///
+    /// # Errors
+    /// As [`RawReader::from_master`], and those of [`RawMaster::open`].
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
         Self::from_master(RawMaster::open(path)?)
     }
 
     /// Opens the data files of a parsed master.
+    ///
+    /// # Errors
+    /// Besides a master the reader cannot read: [`Error::Format`] naming the data file when
+    /// one is not a whole number of records of the size the master file implies (112-byte
+    /// header plus the frame as stored, see [`RawMaster::frame_bytes`]): files written with
+    /// another record size (a receiver ROI the master does not describe, another
+    /// detector's files) would otherwise be read as garbage. A file cut off while being
+    /// written is refused too; [`RawReader::open_allowing_partial_records`] reads its whole
+    /// records and reports the rest.
     pub fn from_master(master: RawMaster) -> Result<Self> {
+        Self::from_master_with(master, false)
+    }
+
+    /// Opens the acquisition of master file `path` as [`RawReader::open`] does, except that
+    /// data files that end inside a record are read up to their last whole record and the
+    /// partial one is listed in the report ([`GapReport::truncated`]) instead of refused:
+    /// for salvaging an acquisition whose writing was cut off, when the record size is known
+    /// to be right.
+    pub fn open_allowing_partial_records(path: impl AsRef<Path>) -> Result<Self> {
+        Self::from_master_with(RawMaster::open(path)?, true)
+    }
+
+    /// [`RawReader::from_master`], with data files ending inside a record allowed (reported)
+    /// when `allow_partial` is set.
+    fn from_master_with(master: RawMaster, allow_partial: bool) -> Result<Self> {
         if let DetectorType::Other(name) = &master.detector_type {
             return Err(Error::format(
                 &master.path,
@@ -328,6 +359,9 @@ impl RawReader {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
                 Err(e) => return Err(Error::io(&path, e)),
             };
+            if !allow_partial && len % record != 0 {
+                return Err(record_size_error(&master, &path, len));
+            }
             files.push(DataFile {
                 path,
                 frames: len / record,
@@ -899,6 +933,34 @@ impl RawReader {
             t.frame_number = Some(h.frame_number);
         }
     }
+}
+
+/// The error for data file `path` of `len` bytes, not a whole number of `master`'s records.
+fn record_size_error(master: &RawMaster, path: &Path, len: u64) -> Error {
+    let record = master.frame_bytes();
+    let shape = match master.roi {
+        Some(roi) => format!(
+            "{} x {} pixels of the receiver ROI {roi} of a {} x {} detector",
+            master.rows, master.cols, master.detector_rows, master.detector_cols
+        ),
+        None => format!(
+            "{} x {} pixels, as \"Pixels\" says and no receiver ROI is named",
+            master.rows, master.cols
+        ),
+    };
+    Error::format(
+        path,
+        format!(
+            "{len} bytes is not a whole number of {record}-byte records ({HEADER_BYTES}-byte \
+             header + {shape}, 2 bytes each, per master file {}): {} whole records and {} bytes \
+             over. The data files do not match the master file (written with another record \
+             size: a receiver ROI the master does not name, another detector's files) or this \
+             one was cut off while being written; nothing is read rather than frames misread",
+            master.path.display(),
+            len / record,
+            len % record
+        ),
+    )
 }
 
 /// A frame and what it was, as the iterator yields it.

@@ -17,6 +17,7 @@ use super::header::DetectorHeader;
 use super::master::{DetectorType, FrameDiscardPolicy};
 use super::master_text::{MasterFields, master_text};
 use super::pixel_map::{MOENCH03_SIDE, PixelMap};
+use super::roi::Roi;
 use crate::error::{Error, Result};
 use crate::io::atomic::AtomicFile;
 
@@ -75,6 +76,8 @@ pub struct RawWriter {
     done: Vec<AtomicFile>,
     written: u64,
     scratch: Vec<u16>,
+    /// The receiver ROI the data files hold (see [`RawWriter::roi`]).
+    roi: Option<Roi>,
 }
 
 impl RawWriter {
@@ -118,6 +121,52 @@ impl RawWriter {
             done: Vec::new(),
             written: 0,
             scratch: Vec::new(),
+            roi: None,
+        })
+    }
+
+    /// Writes the acquisition as a receiver with `rx_roi` set writes it: the master names
+    /// the ROI ("Receiver Roi" below format 8, "Receiver Rois" from 8) and keeps the
+    /// detector's "Pixels" and "Image Size" (the config's rows and columns); each frame given
+    /// to [`RawWriter::write_frame`] is the ROI's (`roi.rows() x roi.cols()`), as the data
+    /// files hold it. Set it before the first frame.
+    ///
+    /// # Errors
+    /// [`Error::InvalidParameter`] when the ROI does not lie inside the detector, frames were
+    /// written already, or the frames are ADC-ordered (whose rectangles are no image's).
+    pub fn roi(mut self, roi: Option<Roi>) -> Result<Self> {
+        if self.written > 0 {
+            return Err(Error::param(
+                "roi",
+                "the ROI must be set before the first frame is written",
+            ));
+        }
+        if let Some(r) = roi {
+            if !r.fits(self.config.rows, self.config.cols) {
+                return Err(Error::param(
+                    "roi",
+                    format!(
+                        "{r} (xmin, xmax, ymin, ymax; inclusive) does not lie inside the {} x {} \
+                         detector with min <= max",
+                        self.config.rows, self.config.cols
+                    ),
+                ));
+            }
+            if self.map.is_some() {
+                return Err(Error::param(
+                    "roi",
+                    "ADC-ordered MOENCH 03 frames cannot be written with a receiver ROI",
+                ));
+            }
+        }
+        self.roi = roi;
+        Ok(self)
+    }
+
+    /// Rows and columns of each frame in the data files (the ROI's when one is set).
+    fn stored_shape(&self) -> (usize, usize) {
+        self.roi.map_or((self.config.rows, self.config.cols), |r| {
+            (r.rows(), r.cols())
         })
     }
 
@@ -138,8 +187,8 @@ impl RawWriter {
         self.written
     }
 
-    /// Writes one complete frame (`rows * cols` samples, image order) with frame number
-    /// `frame_number`.
+    /// Writes one complete frame (`rows * cols` samples, image order; the ROI's shape when
+    /// one is set) with frame number `frame_number`.
     pub fn write_frame(&mut self, frame_number: u64, image: &[u16]) -> Result<()> {
         let h = DetectorHeader::complete(frame_number, self.config.packets_per_frame);
         self.write_frame_with_header(&h, image)
@@ -151,7 +200,8 @@ impl RawWriter {
         header: &DetectorHeader,
         image: &[u16],
     ) -> Result<()> {
-        let px = self.config.rows * self.config.cols;
+        let (rows, cols) = self.stored_shape();
+        let px = rows * cols;
         if image.len() != px {
             return Err(Error::shape(
                 "raw writer frame",
@@ -217,6 +267,7 @@ impl RawWriter {
             detector: &c.detector,
             rows: c.rows,
             cols: c.cols,
+            roi: self.roi,
             max_frames_per_file: c.max_frames_per_file,
             frame_discard_policy: c.frame_discard_policy,
             frame_padding: c.frame_padding,
