@@ -409,3 +409,104 @@ fn bad_parameters_are_named_errors() {
     write_cube(&rt, &e, "ADU").unwrap();
     assert_eq!(read_cube(&rt, None).unwrap().1, e.to_f64());
 }
+
+/// Writes a `rows x cols` bool mask `.npy`.
+fn write_mask(path: &Path, rows: usize, cols: usize, bad: impl Fn(usize, usize) -> bool) {
+    let mut b = cluda::io::npy::header_bytes("|b1", &[rows, cols]);
+    for r in 0..rows {
+        for c in 0..cols {
+            b.push(u8::from(bad(r, c)));
+        }
+    }
+    std::fs::write(path, b).unwrap();
+}
+
+#[test]
+fn a_mask_keeps_bad_pixels_out_of_the_cube_and_the_image() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ped, data) = CLUDA.gen_small(dir.path());
+    let (p, d) = (s(&ped), s(&data));
+    let all = dir.path().join("all.npy");
+    write_mask(&all, 24, 36, |_, _| true);
+    let half = dir.path().join("half.npy");
+    write_mask(&half, 24, 36, |_, c| c < 18);
+    let cube = dir.path().join("eta.npz");
+    let line = ok(&[
+        "eta",
+        "--pedestal",
+        p,
+        "--data",
+        d,
+        "--out",
+        s(&cube),
+        "--mask",
+        s(&all),
+        "--device",
+        "cpu",
+    ]);
+    assert!(line.contains(" inside=0 "), "{line}");
+    let (_, batch) = found(dir.path(), &ped, &data, "3");
+    assert!(
+        line.contains(&format!("masked={} ", batch.total())),
+        "{line}"
+    );
+    let full = dir.path().join("full.npz");
+    ok(&[
+        "eta",
+        "--pedestal",
+        p,
+        "--data",
+        d,
+        "--out",
+        s(&full),
+        "--device",
+        "cpu",
+    ]);
+    let img = dir.path().join("i.npy");
+    let ph = dir.path().join("ph.npy");
+    let line = ok(&[
+        "image",
+        "--pedestal",
+        p,
+        "--data",
+        d,
+        "--eta",
+        s(&full),
+        "--out",
+        s(&img),
+        "--photons",
+        s(&ph),
+        "--mask",
+        s(&half),
+        "--device",
+        "cpu",
+    ]);
+    assert!(!line.contains(" masked=0 "), "{line}");
+    let got = read_array::<u32>(&img).unwrap();
+    // Photons of masked pixels (columns < 18) are never counted: their sub-pixels stay 0,
+    // except those a neighbour's photon (placed up to a pixel away) reaches.
+    let (rows_n, cols_n) = (got.shape[0], got.shape[1]);
+    let left: u64 = (0..rows_n)
+        .flat_map(|r| (0..cols_n / 2 - 8).map(move |c| (r, c)))
+        .map(|(r, c)| got.data[r * cols_n + c] as u64)
+        .sum();
+    assert_eq!(left, 0, "no photon counted well inside the masked half");
+    let wrong = dir.path().join("wrong.npy");
+    write_mask(&wrong, 24, 35, |_, _| false);
+    CLUDA.fails(
+        &[
+            "image",
+            "--pedestal",
+            p,
+            "--data",
+            d,
+            "--eta",
+            s(&full),
+            "--out",
+            s(&dir.path().join("j.npy")),
+            "--mask",
+            s(&wrong),
+        ],
+        &["mask", "24 x 35"],
+    );
+}

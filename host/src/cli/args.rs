@@ -112,6 +112,10 @@ pub struct EtaArgs {
     /// The cube's axes.
     #[command(flatten)]
     pub cube: CubeArgs,
+    /// Bad pixels (a rows x cols bool or uint8 .npy, True: bad): clusters centred on one are
+    /// left out of the cube (and counted as masked).
+    #[arg(long, value_name = "mask.npy")]
+    pub mask: Option<PathBuf>,
     /// Count on the host even when the GPU could (the same counts; for checks).
     #[arg(long)]
     pub host_counts: bool,
@@ -162,6 +166,10 @@ pub struct ImageArgs {
     /// flagged 8.
     #[arg(long, value_name = "LO:HI", allow_hyphen_values = true)]
     pub energy_window: Option<cluda::interpolation::EnergyWindow>,
+    /// Bad pixels (a rows x cols bool or uint8 .npy, True: bad): photons centred on one are
+    /// flagged 4 and not counted.
+    #[arg(long, value_name = "mask.npy")]
+    pub mask: Option<PathBuf>,
     /// Replace an existing --out or --photons file.
     #[arg(long)]
     pub overwrite: bool,

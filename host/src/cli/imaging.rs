@@ -11,8 +11,8 @@ use cluda::engine::input::Input;
 use cluda::engine::plan::{Plan, output_name, plan};
 use cluda::engine::run::{InputOutputs, Session};
 use cluda::engine::sink::{FnSink, Sink, Sinks};
-use cluda::interpolation::files::{ImageFormat, read_cube, write_cube, write_image};
-use cluda::interpolation::{CubeAxes, Edges, Interpolator, Tally};
+use cluda::interpolation::files::{ImageFormat, read_cube, read_mask, write_cube, write_image};
+use cluda::interpolation::{CubeAxes, Edges, Interpolator, PixelMask, Tally};
 use cluda::io::{AtomicFile, check_output, check_overwrite, input_files};
 use cluda::{Error, FrameClusters, Result};
 
@@ -169,7 +169,8 @@ pub fn run_eta(args: &EtaArgs) -> Result<()> {
         y: Edges::linspace("eta-bins", c.eta_range.0, c.eta_range.1, c.eta_bins)?,
         e: Edges::new("energy-edges", c.energy_edges.0.clone())?,
     };
-    let mut sink = CubeSink::new(axes, !args.host_counts)?;
+    let mask = read_mask_for(args.mask.as_deref(), &args.pedestal)?;
+    let mut sink = CubeSink::new(axes, !args.host_counts)?.with_mask(mask);
     let totals = find_into(
         &args.finder,
         &args.pedestal,
@@ -246,12 +247,13 @@ pub fn run_image(args: &ImageArgs) -> Result<()> {
         let p = Input::open(&args.pedestal, "pedestal")?;
         (p.frames.rows(), p.frames.cols())
     };
+    let mask = read_mask_for(args.mask.as_deref(), &args.pedestal)?;
     let mut sink = ImagingSink::new(
         rows,
         cols,
         maps,
         args.energy_window,
-        None,
+        mask,
         ImagingOutputs {
             subpixels: args.out.as_ref().map(|_| args.subpixels),
             photons,
@@ -284,4 +286,28 @@ pub fn run_image(args: &ImageArgs) -> Result<()> {
     }
     print_line(&line)?;
     failed(&totals, args.data.len())
+}
+
+/// The mask at `path`, checked against the pedestal's frame shape.
+fn read_mask_for(path: Option<&Path>, pedestal: &Path) -> Result<Option<Arc<PixelMask>>> {
+    let Some(path) = path else {
+        return Ok(None);
+    };
+    let mask = read_mask(path)?;
+    let p = Input::open(pedestal, "pedestal")?;
+    let want = (p.frames.rows(), p.frames.cols());
+    if mask.shape() != want {
+        return Err(Error::param(
+            "mask",
+            format!(
+                "{} is {} x {} pixels; the frames are {} x {}",
+                path.display(),
+                mask.shape().0,
+                mask.shape().1,
+                want.0,
+                want.1
+            ),
+        ));
+    }
+    Ok(Some(Arc::new(mask)))
 }

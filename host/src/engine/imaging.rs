@@ -28,6 +28,8 @@ pub struct CubeSink {
     on_device: bool,
     /// Use the device when the finder offers it.
     allow_device: bool,
+    /// Bad pixels whose clusters are left out.
+    mask: Option<Arc<PixelMask>>,
 }
 
 impl CubeSink {
@@ -41,7 +43,18 @@ impl CubeSink {
             current: None,
             on_device: false,
             allow_device,
+            mask: None,
         })
+    }
+
+    /// The same sink leaving out clusters centred on a bad pixel of `mask`. A masked cube is
+    /// counted on the host (the device's cube kernel has no mask).
+    pub fn with_mask(mut self, mask: Option<Arc<PixelMask>>) -> Self {
+        if mask.is_some() {
+            self.allow_device = false;
+        }
+        self.mask = mask;
+        self
     }
 
     /// The cube of every input that ended whole.
@@ -67,7 +80,7 @@ impl Sink for CubeSink {
         self.current = if self.on_device {
             None
         } else {
-            Some(EtaCube::new(axes)?)
+            Some(EtaCube::new(axes)?.with_mask(self.mask.clone()))
         };
         Ok(())
     }

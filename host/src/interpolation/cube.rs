@@ -4,6 +4,7 @@
 use cluda_gpu::eta::{self, EtaKind};
 
 use super::edges::Edges;
+use super::photon::PixelMask;
 use crate::cluster::{ClusterSize, FrameClusters};
 use crate::error::{Error, Result};
 
@@ -152,6 +153,8 @@ pub struct EtaCube {
     tally: Tally,
     /// The cluster size of the clusters counted (`None` before the first).
     size: Option<ClusterSize>,
+    /// Clusters centred on a bad pixel are left out (and tallied as masked).
+    mask: Option<std::sync::Arc<PixelMask>>,
 }
 
 impl EtaCube {
@@ -166,7 +169,15 @@ impl EtaCube {
             counts: vec![0; n],
             tally: Tally::default(),
             size: None,
+            mask: None,
         })
+    }
+
+    /// The same cube leaving out clusters centred on a bad pixel of `mask` (flag
+    /// [`eta::FLAG_MASKED`]).
+    pub fn with_mask(mut self, mask: Option<std::sync::Arc<PixelMask>>) -> Self {
+        self.mask = mask;
+        self
     }
 
     /// The axes.
@@ -202,7 +213,12 @@ impl EtaCube {
         let [_, ny, ne] = self.axes.shape();
         for c in frame.iter() {
             let at = self.axes.locate(c.data, side);
-            self.tally.count(at.flags);
+            let masked = self.mask.as_ref().is_some_and(|m| m.is_bad(c.x, c.y));
+            self.tally
+                .count(at.flags | if masked { eta::FLAG_MASKED } else { 0 });
+            if masked {
+                continue;
+            }
             if let Some((ix, iy, ie)) = at.bins {
                 self.counts[eta::cube_index(ix, iy, ie, ny, ne)] += 1;
             }

@@ -297,3 +297,49 @@ impl PhotonWriter {
         self.out.commit()
     }
 }
+
+/// Reads a bad-pixel mask: a 2-D `.npy` of `bool` (`|b1`) or `uint8` (`|u1`, non-zero: bad),
+/// `rows x cols`, C order.
+///
+/// # Errors
+/// [`Error::Format`] naming the file for another element type, dimensionality, order, or a
+/// length that does not match the shape; [`Error::Io`] when it cannot be read.
+pub fn read_mask(path: &Path) -> Result<super::photon::PixelMask> {
+    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    let h = npy::read_header_from(&mut std::io::Cursor::new(&bytes), bytes.len() as u64, path)?;
+    if !matches!(
+        h.descr.as_str(),
+        "|b1" | "|u1" | "<u1" | ">u1" | "=u1" | "b1" | "u1"
+    ) {
+        return Err(Error::format(
+            path,
+            format!(
+                "dtype '{}': a mask is bool or uint8 (True/non-zero: bad pixel)",
+                h.descr
+            ),
+        ));
+    }
+    if h.fortran_order || h.shape.len() != 2 {
+        return Err(Error::format(
+            path,
+            format!(
+                "a mask is a C-order rows x cols array, got shape {}",
+                h.shape_text()
+            ),
+        ));
+    }
+    let (rows, cols) = (h.shape[0], h.shape[1]);
+    let data = &bytes[h.data_offset as usize..];
+    if Some(data.len()) != rows.checked_mul(cols) {
+        return Err(Error::format(
+            path,
+            format!(
+                "shape {} needs {} bytes of data, the file holds {}",
+                h.shape_text(),
+                rows.saturating_mul(cols),
+                data.len()
+            ),
+        ));
+    }
+    super::photon::PixelMask::new(rows, cols, data.iter().map(|&b| b != 0).collect())
+}
