@@ -211,6 +211,7 @@ fn several_inputs_add_into_one_image_and_photons_go_to_out_dir() {
     let one = dir.path().join("one.npy");
     let two = dir.path().join("two.npy");
     let od = dir.path().join("ph");
+    let pl = dir.path().join("pl");
     ok(&[
         "image",
         "--pedestal",
@@ -221,9 +222,12 @@ fn several_inputs_add_into_one_image_and_photons_go_to_out_dir() {
         s(&cube),
         "--out",
         s(&one),
+        "--plot",
+        s(&pl),
         "--device",
         "cpu",
     ]);
+    assert!(std::fs::read(pl.join("image.png")).unwrap().starts_with(b"\x89PNG"));
     ok(&[
         "image",
         "--pedestal",

@@ -770,3 +770,44 @@ mod tests {
         assert!(lo < 5.0 && hi > 5.0);
     }
 }
+
+/// Draws a sub-pixel image (photon counts) into the PNG `path`, summed into bins of `k x k`
+/// sub-pixels first so that neither side exceeds 2048 bins (`k = 1` for images up to 2048 a
+/// side); the axes are in binned sub-pixels. Drawn under a temporary name and renamed, so no
+/// half-drawn PNG is left.
+///
+/// # Errors
+/// As [`map_png`]; [`Error::Io`] when the file cannot be renamed into place.
+pub fn subpixel_png(path: &Path, image: &crate::interpolation::SubpixelImage) -> Result<()> {
+    let (h, w) = image.shape();
+    let k = h.max(w).div_ceil(2048).max(1);
+    let (bh, bw) = (h.div_ceil(k), w.div_ceil(k));
+    let mut binned = vec![0.0f64; bh * bw];
+    let counts = image.counts();
+    for r in 0..h {
+        for c in 0..w {
+            binned[(r / k) * bw + c / k] += counts[r * w + c] as f64;
+        }
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let tmp = tempfile::Builder::new()
+        .prefix(".cluda-image.")
+        .suffix(".png")
+        .tempfile_in(dir)
+        .map_err(|e| Error::io(dir, e))?;
+    let title = format!(
+        "{} sub-pixels per pixel{}",
+        image.subpixels(),
+        if k > 1 {
+            format!(", {k} x {k} binned")
+        } else {
+            String::new()
+        }
+    );
+    map_png(tmp.path(), bh, bw, &binned, &title, "photons")?;
+    tmp.persist(path).map_err(|e| Error::io(path, e.error))?;
+    Ok(())
+}

@@ -166,6 +166,9 @@ pub struct ImageArgs {
     /// flagged 8.
     #[arg(long, value_name = "LO:HI", allow_hyphen_values = true)]
     pub energy_window: Option<cluda::interpolation::EnergyWindow>,
+    /// Draw the image into DIR/image.png (binned to at most 2048 bins a side; needs --out).
+    #[arg(long, value_name = "DIR", requires = "out")]
+    pub plot: Option<PathBuf>,
     /// Bad pixels (a rows x cols bool or uint8 .npy, True: bad): photons centred on one are
     /// flagged 4 and not counted.
     #[arg(long, value_name = "mask.npy")]

@@ -241,6 +241,16 @@ pub fn run_image(args: &ImageArgs) -> Result<()> {
         }
         (None, None) => vec![None; args.data.len()],
     };
+    let png = match &args.plot {
+        Some(dir) => {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| Error::param("plot", format!("{}: {e}", dir.display())))?;
+            let png = dir.join("image.png");
+            check_out(&png, "plot", &inputs, args.overwrite)?;
+            Some(png)
+        }
+        None => None,
+    };
     let (axes, cube, _) = read_cube(&args.eta, args.eta_kind.map(|k| k.0))?;
     let maps = Arc::new(Interpolator::new(axes, &cube, args.maps)?);
     let (rows, cols) = {
@@ -276,6 +286,10 @@ pub fn run_image(args: &ImageArgs) -> Result<()> {
     if let (Some(out), Some(img)) = (&args.out, sink.image()) {
         write_image(out, img)?;
         line += &format!(" counted={}", img.total());
+        if let Some(png) = &png {
+            cluda::plot::subpixel_png(png, img)?;
+            eprintln!("wrote {}", png.display());
+        }
     }
     line += &format!(" {} counted_on={on}", rate(&totals));
     if let Some(out) = &args.out {
