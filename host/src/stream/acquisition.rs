@@ -27,6 +27,8 @@ use super::receiver::{Message, ReceiverConfig};
 use super::source::{Acquisition, AcquisitionCounts, Ending, FaultKind, Reporter, StreamEvent};
 use crate::cluster::FrameClusters;
 use crate::config::FindOptions;
+use crate::engine::imaging::{CubeSink, ImagingOutputs, ImagingSink};
+use crate::engine::sink::{Sink, Sinks};
 use crate::engine::{EngineConfig, EngineStats, RingSlots, find_stream_with};
 use crate::error::{Error, Result};
 use crate::finder::ClusterFinder;
@@ -82,6 +84,21 @@ pub struct StreamSettings {
     /// How frame numbers advance: every frame, every Nth (slsReceiver's `rx_zmqfreq`), or a
     /// stride inferred from each acquisition's first gaps (see [`super::sampling`]).
     pub sampling: super::sampling::Sampling,
+    /// Eta interpolation of every data acquisition: a sub-pixel image beside its cluster file
+    /// (`<name>.image.npy`), and/or one eta cube of every data acquisition (a live flat field).
+    pub imaging: Option<StreamImaging>,
+}
+
+/// What `cluda stream --eta/--eta-out` makes of each data acquisition (see
+/// [`crate::engine::imaging`]; on a GPU counted on the device).
+#[derive(Clone, Debug)]
+pub struct StreamImaging {
+    /// Place photons through these maps into a sub-pixel image per acquisition, with this
+    /// many sub-pixels per pixel.
+    pub image: Option<(std::sync::Arc<crate::interpolation::Interpolator>, u32)>,
+    /// Count every data acquisition's clusters into one eta cube with these axes, written to
+    /// this file (and its `.json`) when the stream ends.
+    pub cube: Option<(crate::interpolation::CubeAxes, PathBuf)>,
 }
 
 impl StreamSettings {
@@ -104,6 +121,7 @@ impl StreamSettings {
             idle_end: Duration::from_secs(10),
             slow_sink: Duration::ZERO,
             sampling: super::sampling::Sampling::Infer,
+            imaging: None,
         }
     }
 }
@@ -394,6 +412,11 @@ pub fn run(
     ));
     let mut dark_done = 0u32;
     let mut used = HashSet::new();
+    // One eta cube over every data acquisition (`--eta-out`), written when the stream ends.
+    let mut cube_sink = match settings.imaging.as_ref().and_then(|i| i.cube.as_ref()) {
+        Some((axes, _)) => Some(CubeSink::new(axes.clone(), true)?),
+        None => None,
+    };
     // A chunk's frames for the pedestal (and for draining), kept from one acquisition to the
     // next while the shape stays: a new one would fault its pages in again.
     let mut buf: Vec<u16> = Vec::new();
@@ -586,6 +609,30 @@ pub fn run(
                         let mut first_lag = None;
                         let slow = settings.slow_sink;
                         out.timing.setup = taken.elapsed();
+                        let mut image_sink = match settings.imaging.as_ref().and_then(|i| i.image.as_ref()) {
+                            Some((maps, n)) => Some(ImagingSink::new(
+                                shape.0,
+                                shape.1,
+                                maps.clone(),
+                                None,
+                                None,
+                                ImagingOutputs {
+                                    subpixels: Some(*n),
+                                    photons: Vec::new(),
+                                },
+                                true,
+                            )?),
+                            None => None,
+                        };
+                        let mut sinks: Vec<&mut dyn Sink> = Vec::new();
+                        if let Some(s) = image_sink.as_mut() {
+                            sinks.push(s);
+                        }
+                        if let Some(c) = cube_sink.as_mut() {
+                            sinks.push(c);
+                        }
+                        let mut sinks = Sinks(sinks);
+                        sinks.begin(0, finder.as_mut())?;
                         let result = find_stream_with(
                             finder.as_mut(),
                             &mut acq,
@@ -600,6 +647,7 @@ pub fn run(
                                     ))
                                 })?;
                                 writer.write_frame(n, &fc)?;
+                                sinks.frame(0, number, &fc)?;
                                 clusters += fc.len() as u64;
                                 // The last acquisition's summary before this one's first frame
                                 // reaches the caller (who may take a summary as the end of the
@@ -629,6 +677,25 @@ pub fn run(
                                 Ok(())
                             },
                         );
+                        let result = match result {
+                            Ok(stats) => sinks.end(0, finder.as_mut()).map(|()| stats),
+                            Err(e) => {
+                                sinks.abandon(0, finder.as_mut());
+                                Err(e)
+                            }
+                        };
+                        drop(sinks);
+                        if let (Ok(_), Some(img)) = (&result, image_sink.as_ref().and_then(|s| s.image())) {
+                            let to = image_name(&path);
+                            match crate::interpolation::files::write_image(&to, img) {
+                                Ok(()) => note(&format!("acquisition {}: wrote {}", first.file_index, to.display())),
+                                Err(e) => report(&StreamEvent::Output(format!(
+                                    "acquisition {}: the sub-pixel image {} could not be written: {e}",
+                                    first.file_index,
+                                    to.display()
+                                ))),
+                            }
+                        }
                         match result {
                             Ok(stats) => {
                                 out.timing.engine = stats;
@@ -726,7 +793,38 @@ pub fn run(
         }
     }
     commits.finish(&mut totals, &report, summary)?;
+    if let (Some(c), Some((_, path))) = (
+        cube_sink,
+        settings.imaging.as_ref().and_then(|i| i.cube.as_ref()),
+    ) {
+        let cube = c.into_cube();
+        crate::interpolation::files::write_cube(path, &cube, "ADU")?;
+        note(&format!(
+            "wrote the eta cube {} ({})",
+            path.display(),
+            cube.tally().summary()
+        ));
+    }
     Ok(totals)
+}
+
+/// The sub-pixel image beside cluster file `clust` (`run_3.clust` -> `run_3.image.npy`),
+/// never an existing file: `run_3.image_2.npy`, ... instead.
+fn image_name(clust: &Path) -> PathBuf {
+    let base = clust.with_extension("");
+    let mut k = 1;
+    loop {
+        let name = if k == 1 {
+            format!("{}.image.npy", base.display())
+        } else {
+            format!("{}.image_{k}.npy", base.display())
+        };
+        let p = PathBuf::from(name);
+        if std::fs::symlink_metadata(&p).is_err() {
+            return p;
+        }
+        k += 1;
+    }
 }
 
 /// What to say about a stream header's `rx_roi` (`[xmin, xmax, ymin, ymax]`, inclusive) for
