@@ -255,8 +255,9 @@ pub fn find_files<'py>(
         .allow_threads(|| -> Result<Vec<Outcome>, Error> {
             let mut ped = Input::count_exactly(&pedestal, "pedestal", &|| signals.check())?;
             let shape = (ped.frames.rows(), ped.frames.cols());
-            let Plan { inputs: planned, .. } =
-                plan(&pedestal, shape, &inputs, Some(&out_dir), "out_dir")?;
+            let Plan {
+                inputs: planned, ..
+            } = plan(&pedestal, shape, &inputs, Some(&out_dir), "out_dir")?;
             let longest = planned
                 .iter()
                 .filter_map(|p| p.input.as_ref().ok().map(|d| d.len))
@@ -285,8 +286,9 @@ pub fn plan_outputs(
     py.allow_threads(|| -> Result<_, Error> {
         let ped = Input::open(&pedestal, "pedestal")?;
         let shape = (ped.frames.rows(), ped.frames.cols());
-        let Plan { inputs: planned, .. } =
-            plan(&pedestal, shape, &inputs, Some(&out_dir), "out_dir")?;
+        let Plan {
+            inputs: planned, ..
+        } = plan(&pedestal, shape, &inputs, Some(&out_dir), "out_dir")?;
         Ok(planned
             .into_iter()
             .map(|p| (p.cluster_file, p.input.err().map(|e| e.to_string())))
@@ -387,8 +389,10 @@ impl FileSession {
                 let (session, used) = guard
                     .as_mut()
                     .ok_or_else(|| Error::Internal("this FileSession was closed".into()))?;
-                let Plan { inputs: mut planned, .. } =
-                    plan(&self.pedestal, self.shape, &inputs, None, "outputs")?;
+                let Plan {
+                    inputs: mut planned,
+                    ..
+                } = plan(&self.pedestal, self.shape, &inputs, None, "outputs")?;
                 for (p, output) in planned.iter_mut().zip(outputs) {
                     p.cluster_file = p.input.as_ref().ok().and(output);
                 }

@@ -10,6 +10,7 @@
 //! copied; any other layout (a strided slice, Fortran order) is copied once into C order.
 
 mod files;
+mod interp;
 mod rows;
 mod run;
 
@@ -922,6 +923,8 @@ fn _cluda(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<run::FindIter>()?;
     m.add_class::<rows::RowMemory>()?;
     m.add_class::<files::FileSession>()?;
+    m.add_class::<interp::PyInterpolator>()?;
+    m.add_function(wrap_pyfunction!(interp::_etas, m)?)?;
     m.add_function(wrap_pyfunction!(files::find_files, m)?)?;
     m.add_function(wrap_pyfunction!(files::plan_outputs, m)?)?;
     m.add_function(wrap_pyfunction!(files::check_options, m)?)?;
