@@ -227,7 +227,11 @@ fn several_inputs_add_into_one_image_and_photons_go_to_out_dir() {
         "--device",
         "cpu",
     ]);
-    assert!(std::fs::read(pl.join("image.png")).unwrap().starts_with(b"\x89PNG"));
+    assert!(
+        std::fs::read(pl.join("image.png"))
+            .unwrap()
+            .starts_with(b"\x89PNG")
+    );
     ok(&[
         "image",
         "--pedestal",

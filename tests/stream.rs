@@ -938,3 +938,89 @@ fn a_broken_stride_is_reported_missing() {
         "{e}"
     );
 }
+
+/// `stream --eta --eta-out`: each data acquisition's sub-pixel image beside its cluster file
+/// equals `cluda image` on the same frames, and the live eta cube equals `cluda eta`'s.
+#[test]
+fn live_images_and_cube_equal_the_commands() {
+    let dir = tempfile::tempdir().expect("dir");
+    let d = dir.path();
+    let dark = write_frames(d, "dark", SHAPE, 0, 300, false);
+    let data = write_frames(d, "data", SHAPE, 300, 400, true);
+    let cluda = cluda_bin();
+    let cube = d.join("eta.npz");
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(&cluda)
+            .args(args)
+            .output()
+            .expect("cluda");
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    run(&[
+        "eta",
+        "--pedestal",
+        s(&dark),
+        "--data",
+        s(&data),
+        "--out",
+        s(&cube),
+        "--device",
+        "cpu",
+    ]);
+    let want_image = d.join("want.npy");
+    run(&[
+        "image",
+        "--pedestal",
+        s(&dark),
+        "--data",
+        s(&data),
+        "--eta",
+        s(&cube),
+        "--subpixels",
+        "3",
+        "--out",
+        s(&want_image),
+        "--device",
+        "cpu",
+    ]);
+    let port = free_port();
+    let out = d.join("out");
+    let live_cube = d.join("live.npz");
+    let stream = spawn_stream(
+        d,
+        "stream",
+        port,
+        &out,
+        &[
+            "--pedestal",
+            s(&dark),
+            "--device",
+            "cpu",
+            "--acquisitions",
+            "1",
+            "--on-full",
+            "block",
+            "--eta",
+            s(&cube),
+            "--subpixels",
+            "3",
+            "--eta-out",
+            s(&live_cube),
+        ],
+    );
+    spawn_replay(d, "replay", port, &["--data", s(&data), "--no-drop"]).wait_ok(LIMIT);
+    let done = stream.wait_ok(LIMIT);
+    let got = std::fs::read(out.join("run_0.image.npy")).expect("the live image");
+    assert!(
+        got == std::fs::read(&want_image).unwrap(),
+        "live image differs from cluda image's: {}",
+        done.stderr
+    );
+    let a = cluda::io::npz::read_f64(&live_cube).expect("live cube");
+    let b = cluda::io::npz::read_f64(&cube).unwrap();
+    assert_eq!(a, b, "the live cube differs from cluda eta's");
+}

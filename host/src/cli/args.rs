@@ -262,6 +262,27 @@ pub struct StreamArgs {
     /// reported as missing.
     #[arg(long, default_value = "auto", value_name = "auto|N", value_parser = parse_sampled)]
     pub sampled: cluda::stream::Sampling,
+    /// Eta interpolation live: place every data acquisition's photons through this eta cube
+    /// (.npz, e.g. from `cluda eta`) into a sub-pixel image written beside its cluster file
+    /// (`<name>.image.npy`).
+    #[arg(long, value_name = "eta.npz")]
+    pub eta: Option<PathBuf>,
+    /// Sub-pixels per pixel of --eta's images, 1 ..= 32.
+    #[arg(long, default_value_t = 4, value_name = "N", value_parser = parse_subpixels, requires = "eta")]
+    pub subpixels: u32,
+    /// How --eta's cube becomes maps: cumulative or rosenblatt.
+    #[arg(
+        long,
+        default_value = "cumulative",
+        value_name = "cumulative|rosenblatt",
+        requires = "eta"
+    )]
+    pub maps: cluda::interpolation::MapKind,
+    /// Build one eta cube from every data acquisition of the stream (a live flat field),
+    /// written to this .npz (and its .json) when the stream ends; the default eta2 axes of
+    /// `cluda eta`. An existing file is not replaced.
+    #[arg(long, value_name = "eta.npz")]
+    pub eta_out: Option<PathBuf>,
     /// Testing only: sleep this many microseconds per frame after writing it, to show what
     /// happens when cluda cannot keep up.
     #[arg(long, default_value_t = 0, hide = true, value_name = "US", value_parser = parse_slow_sink, allow_negative_numbers = true)]

@@ -56,6 +56,29 @@ pub fn run(args: &StreamArgs) -> Result<()> {
     settings.chunk = args.chunk as usize;
     settings.slow_sink = Duration::from_micros(args.slow_sink_us);
     settings.sampling = args.sampled;
+    if args.eta.is_some() || args.eta_out.is_some() {
+        let image = match &args.eta {
+            Some(path) => {
+                let (axes, cube, _) = cluda::interpolation::files::read_cube(path, None)?;
+                let maps = cluda::interpolation::Interpolator::new(axes, &cube, args.maps)?;
+                Some((Arc::new(maps), args.subpixels))
+            }
+            None => None,
+        };
+        let cube = match &args.eta_out {
+            Some(path) => {
+                cluda::io::check_output(path, "eta-out", &[])?;
+                cluda::io::check_overwrite(path, "eta-out", false)?;
+                let kind = cluda::interpolation::EtaKind::Eta2;
+                Some((
+                    cluda::interpolation::CubeAxes::default_for(kind),
+                    path.clone(),
+                ))
+            }
+            None => None,
+        };
+        settings.imaging = Some(cluda::stream::StreamImaging { image, cube });
+    }
     // Bounded (0 ..= 86400) by its parser; a conversion that fails anyway is an error.
     settings.idle_end = seconds("idle-end", args.idle_end)?;
     let (first, more) = args

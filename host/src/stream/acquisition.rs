@@ -609,21 +609,22 @@ pub fn run(
                         let mut first_lag = None;
                         let slow = settings.slow_sink;
                         out.timing.setup = taken.elapsed();
-                        let mut image_sink = match settings.imaging.as_ref().and_then(|i| i.image.as_ref()) {
-                            Some((maps, n)) => Some(ImagingSink::new(
-                                shape.0,
-                                shape.1,
-                                maps.clone(),
-                                None,
-                                None,
-                                ImagingOutputs {
-                                    subpixels: Some(*n),
-                                    photons: Vec::new(),
-                                },
-                                true,
-                            )?),
-                            None => None,
-                        };
+                        let mut image_sink =
+                            match settings.imaging.as_ref().and_then(|i| i.image.as_ref()) {
+                                Some((maps, n)) => Some(ImagingSink::new(
+                                    shape.0,
+                                    shape.1,
+                                    maps.clone(),
+                                    None,
+                                    None,
+                                    ImagingOutputs {
+                                        subpixels: Some(*n),
+                                        photons: Vec::new(),
+                                    },
+                                    true,
+                                )?),
+                                None => None,
+                            };
                         let mut sinks: Vec<&mut dyn Sink> = Vec::new();
                         if let Some(s) = image_sink.as_mut() {
                             sinks.push(s);
@@ -685,10 +686,16 @@ pub fn run(
                             }
                         };
                         drop(sinks);
-                        if let (Ok(_), Some(img)) = (&result, image_sink.as_ref().and_then(|s| s.image())) {
+                        if let (Ok(_), Some(img)) =
+                            (&result, image_sink.as_ref().and_then(|s| s.image()))
+                        {
                             let to = image_name(&path);
                             match crate::interpolation::files::write_image(&to, img) {
-                                Ok(()) => note(&format!("acquisition {}: wrote {}", first.file_index, to.display())),
+                                Ok(()) => note(&format!(
+                                    "acquisition {}: wrote {}",
+                                    first.file_index,
+                                    to.display()
+                                )),
                                 Err(e) => report(&StreamEvent::Output(format!(
                                     "acquisition {}: the sub-pixel image {} could not be written: {e}",
                                     first.file_index,

@@ -29,7 +29,7 @@ pub mod sampling;
 pub mod source;
 
 pub use acquisition::{
-    AcquisitionKind, AcquisitionSummary, AcquisitionTiming, Callbacks, PedestalPlan,
+    AcquisitionKind, AcquisitionSummary, AcquisitionTiming, Callbacks, PedestalPlan, StreamImaging,
     StreamSettings, StreamTotals, check_out_dir, run,
 };
 pub use header::ZmqHeader;
