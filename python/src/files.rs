@@ -186,6 +186,8 @@ fn run_inputs(
         &mut |j| {
             Ok(InputOutputs {
                 cluster_file: names[j].clone(),
+                // Planned free; a name that appeared since gets the next suffix.
+                claim: cluda::io::Claim::NextFree,
                 ..InputOutputs::default()
             })
         },

@@ -117,6 +117,11 @@ pub struct StreamArgs {
     /// and at the end of each acquisition.
     #[arg(long, value_name = "DIR")]
     pub plot: Option<PathBuf>,
+    /// Replace spectrum.png and hitmap.png already in the --plot DIR (without it, stream
+    /// refuses to start, and a plot file another program puts there during the run is not
+    /// replaced: a refresh replaces only the files this run wrote).
+    #[arg(long, requires = "plot")]
+    pub overwrite: bool,
     /// Seconds between plot refreshes, 0.1 ..= 86400.
     #[arg(long, default_value_t = 5.0, value_name = "S", value_parser = parse_plot_every, allow_negative_numbers = true)]
     pub plot_every: f64,
@@ -255,6 +260,7 @@ pub struct FinderArgs {
 
 /// `cluda find`.
 #[derive(Args, Debug)]
+#[command(group(clap::ArgGroup::new("replaceable").args(["out", "plot"]).multiple(true)))]
 pub struct FindArgs {
     /// Dark frames: a uint16 .npy (frames x rows x cols) or a raw acquisition's master file
     /// (<base>_master_<N>.json). All are pushed into the pedestal, whose window N is their
@@ -277,8 +283,10 @@ pub struct FindArgs {
     /// and an existing FILE is only replaced with --overwrite.
     #[arg(long, value_name = "FILE", conflicts_with = "out_dir")]
     pub out: Option<PathBuf>,
-    /// Replace an existing --out FILE (without it, find refuses to before reading anything).
-    #[arg(long, requires = "out")]
+    /// Replace an existing --out FILE and existing --plot files (without it, find refuses
+    /// to before reading anything, and a file that appears under one of those names during
+    /// the run is not replaced either: the run fails naming it).
+    #[arg(long, requires = "replaceable")]
     pub overwrite: bool,
     /// Write one cluster file per data input into DIR (created if missing), named after the
     /// input (`run_master_0.json` -> `run_master_0.clust`, `d.npy` -> `d.clust`); an existing
@@ -348,6 +356,10 @@ pub struct DemoArgs {
     /// Write PNG plots into DIR (as `find --plot`).
     #[arg(long, value_name = "DIR")]
     pub plot: Option<PathBuf>,
+    /// Replace existing --plot files (without it, demo refuses to before any work, and a
+    /// plot file that appears during the run is not replaced either).
+    #[arg(long, requires = "plot")]
+    pub overwrite: bool,
     /// Options of the spectrum plot.
     #[command(flatten)]
     pub spectrum: SpectrumArgs,

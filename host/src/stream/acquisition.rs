@@ -32,6 +32,7 @@ use crate::error::{Error, Result};
 use crate::finder::ClusterFinder;
 use crate::finder::select::{DeviceChoice, open_finder};
 use crate::frames::Frames;
+use crate::io::atomic::{MAX_SUFFIX, suffixed};
 use crate::io::write_behind::{WriteBehind, WriteStats};
 use crate::io::{AtomicFile, ClusterFileWriter, FrameSource};
 use crate::pedestal::Pedestal;
@@ -617,12 +618,14 @@ pub fn run(
                                 out.timing.engine = stats;
                                 // Committed on a thread of its own: the last writes, the sync
                                 // and the rename take the file system's time, which the next
-                                // acquisition does not wait for.
+                                // acquisition does not wait for. A name that appeared since it
+                                // was chosen is not replaced: the next free one is taken.
+                                let names = commit_names(&path, &settings.out_dir, &first);
                                 let thread = std::thread::Builder::new()
                                     .name("cluda-commit".into())
                                     .spawn(move || {
                                         let t = std::time::Instant::now();
-                                        writer.commit().map(|(_, w)| (w, t.elapsed()))
+                                        writer.commit_first(names).map(|(p, w)| (p, w, t.elapsed()))
                                     })
                                     .map_err(|e| Error::io(&path, e))?;
                                 committing = Some(Committing {
@@ -711,7 +714,9 @@ pub fn run(
 /// A data acquisition's cluster file being committed on a thread of its own, with what its
 /// summary needs once the commit is done.
 struct Committing {
-    thread: std::thread::JoinHandle<Result<(WriteStats, Duration)>>,
+    /// The path taken (the planned one, or the next free one), what the writer did and how
+    /// long the commit took.
+    thread: std::thread::JoinHandle<Result<(PathBuf, WriteStats, Duration)>>,
     path: PathBuf,
     frames: u64,
     clusters: u64,
@@ -751,8 +756,8 @@ impl Commits {
             ));
         };
         match joined {
-            Ok(Ok((written, took))) => {
-                out.file = Some(c.path);
+            Ok(Ok((taken, written, took))) => {
+                out.file = Some(taken);
                 out.data_frames = c.frames;
                 out.clusters = c.clusters;
                 out.timing.write = written;
@@ -849,7 +854,7 @@ fn fallback_name(dir: &Path, first: &ZmqHeader, used: &mut HashSet<PathBuf>) -> 
     let stem = format!("cluda_{}_{}", first.file_index, std::process::id());
     let mut p = dir.join(format!("{stem}.clust"));
     let mut k = 2u64;
-    while (used.contains(&p) || p.exists()) && k < 10_000 {
+    while (used.contains(&p) || std::fs::symlink_metadata(&p).is_ok()) && k < 10_000 {
         p = dir.join(format!("{stem}_{k}.clust"));
         k += 1;
     }
@@ -899,6 +904,38 @@ pub const MAX_PREFIX: usize = 120;
 /// or already on disk is never overwritten: `_a<acqIndex>` of the first frame is added, then a
 /// counter.
 pub fn file_name(dir: &Path, first: &ZmqHeader, used: &mut HashSet<PathBuf>) -> PathBuf {
+    let (stem, candidates) = name_candidates(dir, first);
+    for p in candidates {
+        if !used.contains(&p) && std::fs::symlink_metadata(&p).is_err() {
+            used.insert(p.clone());
+            return p;
+        }
+    }
+    dir.join(format!("{stem}_{}.clust", std::process::id()))
+}
+
+/// The names an acquisition's file is committed under, in the order tried (each by a rename
+/// that refuses an existing name): `path` as chosen, then the names of [`file_name`]'s rule,
+/// then `path` with a counter ([`suffixed`]), so that a file that appeared under the chosen
+/// name while the acquisition was written is never replaced.
+fn commit_names(
+    path: &Path,
+    dir: &Path,
+    first: &ZmqHeader,
+) -> impl Iterator<Item = PathBuf> + Send + use<> {
+    let (_, rule) = name_candidates(dir, first);
+    let (chosen, not_again, counted) = (path.to_path_buf(), path.to_path_buf(), path.to_path_buf());
+    std::iter::once(chosen)
+        .chain(rule.filter(move |p| *p != not_again))
+        .chain((2..=MAX_SUFFIX).map(move |k| suffixed(&counted, k)))
+}
+
+/// The stem `<prefix>_<fileIndex>` of [`file_name`] and its candidate names in `dir`, in
+/// order: `<stem>.clust`, `<stem>_a<acqIndex>.clust`, then `<stem>_a<acqIndex>_<k>.clust`.
+fn name_candidates(
+    dir: &Path,
+    first: &ZmqHeader,
+) -> (String, impl Iterator<Item = PathBuf> + Send + use<>) {
     let base = first
         .fname
         .rsplit(['/', '\\'])
@@ -921,6 +958,7 @@ pub fn file_name(dir: &Path, first: &ZmqHeader, used: &mut HashSet<PathBuf>) -> 
         _ => base.chars().take(MAX_PREFIX).collect(),
     };
     let stem = format!("{base}_{}", first.file_index);
+    let stem_a = format!("{stem}_a{}", first.acq_index);
     // Built one at a time as they are tried: the 10,000 names made up front took a
     // millisecond of every acquisition's start.
     let candidates = [
@@ -931,16 +969,10 @@ pub fn file_name(dir: &Path, first: &ZmqHeader, used: &mut HashSet<PathBuf>) -> 
     .chain(
         (2..)
             .take(10_000)
-            .map(|k| format!("{stem}_a{}_{k}.clust", first.acq_index)),
+            .map(move |k| format!("{stem_a}_{k}.clust")),
     );
-    for name in candidates {
-        let p = dir.join(name);
-        if !used.contains(&p) && !p.exists() {
-            used.insert(p.clone());
-            return p;
-        }
-    }
-    dir.join(format!("{stem}_{}.clust", std::process::id()))
+    let dir = dir.to_path_buf();
+    (stem, candidates.map(move |name| dir.join(name)))
 }
 
 #[cfg(test)]
