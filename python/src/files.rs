@@ -20,7 +20,7 @@ use cluda::engine::run::{FinderChoice, InputOutputs, RunOptions, Session};
 use cluda::finder::select::DeviceChoice;
 use cluda::{ClusterSize, Error, FindOptions, ThresholdMode};
 
-use crate::{defaults, lock, parse_precision, to_py};
+use crate::{Threads, defaults, lock, parse_precision, to_py};
 
 /// What became of one input: the summary `find_files` returns for it (as a dict).
 struct Outcome {
@@ -151,9 +151,17 @@ pub fn check_options(
     precision: &str,
     threshold: &str,
     device: &str,
-    threads: Option<usize>,
+    threads: Option<Threads>,
 ) -> PyResult<()> {
-    finder_choice(cluster_size, n_sigma, precision, threshold, device, threads).map(drop)
+    finder_choice(
+        cluster_size,
+        n_sigma,
+        precision,
+        threshold,
+        device,
+        threads.map(|t| t.0),
+    )
+    .map(drop)
 }
 
 /// Runs the opened inputs of `planned` through `session`, each writing its cluster file;
@@ -248,17 +256,25 @@ pub fn find_files<'py>(
     precision: &str,
     threshold: &str,
     device: &str,
-    threads: Option<usize>,
+    threads: Option<Threads>,
     carry_pedestal: bool,
 ) -> PyResult<Bound<'py, PyList>> {
-    let options = finder_choice(cluster_size, n_sigma, precision, threshold, device, threads)?;
+    let options = finder_choice(
+        cluster_size,
+        n_sigma,
+        precision,
+        threshold,
+        device,
+        threads.map(|t| t.0),
+    )?;
     let signals = PySignals::new();
     let outcomes = py
         .allow_threads(|| -> Result<Vec<Outcome>, Error> {
             let mut ped = Input::count_exactly(&pedestal, "pedestal", &|| signals.check())?;
             let shape = (ped.frames.rows(), ped.frames.cols());
-            let Plan { inputs: planned, .. } =
-                plan(&pedestal, shape, &inputs, Some(&out_dir), "out_dir")?;
+            let Plan {
+                inputs: planned, ..
+            } = plan(&pedestal, shape, &inputs, Some(&out_dir), "out_dir")?;
             let longest = planned
                 .iter()
                 .filter_map(|p| p.input.as_ref().ok().map(|d| d.len))
@@ -287,8 +303,9 @@ pub fn plan_outputs(
     py.allow_threads(|| -> Result<_, Error> {
         let ped = Input::open(&pedestal, "pedestal")?;
         let shape = (ped.frames.rows(), ped.frames.cols());
-        let Plan { inputs: planned, .. } =
-            plan(&pedestal, shape, &inputs, Some(&out_dir), "out_dir")?;
+        let Plan {
+            inputs: planned, ..
+        } = plan(&pedestal, shape, &inputs, Some(&out_dir), "out_dir")?;
         Ok(planned
             .into_iter()
             .map(|p| (p.cluster_file, p.input.err().map(|e| e.to_string())))
@@ -335,10 +352,17 @@ impl FileSession {
         precision: &str,
         threshold: &str,
         device: &str,
-        threads: Option<usize>,
+        threads: Option<Threads>,
         longest: Option<u64>,
     ) -> PyResult<Self> {
-        let options = finder_choice(cluster_size, n_sigma, precision, threshold, device, threads)?;
+        let options = finder_choice(
+            cluster_size,
+            n_sigma,
+            precision,
+            threshold,
+            device,
+            threads.map(|t| t.0),
+        )?;
         let signals = PySignals::new();
         let (session, shape) = py
             .allow_threads(|| -> Result<_, Error> {
@@ -389,8 +413,10 @@ impl FileSession {
                 let (session, used) = guard
                     .as_mut()
                     .ok_or_else(|| Error::Internal("this FileSession was closed".into()))?;
-                let Plan { inputs: mut planned, .. } =
-                    plan(&self.pedestal, self.shape, &inputs, None, "outputs")?;
+                let Plan {
+                    inputs: mut planned,
+                    ..
+                } = plan(&self.pedestal, self.shape, &inputs, None, "outputs")?;
                 for (p, output) in planned.iter_mut().zip(outputs) {
                     p.cluster_file = p.input.as_ref().ok().and(output);
                 }

@@ -254,7 +254,9 @@ pub enum Existing {
 ///
 /// # Errors
 /// [`Error::InvalidParameter`] (`path`) for an existing file that is not a cluster file of
-/// `size` (unless [`Existing::Overwrite`]) or that is not a regular file; [`Error::Format`]
+/// `size` (unless [`Existing::Overwrite`]) or that is not a regular file; [`Error::Io`] of
+/// kind [`std::io::ErrorKind::AlreadyExists`] for any existing file with
+/// [`Existing::Refuse`], also one that appears while the file is written; [`Error::Format`]
 /// for a frame whose words are not whole records; as [`ClusterFileWriter::create`],
 /// [`ClusterFileWriter::write_frame`] and [`ClusterFileWriter::commit`].
 pub fn write_cluster_frames(
@@ -275,7 +277,14 @@ pub fn write_cluster_frames(
     }
     let exists = std::fs::symlink_metadata(path).is_ok();
     if exists && existing == Existing::Refuse {
-        super::checks::check_overwrite(path, "path", false)?;
+        return Err(Error::io(
+            path,
+            std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                "exists; it is not replaced unless you allow it (overwrite=True; append=True \
+                 adds to a cluster file)",
+            ),
+        ));
     }
     if exists {
         super::checks::check_regular(path)?;
