@@ -425,3 +425,110 @@ fn the_stream_takes_the_next_free_name_when_one_appeared() {
         b"theirs"
     );
 }
+
+/// A stream of two endpoints whose second is silent (only part 1 of each frame comes), with a
+/// part wait of a minute: `extra` options added; returns the stream and the replay's data.
+fn half_frames_stream(d: &Path, name: &str, extra: &[&str]) -> (Proc, Proc) {
+    let shape = (48, 64);
+    let dark = stream_support::write_frames(d, "dark", shape, 0, 50, false);
+    let data = stream_support::write_frames(d, "data", shape, 50, 10, true);
+    let sd = d.join(format!("{name}_out"));
+    // The replay publishes part 1 on `a`, part 2 on `a + 1`; the stream listens on `a` and on
+    // `b`, where nobody publishes.
+    let a = stream_support::free_ports(2);
+    let b = stream_support::free_port();
+    let (za, zb) = (stream_support::loopback(a), stream_support::loopback(b));
+    let mut args = vec![
+        "stream",
+        "--zmq",
+        &za,
+        "--zmq",
+        &zb,
+        "--out-dir",
+        s(&sd),
+        "--pedestal",
+        s(&dark),
+        "--device",
+        "cpu",
+        "--acquisitions",
+        "1",
+        "--part-wait-ms",
+        "60000",
+    ];
+    args.extend_from_slice(extra);
+    let stream = spawn(d, name, &args);
+    let replay = spawn_replay(
+        d,
+        &format!("{name}_replay"),
+        a,
+        &["--data", s(&data), "--interfaces", "2", "--wait", "3"],
+    );
+    (stream, replay)
+}
+
+/// `--idle-end` counts from the last message of any endpoint: frames waiting for a silent
+/// endpoint's parts are given up once every endpoint has been quiet that long, reported
+/// incomplete, and the acquisition ends `idle` (it waited for the part wait, here a minute,
+/// before: up to an hour with the old bound); `--part-wait-ms` is bounded.
+#[test]
+fn a_silent_endpoint_does_not_hold_the_stream_past_idle_end() {
+    let dir = tempfile::tempdir().expect("dir");
+    let d = dir.path();
+    let (stream, replay) = half_frames_stream(d, "idle", &["--idle-end", "2"]);
+    replay.wait_ok(Duration::from_secs(60));
+    let t = Instant::now();
+    let o = stream.wait(Duration::from_secs(30));
+    assert!(o.status.success(), "{}", o.stderr);
+    assert!(t.elapsed() < Duration::from_secs(20), "{:?}", t.elapsed());
+    let sums = summaries(&o.stdout);
+    assert_eq!(sums.len(), 1, "{}\n{}", o.stdout, o.stderr);
+    assert_eq!(sums[0]["end"], "idle", "{}", o.stdout);
+    assert_eq!(
+        stream_support::num(&sums[0], "incomplete"),
+        10,
+        "{}",
+        o.stdout
+    );
+    assert!(o.stderr.contains("never arrived"), "{}", o.stderr);
+    let o = spawn(
+        d,
+        "bound",
+        &[
+            "stream",
+            "--zmq",
+            "tcp://127.0.0.1:1",
+            "--out-dir",
+            s(d),
+            "--part-wait-ms",
+            "60001",
+        ],
+    )
+    .wait(Duration::from_secs(30));
+    failed_naming(&o, &["--part-wait-ms", "60000"]);
+}
+
+/// SIGINT while frames wait for a silent endpoint's parts finishes the acquisition: they are
+/// reported incomplete, the summary says `end=interrupted` and its file is written (before:
+/// no summary, no file, the frames never reported).
+#[test]
+fn sigint_reports_the_frames_waiting_for_parts() {
+    let dir = tempfile::tempdir().expect("dir");
+    let d = dir.path();
+    let (stream, replay) = half_frames_stream(d, "int", &["--idle-end", "0"]);
+    replay.wait_ok(Duration::from_secs(60));
+    std::thread::sleep(Duration::from_millis(1500));
+    stream.interrupt();
+    let o = stream.wait(Duration::from_secs(30));
+    assert!(o.status.success(), "{}", o.stderr);
+    let sums = summaries(&o.stdout);
+    assert_eq!(sums.len(), 1, "{}\n{}", o.stdout, o.stderr);
+    assert_eq!(sums[0]["end"], "interrupted", "{}", o.stdout);
+    assert_eq!(
+        stream_support::num(&sums[0], "incomplete"),
+        10,
+        "{}",
+        o.stdout
+    );
+    let file = PathBuf::from(&sums[0]["file"]);
+    assert!(file.exists(), "{}", o.stdout);
+}

@@ -101,7 +101,9 @@ pub struct StreamArgs {
     #[arg(long, default_value_t = 4096, value_name = "FRAMES", value_parser = parse_part_window, allow_negative_numbers = true)]
     pub part_window: u64,
     /// With several --zmq: milliseconds a frame waits for a part while the endpoint it waits
-    /// for sends nothing, before it is given up and reported incomplete.
+    /// for sends nothing, before it is given up and reported incomplete (1 ..= 60000; once
+    /// every endpoint has been quiet for --idle-end, or on SIGINT, waiting frames are given up
+    /// at once).
     #[arg(long, default_value_t = 200, value_name = "MS", value_parser = parse_part_wait_ms, allow_negative_numbers = true)]
     pub part_wait_ms: u64,
     /// Frames per finder call (the engine's ring holds three such chunks, allocated per
@@ -446,7 +448,12 @@ whole_parser!(
 whole_parser!(parse_stream_acquisitions, u64, "acquisitions", 1, u64::MAX);
 whole_parser!(parse_queue, u64, "queue", 1, 1_000_000);
 whole_parser!(parse_part_window, u64, "part-window", 1, 1_000_000);
-whole_parser!(parse_part_wait_ms, u64, "part-wait-ms", 1, 3_600_000);
+whole_parser!(parse_part_wait_ms, u64, "part-wait-ms", 1, MAX_PART_WAIT_MS);
+
+/// The longest `--part-wait-ms`: a minute. A frame waits no longer for a part whose endpoint
+/// is silent (and no longer than `--idle-end` once every endpoint is quiet), so the stream
+/// never holds frames for an hour unreported.
+pub const MAX_PART_WAIT_MS: u64 = 60_000;
 whole_parser!(parse_chunk, u64, "chunk", 1, 4096);
 whole_parser!(parse_slow_sink, u64, "slow-sink-us", 0, 1_000_000);
 whole_parser!(parse_replay_acquisitions, u64, "acquisitions", 1, u32::MAX);

@@ -250,25 +250,46 @@ impl Inbox {
     /// its header; `None` when `stop` is set first. End messages with no frames before them and
     /// unreadable messages are reported and skipped. `tick` is called at least every 50 ms
     /// while it waits (to finish what finished in the background).
+    ///
+    /// Frames that wait for parts (an endpoint is silent) do not keep an acquisition from
+    /// starting beyond a stop request or `idle_end` of quiet on every endpoint: they are given
+    /// up then, so the acquisition starts with them and reports them incomplete.
     fn next_acquisition(
         &mut self,
         stop: &AtomicBool,
+        idle_end: Duration,
         report: &Reporter,
         tick: &mut dyn FnMut() -> Result<()>,
     ) -> Result<Option<ZmqHeader>> {
         loop {
             tick()?;
-            if stop.load(Ordering::SeqCst) {
+            let stopping = stop.load(Ordering::SeqCst);
+            if stopping && self.pending.is_none() && self.receiver.give_up_waiting() == 0 {
                 return Ok(None);
             }
             for message in self.receiver.take_events() {
                 report(&StreamEvent::Connection(message));
             }
+            let wait = if stopping {
+                Duration::ZERO
+            } else {
+                Duration::from_millis(50)
+            };
             let msg = match self.pending.take() {
                 Some(m) => m,
-                None => match self.receiver.next(Duration::from_millis(50))? {
+                None => match self.receiver.next(wait)? {
                     Some(m) => m,
-                    None => continue,
+                    None if stopping => return Ok(None),
+                    None => {
+                        let quiet = self
+                            .receiver
+                            .last_heard()
+                            .is_some_and(|t| t.elapsed() >= idle_end);
+                        if !idle_end.is_zero() && quiet && self.receiver.waiting() > 0 {
+                            self.receiver.give_up_waiting();
+                        }
+                        continue;
+                    }
                 },
             };
             match msg.header() {
@@ -400,7 +421,7 @@ pub fn run(
         .acquisitions
         .is_none_or(|k| totals.acquisitions < k)
     {
-        let Some(first) = inbox.next_acquisition(&stop, &report, &mut || {
+        let Some(first) = inbox.next_acquisition(&stop, settings.idle_end, &report, &mut || {
             if commits.is_done() {
                 commits.finish(&mut totals, &report, summary)?;
             }
