@@ -268,7 +268,12 @@ class ClusterFinder(_cluda.ClusterFinder):
 
         For an array or a ``RawFile`` the search runs ahead on a thread of its own, through
         the same engine as ``find``, while the previous chunk is used: one finished chunk
-        waits, the next is being found. Until the iteration ends (or the iterator is closed
+        waits, the next is being found. An array is never copied whole: each chunk is copied
+        (taken from the array as it is then) just before it is handed to that thread, so the
+        array may be changed, resized or freed between chunks without harm (a resized array
+        ends the iteration where its frames end; another frame shape is a ``ValueError``). A
+        memory map of a whole ``.npy`` file is read from the file instead, so a file that
+        shrinks meanwhile is an ``OSError`` naming it. Until the iteration ends (or the iterator is closed
         or deleted) other calls on this finder raise ``RuntimeError``. Stopping early leaves
         the finder after the frames it searched ahead; ``frames_found`` says how many.
         """
@@ -459,9 +464,11 @@ def write_cluster_file(
 
     Every argument is checked before the file is touched, and the file is written under a
     temporary name and renamed into place when complete (as ``cluda find --out`` writes it), so
-    an error or a full disk leaves an existing file as it was. An existing file that is not a
-    cluster file of this cluster size (e.g. a ``.npy``) is refused (``ValueError``) unless
-    ``overwrite=True``; ``append=True`` needs an existing file to be a cluster file.
+    an error or a full disk leaves an existing file as it was. An existing file is not replaced
+    (``FileExistsError``, as ``cluda find --out`` refuses without ``--overwrite``) unless
+    ``overwrite=True``; that holds for a file that appears while this one is written too (the
+    final rename refuses an existing name). ``append=True`` needs an existing file to be a
+    cluster file of this cluster size (anything else is a ``ValueError``).
     """
     side = _size_of(clusters)
     rows = np.ascontiguousarray(clusters)

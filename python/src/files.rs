@@ -20,7 +20,7 @@ use cluda::engine::run::{FinderChoice, InputOutputs, RunOptions, Session};
 use cluda::finder::select::DeviceChoice;
 use cluda::{ClusterSize, Error, FindOptions, ThresholdMode};
 
-use crate::{defaults, lock, parse_precision, to_py};
+use crate::{Threads, defaults, lock, parse_precision, to_py};
 
 /// What became of one input: the summary `find_files` returns for it (as a dict).
 struct Outcome {
@@ -151,9 +151,17 @@ pub fn check_options(
     precision: &str,
     threshold: &str,
     device: &str,
-    threads: Option<usize>,
+    threads: Option<Threads>,
 ) -> PyResult<()> {
-    finder_choice(cluster_size, n_sigma, precision, threshold, device, threads).map(drop)
+    finder_choice(
+        cluster_size,
+        n_sigma,
+        precision,
+        threshold,
+        device,
+        threads.map(|t| t.0),
+    )
+    .map(drop)
 }
 
 /// Runs the opened inputs of `planned` through `session`, each writing its cluster file;
@@ -186,6 +194,8 @@ fn run_inputs(
         &mut |j| {
             Ok(InputOutputs {
                 cluster_file: names[j].clone(),
+                // Planned free; a name that appeared since gets the next suffix.
+                claim: cluda::io::Claim::NextFree,
                 ..InputOutputs::default()
             })
         },
@@ -246,10 +256,17 @@ pub fn find_files<'py>(
     precision: &str,
     threshold: &str,
     device: &str,
-    threads: Option<usize>,
+    threads: Option<Threads>,
     carry_pedestal: bool,
 ) -> PyResult<Bound<'py, PyList>> {
-    let options = finder_choice(cluster_size, n_sigma, precision, threshold, device, threads)?;
+    let options = finder_choice(
+        cluster_size,
+        n_sigma,
+        precision,
+        threshold,
+        device,
+        threads.map(|t| t.0),
+    )?;
     let signals = PySignals::new();
     let outcomes = py
         .allow_threads(|| -> Result<Vec<Outcome>, Error> {
@@ -335,10 +352,17 @@ impl FileSession {
         precision: &str,
         threshold: &str,
         device: &str,
-        threads: Option<usize>,
+        threads: Option<Threads>,
         longest: Option<u64>,
     ) -> PyResult<Self> {
-        let options = finder_choice(cluster_size, n_sigma, precision, threshold, device, threads)?;
+        let options = finder_choice(
+            cluster_size,
+            n_sigma,
+            precision,
+            threshold,
+            device,
+            threads.map(|t| t.0),
+        )?;
         let signals = PySignals::new();
         let (session, shape) = py
             .allow_threads(|| -> Result<_, Error> {

@@ -6,8 +6,13 @@
 //! helpers that are plain numpy (cluster sums, spectra, streaming) and the docstrings users see.
 //!
 //! Input arrays: frames must be `uint16` (descriptors `float32`), any other dtype is a
-//! `ValueError` (casting could change the values). A C-contiguous array is used in place, never
-//! copied; any other layout (a strided slice, Fortran order) is copied once into C order.
+//! `ValueError` (casting could change the values). A C-contiguous, aligned array is used in
+//! place, never copied; any other layout (a strided slice, Fortran order, a broadcast view, an
+//! unaligned buffer) is copied once into C order by numpy ([`c_aligned`]), so a slice of it is a
+//! valid Rust slice and a copy too large for memory is numpy's `MemoryError`, never an abort.
+//! `find_iter` over an array copies one chunk at a time, with the GIL held, and hands the copy
+//! to its thread: the thread never reads the array itself (Python code may resize or free it
+//! between chunks).
 
 mod files;
 mod interp;
@@ -24,8 +29,8 @@ use numpy::{
 };
 use pyo3::create_exception;
 use pyo3::exceptions::{
-    PyFileNotFoundError, PyIsADirectoryError, PyMemoryError, PyOSError, PyPermissionError,
-    PyRuntimeError, PyTypeError, PyValueError,
+    PyFileExistsError, PyFileNotFoundError, PyIsADirectoryError, PyMemoryError, PyOSError,
+    PyPermissionError, PyRuntimeError, PyTypeError, PyValueError,
 };
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
@@ -101,6 +106,7 @@ pub(crate) fn to_py(e: Error) -> PyErr {
             std::io::ErrorKind::NotFound => PyFileNotFoundError::new_err(msg),
             std::io::ErrorKind::PermissionDenied => PyPermissionError::new_err(msg),
             std::io::ErrorKind::IsADirectory => PyIsADirectoryError::new_err(msg),
+            std::io::ErrorKind::AlreadyExists => PyFileExistsError::new_err(msg),
             _ => PyOSError::new_err(msg),
         },
         Error::Format { .. } => FileFormatError::new_err(msg),
@@ -119,29 +125,97 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// The `uint16` samples of a 2-D (one frame) or 3-D (`frames x rows x cols`) array, borrowed
-/// when C-contiguous, else copied once into C order.
-enum U16Input<'py> {
-    Borrowed(PyReadonlyArrayDyn<'py, u16>),
-    Copied(Vec<u16>),
-}
-
+/// read-only: the array itself when it is C-contiguous and aligned, else numpy's C-order copy
+/// of it ([`c_aligned`]), which nothing else references.
 struct FramesArg<'py> {
-    data: U16Input<'py>,
+    data: PyReadonlyArrayDyn<'py, u16>,
     frames: usize,
     rows: usize,
     cols: usize,
 }
 
 impl FramesArg<'_> {
-    fn slice(&self) -> &[u16] {
-        match &self.data {
-            U16Input::Borrowed(a) => a.as_slice().unwrap_or(&[]),
-            U16Input::Copied(v) => v,
-        }
+    /// The samples, in C order.
+    fn slice(&self) -> PyResult<&[u16]> {
+        Ok(self.data.as_slice()?)
     }
 
     fn frames(&self) -> PyResult<Frames<'_>> {
-        Frames::new(self.slice(), self.frames, self.rows, self.cols).map_err(to_py)
+        Frames::new(self.slice()?, self.frames, self.rows, self.cols).map_err(to_py)
+    }
+}
+
+/// `arr` as a C-contiguous, aligned array of `T`: `arr` itself when it is one, else a fresh
+/// copy made by numpy (`arr.copy(order="C")`: numpy's own memory, aligned for `T`, referenced by
+/// nothing but the result). rust-numpy's `as_slice` checks contiguity only; an unaligned array
+/// (`np.frombuffer(buf, np.uint16, offset=1)`) would make a misaligned `&[T]`, which is
+/// undefined behaviour, and reading a non-contiguous one element by element into a `Vec` would
+/// abort the interpreter when it does not fit (a broadcast view of 10**6 frames).
+///
+/// # Errors
+/// numpy's (`MemoryError` when the copy does not fit).
+pub(crate) fn c_aligned<'py, T: Element>(
+    arr: &Bound<'py, PyArrayDyn<T>>,
+) -> PyResult<Bound<'py, PyArrayDyn<T>>> {
+    let aligned: bool = arr.getattr("flags")?.getattr("aligned")?.extract()?;
+    if aligned && arr.is_c_contiguous() {
+        return Ok(arr.clone());
+    }
+    let copy = arr.call_method1("copy", ("C",))?;
+    Ok(copy.downcast_into::<PyArrayDyn<T>>()?)
+}
+
+/// The samples of a C-contiguous, aligned array (from [`c_aligned`]) copied into a `Vec`
+/// whose allocation is checked: a `MemoryError` naming `what` when it does not fit, never an
+/// abort.
+pub(crate) fn checked_copy<T: Element + Copy>(src: &[T], what: &str) -> PyResult<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(src.len()).map_err(|_| {
+        PyMemoryError::new_err(format!(
+            "{what}: a copy of {} bytes does not fit in memory",
+            std::mem::size_of_val(src)
+        ))
+    })?;
+    v.extend_from_slice(src);
+    Ok(v)
+}
+
+/// A thread count from Python: a whole number (a Python or numpy int), never a `bool`
+/// (`threads=True` is not "one thread"), so `threads=True` is a `TypeError` naming the
+/// parameter.
+pub(crate) struct Threads(pub usize);
+
+impl<'py> FromPyObject<'py> for Threads {
+    fn extract_bound(ob: &Bound<'py, PyAny>) -> PyResult<Self> {
+        let is_bool = ob.is_instance_of::<pyo3::types::PyBool>()
+            || ob
+                .get_type()
+                .name()
+                .is_ok_and(|n| n == "bool" || n == "bool_");
+        if is_bool {
+            return Err(PyTypeError::new_err(format!(
+                "threads must be a whole number of threads (or None for every core), got {}",
+                ob.repr()
+                    .map(|r| r.to_string())
+                    .unwrap_or_else(|_| "a bool".into())
+            )));
+        }
+        if let Ok(n) = ob.extract::<usize>() {
+            return Ok(Threads(n));
+        }
+        let text = ob
+            .repr()
+            .map(|r| r.to_string())
+            .unwrap_or_else(|_| "an object".into());
+        if ob.call_method0("__index__").is_ok() {
+            // A whole number out of range: negative, or beyond any thread count.
+            return Err(PyValueError::new_err(format!(
+                "threads must be a whole number from 1 to 2**64 - 1, got {text}"
+            )));
+        }
+        Err(PyTypeError::new_err(format!(
+            "threads must be a whole number of threads (or None for every core), got {text}"
+        )))
     }
 }
 
@@ -172,8 +246,12 @@ fn typed_array<'py, T: Element>(
     Ok(untyped.downcast::<PyArrayDyn<T>>()?.clone())
 }
 
-/// Reads a frames argument: a 2-D (one frame) or 3-D uint16 array.
-fn frames_arg<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<FramesArg<'py>> {
+/// A frames argument's array and its shape `(frames, rows, cols)`: a 2-D (one frame) or 3-D
+/// uint16 array, nothing read or copied.
+pub(crate) fn frames_shape<'py>(
+    obj: &Bound<'py, PyAny>,
+    what: &str,
+) -> PyResult<(Bound<'py, PyArrayDyn<u16>>, usize, usize, usize)> {
     let arr = typed_array::<u16>(obj, what, "uint16")?;
     let shape = arr.shape().to_vec();
     let (frames, rows, cols) = match shape[..] {
@@ -187,17 +265,39 @@ fn frames_arg<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<FramesArg<'p
             )));
         }
     };
-    let data = if arr.is_c_contiguous() {
-        U16Input::Borrowed(arr.readonly())
-    } else {
-        // One copy into C order; documented in the package.
-        U16Input::Copied(arr.readonly().as_array().iter().copied().collect())
-    };
+    Ok((arr, frames, rows, cols))
+}
+
+/// Reads a frames argument: a 2-D (one frame) or 3-D uint16 array, borrowed in place or
+/// copied once into C order by numpy ([`c_aligned`]).
+fn frames_arg<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<FramesArg<'py>> {
+    let (arr, frames, rows, cols) = frames_shape(obj, what)?;
+    // In place, or one copy into C order by numpy (documented in the package).
+    let data = c_aligned(&arr)?.readonly();
     Ok(FramesArg {
         data,
         frames,
         rows,
         cols,
+    })
+}
+
+/// The `.npy` file behind a memory map (`file`: its path and data offset, from the Python
+/// side), opened to be read as `cluda find` reads it, when its header matches the array's
+/// `(frames, rows, cols)` and offset; `None` otherwise (the array's memory is used instead).
+fn file_input(
+    py: Python<'_>,
+    (path, offset): (PathBuf, u64),
+    shape: (usize, usize, usize),
+) -> Option<run::Input> {
+    let f = py.allow_threads(|| -> Option<NpyFrames> {
+        let h = cluda::io::npy::read_header(&path).ok()?;
+        let f = NpyFrames::open(&path).ok()?;
+        (h.data_offset == offset && (f.len(), f.rows(), f.cols()) == shape).then_some(f)
+    })?;
+    Some(run::Input::Source {
+        source: Box::new(f),
+        numbered: false,
     })
 }
 
@@ -272,8 +372,8 @@ impl PyClusterFinder {
     /// The frames of a find call: a `RawFile` (from where it stands), a memory map of a whole
     /// `.npy` file on a GPU (`file`: its path and data offset, from the Python side; read from
     /// the file as `cluda find` reads it once it is seen to match), else the array's memory
-    /// (borrowed when C-contiguous, else copied once). The second value keeps a borrowed
-    /// array's memory readable for the call.
+    /// (borrowed when C-contiguous and aligned, else numpy's copy of it). The second value
+    /// keeps the borrowed memory readable, and borrowed, for the call.
     fn input_of<'py>(
         &self,
         py: Python<'py>,
@@ -284,40 +384,26 @@ impl PyClusterFinder {
         if let Ok(raw) = frames.downcast::<PyRawFile>() {
             return Ok((run::Input::Raw(raw.borrow().reader.clone()), None));
         }
-        let arg = frames_arg(frames, "frames")?;
-        let (n, rows, cols) = (arg.frames, arg.rows, arg.cols);
         // On a GPU the file is read as `cluda find` reads it (several threads, straight into
         // the page-locked ring); a CPU finder reads the map's memory in place, with no copy.
-        if let (Some((path, offset)), run::Via::Auto, U16Input::Borrowed(_), true) =
-            (file, via, &arg.data, self.shared.gpu)
-        {
-            let matches = py.allow_threads(|| -> Option<NpyFrames> {
-                let h = cluda::io::npy::read_header(&path).ok()?;
-                let f = NpyFrames::open(&path).ok()?;
-                (h.data_offset == offset && (f.len(), f.rows(), f.cols()) == (n, rows, cols))
-                    .then_some(f)
-            });
-            if let Some(f) = matches {
-                let input = run::Input::Source {
-                    source: Box::new(f),
-                    numbered: false,
-                };
+        if let (Some(file), run::Via::Auto, true) = (file, via, self.shared.gpu) {
+            let (arr, n, rows, cols) = frames_shape(frames, "frames")?;
+            if arr.is_c_contiguous()
+                && let Some(input) = file_input(py, file, (n, rows, cols))
+            {
                 return Ok((input, None));
             }
         }
-        Ok(match arg.data {
-            U16Input::Borrowed(ro) => {
-                let s = ro.as_slice()?;
-                let input = run::Input::Borrowed {
-                    ptr: s.as_ptr() as usize,
-                    len: s.len(),
-                    rows,
-                    cols,
-                };
-                (input, Some(ro))
-            }
-            U16Input::Copied(data) => (run::Input::Owned { data, rows, cols }, None),
-        })
+        let arg = frames_arg(frames, "frames")?;
+        let (rows, cols) = (arg.rows, arg.cols);
+        let s = arg.slice()?;
+        let input = run::Input::Borrowed {
+            ptr: s.as_ptr() as usize,
+            len: s.len(),
+            rows,
+            cols,
+        };
+        Ok((input, Some(arg.data)))
     }
 
     /// Rows (or, with `keep` false, the cluster count) of one run over `input`.
@@ -360,8 +446,9 @@ impl PyClusterFinder {
         threshold: &str,
         device: &str,
         pedestal_frames: u32,
-        threads: Option<usize>,
+        threads: Option<Threads>,
     ) -> PyResult<Self> {
+        let threads = threads.map(|t| t.0);
         let config = FinderConfig::new(shape.0, shape.1)
             .size(ClusterSize::from_side(cluster_size).map_err(to_py)?)
             .n_sigma(n_sigma)
@@ -538,14 +625,29 @@ impl PyClusterFinder {
         if chunk == 0 {
             return Err(PyValueError::new_err("chunk must be at least 1, got 0"));
         }
-        let (input, borrowed) = self.input_of(py, frames, file, run::Via::Auto)?;
-        drop(borrowed);
-        Ok(run::FindIter::new(
-            self.shared.clone(),
-            input,
+        let (shared, size) = (self.shared.clone(), self.config.size);
+        if let Ok(raw) = frames.downcast::<PyRawFile>() {
+            let input = run::Input::Raw(raw.borrow().reader.clone());
+            return Ok(run::FindIter::over_source(shared, input, chunk, size));
+        }
+        let (arr, n, rows, cols) = frames_shape(frames, "frames")?;
+        // A memory map of a whole `.npy` file is read from the file (on the CPU too): the
+        // thread then owns what it reads, and a file that shrinks is an error naming it, not
+        // a SIGBUS in the map.
+        if let Some(file) = file
+            && arr.is_c_contiguous()
+            && let Some(input) = file_input(py, file, (n, rows, cols))
+        {
+            return Ok(run::FindIter::over_source(shared, input, chunk, size));
+        }
+        // An array: copied a chunk at a time while the GIL is held (never whole, never read
+        // by the thread itself).
+        Ok(run::FindIter::over_array(
+            shared,
+            frames.clone().unbind(),
+            (rows, cols),
             chunk,
-            self.config.size,
-            Some(frames.clone().unbind()),
+            size,
         ))
     }
 
@@ -781,8 +883,9 @@ fn _read_cluster_file<'py>(
 /// of `frames` in that order (internal: `cluda.write_cluster_file` checks the arguments).
 /// Every argument is checked before the file is touched, and the file is written through the
 /// library's atomic path ([`cluda::io::write_cluster_frames`]): a temporary file renamed into
-/// place when complete, so an error or a full disk leaves the old file as it was; an existing
-/// file that is not a cluster file is refused unless `overwrite`.
+/// place when complete, so an error or a full disk leaves the old file as it was. An existing
+/// file is refused (`FileExistsError`) unless `overwrite` or `append` (which needs a cluster
+/// file), also one that appears while the file is written (the rename refuses it).
 #[pyfunction]
 #[pyo3(signature = (path, rows, frames, cluster_size, append, overwrite=false))]
 fn _write_cluster_file(
@@ -795,8 +898,9 @@ fn _write_cluster_file(
     overwrite: bool,
 ) -> PyResult<()> {
     let size = ClusterSize::from_side(cluster_size).map_err(to_py)?;
-    let rows = typed_array::<u32>(rows, "clusters", "uint32")?.readonly();
-    let frames = typed_array::<i32>(frames, "frames", "int32")?.readonly();
+    // Aligned and C-contiguous (numpy copies an array that is not), so the slices are valid.
+    let rows = c_aligned(&typed_array::<u32>(rows, "clusters", "uint32")?)?.readonly();
+    let frames = c_aligned(&typed_array::<i32>(frames, "frames", "int32")?)?.readonly();
     let (rows, frames) = (rows.as_slice()?, frames.as_slice()?);
     let w = size.record_words();
     if rows.len() % (w + 1) != 0 {
@@ -808,12 +912,19 @@ fn _write_cluster_file(
     let existing = match (append, overwrite) {
         (true, _) => Existing::Append,
         (false, true) => Existing::Overwrite,
-        (false, false) => Existing::ReplaceClusterFile,
+        (false, false) => Existing::Refuse,
     };
     py.allow_threads(|| -> Result<(), Error> {
         // Group the rows by frame first: a row out of order is an error before any write.
         let mut rest = rows.chunks_exact(w + 1).enumerate().peekable();
-        let mut grouped: Vec<(i32, Vec<u32>)> = Vec::with_capacity(frames.len());
+        let mut grouped: Vec<(i32, Vec<u32>)> = Vec::new();
+        grouped
+            .try_reserve_exact(frames.len())
+            .map_err(|_| Error::TooLarge {
+                what: format!("the index of {} frames to write", frames.len()),
+                bytes: (frames.len() as u64).saturating_mul(32),
+                available: 0,
+            })?;
         for &f in frames {
             let mut words = Vec::new();
             while let Some((_, row)) = rest.next_if(|(_, row)| row[0] as i32 == f) {
@@ -891,8 +1002,11 @@ fn match_nearest<'py>(
                 cluda::matcher::DIM
             )));
         }
-        // Copied into an aligned buffer of descriptors (a numpy array need not be aligned).
-        Ok(a.readonly().as_array().iter().copied().collect())
+        // Copied into an aligned buffer of descriptors (a numpy array need not be aligned:
+        // numpy copies an unaligned or strided one first, `c_aligned`), the allocation checked.
+        let a = c_aligned(&a)?;
+        let ro = a.readonly();
+        checked_copy(ro.as_slice()?, what)
     };
     let (l, r) = (descriptors(lhs, "lhs")?, descriptors(rhs, "rhs")?);
     let matches = py

@@ -8,6 +8,12 @@
 //! while the finder's pipeline runs on from one slot into the next (`find_feed`); the
 //! calling thread only collects rows. On the CPU an array in memory is searched in place
 //! (`find_each`, no copy): the CPU finder reads plain memory as fast as any copy of it.
+//!
+//! `find_iter`'s thread never reads a Python array: Python code runs between chunks (it may
+//! write into the array, resize it or free it), so each chunk of an array is copied while the
+//! GIL is held, from the array as it is then, and the copy is handed to the thread
+//! ([`FindIter::over_array`]). Only inputs the thread owns (a file it reads, a raw
+//! acquisition) are read by the thread itself ([`FindIter::over_source`]).
 
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender};
@@ -15,6 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
+use numpy::{PyArrayMethods, PyUntypedArrayMethods};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 
@@ -98,8 +105,11 @@ impl Via {
 
 /// The frames of a run.
 pub enum Input {
-    /// A C-contiguous numpy array's memory (address and length in samples), borrowed: the
-    /// caller keeps the array alive, and unchanged, for the run.
+    /// A C-contiguous, aligned numpy array's memory (address and length in samples),
+    /// borrowed: the caller holds a read-only borrow of the array (rust-numpy's
+    /// `PyReadonlyArray`) across the whole run, which keeps it alive and refuses a writable
+    /// borrow of it from Rust code meanwhile. Only a call that runs to its end while the
+    /// borrow is held (`find`) uses it, never `find_iter`'s thread.
     Borrowed {
         ptr: usize,
         len: usize,
@@ -126,8 +136,12 @@ impl Input {
     /// The frames in memory, when they are.
     fn memory(&self) -> Option<(&[u16], usize, usize)> {
         match self {
-            // SAFETY: the caller of the run keeps the array alive and unchanged (see
-            // `Input::Borrowed`); `ptr`/`len` came from its C-contiguous data.
+            // SAFETY: `ptr`/`len` came from the `as_slice` of a C-contiguous, aligned array
+            // (`c_aligned`) whose read-only borrow the caller holds for the whole run (see
+            // `Input::Borrowed`), so the memory is live, aligned and initialised. Writes into
+            // it by Python code on another thread during the call are outside what rust-numpy's
+            // borrow can prevent; they are documented as not allowed (as for any numpy call
+            // that releases the GIL).
             Input::Borrowed {
                 ptr,
                 len,
@@ -305,12 +319,102 @@ impl Drop for Iterating {
 /// Chunks ready ahead of the Python consumer: one waits while the next is filled.
 const AHEAD: usize = 1;
 
+/// Chunks of an array copied ahead of the one being found (the thread finds chunk `k + 1`
+/// while the caller uses chunk `k`'s rows).
+const FED_AHEAD: usize = 2;
+
 /// What an iteration needs to start.
 struct Pending {
     shared: Arc<Shared>,
-    input: Input,
+    what: Feed,
     chunk: usize,
     size: ClusterSize,
+}
+
+/// Where an iteration's frames come from.
+enum Feed {
+    /// An input the thread owns and reads itself (a file, a raw acquisition).
+    Source(Input),
+    /// A Python array, copied a chunk at a time by `__next__`.
+    Array(ArrayFeed),
+}
+
+/// A Python array fed to the iteration's thread a chunk at a time: each chunk is taken from
+/// the array as it is when it is copied (sliced anew, under the GIL), never through a pointer
+/// kept from before Python code ran.
+struct ArrayFeed {
+    array: Py<PyAny>,
+    /// `(rows, cols)` the array had at the start: every chunk must have them.
+    shape: (usize, usize),
+    /// Frames per chunk.
+    chunk: usize,
+    /// The next frame to copy.
+    next: usize,
+    /// Chunks copied and sent, and chunks whose rows were handed out.
+    fed: usize,
+    taken: usize,
+    /// Whether the last chunk was sent (the array has no frame left).
+    ended: bool,
+    /// To the thread: a chunk's samples and whether it is the last.
+    tx: Option<SyncSender<(Vec<u16>, bool)>>,
+}
+
+impl ArrayFeed {
+    /// Copies and sends chunks until [`FED_AHEAD`] wait beyond the one asked for, or the
+    /// array ends. Called with the GIL held; the array is looked up anew each time (its
+    /// length may have changed: fewer frames end the iteration early, another frame shape
+    /// is an error).
+    fn feed(&mut self, py: Python<'_>) -> PyResult<()> {
+        let chunk = self.chunk;
+        while !self.ended && self.fed < self.taken + FED_AHEAD {
+            let array = self.array.bind(py);
+            let (arr, n, rows, cols) = crate::frames_shape(array, "frames")?;
+            if arr.ndim() != 3 || (rows, cols) != self.shape {
+                return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                    "frames changed shape during find_iter: {} x {} frames at the start, now \
+                     shape {:?}",
+                    self.shape.0,
+                    self.shape.1,
+                    arr.shape()
+                )));
+            }
+            let end = n.min(self.next.saturating_add(chunk));
+            let last = end >= n;
+            let data = if self.next < end {
+                let slice = pyo3::types::PySlice::new(py, self.next as isize, end as isize, 1);
+                let part = array.get_item(slice)?;
+                let (part, ..) = crate::frames_shape(&part, "frames")?;
+                let part = crate::c_aligned(&part)?;
+                let ro = part.readonly();
+                crate::checked_copy(ro.as_slice()?, "find_iter's chunk of frames")?
+            } else {
+                Vec::new()
+            };
+            if data.is_empty() {
+                // The array ended on a chunk boundary (or shrank, or has no frame): nothing
+                // more to find.
+                self.ended = true;
+                self.tx = None;
+                break;
+            }
+            let Some(tx) = self.tx.as_ref() else { break };
+            // Never blocks: at most FED_AHEAD chunks are in flight and the channel holds as
+            // many.
+            if tx.send((data, last)).is_err() {
+                // The thread ended (its error waits on the rows channel).
+                self.ended = true;
+                self.tx = None;
+                break;
+            }
+            self.fed += 1;
+            self.next = end;
+            if last {
+                self.ended = true;
+                self.tx = None;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// A running iteration.
@@ -318,12 +422,18 @@ struct Running {
     rx: Option<Receiver<Result<RowBuf, Error>>>,
     thread: Option<JoinHandle<()>>,
     stop: Arc<AtomicBool>,
+    /// The array being fed, for an iteration over an array.
+    feed: Option<ArrayFeed>,
 }
 
 impl Running {
     /// Stops the thread (at its next frame) and waits for it.
     fn finish(&mut self) {
         self.stop.store(true, Ordering::Release);
+        // No more chunks: a thread waiting for one ends.
+        if let Some(f) = self.feed.as_mut() {
+            f.tx = None;
+        }
         self.rx = None;
         if let Some(t) = self.thread.take() {
             let _ = t.join();
@@ -349,39 +459,60 @@ enum IterState {
 #[pyclass(module = "cluda._cluda", name = "_FindIter")]
 pub struct FindIter {
     state: Mutex<IterState>,
-    /// The array whose memory the thread reads (kept alive until the iteration ends).
-    keep: Mutex<Option<Py<PyAny>>>,
 }
 
 impl FindIter {
-    pub fn new(
+    /// An iteration over an input the thread owns and reads itself (a `.npy` file, a raw
+    /// acquisition). An [`Input::Borrowed`] is refused at the first `next` (the thread may
+    /// not read memory Python owns).
+    pub fn over_source(shared: Arc<Shared>, input: Input, chunk: usize, size: ClusterSize) -> Self {
+        Self::pending(shared, Feed::Source(input), chunk, size)
+    }
+
+    /// An iteration over a Python array of `shape` (rows, cols) frames, copied a chunk at a
+    /// time by `__next__` with the GIL held ([`ArrayFeed`]).
+    pub fn over_array(
         shared: Arc<Shared>,
-        input: Input,
+        array: Py<PyAny>,
+        shape: (usize, usize),
         chunk: usize,
         size: ClusterSize,
-        keep: Option<Py<PyAny>>,
     ) -> Self {
+        let feed = ArrayFeed {
+            array,
+            shape,
+            chunk,
+            next: 0,
+            fed: 0,
+            taken: 0,
+            ended: false,
+            tx: None,
+        };
+        Self::pending(shared, Feed::Array(feed), chunk, size)
+    }
+
+    fn pending(shared: Arc<Shared>, what: Feed, chunk: usize, size: ClusterSize) -> Self {
         Self {
             state: Mutex::new(IterState::Pending(Box::new(Pending {
                 shared,
-                input,
+                what,
                 chunk,
                 size,
             }))),
-            keep: Mutex::new(keep),
         }
     }
 }
 
-/// The iteration's thread: runs the engine, sends each chunk's rows when its last frame is
-/// found, then the last (partial) chunk, or the error.
-fn iterate(p: Pending, tx: SyncSender<Result<RowBuf, Error>>, stop: Arc<AtomicBool>) {
-    let Pending {
-        shared,
-        mut input,
-        chunk,
-        size,
-    } = p;
+/// The iteration's thread over an input it owns: runs the engine, sends each chunk's rows
+/// when its last frame is found, then the last (partial) chunk, or the error.
+fn iterate(
+    shared: Arc<Shared>,
+    mut input: Input,
+    chunk: usize,
+    size: ClusterSize,
+    tx: SyncSender<Result<RowBuf, Error>>,
+    stop: Arc<AtomicBool>,
+) {
     let clear = Iterating(shared.clone());
     let spare_cores = shared.gpu;
     let mut rows = RowBuf::new(size, 0, spare_cores);
@@ -396,21 +527,27 @@ fn iterate(p: Pending, tx: SyncSender<Result<RowBuf, Error>>, stop: Arc<AtomicBo
         *sent += 1;
         Ok(())
     };
-    let result = run(
-        &shared,
-        &mut input,
-        None,
-        Via::Auto,
-        &mut |index, number, fc| {
-            if stop.load(Ordering::Acquire) {
-                return Err(closed());
-            }
-            while index >= (sent + 1) * chunk {
-                send(&mut rows, &mut sent)?;
-            }
-            rows.push_frame(number, &fc)
-        },
-    );
+    let result = if matches!(input, Input::Borrowed { .. }) {
+        Err(Error::Internal(
+            "find_iter's thread was handed memory it does not own".into(),
+        ))
+    } else {
+        run(
+            &shared,
+            &mut input,
+            None,
+            Via::Auto,
+            &mut |index, number, fc| {
+                if stop.load(Ordering::Acquire) {
+                    return Err(closed());
+                }
+                while index >= (sent + 1) * chunk {
+                    send(&mut rows, &mut sent)?;
+                }
+                rows.push_frame(number, &fc)
+            },
+        )
+    };
     // The finder is free again (`run` returned): say so before the last chunk goes, so a
     // caller that takes it may call the finder at once.
     drop(clear);
@@ -424,6 +561,39 @@ fn iterate(p: Pending, tx: SyncSender<Result<RowBuf, Error>>, stop: Arc<AtomicBo
         // Nobody listens any more when the iterator was closed.
         let _ = tx.send(Err(e));
     }
+}
+
+/// The iteration's thread over an array: finds each chunk copied for it (`chunks`, in order;
+/// the frame numbers go on from one to the next as `frames_found` does) and sends its rows,
+/// or the error; ends after the last chunk or when no more come.
+#[allow(clippy::too_many_arguments)]
+fn iterate_copies(
+    shared: Arc<Shared>,
+    chunks: Receiver<(Vec<u16>, bool)>,
+    (rows, cols): (usize, usize),
+    size: ClusterSize,
+    tx: SyncSender<Result<RowBuf, Error>>,
+    stop: Arc<AtomicBool>,
+) {
+    let mut clear = Some(Iterating(shared.clone()));
+    for (data, last) in chunks {
+        if stop.load(Ordering::Acquire) {
+            break;
+        }
+        let mut input = Input::Owned { data, rows, cols };
+        let found = find_rows(&shared, &mut input, None, Via::Auto, size, true);
+        drop(input);
+        if last || found.is_err() {
+            // The finder is free again: say so before the last rows go, so a caller that
+            // takes them may call the finder at once.
+            clear = None;
+        }
+        let failed = found.is_err();
+        if tx.send(found.map(|(rows, _)| rows)).is_err() || failed || last {
+            break;
+        }
+    }
+    drop(clear);
 }
 
 #[pymethods]
@@ -440,14 +610,34 @@ impl FindIter {
                 let IterState::Pending(p) = std::mem::replace(&mut *state, IterState::Done) else {
                     return Ok(None);
                 };
-                let shared = p.shared.clone();
+                let Pending {
+                    shared,
+                    what,
+                    chunk,
+                    size,
+                } = *p;
                 shared.iterating.store(true, Ordering::Release);
                 let (tx, rx) = std::sync::mpsc::sync_channel(AHEAD);
                 let stop = Arc::new(AtomicBool::new(false));
                 let s = stop.clone();
-                let thread = std::thread::Builder::new()
-                    .name("cluda-find-iter".into())
-                    .spawn(move || iterate(*p, tx, s));
+                let sh = shared.clone();
+                let (thread, feed) = match what {
+                    Feed::Source(input) => {
+                        let t = std::thread::Builder::new()
+                            .name("cluda-find-iter".into())
+                            .spawn(move || iterate(sh, input, chunk, size, tx, s));
+                        (t, None)
+                    }
+                    Feed::Array(mut feed) => {
+                        let (chunks_tx, chunks_rx) = std::sync::mpsc::sync_channel(FED_AHEAD);
+                        feed.tx = Some(chunks_tx);
+                        let shape = feed.shape;
+                        let t = std::thread::Builder::new()
+                            .name("cluda-find-iter".into())
+                            .spawn(move || iterate_copies(sh, chunks_rx, shape, size, tx, s));
+                        (t, Some(feed))
+                    }
+                };
                 let thread = match thread {
                     Ok(t) => t,
                     Err(e) => {
@@ -459,17 +649,37 @@ impl FindIter {
                     rx: Some(rx),
                     thread: Some(thread),
                     stop,
+                    feed,
                 });
             }
             match &mut *state {
-                IterState::Running(r) => match r.rx.take() {
-                    Some(rx) => rx,
-                    None => {
-                        return Err(PyRuntimeError::new_err(
-                            "this find_iter iterator is being advanced on another thread",
-                        ));
+                IterState::Running(r) => {
+                    if let Some(f) = r.feed.as_mut() {
+                        let fed = f.feed(py);
+                        if let Err(e) = fed {
+                            // The iteration ends with this error (its thread stopped).
+                            let old = std::mem::replace(&mut *state, IterState::Done);
+                            drop(state);
+                            py.allow_threads(move || drop(old));
+                            return Err(e);
+                        }
+                        if f.ended && f.taken == f.fed {
+                            // Every chunk's rows were handed out.
+                            let old = std::mem::replace(&mut *state, IterState::Done);
+                            drop(state);
+                            py.allow_threads(move || drop(old));
+                            return Ok(None);
+                        }
                     }
-                },
+                    match r.rx.take() {
+                        Some(rx) => rx,
+                        None => {
+                            return Err(PyRuntimeError::new_err(
+                                "this find_iter iterator is being advanced on another thread",
+                            ));
+                        }
+                    }
+                }
                 _ => return Ok(None),
             }
         };
@@ -483,6 +693,9 @@ impl FindIter {
             Ok(Ok(rows)) => {
                 if let IterState::Running(r) = &mut *state {
                     r.rx = Some(rx);
+                    if let Some(f) = r.feed.as_mut() {
+                        f.taken += 1;
+                    }
                 }
                 drop(state);
                 into_numpy(rows, py).map(|a| Some(a.unbind()))
@@ -493,7 +706,6 @@ impl FindIter {
                 let old = std::mem::replace(&mut *state, IterState::Done);
                 drop(state);
                 py.allow_threads(move || drop(old));
-                *lock(&self.keep) = None;
                 match done {
                     Ok(Err(e)) => Err(to_py(e)),
                     _ => Ok(None),
@@ -507,13 +719,12 @@ impl FindIter {
     fn close(&self, py: Python<'_>) {
         let old = std::mem::replace(&mut *lock(&self.state), IterState::Done);
         py.allow_threads(move || drop(old));
-        *lock(&self.keep) = None;
     }
 }
 
 impl Drop for FindIter {
     fn drop(&mut self) {
-        // Stop and join the thread before the array it reads can go (`keep` drops after).
+        // Stop and join the thread.
         let state = self
             .state
             .get_mut()

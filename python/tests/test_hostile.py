@@ -45,7 +45,8 @@ def test_a_file_that_is_not_a_cluster_file_is_not_replaced(tmp_path):
     d = tmp_path / "d.npy"
     np.save(d, np.arange(10, dtype=np.uint16))
     before = digest(d)
-    with pytest.raises(ValueError, match=r"d\.npy exists and is not a 3x3 cluster file"):
+    # Refused as any existing file is (issue 32: cluster files too, without overwrite=True).
+    with pytest.raises(FileExistsError, match=r"d\.npy: exists.*overwrite=True"):
         cluda.write_cluster_file(d, clusters())
     with pytest.raises(ValueError, match="not a 3x3 cluster file"):
         cluda.write_cluster_file(d, clusters(), append=True)

@@ -100,8 +100,8 @@ def test_cluster_file_round_trip_and_append(tmp_path):
                                      append=i > 0)
         cluda.write_cluster_file(streamed, c[:0], frames=[6, 7], append=True)
         assert streamed.read_bytes() == path.read_bytes()
-        # Default frames: only those with clusters.
-        cluda.write_cluster_file(path, c)
+        # Default frames: only those with clusters (replacing the file: overwrite=True).
+        cluda.write_cluster_file(path, c, overwrite=True)
         assert list(cluda.read_cluster_file(path, size, True)[1]) == sorted(set(c["frame"]))
     # Each record after `frame` is aare's {u16 x, u16 y, i32 data[N]}.
     raw = (tmp_path / "3.clust").read_bytes()

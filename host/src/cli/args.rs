@@ -236,7 +236,9 @@ pub struct StreamArgs {
     #[arg(long, default_value_t = 4096, value_name = "FRAMES", value_parser = parse_part_window, allow_negative_numbers = true)]
     pub part_window: u64,
     /// With several --zmq: milliseconds a frame waits for a part while the endpoint it waits
-    /// for sends nothing, before it is given up and reported incomplete.
+    /// for sends nothing, before it is given up and reported incomplete (1 ..= 60000; once
+    /// every endpoint has been quiet for --idle-end, or on SIGINT, waiting frames are given up
+    /// at once).
     #[arg(long, default_value_t = 200, value_name = "MS", value_parser = parse_part_wait_ms, allow_negative_numbers = true)]
     pub part_wait_ms: u64,
     /// Frames per finder call (the engine's ring holds three such chunks, allocated per
@@ -252,6 +254,11 @@ pub struct StreamArgs {
     /// and at the end of each acquisition.
     #[arg(long, value_name = "DIR")]
     pub plot: Option<PathBuf>,
+    /// Replace spectrum.png and hitmap.png already in the --plot DIR (without it, stream
+    /// refuses to start, and a plot file another program puts there during the run is not
+    /// replaced: a refresh replaces only the files this run wrote).
+    #[arg(long, requires = "plot")]
+    pub overwrite: bool,
     /// Seconds between plot refreshes, 0.1 ..= 86400.
     #[arg(long, default_value_t = 5.0, value_name = "S", value_parser = parse_plot_every, allow_negative_numbers = true)]
     pub plot_every: f64,
@@ -431,6 +438,7 @@ pub struct FinderArgs {
 
 /// `cluda find`.
 #[derive(Args, Debug)]
+#[command(group(clap::ArgGroup::new("replaceable").args(["out", "plot"]).multiple(true)))]
 pub struct FindArgs {
     /// Dark frames: a uint16 .npy (frames x rows x cols) or a raw acquisition's master file
     /// (<base>_master_<N>.json). All are pushed into the pedestal, whose window N is their
@@ -453,8 +461,10 @@ pub struct FindArgs {
     /// and an existing FILE is only replaced with --overwrite.
     #[arg(long, value_name = "FILE", conflicts_with = "out_dir")]
     pub out: Option<PathBuf>,
-    /// Replace an existing --out FILE (without it, find refuses to before reading anything).
-    #[arg(long, requires = "out")]
+    /// Replace an existing --out FILE and existing --plot files (without it, find refuses
+    /// to before reading anything, and a file that appears under one of those names during
+    /// the run is not replaced either: the run fails naming it).
+    #[arg(long, requires = "replaceable")]
     pub overwrite: bool,
     /// Write one cluster file per data input into DIR (created if missing), named after the
     /// input (`run_master_0.json` -> `run_master_0.clust`, `d.npy` -> `d.clust`); an existing
@@ -524,6 +534,10 @@ pub struct DemoArgs {
     /// Write PNG plots into DIR (as `find --plot`).
     #[arg(long, value_name = "DIR")]
     pub plot: Option<PathBuf>,
+    /// Replace existing --plot files (without it, demo refuses to before any work, and a
+    /// plot file that appears during the run is not replaced either).
+    #[arg(long, requires = "plot")]
+    pub overwrite: bool,
     /// Options of the spectrum plot.
     #[command(flatten)]
     pub spectrum: SpectrumArgs,
@@ -610,7 +624,12 @@ whole_parser!(
 whole_parser!(parse_stream_acquisitions, u64, "acquisitions", 1, u64::MAX);
 whole_parser!(parse_queue, u64, "queue", 1, 1_000_000);
 whole_parser!(parse_part_window, u64, "part-window", 1, 1_000_000);
-whole_parser!(parse_part_wait_ms, u64, "part-wait-ms", 1, 3_600_000);
+whole_parser!(parse_part_wait_ms, u64, "part-wait-ms", 1, MAX_PART_WAIT_MS);
+
+/// The longest `--part-wait-ms`: a minute. A frame waits no longer for a part whose endpoint
+/// is silent (and no longer than `--idle-end` once every endpoint is quiet), so the stream
+/// never holds frames for an hour unreported.
+pub const MAX_PART_WAIT_MS: u64 = 60_000;
 whole_parser!(parse_chunk, u64, "chunk", 1, 4096);
 whole_parser!(parse_slow_sink, u64, "slow-sink-us", 0, 1_000_000);
 whole_parser!(parse_replay_acquisitions, u64, "acquisitions", 1, u32::MAX);

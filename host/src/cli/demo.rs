@@ -21,7 +21,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         ));
     }
     if let Some(dir) = &args.plot {
-        check_plot_dir(dir, &[])?;
+        check_plot_dir(dir, &[], args.overwrite)?;
     }
     let generator = Generator::with_cancel(
         GenConfig::new(args.rows, args.cols, args.seed),
@@ -36,6 +36,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
     options.plots = args.plot.as_ref().map(|dir| PlotOutput {
         dir: dir.clone(),
         options: args.spectrum.options(),
+        overwrite: args.overwrite,
     });
     let summary = find(
         &args.finder,

@@ -9,6 +9,7 @@ use cluda::engine::run::{
     FinderChoice, InputOutputs, InputPath, PlotOutput, RunOptions, RunReport, Session, run,
 };
 use cluda::engine::sink::FnSink;
+use cluda::io::Claim;
 use cluda::{Error, FindOptions, FrameClusters, Result};
 
 use super::args::{FindArgs, FinderArgs, FinderOptions};
@@ -34,9 +35,16 @@ pub fn run_find(args: &FindArgs) -> Result<()> {
         super::bus_error::install(data, args.out.as_deref());
     }
     options.cluster_file = args.out.clone();
+    // Checked above; the rename refuses a name that appeared since, unless --overwrite.
+    options.claim = if args.overwrite {
+        Claim::Replace
+    } else {
+        Claim::Refuse
+    };
     options.plots = args.plot.as_ref().map(|dir| PlotOutput {
         dir: dir.clone(),
         options: args.spectrum.options(),
+        overwrite: args.overwrite,
     });
     let mut pedestal = Input::count_exactly(&args.pedestal, "pedestal", &signals::check)?;
     let mut data = Input::open(data, "data")?;
@@ -83,10 +91,15 @@ fn run_many(args: &FindArgs) -> Result<()> {
         }
     }
     let plot_dirs: Vec<Option<PathBuf>> = match &args.plot {
-        Some(dir) => plot_dirs(dir, paths.iter().map(PathBuf::as_path), &files)?
-            .into_iter()
-            .map(Some)
-            .collect(),
+        Some(dir) => plot_dirs(
+            dir,
+            paths.iter().map(PathBuf::as_path),
+            &files,
+            args.overwrite,
+        )?
+        .into_iter()
+        .map(Some)
+        .collect(),
         None => vec![None; paths.len()],
     };
     let options = run_options(&args.finder);
@@ -109,9 +122,12 @@ fn run_many(args: &FindArgs) -> Result<()> {
         &mut |k| {
             Ok(InputOutputs {
                 cluster_file: names[k].clone(),
+                // Planned free; a name that appeared since gets the next suffix.
+                claim: Claim::NextFree,
                 plots: plot_dirs[k].clone().map(|dir| PlotOutput {
                     dir,
                     options: spectrum.clone(),
+                    overwrite: args.overwrite,
                 }),
             })
         },

@@ -6,8 +6,8 @@ use std::time::Instant;
 
 use cluda::Result;
 use cluda::cuda::Device;
-use cluda::io::{AtomicFile, check_output, check_overwrite, check_regular};
-use cluda::matcher::{self, GpuMatcher, MatchVersion, read_descriptors, write_matches};
+use cluda::io::{AtomicFile, Claim, check_output, check_overwrite, check_regular};
+use cluda::matcher::{self, GpuMatcher, MatchVersion, read_descriptors, write_matches_claiming};
 
 use super::args::MatchArgs;
 use super::output::{note_unwritten, print_line};
@@ -27,7 +27,13 @@ pub fn run(args: &MatchArgs) -> Result<()> {
     }
     let (version, why) = choose_version(args.version, cluda::cuda::gpu_available);
     eprintln!("note: version={version} ({why})");
-    let line = run_match_command(&args.lhs, &args.rhs, version, args.out.as_deref())?;
+    // Checked above; the rename refuses a name that appeared since, unless --overwrite.
+    let claim = if args.overwrite {
+        Claim::Replace
+    } else {
+        Claim::Refuse
+    };
+    let line = run_match_command(&args.lhs, &args.rhs, version, args.out.as_deref(), claim)?;
     print_line(&line)
 }
 
@@ -45,7 +51,8 @@ fn choose_version(
 }
 
 /// Reads `lhs` and `rhs` (`n x 128` float32 `.npy`), matches them with `version`, optionally
-/// writes the matches to `out` (an `(n, 2)` float64 `.npy`: index, distance per row) and
+/// writes the matches to `out` (an `(n, 2)` float64 `.npy`: index, distance per row; its
+/// name claimed as `claim` says) and
 /// returns the one-line summary, e.g.
 /// `lhs=16384 rhs=16384 seconds=0.412 ms=2.41 version=v3 device="NVIDIA H200" recomputed=0`.
 ///
@@ -56,6 +63,7 @@ fn run_match_command(
     rhs: &Path,
     version: MatchVersion,
     out: Option<&Path>,
+    claim: Claim,
 ) -> Result<String> {
     let t0 = Instant::now();
     let a = read_descriptors(lhs)?;
@@ -72,7 +80,7 @@ fn run_match_command(
         (run.matches, run.device_ms, dev.name(), run.recomputed_rows)
     };
     if let Some(path) = out {
-        note_unwritten(path, write_matches(path, &matches))?;
+        note_unwritten(path, write_matches_claiming(path, &matches, claim))?;
     }
     Ok(format!(
         "lhs={} rhs={} seconds={:.3} ms={:.3} version={} device={:?} recomputed={}",

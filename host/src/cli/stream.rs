@@ -38,6 +38,9 @@ pub fn run(args: &StreamArgs) -> Result<()> {
     if let Some(dir) = &args.plot {
         std::fs::create_dir_all(dir)
             .map_err(|e| Error::param("plot", format!("cannot create {}: {e}", dir.display())))?;
+        for name in LIVE_PLOTS {
+            cluda::io::check_overwrite(&dir.join(name), "plot", args.overwrite)?;
+        }
         cluda::plot::register_font()?;
     }
     let f = &args.finder;
@@ -121,7 +124,11 @@ pub fn run(args: &StreamArgs) -> Result<()> {
         ),
     });
     let every = seconds("plot-every", args.plot_every)?;
-    let plots = RefCell::new(args.plot.as_ref().map(|d| LivePlots::new(d, every)));
+    let plots = RefCell::new(
+        args.plot
+            .as_ref()
+            .map(|d| LivePlots::new(d, every, args.overwrite)),
+    );
     let mut note = |s: &str| eprintln!("note: {s}");
     let mut summary = |s: &cluda::stream::AcquisitionSummary| {
         if let Some(p) = plots.borrow_mut().as_mut() {
@@ -205,14 +212,17 @@ struct LivePlots {
 }
 
 impl LivePlots {
-    fn new(dir: &Path, every: Duration) -> Self {
+    /// Starts the drawer thread for `dir`; `overwrite`: plot files there that this run did
+    /// not write may be replaced.
+    fn new(dir: &Path, every: Duration, overwrite: bool) -> Self {
         let (tx, rx) = std::sync::mpsc::sync_channel::<Snapshot>(1);
         let dir = dir.to_path_buf();
         let drawer = std::thread::Builder::new()
             .name("cluda-plots".into())
             .spawn(move || {
+                let mut owned = Owned::new();
                 while let Ok(s) = rx.recv() {
-                    draw(&dir, &s);
+                    draw(&dir, &s, overwrite, &mut owned);
                 }
             })
             .map_err(|e| eprintln!("warning: stream: no plot thread ({e}); plots are off"))
@@ -278,9 +288,16 @@ impl Drop for LivePlots {
 /// Draws one PNG at a path.
 type Draw<'a> = dyn Fn(&Path) -> Result<()> + 'a;
 
+/// The files the live plots write into the plot directory.
+const LIVE_PLOTS: [&str; 2] = ["spectrum.png", "hitmap.png"];
+
+/// The plot files this run put in place, by name, with the (device, inode) each got: a
+/// refresh replaces its own file of this run, never one another program put there.
+type Owned = std::collections::HashMap<&'static str, (u64, u64)>;
+
 /// Draws `spectrum.png` and `hitmap.png` of a snapshot into `dir`, each under a temporary name
-/// renamed into place; a failure is a warning (the stream goes on).
-fn draw(dir: &Path, s: &Snapshot) {
+/// renamed into place ([`place`]); a failure is a warning (the stream goes on).
+fn draw(dir: &Path, s: &Snapshot, overwrite: bool, owned: &mut Owned) {
     let title = format!("Cluster sums: {} frames so far", s.frames);
     let draws: [(&str, Box<Draw<'_>>); 2] = [
         (
@@ -302,13 +319,52 @@ fn draw(dir: &Path, s: &Snapshot) {
         ),
     ];
     for (name, draw) in draws {
-        let tmp = dir.join(format!(".{name}.{}.tmp.png", std::process::id()));
         let done = dir.join(name);
-        let r =
-            draw(&tmp).and_then(|()| std::fs::rename(&tmp, &done).map_err(|e| Error::io(&done, e)));
-        if let Err(e) = r {
-            let _ = std::fs::remove_file(&tmp);
+        if let Err(e) = place(dir, name, &*draw, overwrite, owned) {
             eprintln!("warning: stream: plot {} not drawn: {e}", done.display());
         }
     }
+}
+
+/// Draws `dir/name` under a fresh temporary name (removed on an error) and renames it into
+/// place: over the file there only with `overwrite` or when it is this run's own (`owned`),
+/// else by a rename that refuses an existing name, so a file another program put there is
+/// never replaced.
+fn place(
+    dir: &Path,
+    name: &'static str,
+    draw: &Draw<'_>,
+    overwrite: bool,
+    owned: &mut Owned,
+) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let done = dir.join(name);
+    let prefix = format!(".{name}.{}.", std::process::id());
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(&prefix).suffix(".tmp.png");
+    // A plot gets the mode any new file gets (0o666 less the umask), not a temporary file's.
+    builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
+    let tmp = builder.tempfile_in(dir).map_err(|e| Error::io(dir, e))?;
+    draw(tmp.path())?;
+    let m = std::fs::symlink_metadata(tmp.path()).map_err(|e| Error::io(tmp.path(), e))?;
+    let id = (m.dev(), m.ino());
+    let ours = owned
+        .get(name)
+        .is_some_and(|&o| std::fs::symlink_metadata(&done).is_ok_and(|m| (m.dev(), m.ino()) == o));
+    if overwrite || ours {
+        tmp.persist(&done).map_err(|e| Error::io(&done, e.error))?;
+    } else {
+        tmp.persist_noclobber(&done).map_err(|e| match e.error.kind() {
+            std::io::ErrorKind::AlreadyExists => Error::param(
+                "plot",
+                format!(
+                    "{} exists and was not written by this run; it is not replaced unless you allow it (--overwrite)",
+                    done.display()
+                ),
+            ),
+            _ => Error::io(&done, e.error),
+        })?;
+    }
+    owned.insert(name, id);
+    Ok(())
 }

@@ -14,7 +14,9 @@ use crate::io::{AtomicFile, check_output, check_overwrite, input_files};
 /// read: the inputs must be regular files (a raw acquisition's master and every data file),
 /// the plot directory `plot` is created and none of its plots may be an input, and the
 /// cluster file `out` may be none of the inputs nor of the plots, must not exist unless
-/// `overwrite`, and must be creatable (a temporary file is made and removed at once).
+/// `overwrite`, and must be creatable (a temporary file is made and removed at once); plot
+/// files already in `plot` are refused unless `overwrite`. (The final renames refuse a name
+/// that appears after these checks too, [`crate::io::Claim`].)
 ///
 /// # Errors
 /// [`Error::InvalidParameter`] naming the option (`out`, `plot`) and the file;
@@ -30,7 +32,7 @@ pub fn check_outputs(
     inputs.extend(input_files(data)?);
     #[cfg(feature = "plot")]
     if let Some(dir) = plot {
-        super::run::check_plot_dir(dir, &inputs)?;
+        super::run::check_plot_dir(dir, &inputs, overwrite)?;
     }
     #[cfg(not(feature = "plot"))]
     if plot.is_some() {
@@ -112,7 +114,7 @@ pub fn plan(
 
 /// The plot directory of each input of `data` in `dir` ([`output_name`] without an
 /// extension), each checked as [`super::run::check_plot_dir`] checks one (created, none of
-/// `files` among its plots).
+/// `files` among its plots, no plot file there unless `overwrite`).
 ///
 /// # Errors
 /// As [`super::run::check_plot_dir`].
@@ -121,12 +123,13 @@ pub fn plot_dirs<'p>(
     dir: &Path,
     data: impl IntoIterator<Item = &'p Path>,
     files: &[PathBuf],
+    overwrite: bool,
 ) -> Result<Vec<PathBuf>> {
     let mut used = HashSet::new();
     data.into_iter()
         .map(|path| {
             let sub = output_name(dir, path, "", &mut used);
-            super::run::check_plot_dir(&sub, files)?;
+            super::run::check_plot_dir(&sub, files, overwrite)?;
             Ok(sub)
         })
         .collect()
@@ -222,7 +225,10 @@ pub fn output_name(dir: &Path, path: &Path, ext: &str, used: &mut HashSet<PathBu
     };
     let mut candidate = with(stem.clone());
     let mut k = 2;
-    while used.contains(&candidate) || (!ext.is_empty() && candidate.exists()) {
+    // A dangling symlink is a name taken too (`symlink_metadata`, not `exists`).
+    while used.contains(&candidate)
+        || (!ext.is_empty() && std::fs::symlink_metadata(&candidate).is_ok())
+    {
         candidate = with(format!("{stem}_{k}"));
         k += 1;
     }

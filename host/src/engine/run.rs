@@ -27,8 +27,8 @@ use crate::error::{Error, Result};
 use crate::finder::ClusterFinder;
 use crate::finder::select::{DeviceChoice, open_finder};
 use crate::frames::Frames;
-use crate::io::ClusterFileWriter;
-use crate::io::write_behind::WriteStats;
+use crate::io::write_behind::{DEFAULT_WRITE_THREADS, WriteStats};
+use crate::io::{Claim, ClusterFileWriter};
 use crate::pedestal::Pedestal;
 #[cfg(feature = "plot")]
 use crate::plot::{PlotAccumulator, SpectrumOptions};
@@ -96,6 +96,9 @@ pub struct PlotOutput {
     pub dir: PathBuf,
     /// How the spectrum is binned and drawn.
     pub options: SpectrumOptions,
+    /// Replace plot files already there (`--overwrite`); without it an existing one is an
+    /// error naming it, also when it appears during the run.
+    pub overwrite: bool,
 }
 
 /// Everything about a run but its inputs and the caller's visitor.
@@ -110,6 +113,9 @@ pub struct RunOptions {
     pub read_threads: Option<usize>,
     /// The cluster file to write (aare's layout), under a temporary name renamed when whole.
     pub cluster_file: Option<PathBuf>,
+    /// What the cluster file's rename does when its name exists by then (default: refuse,
+    /// an error naming the file; `--overwrite`: [`Claim::Replace`]).
+    pub claim: Claim,
     /// Plots to draw when the run ends.
     #[cfg(feature = "plot")]
     pub plots: Option<PlotOutput>,
@@ -123,6 +129,7 @@ impl RunOptions {
             input: InputPath::default(),
             read_threads: None,
             cluster_file: None,
+            claim: Claim::default(),
             #[cfg(feature = "plot")]
             plots: None,
         }
@@ -217,6 +224,7 @@ pub fn run(
     let mut session = Session::open(options, pedestal, data.len, cancel)?;
     let outputs = InputOutputs {
         cluster_file: options.cluster_file.clone(),
+        claim: options.claim,
         #[cfg(feature = "plot")]
         plots: options.plots.clone(),
     };
@@ -232,6 +240,9 @@ pub fn run(
 pub struct InputOutputs {
     /// The cluster file (aare's layout), under a temporary name renamed when whole.
     pub cluster_file: Option<PathBuf>,
+    /// What its rename does when the name exists by then (default: refuse;
+    /// [`Claim::NextFree`] for a planned name of `--out-dir`).
+    pub claim: Claim,
     /// Plots drawn when the input ends, with the pedestal as it is then.
     #[cfg(feature = "plot")]
     pub plots: Option<PlotOutput>,
@@ -466,13 +477,15 @@ impl Session {
                 let writer = outputs
                     .cluster_file
                     .as_deref()
-                    .map(ClusterFileWriter::create)
+                    .map(|p| {
+                        ClusterFileWriter::create_claiming(p, DEFAULT_WRITE_THREADS, outputs.claim)
+                    })
                     .transpose()?;
                 #[cfg(feature = "plot")]
                 let plot = match &outputs.plots {
                     Some(p) => Some((
                         PlotAccumulator::with_options(rows, cols, &p.options)?,
-                        PlotStage::create(&p.dir)?,
+                        PlotStage::create(&p.dir, p.overwrite)?,
                     )),
                     None => None,
                 };
@@ -814,12 +827,13 @@ pub fn check_not_a_plot(out: &Path, dir: &Path) -> Result<()> {
 }
 
 /// Checks a plot directory before any work: `dir` is a directory (or can be created), none of
-/// its PNGs is one of `inputs` or a non-file, and the plot font loads.
+/// its PNGs is one of `inputs` or a non-file, none exists unless `overwrite`, and the plot
+/// font loads.
 ///
 /// # Errors
 /// [`Error::InvalidParameter`] (`plot`) naming what is wrong.
 #[cfg(feature = "plot")]
-pub fn check_plot_dir(dir: &Path, inputs: &[PathBuf]) -> Result<()> {
+pub fn check_plot_dir(dir: &Path, inputs: &[PathBuf], overwrite: bool) -> Result<()> {
     match std::fs::metadata(dir) {
         Ok(m) if !m.is_dir() => {
             return Err(Error::param(
@@ -830,6 +844,7 @@ pub fn check_plot_dir(dir: &Path, inputs: &[PathBuf]) -> Result<()> {
         Ok(_) => {
             for name in PLOT_FILES {
                 crate::io::check_output(&dir.join(name), "plot", inputs)?;
+                crate::io::check_overwrite(&dir.join(name), "plot", overwrite)?;
             }
         }
         Err(_) => {
@@ -839,7 +854,7 @@ pub fn check_plot_dir(dir: &Path, inputs: &[PathBuf]) -> Result<()> {
         }
     }
     // Can files be created in it? (The staging directory, removed at once.)
-    drop(PlotStage::create(dir)?);
+    drop(PlotStage::create(dir, overwrite)?);
     crate::plot::register_font()
 }
 
@@ -850,12 +865,15 @@ pub fn check_plot_dir(dir: &Path, inputs: &[PathBuf]) -> Result<()> {
 struct PlotStage {
     dir: PathBuf,
     stage: tempfile::TempDir,
+    /// Replace plot files already there.
+    overwrite: bool,
 }
 
 #[cfg(feature = "plot")]
 impl PlotStage {
-    /// Creates `DIR/.cluda-plots.<random>.tmp`.
-    fn create(dir: &Path) -> Result<Self> {
+    /// Creates `DIR/.cluda-plots.<random>.tmp`; `overwrite`: the commit replaces plot files
+    /// already there.
+    fn create(dir: &Path, overwrite: bool) -> Result<Self> {
         let stage = tempfile::Builder::new()
             .prefix(".cluda-plots.")
             .suffix(".tmp")
@@ -864,6 +882,7 @@ impl PlotStage {
         Ok(Self {
             dir: dir.to_path_buf(),
             stage,
+            overwrite,
         })
     }
 
@@ -872,13 +891,22 @@ impl PlotStage {
         self.stage.path()
     }
 
-    /// Moves every drawn file into the final directory; returns their final paths.
+    /// Moves every drawn file into the final directory; returns their final paths. Without
+    /// `overwrite` a file there by now (one that appeared during the run) is an error naming
+    /// it, never replaced: the rename itself refuses it ([`crate::io::rename_noreplace`]).
     fn commit(&self, drawn: Vec<PathBuf>) -> Result<Vec<PathBuf>> {
         let mut done = Vec::new();
         for p in drawn {
             let Some(name) = p.file_name() else { continue };
             let to = self.dir.join(name);
-            std::fs::rename(&p, &to).map_err(|e| Error::io(&to, e))?;
+            if self.overwrite {
+                std::fs::rename(&p, &to).map_err(|e| Error::io(&to, e))?;
+            } else {
+                crate::io::rename_noreplace(&p, &to).map_err(|e| match e.kind() {
+                    std::io::ErrorKind::AlreadyExists => crate::io::atomic::appeared(&to),
+                    _ => Error::io(&to, e),
+                })?;
+            }
             done.push(to);
         }
         Ok(done)

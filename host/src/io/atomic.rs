@@ -4,8 +4,14 @@
 //! rename cannot cross file systems), named `.<name>.<pid>.<random>.tmp` and created by
 //! [`tempfile`] (a new file under a fresh random name, so two writers never share one; the pid
 //! lets the command line's SIGBUS handler, which cannot run destructors, find and remove it),
-//! and renames it over the final name only in [`AtomicFile::commit`], after flushing and
+//! and renames it to the final name only in [`AtomicFile::commit`], after flushing and
 //! syncing.
+//!
+//! The final name is claimed by the rename itself, never by a check made earlier: a name that
+//! appeared while the file was written (another program, another run, a dangling symlink) is
+//! not replaced unless the writer says so ([`Claim`]). The rename refuses an existing name
+//! atomically (`renameat2(RENAME_NOREPLACE)` on Linux, else `link` + `unlink`; see
+//! [`rename_noreplace`]), so no check-then-rename window remains.
 //! Dropped without a commit (an error, a full disk, an interrupted run) it removes the
 //! temporary file: no reader ever sees a half-written cluster file or an `.npy` whose header
 //! promises frames it lacks, and two runs writing the same output leave one of the two whole
@@ -19,19 +25,130 @@ use tempfile::NamedTempFile;
 
 use crate::error::{Error, Result};
 
+/// Most suffixes [`Claim::NextFree`] tries (`<stem>_2` ..= `<stem>_<MAX_SUFFIX>`) before it
+/// gives up with an error naming the file.
+pub const MAX_SUFFIX: u32 = 10_000;
+
+/// What [`AtomicFile::commit`] does when its final name exists by the time of the commit,
+/// whoever made it (another program, another run, a symlink, dangling or not): the name is
+/// claimed by the rename itself, so nothing that appeared meanwhile is replaced by accident.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Claim {
+    /// Refuse: the commit fails with an error naming the file (left as it is) and the
+    /// temporary file is removed. What `cluda find --out` and `match --out` do without
+    /// `--overwrite`.
+    #[default]
+    Refuse,
+    /// Replace whatever is there (`--overwrite`, `overwrite=True`).
+    Replace,
+    /// Take the next free name instead, by the rule of `--out-dir` ([`suffixed`]:
+    /// `d.clust`, `d_2.clust`, `d_3.clust`, ...); the commit returns the name taken.
+    NextFree,
+}
+
+/// `path` with `_<k>` added to its stem: `o/d.clust` -> `o/d_<k>.clust`, `o/d` -> `o/d_<k>`
+/// (the names [`Claim::NextFree`] tries, as the planning of `--out-dir` names them).
+pub fn suffixed(path: &Path, k: u32) -> PathBuf {
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let name = match path.extension() {
+        Some(ext) => format!("{stem}_{k}.{}", ext.to_string_lossy()),
+        None => format!("{stem}_{k}"),
+    };
+    path.with_file_name(name)
+}
+
+/// The error of a commit whose final name exists by then (it appeared while the file was
+/// written): names the file and says how to allow replacing it.
+pub fn appeared(path: &Path) -> Error {
+    Error::io(
+        path,
+        std::io::Error::new(
+            std::io::ErrorKind::AlreadyExists,
+            "exists by now (it appeared while cluda wrote it) and is not replaced unless you \
+             allow it (--overwrite, or overwrite=True in Python); what this run wrote there was \
+             discarded",
+        ),
+    )
+}
+
+/// Renames `from` to `to` unless `to` exists (any kind of file, a dangling symlink
+/// included), in one step: `renameat2(RENAME_NOREPLACE)` on Linux; where the kernel or the
+/// file system lacks it, `link` (which refuses an existing name too) and `unlink` of `from`.
+///
+/// # Errors
+/// [`std::io::ErrorKind::AlreadyExists`] when `to` exists (nothing is moved); the operating
+/// system's otherwise (also on a file system without hard links, where no rename can refuse
+/// an existing name).
+pub fn rename_noreplace(from: &Path, to: &Path) -> std::io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        let c = |p: &Path| {
+            std::ffi::CString::new(p.as_os_str().as_bytes())
+                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))
+        };
+        let (f, t) = (c(from)?, c(to)?);
+        // SAFETY: `f` and `t` are NUL-terminated strings that live across the call, which
+        // only reads them; `AT_FDCWD` makes relative paths relative to the current directory,
+        // as `std::fs::rename` takes them.
+        let r = unsafe {
+            libc::renameat2(
+                libc::AT_FDCWD,
+                f.as_ptr(),
+                libc::AT_FDCWD,
+                t.as_ptr(),
+                libc::RENAME_NOREPLACE,
+            )
+        };
+        if r == 0 {
+            return Ok(());
+        }
+        let e = std::io::Error::last_os_error();
+        // EINVAL: the file system does not support the flag; ENOSYS: the kernel lacks
+        // renameat2. Either way the link below refuses an existing name too.
+        if !matches!(e.raw_os_error(), Some(libc::EINVAL | libc::ENOSYS)) {
+            return Err(e);
+        }
+    }
+    std::fs::hard_link(from, to)?;
+    // The new name holds the file; a failure to remove the old one leaves a second name of
+    // the same file, not a lost or replaced one.
+    let _ = std::fs::remove_file(from);
+    Ok(())
+}
+
 /// A file written under a temporary name and renamed into place on [`AtomicFile::commit`].
 #[derive(Debug)]
 pub struct AtomicFile {
     path: PathBuf,
     tmp: PathBuf,
+    /// What the commit does when the final name exists by then.
+    claim: Claim,
     /// `None` only inside [`AtomicFile::commit`] (which takes it) and [`Drop`].
     out: Option<BufWriter<NamedTempFile>>,
 }
 
 impl AtomicFile {
     /// Creates the temporary file for `path` in `path`'s directory; `path` itself is not
-    /// touched until [`AtomicFile::commit`].
+    /// touched until [`AtomicFile::commit`], which replaces whatever is there then
+    /// ([`Claim::Replace`]: the library's file helpers write over their path, as
+    /// `std::fs::write` does). Outputs that must not replace anything use
+    /// [`AtomicFile::create_claiming`].
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming `path` when no temporary file can be created beside it.
     pub fn create(path: &Path) -> Result<Self> {
+        Self::create_claiming(path, Claim::Replace)
+    }
+
+    /// As [`AtomicFile::create`], the final name claimed on commit as `claim` says.
+    ///
+    /// # Errors
+    /// As [`AtomicFile::create`].
+    pub fn create_claiming(path: &Path, claim: Claim) -> Result<Self> {
         let name = path
             .file_name()
             .ok_or_else(|| Error::format(path, "an output needs a file name, not a directory"))?;
@@ -58,6 +175,7 @@ impl AtomicFile {
         Ok(Self {
             path: path.to_path_buf(),
             tmp: file.path().to_path_buf(),
+            claim,
             out: Some(BufWriter::with_capacity(1 << 20, file)),
         })
     }
@@ -72,13 +190,63 @@ impl AtomicFile {
         &self.tmp
     }
 
-    /// Flushes and syncs the temporary file and renames it to the final path. On an error the
-    /// temporary file is removed and the final path is as it was.
+    /// What the commit does when the final name exists by then.
+    pub fn claim(&self) -> Claim {
+        self.claim
+    }
+
+    /// Sets what the commit does when the final name exists by then.
+    pub fn set_claim(&mut self, claim: Claim) {
+        self.claim = claim;
+    }
+
+    /// Flushes and syncs the temporary file and renames it to the final path, claimed as
+    /// [`AtomicFile::claim`] says; returns the path taken (another one than
+    /// [`AtomicFile::path`] only with [`Claim::NextFree`]). On an error the temporary file is
+    /// removed and the final path is as it was.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the file when flushing, syncing or renaming fails; with
+    /// [`Claim::Refuse`], when the final name exists by then ([`appeared`], kind
+    /// [`std::io::ErrorKind::AlreadyExists`]); with [`Claim::NextFree`], when
+    /// [`MAX_SUFFIX`] names are all taken.
     pub fn commit(mut self) -> Result<PathBuf> {
+        let path = std::mem::take(&mut self.path);
+        let file = self.finish(&path)?;
+        match self.claim {
+            Claim::Replace => {
+                // A failed rename hands the temporary file back in the error, and dropping
+                // the error removes it.
+                file.persist(&path).map_err(|e| Error::io(&path, e.error))?;
+                Ok(path)
+            }
+            Claim::Refuse => claim_first(file, std::iter::once(path.clone()), &path),
+            Claim::NextFree => {
+                let names = (2..=MAX_SUFFIX).map(|k| suffixed(&path, k));
+                claim_first(file, std::iter::once(path.clone()).chain(names), &path)
+            }
+        }
+    }
+
+    /// Flushes and syncs the temporary file and renames it to the first of `names` that does
+    /// not exist by then (each tried by the refusing rename, so none is replaced); returns
+    /// it. [`AtomicFile::claim`] is not consulted. On an error the temporary file is removed.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the file when flushing, syncing or renaming fails, or when every
+    /// name exists ([`appeared`], naming the first).
+    pub fn commit_first(mut self, names: impl IntoIterator<Item = PathBuf>) -> Result<PathBuf> {
+        let path = std::mem::take(&mut self.path);
+        let file = self.finish(&path)?;
+        claim_first(file, names, &path)
+    }
+
+    /// Flushes and syncs the temporary file and hands it over (removed when dropped).
+    fn finish(&mut self, path: &Path) -> Result<NamedTempFile> {
         let Some(mut out) = self.out.take() else {
-            return Err(Error::format(&self.path, "output already committed"));
+            return Err(Error::format(path, "output already committed"));
         };
-        let io = |e| Error::io(&self.path, e);
+        let io = |e| Error::io(path, e);
         out.flush().map_err(io)?;
         // On an error below the temporary file is dropped here, which removes it.
         let file = out.into_inner().map_err(|e| io(e.into_error()))?;
@@ -87,11 +255,27 @@ impl AtomicFile {
             Err(e) if e.kind() != std::io::ErrorKind::InvalidInput => return Err(io(e)),
             _ => {}
         }
-        // A failed rename hands the temporary file back in the error, and dropping the error
-        // removes it.
-        file.persist(&self.path).map_err(|e| io(e.error))?;
-        Ok(std::mem::take(&mut self.path))
+        Ok(file)
     }
+}
+
+/// Renames `file` to the first of `names` that does not exist (tempfile's
+/// `persist_noclobber`: `renameat2(RENAME_NOREPLACE)`, else `link` + `unlink`); `first` names
+/// the output in the error when all exist. A failed rename hands the temporary file back, and
+/// dropping it removes it.
+fn claim_first(
+    mut file: NamedTempFile,
+    names: impl IntoIterator<Item = PathBuf>,
+    first: &Path,
+) -> Result<PathBuf> {
+    for name in names {
+        match file.persist_noclobber(&name) {
+            Ok(_) => return Ok(name),
+            Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => file = e.file,
+            Err(e) => return Err(Error::io(&name, e.error)),
+        }
+    }
+    Err(appeared(first))
 }
 
 impl Write for AtomicFile {
@@ -205,6 +389,107 @@ mod tests {
         a.commit().unwrap();
         let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode(&p), mode(&plain));
+    }
+
+    /// A name that appears between the temporary file's creation and the commit (the race
+    /// of issue 32) is never replaced: refused with an error naming it (nothing left behind),
+    /// or, with [`Claim::NextFree`], the next free name taken; a dangling symlink counts as
+    /// a file; [`Claim::Replace`] replaces.
+    #[test]
+    fn a_name_that_appears_meanwhile_is_not_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("o.clust");
+        let mut a = AtomicFile::create_claiming(&p, Claim::Refuse).unwrap();
+        a.write_all(b"new").unwrap();
+        std::fs::write(&p, b"theirs").unwrap();
+        let e = a.commit().unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.contains("o.clust") && text.contains("--overwrite"),
+            "{text}"
+        );
+        assert!(
+            matches!(&e, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::AlreadyExists)
+        );
+        assert_eq!(std::fs::read(&p).unwrap(), b"theirs");
+        assert_eq!(entries(dir.path()), ["o.clust"]);
+
+        // A dangling symlink is a name taken, refused and kept.
+        let l = dir.path().join("l.clust");
+        std::os::unix::fs::symlink(dir.path().join("nowhere"), &l).unwrap();
+        let mut a = AtomicFile::create_claiming(&l, Claim::Refuse).unwrap();
+        a.write_all(b"new").unwrap();
+        a.commit().unwrap_err();
+        assert!(
+            std::fs::symlink_metadata(&l)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        assert!(!dir.path().join("nowhere").exists());
+
+        // NextFree: o.clust and o_2.clust taken -> o_3.clust; the symlink -> l_2.clust.
+        std::fs::write(dir.path().join("o_2.clust"), b"theirs too").unwrap();
+        let mut a = AtomicFile::create_claiming(&p, Claim::NextFree).unwrap();
+        a.write_all(b"mine").unwrap();
+        assert_eq!(a.commit().unwrap(), dir.path().join("o_3.clust"));
+        assert_eq!(
+            std::fs::read(dir.path().join("o_3.clust")).unwrap(),
+            b"mine"
+        );
+        let mut a = AtomicFile::create_claiming(&l, Claim::NextFree).unwrap();
+        a.write_all(b"mine").unwrap();
+        assert_eq!(a.commit().unwrap(), dir.path().join("l_2.clust"));
+        assert_eq!(std::fs::read(&p).unwrap(), b"theirs");
+
+        // commit_first: the first free of the names given.
+        let mut a = AtomicFile::create_claiming(&p, Claim::Refuse).unwrap();
+        a.write_all(b"first").unwrap();
+        let names = [
+            p.clone(),
+            dir.path().join("o_2.clust"),
+            dir.path().join("x"),
+        ];
+        assert_eq!(a.commit_first(names).unwrap(), dir.path().join("x"));
+
+        // Replace (--overwrite) replaces.
+        let mut a = AtomicFile::create_claiming(&p, Claim::Replace).unwrap();
+        a.write_all(b"replaced").unwrap();
+        assert_eq!(a.commit().unwrap(), p);
+        assert_eq!(std::fs::read(&p).unwrap(), b"replaced");
+        assert!(!entries(dir.path()).iter().any(|n| n.ends_with(".tmp")));
+    }
+
+    /// `rename_noreplace` moves to a free name and refuses a file or a dangling symlink.
+    #[test]
+    fn rename_noreplace_refuses_any_existing_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b, l) = (
+            dir.path().join("a"),
+            dir.path().join("b"),
+            dir.path().join("l"),
+        );
+        std::fs::write(&a, b"a").unwrap();
+        std::fs::write(&b, b"b").unwrap();
+        std::os::unix::fs::symlink(dir.path().join("nowhere"), &l).unwrap();
+        for to in [&b, &l] {
+            let e = rename_noreplace(&a, to).unwrap_err();
+            assert_eq!(e.kind(), std::io::ErrorKind::AlreadyExists, "{e}");
+        }
+        assert_eq!(std::fs::read(&b).unwrap(), b"b");
+        let c = dir.path().join("c");
+        rename_noreplace(&a, &c).unwrap();
+        assert_eq!(std::fs::read(&c).unwrap(), b"a");
+        assert!(!a.exists());
+    }
+
+    #[test]
+    fn suffixes_go_before_the_extension() {
+        assert_eq!(
+            suffixed(Path::new("o/d.clust"), 2),
+            Path::new("o/d_2.clust")
+        );
+        assert_eq!(suffixed(Path::new("o/d"), 3), Path::new("o/d_3"));
     }
 
     #[test]

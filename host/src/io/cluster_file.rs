@@ -14,7 +14,7 @@ use std::fs::File;
 use std::io::{BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 
-use super::atomic::AtomicFile;
+use super::atomic::{AtomicFile, Claim};
 use crate::cluster::{ClusterBatch, ClusterSize, FrameClusters};
 use crate::error::{Error, Result};
 use crate::io::write_behind::{DEFAULT_WRITE_THREADS, MAX_WRITE_THREADS, WriteBehind, WriteStats};
@@ -53,26 +53,51 @@ impl ClusterFileWriter<WriteBehind<AtomicFile>> {
     /// [`Error::InvalidParameter`] for `threads` outside 1 ..= [`MAX_WRITE_THREADS`]; as
     /// [`ClusterFileWriter::create`].
     pub fn create_with_threads(path: &Path, threads: usize) -> Result<Self> {
+        Self::create_claiming(path, threads, Claim::Replace)
+    }
+
+    /// As [`ClusterFileWriter::create_with_threads`], the final name claimed on commit as
+    /// `claim` says ([`Claim::Refuse`]: a file that appeared at `path` meanwhile is an error,
+    /// never replaced; [`Claim::NextFree`]: the next free name is taken instead).
+    ///
+    /// # Errors
+    /// As [`ClusterFileWriter::create_with_threads`].
+    pub fn create_claiming(path: &Path, threads: usize, claim: Claim) -> Result<Self> {
         if !(1..=MAX_WRITE_THREADS).contains(&threads) {
             return Err(Error::param(
                 "write-threads",
                 format!("must be between 1 and {MAX_WRITE_THREADS}, got {threads}"),
             ));
         }
-        let file = AtomicFile::create(path)?;
+        let file = AtomicFile::create_claiming(path, claim)?;
         let out = WriteBehind::positioned(file, threads, 4).map_err(|e| Error::io(path, e))?;
         Ok(Self::new(out, path))
     }
 
-    /// Writes what is left, flushes, syncs and renames the file into place; returns its path
-    /// and what the writer threads did.
+    /// Writes what is left, flushes, syncs and renames the file into place (its name claimed
+    /// as it was created to, [`Claim`]); returns the path taken and what the writer threads
+    /// did.
     ///
     /// # Errors
-    /// [`Error::Io`] naming the file when a write, the sync or the rename fails (the
-    /// temporary file is removed and the final name is untouched).
+    /// [`Error::Io`] naming the file when a write, the sync or the rename fails, or when the
+    /// claim refuses the name (the temporary file is removed and the final name is
+    /// untouched).
     pub fn commit(self) -> Result<(PathBuf, WriteStats)> {
         let (file, stats) = self.out.finish().map_err(|e| Error::io(&self.path, e))?;
         Ok((file.commit()?, stats))
+    }
+
+    /// As [`ClusterFileWriter::commit`], renamed to the first of `names` that does not exist
+    /// by then (none is replaced; [`AtomicFile::commit_first`]).
+    ///
+    /// # Errors
+    /// As [`ClusterFileWriter::commit`]; every one of `names` exists.
+    pub fn commit_first(
+        self,
+        names: impl IntoIterator<Item = PathBuf>,
+    ) -> Result<(PathBuf, WriteStats)> {
+        let (file, stats) = self.out.finish().map_err(|e| Error::io(&self.path, e))?;
+        Ok((file.commit_first(names)?, stats))
     }
 }
 
@@ -212,6 +237,10 @@ pub enum Existing {
     ReplaceClusterFile,
     /// Replace it, whatever it holds.
     Overwrite,
+    /// Refuse it, whatever it holds: an error naming the file, also when it appears while
+    /// the file is written (the final name is claimed by a rename that refuses an existing
+    /// name, [`Claim::Refuse`]). What Python's `write_cluster_file` does by default.
+    Refuse,
     /// Keep its frames and add the new ones after them (it must be a cluster file of the
     /// size written).
     Append,
@@ -225,7 +254,9 @@ pub enum Existing {
 ///
 /// # Errors
 /// [`Error::InvalidParameter`] (`path`) for an existing file that is not a cluster file of
-/// `size` (unless [`Existing::Overwrite`]) or that is not a regular file; [`Error::Format`]
+/// `size` (unless [`Existing::Overwrite`]) or that is not a regular file; [`Error::Io`] of
+/// kind [`std::io::ErrorKind::AlreadyExists`] for any existing file with
+/// [`Existing::Refuse`], also one that appears while the file is written; [`Error::Format`]
 /// for a frame whose words are not whole records; as [`ClusterFileWriter::create`],
 /// [`ClusterFileWriter::write_frame`] and [`ClusterFileWriter::commit`].
 pub fn write_cluster_frames(
@@ -245,6 +276,16 @@ pub fn write_cluster_frames(
         ));
     }
     let exists = std::fs::symlink_metadata(path).is_ok();
+    if exists && existing == Existing::Refuse {
+        return Err(Error::io(
+            path,
+            std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                "exists; it is not replaced unless you allow it (overwrite=True; append=True \
+                 adds to a cluster file)",
+            ),
+        ));
+    }
     if exists {
         super::checks::check_regular(path)?;
         if existing != Existing::Overwrite && !is_cluster_file(path, size)? {
@@ -257,7 +298,11 @@ pub fn write_cluster_frames(
             ));
         }
     }
-    let mut writer = ClusterFileWriter::create(path)?;
+    let claim = match existing {
+        Existing::Refuse => Claim::Refuse,
+        _ => Claim::Replace,
+    };
+    let mut writer = ClusterFileWriter::create_claiming(path, DEFAULT_WRITE_THREADS, claim)?;
     if exists && existing == Existing::Append {
         let mut old = super::checks::open_regular(path)?;
         std::io::copy(&mut old, &mut writer.out).map_err(|e| Error::io(path, e))?;

@@ -13,7 +13,7 @@ pub mod staged;
 pub mod tiff;
 pub mod write_behind;
 
-pub use atomic::AtomicFile;
+pub use atomic::{AtomicFile, Claim, rename_noreplace};
 pub use checks::{check_output, check_overwrite, check_regular, same_file};
 pub use cluster_file::{
     ClusterFileReader, ClusterFileWriter, Existing, is_cluster_file, read_cluster_file,

@@ -27,7 +27,7 @@ use std::io::{Read, Write};
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 
-use super::atomic::AtomicFile;
+use super::atomic::{AtomicFile, Claim};
 use crate::error::{Error, Result};
 use crate::frames::Frames;
 
@@ -993,6 +993,12 @@ impl<T: Element> NpyWriter<T> {
         })
     }
 
+    /// Sets what [`NpyWriter::finish`]'s rename does when `path` exists by then (default:
+    /// replace it, [`Claim::Replace`]).
+    pub fn set_claim(&mut self, claim: Claim) {
+        self.out.set_claim(claim);
+    }
+
     /// Appends elements (in C order); more than the shape declares is an error.
     ///
     /// # Errors
@@ -1051,6 +1057,20 @@ impl<T: Element> NpyWriter<T> {
 /// [`Error::Shape`] when `data` does not hold the shape's elements; [`Error::Io`] when the
 /// file cannot be written.
 pub fn write_array<T: Element>(path: &Path, shape: &[usize], data: &[T]) -> Result<()> {
+    write_array_claiming(path, shape, data, Claim::Replace)
+}
+
+/// As [`write_array`], the final name claimed as `claim` says ([`Claim::Refuse`]: a file at
+/// `path` by the time of the rename is an error naming it, never replaced).
+///
+/// # Errors
+/// As [`write_array`]; the claim's refusal.
+pub fn write_array_claiming<T: Element>(
+    path: &Path,
+    shape: &[usize],
+    data: &[T],
+    claim: Claim,
+) -> Result<()> {
     let n = shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
     if n != Some(data.len()) {
         return Err(Error::shape(
@@ -1064,6 +1084,7 @@ pub fn write_array<T: Element>(path: &Path, shape: &[usize], data: &[T]) -> Resu
         ));
     }
     let mut w = NpyWriter::<T>::create(path, shape)?;
+    w.set_claim(claim);
     w.write(data)?;
     w.finish()
 }

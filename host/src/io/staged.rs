@@ -60,7 +60,9 @@ impl StagedSet {
     ///
     /// # Errors
     /// [`Error::InvalidParameter`] (`option`) for an older set without `overwrite`;
-    /// [`Error::Io`] naming the file when locking, a rename or a removal fails.
+    /// [`Error::Io`] naming the file when locking, a rename or a removal fails, or, without
+    /// `overwrite`, when one of the names exists by the time it is renamed to (the files moved
+    /// before it are taken back).
     pub fn commit(
         self,
         option: &'static str,
@@ -79,13 +81,32 @@ impl StagedSet {
             })
             .collect::<Result<_>>()?;
         names.sort_by_key(|p| (p.extension().is_some_and(|x| x == "json"), p.clone()));
-        let mut done = Vec::with_capacity(names.len());
+        let mut done: Vec<PathBuf> = Vec::with_capacity(names.len());
         for from in names {
             let Some(name) = from.file_name() else {
                 continue;
             };
             let to = self.dir.join(name);
-            std::fs::rename(&from, &to).map_err(|e| Error::io(&to, e))?;
+            // Without `overwrite` the rename itself refuses a name that exists by now (one
+            // that appeared after `older` looked, made by a program that does not lock):
+            // the files of this set moved so far go back to the stage (removed with it), so
+            // no part of the set is left beside another program's file.
+            let moved = if overwrite {
+                std::fs::rename(&from, &to)
+            } else {
+                super::atomic::rename_noreplace(&from, &to)
+            };
+            if let Err(e) = moved {
+                for put in &done {
+                    if let Some(n) = put.file_name() {
+                        let _ = std::fs::rename(put, self.stage.path().join(n));
+                    }
+                }
+                return Err(match e.kind() {
+                    std::io::ErrorKind::AlreadyExists => super::atomic::appeared(&to),
+                    _ => Error::io(&to, e),
+                });
+            }
             done.push(to);
         }
         for stale in old.iter().filter(|p| !done.contains(p)) {
@@ -174,5 +195,28 @@ mod tests {
             .collect();
         names.sort();
         assert_eq!(names, ["a.npy"]);
+    }
+
+    /// A name of the set that appears after `older` looked (made by a program that does not
+    /// lock) is not replaced without `overwrite`: an error naming it, and the files of the set
+    /// moved before it are taken back, so no part of the set is left.
+    #[test]
+    fn a_name_that_appears_after_the_check_is_not_replaced() {
+        let dir = tempfile::tempdir().expect("dir");
+        let d = dir.path();
+        // `older` sees nothing, as if the name appeared just after it looked.
+        let none = |_: &Path| -> Result<Vec<PathBuf>> { Ok(Vec::new()) };
+        std::fs::write(d.join("b.npy"), b"theirs").expect("write");
+        let s = StagedSet::create(d).expect("stage");
+        std::fs::write(s.path().join("a.npy"), b"new a").expect("write");
+        std::fs::write(s.path().join("b.npy"), b"new b").expect("write");
+        let e = s.commit("out", false, &none).expect_err("refused");
+        assert!(e.to_string().contains("b.npy"), "{e}");
+        assert_eq!(std::fs::read(d.join("b.npy")).expect("b"), b"theirs");
+        let names: Vec<_> = std::fs::read_dir(d)
+            .expect("list")
+            .map(|e| e.expect("entry").file_name())
+            .collect();
+        assert_eq!(names, ["b.npy"]);
     }
 }

@@ -12,7 +12,7 @@ use std::path::Path;
 
 use super::types::{DIM, Descriptor, Match};
 use crate::error::{Error, Result};
-use crate::io::npy;
+use crate::io::{Claim, npy};
 
 /// Reads an `n x 128` float32 `.npy` file.
 ///
@@ -64,11 +64,21 @@ pub fn read_descriptors(path: &Path) -> Result<Vec<Descriptor>> {
 /// # Errors
 /// [`Error::Io`] when the file cannot be written.
 pub fn write_matches(path: &Path, matches: &[Match]) -> Result<()> {
+    write_matches_claiming(path, matches, Claim::Replace)
+}
+
+/// As [`write_matches`], the final name claimed as `claim` says (`cluda match --out`:
+/// [`Claim::Refuse`] unless `--overwrite`, so a file that appeared at `path` while the
+/// matches were computed is an error naming it, never replaced).
+///
+/// # Errors
+/// As [`write_matches`]; the claim's refusal.
+pub fn write_matches_claiming(path: &Path, matches: &[Match], claim: Claim) -> Result<()> {
     let data: Vec<f64> = matches
         .iter()
         .flat_map(|m| [f64::from(m.index), f64::from(m.distance)])
         .collect();
-    npy::write_f64_2d(path, matches.len(), 2, &data)
+    npy::write_array_claiming(path, &[matches.len(), 2], &data, claim)
 }
 
 /// Writes descriptors as an `n x 128` float32 `.npy` file (tests, tools).

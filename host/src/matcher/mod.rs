@@ -50,7 +50,7 @@ pub mod v4;
 /// V4's screening bound (shared with its fold kernel), for tests and documentation.
 pub use cluda_gpu::match_bound;
 
-pub use files::{read_descriptors, write_descriptors, write_matches};
+pub use files::{read_descriptors, write_descriptors, write_matches, write_matches_claiming};
 #[cfg(feature = "gpu")]
 pub use gpu::{CandidateStats, GpuMatcher, GpuRun};
 pub use tiling::{V3Tiling, V4Kernel};

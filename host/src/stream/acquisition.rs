@@ -34,6 +34,7 @@ use crate::error::{Error, Result};
 use crate::finder::ClusterFinder;
 use crate::finder::select::{DeviceChoice, open_finder};
 use crate::frames::Frames;
+use crate::io::atomic::{MAX_SUFFIX, suffixed};
 use crate::io::write_behind::{WriteBehind, WriteStats};
 use crate::io::{AtomicFile, ClusterFileWriter, FrameSource};
 use crate::pedestal::Pedestal;
@@ -272,25 +273,46 @@ impl Inbox {
     /// its header; `None` when `stop` is set first. End messages with no frames before them and
     /// unreadable messages are reported and skipped. `tick` is called at least every 50 ms
     /// while it waits (to finish what finished in the background).
+    ///
+    /// Frames that wait for parts (an endpoint is silent) do not keep an acquisition from
+    /// starting beyond a stop request or `idle_end` of quiet on every endpoint: they are given
+    /// up then, so the acquisition starts with them and reports them incomplete.
     fn next_acquisition(
         &mut self,
         stop: &AtomicBool,
+        idle_end: Duration,
         report: &Reporter,
         tick: &mut dyn FnMut() -> Result<()>,
     ) -> Result<Option<ZmqHeader>> {
         loop {
             tick()?;
-            if stop.load(Ordering::SeqCst) {
+            let stopping = stop.load(Ordering::SeqCst);
+            if stopping && self.pending.is_none() && self.receiver.give_up_waiting() == 0 {
                 return Ok(None);
             }
             for message in self.receiver.take_events() {
                 report(&StreamEvent::Connection(message));
             }
+            let wait = if stopping {
+                Duration::ZERO
+            } else {
+                Duration::from_millis(50)
+            };
             let msg = match self.pending.take() {
                 Some(m) => m,
-                None => match self.receiver.next(Duration::from_millis(50))? {
+                None => match self.receiver.next(wait)? {
                     Some(m) => m,
-                    None => continue,
+                    None if stopping => return Ok(None),
+                    None => {
+                        let quiet = self
+                            .receiver
+                            .last_heard()
+                            .is_some_and(|t| t.elapsed() >= idle_end);
+                        if !idle_end.is_zero() && quiet && self.receiver.waiting() > 0 {
+                            self.receiver.give_up_waiting();
+                        }
+                        continue;
+                    }
                 },
             };
             match msg.header() {
@@ -431,7 +453,7 @@ pub fn run(
         .acquisitions
         .is_none_or(|k| totals.acquisitions < k)
     {
-        let Some(first) = inbox.next_acquisition(&stop, &report, &mut || {
+        let Some(first) = inbox.next_acquisition(&stop, settings.idle_end, &report, &mut || {
             if commits.is_done() {
                 commits.finish(&mut totals, &report, summary)?;
             }
@@ -708,12 +730,14 @@ pub fn run(
                                 out.timing.engine = stats;
                                 // Committed on a thread of its own: the last writes, the sync
                                 // and the rename take the file system's time, which the next
-                                // acquisition does not wait for.
+                                // acquisition does not wait for. A name that appeared since it
+                                // was chosen is not replaced: the next free one is taken.
+                                let names = commit_names(&path, &settings.out_dir, &first);
                                 let thread = std::thread::Builder::new()
                                     .name("cluda-commit".into())
                                     .spawn(move || {
                                         let t = std::time::Instant::now();
-                                        writer.commit().map(|(_, w)| (w, t.elapsed()))
+                                        writer.commit_first(names).map(|(p, w)| (p, w, t.elapsed()))
                                     })
                                     .map_err(|e| Error::io(&path, e))?;
                                 committing = Some(Committing {
@@ -856,7 +880,9 @@ fn roi_note(roi: [i64; 4], (rows, cols): (usize, usize)) -> Option<String> {
 /// A data acquisition's cluster file being committed on a thread of its own, with what its
 /// summary needs once the commit is done.
 struct Committing {
-    thread: std::thread::JoinHandle<Result<(WriteStats, Duration)>>,
+    /// The path taken (the planned one, or the next free one), what the writer did and how
+    /// long the commit took.
+    thread: std::thread::JoinHandle<Result<(PathBuf, WriteStats, Duration)>>,
     path: PathBuf,
     frames: u64,
     clusters: u64,
@@ -896,8 +922,8 @@ impl Commits {
             ));
         };
         match joined {
-            Ok(Ok((written, took))) => {
-                out.file = Some(c.path);
+            Ok(Ok((taken, written, took))) => {
+                out.file = Some(taken);
                 out.data_frames = c.frames;
                 out.clusters = c.clusters;
                 out.timing.write = written;
@@ -994,7 +1020,7 @@ fn fallback_name(dir: &Path, first: &ZmqHeader, used: &mut HashSet<PathBuf>) -> 
     let stem = format!("cluda_{}_{}", first.file_index, std::process::id());
     let mut p = dir.join(format!("{stem}.clust"));
     let mut k = 2u64;
-    while (used.contains(&p) || p.exists()) && k < 10_000 {
+    while (used.contains(&p) || std::fs::symlink_metadata(&p).is_ok()) && k < 10_000 {
         p = dir.join(format!("{stem}_{k}.clust"));
         k += 1;
     }
@@ -1044,6 +1070,38 @@ pub const MAX_PREFIX: usize = 120;
 /// or already on disk is never overwritten: `_a<acqIndex>` of the first frame is added, then a
 /// counter.
 pub fn file_name(dir: &Path, first: &ZmqHeader, used: &mut HashSet<PathBuf>) -> PathBuf {
+    let (stem, candidates) = name_candidates(dir, first);
+    for p in candidates {
+        if !used.contains(&p) && std::fs::symlink_metadata(&p).is_err() {
+            used.insert(p.clone());
+            return p;
+        }
+    }
+    dir.join(format!("{stem}_{}.clust", std::process::id()))
+}
+
+/// The names an acquisition's file is committed under, in the order tried (each by a rename
+/// that refuses an existing name): `path` as chosen, then the names of [`file_name`]'s rule,
+/// then `path` with a counter ([`suffixed`]), so that a file that appeared under the chosen
+/// name while the acquisition was written is never replaced.
+fn commit_names(
+    path: &Path,
+    dir: &Path,
+    first: &ZmqHeader,
+) -> impl Iterator<Item = PathBuf> + Send + use<> {
+    let (_, rule) = name_candidates(dir, first);
+    let (chosen, not_again, counted) = (path.to_path_buf(), path.to_path_buf(), path.to_path_buf());
+    std::iter::once(chosen)
+        .chain(rule.filter(move |p| *p != not_again))
+        .chain((2..=MAX_SUFFIX).map(move |k| suffixed(&counted, k)))
+}
+
+/// The stem `<prefix>_<fileIndex>` of [`file_name`] and its candidate names in `dir`, in
+/// order: `<stem>.clust`, `<stem>_a<acqIndex>.clust`, then `<stem>_a<acqIndex>_<k>.clust`.
+fn name_candidates(
+    dir: &Path,
+    first: &ZmqHeader,
+) -> (String, impl Iterator<Item = PathBuf> + Send + use<>) {
     let base = first
         .fname
         .rsplit(['/', '\\'])
@@ -1066,6 +1124,7 @@ pub fn file_name(dir: &Path, first: &ZmqHeader, used: &mut HashSet<PathBuf>) -> 
         _ => base.chars().take(MAX_PREFIX).collect(),
     };
     let stem = format!("{base}_{}", first.file_index);
+    let stem_a = format!("{stem}_a{}", first.acq_index);
     // Built one at a time as they are tried: the 10,000 names made up front took a
     // millisecond of every acquisition's start.
     let candidates = [
@@ -1076,16 +1135,10 @@ pub fn file_name(dir: &Path, first: &ZmqHeader, used: &mut HashSet<PathBuf>) -> 
     .chain(
         (2..)
             .take(10_000)
-            .map(|k| format!("{stem}_a{}_{k}.clust", first.acq_index)),
+            .map(move |k| format!("{stem_a}_{k}.clust")),
     );
-    for name in candidates {
-        let p = dir.join(name);
-        if !used.contains(&p) && !p.exists() {
-            used.insert(p.clone());
-            return p;
-        }
-    }
-    dir.join(format!("{stem}_{}.clust", std::process::id()))
+    let dir = dir.to_path_buf();
+    (stem, candidates.map(move |name| dir.join(name)))
 }
 
 #[cfg(test)]

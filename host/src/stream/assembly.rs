@@ -263,6 +263,22 @@ impl<D: std::ops::Deref<Target = [u8]>> Assembler<D> {
         self.pending.len()
     }
 
+    /// Gives up every frame waiting for parts now (each handed on as given up, reported
+    /// incomplete by its consumer), for an acquisition that ends without them (a stop request,
+    /// nothing heard for the idle time); returns the outputs waiting to be popped.
+    pub fn give_up_waiting(&mut self) -> usize {
+        while let Some((number, p)) = self.pending.pop_first() {
+            self.done = Some(number);
+            self.hand_on(number, p);
+        }
+        self.out.len()
+    }
+
+    /// When the last message of any endpoint was taken (`None`: none yet).
+    pub fn last_heard(&self) -> Option<Instant> {
+        self.heard.iter().flatten().max().copied()
+    }
+
     /// The next frame or end, in order.
     pub fn pop(&mut self) -> Option<Output<D>> {
         self.out.pop_front()

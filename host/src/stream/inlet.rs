@@ -2,7 +2,7 @@
 //! ([`ZmqReceiver`], the fast path as it always was), or several whose parts are matched into
 //! frames ([`super::parts`]).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::assembly::Notice;
 use super::parts::PartsReceiver;
@@ -65,6 +65,32 @@ impl Inlet {
         match &mut self.0 {
             Kind::One(r) => r.next(timeout),
             Kind::Parts(r) => r.next(timeout),
+        }
+    }
+
+    /// Gives up every frame waiting for parts (none with one endpoint); returns the messages
+    /// that [`Inlet::next`] now hands out before anything else.
+    pub(crate) fn give_up_waiting(&mut self) -> usize {
+        match &mut self.0 {
+            Kind::One(_) => 0,
+            Kind::Parts(r) => r.give_up_waiting(),
+        }
+    }
+
+    /// Frames waiting for parts now (none with one endpoint).
+    pub(crate) fn waiting(&self) -> usize {
+        match &self.0 {
+            Kind::One(_) => 0,
+            Kind::Parts(r) => r.waiting(),
+        }
+    }
+
+    /// When the last message of any endpoint was taken, for frames in parts (`None` with
+    /// one endpoint, or before any message).
+    pub(crate) fn last_heard(&self) -> Option<Instant> {
+        match &self.0 {
+            Kind::One(_) => None,
+            Kind::Parts(r) => r.last_heard(),
         }
     }
 

@@ -93,6 +93,23 @@ impl PartsReceiver {
         parts / self.feeds.len().max(1)
     }
 
+    /// Gives up every frame waiting for parts ([`Assembler::give_up_waiting`]); returns the
+    /// frames and ends waiting to be taken by [`PartsReceiver::next`] (they come before
+    /// anything of the queue).
+    pub fn give_up_waiting(&mut self) -> usize {
+        self.assembler.give_up_waiting()
+    }
+
+    /// Frames waiting for parts now.
+    pub fn waiting(&self) -> usize {
+        self.assembler.waiting()
+    }
+
+    /// When the last message of any endpoint was taken (`None`: none yet).
+    pub fn last_heard(&self) -> Option<Instant> {
+        self.assembler.last_heard()
+    }
+
     /// Faults of parts since the last call (late parts, malformed messages).
     pub fn take_notices(&mut self) -> Vec<Notice> {
         self.assembler.take_notices()

@@ -186,6 +186,11 @@ pub struct Acquisition<'r> {
     /// End the acquisition when no message came for this long (zero: never).
     pub idle_end: Duration,
     last_message: Instant,
+    /// After a stop request: the messages still to take before the acquisition ends (the
+    /// frames that waited for parts, given up, and what was ready before them).
+    draining: Option<usize>,
+    /// The frames waiting for parts were given up for the idle time already.
+    idle_given_up: bool,
     /// Counts so far.
     pub counts: AcquisitionCounts,
     /// The largest frame number delivered: frames above it are reported and skipped (a
@@ -221,6 +226,8 @@ impl<'r> Acquisition<'r> {
             max_wait: Duration::from_millis(10),
             idle_end: Duration::ZERO,
             last_message: Instant::now(),
+            draining: None,
+            idle_given_up: false,
             counts: AcquisitionCounts::default(),
             max_frame_number: u64::MAX,
             key: None,
@@ -604,11 +611,23 @@ impl FrameSource for Acquisition<'_> {
         let mut got: Vec<(u64, Pixels, Instant)> = Vec::with_capacity(cap);
         let mut deadline: Option<Instant> = None;
         while got.len() < cap && !self.ended() {
-            if self.stop.load(Ordering::SeqCst) {
-                self.counts.ending = Ending::Stopped;
-                break;
+            let stopping = self.stop.load(Ordering::SeqCst);
+            if stopping {
+                // A stop request finishes the acquisition: the frames waiting for parts are
+                // given up (reported incomplete) and taken with what was ready before them,
+                // then it ends; nothing more is read from the sockets.
+                let left = match self.draining {
+                    Some(left) => left,
+                    None => self.receiver.give_up_waiting() + usize::from(self.pending.is_some()),
+                };
+                if left == 0 {
+                    self.counts.ending = Ending::Stopped;
+                    break;
+                }
+                self.draining = Some(left - 1);
             }
             let timeout = match deadline {
+                _ if stopping => Duration::ZERO,
                 None => Duration::from_millis(50),
                 Some(d) => {
                     let now = Instant::now();
@@ -619,10 +638,20 @@ impl FrameSource for Acquisition<'_> {
                 }
             };
             let Some(msg) = self.next(timeout)? else {
-                if !self.idle_end.is_zero()
-                    && self.last_message.elapsed() >= self.idle_end
-                    && got.is_empty()
-                {
+                if stopping {
+                    self.counts.ending = Ending::Stopped;
+                    break;
+                }
+                // Quiet since the last message of any endpoint (frames waiting for parts do
+                // not keep the acquisition open: they are given up first, reported).
+                let heard = self.receiver.last_heard().unwrap_or(self.last_message);
+                if !self.idle_end.is_zero() && heard.elapsed() >= self.idle_end && got.is_empty() {
+                    if !self.idle_given_up {
+                        self.idle_given_up = true;
+                        if self.receiver.give_up_waiting() > 0 {
+                            continue;
+                        }
+                    }
                     let after = self
                         .last
                         .map_or(String::new(), |l| format!(" after frame {l}"));
