@@ -367,6 +367,7 @@ fn bad_parameters_are_named_errors() {
             ("ebins", &[2], &[0.0, f64::INFINITY]),
             ("extra", &[1], &[0.0]),
         ],
+        cluda::io::atomic::Claim::Replace,
     )
     .unwrap();
     CLUDA.fails(
@@ -391,6 +392,7 @@ fn bad_parameters_are_named_errors() {
             ("ybins", &[202], &xb),
             ("ebins", &[2], &[0.0, f64::INFINITY]),
         ],
+        cluda::io::atomic::Claim::Replace,
     )
     .unwrap();
     let _ = std::fs::remove_file(dir.path().join("bad.json"));
@@ -414,7 +416,7 @@ fn bad_parameters_are_named_errors() {
     let (_, batch) = found(dir.path(), &ped, &data, "3");
     e.add_frame(&batch.frame(0)).unwrap();
     let rt = dir.path().join("rt.npz");
-    write_cube(&rt, &e, "ADU").unwrap();
+    write_cube(&rt, &e, "ADU", cluda::io::atomic::Claim::Refuse).unwrap();
     assert_eq!(read_cube(&rt, None).unwrap().1, e.to_f64());
 }
 

@@ -740,7 +740,7 @@ fn cube_file_round_trip() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("eta.npz");
     let cube = some_cube(EtaKind::CrossEta3);
-    files::write_cube(&path, &cube, "ADU").unwrap();
+    files::write_cube(&path, &cube, "ADU", cluda::io::atomic::Claim::Replace).unwrap();
 
     // Exactly the four arrays, in order, with the shapes NumPy and aare expect.
     let arrays = cluda::io::npz::read_f64(&path).unwrap();
@@ -785,7 +785,7 @@ fn write_npz(path: &Path, arrays: &[(&str, Vec<usize>, Vec<f64>)]) {
         .iter()
         .map(|(k, s, v)| (*k, s.as_slice(), v.as_slice()))
         .collect();
-    cluda::io::npz::write_f64(path, &refs).unwrap();
+    cluda::io::npz::write_f64(path, &refs, cluda::io::atomic::Claim::Replace).unwrap();
 }
 
 #[test]
@@ -888,7 +888,7 @@ fn photon_file_rows_read_back() {
         .collect();
     for split in [0, 1, 777, 1000] {
         let path = dir.path().join(format!("p{split}.npy"));
-        let mut w = PhotonWriter::create(&path).unwrap();
+        let mut w = PhotonWriter::create(&path, cluda::io::atomic::Claim::Replace).unwrap();
         w.write(&rows[..split]).unwrap();
         w.write(&[]).unwrap();
         w.write(&rows[split..]).unwrap();
@@ -923,7 +923,10 @@ fn photon_file_rows_read_back() {
     }
     // No rows: a valid empty array.
     let path = dir.path().join("empty.npy");
-    PhotonWriter::create(&path).unwrap().finish().unwrap();
+    PhotonWriter::create(&path, cluda::io::atomic::Claim::Replace)
+        .unwrap()
+        .finish()
+        .unwrap();
     let bytes = std::fs::read(&path).unwrap();
     let (dict, off) = npy_header(&bytes);
     assert!(dict.contains("'shape': (0,)"), "{dict}");
@@ -938,7 +941,7 @@ fn tiff_header_fields() {
         .map(|i| i.wrapping_mul(0x9e37_79b9))
         .collect();
     let path = dir.path().join("i.tif");
-    cluda::io::tiff::write_u32(&path, h, w, &data).unwrap();
+    cluda::io::tiff::write_u32(&path, h, w, &data, cluda::io::atomic::Claim::Replace).unwrap();
     let b = std::fs::read(&path).unwrap();
     let u16_at = |a: usize| u16::from_le_bytes([b[a], b[a + 1]]);
     let u32_at = |a: usize| u32::from_le_bytes(b[a..a + 4].try_into().unwrap());
@@ -982,7 +985,16 @@ fn tiff_header_fields() {
         .collect();
     assert_eq!(back, data);
     // A shape that does not hold the data is refused.
-    assert!(cluda::io::tiff::write_u32(&dir.path().join("bad.tif"), h, w + 1, &data).is_err());
+    assert!(
+        cluda::io::tiff::write_u32(
+            &dir.path().join("bad.tif"),
+            h,
+            w + 1,
+            &data,
+            cluda::io::atomic::Claim::Replace
+        )
+        .is_err()
+    );
 }
 
 #[test]
@@ -992,7 +1004,7 @@ fn image_files_by_extension() {
     assert_eq!(img.shape(), (12, 8));
     assert!(img.add(1.3, 2.9));
     let npy = dir.path().join("i.npy");
-    files::write_image(&npy, &img).unwrap();
+    files::write_image(&npy, &img, cluda::io::atomic::Claim::Replace).unwrap();
     let b = std::fs::read(&npy).unwrap();
     let (dict, off) = npy_header(&b);
     assert!(
@@ -1006,8 +1018,20 @@ fn image_files_by_extension() {
     assert_eq!(back, img.counts());
     // floor(2.9 * 4) = 11, floor(1.3 * 4) = 5.
     assert_eq!(back[11 * 8 + 5], 1);
-    files::write_image(&dir.path().join("i.TIF"), &img).unwrap();
-    assert!(files::write_image(&dir.path().join("i.png"), &img).is_err());
+    files::write_image(
+        &dir.path().join("i.TIF"),
+        &img,
+        cluda::io::atomic::Claim::Replace,
+    )
+    .unwrap();
+    assert!(
+        files::write_image(
+            &dir.path().join("i.png"),
+            &img,
+            cluda::io::atomic::Claim::Replace
+        )
+        .is_err()
+    );
 }
 
 #[test]

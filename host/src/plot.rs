@@ -774,11 +774,15 @@ mod tests {
 /// Draws a sub-pixel image (photon counts) into the PNG `path`, summed into bins of `k x k`
 /// sub-pixels first so that neither side exceeds 2048 bins (`k = 1` for images up to 2048 a
 /// side); the axes are in binned sub-pixels. Drawn under a temporary name and renamed, so no
-/// half-drawn PNG is left.
+/// half-drawn PNG is left; a file at `path` by then is replaced only when `overwrite`.
 ///
 /// # Errors
 /// As [`map_png`]; [`Error::Io`] when the file cannot be renamed into place.
-pub fn subpixel_png(path: &Path, image: &crate::interpolation::SubpixelImage) -> Result<()> {
+pub fn subpixel_png(
+    path: &Path,
+    image: &crate::interpolation::SubpixelImage,
+    overwrite: bool,
+) -> Result<()> {
     let (h, w) = image.shape();
     let k = h.max(w).div_ceil(2048).max(1);
     let (bh, bw) = (h.div_ceil(k), w.div_ceil(k));
@@ -808,6 +812,11 @@ pub fn subpixel_png(path: &Path, image: &crate::interpolation::SubpixelImage) ->
         }
     );
     map_png(tmp.path(), bh, bw, &binned, &title, "photons")?;
-    tmp.persist(path).map_err(|e| Error::io(path, e.error))?;
+    if overwrite {
+        tmp.persist(path).map_err(|e| Error::io(path, e.error))?;
+    } else {
+        tmp.persist_noclobber(path)
+            .map_err(|e| Error::io(path, e.error))?;
+    }
     Ok(())
 }

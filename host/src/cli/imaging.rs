@@ -13,6 +13,7 @@ use cluda::engine::run::{InputOutputs, Session};
 use cluda::engine::sink::{FnSink, Sink, Sinks};
 use cluda::interpolation::files::{ImageFormat, read_cube, read_mask, write_cube, write_image};
 use cluda::interpolation::{CubeAxes, Edges, Interpolator, PixelMask, Tally};
+use cluda::io::atomic::Claim;
 use cluda::io::{AtomicFile, check_output, check_overwrite, input_files};
 use cluda::{Error, FrameClusters, Result};
 
@@ -184,7 +185,7 @@ pub fn run_eta(args: &EtaArgs) -> Result<()> {
         "host"
     };
     let cube = sink.into_cube();
-    write_cube(&args.out, &cube, "ADU")?;
+    write_cube(&args.out, &cube, "ADU", claim(args.overwrite))?;
     let t: &Tally = cube.tally();
     print_line(&format!(
         "frames={} {} {} counted_on={on} out={}",
@@ -267,6 +268,12 @@ pub fn run_image(args: &ImageArgs) -> Result<()> {
         ImagingOutputs {
             subpixels: args.out.as_ref().map(|_| args.subpixels),
             photons,
+            // --out-dir names are planned free; one that appears meanwhile gets a suffix.
+            claim: match (args.overwrite, &args.out_dir) {
+                (true, _) => Claim::Replace,
+                (false, Some(_)) => Claim::NextFree,
+                (false, None) => Claim::Refuse,
+            },
         },
         !args.host_counts,
     )?;
@@ -284,10 +291,10 @@ pub fn run_image(args: &ImageArgs) -> Result<()> {
     };
     let mut line = format!("frames={} {}", totals.frames, sink.tally().summary());
     if let (Some(out), Some(img)) = (&args.out, sink.image()) {
-        write_image(out, img)?;
+        write_image(out, img, claim(args.overwrite))?;
         line += &format!(" counted={}", img.total());
         if let Some(png) = &png {
-            cluda::plot::subpixel_png(png, img)?;
+            cluda::plot::subpixel_png(png, img, args.overwrite)?;
             eprintln!("wrote {}", png.display());
         }
     }
@@ -324,4 +331,14 @@ fn read_mask_for(path: Option<&Path>, pedestal: &Path) -> Result<Option<Arc<Pixe
         ));
     }
     Ok(Some(Arc::new(mask)))
+}
+
+/// The claim of an output named on the command line: replaced with `--overwrite`, else a
+/// file that appeared at its name during the run is an error, never replaced.
+fn claim(overwrite: bool) -> Claim {
+    if overwrite {
+        Claim::Replace
+    } else {
+        Claim::Refuse
+    }
 }

@@ -18,6 +18,7 @@ use crate::interpolation::{
     Accumulate, CubeAxes, EnergyWindow, EtaCube, Interpolator, Photon, PixelMask, Placer,
     SubpixelImage, Tally,
 };
+use crate::io::atomic::Claim;
 
 /// Fills one eta cube from every input of a run.
 pub struct CubeSink {
@@ -125,6 +126,8 @@ pub struct ImagingOutputs {
     /// Write each input's photons to the file at its index (`None`: that input's are not
     /// written).
     pub photons: Vec<Option<PathBuf>>,
+    /// What a photon file's commit does with a file that is there by then.
+    pub claim: Claim,
 }
 
 /// Places every cluster of a run through a cube's maps: counts into one sub-pixel image
@@ -139,6 +142,7 @@ pub struct ImagingSink {
     on_device: bool,
     allow_device: bool,
     photon_paths: Vec<Option<PathBuf>>,
+    claim: Claim,
     writer: Option<PhotonWriter>,
     written: Vec<PathBuf>,
     tally: Tally,
@@ -184,6 +188,7 @@ impl ImagingSink {
             on_device: false,
             allow_device,
             photon_paths: outputs.photons,
+            claim: outputs.claim,
             writer: None,
             written: Vec::new(),
             tally: Tally::default(),
@@ -245,7 +250,7 @@ impl Sink for ImagingSink {
             }
         }
         self.writer = match self.photon_paths.get(input).cloned().flatten() {
-            Some(p) => Some(PhotonWriter::create(&p)?),
+            Some(p) => Some(PhotonWriter::create(&p, self.claim)?),
             None => None,
         };
         Ok(())

@@ -12,6 +12,7 @@ use super::edges::Edges;
 use super::image::SubpixelImage;
 use super::photon::{PHOTON_DESCR, Photon};
 use crate::error::{Error, Result};
+use crate::io::atomic::Claim;
 use crate::io::{AtomicFile, npy, npz, tiff};
 
 /// The keys of an eta cube archive, in the order written: exactly what
@@ -34,11 +35,13 @@ pub struct CubeMetadata {
     pub cluster: Option<usize>,
 }
 
-/// Writes `cube` to `path` (`.npz`) and its metadata beside it ([`metadata_path`]).
+/// Writes `cube` to `path` (`.npz`) and its metadata beside it ([`metadata_path`]), each
+/// final name claimed as `claim` says ([`Claim::Refuse`]: a file that appeared meanwhile is
+/// an error, never replaced).
 ///
 /// # Errors
 /// [`Error::Io`] when either file cannot be written.
-pub fn write_cube(path: &Path, cube: &EtaCube, unit: &str) -> Result<()> {
+pub fn write_cube(path: &Path, cube: &EtaCube, unit: &str, claim: Claim) -> Result<()> {
     let axes = cube.axes();
     let values = cube.to_f64();
     let shape = axes.shape();
@@ -54,6 +57,7 @@ pub fn write_cube(path: &Path, cube: &EtaCube, unit: &str) -> Result<()> {
             (CUBE_KEYS[2], &ys, &yv),
             (CUBE_KEYS[3], &es, &ev),
         ],
+        claim,
     )?;
     let t = cube.tally();
     let meta = serde_json::json!({
@@ -71,7 +75,7 @@ pub fn write_cube(path: &Path, cube: &EtaCube, unit: &str) -> Result<()> {
         "outside_window": t.window,
     });
     let meta_path = metadata_path(path);
-    let mut out = AtomicFile::create(&meta_path)?;
+    let mut out = AtomicFile::create_claiming(&meta_path, claim)?;
     let text = serde_json::to_string_pretty(&meta)
         .map_err(|e| Error::Internal(format!("metadata: {e}")))?;
     out.write_all(text.as_bytes())
@@ -214,15 +218,16 @@ impl ImageFormat {
     }
 }
 
-/// Writes `image` to `path` in the format its extension names.
+/// Writes `image` to `path` in the format its extension names, its final name claimed as
+/// `claim` says.
 ///
 /// # Errors
 /// As [`ImageFormat::of`], [`npy::write_array`] and [`tiff::write_u32`].
-pub fn write_image(path: &Path, image: &SubpixelImage) -> Result<()> {
+pub fn write_image(path: &Path, image: &SubpixelImage, claim: Claim) -> Result<()> {
     let (h, w) = image.shape();
     match ImageFormat::of(path)? {
-        ImageFormat::Npy => npy::write_array(path, &[h, w], image.counts()),
-        ImageFormat::Tiff => tiff::write_u32(path, h, w, image.counts()),
+        ImageFormat::Npy => npy::write_array_claiming(path, &[h, w], image.counts(), claim),
+        ImageFormat::Tiff => tiff::write_u32(path, h, w, image.counts(), claim),
     }
 }
 
@@ -238,12 +243,12 @@ pub struct PhotonWriter {
 }
 
 impl PhotonWriter {
-    /// Starts `path`.
+    /// Starts `path`, whose final name is claimed as `claim` says at [`PhotonWriter::finish`].
     ///
     /// # Errors
     /// [`Error::Io`] when the file cannot be created.
-    pub fn create(path: &Path) -> Result<Self> {
-        let mut out = AtomicFile::create(path)?;
+    pub fn create(path: &Path, claim: Claim) -> Result<Self> {
+        let mut out = AtomicFile::create_claiming(path, claim)?;
         let header = npy::header_bytes(PHOTON_DESCR, &[0]);
         out.write_all(&header).map_err(|e| Error::io(path, e))?;
         Ok(Self {

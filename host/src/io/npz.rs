@@ -9,7 +9,7 @@
 use std::io::{Cursor, Read};
 use std::path::Path;
 
-use super::atomic::AtomicFile;
+use super::atomic::{AtomicFile, Claim};
 use super::npy::{self, Element};
 use crate::error::{Error, Result};
 
@@ -26,13 +26,14 @@ pub struct F64Array {
 }
 
 /// Writes `arrays` (key, shape, values in C order) to `path` as an uncompressed `.npz`
-/// (as `numpy.savez`), replacing nothing until the archive is whole.
+/// (as `numpy.savez`), replacing nothing until the archive is whole; a file at `path` by
+/// then is treated as `claim` says.
 ///
 /// # Errors
 /// [`Error::Shape`] when an array's values do not fill its shape; [`Error::Io`] naming the
 /// file when writing fails.
-pub fn write_f64(path: &Path, arrays: &[(&str, &[usize], &[f64])]) -> Result<()> {
-    let mut out = AtomicFile::create(path)?;
+pub fn write_f64(path: &Path, arrays: &[(&str, &[usize], &[f64])], claim: Claim) -> Result<()> {
+    let mut out = AtomicFile::create_claiming(path, claim)?;
     {
         let mut zip = zip::ZipWriter::new(&mut out);
         let options = zip::write::SimpleFileOptions::default()

@@ -6,16 +6,23 @@
 use std::io::Write;
 use std::path::Path;
 
-use super::atomic::AtomicFile;
+use super::atomic::{AtomicFile, Claim};
 use crate::error::{Error, Result};
 
-/// Writes a `height x width` image of `u32` values (row-major) to `path`.
+/// Writes a `height x width` image of `u32` values (row-major) to `path`, a file there by
+/// the commit treated as `claim` says.
 ///
 /// # Errors
 /// [`Error::Shape`] when `data` does not hold `height * width` values;
 /// [`Error::InvalidParameter`] (`out`) for an image of 4 GiB or more (BigTIFF); [`Error::Io`]
 /// naming the file when writing fails.
-pub fn write_u32(path: &Path, height: usize, width: usize, data: &[u32]) -> Result<()> {
+pub fn write_u32(
+    path: &Path,
+    height: usize,
+    width: usize,
+    data: &[u32],
+    claim: Claim,
+) -> Result<()> {
     if height.checked_mul(width) != Some(data.len()) {
         return Err(Error::shape(
             format!("image written to {}", path.display()),
@@ -69,7 +76,7 @@ pub fn write_u32(path: &Path, height: usize, width: usize, data: &[u32]) -> Resu
     entry(339, 3, 1); // SampleFormat: unsigned integer
     b.extend_from_slice(&0u32.to_le_bytes()); // no next IFD
     debug_assert_eq!(b.len() as u64, data_offset);
-    let mut out = AtomicFile::create(path)?;
+    let mut out = AtomicFile::create_claiming(path, claim)?;
     out.write_all(&b).map_err(|e| Error::io(path, e))?;
     let mut chunk = Vec::with_capacity(1 << 20);
     for piece in data.chunks(1 << 18) {

@@ -642,6 +642,7 @@ pub fn run(
                                     ImagingOutputs {
                                         subpixels: Some(*n),
                                         photons: Vec::new(),
+                                        claim: crate::io::atomic::Claim::NextFree,
                                     },
                                     true,
                                 )?),
@@ -712,7 +713,11 @@ pub fn run(
                             (&result, image_sink.as_ref().and_then(|s| s.image()))
                         {
                             let to = image_name(&path);
-                            match crate::interpolation::files::write_image(&to, img) {
+                            match crate::interpolation::files::write_image(
+                                &to,
+                                img,
+                                crate::io::atomic::Claim::NextFree,
+                            ) {
                                 Ok(()) => note(&format!(
                                     "acquisition {}: wrote {}",
                                     first.file_index,
@@ -829,7 +834,12 @@ pub fn run(
         settings.imaging.as_ref().and_then(|i| i.cube.as_ref()),
     ) {
         let cube = c.into_cube();
-        crate::interpolation::files::write_cube(path, &cube, "ADU")?;
+        crate::interpolation::files::write_cube(
+            path,
+            &cube,
+            "ADU",
+            crate::io::atomic::Claim::Refuse,
+        )?;
         note(&format!(
             "wrote the eta cube {} ({})",
             path.display(),
