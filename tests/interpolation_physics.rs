@@ -516,3 +516,82 @@ fn the_edge_fit_recovers_a_known_edge() {
         assert!((g / sigma - 1.0).abs() < 0.1, "{shift} {sigma}: {s} {g}");
     }
 }
+
+/// `gen --truth`: the frames are those `gen` writes without it; the truth's frames are
+/// numbered as `find` numbers them (from 0 in data.npy, from 1 in a raw acquisition); a
+/// knife edge of the same seed keeps a subset of the flat field's photons, all lit.
+#[test]
+fn gen_truth_numbers_frames_as_find_does() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = |n: &str| root.path().join(n);
+    let base = [
+        "--frames",
+        "6",
+        "--pedestal-frames",
+        "3",
+        "--rows",
+        "20",
+        "--cols",
+        "30",
+        "--seed",
+        "4",
+    ];
+    let run = |out: &Path, extra: &[&str]| {
+        let mut a = vec!["gen", "--out", s(out)];
+        a.extend(base);
+        a.extend(extra);
+        ok(&a);
+    };
+    run(&dir("plain"), &[]);
+    run(&dir("truth"), &["--truth"]);
+    run(&dir("knife"), &["--truth", "--illumination", "knife"]);
+    run(&dir("raw"), &["--truth", "--raw"]);
+    assert!(!dir("plain").join("truth.npy").exists());
+    for f in ["pedestal.npy", "data.npy"] {
+        assert_eq!(
+            std::fs::read(dir("plain").join(f)).unwrap(),
+            std::fs::read(dir("truth").join(f)).unwrap(),
+            "{f}"
+        );
+    }
+    let flat = read_rows(&dir("truth").join("truth.npy"), 32);
+    let frames: std::collections::BTreeSet<i64> = flat.iter().map(|t| t.frame).collect();
+    assert_eq!(
+        frames.into_iter().collect::<Vec<_>>(),
+        (0..6).collect::<Vec<_>>()
+    );
+    let raw = read_rows(&dir("raw").join("truth.npy"), 32);
+    assert_eq!(raw.len(), flat.len());
+    for (r, f) in raw.iter().zip(&flat) {
+        assert_eq!((r.frame, r.x, r.y), (f.frame + 1, f.x, f.y));
+    }
+    let knife = read_rows(&dir("knife").join("truth.npy"), 32);
+    assert!(!knife.is_empty() && knife.len() < flat.len());
+    let lit: Vec<(i64, f64, f64)> = flat
+        .iter()
+        .filter(|t| Illumination::KNIFE.passes(20, 30, t.x, t.y))
+        .map(|t| (t.frame, t.x, t.y))
+        .collect();
+    assert_eq!(
+        knife
+            .iter()
+            .map(|t| (t.frame, t.x, t.y))
+            .collect::<Vec<_>>(),
+        lit
+    );
+    // The raw acquisition's cluster file numbers frames from 1, as the truth does.
+    let out = dir("raw.clust");
+    ok(&[
+        "find",
+        "--pedestal",
+        s(&dir("raw").join("pedestal_master_0.json")),
+        "--data",
+        s(&dir("raw").join("data_master_0.json")),
+        "--out",
+        s(&out),
+        "--device",
+        "cpu",
+    ]);
+    let (numbers, _) = read_cluster_file(&out, ClusterSize::from_side(3).unwrap()).unwrap();
+    assert_eq!(numbers, (1..=6).collect::<Vec<i32>>());
+}
