@@ -5,9 +5,14 @@
 //! 2500 per 400x400 frame, about 400 ADU each) whose charge spreads over neighbours as a
 //! Gaussian cloud. Frame `k` depends only on the configuration and `k`, so frames can be made
 //! in parallel, in any order, and are the same on every machine.
+//!
+//! The generator knows the truth: [`Generator::frame_with_truth`] also returns every photon's
+//! true position and charge ([`TruePhoton`]), and [`Illumination`] lets photons through a
+//! mask only (a slanted knife edge, a grid of holes) instead of a flat field.
 
 use std::cell::RefCell;
 
+use bytemuck::{Pod, Zeroable};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Poisson, StandardNormal};
@@ -53,6 +58,121 @@ pub struct GenConfig {
     pub drift_amplitude: f64,
     /// Period of the drift, frames.
     pub drift_period: f64,
+    /// Where photons reach the sensor (default [`Illumination::Flat`]).
+    pub illumination: Illumination,
+}
+
+/// Where photons reach the sensor. A photon is drawn as for a flat field (uniform over the
+/// frame, continuous within the pixel) and then kept only if the mask lets its true position
+/// ([`TruePhoton`]) through, so a masked acquisition's photons are a subset of the flat
+/// field's of the same seed: the same draws, fewer photons, the same noise.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Illumination {
+    /// Every photon reaches the sensor.
+    Flat,
+    /// A straight knife edge through the frame's centre `(cols / 2, rows / 2)`, turned
+    /// `degrees` from the vertical: the line `x = cols/2 + (y - rows/2) tan(degrees)` (rows
+    /// growing downwards, so a positive angle moves the edge right further down). Photons
+    /// reach the sensor only where [`Illumination::knife_distance`] is negative (left of the
+    /// edge).
+    Knife {
+        /// Angle of the edge from the vertical, degrees.
+        degrees: f64,
+    },
+    /// An opaque sheet with square holes of side `hole` every `pitch` px on both axes, each
+    /// hole centred on the corner shared by pixels: a photon passes iff `(x - pitch / 2)
+    /// mod pitch` and `(y - pitch / 2) mod pitch` both lie within `hole / 2` of 0 (with the
+    /// defaults, 0.3 px holes every 2 px: x in `[2k + 0.85, 2k + 1.15)`).
+    Grid {
+        /// Distance between hole centres, px.
+        pitch: f64,
+        /// Side of a hole, px.
+        hole: f64,
+    },
+}
+
+impl Illumination {
+    /// `gen --illumination knife`: the edge 4 degrees from the vertical.
+    pub const KNIFE: Self = Self::Knife { degrees: 4.0 };
+    /// `gen --illumination grid`: 0.3 px holes every 2 px.
+    pub const GRID: Self = Self::Grid {
+        pitch: 2.0,
+        hole: 0.3,
+    };
+
+    /// The signed distance in px of `(x, y)` from a knife edge through the centre of a
+    /// `rows x cols` frame turned `degrees` from the vertical: `(x - cols/2) cos a - (y -
+    /// rows/2) sin a`, negative on the illuminated side.
+    pub fn knife_distance(degrees: f64, rows: usize, cols: usize, x: f64, y: f64) -> f64 {
+        let a = degrees.to_radians();
+        (x - cols as f64 / 2.0) * a.cos() - (y - rows as f64 / 2.0) * a.sin()
+    }
+
+    /// Whether a photon at `(x, y)` of a `rows x cols` frame reaches the sensor.
+    pub fn passes(&self, rows: usize, cols: usize, x: f64, y: f64) -> bool {
+        match *self {
+            Self::Flat => true,
+            Self::Knife { degrees } => Self::knife_distance(degrees, rows, cols, x, y) < 0.0,
+            Self::Grid { pitch, hole } => {
+                let inside = |v: f64| {
+                    let phase = (v - pitch / 2.0).rem_euclid(pitch);
+                    phase < hole / 2.0 || phase >= pitch - hole / 2.0
+                };
+                inside(x) && inside(y)
+            }
+        }
+    }
+
+    /// Errors for parameters that make no mask.
+    fn check(&self) -> Result<()> {
+        match *self {
+            Self::Flat => Ok(()),
+            Self::Knife { degrees } if degrees.is_finite() => Ok(()),
+            Self::Grid { pitch, hole }
+                if pitch > 0.0 && pitch.is_finite() && hole > 0.0 && hole <= pitch =>
+            {
+                Ok(())
+            }
+            other => Err(Error::param(
+                "illumination",
+                format!("{other:?} makes no mask (a finite angle; 0 < hole <= pitch)"),
+            )),
+        }
+    }
+}
+
+/// One photon as the generator made it: `gen --truth` writes these as the rows of
+/// `truth.npy`, a structured little-endian `.npy` with fields `frame` (`<i8`), `x`, `y`,
+/// `energy` (`<f8`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
+pub struct TruePhoton {
+    /// The frame: the generator's frame index `k` from [`Generator::frame_with_truth`]; `gen`
+    /// writes the number the frame has in the file it writes (as `find` numbers it).
+    pub frame: i64,
+    /// Column position of the charge cloud's centre, in cluda's convention (pixel column `c`
+    /// spans `[c, c + 1)`): the hit pixel plus the centre of its sub-pixel bin of the
+    /// charge-sharing table, `px + (bin + 0.5) / 256`, which is where the cloud whose charge
+    /// the pixels hold is centred.
+    pub x: f64,
+    /// Row position, likewise.
+    pub y: f64,
+    /// The photon's charge in ADU (all of it; the part of a cloud that falls outside the
+    /// frame is lost from the pixels but counted here).
+    pub energy: f64,
+}
+
+/// NumPy's descriptor of [`TruePhoton`] rows (32 bytes: four 8-byte fields, no padding).
+pub const TRUTH_DESCR: &str = "[('frame', '<i8'), ('x', '<f8'), ('y', '<f8'), ('energy', '<f8')]";
+
+impl crate::io::npy::Record for TruePhoton {
+    const DESCR: &'static str = TRUTH_DESCR;
+    fn extend_le(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.frame.to_le_bytes());
+        out.extend_from_slice(&self.x.to_le_bytes());
+        out.extend_from_slice(&self.y.to_le_bytes());
+        out.extend_from_slice(&self.energy.to_le_bytes());
+    }
 }
 
 impl GenConfig {
@@ -71,6 +191,7 @@ impl GenConfig {
             noisy_sigma: 150.0,
             drift_amplitude: 4.0,
             drift_period: 20_000.0,
+            illumination: Illumination::Flat,
         }
     }
 }
@@ -133,6 +254,7 @@ impl Generator {
                 ));
             }
         }
+        c.illumination.check()?;
         if !(c.cloud_sigma.is_finite() && c.cloud_sigma > 0.0) {
             return Err(Error::param(
                 "cloud-sigma",
@@ -218,7 +340,22 @@ impl Generator {
         out: &mut [u16],
         cancel: &(dyn Fn() -> Result<()> + Sync),
     ) -> Result<()> {
-        SCRATCH.with_borrow_mut(|value| self.frame_with(k, photons, out, value, cancel))
+        SCRATCH.with_borrow_mut(|value| self.frame_with(k, photons, out, value, None, cancel))
+    }
+
+    /// As [`Generator::frame_into`] (the same frame), appending to `truth` every photon the
+    /// frame holds, in the order they were added, with `frame` = `k`.
+    pub fn frame_with_truth(
+        &self,
+        k: u64,
+        photons: bool,
+        out: &mut [u16],
+        truth: &mut Vec<TruePhoton>,
+    ) {
+        SCRATCH.with_borrow_mut(|value| {
+            // Without a cancel function the only error is none at all.
+            let _ = self.frame_with(k, photons, out, value, Some(truth), &|| Ok(()));
+        });
     }
 
     /// [`Generator::frame_into_with_cancel`] with `value` as the frame's `f32` scratch. The
@@ -232,6 +369,7 @@ impl Generator {
         photons: bool,
         out: &mut [u16],
         value: &mut Vec<f32>,
+        mut truth: Option<&mut Vec<TruePhoton>>,
         cancel: &(dyn Fn() -> Result<()> + Sync),
     ) -> Result<()> {
         const STEP: usize = 1 << 20;
@@ -249,7 +387,11 @@ impl Generator {
         if let (true, Some(poisson)) = (photons, &self.photons) {
             let count = poisson.sample(&mut rng) as usize;
             for _ in 0..count {
-                self.add_photon(&mut rng, value);
+                let hit = self.add_photon(&mut rng, value);
+                if let (Some(t), Some(mut p)) = (truth.as_deref_mut(), hit) {
+                    p.frame = k as i64;
+                    t.push(p);
+                }
             }
         }
         for (o, &v) in out.iter_mut().zip(value.iter()) {
@@ -298,17 +440,34 @@ impl Generator {
         rng
     }
 
-    /// Draws one photon and adds its charge to the pixels around where it hit (in the order
-    /// of the plain version: rows, then columns, each from -1 to +1).
+    /// Draws one photon and, if the illumination lets it through, adds its charge to the
+    /// pixels around where it hit (in the order of the plain version: rows, then columns,
+    /// each from -1 to +1) and returns it (`frame` 0).
     #[inline]
-    fn add_photon(&self, rng: &mut SmallRng, value: &mut [f32]) {
+    fn add_photon(&self, rng: &mut SmallRng, value: &mut [f32]) -> Option<TruePhoton> {
         let c = &self.config;
         let u = rng.random::<f64>() * c.cols as f64;
         let w = rng.random::<f64>() * c.rows as f64;
         let energy = c.photon_adu as f32 * (1.0 + 0.03 * ziggurat::standard_normal_f32(rng));
         let (px, py) = (u as usize, w as usize);
-        let sx = &self.share[((u - px as f64) * BINS as f64) as usize % BINS];
-        let sy = &self.share[((w - py as f64) * BINS as f64) as usize % BINS];
+        // `u - px` is exact and below 1, so its product with 256 (exact) is below 256.
+        let (bx, by) = (
+            ((u - px as f64) * BINS as f64) as usize % BINS,
+            ((w - py as f64) * BINS as f64) as usize % BINS,
+        );
+        // The cloud's centre: the charge fractions of bin `b` are those of a cloud centred
+        // at `(b + 0.5) / 256` within the pixel (`share`), exact in f64.
+        let truth = TruePhoton {
+            frame: 0,
+            x: px as f64 + (bx as f64 + 0.5) / BINS as f64,
+            y: py as f64 + (by as f64 + 0.5) / BINS as f64,
+            energy: energy as f64,
+        };
+        if !c.illumination.passes(c.rows, c.cols, truth.x, truth.y) {
+            return None;
+        }
+        let sx = &self.share[bx];
+        let sy = &self.share[by];
         if px >= 1 && py >= 1 && px + 1 < c.cols && py + 1 < c.rows {
             // Inside the frame: all nine pixels.
             for (dy, fy) in sy.iter().enumerate() {
@@ -317,7 +476,7 @@ impl Generator {
                     *v += energy * fx * fy;
                 }
             }
-            return;
+            return Some(truth);
         }
         for (dy, fy) in sy.iter().enumerate() {
             let yy = py as isize + dy as isize - 1;
@@ -332,6 +491,7 @@ impl Generator {
                 value[yy as usize * c.cols + xx as usize] += energy * fx * fy;
             }
         }
+        Some(truth)
     }
 
     /// Frames `first .. first + count` as one C-order buffer, generated in parallel.
@@ -428,7 +588,7 @@ mod tests {
                     // The values before rounding too, bit for bit (an operation reordered
                     // would rarely change a rounded sample).
                     let mut values = Vec::new();
-                    g.frame_with(k, photons, &mut fast, &mut values, &|| Ok(()))
+                    g.frame_with(k, photons, &mut fast, &mut values, None, &|| Ok(()))
                         .expect("no cancel");
                     let want = reference::values(&g, k, photons);
                     assert!(
@@ -439,6 +599,124 @@ mod tests {
                         "{c:?} frame {k} photons {photons}: values"
                     );
                 }
+            }
+        }
+    }
+
+    /// The truth changes nothing in the frame; a mask keeps exactly the flat field's photons
+    /// that it lets through (the same draws), and the frames differ only where they are.
+    #[test]
+    fn truth_and_masks() {
+        let flat = GenConfig::new(40, 60, 11);
+        let g = Generator::new(flat.clone()).unwrap();
+        let n = flat.rows * flat.cols;
+        let (mut plain, mut with) = (vec![0u16; n], vec![0u16; n]);
+        for k in [0u64, 7, 1234] {
+            g.frame_into(k, true, &mut plain);
+            let mut truth = Vec::new();
+            g.frame_with_truth(k, true, &mut with, &mut truth);
+            assert_eq!(plain, with);
+            assert!(truth.len() > 20, "{}", truth.len());
+            for p in &truth {
+                let p = *p;
+                assert_eq!(p.frame, k as i64);
+                assert!((0.0..60.0).contains(&p.x) && (0.0..40.0).contains(&p.y));
+                // The centre of one of 256 sub-pixel bins.
+                let b = (p.x.fract() * 256.0 - 0.5, p.y.fract() * 256.0 - 0.5);
+                assert!(b.0 == b.0.round() && b.1 == b.1.round(), "{p:?}");
+                assert!((p.energy - 400.0).abs() < 100.0);
+            }
+            // No photons: no truth.
+            let mut none = Vec::new();
+            g.frame_with_truth(k, false, &mut with, &mut none);
+            assert!(none.is_empty());
+            for mask in [Illumination::KNIFE, Illumination::GRID] {
+                let gm = Generator::new(GenConfig {
+                    illumination: mask,
+                    ..flat.clone()
+                })
+                .unwrap();
+                let mut kept = Vec::new();
+                gm.frame_with_truth(k, true, &mut with, &mut kept);
+                let want: Vec<_> = truth
+                    .iter()
+                    .copied()
+                    .filter(|p| mask.passes(40, 60, p.x, p.y))
+                    .collect();
+                assert_eq!(kept, want, "{mask:?}");
+                assert!(kept.len() < truth.len());
+            }
+        }
+    }
+
+    #[test]
+    fn masks_let_through_what_they_say() {
+        let knife = Illumination::KNIFE;
+        // Through the centre of a 100 x 200 frame (x 100, y 50), 4 degrees from the vertical:
+        // at y = 50 - 10 the edge is at x = 100 - 10 tan 4 deg.
+        let at = 100.0 - 10.0 * 4f64.to_radians().tan();
+        assert!(knife.passes(100, 200, at - 1e-9, 40.0));
+        assert!(!knife.passes(100, 200, at + 1e-9, 40.0));
+        assert!(Illumination::knife_distance(4.0, 100, 200, at, 40.0).abs() < 1e-12);
+        let grid = Illumination::GRID;
+        for (x, y, want) in [
+            (0.85, 0.85, true),
+            (1.0, 1.149, true),
+            (1.151, 1.0, false),
+            (0.84, 1.0, false),
+            (2.9, 5.1, true),
+            (2.0, 1.0, false),
+        ] {
+            assert_eq!(grid.passes(10, 10, x, y), want, "({x}, {y})");
+        }
+        for bad in [
+            Illumination::Knife { degrees: f64::NAN },
+            Illumination::Grid {
+                pitch: 1.0,
+                hole: 2.0,
+            },
+            Illumination::Grid {
+                pitch: 0.0,
+                hole: 0.0,
+            },
+        ] {
+            let c = GenConfig {
+                illumination: bad,
+                ..GenConfig::new(4, 4, 1)
+            };
+            assert!(Generator::new(c).is_err(), "{bad:?}");
+        }
+    }
+
+    /// A narrow cloud puts all of a photon's charge into the pixel its true position is in.
+    #[test]
+    fn truth_is_in_the_pixel_that_holds_the_charge() {
+        let c = GenConfig {
+            cloud_sigma: 1e-4,
+            noise: (0.0, 0.0),
+            noisy_fraction: 0.0,
+            drift_amplitude: 0.0,
+            photons_per_frame: 3.0,
+            ..GenConfig::new(30, 30, 3)
+        };
+        let g = Generator::new(c).unwrap();
+        let (mut dark, mut lit) = (vec![0u16; 900], vec![0u16; 900]);
+        for k in 0..20 {
+            g.frame_into(k, false, &mut dark);
+            let mut truth = Vec::new();
+            g.frame_with_truth(k, true, &mut lit, &mut truth);
+            let mut want = vec![0i32; 900];
+            for p in &truth {
+                let p = *p;
+                want[p.y as usize * 30 + p.x as usize] += p.energy.round() as i32;
+            }
+            for i in 0..900 {
+                let got = lit[i] as i32 - dark[i] as i32;
+                assert!(
+                    (got - want[i]).abs() <= 2,
+                    "frame {k} pixel {i}: {got} vs {}",
+                    want[i]
+                );
             }
         }
     }

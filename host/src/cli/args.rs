@@ -383,6 +383,24 @@ pub struct GenArgs {
     /// Replace an existing data set of the same names in DIR (without it, gen refuses to).
     #[arg(long)]
     pub overwrite: bool,
+    /// Also write DIR/truth.npy: every photon of the data frames as generated, a structured
+    /// .npy with fields frame (int64, the frame's number as find numbers it: from 0 in
+    /// data.npy, from 1 in a raw acquisition), x, y (float64, the charge cloud's centre;
+    /// pixel column c spans [c, c+1)) and energy (float64, ADU).
+    #[arg(long, conflicts_with = "roi")]
+    pub truth: bool,
+    /// Where photons reach the sensor: flat (default), knife (a straight edge through the
+    /// frame's centre, 4 degrees from the vertical; photons left of it only) or grid (0.3 px
+    /// square holes every 2 px, centred on pixel corners).
+    #[arg(long, default_value = "flat", value_parser = parse_illumination, value_name = "flat|knife|grid")]
+    pub illumination: cluda::generate::Illumination,
+    /// Mean charge of a photon in ADU (default 400; the noise is 35-55 ADU).
+    #[arg(long, value_name = "ADU", value_parser = parse_photon_adu)]
+    pub photon_adu: Option<f64>,
+    /// Mean number of photons per frame, before any mask (default 2500 per 400 x 400 frame,
+    /// scaled with the area).
+    #[arg(long, value_name = "N", value_parser = parse_photons)]
+    pub photons: Option<f64>,
 }
 
 /// The options that set what a finder finds and where it runs, shared by `find`, `demo`
@@ -725,6 +743,38 @@ fn parse_cluster(s: &str) -> Result<ClusterSize, String> {
         .parse()
         .map_err(|_| format!("`{s}` is not a cluster size; use 3, 5, 7 or 9"))?;
     ClusterSize::from_side(side).map_err(|e| e.to_string())
+}
+
+fn parse_illumination(s: &str) -> Result<cluda::generate::Illumination, String> {
+    use cluda::generate::Illumination;
+    match s {
+        "flat" => Ok(Illumination::Flat),
+        "knife" => Ok(Illumination::KNIFE),
+        "grid" => Ok(Illumination::GRID),
+        _ => Err(format!(
+            "`{s}` is not an illumination; use flat, knife or grid"
+        )),
+    }
+}
+
+/// A finite, non-negative number for `--name`, at most `max`.
+fn non_negative(s: &str, name: &str, max: f64) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("--{name}: `{s}` is not a number"))?;
+    if !v.is_finite() || !(0.0..=max).contains(&v) {
+        return Err(format!("--{name} must be in 0 ..= {max}, got {s}"));
+    }
+    Ok(v)
+}
+
+fn parse_photon_adu(s: &str) -> Result<f64, String> {
+    non_negative(s, "photon-adu", 65_535.0)
+}
+
+fn parse_photons(s: &str) -> Result<f64, String> {
+    non_negative(s, "photons", 1e9)
 }
 
 fn parse_nsigma(s: &str) -> Result<f64, String> {

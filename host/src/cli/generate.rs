@@ -6,7 +6,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::sync_channel;
 
-use cluda::generate::{GenConfig, Generator};
+use cluda::generate::{GenConfig, Generator, TruePhoton};
+use cluda::io::npy::RecordWriter;
 use cluda::io::raw::{DetectorType, RawWriter, RawWriterConfig, Roi};
 use cluda::io::staged::refuse_older;
 use cluda::io::{NpyWriter, StagedSet, check_output};
@@ -65,15 +66,23 @@ pub fn run(args: &GenArgs) -> Result<()> {
         };
         check_output(&args.out.join(file), "out", &[])?;
     }
+    if args.truth {
+        check_output(&args.out.join(TRUTH), "out", &[])?;
+    }
     let raw = args.raw;
     let older = move |dir: &Path| older_set(dir, raw);
     // Refused before any work; checked again when the set is moved into place.
     refuse_older(&older(&args.out)?, "out", args.overwrite)?;
     let stage = StagedSet::create(&args.out)?;
-    let generator = Generator::with_cancel(
-        GenConfig::new(args.rows, args.cols, args.seed),
-        &super::signals::check,
-    )?;
+    let mut config = GenConfig::new(args.rows, args.cols, args.seed);
+    config.illumination = args.illumination;
+    if let Some(adu) = args.photon_adu {
+        config.photon_adu = adu;
+    }
+    if let Some(n) = args.photons {
+        config.photons_per_frame = n;
+    }
+    let generator = Generator::with_cancel(config, &super::signals::check)?;
     let p = args.pedestal_frames;
     let dark = Generated::new(&generator, 0, p, false).input("pedestal");
     let data = Generated::new(&generator, p as u64, args.frames, true).input("data");
@@ -97,6 +106,21 @@ pub fn run(args: &GenArgs) -> Result<()> {
             )?);
         }
     }
+    if args.truth {
+        // Frame numbers as `find` gives them: the index in data.npy, the raw frame number
+        // (written from 1) in a raw acquisition.
+        let number_from = i64::from(args.raw);
+        lines.push(note_unwritten(
+            &args.out.join(TRUTH),
+            write_truth(
+                &stage.path().join(TRUTH),
+                &generator,
+                p as u64,
+                args.frames,
+                number_from,
+            ),
+        )?);
+    }
     stage.commit("out", args.overwrite, &older)?;
     for (file, what) in lines {
         print_line(&format!("wrote {} ({what})", args.out.join(file).display()))?;
@@ -107,19 +131,24 @@ pub fn run(args: &GenArgs) -> Result<()> {
 /// The two parts of a generated set.
 const NAMES: [&str; 2] = ["pedestal", "data"];
 
+/// The photons of the data frames (`--truth`).
+const TRUTH: &str = "truth.npy";
+
 /// The files of a set `gen` writes that are in `dir` now: `pedestal.npy` and `data.npy`, or
 /// (raw) the master files and every data file `<name>_d<M>_f<K>_0.raw` of the two
 /// acquisitions, including files of an older, longer acquisition the new one does not
 /// replace (they would be read as its continuation).
 fn older_set(dir: &Path, raw: bool) -> Result<Vec<PathBuf>> {
+    let truth = Some(dir.join(TRUTH)).filter(|p| std::fs::symlink_metadata(p).is_ok());
     if !raw {
         return Ok(NAMES
             .iter()
             .map(|n| dir.join(format!("{n}.npy")))
             .filter(|p| std::fs::symlink_metadata(p).is_ok())
+            .chain(truth)
             .collect());
     }
-    let mut found = Vec::new();
+    let mut found: Vec<PathBuf> = truth.into_iter().collect();
     for entry in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
         let entry = entry.map_err(|e| Error::io(dir, e))?;
         let name = entry.file_name();
@@ -160,6 +189,53 @@ fn write_npy(path: &Path, input: &mut Input<'_>) -> Result<(String, String)> {
         .file_name()
         .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
     Ok((name, format!("{f} x {r} x {c} uint16")))
+}
+
+/// Writes the photons of generator frames `first .. first + count` to `path` (`truth.npy`),
+/// numbered from `number_from`: the frames are made again, a chunk at a time in parallel,
+/// since only a frame's making knows its photons (so `--truth` about doubles the time `gen`
+/// takes). Returns the file's name and what it holds, for the report.
+fn write_truth(
+    path: &Path,
+    generator: &Generator,
+    first: u64,
+    count: usize,
+    number_from: i64,
+) -> Result<(String, String)> {
+    use rayon::prelude::*;
+    let c = generator.config();
+    let chunk = EngineConfig::for_frames(c.rows, c.cols).chunk.max(1);
+    let mut w = RecordWriter::<TruePhoton>::create(path, cluda::io::atomic::Claim::Refuse)?;
+    let bar = frames_bar(count as u64, "truth");
+    let mut done = 0usize;
+    while done < count {
+        super::signals::check()?;
+        let n = chunk.min(count - done);
+        let frames: Vec<Vec<TruePhoton>> = (done..done + n)
+            .into_par_iter()
+            .map(|i| {
+                let mut scratch = vec![0u16; c.rows * c.cols];
+                let mut truth = Vec::new();
+                generator.frame_with_truth(first + i as u64, true, &mut scratch, &mut truth);
+                for p in &mut truth {
+                    p.frame = i as i64 + number_from;
+                }
+                truth
+            })
+            .collect();
+        for f in &frames {
+            w.write_pod(f)?;
+        }
+        done += n;
+        bar.inc(n as u64);
+    }
+    bar.finish_and_clear();
+    let rows = w.rows();
+    let written = w.finish()?;
+    let name = written
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    Ok((name, format!("{rows} photons: frame, x, y, energy")))
 }
 
 /// How `gen --raw` writes an acquisition: the receiver ROI and the master format version.

@@ -285,7 +285,7 @@ impl Sink for ImagingSink {
             }
         }
         if let Some(w) = self.writer.as_mut() {
-            w.write(&self.buf)?;
+            w.write_pod(&self.buf)?;
         }
         Ok(())
     }

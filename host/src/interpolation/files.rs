@@ -2,7 +2,7 @@
 //! `Interpolator` takes, plus `eta.json` beside it with what the arrays cannot say), the
 //! sub-pixel image (`.npy` `<u4` or 32-bit TIFF) and the photon list (a structured `.npy`).
 
-use std::io::{Seek, SeekFrom, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use cluda_gpu::eta::EtaKind;
@@ -233,73 +233,19 @@ pub fn write_image(path: &Path, image: &SubpixelImage, claim: Claim) -> Result<(
 
 /// Writes photons to a structured `.npy` a frame at a time (the row count goes into the
 /// header at the end: the header leaves room for it), under a temporary name until
-/// [`PhotonWriter::finish`].
-pub struct PhotonWriter {
-    path: PathBuf,
-    out: AtomicFile,
-    rows: usize,
-    header_len: usize,
-    scratch: Vec<u8>,
-}
+/// [`npy::RecordWriter::finish`].
+pub type PhotonWriter = npy::RecordWriter<Photon>;
 
-impl PhotonWriter {
-    /// Starts `path`, whose final name is claimed as `claim` says at [`PhotonWriter::finish`].
-    ///
-    /// # Errors
-    /// [`Error::Io`] when the file cannot be created.
-    pub fn create(path: &Path, claim: Claim) -> Result<Self> {
-        let mut out = AtomicFile::create_claiming(path, claim)?;
-        let header = npy::header_bytes(PHOTON_DESCR, &[0]);
-        out.write_all(&header).map_err(|e| Error::io(path, e))?;
-        Ok(Self {
-            path: path.to_path_buf(),
-            out,
-            rows: 0,
-            header_len: header.len(),
-            scratch: Vec::new(),
-        })
-    }
-
-    /// Appends rows.
-    ///
-    /// # Errors
-    /// [`Error::Io`] when writing fails.
-    pub fn write(&mut self, photons: &[Photon]) -> Result<()> {
-        let bytes: &[u8] = if cfg!(target_endian = "little") {
-            bytemuck::cast_slice(photons)
-        } else {
-            self.scratch.clear();
-            for p in photons {
-                let p = *p;
-                let (frame, x, y, energy) = (p.frame, p.x, p.y, p.energy);
-                self.scratch.extend_from_slice(&frame.to_le_bytes());
-                self.scratch.extend_from_slice(&x.to_le_bytes());
-                self.scratch.extend_from_slice(&y.to_le_bytes());
-                self.scratch.extend_from_slice(&energy.to_le_bytes());
-                self.scratch.push(p.flags);
-            }
-            &self.scratch
-        };
-        self.out
-            .write_all(bytes)
-            .map_err(|e| Error::io(&self.path, e))?;
-        self.rows += photons.len();
-        Ok(())
-    }
-
-    /// Writes the row count into the header and renames the file into place.
-    ///
-    /// # Errors
-    /// [`Error::Io`] when writing or renaming fails.
-    pub fn finish(mut self) -> Result<PathBuf> {
-        let header = npy::header_bytes(PHOTON_DESCR, &[self.rows]);
-        if header.len() != self.header_len {
-            return Err(Error::Internal("the photon header changed length".into()));
-        }
-        let io = |e| Error::io(&self.path, e);
-        self.out.seek(SeekFrom::Start(0)).map_err(io)?;
-        self.out.write_all(&header).map_err(io)?;
-        self.out.commit()
+impl npy::Record for Photon {
+    const DESCR: &'static str = PHOTON_DESCR;
+    fn extend_le(&self, out: &mut Vec<u8>) {
+        let p = *self;
+        let (frame, x, y, energy) = (p.frame, p.x, p.y, p.energy);
+        out.extend_from_slice(&frame.to_le_bytes());
+        out.extend_from_slice(&x.to_le_bytes());
+        out.extend_from_slice(&y.to_le_bytes());
+        out.extend_from_slice(&energy.to_le_bytes());
+        out.push(p.flags);
     }
 }
 
