@@ -797,9 +797,12 @@ pub fn subpixel_png(
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
-    let tmp = tempfile::Builder::new()
-        .prefix(".cluda-image.")
-        .suffix(".png")
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(".cluda-image.").suffix(".png");
+    // The mode any new file gets (tempfile's own is owner-only).
+    #[cfg(unix)]
+    builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
+    let tmp = builder
         .tempfile_in(dir)
         .map_err(|e| Error::io(dir, e))?;
     let title = format!(
