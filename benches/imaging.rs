@@ -5,6 +5,7 @@
 //! ```text
 //! cargo bench --bench imaging -- --cluda target/release/cluda --data-dir DIR [--frames 20000]
 //!     [--sizes 3,9] [--rounds 5] [--tmpfs /dev/shm/cluda-imaging] [--cpu-frames 2000] [--md FILE]
+//!     [--cpu-only]
 //! ```
 //!
 //! Rows (GPU unless named): `find` (no output), `eta`, `image N=4` and `image N=10` (`.npy`
@@ -26,6 +27,8 @@ struct Opts {
     tmpfs: PathBuf,
     cpu_frames: usize,
     md: Option<PathBuf>,
+    /// Only the CPU rows (a machine without a GPU).
+    cpu_only: bool,
 }
 
 fn parse() -> Result<Opts, String> {
@@ -38,6 +41,7 @@ fn parse() -> Result<Opts, String> {
         tmpfs: PathBuf::from("/dev/shm/cluda-imaging"),
         cpu_frames: 2000,
         md: None,
+        cpu_only: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -58,6 +62,7 @@ fn parse() -> Result<Opts, String> {
                 o.cpu_frames = val()?.parse().map_err(|_| "--cpu-frames: a number")?
             }
             "--md" => o.md = Some(val()?.into()),
+            "--cpu-only" => o.cpu_only = true,
             "--bench" => {}
             other => return Err(format!("unknown option {other}")),
         }
@@ -341,6 +346,10 @@ fn run() -> Result<(), String> {
                 "cpu find",
             ),
         ];
+        let rows: Vec<_> = rows
+            .into_iter()
+            .filter(|r| !o.cpu_only || r.0.starts_with("cpu"))
+            .collect();
         let mut times: Vec<Vec<f64>> = vec![Vec::new(); rows.len()];
         let mut lines: Vec<String> = vec![String::new(); rows.len()];
         for _ in 0..o.rounds {

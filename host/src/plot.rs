@@ -802,9 +802,7 @@ pub fn subpixel_png(
     // The mode any new file gets (tempfile's own is owner-only).
     #[cfg(unix)]
     builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
-    let tmp = builder
-        .tempfile_in(dir)
-        .map_err(|e| Error::io(dir, e))?;
+    let tmp = builder.tempfile_in(dir).map_err(|e| Error::io(dir, e))?;
     let title = format!(
         "{} sub-pixels per pixel{}",
         image.subpixels(),
