@@ -21,7 +21,7 @@ impl SubpixelImage {
     ///
     /// # Errors
     /// [`Error::InvalidParameter`] (`subpixels`) unless `1 <= n <= 32`; (`frame`) for an
-    /// empty frame shape.
+    /// empty frame shape; [`Error::TooLarge`] when the memory is not there.
     pub fn new(rows: usize, cols: usize, n: u32) -> Result<Self> {
         check_subpixels(n)?;
         if rows == 0 || cols == 0 {
@@ -30,11 +30,22 @@ impl SubpixelImage {
         let len = (rows * n as usize)
             .checked_mul(cols * n as usize)
             .ok_or_else(|| Error::param("subpixels", "the image is too large"))?;
+        let mut counts: Vec<u32> = crate::memory::zeroed_vec(
+            || format!("a {}-sub-pixel image of {rows} x {cols} pixels", n * n),
+            len,
+        )?;
+        // Each page written once now: counting reads a count before writing it, and a page
+        // first read is mapped to the shared zero page and copied on the first write, with a
+        // TLB flush that interrupts every thread of the process (the finder's band threads).
+        for page in counts.chunks_mut(1024) {
+            // SAFETY: `page` is a live, non-empty slice of this vector.
+            unsafe { std::ptr::write_volatile(page.as_mut_ptr(), 0) };
+        }
         Ok(Self {
             n,
             rows,
             cols,
-            counts: vec![0; len],
+            counts,
         })
     }
 
