@@ -150,7 +150,7 @@ fn run() -> Result<(), String> {
         cpu_data.to_string_lossy().into_owned(),
     );
     let mut md = format!(
-        "# Eta interpolation: what the user waits for\n\n`cargo bench --bench imaging -- --frames {} --sizes {} --rounds {} --cpu-frames {}`\n\n400 x 400 frames, 1000 pedestal frames, `.npy` page-cached, F64; wall time of the whole command, median of {} interleaved rounds; outputs to tmpfs.\n\n| size | row | frames | median s | us/frame | ratio | reference | summary |\n|---|---|---|---|---|---|---|---|\n",
+        "# Eta interpolation: what the user waits for\n\n`cargo bench --bench imaging -- --frames {} --sizes {} --rounds {} --cpu-frames {}{}`\n\n400 x 400 frames, 1000 pedestal frames, `.npy` page-cached, F64; wall time of the whole command, median of {} interleaved rounds; outputs to tmpfs.\n\n| size | row | frames | median s | us/frame | ratio | reference | summary |\n|---|---|---|---|---|---|---|---|\n",
         o.frames,
         o.sizes
             .iter()
@@ -159,6 +159,7 @@ fn run() -> Result<(), String> {
             .join(","),
         o.rounds,
         o.cpu_frames,
+        if o.cpu_only { " --cpu-only" } else { "" },
         o.rounds
     );
     for &size in &o.sizes {
