@@ -127,6 +127,7 @@ fn gpu_image_equals_host_maps_masks_windows() {
             maps: &maps,
             window,
             mask: Some(&mask),
+            gain: None,
         };
         let mut img = SubpixelImage::new(200, 200, n).unwrap();
         let mut tally = Tally::default();

@@ -154,6 +154,7 @@ fn image_and_photons_are_the_library_placement_of_find_out() {
             maps: &interp,
             window: None,
             mask: None,
+            gain: None,
         };
         let n: u32 = n.parse().unwrap();
         let mut want = SubpixelImage::new(24, 36, n).unwrap();
@@ -518,5 +519,146 @@ fn a_mask_keeps_bad_pixels_out_of_the_cube_and_the_image() {
             s(&wrong),
         ],
         &["mask", "24 x 35"],
+    );
+}
+
+/// Writes a `rows x cols` float64 gain `.npy`.
+fn write_gain(path: &Path, rows: usize, cols: usize, g: impl Fn(usize, usize) -> f64) {
+    let v: Vec<f64> = (0..rows * cols).map(|i| g(i / cols, i % cols)).collect();
+    cluda::io::npy::write_array(path, &[rows, cols], &v).unwrap();
+}
+
+/// Reads a photon list's rows as (x, y, energy, flags).
+fn photon_rows(path: &Path) -> Vec<(f64, f64, f64, u8)> {
+    let b = std::fs::read(path).unwrap();
+    let hl = u16::from_le_bytes([b[8], b[9]]) as usize + 10;
+    b[hl..]
+        .chunks_exact(33)
+        .map(|r| {
+            let f = |o: usize| f64::from_le_bytes(r[o..o + 8].try_into().unwrap());
+            (f(8), f(16), f(24), r[32])
+        })
+        .collect()
+}
+
+#[test]
+fn a_gain_map_divides_values_before_eta_and_energy() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ped, data) = CLUDA.gen_small(dir.path());
+    let (p, d) = (s(&ped), s(&data));
+    let cube = dir.path().join("eta.npz");
+    ok(&[
+        "eta",
+        "--pedestal",
+        p,
+        "--data",
+        d,
+        "--out",
+        s(&cube),
+        "--device",
+        "cpu",
+    ]);
+    // Gain 1 everywhere: v / 1 = v, and f64 sums of these integers are exact: the same cube.
+    let one = dir.path().join("one.npy");
+    write_gain(&one, 24, 36, |_, _| 1.0);
+    let cube1 = dir.path().join("eta1.npz");
+    ok(&[
+        "eta",
+        "--pedestal",
+        p,
+        "--data",
+        d,
+        "--out",
+        s(&cube1),
+        "--gain",
+        s(&one),
+        "--device",
+        "cpu",
+    ]);
+    assert_eq!(
+        read_cube(&cube, None).unwrap().1,
+        read_cube(&cube1, None).unwrap().1
+    );
+    let meta = std::fs::read_to_string(dir.path().join("eta1.json")).unwrap();
+    assert!(meta.contains("\"keV\""), "{meta}");
+    // Gain 2 everywhere: etas unchanged (halving is exact), energies halved.
+    let two = dir.path().join("two.npy");
+    write_gain(&two, 24, 36, |_, _| 2.0);
+    let (ph0, ph2) = (dir.path().join("p0.npy"), dir.path().join("p2.npy"));
+    ok(&[
+        "image",
+        "--pedestal",
+        p,
+        "--data",
+        d,
+        "--eta",
+        s(&cube),
+        "--photons",
+        s(&ph0),
+        "--device",
+        "cpu",
+    ]);
+    ok(&[
+        "image",
+        "--pedestal",
+        p,
+        "--data",
+        d,
+        "--eta",
+        s(&cube),
+        "--photons",
+        s(&ph2),
+        "--gain",
+        s(&two),
+        "--device",
+        "cpu",
+    ]);
+    let (a, b) = (photon_rows(&ph0), photon_rows(&ph2));
+    assert_eq!(a.len(), b.len());
+    assert!(!a.is_empty());
+    for (x, y) in a.iter().zip(&b) {
+        assert_eq!(
+            (x.0.to_bits(), x.1.to_bits()),
+            (y.0.to_bits(), y.1.to_bits())
+        );
+        assert_eq!(x.2 / 2.0, y.2);
+    }
+    // A zero gain, and a map of another shape, are named errors.
+    let bad = dir.path().join("bad.npy");
+    write_gain(
+        &bad,
+        24,
+        36,
+        |r, c| if (r, c) == (3, 5) { 0.0 } else { 1.0 },
+    );
+    CLUDA.fails(
+        &[
+            "eta",
+            "--pedestal",
+            p,
+            "--data",
+            d,
+            "--out",
+            s(&dir.path().join("e.npz")),
+            "--gain",
+            s(&bad),
+        ],
+        &["row 3, column 5", "above 0"],
+    );
+    let small = dir.path().join("small.npy");
+    write_gain(&small, 24, 30, |_, _| 1.0);
+    CLUDA.fails(
+        &[
+            "eta",
+            "--pedestal",
+            p,
+            "--data",
+            d,
+            "--out",
+            s(&dir.path().join("e.npz")),
+            "--gain",
+            s(&small),
+        ],
+        &["gain", "24 x 30"],
     );
 }

@@ -558,7 +558,7 @@ proptest! {
         let map = if s.rosenblatt { MapKind::Rosenblatt } else { MapKind::Cumulative };
         let maps = Interpolator::new(s.axes.clone(), &s.cube, map).unwrap();
         let oracle = oracle_maps(&s.axes, &s.cube, s.rosenblatt);
-        let placer = Placer { maps: &maps, window: None, mask: None };
+        let placer = Placer { maps: &maps, window: None, mask: None, gain: None };
         for (n, (x, y, d)) in s.clusters.iter().enumerate() {
             let frame = n as i64 * 7 - 3;
             let p = placer.place(frame, &ClusterRef { x: *x, y: *y, data: d }, s.side);
@@ -585,7 +585,7 @@ proptest! {
         };
         let mask = PixelMask::new(64, 64, (0..64 * 64).map(|i| bad((i % 64) as u16, (i / 64) as u16)).collect()).unwrap();
         let window = EnergyWindow::new(lo, lo + w).unwrap();
-        let placer = Placer { maps: &maps, window: Some(window), mask: Some(&mask) };
+        let placer = Placer { maps: &maps, window: Some(window), mask: Some(&mask), gain: None };
         for (x, y, d) in &s.clusters {
             // Bring some clusters into the mask's area.
             let (x, y) = (x % 80, y % 80);

@@ -112,17 +112,52 @@ pub struct Eta {
     pub sum: i64,
 }
 
-/// Value `i` of a cluster's data.
-#[inline(always)]
-fn v(data: &[i32], i: usize) -> i64 {
-    data[i] as i64
+/// The values eta is computed from: the cluster file's integers, summed exactly in `i64`
+/// (aare's arithmetic), or `f64` values (pixel values divided by a gain, in keV), summed in
+/// the order the definitions below write.
+pub trait EtaValue:
+    Copy + PartialOrd + core::ops::Add<Output = Self> + core::ops::Sub<Output = Self>
+{
+    /// Zero.
+    const ZERO: Self;
+    /// The value as `f64` (exact for the integer sums of cluster values).
+    fn to_f64(self) -> f64;
+}
+
+impl EtaValue for i64 {
+    const ZERO: Self = 0;
+    #[inline(always)]
+    fn to_f64(self) -> f64 {
+        self as f64
+    }
+}
+
+impl EtaValue for f64 {
+    const ZERO: Self = 0.0;
+    #[inline(always)]
+    fn to_f64(self) -> f64 {
+        self
+    }
+}
+
+/// A cluster's eta pair and energy, with the sum in the value type it was computed in.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct EtaOf<V> {
+    /// Eta along x (columns).
+    pub x: f64,
+    /// Eta along y (rows).
+    pub y: f64,
+    /// The quadrant (eta2 kinds); `TopLeft` for the eta3 kinds.
+    pub corner: Corner,
+    /// The eta's sum (the energy is this as `f64`).
+    pub sum: V,
 }
 
 /// `num / den` in `f64`, or 0 when `den` is 0 (aare leaves the eta at its zero initial value).
 #[inline(always)]
-fn ratio(num: i64, den: i64) -> f64 {
-    if den != 0 {
-        num as f64 / den as f64
+fn ratio<V: EtaValue>(num: V, den: V) -> f64 {
+    if den != V::ZERO {
+        num.to_f64() / den.to_f64()
     } else {
         0.0
     }
@@ -141,14 +176,30 @@ fn ratio(num: i64, den: i64) -> f64 {
 /// on the device a trap). Callers pass whole records.
 #[inline(always)]
 pub fn eta(kind: EtaKind, data: &[i32], side: usize) -> Eta {
+    let e = eta_of(kind, |i| data[i] as i64, side);
+    Eta {
+        x: e.x,
+        y: e.y,
+        corner: e.corner,
+        sum: e.sum,
+    }
+}
+
+/// [`eta`] over any values: `v(i)` is value `i` of the cluster (row-major). With `i64`
+/// values every sum is exact and the result is [`eta`]'s; with `f64` values (pixel values
+/// divided by a gain) the sums are rounded in the order written here: the quadrant sums
+/// `centre + horizontal neighbour + vertical neighbour + diagonal` (TL: `c + (c-1) + (c-s) +
+/// (c-1-s)`), a pair `a + b` as listed, the 3x3 sum row by row from the top-left.
+#[inline(always)]
+pub fn eta_of<V: EtaValue>(kind: EtaKind, v: impl Fn(usize) -> V, side: usize) -> EtaOf<V> {
     let c = (side / 2) * side + side / 2;
     match kind {
         EtaKind::Eta2 | EtaKind::FullEta2 => {
             let sums = [
-                v(data, c) + v(data, c - 1) + v(data, c - side) + v(data, c - 1 - side),
-                v(data, c) + v(data, c + 1) + v(data, c - side) + v(data, c - side + 1),
-                v(data, c) + v(data, c - 1) + v(data, c + side) + v(data, c + side - 1),
-                v(data, c) + v(data, c + 1) + v(data, c + side) + v(data, c + side + 1),
+                v(c) + v(c - 1) + v(c - side) + v(c - 1 - side),
+                v(c) + v(c + 1) + v(c - side) + v(c - side + 1),
+                v(c) + v(c - 1) + v(c + side) + v(c + side - 1),
+                v(c) + v(c + 1) + v(c + side) + v(c + side + 1),
             ];
             // The first maximum, as std::max_element.
             let mut q = 0;
@@ -176,8 +227,8 @@ pub fn eta(kind: EtaKind, data: &[i32], side: usize) -> Eta {
                 Corner::BottomLeft | Corner::BottomRight => (c, c + side),
             };
             let (x, y) = if matches!(kind, EtaKind::Eta2) {
-                let (l, r) = (v(data, cl), v(data, ch));
-                let (t, b) = (v(data, rl), v(data, rh));
+                let (l, r) = (v(cl), v(ch));
+                let (t, b) = (v(rl), v(rh));
                 (ratio(r, r + l), ratio(b, b + t))
             } else {
                 // The quadrant's higher column (its two rows) and higher row (its two
@@ -194,39 +245,39 @@ pub fn eta(kind: EtaKind, data: &[i32], side: usize) -> Eta {
                     Corner::BottomLeft => (c + side, c + side - 1),
                     Corner::BottomRight => (c + side, c + side + 1),
                 };
-                if sum != 0 {
+                if sum != V::ZERO {
                     (
-                        (v(data, col_hi_a) + v(data, col_hi_b)) as f64 / sum as f64,
-                        (v(data, row_hi_a) + v(data, row_hi_b)) as f64 / sum as f64,
+                        (v(col_hi_a) + v(col_hi_b)).to_f64() / sum.to_f64(),
+                        (v(row_hi_a) + v(row_hi_b)).to_f64() / sum.to_f64(),
                     )
                 } else {
                     (0.0, 0.0)
                 }
             };
-            Eta { x, y, corner, sum }
+            EtaOf { x, y, corner, sum }
         }
         EtaKind::Eta3 | EtaKind::CrossEta3 => {
             // The central 3x3, row-major.
-            let at = |r: usize, col: usize| v(data, c - side - 1 + r * side + col);
-            let mut sum = 0i64;
+            let at = |r: usize, col: usize| v(c - side - 1 + r * side + col);
+            let mut sum = V::ZERO;
             let mut r = 0;
             while r < 3 {
                 let mut col = 0;
                 while col < 3 {
-                    sum += at(r, col);
+                    sum = sum + at(r, col);
                     col += 1;
                 }
                 r += 1;
             }
             let (x, y) = if matches!(kind, EtaKind::Eta3) {
-                if sum != 0 {
+                if sum != V::ZERO {
                     let left = at(0, 0) + at(1, 0) + at(2, 0);
                     let right = at(0, 2) + at(1, 2) + at(2, 2);
                     let top = at(0, 0) + at(0, 1) + at(0, 2);
                     let bottom = at(2, 0) + at(2, 1) + at(2, 2);
                     (
-                        (right - left) as f64 / sum as f64,
-                        (bottom - top) as f64 / sum as f64,
+                        (right - left).to_f64() / sum.to_f64(),
+                        (bottom - top).to_f64() / sum.to_f64(),
                     )
                 } else {
                     (0.0, 0.0)
@@ -236,7 +287,7 @@ pub fn eta(kind: EtaKind, data: &[i32], side: usize) -> Eta {
                 let (t, b) = (at(0, 1), at(2, 1));
                 (ratio(r - l, l + m + r), ratio(b - t, t + m + b))
             };
-            Eta {
+            EtaOf {
                 x,
                 y,
                 corner: Corner::TopLeft,
@@ -318,12 +369,19 @@ pub const FLAG_MASKED: u8 = 4;
 /// Flag of a photon whose energy lies outside the energy window asked for.
 pub const FLAG_WINDOW: u8 = 8;
 
-/// Where a cluster falls in an eta cube: its eta, its bins when inside every edge, and the
-/// flags of what put it outside ([`FLAG_ETA_OUTSIDE`], [`FLAG_ENERGY_OUTSIDE`]).
+/// Where a cluster falls in an eta cube: its eta pair, quadrant and energy, its bins when
+/// inside every edge, and the flags of what put it outside ([`FLAG_ETA_OUTSIDE`],
+/// [`FLAG_ENERGY_OUTSIDE`]).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Located {
-    /// The cluster's eta.
-    pub eta: Eta,
+    /// Eta along x.
+    pub x: f64,
+    /// Eta along y.
+    pub y: f64,
+    /// The quadrant (eta2 kinds).
+    pub corner: Corner,
+    /// The energy: the eta's sum as `f64` (ADU, or keV with a gain).
+    pub energy: f64,
     /// `(eta_x bin, eta_y bin, energy bin)` when all three are inside their edges.
     pub bins: Option<(usize, usize, usize)>,
     /// Why it is outside (0 when `bins` is `Some`).
@@ -341,8 +399,19 @@ pub fn locate(
     ybins: &[f64],
     ebins: &[f64],
 ) -> Located {
-    let e = eta(kind, data, side);
-    let (bx, by, be) = (bin(xbins, e.x), bin(ybins, e.y), bin(ebins, e.sum as f64));
+    locate_eta(eta_of(kind, |i| data[i] as i64, side), xbins, ybins, ebins)
+}
+
+/// The bins of an eta already computed (see [`locate`]), in any value type.
+#[inline(always)]
+pub fn locate_eta<V: EtaValue>(
+    e: EtaOf<V>,
+    xbins: &[f64],
+    ybins: &[f64],
+    ebins: &[f64],
+) -> Located {
+    let energy = e.sum.to_f64();
+    let (bx, by, be) = (bin(xbins, e.x), bin(ybins, e.y), bin(ebins, energy));
     let mut flags = 0;
     if bx.is_none() || by.is_none() {
         flags |= FLAG_ETA_OUTSIDE;
@@ -355,7 +424,10 @@ pub fn locate(
         _ => None,
     };
     Located {
-        eta: e,
+        x: e.x,
+        y: e.y,
+        corner: e.corner,
+        energy,
         bins,
         flags,
     }

@@ -258,13 +258,13 @@ impl PyInterpolator {
                 let (x, y) = match at.bins {
                     Some((ix, iy, ie)) => {
                         let (u, w) = maps.lookup(ix, iy, ie);
-                        eta::place(kind, cx, cy, at.eta.corner, u, w)
+                        eta::place(kind, cx, cy, at.corner, u, w)
                     }
                     None => (cx as f64 + 0.5, cy as f64 + 0.5),
                 };
                 out.extend_from_slice(&x.to_le_bytes());
                 out.extend_from_slice(&y.to_le_bytes());
-                out.extend_from_slice(&(at.eta.sum as f64).to_le_bytes());
+                out.extend_from_slice(&at.energy.to_le_bytes());
                 out.push(at.flags);
             });
             out

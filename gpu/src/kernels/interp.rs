@@ -177,7 +177,7 @@ impl EtaImageArgs {
                         flags |= eta::FLAG_MASKED;
                     }
                 }
-                let energy = at.eta.sum as f64;
+                let energy = at.energy;
                 if self.use_window != 0 && !(self.window_lo <= energy && energy <= self.window_hi) {
                     flags |= eta::FLAG_WINDOW;
                 }
@@ -186,7 +186,7 @@ impl EtaImageArgs {
                     let i = eta::cube_index(ix, iy, ie, ny, ne);
                     // SAFETY: a bin of the maps.
                     let (u, v) = unsafe { (*self.ietax.add(i), *self.ietay.add(i)) };
-                    let (x, y) = eta::place(kind, cx, cy, at.eta.corner, u, v);
+                    let (x, y) = eta::place(kind, cx, cy, at.corner, u, v);
                     if let (Some(row), Some(col)) = (
                         eta::subpixel(y, self.subpixels, h),
                         eta::subpixel(x, self.subpixels, w),

@@ -112,6 +112,11 @@ pub struct EtaArgs {
     /// The cube's axes.
     #[command(flatten)]
     pub cube: CubeArgs,
+    /// Gain map (a rows x cols float64/float32 .npy, ADU per keV per pixel): every pixel
+    /// value is divided by its gain before eta and energy are computed (energies in keV;
+    /// counted on the host).
+    #[arg(long, value_name = "gain.npy")]
+    pub gain: Option<PathBuf>,
     /// Bad pixels (a rows x cols bool or uint8 .npy, True: bad): clusters centred on one are
     /// left out of the cube (and counted as masked).
     #[arg(long, value_name = "mask.npy")]
@@ -169,6 +174,11 @@ pub struct ImageArgs {
     /// Draw the image into DIR/image.png (binned to at most 2048 bins a side; needs --out).
     #[arg(long, value_name = "DIR", requires = "out")]
     pub plot: Option<PathBuf>,
+    /// Gain map (a rows x cols float64/float32 .npy, ADU per keV per pixel): every pixel
+    /// value is divided by its gain before eta and energy are computed (energies in keV;
+    /// counted on the host).
+    #[arg(long, value_name = "gain.npy")]
+    pub gain: Option<PathBuf>,
     /// Bad pixels (a rows x cols bool or uint8 .npy, True: bad): photons centred on one are
     /// flagged 4 and not counted.
     #[arg(long, value_name = "mask.npy")]

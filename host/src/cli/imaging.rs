@@ -12,7 +12,7 @@ use cluda::engine::plan::{Plan, output_name, plan};
 use cluda::engine::run::{InputOutputs, Session};
 use cluda::engine::sink::{FnSink, Sink, Sinks};
 use cluda::interpolation::files::{ImageFormat, read_cube, read_mask, write_cube, write_image};
-use cluda::interpolation::{CubeAxes, Edges, Interpolator, PixelMask, Tally};
+use cluda::interpolation::{CubeAxes, Edges, GainMap, Interpolator, PixelMask, Tally};
 use cluda::io::atomic::Claim;
 use cluda::io::{AtomicFile, check_output, check_overwrite, input_files};
 use cluda::{Error, FrameClusters, Result};
@@ -171,7 +171,11 @@ pub fn run_eta(args: &EtaArgs) -> Result<()> {
         e: Edges::new("energy-edges", c.energy_edges.0.clone())?,
     };
     let mask = read_mask_for(args.mask.as_deref(), &args.pedestal)?;
-    let mut sink = CubeSink::new(axes, !args.host_counts)?.with_mask(mask);
+    let gain = read_gain_for(args.gain.as_deref(), &args.pedestal)?;
+    let unit = if gain.is_some() { "keV" } else { "ADU" };
+    let mut sink = CubeSink::new(axes, !args.host_counts)?
+        .with_mask(mask)
+        .with_gain(gain);
     let totals = find_into(
         &args.finder,
         &args.pedestal,
@@ -185,7 +189,7 @@ pub fn run_eta(args: &EtaArgs) -> Result<()> {
         "host"
     };
     let cube = sink.into_cube();
-    write_cube(&args.out, &cube, "ADU", claim(args.overwrite))?;
+    write_cube(&args.out, &cube, unit, claim(args.overwrite))?;
     let t: &Tally = cube.tally();
     print_line(&format!(
         "frames={} {} {} counted_on={on} out={}",
@@ -276,7 +280,8 @@ pub fn run_image(args: &ImageArgs) -> Result<()> {
             },
         },
         !args.host_counts,
-    )?;
+    )?
+    .with_gain(read_gain_for(args.gain.as_deref(), &args.pedestal)?)?;
     let totals = find_into(
         &args.finder,
         &args.pedestal,
@@ -341,4 +346,28 @@ fn claim(overwrite: bool) -> Claim {
     } else {
         Claim::Refuse
     }
+}
+
+/// The gain map at `path`, checked against the pedestal's frame shape.
+fn read_gain_for(path: Option<&Path>, pedestal: &Path) -> Result<Option<Arc<GainMap>>> {
+    let Some(path) = path else {
+        return Ok(None);
+    };
+    let gain = GainMap::read(path)?;
+    let p = Input::open(pedestal, "pedestal")?;
+    let want = (p.frames.rows(), p.frames.cols());
+    if gain.shape() != want {
+        return Err(Error::param(
+            "gain",
+            format!(
+                "{} is {} x {} pixels; the frames are {} x {}",
+                path.display(),
+                gain.shape().0,
+                gain.shape().1,
+                want.0,
+                want.1
+            ),
+        ));
+    }
+    Ok(Some(Arc::new(gain)))
 }

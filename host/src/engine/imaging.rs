@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::finder::ClusterFinder;
 use crate::interpolation::files::PhotonWriter;
 use crate::interpolation::{
-    Accumulate, CubeAxes, EnergyWindow, EtaCube, Interpolator, Photon, PixelMask, Placer,
+    Accumulate, CubeAxes, EnergyWindow, EtaCube, GainMap, Interpolator, Photon, PixelMask, Placer,
     SubpixelImage, Tally,
 };
 use crate::io::atomic::Claim;
@@ -31,6 +31,8 @@ pub struct CubeSink {
     allow_device: bool,
     /// Bad pixels whose clusters are left out.
     mask: Option<Arc<PixelMask>>,
+    /// Pixel values divided by it first (keV).
+    gain: Option<Arc<GainMap>>,
 }
 
 impl CubeSink {
@@ -45,7 +47,18 @@ impl CubeSink {
             on_device: false,
             allow_device,
             mask: None,
+            gain: None,
         })
+    }
+
+    /// The same sink dividing pixel values by `gain` first (energies in keV); counted on the
+    /// host (the device's kernels have no gain).
+    pub fn with_gain(mut self, gain: Option<Arc<GainMap>>) -> Self {
+        if gain.is_some() {
+            self.allow_device = false;
+        }
+        self.gain = gain;
+        self
     }
 
     /// The same sink leaving out clusters centred on a bad pixel of `mask`. A masked cube is
@@ -81,7 +94,11 @@ impl Sink for CubeSink {
         self.current = if self.on_device {
             None
         } else {
-            Some(EtaCube::new(axes)?.with_mask(self.mask.clone()))
+            Some(
+                EtaCube::new(axes)?
+                    .with_mask(self.mask.clone())
+                    .with_gain(self.gain.clone()),
+            )
         };
         Ok(())
     }
@@ -150,6 +167,8 @@ pub struct ImagingSink {
     buf: Vec<Photon>,
     /// Inputs that ended whole so far.
     inputs_ended: usize,
+    /// Pixel values divided by it first (keV); counted on the host then.
+    gain: Option<Arc<GainMap>>,
 }
 
 impl ImagingSink {
@@ -195,7 +214,32 @@ impl ImagingSink {
             current_tally: Tally::default(),
             buf: Vec::new(),
             inputs_ended: 0,
+            gain: None,
         })
+    }
+
+    /// The same sink dividing pixel values by `gain` first (energies in keV). Counted on the
+    /// host (the device's kernels have no gain).
+    ///
+    /// # Errors
+    /// [`Error::Shape`] for a map of another shape than the frames'.
+    pub fn with_gain(mut self, gain: Option<Arc<GainMap>>) -> Result<Self> {
+        if let (Some(g), Some(img)) = (&gain, &self.image) {
+            let n = img.subpixels() as usize;
+            let (h, w) = img.shape();
+            if g.shape() != (h / n, w / n) {
+                return Err(Error::shape(
+                    "gain",
+                    format!("{} x {} pixels (the frames')", h / n, w / n),
+                    format!("{} x {} pixels", g.shape().0, g.shape().1),
+                ));
+            }
+        }
+        if gain.is_some() {
+            self.allow_device = false;
+        }
+        self.gain = gain;
+        Ok(self)
     }
 
     /// The image of every input that ended whole, if one is made.
@@ -270,6 +314,7 @@ impl Sink for ImagingSink {
             maps: &self.maps,
             window: self.window,
             mask: self.mask.as_deref(),
+            gain: self.gain.as_deref(),
         };
         self.buf.clear();
         // The device tallies what it places; the host tallies only what it places itself.

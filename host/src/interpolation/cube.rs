@@ -131,6 +131,29 @@ impl CubeAxes {
         [self.x.bins(), self.y.bins(), self.e.bins()]
     }
 
+    /// Where cluster `c` (of side `side`) falls, its values divided by `gain` first when
+    /// there is one (energies in keV).
+    pub fn locate_cluster(
+        &self,
+        c: &crate::cluster::ClusterRef<'_>,
+        side: usize,
+        gain: Option<&super::gain::GainMap>,
+    ) -> eta::Located {
+        match gain {
+            None => self.locate(c.data, side),
+            Some(g) => {
+                let mut v = [0.0f64; 81];
+                g.divide(c, side, &mut v);
+                eta::locate_eta(
+                    eta::eta_of(self.kind, |i| v[i], side),
+                    self.x.as_slice(),
+                    self.y.as_slice(),
+                    self.e.as_slice(),
+                )
+            }
+        }
+    }
+
     /// Where the cluster whose `side * side` values are `data` falls.
     pub fn locate(&self, data: &[i32], side: usize) -> eta::Located {
         eta::locate(
@@ -155,6 +178,8 @@ pub struct EtaCube {
     size: Option<ClusterSize>,
     /// Clusters centred on a bad pixel are left out (and tallied as masked).
     mask: Option<std::sync::Arc<PixelMask>>,
+    /// Pixel values are divided by it first (energies in keV).
+    gain: Option<std::sync::Arc<super::gain::GainMap>>,
 }
 
 impl EtaCube {
@@ -170,7 +195,14 @@ impl EtaCube {
             tally: Tally::default(),
             size: None,
             mask: None,
+            gain: None,
         })
+    }
+
+    /// The same cube dividing each pixel value by `gain` first (energies in keV).
+    pub fn with_gain(mut self, gain: Option<std::sync::Arc<super::gain::GainMap>>) -> Self {
+        self.gain = gain;
+        self
     }
 
     /// The same cube leaving out clusters centred on a bad pixel of `mask` (flag
@@ -212,7 +244,7 @@ impl EtaCube {
         let side = frame.size().side();
         let [_, ny, ne] = self.axes.shape();
         for c in frame.iter() {
-            let at = self.axes.locate(c.data, side);
+            let at = self.axes.locate_cluster(&c, side, self.gain.as_deref());
             let masked = self.mask.as_ref().is_some_and(|m| m.is_bad(c.x, c.y));
             self.tally
                 .count(at.flags | if masked { eta::FLAG_MASKED } else { 0 });

@@ -123,13 +123,15 @@ pub struct Placer<'a> {
     pub window: Option<EnergyWindow>,
     /// Photons centred on a bad pixel are flagged [`eta::FLAG_MASKED`].
     pub mask: Option<&'a PixelMask>,
+    /// Pixel values are divided by it first (etas and energies from keV values).
+    pub gain: Option<&'a super::gain::GainMap>,
 }
 
 impl Placer<'_> {
     /// The photon of cluster `c` (of side `side`) in frame `frame`.
     pub fn place(&self, frame: i64, c: &ClusterRef<'_>, side: usize) -> Photon {
-        let at = self.maps.axes().locate(c.data, side);
-        let energy = at.eta.sum as f64;
+        let at = self.maps.axes().locate_cluster(c, side, self.gain);
+        let energy = at.energy;
         let mut flags = at.flags;
         if self.mask.is_some_and(|m| m.is_bad(c.x, c.y)) {
             flags |= eta::FLAG_MASKED;
@@ -140,7 +142,7 @@ impl Placer<'_> {
         let (x, y) = match at.bins {
             Some((ix, iy, ie)) if flags == 0 => {
                 let (u, w) = self.maps.lookup(ix, iy, ie);
-                eta::place(self.maps.axes().kind, c.x, c.y, at.eta.corner, u, w)
+                eta::place(self.maps.axes().kind, c.x, c.y, at.corner, u, w)
             }
             _ => (c.x as f64 + 0.5, c.y as f64 + 0.5),
         };
