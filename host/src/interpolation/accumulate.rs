@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use super::cube::{CubeAxes, Tally};
 use super::maps::Interpolator;
-use super::photon::{EnergyWindow, PixelMask};
+use super::mask::PixelMask;
+use super::photon::EnergyWindow;
 use crate::cluster::ClusterSize;
 
 /// What to accumulate from every cluster found.

@@ -4,7 +4,7 @@
 use cluda_gpu::eta::{self, EtaKind};
 
 use super::edges::Edges;
-use super::photon::PixelMask;
+use super::mask::PixelMask;
 use crate::cluster::{ClusterSize, FrameClusters};
 use crate::error::{Error, Result};
 

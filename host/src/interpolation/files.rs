@@ -255,7 +255,7 @@ impl npy::Record for Photon {
 /// # Errors
 /// [`Error::Format`] naming the file for another element type, dimensionality, order, or a
 /// length that does not match the shape; [`Error::Io`] when it cannot be read.
-pub fn read_mask(path: &Path) -> Result<super::photon::PixelMask> {
+pub fn read_mask(path: &Path) -> Result<super::mask::PixelMask> {
     let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
     let h = npy::read_header_from(&mut std::io::Cursor::new(&bytes), bytes.len() as u64, path)?;
     if !matches!(
@@ -292,5 +292,5 @@ pub fn read_mask(path: &Path) -> Result<super::photon::PixelMask> {
             ),
         ));
     }
-    super::photon::PixelMask::new(rows, cols, data.iter().map(|&b| b != 0).collect())
+    super::mask::PixelMask::new(rows, cols, data.iter().map(|&b| b != 0).collect())
 }

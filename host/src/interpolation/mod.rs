@@ -21,6 +21,7 @@ pub mod files;
 pub mod gain;
 pub mod image;
 pub mod maps;
+pub mod mask;
 pub mod photon;
 
 pub use accumulate::{Accumulate, Accumulated};
@@ -30,7 +31,8 @@ pub use edges::Edges;
 pub use gain::GainMap;
 pub use image::{MAX_SUBPIXELS, SubpixelImage};
 pub use maps::{Interpolator, MapKind};
-pub use photon::{EnergyWindow, Photon, PixelMask, Placer};
+pub use mask::PixelMask;
+pub use photon::{EnergyWindow, Photon, Placer};
 
 impl std::str::FromStr for EtaKindArg {
     type Err = crate::error::Error;

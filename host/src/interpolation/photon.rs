@@ -6,6 +6,7 @@ use cluda_gpu::eta;
 
 use super::cube::Tally;
 use super::maps::Interpolator;
+use super::mask::PixelMask;
 use crate::cluster::{ClusterRef, FrameClusters};
 use crate::error::{Error, Result};
 
@@ -74,42 +75,6 @@ impl std::str::FromStr for EnergyWindow {
         let lo = a.trim().parse::<f64>().map_err(|_| bad())?;
         let hi = b.trim().parse::<f64>().map_err(|_| bad())?;
         Self::new(lo, hi)
-    }
-}
-
-/// A bad-pixel mask: `true` marks a pixel whose photons are flagged and never counted.
-#[derive(Clone, Debug, PartialEq)]
-pub struct PixelMask {
-    rows: usize,
-    cols: usize,
-    bad: Vec<bool>,
-}
-
-impl PixelMask {
-    /// A mask of `rows x cols` pixels, row-major.
-    ///
-    /// # Errors
-    /// [`Error::Shape`] when `bad` does not hold `rows * cols` values.
-    pub fn new(rows: usize, cols: usize, bad: Vec<bool>) -> Result<Self> {
-        if rows.checked_mul(cols) != Some(bad.len()) {
-            return Err(Error::shape(
-                "mask",
-                format!("{rows} x {cols} pixels"),
-                format!("{} values", bad.len()),
-            ));
-        }
-        Ok(Self { rows, cols, bad })
-    }
-
-    /// Its shape.
-    pub fn shape(&self) -> (usize, usize) {
-        (self.rows, self.cols)
-    }
-
-    /// Whether pixel (column `x`, row `y`) is bad (outside the mask: not).
-    pub fn is_bad(&self, x: u16, y: u16) -> bool {
-        let (x, y) = (x as usize, y as usize);
-        x < self.cols && y < self.rows && self.bad[y * self.cols + x]
     }
 }
 
