@@ -173,9 +173,9 @@ fn consecutive_and_dark_acquisitions() {
         "replay-dark",
         port,
         &[
+            // Several inputs after one --data (as find takes them) and a repeated --data.
             "--data",
             s(&dark_a),
-            "--data",
             s(&dark_b),
             "--data",
             s(&data),
