@@ -643,6 +643,26 @@ fn find_on_raw_acquisitions_equals_find_on_npy() {
     let bytes = std::fs::read(&npy_out).unwrap();
     assert_eq!(bytes, std::fs::read(&raw_out).unwrap());
     assert_eq!(bytes, std::fs::read(&mixed_out).unwrap());
+
+    // A data file given instead of its master: the error names the master file to give.
+    let data_file = d.join("run_d0_f0_0.raw");
+    assert!(data_file.is_file());
+    for option in ["--data", "--pedestal"] {
+        let (p, x) = if option == "--data" {
+            (s(&ped), s(&data_file))
+        } else {
+            (s(&data_file), s(&data))
+        };
+        CLUDA.fails(
+            &["find", "--pedestal", p, "--data", x, "--device", "cpu"],
+            &[
+                "run_d0_f0_0.raw",
+                "not a NumPy .npy file",
+                "give its master file instead",
+                s(&data_raw),
+            ],
+        );
+    }
 }
 
 #[test]
