@@ -117,6 +117,11 @@ fn gen_find_matches_the_library() {
             s(&clust),
         ]);
         assert!(out.status.success(), "{}", text(&out.stderr));
+        assert!(
+            !text(&out.stderr).contains("not kept"),
+            "{}",
+            text(&out.stderr)
+        );
         let stdout = text(&out.stdout);
         let lines: Vec<&str> = stdout.lines().collect();
         assert_eq!(lines.len(), 1, "{stdout}");
@@ -161,7 +166,21 @@ fn find_without_out_and_other_precisions() {
         let pairs = parse_summary(text(&out.stdout).trim_end());
         assert_eq!(value(&pairs, "precision"), precision);
         assert_eq!(value(&pairs, "device"), "cpu");
+        // Nothing was kept, and stderr says so.
+        let err = text(&out.stderr);
+        assert!(
+            err.contains("note: no --out FILE given: the clusters are counted, not kept"),
+            "{err}"
+        );
     }
+    // Several inputs without --out-dir: the same note, naming --out-dir.
+    let out = CLUDA.run(&["find", "--pedestal", s(&ped), "--data", s(&data), s(&data)]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("note: no --out-dir DIR given: the clusters are counted, not kept"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -624,6 +643,26 @@ fn find_on_raw_acquisitions_equals_find_on_npy() {
     let bytes = std::fs::read(&npy_out).unwrap();
     assert_eq!(bytes, std::fs::read(&raw_out).unwrap());
     assert_eq!(bytes, std::fs::read(&mixed_out).unwrap());
+
+    // A data file given instead of its master: the error names the master file to give.
+    let data_file = d.join("run_d0_f0_0.raw");
+    assert!(data_file.is_file());
+    for option in ["--data", "--pedestal"] {
+        let (p, x) = if option == "--data" {
+            (s(&ped), s(&data_file))
+        } else {
+            (s(&data_file), s(&data))
+        };
+        CLUDA.fails(
+            &["find", "--pedestal", p, "--data", x, "--device", "cpu"],
+            &[
+                "run_d0_f0_0.raw",
+                "not a NumPy .npy file",
+                "give its master file instead",
+                s(&data_raw),
+            ],
+        );
+    }
 }
 
 #[test]

@@ -351,6 +351,50 @@ fn open_frames_streams_a_raw_acquisition_and_refuses_other_files() {
         Err(Error::Format { reason, .. }) => assert!(reason.contains("not a raw master file")),
         other => panic!("expected a format error, got {:?}", other.err()),
     }
+    // A data file instead of its master: the error names the master to give.
+    let data_file = dir.path().join("run_d0_f1_5.raw");
+    assert!(data_file.is_file());
+    match open_frames(&data_file) {
+        Err(Error::Format { reason, .. }) => {
+            assert!(reason.contains("give its master file instead"), "{reason}");
+            assert!(reason.contains(&mp.display().to_string()), "{reason}");
+        }
+        other => panic!("expected a format error, got {:?}", other.err()),
+    }
+}
+
+/// A raw data file's master, from its name alone: `<base>_d<M>_f<F>_<N>.raw` ->
+/// `<base>_master_<N>.json` beside it; other names give none. Read as a .npy, a data file's
+/// error says which master to give, or that it is not there.
+#[test]
+fn a_raw_data_file_names_its_master() {
+    use cluda::io::raw::master_of_data_file;
+    let p = Path::new("/data/scan_1_d0_f12_3.raw");
+    assert_eq!(
+        master_of_data_file(p).as_deref(),
+        Some(Path::new("/data/scan_1_master_3.json"))
+    );
+    for other in [
+        "run.raw",
+        "run_d0_f1.raw",
+        "_d0_f1_2.raw",
+        "run_d0_fx_2.raw",
+        "run_d0_f1_2.npy",
+    ] {
+        assert_eq!(master_of_data_file(Path::new(other)), None, "{other}");
+    }
+
+    let dir = temp_dir("orphan");
+    let orphan = dir.path().join("lone_d0_f0_7.raw");
+    std::fs::write(&orphan, [0u8; 200]).unwrap();
+    match cluda::io::npy::read_header(&orphan) {
+        Err(Error::Format { reason, .. }) => {
+            assert!(reason.contains("not a NumPy .npy file"), "{reason}");
+            assert!(reason.contains("lone_master_7.json"), "{reason}");
+            assert!(reason.contains("not found beside it"), "{reason}");
+        }
+        other => panic!("expected a format error, got {:?}", other.err()),
+    }
 }
 
 /// The top-level keys of a master file's text, in order (lines indented by exactly 4 spaces).

@@ -173,9 +173,9 @@ fn consecutive_and_dark_acquisitions() {
         "replay-dark",
         port,
         &[
+            // Several inputs after one --data (as find takes them) and a repeated --data.
             "--data",
             s(&dark_a),
-            "--data",
             s(&dark_b),
             "--data",
             s(&data),
@@ -201,6 +201,59 @@ fn consecutive_and_dark_acquisitions() {
     );
     let file = out.join("run_2.clust");
     assert!(std::fs::read(&file).expect("file") == want);
+}
+
+/// Two replays one after the other into one stream: the first replay's going away after its
+/// acquisition's end is no fault. Before, every clean end of a replay made the stream warn that
+/// the connection was dropped ("the sender went away, or sent a message part larger than ...");
+/// now it is a note, and the second acquisition is written as the first.
+#[test]
+fn a_sender_gone_after_its_end_is_a_note_not_a_warning() {
+    let dir = tempfile::tempdir().expect("dir");
+    let d = dir.path();
+    let dark = write_frames(d, "dark", SHAPE, 0, 100, false);
+    let data = write_frames(d, "data", SHAPE, 100, 50, true);
+    let port = free_port();
+    let out = d.join("out");
+    let stream = spawn_stream(
+        d,
+        "stream",
+        port,
+        &out,
+        &[
+            "--pedestal",
+            s(&dark),
+            "--device",
+            "cpu",
+            "--acquisitions",
+            "2",
+            "--on-full",
+            "block",
+        ],
+    );
+    for (name, index) in [("replay-a", "0"), ("replay-b", "1")] {
+        spawn_replay(
+            d,
+            name,
+            port,
+            &["--data", s(&data), "--file-index", index, "--no-drop"],
+        )
+        .wait_ok(LIMIT);
+    }
+    let done = stream.wait_ok(LIMIT);
+    let sums = summaries(&done.stdout);
+    assert_eq!(sums.len(), 2, "{}", done.stdout);
+    for m in &sums {
+        assert_eq!(num(m, "frames"), 50, "{}", done.stderr);
+        assert_eq!(m["end"], "end");
+    }
+    assert!(!done.stderr.contains("warning"), "{}", done.stderr);
+    assert!(
+        done.stderr
+            .contains("went away after the end of an acquisition"),
+        "{}",
+        done.stderr
+    );
 }
 
 /// A publisher bound to the loopback `port` (no dropping) once the stream under test has
@@ -704,9 +757,10 @@ fn summaries_come_in_order_between_the_acquisitions_frames() {
     settings.acquisitions = Some(3);
     // "frame", or "summary <fileIndex>", as they reach the caller.
     let events = Mutex::new(Vec::<String>::new());
-    // No fault; the sender going away at the end is a connection event, not one.
+    // No fault; the sender going away after its last end of acquisition is a note, not one
+    // (nor a connection warning).
     let report: cluda::stream::Reporter = Arc::new(|e: &StreamEvent| {
-        assert!(matches!(e, StreamEvent::Connection(_)), "{e:?}");
+        assert!(matches!(e, StreamEvent::Note(_)), "{e:?}");
     });
     let totals = cluda::stream::run(
         config,

@@ -151,6 +151,28 @@ pub mod stream;
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeDoctests;
 
+/// Expands the items given to it when cluda is built with its `gpu` feature, to nothing
+/// otherwise.
+///
+/// For crates that build against whichever cluda they are given (the workspace's test-support
+/// crate): they follow cluda's `gpu` feature without a feature of their own, so that cluda's
+/// features need not name them (a feature naming a dev-dependency breaks `cargo install`).
+#[doc(hidden)]
+#[cfg(feature = "gpu")]
+#[macro_export]
+macro_rules! if_gpu {
+    ($($item:item)*) => { $($item)* };
+}
+
+/// Expands the items given to it when cluda is built with its `gpu` feature, to nothing
+/// otherwise (here: nothing, cluda is built without `gpu`).
+#[doc(hidden)]
+#[cfg(not(feature = "gpu"))]
+#[macro_export]
+macro_rules! if_gpu {
+    ($($item:item)*) => {};
+}
+
 /// The `ndarray` crate cluda is built with. Use `cluda::ndarray` to build the views that
 /// [`Frames::from_array3`] and [`Frames::from_array2`] take, so that your code and cluda cannot
 /// end up with two incompatible ndarray versions.

@@ -316,10 +316,11 @@ pub struct ReplayArgs {
     /// detector read out through N UDP interfaces streams them), 1 ..= 16.
     #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=16))]
     pub interfaces: u32,
-    /// Frames to send: a uint16 .npy or a raw master file; each is one acquisition, sent in
-    /// the order given. .npy frames are numbered from --first-frame, raw frames keep their
-    /// headers' numbers (plus --first-frame).
-    #[arg(long, value_name = "D.npy|D_master_0.json", required = true)]
+    /// Frames to send: uint16 .npy or raw master files (`--data A B` or `--data A --data B`);
+    /// each is one acquisition, sent one after another in the order given. .npy frames are
+    /// numbered from --first-frame, raw frames keep their headers' numbers (plus
+    /// --first-frame).
+    #[arg(long, value_name = "D.npy|D_master_0.json", num_args = 1.., required = true)]
     pub data: Vec<PathBuf>,
     /// Frames per second, 0.001 ..= 1e7 (default: as fast as possible).
     #[arg(long, value_name = "HZ", value_parser = parse_rate, allow_hyphen_values = true)]

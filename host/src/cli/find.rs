@@ -29,6 +29,9 @@ pub fn run_find(args: &FindArgs) -> Result<()> {
     };
     let (out, plot) = (args.out.as_deref(), args.plot.as_deref());
     check_outputs(&args.pedestal, data, out, plot, args.overwrite)?;
+    if out.is_none() {
+        note_not_kept("--out FILE");
+    }
     let mut options = run_options(&args.finder);
     #[cfg(target_os = "linux")]
     if options.input == InputPath::Map {
@@ -58,6 +61,12 @@ pub fn run_find(args: &FindArgs) -> Result<()> {
     print_line(&summary.to_string())
 }
 
+/// Says on stderr that no cluster file is written (the run still counts the clusters and may
+/// draw plots), naming `option`, the option that would keep them.
+fn note_not_kept(option: &str) {
+    eprintln!("note: no {option} given: the clusters are counted, not kept");
+}
+
 /// `cluda find --data A B C ... [--out-dir D]`: one process, one device, one pedestal, the
 /// inputs found one after another (the next read while the current one is found), each from
 /// the pedestal afresh unless `--carry-pedestal`. An input that cannot be opened or fails
@@ -74,6 +83,9 @@ fn run_many(args: &FindArgs) -> Result<()> {
     let shape = (pedestal.frames.rows(), pedestal.frames.cols());
     let out_dir = args.out_dir.as_deref();
     let Plan { files, inputs } = plan(&args.pedestal, shape, &args.data, out_dir, "out-dir")?;
+    if out_dir.is_none() {
+        note_not_kept("--out-dir DIR");
+    }
     let mut failed = 0usize;
     let (mut paths, mut data, mut names) = (Vec::new(), Vec::new(), Vec::new());
     for p in inputs {

@@ -195,9 +195,13 @@ pub(crate) fn read_header_from<R: Read>(file: &mut R, len: u64, path: &Path) -> 
     let mut pre = [0u8; 8];
     let got = read_up_to(file, &mut pre, path)?;
     if got < 6 || &pre[..6] != MAGIC {
-        return Err(fmt(
-            "not a NumPy .npy file: it does not start with the \\x93NUMPY magic string".into(),
-        ));
+        let mut reason =
+            "not a NumPy .npy file: it does not start with the \\x93NUMPY magic string".to_string();
+        // A raw data file given where its master file belongs: say which file to give.
+        if let Some(hint) = super::raw::data_file_hint(path) {
+            reason = format!("{reason}; {hint}");
+        }
+        return Err(fmt(reason));
     }
     if got < 8 {
         return Err(fmt(

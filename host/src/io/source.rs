@@ -295,10 +295,13 @@ pub fn is_raw_master(path: &Path) -> bool {
 /// [`Error::Format`] naming the file when the master file or its data files cannot be read.
 pub fn open_frames(path: &Path) -> Result<Box<dyn FrameSource + Send>> {
     open_frames_or(path, |p| {
-        Err(Error::format(
-            p,
-            "not a raw master file (<base>_master_<N>.json); cluda reads .npy or raw master files",
-        ))
+        let mut reason =
+            "not a raw master file (<base>_master_<N>.json); cluda reads .npy or raw master files"
+                .to_string();
+        if let Some(hint) = super::raw::data_file_hint(p) {
+            reason = format!("{reason}; {hint}");
+        }
+        Err(Error::format(p, reason))
     })
 }
 

@@ -290,8 +290,8 @@ impl Inbox {
             if stopping && self.pending.is_none() && self.receiver.give_up_waiting() == 0 {
                 return Ok(None);
             }
-            for message in self.receiver.take_events() {
-                report(&StreamEvent::Connection(message));
+            for event in self.receiver.take_events() {
+                report(&event.into());
             }
             let wait = if stopping {
                 Duration::ZERO

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use super::assembly::Notice;
 use super::parts::PartsReceiver;
-use super::receiver::{Message, ReceiverConfig, ZmqReceiver};
+use super::receiver::{ConnectionEvent, Message, ReceiverConfig, ZmqReceiver};
 use crate::error::Result;
 
 /// The stream's receiving end, of one endpoint or several.
@@ -95,7 +95,7 @@ impl Inlet {
     }
 
     /// Connection events since the last call.
-    pub(crate) fn take_events(&self) -> Vec<String> {
+    pub(crate) fn take_events(&self) -> Vec<ConnectionEvent> {
         match &self.0 {
             Kind::One(r) => r.take_events(),
             Kind::Parts(r) => r.take_events(),

@@ -35,7 +35,7 @@ pub use acquisition::{
 pub use header::ZmqHeader;
 pub use inlet::Inlet;
 pub use publisher::Publisher;
-pub use receiver::{FullQueue, ReceiverConfig, ZmqReceiver};
+pub use receiver::{ConnectionEvent, FullQueue, ReceiverConfig, ZmqReceiver};
 pub use replay::{ReplaySettings, ReplayStats, replay};
 pub use sampling::Sampling;
 pub use source::{AcquisitionCounts, Ending, FaultKind, Reporter, StreamEvent};

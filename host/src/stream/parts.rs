@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use super::assembly::{Assembler, Input, Notice, Output, PartFault};
 use super::header::{HeaderFault, ZmqHeader};
-use super::receiver::{Feed, Message, ReceiverConfig};
+use super::receiver::{ConnectionEvent, Feed, Message, ReceiverConfig};
 use crate::error::{Error, Result};
 
 /// The receiving end of a stream of frames in parts.
@@ -116,7 +116,7 @@ impl PartsReceiver {
     }
 
     /// Connection events of every endpoint since the last call.
-    pub fn take_events(&self) -> Vec<String> {
+    pub fn take_events(&self) -> Vec<ConnectionEvent> {
         self.feeds.iter().flat_map(Feed::take_events).collect()
     }
 

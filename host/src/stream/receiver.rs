@@ -145,6 +145,17 @@ impl Message {
     }
 }
 
+/// A change of a connection to the sender, for the consumer to report.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ConnectionEvent {
+    /// The connection was dropped where frames may have been lost (mid-acquisition, or a
+    /// message part above the size accepted), or came back after such a drop: a warning.
+    Fault(String),
+    /// The sender went away right after the end of an acquisition (a `replay` that finished,
+    /// a receiver restarted between acquisitions): nothing was lost, so no fault; a note.
+    Note(String),
+}
+
 /// Frames the receiving thread dropped, in the order it dropped them: `(items queued before,
 /// first frame number, last frame number)` ranges, plus drops whose header was unreadable.
 #[derive(Default)]
@@ -165,7 +176,7 @@ pub(crate) struct Shared {
     /// Why the receiving thread stopped, when it failed.
     pub failure: Mutex<Option<String>>,
     /// Connection events to report (a dropped connection), oldest first.
-    pub events: Mutex<VecDeque<String>>,
+    pub events: Mutex<VecDeque<ConnectionEvent>>,
 }
 
 /// A connected SUB socket and its receiving thread; the consumer's end of the queue.
@@ -242,8 +253,8 @@ impl ZmqReceiver {
         }
     }
 
-    /// Connection events since the last call (a dropped connection), as messages to report.
-    pub(crate) fn take_events(&self) -> Vec<String> {
+    /// Connection events since the last call (a dropped connection), to report.
+    pub(crate) fn take_events(&self) -> Vec<ConnectionEvent> {
         self.feed.take_events()
     }
 
@@ -337,6 +348,7 @@ impl Feed {
                 limit: config.max_message_bytes,
                 connected: false,
                 dropped: false,
+                after_end: false,
                 retry_due: None,
             };
             std::thread::Builder::new()
@@ -374,8 +386,8 @@ impl Feed {
         }
     }
 
-    /// Connection events since the last call, as messages to report.
-    pub fn take_events(&self) -> Vec<String> {
+    /// Connection events since the last call, to report.
+    pub fn take_events(&self) -> Vec<ConnectionEvent> {
         self.shared
             .events
             .lock()
@@ -426,6 +438,9 @@ struct Watch {
     connected: bool,
     /// A drop was reported: the next connection is reported as a reconnection.
     dropped: bool,
+    /// The last message taken was an end of acquisition (set by the receiving thread): a
+    /// connection dropped now is a sender gone away cleanly, with nothing lost.
+    after_end: bool,
     /// When to connect again unless libzmq says it is retrying first.
     retry_due: Option<Instant>,
 }
@@ -435,9 +450,9 @@ struct Watch {
 const RETRY_GRACE: Duration = Duration::from_millis(500);
 
 impl Watch {
-    fn push(shared: &Shared, message: String) {
+    fn push(shared: &Shared, event: ConnectionEvent) {
         if let Ok(mut e) = shared.events.lock() {
-            e.push_back(message);
+            e.push_back(event);
         }
     }
 
@@ -464,7 +479,10 @@ impl Watch {
             };
             if id == zmq::SocketEvent::CONNECTED as u32 {
                 if self.dropped {
-                    Self::push(shared, format!("reconnected to {}", self.endpoint));
+                    Self::push(
+                        shared,
+                        ConnectionEvent::Fault(format!("reconnected to {}", self.endpoint)),
+                    );
                 }
                 self.connected = true;
                 self.dropped = false;
@@ -474,15 +492,29 @@ impl Watch {
                 self.retry_due = None;
             } else if id == zmq::SocketEvent::DISCONNECTED as u32 && self.connected {
                 self.connected = false;
-                self.dropped = true;
                 self.retry_due = Some(Instant::now() + RETRY_GRACE);
-                Self::push(
-                    shared,
-                    format!(
-                        "the connection to {} was dropped: the sender went away, or sent a message part larger than the {} bytes accepted (libzmq drops the connection then, and that message is lost); reconnecting",
-                        self.endpoint, self.limit
-                    ),
-                );
+                if self.after_end {
+                    // A sender that ended its acquisition and went away (a finished replay):
+                    // no fault. Only once: a drop with no message since (e.g. an oversized
+                    // first frame, again after libzmq reconnected) is a fault again.
+                    self.after_end = false;
+                    Self::push(
+                        shared,
+                        ConnectionEvent::Note(format!(
+                            "the sender at {} went away after the end of an acquisition; waiting for it to come back",
+                            self.endpoint
+                        )),
+                    );
+                } else {
+                    self.dropped = true;
+                    Self::push(
+                        shared,
+                        ConnectionEvent::Fault(format!(
+                            "the connection to {} was dropped: the sender went away, or sent a message part larger than the {} bytes accepted (libzmq drops the connection then, and that message is lost); reconnecting",
+                            self.endpoint, self.limit
+                        )),
+                    );
+                }
             }
         }
         if self.retry_due.is_some_and(|t| Instant::now() >= t) {
@@ -518,7 +550,12 @@ fn receive(
                     watch.monitor.as_poll_item(zmq::POLLIN),
                 ];
                 zmq::poll(&mut items, 50)?;
-                watch.read(socket, shared)?;
+                // Messages first: libzmq makes a connection's last messages readable before it
+                // says the connection dropped, so taking them first lets the drop be judged by
+                // them (after an end of acquisition, a sender gone away is no fault).
+                if !items[0].is_readable() {
+                    watch.read(socket, shared)?;
+                }
                 continue;
             }
             Err(zmq::Error::EINTR) => continue,
@@ -542,6 +579,13 @@ fn receive(
         } else {
             None
         };
+        // A header alone is small: whether it is an end of acquisition is read here (frames
+        // are not parsed on the one-endpoint path).
+        watch.after_end = !frame
+            && match &parsed {
+                Some(h) => h.data == 0,
+                None => ZmqHeader::parse(&parts[0]).is_ok_and(|h| h.data == 0),
+            };
         let msg = Message {
             parts,
             extra_parts,

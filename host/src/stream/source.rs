@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use super::assembly::{PartFault, Piece};
 use super::header::HeaderFault;
 use super::inlet::Inlet;
-use super::receiver::Message;
+use super::receiver::{ConnectionEvent, Message};
 use super::sampling::{GapOutcome, Sampling, StrideCheck};
 use crate::error::Result;
 use crate::io::FrameSource;
@@ -89,6 +89,17 @@ pub enum StreamEvent {
     /// Something a person should know that is no fault: e.g. the stride of a sampled stream,
     /// inferred from its frame numbers (see [`super::sampling`]).
     Note(String),
+}
+
+impl From<ConnectionEvent> for StreamEvent {
+    /// A fault of the connection is [`StreamEvent::Connection`]; a sender gone away cleanly
+    /// after an acquisition's end is a [`StreamEvent::Note`].
+    fn from(event: ConnectionEvent) -> Self {
+        match event {
+            ConnectionEvent::Fault(message) => Self::Connection(message),
+            ConnectionEvent::Note(message) => Self::Note(message),
+        }
+    }
 }
 
 /// Where stream events go (the command line prints them on stderr).
@@ -357,8 +368,8 @@ impl<'r> Acquisition<'r> {
         if let Some(m) = self.pending.take() {
             return Ok(Some(m));
         }
-        for message in self.receiver.take_events() {
-            (self.report)(&StreamEvent::Connection(message));
+        for event in self.receiver.take_events() {
+            (self.report)(&event.into());
         }
         let m = self.receiver.next(timeout);
         for n in self.receiver.take_notices() {
