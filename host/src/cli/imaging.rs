@@ -314,28 +314,45 @@ pub fn run_image(args: &ImageArgs) -> Result<()> {
     failed(&totals, args.data.len())
 }
 
-/// The mask at `path`, checked against the pedestal's frame shape.
-fn read_mask_for(path: Option<&Path>, pedestal: &Path) -> Result<Option<Arc<PixelMask>>> {
+/// A per-pixel map (`--mask`, `--gain`) read from `path` by `read`, refused unless its
+/// `shape` is the pedestal's frame shape.
+fn read_pixel_map<T>(
+    path: Option<&Path>,
+    option: &'static str,
+    pedestal: &Path,
+    read: impl Fn(&Path) -> Result<T>,
+    shape: impl Fn(&T) -> (usize, usize),
+) -> Result<Option<Arc<T>>> {
     let Some(path) = path else {
         return Ok(None);
     };
-    let mask = read_mask(path)?;
+    let map = read(path)?;
     let p = Input::open(pedestal, "pedestal")?;
-    let want = (p.frames.rows(), p.frames.cols());
-    if mask.shape() != want {
+    let (want, got) = ((p.frames.rows(), p.frames.cols()), shape(&map));
+    if got != want {
         return Err(Error::param(
-            "mask",
+            option,
             format!(
                 "{} is {} x {} pixels; the frames are {} x {}",
                 path.display(),
-                mask.shape().0,
-                mask.shape().1,
+                got.0,
+                got.1,
                 want.0,
                 want.1
             ),
         ));
     }
-    Ok(Some(Arc::new(mask)))
+    Ok(Some(Arc::new(map)))
+}
+
+/// The mask at `path`, checked against the pedestal's frame shape.
+fn read_mask_for(path: Option<&Path>, pedestal: &Path) -> Result<Option<Arc<PixelMask>>> {
+    read_pixel_map(path, "mask", pedestal, read_mask, PixelMask::shape)
+}
+
+/// The gain map at `path`, checked against the pedestal's frame shape.
+fn read_gain_for(path: Option<&Path>, pedestal: &Path) -> Result<Option<Arc<GainMap>>> {
+    read_pixel_map(path, "gain", pedestal, GainMap::read, GainMap::shape)
 }
 
 /// The claim of an output named on the command line: replaced with `--overwrite`, else a
@@ -346,28 +363,4 @@ fn claim(overwrite: bool) -> Claim {
     } else {
         Claim::Refuse
     }
-}
-
-/// The gain map at `path`, checked against the pedestal's frame shape.
-fn read_gain_for(path: Option<&Path>, pedestal: &Path) -> Result<Option<Arc<GainMap>>> {
-    let Some(path) = path else {
-        return Ok(None);
-    };
-    let gain = GainMap::read(path)?;
-    let p = Input::open(pedestal, "pedestal")?;
-    let want = (p.frames.rows(), p.frames.cols());
-    if gain.shape() != want {
-        return Err(Error::param(
-            "gain",
-            format!(
-                "{} is {} x {} pixels; the frames are {} x {}",
-                path.display(),
-                gain.shape().0,
-                gain.shape().1,
-                want.0,
-                want.1
-            ),
-        ));
-    }
-    Ok(Some(Arc::new(gain)))
 }
