@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use cluda::engine::imaging::{CubeSink, ImagingOutputs, ImagingSink};
 use cluda::engine::input::Input;
-use cluda::engine::plan::{Plan, output_name, plan};
-use cluda::engine::run::{InputOutputs, Session};
+use cluda::engine::paths::find_paths;
+use cluda::engine::plan::output_name;
 use cluda::engine::sink::{FnSink, Sink, Sinks};
 use cluda::interpolation::files::{ImageFormat, read_cube, read_mask, write_cube, write_image};
 use cluda::interpolation::{CubeAxes, Edges, GainMap, Interpolator, PixelMask, Tally};
@@ -23,17 +23,16 @@ use super::output::print_line;
 use super::progress::frames_bar;
 use super::signals;
 
-/// What a session over several inputs did.
+/// What a session over several inputs did, as the summary lines need it.
 struct Totals {
     frames: u64,
-    clusters: u64,
     seconds: f64,
     device: String,
     failed: usize,
 }
 
-/// Opens the pedestal and every data input, finds them all through `sink` (each from the
-/// pedestal afresh unless `carry`), reports each failed input on stderr.
+/// Finds every data input through `sink` ([`find_paths`]) with a progress bar, and prints
+/// the device note, each failed input, warnings and `--timing` lines on stderr.
 fn find_into(
     finder: &FinderArgs,
     pedestal: &Path,
@@ -41,76 +40,42 @@ fn find_into(
     carry: bool,
     sink: &mut dyn Sink,
 ) -> Result<Totals> {
-    let mut pedestal_in = Input::count_exactly(pedestal, "pedestal", &signals::check)?;
-    let shape = (pedestal_in.frames.rows(), pedestal_in.frames.cols());
-    let Plan { inputs, .. } = plan(pedestal, shape, data, None, "out-dir")?;
-    let (mut paths, mut opened) = (Vec::new(), Vec::new());
-    let mut failed = 0;
-    for p in inputs {
-        match p.input {
-            Ok(i) => {
-                paths.push(p.path);
-                opened.push(i);
-            }
-            Err(e) => {
-                failed += 1;
-                eprintln!("error: {e}");
-            }
-        }
-    }
-    if opened.is_empty() {
-        return Err(Error::param("data", "no data input could be opened"));
-    }
     let options = run_options(finder);
-    let longest = opened.iter().map(|d| d.len).max().unwrap_or(0);
-    let mut session = Session::open(&options, &mut pedestal_in, longest, &signals::check)?;
-    eprintln!("note: {}", session.device_note());
-    let bar = frames_bar(opened.iter().map(|d| d.len).sum(), "finding");
-    let mut totals = Totals {
-        frames: 0,
-        clusters: 0,
-        seconds: 0.0,
-        device: String::new(),
-        failed,
-    };
+    let bar = frames_bar(0, "finding");
     let mut progress = FnSink(|_, _, _: &FrameClusters<'_>| {
         bar.inc(1);
         Ok(())
     });
     let mut sinks = Sinks(vec![sink, &mut progress]);
-    session.find_all(
-        &mut opened,
-        &mut |_| Ok(InputOutputs::default()),
+    let result = find_paths(
+        &options,
+        pedestal,
+        data,
         carry,
         &signals::check,
+        &mut |frames| bar.set_length(frames),
         &mut sinks,
-        &mut |k, report| match report {
-            Ok(r) => {
-                totals.frames += r.frames;
-                totals.clusters += r.clusters;
-                totals.seconds += r.seconds();
-                totals.device = r.device.split_whitespace().next().unwrap_or("?").into();
-                if finder.timing {
-                    for line in r.timing.lines() {
-                        eprintln!("{line}");
-                    }
-                }
-                Ok(())
-            }
-            Err(e @ Error::Interrupted { .. }) => Err(e),
-            Err(e) => {
-                totals.failed += 1;
-                bar.suspend(|| eprintln!("error: {}: {e}", paths[k].display()));
-                Ok(())
-            }
-        },
-    )?;
+    );
     bar.finish_and_clear();
-    for w in session.take_warnings() {
+    let r = result?;
+    eprintln!("note: {}", r.device_note);
+    for (path, e) in &r.failed {
+        eprintln!("error: {}: {e}", path.display());
+    }
+    for w in &r.warnings {
         eprintln!("warning: {w}");
     }
-    session.close();
-    Ok(totals)
+    if finder.timing {
+        for line in r.reports.iter().flat_map(|r| r.timing.lines()) {
+            eprintln!("{line}");
+        }
+    }
+    Ok(Totals {
+        frames: r.frames,
+        seconds: r.seconds,
+        device: r.device.split_whitespace().next().unwrap_or("?").into(),
+        failed: r.failed.len(),
+    })
 }
 
 /// Refuses an output that is an input, exists without `overwrite`, or cannot be created.

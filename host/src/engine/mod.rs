@@ -28,6 +28,7 @@
 
 pub mod imaging;
 pub mod input;
+pub mod paths;
 pub mod plan;
 pub mod rows;
 pub mod run;
