@@ -59,6 +59,8 @@ __all__ = [
     "spectrum",
     "read_npy_frames",
     "find_files",
+    "eta_cube",
+    "image",
     "read_cluster_file",
     "write_cluster_file",
     "generate",
@@ -414,6 +416,91 @@ def find_files(
         carry_pedestal,
     )
     return [_summary(r) for r in rows]
+
+
+def eta_cube(
+    inputs: Sequence[PathLike],
+    pedestal: PathLike,
+    *,
+    eta: str = "eta2",
+    eta_bins: int = 201,
+    eta_range: Tuple[float, float] = (-0.1, 1.1),
+    energy_edges: Sequence[float] = (0.0, float("inf")),
+    cluster_size: int = _CLUSTER_SIZE,
+    n_sigma: float = _N_SIGMA,
+    precision: str = _PRECISION,
+    threshold: str = _THRESHOLD,
+    device: str = _DEVICE,
+    threads: Optional[int] = None,
+    carry_pedestal: bool = False,
+) -> Tuple[Dict[str, np.ndarray], Dict[str, Any]]:
+    """The eta cube of a flat field, as ``cluda eta --pedestal P --data A B ...`` makes it:
+    every input's clusters (exactly those ``find`` writes) counted by (eta_x, eta_y, energy),
+    on a GPU in the finder's output stage.
+
+    Returns ``(cube, summary)``: ``cube`` holds exactly ``etacube``, ``xbins``, ``ybins`` and
+    ``ebins`` (float64), so that ``Interpolator(**cube)`` (cluda's or aare's) takes it and
+    ``np.savez("eta.npz", **cube)`` writes what ``cluda eta`` writes; ``summary`` says the
+    frames, clusters, what was counted (``inside``) and left out (``eta_outside``,
+    ``energy_outside``), ``seconds``, ``device``, ``counted_on`` and the inputs that
+    ``failed``. ``eta`` is ``eta2``, ``full-eta2``, ``eta3`` or ``cross-eta3``; the eta axes
+    are ``numpy.linspace(*eta_range, eta_bins + 1)``."""
+    etacube, xbins, ybins, ebins, summary = _cluda.eta_cube(
+        _paths(inputs),
+        os.fspath(pedestal),
+        eta,
+        _whole("eta_bins", eta_bins),
+        (float(eta_range[0]), float(eta_range[1])),
+        [float(e) for e in energy_edges],
+        _whole("cluster_size", cluster_size),
+        n_sigma,
+        precision,
+        threshold,
+        device,
+        None if threads is None else _whole("threads", threads),
+        carry_pedestal,
+    )
+    return {"etacube": etacube, "xbins": xbins, "ybins": ybins, "ebins": ebins}, summary
+
+
+def image(
+    inputs: Sequence[PathLike],
+    pedestal: PathLike,
+    eta: PathLike,
+    *,
+    subpixels: int = 4,
+    maps: str = "cumulative",
+    cluster_size: int = _CLUSTER_SIZE,
+    n_sigma: float = _N_SIGMA,
+    precision: str = _PRECISION,
+    threshold: str = _THRESHOLD,
+    device: str = _DEVICE,
+    threads: Optional[int] = None,
+    carry_pedestal: bool = False,
+) -> Tuple[np.ndarray, Dict[str, Any]]:
+    """The sub-pixel image of every input's photons, as ``cluda image --pedestal P --data A B
+    ... --eta eta.npz --subpixels N --out image.npy`` makes it: each cluster placed through
+    the maps of the cube at ``eta`` (``maps``: ``cumulative``, aare's default constructor, or
+    ``rosenblatt``) and counted at ``image[floor(y*N), floor(x*N)]``; on a GPU in the finder's
+    output stage.
+
+    Returns ``(image, summary)``: a ``(rows*N, cols*N)`` uint32 array and the summary dict of
+    ``eta_cube``."""
+    img, summary = _cluda.image(
+        _paths(inputs),
+        os.fspath(pedestal),
+        os.fspath(eta),
+        _whole("subpixels", subpixels),
+        maps,
+        _whole("cluster_size", cluster_size),
+        n_sigma,
+        precision,
+        threshold,
+        device,
+        None if threads is None else _whole("threads", threads),
+        carry_pedestal,
+    )
+    return img, summary
 
 
 def _paths(inputs) -> List[str]:

@@ -69,7 +69,7 @@ impl Outcome {
 }
 
 /// The finder's options from the Python arguments, checked.
-fn finder_choice(
+pub(crate) fn finder_choice(
     cluster_size: usize,
     n_sigma: f64,
     precision: &str,
@@ -104,18 +104,18 @@ const SIGNAL_CHECK: Duration = Duration::from_millis(200);
 /// thread; elsewhere there are none), and stops the run with [`Error::Interrupted`] when one
 /// raised (KeyboardInterrupt), so that a campaign stops at a frame boundary, its unfinished
 /// cluster file removed, instead of running on to its end.
-struct PySignals {
+pub(crate) struct PySignals {
     last: Mutex<Instant>,
 }
 
 impl PySignals {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             last: Mutex::new(Instant::now()),
         }
     }
 
-    fn check(&self) -> Result<(), Error> {
+    pub(crate) fn check(&self) -> Result<(), Error> {
         {
             let mut last = lock(&self.last);
             if last.elapsed() < SIGNAL_CHECK {
@@ -132,7 +132,7 @@ impl PySignals {
 
 /// Errors of a whole run as Python exceptions: an interrupted run is a `KeyboardInterrupt`
 /// (the signal handler's exception, which the check swallowed), others as elsewhere.
-fn run_error(e: Error) -> PyErr {
+pub(crate) fn run_error(e: Error) -> PyErr {
     match e {
         Error::Interrupted { .. } => PyKeyboardInterrupt::new_err(e.to_string()),
         e => to_py(e),

@@ -15,6 +15,7 @@
 //! between chunks).
 
 mod files;
+mod imaging;
 mod interp;
 mod rows;
 mod run;
@@ -1040,6 +1041,8 @@ fn _cluda(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<interp::PyInterpolator>()?;
     m.add_function(wrap_pyfunction!(interp::_etas, m)?)?;
     m.add_function(wrap_pyfunction!(files::find_files, m)?)?;
+    m.add_function(wrap_pyfunction!(imaging::eta_cube, m)?)?;
+    m.add_function(wrap_pyfunction!(imaging::image, m)?)?;
     m.add_function(wrap_pyfunction!(files::plan_outputs, m)?)?;
     m.add_function(wrap_pyfunction!(files::check_options, m)?)?;
     m.add_function(wrap_pyfunction!(read_npy_frames, m)?)?;
