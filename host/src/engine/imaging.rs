@@ -319,15 +319,25 @@ impl Sink for ImagingSink {
         self.buf.clear();
         // The device tallies what it places; the host tallies only what it places itself.
         let mut tally = Tally::default();
-        placer.place_frame(frame, clusters, &mut tally, &mut self.buf);
-        if !self.on_device {
-            self.current_tally.add(&tally);
-        }
-        if let Some(img) = self.current.as_mut() {
-            for p in self.buf.iter().filter(|p| p.flags == 0) {
+        let side = clusters.size().side();
+        let keep = self.writer.is_some();
+        // One pass: each photon counted into the image as it is placed, kept only when a
+        // photon list is written.
+        for c in clusters.iter() {
+            let p = placer.place(frame, &c, side);
+            tally.count(p.flags);
+            if p.flags == 0
+                && let Some(img) = self.current.as_mut()
+            {
                 let (x, y) = (p.x, p.y);
                 img.add(x, y);
             }
+            if keep {
+                self.buf.push(p);
+            }
+        }
+        if !self.on_device {
+            self.current_tally.add(&tally);
         }
         if let Some(w) = self.writer.as_mut() {
             w.write_pod(&self.buf)?;
