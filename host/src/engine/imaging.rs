@@ -165,6 +165,8 @@ pub struct ImagingSink {
     tally: Tally,
     current_tally: Tally,
     buf: Vec<Photon>,
+    /// The current frame's placed photons' sub-pixel indices.
+    indices: Vec<u32>,
     /// Inputs that ended whole so far.
     inputs_ended: usize,
     /// Pixel values divided by it first (keV); counted on the host then.
@@ -213,6 +215,7 @@ impl ImagingSink {
             tally: Tally::default(),
             current_tally: Tally::default(),
             buf: Vec::new(),
+            indices: Vec::new(),
             inputs_ended: 0,
             gain: None,
         })
@@ -321,20 +324,24 @@ impl Sink for ImagingSink {
         let mut tally = Tally::default();
         let side = clusters.size().side();
         let keep = self.writer.is_some();
-        // One pass: each photon counted into the image as it is placed, kept only when a
-        // photon list is written.
+        // Each photon placed (kept only when a photon list is written), its sub-pixel noted;
+        // then the frame's sub-pixels counted in one tight loop.
+        self.indices.clear();
         for c in clusters.iter() {
             let p = placer.place(frame, &c, side);
             tally.count(p.flags);
             if p.flags == 0
-                && let Some(img) = self.current.as_mut()
+                && let Some(i) = self.current.as_ref().and_then(|img| img.index_of(p.x, p.y))
             {
-                let (x, y) = (p.x, p.y);
-                img.add(x, y);
+                // Below the image's length, which fits u32 (at most 12800^2 sub-pixels).
+                self.indices.push(i as u32);
             }
             if keep {
                 self.buf.push(p);
             }
+        }
+        if let Some(img) = self.current.as_mut() {
+            img.add_indices(&self.indices);
         }
         if !self.on_device {
             self.current_tally.add(&tally);

@@ -69,17 +69,40 @@ impl SubpixelImage {
         self.counts.iter().map(|&c| c as u64).sum()
     }
 
+    /// The index in [`SubpixelImage::counts`] of a photon at `(x, y)`: `floor(y * n) * width
+    /// + floor(x * n)`, or `None` outside the image.
+    pub fn index_of(&self, x: f64, y: f64) -> Option<usize> {
+        let (h, w) = self.shape();
+        match (eta::subpixel(y, self.n, h), eta::subpixel(x, self.n, w)) {
+            (Some(r), Some(c)) => Some(r * w + c),
+            _ => None,
+        }
+    }
+
+    /// Counts one photon at each index of `indices` ([`SubpixelImage::index_of`]'s),
+    /// saturating. A loop of increments alone lets the processor keep many of their cache
+    /// misses in flight (an image of 400 x 400 pixels at N = 4 is 10 MB), where counting each
+    /// photon as it is placed waits for one miss at a time.
+    ///
+    /// # Panics
+    /// On an index outside the image (not one of `index_of`'s).
+    pub fn add_indices(&mut self, indices: &[u32]) {
+        for &i in indices {
+            let v = &mut self.counts[i as usize];
+            *v = v.saturating_add(1);
+        }
+    }
+
     /// Counts a photon at `(x, y)` into `image[floor(y * n), floor(x * n)]`; a position
     /// outside the image is not counted. Whether it was.
     pub fn add(&mut self, x: f64, y: f64) -> bool {
-        let (h, w) = self.shape();
-        match (eta::subpixel(y, self.n, h), eta::subpixel(x, self.n, w)) {
-            (Some(r), Some(c)) => {
-                let v = &mut self.counts[r * w + c];
+        match self.index_of(x, y) {
+            Some(i) => {
+                let v = &mut self.counts[i];
                 *v = v.saturating_add(1);
                 true
             }
-            _ => false,
+            None => false,
         }
     }
 
