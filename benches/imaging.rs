@@ -181,172 +181,99 @@ fn run() -> Result<(), String> {
                 "--overwrite",
             ],
         )?;
-        let rows: Vec<(&str, Vec<String>, usize, &str)> = vec![
-            (
-                "find",
-                vec!["find", "--pedestal", &p, "--data", &d, "--cluster", &c]
-                    .into_iter()
-                    .map(String::from)
-                    .collect(),
-                o.frames,
-                "find",
-            ),
-            (
-                "eta",
-                vec![
-                    "eta",
-                    "--pedestal",
-                    &p,
-                    "--data",
-                    &d,
-                    "--cluster",
-                    &c,
-                    "--out",
-                    &t("e.npz"),
-                    "--overwrite",
-                ]
+        let image = |n: &str, out: String| -> Vec<String> {
+            ["--eta", &cube, "--subpixels", n, "--out", &out]
                 .into_iter()
                 .map(String::from)
-                .collect(),
+                .collect()
+        };
+        let cpu = |mut v: Vec<String>| {
+            v.extend(["--device".to_string(), "cpu".to_string()]);
+            v
+        };
+        // (row, subcommand, data, options after the shared ones, frames, reference row)
+        let spec = [
+            ("find", "find", &d, vec![], o.frames, "find"),
+            (
+                "eta",
+                "eta",
+                &d,
+                vec!["--out".into(), t("e.npz")],
                 o.frames,
                 "find",
             ),
             (
                 "image N=4",
-                vec![
-                    "image",
-                    "--pedestal",
-                    &p,
-                    "--data",
-                    &d,
-                    "--cluster",
-                    &c,
-                    "--eta",
-                    &cube,
-                    "--subpixels",
-                    "4",
-                    "--out",
-                    &t("i4.npy"),
-                    "--overwrite",
-                ]
-                .into_iter()
-                .map(String::from)
-                .collect(),
+                "image",
+                &d,
+                image("4", t("i4.npy")),
                 o.frames,
                 "find",
             ),
             (
                 "image N=10",
-                vec![
-                    "image",
-                    "--pedestal",
-                    &p,
-                    "--data",
-                    &d,
-                    "--cluster",
-                    &c,
-                    "--eta",
-                    &cube,
-                    "--subpixels",
-                    "10",
-                    "--out",
-                    &t("i10.npy"),
-                    "--overwrite",
-                ]
-                .into_iter()
-                .map(String::from)
-                .collect(),
+                "image",
+                &d,
+                image("10", t("i10.npy")),
                 o.frames,
                 "find",
             ),
             (
                 "find --out",
-                vec![
-                    "find",
-                    "--pedestal",
-                    &p,
-                    "--data",
-                    &d,
-                    "--cluster",
-                    &c,
-                    "--out",
-                    &t("c.clust"),
-                    "--overwrite",
-                ]
-                .into_iter()
-                .map(String::from)
-                .collect(),
+                "find",
+                &d,
+                vec!["--out".into(), t("c.clust")],
                 o.frames,
                 "find --out",
             ),
             (
                 "image --photons",
+                "image",
+                &d,
                 vec![
-                    "image",
-                    "--pedestal",
-                    &p,
-                    "--data",
-                    &d,
-                    "--cluster",
-                    &c,
-                    "--eta",
-                    &cube,
-                    "--photons",
-                    &t("ph.npy"),
-                    "--overwrite",
-                ]
-                .into_iter()
-                .map(String::from)
-                .collect(),
+                    "--eta".into(),
+                    cube.clone(),
+                    "--photons".into(),
+                    t("ph.npy"),
+                ],
                 o.frames,
                 "find --out",
             ),
             (
                 "cpu find",
-                vec![
-                    "find",
-                    "--pedestal",
-                    &p,
-                    "--data",
-                    &dc,
-                    "--cluster",
-                    &c,
-                    "--device",
-                    "cpu",
-                ]
-                .into_iter()
-                .map(String::from)
-                .collect(),
+                "find",
+                &dc,
+                cpu(vec![]),
                 o.cpu_frames,
                 "cpu find",
             ),
             (
                 "cpu image N=4",
-                vec![
-                    "image",
-                    "--pedestal",
-                    &p,
-                    "--data",
-                    &dc,
-                    "--cluster",
-                    &c,
-                    "--eta",
-                    &cube,
-                    "--subpixels",
-                    "4",
-                    "--out",
-                    &t("ci4.npy"),
-                    "--overwrite",
-                    "--device",
-                    "cpu",
-                ]
-                .into_iter()
-                .map(String::from)
-                .collect(),
+                "image",
+                &dc,
+                cpu(image("4", t("ci4.npy"))),
                 o.cpu_frames,
                 "cpu find",
             ),
         ];
+        // Every row: the subcommand, the pedestal, its data and the cluster size, then its
+        // own options; a row that writes replaces its output of the round before.
+        let rows: Vec<(&str, Vec<String>, usize, &str)> = spec
+            .into_iter()
+            .map(|(name, cmd, data, extra, frames, reference)| {
+                let mut args: Vec<String> =
+                    [cmd, "--pedestal", &p, "--data", data, "--cluster", &c]
+                        .into_iter()
+                        .map(String::from)
+                        .collect();
+                let writes = extra.iter().any(|a| a == "--out" || a == "--photons");
+                args.extend(extra);
+                if writes {
+                    args.push("--overwrite".into());
+                }
+                (name, args, frames, reference)
+            })
+            .collect();
         let rows: Vec<_> = rows
             .into_iter()
             .filter(|r| !o.cpu_only || r.0.starts_with("cpu"))

@@ -3,7 +3,7 @@
 //! its eta-interpolation sinks, so that a Python user gets the command's results, at the
 //! command's speed, on the GPU counted on the device.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use numpy::{PyArray1, PyArrayMethods};
@@ -12,6 +12,8 @@ use pyo3::types::PyDict;
 
 use cluda::engine::imaging::{CubeSink, ImagingOutputs, ImagingSink};
 use cluda::engine::paths::{PathsReport, find_paths};
+use cluda::engine::run::RunOptions;
+use cluda::engine::sink::Sink;
 use cluda::interpolation::files::read_cube;
 use cluda::interpolation::{CubeAxes, Edges, EtaKind, Interpolator, MapKind, Tally};
 use cluda::io::atomic::Claim;
@@ -47,6 +49,31 @@ fn summary<'py>(
     d.set_item("failed", failed)?;
     d.set_item("warnings", r.warnings.clone())?;
     Ok(d)
+}
+
+/// The session over `inputs` into `sink` ([`find_paths`]), with the GIL released and Ctrl-C
+/// stopping it at a frame boundary.
+fn run(
+    py: Python<'_>,
+    options: &RunOptions,
+    pedestal: &Path,
+    inputs: &[PathBuf],
+    carry: bool,
+    sink: &mut (dyn Sink + Send),
+) -> PyResult<PathsReport> {
+    let signals = PySignals::new();
+    py.allow_threads(|| {
+        find_paths(
+            options,
+            pedestal,
+            inputs,
+            carry,
+            &|| signals.check(),
+            &mut |_| {},
+            sink,
+        )
+    })
+    .map_err(run_error)
 }
 
 /// The eta kind named `name`.
@@ -115,20 +142,7 @@ pub fn eta_cube<'py>(
         ..axes
     };
     let mut sink = CubeSink::new(axes, true).map_err(to_py)?;
-    let signals = PySignals::new();
-    let report = py
-        .allow_threads(|| {
-            find_paths(
-                &options,
-                &pedestal,
-                &inputs,
-                carry_pedestal,
-                &|| signals.check(),
-                &mut |_| {},
-                &mut sink,
-            )
-        })
-        .map_err(run_error)?;
+    let report = run(py, &options, &pedestal, &inputs, carry_pedestal, &mut sink)?;
     let on_device = sink.counted_on_device();
     let cube = sink.into_cube();
     let s = summary(py, &report, cube.tally(), on_device)?;
@@ -191,20 +205,7 @@ pub fn image<'py>(
         true,
     )
     .map_err(to_py)?;
-    let signals = PySignals::new();
-    let report = py
-        .allow_threads(|| {
-            find_paths(
-                &options,
-                &pedestal,
-                &inputs,
-                carry_pedestal,
-                &|| signals.check(),
-                &mut |_| {},
-                &mut sink,
-            )
-        })
-        .map_err(run_error)?;
+    let report = run(py, &options, &pedestal, &inputs, carry_pedestal, &mut sink)?;
     let s = summary(py, &report, sink.tally(), sink.counted_on_device())?;
     let img = sink
         .image()
