@@ -99,18 +99,8 @@ impl Corner {
     }
 }
 
-/// A cluster's eta pair and energy.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Eta {
-    /// Eta along x (columns).
-    pub x: f64,
-    /// Eta along y (rows).
-    pub y: f64,
-    /// The quadrant (eta2 kinds); `TopLeft` for the eta3 kinds, where it is not used.
-    pub corner: Corner,
-    /// The eta's sum as an exact integer (the energy in ADU is this as `f64`).
-    pub sum: i64,
-}
+/// A cluster's eta pair and its exact integer sum (the energy in ADU is the sum as `f64`).
+pub type Eta = EtaOf<i64>;
 
 /// The values eta is computed from: the cluster file's integers, summed exactly in `i64`
 /// (aare's arithmetic), or `f64` values (pixel values divided by a gain, in keV), summed in
@@ -176,13 +166,7 @@ fn ratio<V: EtaValue>(num: V, den: V) -> f64 {
 /// on the device a trap). Callers pass whole records.
 #[inline(always)]
 pub fn eta(kind: EtaKind, data: &[i32], side: usize) -> Eta {
-    let e = eta_of(kind, |i| data[i] as i64, side);
-    Eta {
-        x: e.x,
-        y: e.y,
-        corner: e.corner,
-        sum: e.sum,
-    }
+    eta_of(kind, |i| data[i] as i64, side)
 }
 
 /// [`eta`] over any values: `v(i)` is value `i` of the cluster (row-major). With `i64`
