@@ -100,15 +100,15 @@ fn main() {
     }
 }
 
-fn run() -> Result<(), String> {
-    let o = parse()?;
-    std::fs::create_dir_all(&o.data).map_err(|e| e.to_string())?;
-    let (ped, data) = (o.data.join("pedestal.npy"), o.data.join("data.npy"));
-    if !data.exists() {
-        let n = o.frames.to_string();
-        let d = o.data.to_string_lossy().into_owned();
+/// The pedestal and data files of `frames` generated frames under `--data-dir` (generated
+/// when not there yet).
+fn generated(o: &Opts, frames: usize) -> Result<(PathBuf, PathBuf), String> {
+    let dir = o.data.join(format!("frames-{frames}"));
+    let (ped, data) = (dir.join("pedestal.npy"), dir.join("data.npy"));
+    if !(ped.exists() && data.exists()) {
+        let (n, d) = (frames.to_string(), dir.to_string_lossy().into_owned());
         time(
-            &o,
+            o,
             &[
                 "gen",
                 "--out",
@@ -117,38 +117,27 @@ fn run() -> Result<(), String> {
                 &n,
                 "--pedestal-frames",
                 "1000",
+                "--overwrite",
             ],
         )?;
     }
-    let cpu_data = o.data.join(format!("data_{}.npy", o.cpu_frames));
-    if !cpu_data.exists() {
-        let d = o.data.join("cpu");
-        let (n, ds) = (o.cpu_frames.to_string(), d.to_string_lossy().into_owned());
-        time(
-            &o,
-            &[
-                "gen",
-                "--out",
-                &ds,
-                "--frames",
-                &n,
-                "--pedestal-frames",
-                "1000",
-            ],
-        )?;
-        std::fs::rename(d.join("data.npy"), &cpu_data).map_err(|e| e.to_string())?;
-    }
-    for f in [&ped, &data, &cpu_data] {
+    Ok((ped, data))
+}
+
+fn run() -> Result<(), String> {
+    let o = parse()?;
+    std::fs::create_dir_all(&o.data).map_err(|e| e.to_string())?;
+    // One folder per frame count, so data generated for another count is never reused.
+    let (ped, data) = generated(&o, o.frames)?;
+    let (cpu_ped, cpu_data) = generated(&o, o.cpu_frames)?;
+    for f in [&ped, &data, &cpu_ped, &cpu_data] {
         std::fs::read(f).map_err(|e| format!("{}: {e}", f.display()))?;
     }
     let _ = std::fs::remove_dir_all(&o.tmpfs);
     std::fs::create_dir_all(&o.tmpfs).map_err(|e| e.to_string())?;
     let t = |name: &str| o.tmpfs.join(name).to_string_lossy().into_owned();
-    let (p, d, dc) = (
-        ped.to_string_lossy().into_owned(),
-        data.to_string_lossy().into_owned(),
-        cpu_data.to_string_lossy().into_owned(),
-    );
+    let s = |f: &PathBuf| f.to_string_lossy().into_owned();
+    let (p, d, pc, dc) = (s(&ped), s(&data), s(&cpu_ped), s(&cpu_data));
     let mut md = format!(
         "# Eta interpolation: what the user waits for\n\n`cargo bench --bench imaging -- --frames {} --sizes {} --rounds {} --cpu-frames {}{}`\n\n400 x 400 frames, 1000 pedestal frames, `.npy` page-cached, F64; wall time of the whole command, median of {} interleaved rounds; outputs to tmpfs.\n\n| size | row | frames | median s | us/frame | ratio | reference | summary |\n|---|---|---|---|---|---|---|---|\n",
         o.frames,
@@ -191,13 +180,13 @@ fn run() -> Result<(), String> {
             v.extend(["--device".to_string(), "cpu".to_string()]);
             v
         };
-        // (row, subcommand, data, options after the shared ones, frames, reference row)
+        // (row, subcommand, (pedestal, data), options after the shared ones, frames, reference row)
         let spec = [
-            ("find", "find", &d, vec![], o.frames, "find"),
+            ("find", "find", (&p, &d), vec![], o.frames, "find"),
             (
                 "eta",
                 "eta",
-                &d,
+                (&p, &d),
                 vec!["--out".into(), t("e.npz")],
                 o.frames,
                 "find",
@@ -205,7 +194,7 @@ fn run() -> Result<(), String> {
             (
                 "image N=4",
                 "image",
-                &d,
+                (&p, &d),
                 image("4", t("i4.npy")),
                 o.frames,
                 "find",
@@ -213,7 +202,7 @@ fn run() -> Result<(), String> {
             (
                 "image N=10",
                 "image",
-                &d,
+                (&p, &d),
                 image("10", t("i10.npy")),
                 o.frames,
                 "find",
@@ -221,7 +210,7 @@ fn run() -> Result<(), String> {
             (
                 "find --out",
                 "find",
-                &d,
+                (&p, &d),
                 vec!["--out".into(), t("c.clust")],
                 o.frames,
                 "find --out",
@@ -229,7 +218,7 @@ fn run() -> Result<(), String> {
             (
                 "image --photons",
                 "image",
-                &d,
+                (&p, &d),
                 vec![
                     "--eta".into(),
                     cube.clone(),
@@ -242,7 +231,7 @@ fn run() -> Result<(), String> {
             (
                 "cpu find",
                 "find",
-                &dc,
+                (&pc, &dc),
                 cpu(vec![]),
                 o.cpu_frames,
                 "cpu find",
@@ -250,7 +239,7 @@ fn run() -> Result<(), String> {
             (
                 "cpu image N=4",
                 "image",
-                &dc,
+                (&pc, &dc),
                 cpu(image("4", t("ci4.npy"))),
                 o.cpu_frames,
                 "cpu find",
@@ -260,9 +249,9 @@ fn run() -> Result<(), String> {
         // own options; a row that writes replaces its output of the round before.
         let rows: Vec<(&str, Vec<String>, usize, &str)> = spec
             .into_iter()
-            .map(|(name, cmd, data, extra, frames, reference)| {
+            .map(|(name, cmd, (ped, data), extra, frames, reference)| {
                 let mut args: Vec<String> =
-                    [cmd, "--pedestal", &p, "--data", data, "--cluster", &c]
+                    [cmd, "--pedestal", ped, "--data", data, "--cluster", &c]
                         .into_iter()
                         .map(String::from)
                         .collect();

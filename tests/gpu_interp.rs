@@ -7,8 +7,8 @@ use std::sync::{Arc, OnceLock};
 use cluda::cluster::ClusterSize;
 use cluda::finder::gpu::{Overflow, PipelineConfig};
 use cluda::interpolation::{
-    Accumulate, CubeAxes, EnergyWindow, EtaCube, EtaKind, Interpolator, MapKind, PixelMask, Placer,
-    SubpixelImage, Tally,
+    Accumulate, AccumulatedCounts, CubeAxes, EnergyWindow, EtaCube, EtaKind, Interpolator, MapKind,
+    PixelMask, Placer, SubpixelImage, Tally,
 };
 use cluda::{ClusterBatch, ClusterFinder, Precision, ThresholdMode};
 use support::gpu_vs_cpu::{Data, gpu_finder};
@@ -38,6 +38,10 @@ fn gpu_run(
     assert!(
         f.accumulate(what).unwrap(),
         "the default pipeline accumulates on the device"
+    );
+    assert!(
+        !f.accumulate(what).unwrap(),
+        "a second accumulation is declined while the first is under way"
     );
     let batch = f.find(d.data()).unwrap();
     let acc = f
@@ -74,7 +78,7 @@ fn gpu_eta_cube_equals_host_every_kind_and_size() {
             );
             assert_eq!(&acc.tally, cube.tally(), "{size} {kind:?}: tally");
             assert!(
-                acc.counts == cube.counts(),
+                acc.counts == AccumulatedCounts::Cube(cube.counts().to_vec()),
                 "{size} {kind:?}: counts differ"
             );
             println!("gpu == host: {size} {kind:?} {}", cube.tally().summary());
@@ -93,7 +97,10 @@ fn gpu_eta_cube_with_energy_bins_and_regrow_equals_host() {
     let cube = host_cube(&axes, &batch);
     assert!(cube.tally().energy_outside > 0);
     assert_eq!(&acc.tally, cube.tally());
-    assert!(acc.counts == cube.counts(), "counts differ after regrowing");
+    assert!(
+        acc.counts == AccumulatedCounts::Cube(cube.counts().to_vec()),
+        "counts differ after regrowing"
+    );
 }
 
 #[test]
@@ -145,8 +152,15 @@ fn gpu_image_equals_host_maps_masks_windows() {
             "mask and window were exercised"
         );
         assert_eq!(acc.tally, tally, "{size} {kind:?} {map:?} N={n}: tally");
+        let AccumulatedCounts::Image(counts) = acc.counts else {
+            panic!("{size} {kind:?} {map:?} N={n}: the device accumulated no image");
+        };
+        // Added twice: once into an empty image (taken as they are), once more (summed).
         let mut gpu = SubpixelImage::new(200, 200, n).unwrap();
-        gpu.add_counts(&acc.counts).unwrap();
+        gpu.add_counts(counts.clone()).unwrap();
+        assert!(gpu == img, "{size} {kind:?} {map:?} N={n}: images differ");
+        gpu.add_counts(counts).unwrap();
+        img.add_image(&img.clone()).unwrap();
         assert!(gpu == img, "{size} {kind:?} {map:?} N={n}: images differ");
         println!(
             "gpu == host image: {size} {kind:?} {map:?} N={n} {} photons counted",

@@ -1039,20 +1039,22 @@ fn image_saturates_and_skips_outside() {
     let mut img = SubpixelImage::new(2, 3, 2).unwrap();
     let (h, w) = img.shape();
     assert_eq!((h, w), (4, 6));
-    let mut near = vec![0u64; h * w];
-    near[0] = u32::MAX as u64 - 1;
-    near[1] = u32::MAX as u64 + 5;
-    near[2] = u64::MAX;
-    img.add_counts(&near).unwrap();
-    assert_eq!(&img.counts()[..3], &[u32::MAX - 1, u32::MAX, u32::MAX]);
+    let mut near = vec![0u32; h * w];
+    near[0] = u32::MAX - 1;
+    near[1] = u32::MAX;
+    near[2] = 7;
+    // Into an empty image: taken as they are.
+    img.add_counts(near.clone()).unwrap();
+    assert_eq!(&img.counts()[..3], &[u32::MAX - 1, u32::MAX, 7]);
     assert!(img.add(0.0, 0.0));
     assert!(img.add(0.49, 0.49));
     assert_eq!(img.counts()[0], u32::MAX, "saturates");
     assert!(img.add(0.5, 0.0));
     assert_eq!(img.counts()[1], u32::MAX);
-    img.add_counts(&near).unwrap();
-    assert_eq!(img.counts()[0], u32::MAX);
-    assert!(img.add_counts(&near[1..]).is_err());
+    // Into a counted one: summed, saturating.
+    img.add_counts(near.clone()).unwrap();
+    assert_eq!(&img.counts()[..3], &[u32::MAX, u32::MAX, 14]);
+    assert!(img.add_counts(near[1..].to_vec()).is_err());
 
     let before = img.counts().to_vec();
     for (x, y) in [

@@ -633,6 +633,16 @@ macro_rules! interp_kernels {
                 /// As in `cluda_eta_cube`.
                 tally: $crate::args::MutPtr<u64>,
             }
+            /// The parameters of `cluda_counts_to_u32`: 64-bit counts narrowed to `u32`,
+            /// saturating (an image's counts come down at half the size).
+            cluda_counts_to_u32 => NarrowArgs {
+                /// The counts.
+                counts: $crate::args::ConstPtr<u64>,
+                /// How many.
+                len: u32,
+                /// Where the narrowed counts go (`len` of them; not overlapping `counts`).
+                narrow: $crate::args::MutPtr<u32>,
+            }
         ]}
     };
 }

@@ -58,6 +58,22 @@ pub fn zeroed_vec<T: bytemuck::Zeroable + Clone>(
     Ok(unsafe { Vec::from_raw_parts(ptr, n, n) })
 }
 
+/// Writes one zero into every page of `v` (which must be all zeros, as [`zeroed_vec`] gives
+/// it), from every core: fresh pages are then mapped before their first real use. Reading a
+/// fresh page maps the shared zero page and the first write after copies it, with a TLB flush
+/// that interrupts every thread of the process; a device copy into fresh pages faults them in
+/// one at a time on one thread.
+pub fn prefault<T: bytemuck::Pod + Send>(v: &mut [T]) {
+    use rayon::prelude::*;
+    let page = (4096 / std::mem::size_of::<T>().max(1)).max(1);
+    v.par_chunks_mut(page * 256).for_each(|run| {
+        for p in run.chunks_mut(page) {
+            // SAFETY: `p` is a live, non-empty slice of `v`; zero is what it holds.
+            unsafe { std::ptr::write_volatile(p.as_mut_ptr(), T::zeroed()) };
+        }
+    });
+}
+
 /// An empty vector with room for `n` `T`s, reserved fallibly after [`check`]: an
 /// [`Error::TooLarge`] (naming `what`) instead of an abort when the memory is not there.
 pub fn with_capacity<T>(what: impl Fn() -> String, n: usize) -> Result<Vec<T>> {

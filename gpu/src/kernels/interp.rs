@@ -5,7 +5,7 @@
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
-use crate::args::{EtaCubeArgs, EtaImageArgs};
+use crate::args::{EtaCubeArgs, EtaImageArgs, NarrowArgs};
 use crate::eta::{self, EtaKind};
 use crate::kernels::prims::warp_sum;
 
@@ -200,6 +200,21 @@ impl EtaImageArgs {
         }
         // SAFETY: every lane reaches this (the loop above has no early exit).
         unsafe { tally.flush(self.tally) };
+    }
+}
+
+impl NarrowArgs {
+    /// Narrows every count to `u32`, saturating.
+    ///
+    /// # Safety
+    /// The struct's documented buffers are live and as large as it says.
+    pub unsafe fn run(self) {
+        let mut i = super::global_index_x();
+        while i < self.len as usize {
+            // SAFETY: count `i` of `len`, in both buffers.
+            unsafe { *self.narrow.add(i) = (*self.counts.add(i)).min(u32::MAX as u64) as u32 };
+            i += grid_threads();
+        }
     }
 }
 

@@ -9,14 +9,15 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use super::placement::{self, PlacementRules, PlacementWorker};
 use super::sink::Sink;
 use crate::cluster::FrameClusters;
 use crate::error::{Error, Result};
 use crate::finder::ClusterFinder;
 use crate::interpolation::files::PhotonWriter;
 use crate::interpolation::{
-    Accumulate, CubeAxes, EnergyWindow, EtaCube, GainMap, Interpolator, Photon, PixelMask, Placer,
-    SubpixelImage, Tally,
+    Accumulate, AccumulatedCounts, CubeAxes, EnergyWindow, EtaCube, GainMap, Interpolator,
+    PixelMask, SubpixelImage, Tally,
 };
 use crate::io::atomic::Claim;
 
@@ -115,7 +116,12 @@ impl Sink for CubeSink {
             let a = finder
                 .take_accumulated()?
                 .ok_or_else(|| Error::Internal("the finder accumulated no eta cube".into()))?;
-            self.cube.add_counts(a.size, &a.counts, &a.tally)
+            match &a.counts {
+                AccumulatedCounts::Cube(c) => self.cube.add_counts(a.size, c, &a.tally),
+                AccumulatedCounts::Image(_) => Err(Error::Internal(
+                    "the finder accumulated an image for an eta cube".into(),
+                )),
+            }
         } else if let Some(c) = self.current.take() {
             match c.cluster_size() {
                 Some(size) => self.cube.add_counts(size, c.counts(), c.tally()),
@@ -148,29 +154,28 @@ pub struct ImagingOutputs {
 }
 
 /// Places every cluster of a run through a cube's maps: counts into one sub-pixel image
-/// over every input, and/or writes each input's photons ([`PhotonWriter`]).
+/// over every input, and/or writes each input's photons ([`PhotonWriter`]). What the host
+/// places, it places on worker threads ([`super::placement`]), off the run's thread.
 pub struct ImagingSink {
-    maps: Arc<Interpolator>,
-    window: Option<EnergyWindow>,
-    mask: Option<Arc<PixelMask>>,
+    rules: PlacementRules,
     image: Option<SubpixelImage>,
-    /// The current input's image when the host counts it.
-    current: Option<SubpixelImage>,
+    /// Whether the image was lent to the current input's placement (the first input counts
+    /// straight into it).
+    lent: bool,
+    /// The image's frame shape and sub-pixels (while it is lent, a placeholder stands in).
+    geometry: (usize, usize, u32),
     on_device: bool,
     allow_device: bool,
     photon_paths: Vec<Option<PathBuf>>,
     claim: Claim,
-    writer: Option<PhotonWriter>,
+    /// The current input's host placement, when the host places.
+    worker: Option<PlacementWorker>,
+    /// Placement threads.
+    threads: usize,
     written: Vec<PathBuf>,
     tally: Tally,
-    current_tally: Tally,
-    buf: Vec<Photon>,
-    /// The current frame's placed photons' sub-pixel indices.
-    indices: Vec<u32>,
     /// Inputs that ended whole so far.
     inputs_ended: usize,
-    /// Pixel values divided by it first (keV); counted on the host then.
-    gain: Option<Arc<GainMap>>,
 }
 
 impl ImagingSink {
@@ -201,24 +206,41 @@ impl ImagingSink {
             .map(|n| SubpixelImage::new(rows, cols, n))
             .transpose()?;
         Ok(Self {
-            maps,
-            window,
-            mask,
+            rules: PlacementRules {
+                maps,
+                window,
+                mask,
+                gain: None,
+            },
             image,
-            current: None,
+            lent: false,
+            geometry: (rows, cols, outputs.subpixels.unwrap_or(1)),
             on_device: false,
             allow_device,
             photon_paths: outputs.photons,
             claim: outputs.claim,
-            writer: None,
+            worker: None,
+            threads: placement::default_threads(),
             written: Vec::new(),
             tally: Tally::default(),
-            current_tally: Tally::default(),
-            buf: Vec::new(),
-            indices: Vec::new(),
             inputs_ended: 0,
-            gain: None,
         })
+    }
+
+    /// The same sink placing on the host with `threads` threads (default: every core).
+    ///
+    /// # Errors
+    /// [`Error::InvalidParameter`] (`threads`) for 0 or more than 4 x the cores.
+    pub fn with_threads(mut self, threads: usize) -> Result<Self> {
+        let cap = 4 * placement::default_threads();
+        if threads == 0 || threads > cap {
+            return Err(Error::param(
+                "threads",
+                format!("{threads} placement threads; give 1 to {cap}"),
+            ));
+        }
+        self.threads = threads;
+        Ok(self)
     }
 
     /// The same sink dividing pixel values by `gain` first (energies in keV). Counted on the
@@ -241,7 +263,7 @@ impl ImagingSink {
         if gain.is_some() {
             self.allow_device = false;
         }
-        self.gain = gain;
+        self.rules.gain = gain;
         Ok(self)
     }
 
@@ -265,116 +287,119 @@ impl ImagingSink {
         self.on_device
     }
 
-    /// Whether this frame's photons must be placed on the host.
-    fn host_places(&self) -> bool {
-        self.writer.is_some() || self.current.is_some()
+    /// The image the current input counts into on the host: the image itself for the first
+    /// input (lent: no second image to zero and add), else a new one, so that a failed input
+    /// leaves the image as it was.
+    fn host_image(&mut self) -> Result<Option<SubpixelImage>> {
+        let Some(img) = self.image.as_mut() else {
+            return Ok(None);
+        };
+        if self.inputs_ended == 0 {
+            self.lent = true;
+            let lent = std::mem::replace(img, SubpixelImage::new(1, 1, 1)?);
+            return Ok(Some(lent.prefaulted()));
+        }
+        let (rows, cols, n) = self.geometry;
+        Ok(Some(SubpixelImage::new(rows, cols, n)?.prefaulted()))
+    }
+
+    /// Puts an empty image back where one lent to a failed input was.
+    fn restore_lent(&mut self) {
+        if !std::mem::take(&mut self.lent) {
+            return;
+        }
+        let (rows, cols, n) = self.geometry;
+        if let (Some(img), Ok(empty)) = (self.image.as_mut(), SubpixelImage::new(rows, cols, n)) {
+            *img = empty;
+        }
     }
 }
 
 impl Sink for ImagingSink {
     fn begin(&mut self, input: usize, finder: &mut dyn ClusterFinder) -> Result<()> {
-        self.current_tally = Tally::default();
         self.on_device = false;
-        self.current = None;
-        if let Some(img) = self.image.as_mut() {
-            let (h, w) = img.shape();
-            let n = img.subpixels();
+        self.worker = None;
+        self.lent = false;
+        let mut host_image = None;
+        if let Some(img) = self.image.as_ref() {
             self.on_device = self.allow_device
                 && finder.accumulate(&Accumulate::Image {
-                    maps: self.maps.clone(),
-                    subpixels: n,
-                    window: self.window,
-                    mask: self.mask.clone(),
+                    maps: self.rules.maps.clone(),
+                    subpixels: img.subpixels(),
+                    window: self.rules.window,
+                    mask: self.rules.mask.clone(),
                 })?;
             if !self.on_device {
-                // The first input counts straight into the image (no second image to zero and
-                // add); later ones apart, so that a failed one leaves the image as it was.
-                self.current = Some(if self.inputs_ended == 0 {
-                    std::mem::replace(img, SubpixelImage::new(1, 1, 1)?)
-                } else {
-                    SubpixelImage::new(h / n as usize, w / n as usize, n)?
-                });
+                host_image = self.host_image()?;
             }
         }
-        self.writer = match self.photon_paths.get(input).cloned().flatten() {
+        let writer = match self.photon_paths.get(input).cloned().flatten() {
             Some(p) => Some(PhotonWriter::create(&p, self.claim)?),
             None => None,
         };
+        if host_image.is_some() || writer.is_some() {
+            self.worker = Some(PlacementWorker::start(
+                self.rules.clone(),
+                self.threads,
+                host_image,
+                writer,
+            )?);
+        }
         Ok(())
     }
 
     fn frame(&mut self, _input: usize, number: u64, clusters: &FrameClusters<'_>) -> Result<()> {
-        if !self.host_places() {
+        let Some(worker) = self.worker.as_mut() else {
             return Ok(());
-        }
+        };
         let frame = i64::try_from(number).map_err(|_| {
             Error::param(
                 "photons",
                 format!("frame number {number} does not fit the photon list's int64"),
             )
         })?;
-        let placer = Placer {
-            maps: &self.maps,
-            window: self.window,
-            mask: self.mask.as_deref(),
-            gain: self.gain.as_deref(),
-        };
-        self.buf.clear();
-        // The device tallies what it places; the host tallies only what it places itself.
-        let mut tally = Tally::default();
-        let side = clusters.size().side();
-        let keep = self.writer.is_some();
-        // Each photon placed (kept only when a photon list is written), its sub-pixel noted;
-        // then the frame's sub-pixels counted in one tight loop.
-        self.indices.clear();
-        for c in clusters.iter() {
-            let p = placer.place(frame, &c, side);
-            tally.count(p.flags);
-            if p.flags == 0
-                && let Some(i) = self.current.as_ref().and_then(|img| img.index_of(p.x, p.y))
-            {
-                // Below the image's length, which fits u32 (at most 12800^2 sub-pixels).
-                self.indices.push(i as u32);
-            }
-            if keep {
-                self.buf.push(p);
-            }
-        }
-        if let Some(img) = self.current.as_mut() {
-            img.add_indices(&self.indices);
-        }
-        if !self.on_device {
-            self.current_tally.add(&tally);
-        }
-        if let Some(w) = self.writer.as_mut() {
-            w.write_pod(&self.buf)?;
-        }
-        Ok(())
+        worker.frame(frame, clusters)
     }
 
     fn end(&mut self, _input: usize, finder: &mut dyn ClusterFinder) -> Result<()> {
-        if let Some(w) = self.writer.take() {
+        let placed = self
+            .worker
+            .take()
+            .map(PlacementWorker::finish)
+            .transpose()?;
+        let (host_image, writer, host_tally) = match placed {
+            Some(p) => (p.image, p.writer, p.tally),
+            None => (None, None, Tally::default()),
+        };
+        if let Some(w) = writer {
             self.written.push(w.finish()?);
         }
         if self.on_device {
             let a = finder
                 .take_accumulated()?
                 .ok_or_else(|| Error::Internal("the finder accumulated no image".into()))?;
-            if let Some(img) = self.image.as_mut() {
-                img.add_counts(&a.counts)?;
+            match (self.image.as_mut(), a.counts) {
+                (Some(img), AccumulatedCounts::Image(c)) => img.add_counts(c)?,
+                (Some(_), AccumulatedCounts::Cube(_)) => {
+                    return Err(Error::Internal(
+                        "the finder accumulated an eta cube for an image".into(),
+                    ));
+                }
+                (None, _) => {}
             }
             self.tally.add(&a.tally);
         } else {
-            if let (Some(img), Some(cur)) = (self.image.as_mut(), self.current.take()) {
-                if self.inputs_ended == 0 {
+            if let (Some(img), Some(cur)) = (self.image.as_mut(), host_image) {
+                if std::mem::take(&mut self.lent) {
                     *img = cur;
                 } else {
                     img.add_image(&cur)?;
                 }
             }
-            let t = self.current_tally;
-            self.tally.add(&t);
+            // The device tallies what it places; the host tallies only what it places itself.
+            self.tally.add(&host_tally);
         }
+        self.lent = false;
         self.inputs_ended += 1;
         Ok(())
     }
@@ -383,17 +408,8 @@ impl Sink for ImagingSink {
         if self.on_device {
             let _ = finder.take_accumulated();
         }
-        // Dropped unfinished: its temporary file is removed.
-        self.writer = None;
-        if let (Some(img), Some(cur)) = (self.image.as_mut(), self.current.take())
-            && self.inputs_ended == 0
-        {
-            // The image itself was lent to the failed first input: back to empty.
-            let n = cur.subpixels();
-            let (h, w) = cur.shape();
-            if let Ok(empty) = SubpixelImage::new(h / n as usize, w / n as usize, n) {
-                *img = empty;
-            }
-        }
+        // Dropped unfinished: its photon list's temporary file is removed.
+        self.worker = None;
+        self.restore_lent();
     }
 }

@@ -29,6 +29,7 @@
 pub mod imaging;
 pub mod input;
 pub mod paths;
+pub mod placement;
 pub mod plan;
 pub mod rows;
 pub mod run;

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use super::input::{Cancel, Input};
 use super::plan::{Plan, plan};
 use super::run::{InputOutputs, RunOptions, RunReport, Session};
-use super::sink::Sink;
+use super::sink::{Renumbered, Sink};
 use crate::error::{Error, Result};
 
 /// What a run over paths did.
@@ -36,7 +36,8 @@ pub struct PathsReport {
 /// into `sink` (each from the pedestal afresh unless `carry`), `cancel` asked between chunks;
 /// `planned` is told how many data frames the opened inputs hold (e.g. for a progress bar).
 /// An input that cannot be opened or fails is recorded in [`PathsReport::failed`] and the
-/// others still run; the sink is told ([`Sink::abandon`]).
+/// others still run; the sink is told ([`Sink::abandon`]). The sink's input numbers are the
+/// inputs' indices in `data` (an input that could not be opened never begins).
 ///
 /// # Errors
 /// The pedestal's and the device's errors, no data input that could be opened, and
@@ -54,12 +55,13 @@ pub fn find_paths(
     let shape = (pedestal_in.frames.rows(), pedestal_in.frames.cols());
     let Plan { inputs, .. } = plan(pedestal, shape, data, None, "out-dir")?;
     let mut report = PathsReport::default();
-    let (mut paths, mut opened) = (Vec::new(), Vec::new());
-    for p in inputs {
+    let (mut paths, mut opened, mut numbers) = (Vec::new(), Vec::new(), Vec::new());
+    for (k, p) in inputs.into_iter().enumerate() {
         match p.input {
             Ok(i) => {
                 paths.push(p.path);
                 opened.push(i);
+                numbers.push(k);
             }
             Err(e) => report.failed.push((p.path, e)),
         }
@@ -76,7 +78,7 @@ pub fn find_paths(
         &mut |_| Ok(InputOutputs::default()),
         carry,
         cancel,
-        sink,
+        &mut Renumbered { sink, numbers },
         &mut |k, r| match r {
             Ok(r) => {
                 report.frames += r.frames;

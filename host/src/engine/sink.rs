@@ -52,6 +52,44 @@ impl<F: FnMut(usize, u64, &FrameClusters<'_>) -> Result<()>> Sink for FnSink<F> 
     }
 }
 
+/// A sink seen under other input numbers: input `k` of the run is input `numbers[k]` of
+/// `sink` (e.g. its index among every input asked for, when some could not be opened and the
+/// run has only the others).
+pub struct Renumbered<'a> {
+    /// The sink.
+    pub sink: &'a mut dyn Sink,
+    /// Its number of each input of the run.
+    pub numbers: Vec<usize>,
+}
+
+impl Renumbered<'_> {
+    fn number(&self, k: usize) -> usize {
+        self.numbers.get(k).copied().unwrap_or(k)
+    }
+}
+
+impl Sink for Renumbered<'_> {
+    fn begin(&mut self, input: usize, finder: &mut dyn ClusterFinder) -> Result<()> {
+        let k = self.number(input);
+        self.sink.begin(k, finder)
+    }
+
+    fn frame(&mut self, input: usize, number: u64, clusters: &FrameClusters<'_>) -> Result<()> {
+        let k = self.number(input);
+        self.sink.frame(k, number, clusters)
+    }
+
+    fn end(&mut self, input: usize, finder: &mut dyn ClusterFinder) -> Result<()> {
+        let k = self.number(input);
+        self.sink.end(k, finder)
+    }
+
+    fn abandon(&mut self, input: usize, finder: &mut dyn ClusterFinder) {
+        let k = self.number(input);
+        self.sink.abandon(k, finder)
+    }
+}
+
 /// Several sinks as one, called in order.
 pub struct Sinks<'a>(pub Vec<&'a mut dyn Sink>);
 

@@ -228,7 +228,9 @@ pub trait ClusterFinder {
     /// cluster it finds from now on, on its device, in its output stage: the clusters then
     /// need no pass on the host. `false` when it cannot (the CPU finder; a GPU pipeline
     /// without compacted results): the caller computes the same counts from the clusters it
-    /// is handed. A second call replaces the first (what was accumulated is dropped).
+    /// is handed. One accumulation at a time: while one is under way (until
+    /// [`ClusterFinder::take_accumulated`]) a second is declined too, so that two sinks of
+    /// one run (a live image and a live eta cube) never take each other's counts.
     ///
     /// # Errors
     /// A GPU finder's device errors (allocating the counts, uploading the maps).

@@ -30,13 +30,22 @@ pub enum Accumulate {
     },
 }
 
-/// What a finder accumulated: per-bin (or per-sub-pixel) counts, C order, and the tally of
-/// the clusters seen.
+/// Accumulated counts, C order.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AccumulatedCounts {
+    /// An eta cube's counts.
+    Cube(Vec<u64>),
+    /// A sub-pixel image's counts, saturated to `u32` (counted in 64 bits, narrowed on the
+    /// device, so they come down at half the size).
+    Image(Vec<u32>),
+}
+
+/// What a finder accumulated: per-bin (or per-sub-pixel) counts and the tally of the
+/// clusters seen.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Accumulated {
-    /// The counts (not saturated: an image's `u32` saturation happens when they are added
-    /// to it).
-    pub counts: Vec<u64>,
+    /// The counts.
+    pub counts: AccumulatedCounts,
     /// The clusters seen, placed or counted, and left out.
     pub tally: Tally,
     /// The cluster size they were found with.

@@ -8,12 +8,22 @@ use crate::error::{Error, Result};
 pub const MAX_SUBPIXELS: u32 = 32;
 
 /// A `(rows * n) x (cols * n)` image of photon counts (`u32`, saturating), row-major.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct SubpixelImage {
     n: u32,
     rows: usize,
     cols: usize,
     counts: Vec<u32>,
+    /// Nothing was ever added: every count is zero, its pages perhaps not mapped yet.
+    fresh: bool,
+}
+
+impl PartialEq for SubpixelImage {
+    /// The same shape and counts.
+    fn eq(&self, other: &Self) -> bool {
+        (self.n, self.rows, self.cols) == (other.n, other.rows, other.cols)
+            && self.counts == other.counts
+    }
 }
 
 impl SubpixelImage {
@@ -30,23 +40,29 @@ impl SubpixelImage {
         let len = (rows * n as usize)
             .checked_mul(cols * n as usize)
             .ok_or_else(|| Error::param("subpixels", "the image is too large"))?;
-        let mut counts: Vec<u32> = crate::memory::zeroed_vec(
+        let counts: Vec<u32> = crate::memory::zeroed_vec(
             || format!("a {}-sub-pixel image of {rows} x {cols} pixels", n * n),
             len,
         )?;
-        // Each page written once now: counting reads a count before writing it, and a page
-        // first read is mapped to the shared zero page and copied on the first write, with a
-        // TLB flush that interrupts every thread of the process (the finder's band threads).
-        for page in counts.chunks_mut(1024) {
-            // SAFETY: `page` is a live, non-empty slice of this vector.
-            unsafe { std::ptr::write_volatile(page.as_mut_ptr(), 0) };
-        }
         Ok(Self {
             n,
             rows,
             cols,
             counts,
+            fresh: true,
         })
+    }
+
+    /// The same image with every page of an image still empty mapped now, from every core
+    /// ([`crate::memory::prefault`]): counting photons into it one by one reads each count
+    /// before writing it, and a fresh page first read is mapped to the shared zero page and
+    /// copied on the first write, with a TLB flush that interrupts every thread of the process
+    /// (the finder's band threads).
+    pub fn prefaulted(mut self) -> Self {
+        if self.fresh {
+            crate::memory::prefault(&mut self.counts);
+        }
+        self
     }
 
     /// Sub-pixels per pixel along each axis.
@@ -87,6 +103,7 @@ impl SubpixelImage {
     /// # Panics
     /// On an index outside the image (not one of `index_of`'s).
     pub fn add_indices(&mut self, indices: &[u32]) {
+        self.fresh = false;
         for &i in indices {
             let v = &mut self.counts[i as usize];
             *v = v.saturating_add(1);
@@ -96,6 +113,7 @@ impl SubpixelImage {
     /// Counts a photon at `(x, y)` into `image[floor(y * n), floor(x * n)]`; a position
     /// outside the image is not counted. Whether it was.
     pub fn add(&mut self, x: f64, y: f64) -> bool {
+        self.fresh = false;
         match self.index_of(x, y) {
             Some(i) => {
                 let v = &mut self.counts[i];
@@ -124,6 +142,7 @@ impl SubpixelImage {
                 ),
             ));
         }
+        self.fresh = false;
         for (a, &b) in self.counts.iter_mut().zip(&other.counts) {
             *a = a.saturating_add(b);
         }
@@ -135,11 +154,12 @@ impl SubpixelImage {
         self.counts.iter().all(|&c| c == 0)
     }
 
-    /// Adds counts made elsewhere (a GPU's), saturating.
+    /// Adds counts made elsewhere (a GPU's), saturating; an empty image takes them as they
+    /// are (no pass over them).
     ///
     /// # Errors
     /// [`Error::Shape`] when `counts` is not this image's size.
-    pub fn add_counts(&mut self, counts: &[u64]) -> Result<()> {
+    pub fn add_counts(&mut self, counts: Vec<u32>) -> Result<()> {
         if counts.len() != self.counts.len() {
             return Err(Error::shape(
                 "image counts",
@@ -147,8 +167,12 @@ impl SubpixelImage {
                 format!("{} sub-pixels", counts.len()),
             ));
         }
-        for (a, &b) in self.counts.iter_mut().zip(counts) {
-            *a = u32::try_from(*a as u64 + b).unwrap_or(u32::MAX);
+        if std::mem::take(&mut self.fresh) {
+            self.counts = counts;
+            return Ok(());
+        }
+        for (a, &b) in self.counts.iter_mut().zip(&counts) {
+            *a = a.saturating_add(b);
         }
         Ok(())
     }

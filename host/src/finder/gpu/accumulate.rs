@@ -3,11 +3,12 @@
 //! redone chunk is ever counted), one launch of `cluda_eta_cube` or `cluda_eta_image`
 //! (`gpu/src/kernels/interp.rs`) reads its compact records where the finder left them and
 //! adds to 64-bit counts on the device, on the compute stream (so the slot's next chunk
-//! cannot overwrite them first). The counts come down once, when taken.
+//! cannot overwrite them first). The counts come down once, when taken (an image's narrowed
+//! to saturated `u32` on the device first, by `cluda_counts_to_u32`: half the bytes to copy).
 
 use std::sync::Arc;
 
-use cluda_gpu::args::{DevicePtr, EtaCubeArgs, EtaImageArgs};
+use cluda_gpu::args::{DevicePtr, EtaCubeArgs, EtaImageArgs, NarrowArgs};
 use cudarc::driver::{CudaFunction, CudaStream};
 
 use super::launch::BLOCK;
@@ -15,7 +16,7 @@ use crate::cluster::ClusterSize;
 use crate::cuda::Device;
 use crate::device_memory::DeviceBuf;
 use crate::error::{CudaContextExt, Result};
-use crate::interpolation::{Accumulate, Accumulated, Tally};
+use crate::interpolation::{Accumulate, Accumulated, AccumulatedCounts, Tally};
 
 /// Counters of the tally: clusters, inside, eta outside, energy outside, masked, window.
 const TALLY: usize = 6;
@@ -32,6 +33,8 @@ pub(crate) struct DeviceAccum {
     edges: [(DeviceBuf, u32); 3],
     /// The maps, and the image's geometry (image kernels only).
     maps: Option<(DeviceBuf, DeviceBuf)>,
+    /// The kernel narrowing an image's counts to `u32` (image kernels only).
+    narrow: Option<CudaFunction>,
     subpixels: u32,
     height: u32,
     width: u32,
@@ -77,6 +80,7 @@ impl DeviceAccum {
                     kind,
                     edges,
                     maps: None,
+                    narrow: None,
                     subpixels: 0,
                     height: 0,
                     width: 0,
@@ -121,6 +125,7 @@ impl DeviceAccum {
                         DeviceBuf::upload_on(stream, maps.ietax(), "the x map")?,
                         DeviceBuf::upload_on(stream, maps.ietay(), "the y map")?,
                     )),
+                    narrow: Some(device.function(NarrowArgs::ENTRY)?),
                     subpixels: *subpixels,
                     height: height as u32,
                     width: width as u32,
@@ -218,11 +223,47 @@ impl DeviceAccum {
         result.cuda("launching the eta accumulation")
     }
 
+    /// The image's counts narrowed to saturated `u32` on the device, then downloaded into
+    /// host memory whose pages were mapped first, from every core (a copy into fresh pages
+    /// faults them in one at a time).
+    fn narrowed(&self, f: &CudaFunction, stream: &Arc<CudaStream>) -> Result<Vec<u32>> {
+        let narrow = DeviceBuf::on_stream(stream, self.len * 4, "the narrowed image")?;
+        let len = u32::try_from(self.len)
+            .map_err(|_| crate::Error::Internal("an image of over 2^32 sub-pixels".into()))?;
+        let mut a = NarrowArgs {
+            counts: self.counts.at(),
+            len,
+            narrow: narrow.at(),
+        };
+        let mut params = a.params();
+        let grid = self
+            .len
+            .div_ceil(BLOCK as usize)
+            .clamp(1, GRID as usize * 8) as u32;
+        // SAFETY: the struct's fields are the kernel's parameters; `counts` holds `len` u64
+        // and `narrow` `len` u32 (allocated above), both live until the stream is synchronised
+        // by the download below.
+        unsafe { crate::cuda::launch(f, (grid, 1), BLOCK, stream.cu_stream(), &mut params, false) }
+            .cuda("narrowing the image's counts")?;
+        let mut out: Vec<u32> =
+            crate::memory::zeroed_vec(|| "the device's image counts".into(), self.len)?;
+        crate::memory::prefault(&mut out);
+        narrow.download_on(stream, &mut out, "the image's counts")?;
+        Ok(out)
+    }
+
     /// Downloads the counts and the tally on `stream` (waiting for every launch before).
     pub fn take(self, stream: &Arc<CudaStream>) -> Result<Accumulated> {
-        let mut counts = vec![0u64; self.len];
-        self.counts
-            .download_on(stream, &mut counts, "the accumulated counts")?;
+        let counts = match &self.narrow {
+            None => {
+                let mut counts: Vec<u64> =
+                    crate::memory::zeroed_vec(|| "the eta cube's counts".into(), self.len)?;
+                self.counts
+                    .download_on(stream, &mut counts, "the accumulated counts")?;
+                AccumulatedCounts::Cube(counts)
+            }
+            Some(f) => AccumulatedCounts::Image(self.narrowed(f, stream)?),
+        };
         let mut t = [0u64; TALLY];
         self.tally.download_on(stream, &mut t, "the tally")?;
         Ok(Accumulated {

@@ -539,8 +539,9 @@ impl Pipeline {
         )
     }
 
-    /// Starts accumulating `what` from every chunk found from now on (replacing what was
-    /// accumulated); `false` without compact results (the records are not in one buffer).
+    /// Starts accumulating `what` from every chunk found from now on; `false` without compact
+    /// results (the records are not in one buffer) or while another accumulation is under
+    /// way (one at a time: the caller counts on the host).
     pub fn start_accumulating(
         &mut self,
         device: &crate::cuda::Device,
@@ -548,8 +549,7 @@ impl Pipeline {
         rows: usize,
         cols: usize,
     ) -> Result<bool> {
-        self.accum = None;
-        if !self.cfg.compact {
+        if !self.cfg.compact || self.accum.is_some() {
             return Ok(false);
         }
         self.accum = Some(DeviceAccum::new(

@@ -1,0 +1,347 @@
+//! Photons placed off the run's thread: an [`super::imaging::ImagingSink`] that places on the
+//! host (a photon list, or an image the device does not count) copies each frame's packed
+//! records into a batch and hands full batches to one worker thread, which places a batch's
+//! clusters on a pool of threads, then counts them into the image and appends them to the
+//! photon list in frame order. The run's thread only copies records (a frame of 3x3 clusters
+//! is a few tens of kB), so placing (tens of ns per photon) neither slows a GPU finder's
+//! pipeline nor adds to a CPU finder's time on its own thread.
+//!
+//! ```text
+//!  run's thread              worker thread                      pool threads
+//!  frame() -> batch --full--> split into pieces ---------------> place a piece
+//!            ^                count pieces into the image  <---- (photons, sub-pixels, tally)
+//!            +--empty batches-- append pieces to the list, in order
+//! ```
+//!
+//! Everything the worker owns (the image being counted, the photon list being written) comes
+//! back when the input ends ([`PlacementWorker::finish`]); an error of the worker (a photon
+//! file that cannot be written) stops it and is returned by the next call.
+
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::thread::JoinHandle;
+
+use rayon::prelude::*;
+
+use crate::cluster::{ClusterSize, FrameClusters};
+use crate::error::{Error, Result};
+use crate::interpolation::files::PhotonWriter;
+use crate::interpolation::{
+    EnergyWindow, GainMap, Interpolator, Photon, PixelMask, Placer, SubpixelImage, Tally,
+};
+
+/// Clusters per batch handed to the worker: large enough that splitting it over the pool
+/// costs little against placing it, small enough that a few batches in flight are a few MB.
+const BATCH_CLUSTERS: usize = 1 << 16;
+
+/// Batches in flight (filled and not yet placed) before the run's thread waits.
+const IN_FLIGHT: usize = 3;
+
+/// What photons are placed with: the maps, and what flags a photon.
+#[derive(Clone)]
+pub struct PlacementRules {
+    /// The maps.
+    pub maps: Arc<Interpolator>,
+    /// Photons outside it are flagged.
+    pub window: Option<EnergyWindow>,
+    /// Photons centred on a bad pixel are flagged.
+    pub mask: Option<Arc<PixelMask>>,
+    /// Pixel values are divided by it first (keV).
+    pub gain: Option<Arc<GainMap>>,
+}
+
+impl PlacementRules {
+    fn placer(&self) -> Placer<'_> {
+        Placer {
+            maps: &self.maps,
+            window: self.window,
+            mask: self.mask.as_deref(),
+            gain: self.gain.as_deref(),
+        }
+    }
+}
+
+/// What one input's placement produced, handed back by [`PlacementWorker::finish`].
+pub struct Placed {
+    /// The image counted into (the one given to [`PlacementWorker::start`]).
+    pub image: Option<SubpixelImage>,
+    /// The photon list, every row written (not yet finished).
+    pub writer: Option<PhotonWriter>,
+    /// What was placed and left out.
+    pub tally: Tally,
+}
+
+/// Frames' packed records, in frame order, with their frame numbers.
+struct Batch {
+    size: ClusterSize,
+    words: Vec<u32>,
+    /// `starts[i]..starts[i + 1]`: frame `i`'s clusters.
+    starts: Vec<usize>,
+    numbers: Vec<i64>,
+}
+
+impl Batch {
+    fn new(size: ClusterSize) -> Self {
+        Self {
+            size,
+            words: Vec::new(),
+            starts: vec![0],
+            numbers: Vec::new(),
+        }
+    }
+
+    fn clusters(&self) -> usize {
+        self.starts.last().copied().unwrap_or(0)
+    }
+
+    fn clear(&mut self, size: ClusterSize) {
+        self.size = size;
+        self.words.clear();
+        self.starts.clear();
+        self.starts.push(0);
+        self.numbers.clear();
+    }
+
+    fn push(&mut self, number: i64, clusters: &FrameClusters<'_>) {
+        self.size = clusters.size();
+        self.words.extend_from_slice(clusters.words());
+        let end = self.clusters() + clusters.len();
+        self.starts.push(end);
+        self.numbers.push(number);
+    }
+}
+
+/// One piece of a batch, placed on one pool thread: frames `frames` of the batch.
+#[derive(Default)]
+struct Piece {
+    frames: std::ops::Range<usize>,
+    photons: Vec<Photon>,
+    indices: Vec<u32>,
+    tally: Tally,
+}
+
+/// The worker's side: places batches and keeps the image and the photon list.
+struct Worker {
+    rules: PlacementRules,
+    pool: rayon::ThreadPool,
+    image: Option<SubpixelImage>,
+    writer: Option<PhotonWriter>,
+    tally: Tally,
+    pieces: Vec<Piece>,
+}
+
+impl Worker {
+    fn run(mut self, full: Receiver<Batch>, empty: SyncSender<Batch>) -> Result<Placed> {
+        for batch in full {
+            self.place(&batch)?;
+            // The run's thread may have ended: a batch not taken back is simply dropped.
+            let _ = empty.try_send(batch);
+        }
+        Ok(Placed {
+            image: self.image,
+            writer: self.writer,
+            tally: self.tally,
+        })
+    }
+
+    /// Places a batch on the pool, then counts and writes its pieces in order.
+    fn place(&mut self, batch: &Batch) -> Result<()> {
+        let frames = batch.numbers.len();
+        if frames == 0 {
+            return Ok(());
+        }
+        // Pieces of about equal clusters, cut at frame boundaries.
+        let threads = self.pool.current_num_threads().max(1);
+        let per_piece = batch.clusters().div_ceil(threads * 2).max(1);
+        let mut bounds = vec![0usize];
+        for f in 1..frames {
+            if batch.starts[f] - batch.starts[*bounds.last().unwrap_or(&0)] >= per_piece {
+                bounds.push(f);
+            }
+        }
+        bounds.push(frames);
+        let count = bounds.len() - 1;
+        self.pieces.resize_with(count, Piece::default);
+        for (p, w) in self.pieces.iter_mut().zip(bounds.windows(2)) {
+            p.frames = w[0]..w[1];
+        }
+        let keep = self.writer.is_some();
+        let image = self.image.as_ref();
+        let placer = self.rules.placer();
+        self.pool.install(|| {
+            self.pieces[..count]
+                .par_iter_mut()
+                .for_each(|p| place_piece(&placer, batch, image, keep, p));
+        });
+        for p in &self.pieces[..count] {
+            if let Some(img) = self.image.as_mut() {
+                img.add_indices(&p.indices);
+            }
+            if let Some(w) = self.writer.as_mut() {
+                w.write_pod(&p.photons)?;
+            }
+            self.tally.add(&p.tally);
+        }
+        Ok(())
+    }
+}
+
+/// Places piece `p`'s frames of `batch`: its photons (when `keep`), the sub-pixel index of
+/// each placed one inside `image`, and its tally.
+fn place_piece(
+    placer: &Placer<'_>,
+    batch: &Batch,
+    image: Option<&SubpixelImage>,
+    keep: bool,
+    p: &mut Piece,
+) {
+    p.photons.clear();
+    p.indices.clear();
+    p.tally = Tally::default();
+    let w = batch.size.record_words();
+    for f in p.frames.clone() {
+        let words = &batch.words[batch.starts[f] * w..batch.starts[f + 1] * w];
+        let clusters = FrameClusters::new(f, batch.size, words);
+        let side = batch.size.side();
+        for c in clusters.iter() {
+            let ph = placer.place(batch.numbers[f], &c, side);
+            p.tally.count(ph.flags);
+            if ph.flags == 0
+                && let Some(i) = image.and_then(|img| img.index_of(ph.x, ph.y))
+            {
+                // Below the image's length, which fits u32 (at most 12800^2 sub-pixels).
+                p.indices.push(i as u32);
+            }
+            if keep {
+                p.photons.push(ph);
+            }
+        }
+    }
+}
+
+/// The run's side of one input's placement: fills batches and hands them to the worker.
+pub struct PlacementWorker {
+    batch: Option<Batch>,
+    full: Option<SyncSender<Batch>>,
+    empty: Receiver<Batch>,
+    handle: Option<JoinHandle<Result<Placed>>>,
+}
+
+impl PlacementWorker {
+    /// Starts a worker placing with `rules` on `threads` pool threads, counting placed photons
+    /// into `image` and writing every photon to `writer`, for one input.
+    ///
+    /// # Errors
+    /// [`Error::Internal`] when a thread cannot be started.
+    pub fn start(
+        rules: PlacementRules,
+        threads: usize,
+        image: Option<SubpixelImage>,
+        writer: Option<PhotonWriter>,
+    ) -> Result<Self> {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads.max(1))
+            .thread_name(|i| format!("cluda-place-{i}"))
+            .build()
+            .map_err(|e| Error::Internal(format!("starting the placement threads: {e}")))?;
+        let (full_tx, full_rx) = sync_channel::<Batch>(IN_FLIGHT);
+        let (empty_tx, empty_rx) = sync_channel::<Batch>(IN_FLIGHT + 1);
+        let worker = Worker {
+            rules,
+            pool,
+            image,
+            writer,
+            tally: Tally::default(),
+            pieces: Vec::new(),
+        };
+        let handle = std::thread::Builder::new()
+            .name("cluda-placement".into())
+            .spawn(move || worker.run(full_rx, empty_tx))
+            .map_err(|e| Error::Internal(format!("starting the placement thread: {e}")))?;
+        Ok(Self {
+            batch: None,
+            full: Some(full_tx),
+            empty: empty_rx,
+            handle: Some(handle),
+        })
+    }
+
+    /// Adds frame `number`'s clusters; hands the batch over when it is full.
+    ///
+    /// # Errors
+    /// The worker's error (it stopped).
+    pub fn frame(&mut self, number: i64, clusters: &FrameClusters<'_>) -> Result<()> {
+        let batch = match self.batch.as_mut() {
+            Some(b) => b,
+            None => {
+                let mut b = self
+                    .empty
+                    .try_recv()
+                    .unwrap_or_else(|_| Batch::new(clusters.size()));
+                b.clear(clusters.size());
+                self.batch.insert(b)
+            }
+        };
+        batch.push(number, clusters);
+        if batch.clusters() >= BATCH_CLUSTERS {
+            self.hand_over()?;
+        }
+        Ok(())
+    }
+
+    fn hand_over(&mut self) -> Result<()> {
+        let Some(batch) = self.batch.take() else {
+            return Ok(());
+        };
+        let sent = match self.full.as_ref() {
+            Some(tx) => tx.send(batch).is_ok(),
+            None => false,
+        };
+        if sent {
+            Ok(())
+        } else {
+            // The worker stopped: its error says why.
+            match self.join() {
+                Err(e) => Err(e),
+                Ok(_) => Err(Error::Internal("the placement thread stopped early".into())),
+            }
+        }
+    }
+
+    fn join(&mut self) -> Result<Placed> {
+        self.full = None;
+        match self.handle.take() {
+            Some(h) => h
+                .join()
+                .map_err(|_| Error::Internal("the placement thread panicked".into()))?,
+            None => Err(Error::Internal(
+                "the placement thread was joined twice".into(),
+            )),
+        }
+    }
+
+    /// Places what is left and hands back the image, the photon list and the tally.
+    ///
+    /// # Errors
+    /// The worker's error.
+    pub fn finish(mut self) -> Result<Placed> {
+        self.hand_over()?;
+        self.join()
+    }
+}
+
+impl Drop for PlacementWorker {
+    /// An unfinished worker (its input failed) is stopped and what it held dropped: the
+    /// photon list's temporary file is removed.
+    fn drop(&mut self) {
+        self.full = None;
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// Placement threads when none are asked for: every core.
+pub fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}

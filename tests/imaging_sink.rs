@@ -1,0 +1,228 @@
+//! The imaging sink over several inputs, driven by hand with a CPU finder (so the host
+//! places, on the sink's placement threads): photons of many frames come back in frame order
+//! with exactly the values of placing them one by one, and a failed input leaves the image and
+//! the photon lists as they were, whether it was the first input (which counts straight into
+//! the image) or a later one.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use cluda::engine::imaging::{ImagingOutputs, ImagingSink};
+use cluda::engine::sink::Sink;
+use cluda::finder::cpu::CpuFinder;
+use cluda::interpolation::{
+    CubeAxes, EtaCube, EtaKind, Interpolator, MapKind, Photon, Placer, SubpixelImage, Tally,
+};
+use cluda::io::atomic::Claim;
+use cluda::{ClusterSize, FinderConfig, FrameClusters};
+
+const ROWS: usize = 64;
+const COLS: usize = 64;
+
+/// Deterministic 3x3 clusters: `frames` frames of 0..40 clusters each (an xorshift stream),
+/// as packed words per frame.
+fn frames(frames: usize, seed: u64) -> Vec<Vec<u32>> {
+    let mut s = seed | 1;
+    let mut next = move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    };
+    (0..frames)
+        .map(|_| {
+            let n = (next() % 40) as usize;
+            let mut words = Vec::new();
+            for _ in 0..n {
+                let x = (next() % COLS as u64) as u32;
+                let y = (next() % ROWS as u64) as u32;
+                words.push(x | (y << 16));
+                for _ in 0..9 {
+                    // Mostly positive charge, some negative pixels.
+                    words.push(((next() % 900) as i32 - 60) as u32);
+                }
+            }
+            words
+        })
+        .collect()
+}
+
+/// Maps from a cube of the clusters of `data`.
+fn maps(data: &[Vec<u32>]) -> Arc<Interpolator> {
+    let axes = CubeAxes::default_for(EtaKind::Eta2);
+    let mut cube = EtaCube::new(axes.clone()).unwrap();
+    for (i, w) in data.iter().enumerate() {
+        cube.add_frame(&FrameClusters::new(i, ClusterSize::S3, w))
+            .unwrap();
+    }
+    let counts: Vec<f64> = cube.counts().iter().map(|&c| c as f64).collect();
+    Arc::new(Interpolator::new(axes, &counts, MapKind::Cumulative).unwrap())
+}
+
+/// The photons of `data` placed one by one, and the image of the placed ones.
+fn by_hand(maps: &Interpolator, data: &[Vec<u32>], n: u32) -> (Vec<Photon>, SubpixelImage) {
+    let placer = Placer {
+        maps,
+        window: None,
+        mask: None,
+        gain: None,
+    };
+    let mut photons = Vec::new();
+    let mut tally = Tally::default();
+    for (i, w) in data.iter().enumerate() {
+        let fc = FrameClusters::new(i, ClusterSize::S3, w);
+        placer.place_frame(i as i64, &fc, &mut tally, &mut photons);
+    }
+    let mut img = SubpixelImage::new(ROWS, COLS, n).unwrap();
+    for p in photons.iter().filter(|p| p.flags == 0) {
+        let (x, y) = (p.x, p.y);
+        img.add(x, y);
+    }
+    (photons, img)
+}
+
+/// A photon list's rows.
+fn read_photons(path: &Path) -> Vec<Photon> {
+    let b = std::fs::read(path).unwrap();
+    let hl = u16::from_le_bytes([b[8], b[9]]) as usize + 10;
+    b[hl..]
+        .chunks_exact(33)
+        .map(|r| *bytemuck::from_bytes::<Photon>(r))
+        .collect()
+}
+
+fn finder() -> CpuFinder {
+    CpuFinder::new(FinderConfig::new(ROWS, COLS)).unwrap()
+}
+
+/// Feeds `data` as input `k`; `fail_after` frames, then abandons instead of ending.
+fn feed(
+    sink: &mut ImagingSink,
+    f: &mut CpuFinder,
+    k: usize,
+    data: &[Vec<u32>],
+    fail_after: Option<usize>,
+) {
+    sink.begin(k, f).unwrap();
+    for (i, w) in data.iter().enumerate() {
+        if fail_after == Some(i) {
+            sink.abandon(k, f);
+            return;
+        }
+        sink.frame(k, i as u64, &FrameClusters::new(i, ClusterSize::S3, w))
+            .unwrap();
+    }
+    sink.end(k, f).unwrap();
+}
+
+#[test]
+fn photons_of_many_batches_come_back_in_order_and_exact() {
+    let dir = tempfile::tempdir().unwrap();
+    // About 20 clusters a frame: several of the placement's batches of 65,536 clusters.
+    let data = frames(12_000, 7);
+    let maps = maps(&data);
+    let (want, want_img) = by_hand(&maps, &data, 4);
+    let path = dir.path().join("p.npy");
+    for threads in [1, 3] {
+        let mut sink = ImagingSink::new(
+            ROWS,
+            COLS,
+            maps.clone(),
+            None,
+            None,
+            ImagingOutputs {
+                subpixels: Some(4),
+                photons: vec![Some(path.clone())],
+                claim: Claim::Replace,
+            },
+            true,
+        )
+        .unwrap()
+        .with_threads(threads)
+        .unwrap();
+        let mut f = finder();
+        feed(&mut sink, &mut f, 0, &data, None);
+        let got = read_photons(&path);
+        assert_eq!(got.len(), want.len(), "{threads} threads: rows");
+        assert!(got == want, "{threads} threads: photons differ");
+        assert!(
+            sink.image() == Some(&want_img),
+            "{threads} threads: image differs"
+        );
+        assert_eq!(sink.tally().clusters, want.len() as u64);
+    }
+}
+
+#[test]
+fn a_failed_input_leaves_image_and_photons_as_they_were() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (frames(3000, 11), frames(3000, 23));
+    let maps = maps(&a);
+    let (_, img_b) = by_hand(&maps, &b, 3);
+    let (pb, _) = by_hand(&maps, &b, 3);
+    let paths: Vec<_> = (0..3)
+        .map(|k| Some(dir.path().join(format!("{k}.npy"))))
+        .collect();
+    let mut sink = ImagingSink::new(
+        ROWS,
+        COLS,
+        maps.clone(),
+        None,
+        None,
+        ImagingOutputs {
+            subpixels: Some(3),
+            photons: paths.clone(),
+            claim: Claim::Refuse,
+        },
+        true,
+    )
+    .unwrap();
+    let mut f = finder();
+    // The first input fails half-way: it had the image lent.
+    feed(&mut sink, &mut f, 0, &a, Some(1500));
+    assert!(sink.image().is_some_and(|i| i.is_empty()), "back to empty");
+    assert_eq!(sink.tally(), &Tally::default());
+    // The second ends whole: the image is its alone.
+    feed(&mut sink, &mut f, 1, &b, None);
+    assert!(sink.image() == Some(&img_b));
+    // The third fails too: nothing of it is added.
+    feed(&mut sink, &mut f, 2, &a, Some(2999));
+    assert!(sink.image() == Some(&img_b));
+    assert_eq!(sink.tally().clusters, pb.len() as u64);
+    let files: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(
+        files,
+        vec!["1.npy".to_string()],
+        "no other file, no leftover"
+    );
+    assert!(read_photons(&dir.path().join("1.npy")) == pb);
+    assert_eq!(sink.photon_files().len(), 1);
+}
+
+#[test]
+fn absurd_placement_threads_are_refused() {
+    let data = frames(10, 3);
+    let make = || {
+        ImagingSink::new(
+            ROWS,
+            COLS,
+            maps(&data),
+            None,
+            None,
+            ImagingOutputs {
+                subpixels: Some(2),
+                photons: vec![],
+                claim: Claim::Refuse,
+            },
+            true,
+        )
+        .unwrap()
+    };
+    for bad in [0, 1 << 20] {
+        let e = make().with_threads(bad).err().expect("refused");
+        assert!(e.to_string().contains("threads"), "{e}");
+    }
+}
