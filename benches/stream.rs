@@ -3,7 +3,8 @@
 //!
 //! `cargo bench --bench stream -- [--frames 200000] [--distinct 1000] [--sizes 3,9]
 //!  [--device auto|gpu|cpu] [--rows 400] [--cols 400] [--fraction 0.9] [--tmp DIR] [--out DIR]
-//!  [--sections endpoint,parts,back-to-back] [--back-to-back 20x1000] [--parts 2]`
+//!  [--sections endpoint,parts,back-to-back] [--back-to-back 20x1000] [--parts 2]
+//!  [--live eta,eta-out|none]`
 //!
 //! Everything runs in this process through the library calls `cluda replay` and `cluda stream`
 //! make (the commands only parse their arguments around them): the publisher
@@ -23,6 +24,14 @@
 //!    its queue is full): the frames dropped and missing at that rate (the goal is 0) and
 //!    whether it kept up (processed at least 95 % of the rate sent: with fewer frames than its
 //!    queue holds, a stream that falls behind would lose nothing and still not keep up).
+//!
+//! 4. `stream-max --eta` and `stream-max --eta-out` (`--live`, both by default): `stream-max`
+//!    with eta interpolation live (`StreamSettings::imaging`): `--eta CUBE --subpixels 4`
+//!    (default maps; the cube made once up front per size, as `cluda eta` makes it, from the
+//!    generated flat field's clusters on the CPU finder), a sub-pixel image per acquisition
+//!    beside its cluster file; and `--eta-out FILE`, one eta cube of the stream. Against the
+//!    plain `stream-max` row of the same size and run (the goal: at least 95 % of its
+//!    frames/s); each run's image or cube is read back and must count something.
 //!
 //! A table says where each `stream` run's time went (the finder waiting for frames, finding,
 //! writing, the writer's waits, the commit).
@@ -48,8 +57,8 @@
 //! `fps` counts frames from the first frame's arrival to the acquisition's end (for `stream`:
 //! its last cluster written; the file's commit follows on a thread of its own). Cluster files
 //! go to `--tmp` (default `/dev/shm` when it exists) and are removed after each run. Results:
-//! `stream.csv`, `stream-back-to-back.csv` and `stream.md` under `--out` (default
-//! `bench-results/stream`).
+//! `stream.csv`, `stream-eta.csv` (the live eta rows), `stream-back-to-back.csv` and
+//! `stream.md` under `--out` (default `bench-results/stream`).
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -58,13 +67,16 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use cluda::engine::imaging::CubeSink;
+use cluda::engine::sink::Sink;
 use cluda::finder::select::DeviceChoice;
 use cluda::generate::{GenConfig, Generator};
+use cluda::interpolation::{CubeAxes, EtaKind, Interpolator, MapKind};
 use cluda::stream::{
     AcquisitionSummary, Callbacks, FullQueue, PedestalPlan, Publisher, ReceiverConfig,
-    ReplaySettings, StreamSettings, ZmqHeader, replay,
+    ReplaySettings, StreamImaging, StreamSettings, ZmqHeader, replay,
 };
-use cluda::{ClusterSize, Frames, Pedestal, Precision};
+use cluda::{ClusterFinder, ClusterSize, Frames, Pedestal, Precision};
 /// `--distinct` frames sent over and over, numbered from 0, `--frames` in all: the long-run
 /// tests' pool source, shared with them.
 use support::pool_source::PoolSource;
@@ -85,7 +97,22 @@ struct Opts {
     back_to_back: (u64, u64),
     /// `--sections`: which sections run (`endpoint`, `parts`, `back-to-back`).
     sections: Vec<String>,
+    /// `--live`: the live eta-interpolation rows of the endpoint section (`eta`, `eta-out`;
+    /// `none`: neither).
+    live: Vec<LiveRow>,
 }
+
+/// A live eta-interpolation row of the endpoint section (see [`live_rows`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum LiveRow {
+    /// `stream-max --eta`.
+    Eta,
+    /// `stream-max --eta-out`.
+    EtaOut,
+}
+
+/// Sub-pixels per pixel of the `stream-max --eta` row (`cluda stream --subpixels`' default).
+const SUBPIXELS: u32 = 4;
 
 fn parse() -> Result<Opts, String> {
     let shm = PathBuf::from("/dev/shm");
@@ -106,6 +133,7 @@ fn parse() -> Result<Opts, String> {
         parts: 2,
         back_to_back: (20, 1000),
         sections: vec!["endpoint".into(), "parts".into(), "back-to-back".into()],
+        live: vec![LiveRow::Eta, LiveRow::EtaOut],
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -143,6 +171,19 @@ fn parse() -> Result<Opts, String> {
                 for s in &o.sections {
                     if !matches!(s.as_str(), "endpoint" | "parts" | "back-to-back") {
                         return Err(format!("--sections: unknown section {s}"));
+                    }
+                }
+            }
+            "--live" => {
+                o.live.clear();
+                for l in val()?.split(',') {
+                    match l {
+                        "eta" => o.live.push(LiveRow::Eta),
+                        "eta-out" => o.live.push(LiveRow::EtaOut),
+                        "none" => {}
+                        other => {
+                            return Err(format!("--live: {other}: want eta, eta-out or none"));
+                        }
                     }
                 }
             }
@@ -282,8 +323,103 @@ fn stream_acquisitions(
     size: ClusterSize,
     rate: Option<f64>,
     full: FullQueue,
-    (acquisitions, per): (u64, u64),
+    shape: (u64, u64),
 ) -> Result<Vec<AcquisitionSummary>, String> {
+    let run = Run {
+        size,
+        rate,
+        full,
+        shape,
+    };
+    stream_run(o, frames, pedestal, &run, None).map(|(summaries, _)| summaries)
+}
+
+/// What one `cluda stream` run is asked for: the cluster size, the sender's rate (`None`: as
+/// fast as the stream takes frames), what a full queue does, and `(acquisitions, frames
+/// each)`.
+struct Run {
+    size: ClusterSize,
+    rate: Option<f64>,
+    full: FullQueue,
+    shape: (u64, u64),
+}
+
+/// The eta interpolation a `stream-max` row runs live (`StreamSettings::imaging`).
+enum Live {
+    /// `cluda stream --eta CUBE --subpixels N` (default maps): a sub-pixel image of each
+    /// acquisition beside its cluster file.
+    Image(Arc<Interpolator>, u32),
+    /// `cluda stream --eta-out FILE`: one eta cube (default axes) of every data acquisition.
+    Cube,
+}
+
+impl Live {
+    /// The row's name in the tables.
+    fn name(&self) -> &'static str {
+        match self {
+            Self::Image(..) => "stream-max --eta",
+            Self::Cube => "stream-max --eta-out",
+        }
+    }
+}
+
+/// The file name of the `--eta-out` cube in a run's directory.
+const ETA_OUT: &str = "eta-out.npz";
+
+/// What a live-imaging run wrote, read back from its directory before it is removed: the
+/// photons counted into its images (`--eta`: every `*.image.npy`, one per acquisition) or the
+/// clusters counted into its cube (`--eta-out`). An error when a file is missing or counts
+/// nothing, so that a row cannot measure a stream that made no image.
+fn live_output(dir: &std::path::Path, live: &Live, acquisitions: u64) -> Result<u64, String> {
+    match live {
+        Live::Image(..) => {
+            let mut images = 0u64;
+            let mut photons = 0u64;
+            for entry in std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))? {
+                let path = entry.map_err(|e| e.to_string())?.path();
+                if !path.to_string_lossy().ends_with(".image.npy") {
+                    continue;
+                }
+                let image = cluda::io::npy::read_array::<u32>(&path).map_err(|e| e.to_string())?;
+                photons += image.data.iter().map(|&c| u64::from(c)).sum::<u64>();
+                images += 1;
+            }
+            if images != acquisitions || photons == 0 {
+                return Err(format!(
+                    "--eta: {images} sub-pixel images ({acquisitions} acquisitions) with {photons} photons in {}",
+                    dir.display()
+                ));
+            }
+            Ok(photons)
+        }
+        Live::Cube => {
+            let path = dir.join(ETA_OUT);
+            let (_, cube, _) = cluda::interpolation::files::read_cube(&path, None)
+                .map_err(|e| format!("--eta-out: {e}"))?;
+            let clusters = cube.iter().sum::<f64>() as u64;
+            if clusters == 0 {
+                return Err(format!("--eta-out: {} counts nothing", path.display()));
+            }
+            Ok(clusters)
+        }
+    }
+}
+
+/// As [`stream_acquisitions`], with `live` eta interpolation: also returns what it counted
+/// (see [`live_output`]; 0 without it).
+fn stream_run(
+    o: &Opts,
+    frames: &Arc<Vec<u16>>,
+    pedestal: &Pedestal,
+    run: &Run,
+    live: Option<&Live>,
+) -> Result<(Vec<AcquisitionSummary>, u64), String> {
+    let &Run {
+        size,
+        rate,
+        full,
+        shape: (acquisitions, per),
+    } = run;
     let port = free_port()?;
     let dir = tempfile::Builder::new()
         .prefix("cluda-stream-bench")
@@ -313,6 +449,19 @@ fn stream_acquisitions(
     settings.acquisitions = Some(acquisitions);
     // The sender's end message can be dropped at its high-water mark like any frame.
     settings.idle_end = Duration::from_secs(2);
+    settings.imaging = live.map(|l| match l {
+        Live::Image(maps, n) => StreamImaging {
+            image: Some((Arc::clone(maps), *n)),
+            cube: None,
+        },
+        Live::Cube => StreamImaging {
+            image: None,
+            cube: Some((
+                CubeAxes::default_for(EtaKind::Eta2),
+                dir.path().join(ETA_OUT),
+            )),
+        },
+    });
     let got = Mutex::new(Vec::new());
     let report: cluda::stream::Reporter = Arc::new(|e: &cluda::stream::StreamEvent| {
         eprintln!("  {e:?}");
@@ -351,7 +500,144 @@ fn stream_acquisitions(
             summaries.len()
         ));
     }
-    Ok(summaries)
+    let counted = match live {
+        Some(l) => live_output(dir.path(), l, acquisitions)?,
+        None => 0,
+    };
+    Ok((summaries, counted))
+}
+
+/// The maps `cluda stream --eta CUBE` makes (default maps), of the cube `cluda eta` makes of
+/// the generated flat field `frames` with clusters of `size` (default axes; the stream's
+/// finder options, its pedestal): a [`CubeSink`] on a CPU finder, as `cluda eta --device cpu`
+/// runs it. Also the clusters counted into the cube.
+fn eta_maps(
+    o: &Opts,
+    frames: &[u16],
+    pedestal: &Pedestal,
+    size: ClusterSize,
+) -> Result<(Arc<Interpolator>, u64), String> {
+    let e = |e: cluda::Error| e.to_string();
+    let options = cluda::FindOptions {
+        size,
+        n_sigma: 5.0,
+        precision: Precision::F64,
+        ..cluda::FindOptions::default()
+    };
+    let mut finder =
+        cluda::CpuFinder::new(options.config(o.rows, o.cols, pedestal.window())).map_err(e)?;
+    finder.set_pedestal(pedestal.clone()).map_err(e)?;
+    let mut sink = CubeSink::new(CubeAxes::default_for(EtaKind::Eta2), true).map_err(e)?;
+    let n = frames.len() / (o.rows * o.cols).max(1);
+    let frames = Frames::new(frames, n, o.rows, o.cols).map_err(e)?;
+    sink.begin(0, &mut finder).map_err(e)?;
+    let mut number = 0u64;
+    finder
+        .find_each(frames, &mut |fc| {
+            number += 1;
+            sink.frame(0, number - 1, &fc)
+        })
+        .map_err(e)?;
+    sink.end(0, &mut finder).map_err(e)?;
+    let cube = sink.into_cube();
+    let clusters = cube.counts().iter().sum::<u64>();
+    if clusters == 0 {
+        return Err(format!(
+            "the flat field's eta cube ({side}x{side}) counts nothing",
+            side = size.side()
+        ));
+    }
+    let maps =
+        Interpolator::new(cube.axes().clone(), &cube.to_f64(), MapKind::default()).map_err(e)?;
+    Ok((Arc::new(maps), clusters))
+}
+
+/// The head of the live eta-interpolation table.
+fn live_head() -> String {
+    format!(
+        "\n## Live eta interpolation (one endpoint)\n\n`stream-max --eta`: `stream-max` with `cluda stream --eta CUBE --subpixels {SUBPIXELS}` (default maps; the cube made once up front per size, as `cluda eta` makes it, from the generated flat field's clusters on the CPU finder): a sub-pixel image per acquisition beside its cluster file; `counted`: the photons in it. `stream-max --eta-out`: with `--eta-out FILE` (default axes): one eta cube of the stream; `counted`: the clusters in it. A GPU finder counts either on the device (`ClusterFinder::accumulate`, in its output stage); the CPU finder's clusters are placed or counted on the host, on the engine's thread, frame by frame. frames/s ends at the last cluster written, as `stream-max`'s (the image's or cube's download and write follow). \"of stream-max\": against the plain `stream-max` row of the same size just before (goal >= 95 %).\n\n| size | run | frames/s | of stream-max | of bare | counted | dropped | missing | worst lag (ms) | device |\n|---|---|---|---|---|---|---|---|---|---|\n"
+    )
+}
+
+/// The live eta-interpolation rows (`o.live`) of one cluster size: `stream-max` with `--eta`
+/// and/or `--eta-out`, against the plain `stream-max` row's `plain_fps` and the bare loop's
+/// `bare_fps`.
+fn live_rows(
+    o: &Opts,
+    frames: &Arc<Vec<u16>>,
+    pedestal: &Pedestal,
+    size: ClusterSize,
+    (bare_fps, plain_fps): (f64, f64),
+    out: Tables<'_>,
+) -> Result<(), String> {
+    let Tables {
+        csv,
+        md,
+        goals,
+        timings,
+    } = out;
+    let side = size.side();
+    let maps = if o.live.contains(&LiveRow::Eta) {
+        let t = Instant::now();
+        let (maps, clusters) = eta_maps(o, frames, pedestal, size)?;
+        eprintln!(
+            "size {side}: eta cube of the flat field ({} frames): {clusters} clusters, {:.1} s",
+            o.distinct,
+            t.elapsed().as_secs_f64()
+        );
+        Some(maps)
+    } else {
+        None
+    };
+    for row in &o.live {
+        let live = match (row, &maps) {
+            (LiveRow::Eta, Some(m)) => Live::Image(Arc::clone(m), SUBPIXELS),
+            (LiveRow::Eta, None) => return Err("no maps for the --eta row".into()),
+            (LiveRow::EtaOut, _) => Live::Cube,
+        };
+        let name = live.name();
+        eprintln!("size {side}: {name}");
+        let run = Run {
+            size,
+            rate: None,
+            full: FullQueue::Block,
+            shape: (1, o.frames),
+        };
+        let sampler = ThreadSampler::start();
+        let (mut sums, counted) = stream_run(o, frames, pedestal, &run, Some(&live))?;
+        let s = sums.pop().ok_or("no summary from the stream")?;
+        timings.push(timing_row(side, name, &s, &sampler.stop()));
+        let fps = s.fps();
+        let ratio = fps / plain_fps.max(1e-9);
+        let c = &s.counts;
+        eprintln!("  {name}: {fps:.0} frames/s = {ratio:.3} of stream-max, counted {counted}");
+        let _ = writeln!(
+            csv,
+            "{side},{name},{},{fps:.1},{ratio:.3},{:.3},{counted},{},{},{:.1},{}",
+            s.data_frames,
+            fps / bare_fps,
+            c.dropped,
+            c.missing,
+            s.worst_lag.as_secs_f64() * 1e3,
+            s.device
+        );
+        let _ = writeln!(
+            md,
+            "| {side}x{side} | {name} | {fps:.0} | {:.1} % | {:.1} % | {counted} | {} | {} | {:.1} | {} |",
+            100.0 * ratio,
+            100.0 * fps / bare_fps,
+            c.dropped,
+            c.missing,
+            s.worst_lag.as_secs_f64() * 1e3,
+            s.device
+        );
+        goals.push(format!(
+            "- {side}x{side}: `{name}` sustains {fps:.0} frames/s = {:.1} % of `stream-max`'s {plain_fps:.0} (goal >= 95 %): {}",
+            100.0 * ratio,
+            if ratio >= 0.95 { "met" } else { "NOT met" }
+        ));
+    }
+    Ok(())
 }
 
 /// The head of the one-endpoint section's "where the time went" table.
@@ -700,6 +986,10 @@ fn run() -> Result<(), String> {
     let mut timings = Vec::new();
     let section = |name: &str| o.sections.iter().any(|s| s == name);
     let parts = o.parts > 1 && section("parts");
+    let mut live_md = String::new();
+    let mut live_csv = String::from(
+        "size,run,frames,fps,ratio_to_stream_max,ratio_to_bare,counted,dropped,missing,worst_lag_ms,device\n",
+    );
     for &side in &o.sizes {
         if !section("endpoint") && !parts {
             break;
@@ -764,6 +1054,14 @@ fn run() -> Result<(), String> {
                         }
                     ));
                 }
+                // Right after the plain row, which they are compared to.
+                let out = Tables {
+                    csv: &mut live_csv,
+                    md: &mut live_md,
+                    goals: &mut goals,
+                    timings: &mut timings,
+                };
+                live_rows(&o, &frames, &pedestal, size, (bare_fps, fps), out)?;
             } else {
                 // Kept up: no frame lost and the frames processed as fast as they were sent
                 // (a queue larger than the run could otherwise hide a stream that falls behind).
@@ -796,6 +1094,10 @@ fn run() -> Result<(), String> {
             o.rows / n,
             o.fraction * 100.0
         );
+    }
+    if !live_md.is_empty() {
+        let _ = write!(md, "{}{live_md}", live_head());
+        std::fs::write(o.out.join("stream-eta.csv"), &live_csv).map_err(|e| e.to_string())?;
     }
     if !timings.is_empty() {
         let _ = write!(md, "{}{}", timing_head(), timings.concat());
