@@ -5,13 +5,13 @@
 use std::sync::{Arc, OnceLock};
 
 use cluda::cluster::ClusterSize;
-use cluda::finder::gpu::{Overflow, PipelineConfig};
+use cluda::finder::gpu::{DeviceAccum, DeviceClusters, Overflow, PipelineConfig};
 use cluda::interpolation::{
     Accumulate, AccumulatedCounts, CubeAxes, EnergyWindow, EtaCube, EtaKind, Interpolator, MapKind,
     PixelMask, Placer, SubpixelImage, Tally,
 };
 use cluda::{ClusterBatch, ClusterFinder, Precision, ThresholdMode};
-use support::gpu_vs_cpu::{Data, gpu_finder};
+use support::gpu_vs_cpu::{Data, cpu_finder, device, gpu_finder};
 
 /// 300 MOENCH-like 200x200 frames after a 300-frame pedestal, generated once.
 fn data() -> &'static Data {
@@ -167,4 +167,62 @@ fn gpu_image_equals_host_maps_masks_windows() {
             img.total()
         );
     }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_image_of_resident_clusters_equals_host() {
+    // Clusters found on the CPU, uploaded as compact results and counted twice with
+    // `DeviceAccum::count` (what benches/interp_step.rs times): twice the host's image.
+    let d = data();
+    let size = ClusterSize::S3;
+    let batch = cpu_finder(&d.config(size, Precision::F64, ThresholdMode::Live), d)
+        .find(d.data())
+        .unwrap();
+    let axes = CubeAxes::default_for(EtaKind::Eta2);
+    let cube = host_cube(&axes, &batch);
+    let maps = Arc::new(Interpolator::new(axes, &cube.to_f64(), MapKind::Cumulative).unwrap());
+    let what = Accumulate::Image {
+        maps: maps.clone(),
+        subpixels: 4,
+        window: None,
+        mask: None,
+    };
+    let dev = device();
+    let stream = dev.context().new_stream().unwrap();
+    let clusters = DeviceClusters::upload(&stream, &batch).unwrap();
+    assert_eq!(clusters.len(), batch.total());
+    let acc = DeviceAccum::new(&dev, &stream, &what, size, 200, 200).unwrap();
+    acc.count(&stream, &clusters).unwrap();
+    acc.count(&stream, &clusters).unwrap();
+    let got = acc.take(&stream).unwrap();
+    let placer = Placer {
+        maps: &maps,
+        window: None,
+        mask: None,
+        gain: None,
+    };
+    let mut img = SubpixelImage::new(200, 200, 4).unwrap();
+    let (mut tally, mut photons) = (Tally::default(), Vec::new());
+    for _ in 0..2 {
+        for (i, fc) in batch.iter_frames().enumerate() {
+            photons.clear();
+            placer.place_frame(i as i64, &fc, &mut tally, &mut photons);
+            for p in photons.iter().filter(|p| p.flags == 0) {
+                img.add(p.x, p.y);
+            }
+        }
+    }
+    assert_eq!(got.tally, tally);
+    let mut gpu = SubpixelImage::new(200, 200, 4).unwrap();
+    let AccumulatedCounts::Image(counts) = got.counts else {
+        panic!("the device accumulated no image");
+    };
+    gpu.add_counts(counts).unwrap();
+    assert!(gpu == img, "images differ");
+    let other = DeviceAccum::new(&dev, &stream, &what, ClusterSize::S5, 200, 200).unwrap();
+    assert!(
+        other.count(&stream, &clusters).is_err(),
+        "a size mismatch is refused"
+    );
 }

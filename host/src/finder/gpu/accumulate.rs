@@ -5,6 +5,10 @@
 //! adds to 64-bit counts on the device, on the compute stream (so the slot's next chunk
 //! cannot overwrite them first). The counts come down once, when taken (an image's narrowed
 //! to saturated `u32` on the device first, by `cluda_counts_to_u32`: half the bytes to copy).
+//!
+//! [`DeviceClusters`] puts clusters found elsewhere on the device in the same layout, so that
+//! [`DeviceAccum::count`] runs the same kernels on them alone (benchmarks time the eta, map
+//! lookup and image step apart from finding; `benches/interp_step.rs`).
 
 use std::sync::Arc;
 
@@ -12,7 +16,7 @@ use cluda_gpu::args::{DevicePtr, EtaCubeArgs, EtaImageArgs, NarrowArgs};
 use cudarc::driver::{CudaFunction, CudaStream};
 
 use super::launch::BLOCK;
-use crate::cluster::ClusterSize;
+use crate::cluster::{ClusterBatch, ClusterSize};
 use crate::cuda::Device;
 use crate::device_memory::DeviceBuf;
 use crate::error::{CudaContextExt, Result};
@@ -24,8 +28,62 @@ const TALLY: usize = 6;
 /// Blocks per launch: a few per SM of an H200; the kernels stride over the records.
 const GRID: u32 = 132 * 4;
 
-/// What the device accumulates, with its buffers.
-pub(crate) struct DeviceAccum {
+/// A [`ClusterBatch`] on the device in the layout of the finder's compact results: the
+/// batch's `frames + 1` running counts (its offsets, as `u32`), then its records, packed as
+/// the host packs them (centre word, then the `side * side` values).
+pub struct DeviceClusters {
+    buf: DeviceBuf,
+    frames: u32,
+    total: u32,
+    size: ClusterSize,
+}
+
+impl DeviceClusters {
+    /// Uploads `batch` on `stream`; returns once the copy is done.
+    ///
+    /// # Errors
+    /// [`crate::Error::InvalidParameter`] (`clusters`) for a batch whose frames or words do
+    /// not fit the kernels' `u32` counts; [`crate::Error::OutOfDeviceMemory`] or a CUDA
+    /// error from the upload.
+    pub fn upload(stream: &Arc<CudaStream>, batch: &ClusterBatch) -> Result<Self> {
+        let too_large = || crate::Error::param("clusters", "more than the kernels' u32 counts");
+        let words = batch
+            .offsets()
+            .len()
+            .checked_add(batch.words().len())
+            .filter(|&w| u32::try_from(w).is_ok())
+            .ok_or_else(too_large)?;
+        let mut host: Vec<u32> = Vec::with_capacity(words);
+        host.extend(batch.offsets().iter().map(|&o| o as u32));
+        host.extend_from_slice(batch.words());
+        Ok(Self {
+            buf: DeviceBuf::upload_on(stream, &host, "the clusters")?,
+            frames: batch.frames() as u32,
+            total: batch.total() as u32,
+            size: batch.size(),
+        })
+    }
+
+    /// Clusters on the device.
+    pub fn len(&self) -> usize {
+        self.total as usize
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.total == 0
+    }
+
+    /// Their cluster size.
+    pub fn size(&self) -> ClusterSize {
+        self.size
+    }
+}
+
+/// What the device accumulates (an eta cube or a sub-pixel image, [`Accumulate`]), with its
+/// buffers: the finder's pipeline launches it on every checked chunk; [`DeviceAccum::count`]
+/// on clusters already on the device.
+pub struct DeviceAccum {
     function: CudaFunction,
     image: bool,
     size: ClusterSize,
@@ -139,10 +197,31 @@ impl DeviceAccum {
         }
     }
 
+    /// Queues one launch of the accumulation kernel over every cluster of `clusters` on
+    /// `stream` (the stream `self` was made on, or one ordered after it); the counts add up
+    /// over launches.
+    ///
+    /// # Errors
+    /// [`crate::Error::InvalidParameter`] (`clusters`) when their size is not the one `self`
+    /// was made for; a CUDA error from the launch.
+    pub fn count(&self, stream: &Arc<CudaStream>, clusters: &DeviceClusters) -> Result<()> {
+        if clusters.size != self.size {
+            return Err(crate::Error::param(
+                "clusters",
+                format!(
+                    "{} clusters for a {} accumulation",
+                    clusters.size, self.size
+                ),
+            ));
+        }
+        let c = clusters;
+        self.launch(stream, c.buf.ptr(), c.frames, c.frames + 1, c.total)
+    }
+
     /// Queues the count of a chunk's records on `stream`: `out` the chunk's compact results
     /// (`frames + 1` running counts, records from word `records_at`), `room` the records it
     /// had room for.
-    pub fn launch(
+    pub(crate) fn launch(
         &self,
         stream: &Arc<CudaStream>,
         out: u64,

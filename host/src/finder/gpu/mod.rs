@@ -16,6 +16,7 @@ mod pipeline;
 
 use cluda_gpu::real::Real;
 
+pub use accumulate::{DeviceAccum, DeviceClusters};
 pub use pipeline::KernelTime;
 pub use settings::{Collect, DEFAULT_SLOT_BYTES, InputMode, Launch, Overflow, PipelineConfig};
 
