@@ -235,8 +235,10 @@ pub struct ImagingOutputs {
 }
 
 /// Places every cluster of a run through a cube's maps: counts into one sub-pixel image
-/// over every input, and/or writes each input's photons ([`PhotonWriter`]). What the host
-/// places, it places on worker threads ([`super::placement`]), off the run's thread.
+/// over every input, and/or each input's photons, written to a file ([`PhotonWriter`]) or
+/// kept in memory for the caller ([`ImagingSink::take_photons`]). What the host places, it
+/// places on worker threads ([`super::placement`]), off the run's thread; a GPU finder still
+/// counts the image on its device while the host places the photon rows.
 pub struct ImagingSink {
     rules: PlacementRules,
     image: Option<SubpixelImage>,
