@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use cluda::engine::imaging::{ImagingOutputs, ImagingSink};
+use cluda::engine::imaging::{ImagingOutputs, ImagingSink, PhotonDestination};
 use cluda::engine::sink::Sink;
 use cluda::finder::cpu::CpuFinder;
 use cluda::interpolation::{
@@ -132,7 +132,7 @@ fn photons_of_many_batches_come_back_in_order_and_exact() {
             None,
             ImagingOutputs {
                 subpixels: Some(4),
-                photons: vec![Some(path.clone())],
+                photons: vec![Some(PhotonDestination::File(path.clone()))],
                 claim: Claim::Replace,
             },
             true,
@@ -161,7 +161,7 @@ fn a_failed_input_leaves_image_and_photons_as_they_were() {
     let (_, img_b) = by_hand(&maps, &b, 3);
     let (pb, _) = by_hand(&maps, &b, 3);
     let paths: Vec<_> = (0..3)
-        .map(|k| Some(dir.path().join(format!("{k}.npy"))))
+        .map(|k| Some(PhotonDestination::File(dir.path().join(format!("{k}.npy")))))
         .collect();
     let mut sink = ImagingSink::new(
         ROWS,
@@ -225,4 +225,125 @@ fn absurd_placement_threads_are_refused() {
         let e = make().with_threads(bad).err().expect("refused");
         assert!(e.to_string().contains("threads"), "{e}");
     }
+}
+
+#[test]
+fn photons_kept_in_memory_are_the_files_rows_and_a_failed_input_has_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (frames(5000, 31), frames(4000, 37));
+    let maps = maps(&a);
+    let (pa, img_a) = by_hand(&maps, &a, 2);
+    let (pb, _) = by_hand(&maps, &b, 2);
+    let file = dir.path().join("b.npy");
+    // Input 0 in memory, 1 fails half-way (memory), 2 to a file, 3 in memory again; photons
+    // only for the last sink (no image).
+    for subpixels in [Some(2), None] {
+        let mut sink = ImagingSink::new(
+            ROWS,
+            COLS,
+            maps.clone(),
+            None,
+            None,
+            ImagingOutputs {
+                subpixels,
+                photons: vec![
+                    Some(PhotonDestination::Memory),
+                    Some(PhotonDestination::Memory),
+                    Some(PhotonDestination::File(file.clone())),
+                    Some(PhotonDestination::Memory),
+                ],
+                claim: Claim::Replace,
+            },
+            true,
+        )
+        .unwrap()
+        .with_threads(3)
+        .unwrap();
+        let mut f = finder();
+        feed(&mut sink, &mut f, 0, &a, None);
+        feed(&mut sink, &mut f, 1, &b, Some(2000));
+        feed(&mut sink, &mut f, 2, &b, None);
+        feed(&mut sink, &mut f, 3, &b, None);
+        let got_a = sink.take_photons(0).expect("input 0 kept");
+        assert!(got_a == pa, "input 0's rows differ");
+        assert!(sink.take_photons(0).is_none(), "taken once");
+        assert!(
+            sink.take_photons(1).is_none(),
+            "a failed input keeps nothing"
+        );
+        assert!(sink.take_photons(2).is_none(), "a file's rows are not kept");
+        assert!(sink.take_photons(3).expect("input 3 kept") == pb);
+        assert!(sink.take_photons(9).is_none(), "no such input");
+        assert!(read_photons(&file) == pb);
+        match subpixels {
+            Some(_) => {
+                let mut want = img_a.clone();
+                let (_, img_b) = by_hand(&maps, &b, 2);
+                want.add_image(&img_b).unwrap();
+                want.add_image(&img_b).unwrap();
+                assert!(sink.image() == Some(&want), "image of inputs 0, 2 and 3");
+            }
+            None => assert!(sink.image().is_none()),
+        }
+        std::fs::remove_file(&file).unwrap();
+    }
+}
+
+#[test]
+fn a_gain_map_of_another_shape_is_refused_without_an_image_too() {
+    let data = frames(10, 5);
+    let gain = Arc::new(
+        cluda::interpolation::GainMap::new(ROWS, COLS + 1, vec![1.0; ROWS * (COLS + 1)]).unwrap(),
+    );
+    for subpixels in [Some(2), None] {
+        let e = ImagingSink::new(
+            ROWS,
+            COLS,
+            maps(&data),
+            None,
+            None,
+            ImagingOutputs {
+                subpixels,
+                photons: vec![Some(PhotonDestination::Memory)],
+                claim: Claim::Refuse,
+            },
+            true,
+        )
+        .unwrap()
+        .with_gain(Some(gain.clone()))
+        .err()
+        .expect("refused");
+        assert!(e.to_string().contains("gain"), "{e}");
+    }
+}
+
+#[test]
+fn per_pixel_maps_of_another_shape_are_refused_by_name() {
+    use cluda::engine::imaging::{check_pixel_map, read_gain_for, read_mask_for};
+    let dir = tempfile::tempdir().unwrap();
+    let m = dir.path().join("m.npy");
+    let g = dir.path().join("g.npy");
+    // A 3 x 4 bool mask, written by hand (npy 1.0: header padded to 64 bytes).
+    let mut header = "{'descr': '|b1', 'fortran_order': False, 'shape': (3, 4), }".to_string();
+    while !(10 + header.len() + 1).is_multiple_of(64) {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    bytes.extend_from_slice(header.as_bytes());
+    bytes.extend_from_slice(&[0u8; 12]);
+    std::fs::write(&m, bytes).unwrap();
+    cluda::io::npy::write_array(&g, &[3, 4], &[1.0f64; 12]).unwrap();
+    assert!(read_mask_for(Some(&m), (3, 4)).unwrap().is_some());
+    assert!(read_gain_for(Some(&g), (3, 4)).unwrap().is_some());
+    assert!(read_mask_for(None, (3, 4)).unwrap().is_none());
+    let e = read_mask_for(Some(&m), (4, 3)).unwrap_err().to_string();
+    assert!(
+        e.contains("mask") && e.contains("m.npy") && e.contains("4 x 3"),
+        "{e}"
+    );
+    let e = read_gain_for(Some(&g), (3, 5)).unwrap_err().to_string();
+    assert!(e.contains("gain") && e.contains("g.npy"), "{e}");
+    assert!(check_pixel_map("mask", "the mask array", (2, 2), (2, 2)).is_ok());
 }

@@ -88,9 +88,50 @@ pub fn with_capacity<T>(what: impl Fn() -> String, n: usize) -> Result<Vec<T>> {
     Ok(v)
 }
 
+/// Makes room in `v` for `additional` more `T`s, fallibly, for a vector that grows as rows
+/// come (their count is not known up front): an [`Error::TooLarge`] (naming `what`) instead of
+/// an abort when the memory is not there. It grows to twice its capacity while that fits in
+/// the available memory ([`check`]), else to exactly what is asked, so a list near the limit
+/// never asks for more than its rows.
+pub fn reserve<T>(v: &mut Vec<T>, additional: usize, what: impl Fn() -> String) -> Result<()> {
+    if v.capacity() - v.len() >= additional {
+        return Ok(());
+    }
+    let size = std::mem::size_of::<T>() as u64;
+    let need = v.len().saturating_add(additional);
+    let doubled = need.max(v.capacity().saturating_mul(2));
+    let bytes = |n: usize| (n as u64).saturating_mul(size);
+    let target = if check(&what, bytes(doubled)).is_ok() {
+        doubled
+    } else {
+        check(&what, bytes(need))?;
+        need
+    };
+    v.try_reserve_exact(target - v.len())
+        .map_err(|_| Error::TooLarge {
+            what: what(),
+            bytes: bytes(need),
+            available: available_bytes().unwrap_or(0),
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reserve_grows_or_refuses_by_name() {
+        let mut v: Vec<u64> = Vec::new();
+        reserve(&mut v, 10, || "rows".into()).unwrap();
+        assert!(v.capacity() >= 10);
+        v.extend_from_slice(&[1; 10]);
+        reserve(&mut v, 1, || "rows".into()).unwrap();
+        assert!(v.capacity() >= 20, "doubles: {}", v.capacity());
+        let e = reserve(&mut v, usize::MAX / 16, || "kept rows".into()).unwrap_err();
+        assert!(matches!(e, Error::TooLarge { .. }), "{e}");
+        assert!(e.to_string().contains("kept rows"), "{e}");
+        assert_eq!(v.len(), 10, "left as it was");
+    }
 
     #[test]
     fn huge_is_an_error_small_is_fine() {

@@ -9,7 +9,9 @@ directly with `via="direct"`), on a memory map of the `.npy` file (read from the
 the map's memory (`np.asarray`), in two calls (the kept ring, numbering), `find_file`,
 `find_iter` over the map and over the array (chunks that do not divide the frames), a raw
 acquisition (`RawFile`, `find_file` of its master; needs --cli to write one), results large
-enough to grow the result memory several times, and an iteration stopped early. Exits 1 on
+enough to grow the result memory several times, an iteration stopped early, and (with
+--cli) `find_files` and `image`'s images and in-memory photon lists against the command's
+files. Exits 1 on
 any mismatch, 0 when all passed; without a GPU it says SKIP and exits 0 (2 with
 --require-gpu). `test_gpu.py` runs the same checks under pytest (marker `gpu`), and
 `test_engine_paths.py` runs them on the CPU.
@@ -278,6 +280,88 @@ def check_find_files(tmp: pathlib.Path, device: str, cli: str, log=print) -> Non
     log(f"  ok {device} find_files: {len(good)} inputs as `cluda find --out-dir`, 3 failures named")
 
 
+def _cli(cli: str, *args, ok=(0,)) -> subprocess.CompletedProcess:
+    res = subprocess.run([cli, *map(str, args)], capture_output=True, text=True)
+    if res.returncode not in ok:
+        raise AssertionError(f"cluda {' '.join(map(str, args))}: {res.returncode} {res.stderr}")
+    return res
+
+
+def check_image_photons(tmp: pathlib.Path, device: str, cli: str, log=print) -> None:
+    """`cluda.image(..., photons=True)` on `device` over the inputs of `many_inputs` (three
+    failing in the middle) against `cluda image` on the CPU: the image equal to `--out`'s,
+    each good input's photon array byte-identical to the rows `--photons` writes for it
+    alone, None for a failed one (named in the summary); plain, with a mask array and an
+    energy window (counted on the device on a GPU), with a gain map and a mask given as
+    files, and photon lists only (`subpixels=None`)."""
+    pedestal, inputs, good = many_inputs(tmp, cli)
+    work = tmp / f"image-{device}"
+    work.mkdir(exist_ok=True)
+    cube = work / "cube.npz"
+    _cli(cli, "eta", "--pedestal", pedestal, "--data", *good, "--out", cube, "--device", "cpu",
+         "--overwrite")
+    rng = np.random.default_rng(5)
+    mask = rng.random((40, 48)) < 0.05
+    gain = rng.uniform(0.8, 1.25, (40, 48))
+    np.save(work / "mask.npy", mask)
+    np.save(work / "gain.npy", gain)
+    _, plain, _ = cluda.image(inputs, pedestal, cube, subpixels=None, photons=True, device="cpu")
+    energies = np.concatenate([p["energy"] for p in plain if p is not None])
+    lo, hi = (float(np.round(q)) for q in np.percentile(energies, [20, 80]))
+    variants = [
+        ("plain", {}, []),
+        ("mask-window", {"mask": mask, "energy_window": (lo, hi)},
+         ["--mask", work / "mask.npy", "--energy-window", f"{lo}:{hi}"]),
+        ("gain-mask-files", {"gain": work / "gain.npy", "mask": work / "mask.npy"},
+         ["--gain", work / "gain.npy", "--mask", work / "mask.npy"]),
+    ]
+    for name, kw, flags in variants:
+        img, lists, summary = cluda.image(inputs, pedestal, cube, subpixels=3, photons=True,
+                                          device=device, **kw)
+        out = work / f"{name}.npy"
+        # The command refuses a missing input up front; it counts the others.
+        res = _cli(cli, "image", "--pedestal", pedestal, "--data",
+                   *[i for i in inputs if i.exists()], "--eta", cube,
+                   "--subpixels", 3, "--out", out, "--device", "cpu", "--overwrite", *flags,
+                   ok=(1,))
+        _same(f"{name}: the image", img, np.load(out))
+        if "gain" not in kw and device == "gpu" and summary["counted_on"] != "device":
+            raise AssertionError(f"{name}: counted on {summary['counted_on']}, not the device")
+        failed = {f for f, _ in summary["failed"]}
+        if len(lists) != len(inputs) or len(failed) != len(inputs) - len(good):
+            raise AssertionError(f"{name}: {len(lists)} lists, failed {failed}: {res.stdout}")
+        rows = 0
+        for k, path in enumerate(inputs):
+            if path not in good:
+                if lists[k] is not None or os.fspath(path) not in failed:
+                    raise AssertionError(f"{name}: {path} should have failed: {summary}")
+                continue
+            one = work / f"{name}-{k}.photons.npy"
+            _cli(cli, "image", "--pedestal", pedestal, "--data", path, "--eta", cube, "--photons",
+                 one, "--device", "cpu", "--overwrite", *flags)
+            want = np.load(one)
+            got = lists[k]
+            if got.dtype != want.dtype or got.dtype != cluda.PHOTON_LIST_DTYPE:
+                raise AssertionError(f"{name}: dtype {got.dtype}, the file's {want.dtype}")
+            if got.tobytes() != want.tobytes():
+                raise AssertionError(f"{name}: photons of {path} differ from `--photons`'s "
+                                     f"({len(got)} rows, the file {len(want)})")
+            rows += len(got)
+        if rows != summary["clusters"] or rows == 0:
+            raise AssertionError(f"{name}: {rows} photon rows, summary {summary}")
+        if name == "mask-window" and not (summary["masked"] and summary["outside_window"]):
+            raise AssertionError(f"{name}: nothing masked or outside the window: {summary}")
+    none, lists, _ = cluda.image(inputs, pedestal, cube, subpixels=None, photons=True,
+                                 device=device)
+    if none is not None:
+        raise AssertionError("subpixels=None made an image")
+    for k, (a, b) in enumerate(zip(lists, plain)):
+        if (a is None) != (b is None) or (a is not None and a.tobytes() != b.tobytes()):
+            raise AssertionError(f"photons only: input {k} differs from the CPU's")
+    log(f"  ok {device} image photons: {len(good)} inputs as `cluda image --photons`, "
+        f"plain, mask+window, gain+mask files, photons only; 3 failures named")
+
+
 def run_all(tmp: pathlib.Path, device: str = "gpu", cli=None, frames: int = 700, log=print,
             sizes=SIZES, shape=(400, 400)) -> tuple:
     """Runs every check; returns how many ran and the failures as (name, message)."""
@@ -303,6 +387,7 @@ def run_all(tmp: pathlib.Path, device: str = "gpu", cli=None, frames: int = 700,
     if cli:
         attempt("raw", check_raw, tmp, device, cli)
         attempt("find_files", check_find_files, tmp, device, cli)
+        attempt("image photons", check_image_photons, tmp, device, cli)
     return len(ran), failures
 
 

@@ -6,13 +6,15 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use cluda::engine::imaging::{CubeSink, ImagingOutputs, ImagingSink};
-use cluda::engine::input::Input;
+use cluda::engine::imaging::{
+    CubeSink, ImagingOutputs, ImagingSink, PhotonDestination, frame_shape, read_gain_for,
+    read_mask_for,
+};
 use cluda::engine::paths::find_paths;
 use cluda::engine::plan::output_name;
 use cluda::engine::sink::{FnSink, Sink, Sinks};
-use cluda::interpolation::files::{ImageFormat, read_cube, read_mask, write_cube, write_image};
-use cluda::interpolation::{CubeAxes, Edges, GainMap, Interpolator, PixelMask, Tally};
+use cluda::interpolation::files::{ImageFormat, read_cube, write_cube, write_image};
+use cluda::interpolation::{CubeAxes, Edges, Interpolator, Tally};
 use cluda::io::atomic::Claim;
 use cluda::io::{AtomicFile, check_output, check_overwrite, input_files};
 use cluda::{Error, FrameClusters, Result};
@@ -135,8 +137,9 @@ pub fn run_eta(args: &EtaArgs) -> Result<()> {
         y: Edges::linspace("eta-bins", c.eta_range.0, c.eta_range.1, c.eta_bins)?,
         e: Edges::new("energy-edges", c.energy_edges.0.clone())?,
     };
-    let mask = read_mask_for(args.mask.as_deref(), &args.pedestal)?;
-    let gain = read_gain_for(args.gain.as_deref(), &args.pedestal)?;
+    let frames = frame_shape(&args.pedestal)?;
+    let mask = read_mask_for(args.mask.as_deref(), frames)?;
+    let gain = read_gain_for(args.gain.as_deref(), frames)?;
     let unit = if gain.is_some() { "keV" } else { "ADU" };
     let mut sink = CubeSink::new(axes, !args.host_counts)?
         .with_mask(mask)
@@ -198,15 +201,22 @@ pub fn run_image(args: &ImageArgs) -> Result<()> {
             ));
         }
     }
-    let photons: Vec<Option<PathBuf>> = match (&args.photons, &args.out_dir) {
-        (Some(p), _) => vec![Some(p.clone())],
+    let photons: Vec<Option<PhotonDestination>> = match (&args.photons, &args.out_dir) {
+        (Some(p), _) => vec![Some(PhotonDestination::File(p.clone()))],
         (None, Some(dir)) => {
             std::fs::create_dir_all(dir)
                 .map_err(|e| Error::param("out-dir", format!("{}: {e}", dir.display())))?;
             let mut used = HashSet::new();
             args.data
                 .iter()
-                .map(|d| Some(output_name(dir, d, "photons.npy", &mut used)))
+                .map(|d| {
+                    Some(PhotonDestination::File(output_name(
+                        dir,
+                        d,
+                        "photons.npy",
+                        &mut used,
+                    )))
+                })
                 .collect()
         }
         (None, None) => vec![None; args.data.len()],
@@ -223,11 +233,8 @@ pub fn run_image(args: &ImageArgs) -> Result<()> {
     };
     let (axes, cube, _) = read_cube(&args.eta, args.eta_kind.map(|k| k.0))?;
     let maps = Arc::new(Interpolator::new(axes, &cube, args.maps)?);
-    let (rows, cols) = {
-        let p = Input::open(&args.pedestal, "pedestal")?;
-        (p.frames.rows(), p.frames.cols())
-    };
-    let mask = read_mask_for(args.mask.as_deref(), &args.pedestal)?;
+    let (rows, cols) = frame_shape(&args.pedestal)?;
+    let mask = read_mask_for(args.mask.as_deref(), (rows, cols))?;
     let mut sink = ImagingSink::new(
         rows,
         cols,
@@ -246,7 +253,7 @@ pub fn run_image(args: &ImageArgs) -> Result<()> {
         },
         !args.host_counts,
     )?
-    .with_gain(read_gain_for(args.gain.as_deref(), &args.pedestal)?)?;
+    .with_gain(read_gain_for(args.gain.as_deref(), (rows, cols))?)?;
     let totals = find_into(
         &args.finder,
         &args.pedestal,
@@ -277,47 +284,6 @@ pub fn run_image(args: &ImageArgs) -> Result<()> {
     }
     print_line(&line)?;
     failed(&totals, args.data.len())
-}
-
-/// A per-pixel map (`--mask`, `--gain`) read from `path` by `read`, refused unless its
-/// `shape` is the pedestal's frame shape.
-fn read_pixel_map<T>(
-    path: Option<&Path>,
-    option: &'static str,
-    pedestal: &Path,
-    read: impl Fn(&Path) -> Result<T>,
-    shape: impl Fn(&T) -> (usize, usize),
-) -> Result<Option<Arc<T>>> {
-    let Some(path) = path else {
-        return Ok(None);
-    };
-    let map = read(path)?;
-    let p = Input::open(pedestal, "pedestal")?;
-    let (want, got) = ((p.frames.rows(), p.frames.cols()), shape(&map));
-    if got != want {
-        return Err(Error::param(
-            option,
-            format!(
-                "{} is {} x {} pixels; the frames are {} x {}",
-                path.display(),
-                got.0,
-                got.1,
-                want.0,
-                want.1
-            ),
-        ));
-    }
-    Ok(Some(Arc::new(map)))
-}
-
-/// The mask at `path`, checked against the pedestal's frame shape.
-fn read_mask_for(path: Option<&Path>, pedestal: &Path) -> Result<Option<Arc<PixelMask>>> {
-    read_pixel_map(path, "mask", pedestal, read_mask, PixelMask::shape)
-}
-
-/// The gain map at `path`, checked against the pedestal's frame shape.
-fn read_gain_for(path: Option<&Path>, pedestal: &Path) -> Result<Option<Arc<GainMap>>> {
-    read_pixel_map(path, "gain", pedestal, GainMap::read, GainMap::shape)
 }
 
 /// The claim of an output named on the command line: replaced with `--overwrite`, else a

@@ -5,18 +5,23 @@
 //! pass over the clusters on the host) and counts on the host otherwise, with the same
 //! arithmetic ([`cluda_gpu::eta`]). Every input is counted apart and added to the whole only
 //! when it ended whole, so a failed input leaves the cube and the image as they were.
+//!
+//! Per-pixel maps (a bad-pixel mask, a gain map) must have the frames' shape:
+//! [`frame_shape`], [`check_pixel_map`], [`read_mask_for`] and [`read_gain_for`] refuse
+//! another one with an error naming the option, before a run starts.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::placement::{self, PlacementRules, PlacementWorker};
+use super::input::Input;
+use super::placement::{self, PhotonList, PlacementRules, PlacementWorker};
 use super::sink::Sink;
 use crate::cluster::FrameClusters;
 use crate::error::{Error, Result};
 use crate::finder::ClusterFinder;
-use crate::interpolation::files::PhotonWriter;
+use crate::interpolation::files::{PhotonWriter, read_mask};
 use crate::interpolation::{
-    Accumulate, AccumulatedCounts, CubeAxes, EnergyWindow, EtaCube, GainMap, Interpolator,
+    Accumulate, AccumulatedCounts, CubeAxes, EnergyWindow, EtaCube, GainMap, Interpolator, Photon,
     PixelMask, SubpixelImage, Tally,
 };
 use crate::io::atomic::Claim;
@@ -141,21 +146,99 @@ impl Sink for CubeSink {
     }
 }
 
+/// The frame shape `(rows, cols)` of the pedestal input at `pedestal` (a `.npy` stack or a
+/// raw acquisition's master file): the shape every per-pixel map of a run must have.
+///
+/// # Errors
+/// As [`Input::open`].
+pub fn frame_shape(pedestal: &Path) -> Result<(usize, usize)> {
+    let p = Input::open(pedestal, "pedestal")?;
+    Ok((p.frames.rows(), p.frames.cols()))
+}
+
+/// Refuses a per-pixel map given as `option` (`mask`, `gain`), described by `source` (its
+/// path, or "the array"), whose shape `got` is not the frames' `frames`.
+///
+/// # Errors
+/// [`Error::InvalidParameter`] naming `option`, both shapes and `source`.
+pub fn check_pixel_map(
+    option: &'static str,
+    source: &str,
+    got: (usize, usize),
+    frames: (usize, usize),
+) -> Result<()> {
+    if got == frames {
+        return Ok(());
+    }
+    Err(Error::param(
+        option,
+        format!(
+            "{source} is {} x {} pixels; the frames are {} x {}",
+            got.0, got.1, frames.0, frames.1
+        ),
+    ))
+}
+
+/// The bad-pixel mask at `path` (`--mask`, [`read_mask`]), refused unless it is `frames`
+/// pixels ([`check_pixel_map`]).
+///
+/// # Errors
+/// The file's errors, and [`check_pixel_map`]'s.
+pub fn read_mask_for(
+    path: Option<&Path>,
+    frames: (usize, usize),
+) -> Result<Option<Arc<PixelMask>>> {
+    let Some(path) = path else {
+        return Ok(None);
+    };
+    let m = read_mask(path)?;
+    check_pixel_map("mask", &path.display().to_string(), m.shape(), frames)?;
+    Ok(Some(Arc::new(m)))
+}
+
+/// The gain map at `path` (`--gain`, [`GainMap::read`]), refused unless it is `frames` pixels
+/// ([`check_pixel_map`]).
+///
+/// # Errors
+/// The file's errors, [`GainMap::new`]'s, and [`check_pixel_map`]'s.
+pub fn read_gain_for(path: Option<&Path>, frames: (usize, usize)) -> Result<Option<Arc<GainMap>>> {
+    let Some(path) = path else {
+        return Ok(None);
+    };
+    let g = GainMap::read(path)?;
+    check_pixel_map("gain", &path.display().to_string(), g.shape(), frames)?;
+    Ok(Some(Arc::new(g)))
+}
+
+/// Where an [`ImagingSink`] puts one input's photons (the rows `cluda image --photons`
+/// writes: [`Photon`], in frame order).
+#[derive(Clone, Debug, PartialEq)]
+pub enum PhotonDestination {
+    /// A structured `.npy` at this path ([`PhotonWriter`]), committed when the input ends
+    /// whole ([`ImagingOutputs::claim`]).
+    File(PathBuf),
+    /// Kept in memory, for the caller to take once the input ended whole
+    /// ([`ImagingSink::take_photons`]): e.g. the Python package's photon arrays.
+    Memory,
+}
+
 /// Where an [`ImagingSink`] puts photons.
 #[derive(Clone, Debug)]
 pub struct ImagingOutputs {
     /// Count placed photons into an image of this many sub-pixels per pixel.
     pub subpixels: Option<u32>,
-    /// Write each input's photons to the file at its index (`None`: that input's are not
-    /// written).
-    pub photons: Vec<Option<PathBuf>>,
+    /// Where each input's photons go, at its index (`None`, or no entry: that input's are
+    /// not kept).
+    pub photons: Vec<Option<PhotonDestination>>,
     /// What a photon file's commit does with a file that is there by then.
     pub claim: Claim,
 }
 
 /// Places every cluster of a run through a cube's maps: counts into one sub-pixel image
-/// over every input, and/or writes each input's photons ([`PhotonWriter`]). What the host
-/// places, it places on worker threads ([`super::placement`]), off the run's thread.
+/// over every input, and/or each input's photons, written to a file ([`PhotonWriter`]) or
+/// kept in memory for the caller ([`ImagingSink::take_photons`]). What the host places, it
+/// places on worker threads ([`super::placement`]), off the run's thread; a GPU finder still
+/// counts the image on its device while the host places the photon rows.
 pub struct ImagingSink {
     rules: PlacementRules,
     image: Option<SubpixelImage>,
@@ -166,7 +249,9 @@ pub struct ImagingSink {
     geometry: (usize, usize, u32),
     on_device: bool,
     allow_device: bool,
-    photon_paths: Vec<Option<PathBuf>>,
+    photon_outputs: Vec<Option<PhotonDestination>>,
+    /// The photons kept in memory of each input that ended whole, until taken.
+    kept: Vec<Option<Vec<Photon>>>,
     claim: Claim,
     /// The current input's host placement, when the host places.
     worker: Option<PlacementWorker>,
@@ -217,7 +302,8 @@ impl ImagingSink {
             geometry: (rows, cols, outputs.subpixels.unwrap_or(1)),
             on_device: false,
             allow_device,
-            photon_paths: outputs.photons,
+            kept: vec![None; outputs.photons.len()],
+            photon_outputs: outputs.photons,
             claim: outputs.claim,
             worker: None,
             threads: placement::default_threads(),
@@ -249,13 +335,12 @@ impl ImagingSink {
     /// # Errors
     /// [`Error::Shape`] for a map of another shape than the frames'.
     pub fn with_gain(mut self, gain: Option<Arc<GainMap>>) -> Result<Self> {
-        if let (Some(g), Some(img)) = (&gain, &self.image) {
-            let n = img.subpixels() as usize;
-            let (h, w) = img.shape();
-            if g.shape() != (h / n, w / n) {
+        if let Some(g) = &gain {
+            let (rows, cols, _) = self.geometry;
+            if g.shape() != (rows, cols) {
                 return Err(Error::shape(
                     "gain",
-                    format!("{} x {} pixels (the frames')", h / n, w / n),
+                    format!("{rows} x {cols} pixels (the frames')"),
                     format!("{} x {} pixels", g.shape().0, g.shape().1),
                 ));
             }
@@ -275,6 +360,14 @@ impl ImagingSink {
     /// The photon files written.
     pub fn photon_files(&self) -> &[PathBuf] {
         &self.written
+    }
+
+    /// Takes input `input`'s photons kept in memory ([`PhotonDestination::Memory`]): every
+    /// row, in frame order, as `cluda image --photons` writes them. `None` when that input's
+    /// photons were not kept in memory, it did not end whole (it failed, or never began:
+    /// it could not be opened), or they were taken already.
+    pub fn take_photons(&mut self, input: usize) -> Option<Vec<Photon>> {
+        self.kept.get_mut(input).and_then(Option::take)
     }
 
     /// What was placed and left out, over every input that ended whole.
@@ -333,16 +426,23 @@ impl Sink for ImagingSink {
                 host_image = self.host_image()?;
             }
         }
-        let writer = match self.photon_paths.get(input).cloned().flatten() {
-            Some(p) => Some(PhotonWriter::create(&p, self.claim)?),
+        if let Some(k) = self.kept.get_mut(input) {
+            // An input seen again (a caller's retry) starts its kept rows afresh.
+            *k = None;
+        }
+        let photons = match self.photon_outputs.get(input).cloned().flatten() {
+            Some(PhotonDestination::File(p)) => {
+                Some(PhotonList::File(PhotonWriter::create(&p, self.claim)?))
+            }
+            Some(PhotonDestination::Memory) => Some(PhotonList::Memory(Vec::new())),
             None => None,
         };
-        if host_image.is_some() || writer.is_some() {
+        if host_image.is_some() || photons.is_some() {
             self.worker = Some(PlacementWorker::start(
                 self.rules.clone(),
                 self.threads,
                 host_image,
-                writer,
+                photons,
             )?);
         }
         Ok(())
@@ -361,18 +461,21 @@ impl Sink for ImagingSink {
         worker.frame(frame, clusters)
     }
 
-    fn end(&mut self, _input: usize, finder: &mut dyn ClusterFinder) -> Result<()> {
+    fn end(&mut self, input: usize, finder: &mut dyn ClusterFinder) -> Result<()> {
         let placed = self
             .worker
             .take()
             .map(PlacementWorker::finish)
             .transpose()?;
-        let (host_image, writer, host_tally) = match placed {
-            Some(p) => (p.image, p.writer, p.tally),
+        let (host_image, photons, host_tally) = match placed {
+            Some(p) => (p.image, p.photons, p.tally),
             None => (None, None, Tally::default()),
         };
-        if let Some(w) = writer {
-            self.written.push(w.finish()?);
+        let mut kept = None;
+        match photons {
+            Some(PhotonList::File(w)) => self.written.push(w.finish()?),
+            Some(PhotonList::Memory(rows)) => kept = Some(rows),
+            None => {}
         }
         if self.on_device {
             let a = finder
@@ -401,6 +504,10 @@ impl Sink for ImagingSink {
         }
         self.lent = false;
         self.inputs_ended += 1;
+        // Kept only now that the input ended whole.
+        if let (Some(k), Some(rows)) = (self.kept.get_mut(input), kept) {
+            *k = Some(rows);
+        }
         Ok(())
     }
 

@@ -13,9 +13,10 @@
 //!            +--empty batches-- append pieces to the list, in order
 //! ```
 //!
-//! Everything the worker owns (the image being counted, the photon list being written) comes
-//! back when the input ends ([`PlacementWorker::finish`]); an error of the worker (a photon
-//! file that cannot be written) stops it and is returned by the next call.
+//! Everything the worker owns (the image being counted, the photon list being written to a
+//! file or kept in memory, [`PhotonList`]) comes back when the input ends
+//! ([`PlacementWorker::finish`]); an error of the worker (a photon file that cannot be
+//! written, memory for kept rows that is not there) stops it and is returned by the next call.
 
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
@@ -61,12 +62,41 @@ impl PlacementRules {
     }
 }
 
+/// Where one input's photons go, row by row in frame order: the same rows either way.
+pub enum PhotonList {
+    /// Written to a structured `.npy` (finished by the caller).
+    File(PhotonWriter),
+    /// Kept in memory (e.g. handed to numpy by the Python package). It grows as rows come,
+    /// fallibly ([`crate::memory::reserve`]): more rows than memory is an
+    /// [`Error::TooLarge`], never an abort.
+    Memory(Vec<Photon>),
+}
+
+impl PhotonList {
+    /// Appends `rows`.
+    ///
+    /// # Errors
+    /// The file's write error; [`Error::TooLarge`] when kept rows do not fit in memory.
+    fn append(&mut self, rows: &[Photon]) -> Result<()> {
+        match self {
+            PhotonList::File(w) => w.write_pod(rows),
+            PhotonList::Memory(v) => {
+                crate::memory::reserve(v, rows.len(), || {
+                    "the photon list kept in memory".to_string()
+                })?;
+                v.extend_from_slice(rows);
+                Ok(())
+            }
+        }
+    }
+}
+
 /// What one input's placement produced, handed back by [`PlacementWorker::finish`].
 pub struct Placed {
     /// The image counted into (the one given to [`PlacementWorker::start`]).
     pub image: Option<SubpixelImage>,
-    /// The photon list, every row written (not yet finished).
-    pub writer: Option<PhotonWriter>,
+    /// The photon list, every row appended (a file not yet finished).
+    pub photons: Option<PhotonList>,
     /// What was placed and left out.
     pub tally: Tally,
 }
@@ -125,7 +155,7 @@ struct Worker {
     rules: PlacementRules,
     pool: rayon::ThreadPool,
     image: Option<SubpixelImage>,
-    writer: Option<PhotonWriter>,
+    photons: Option<PhotonList>,
     tally: Tally,
     pieces: Vec<Piece>,
 }
@@ -137,9 +167,14 @@ impl Worker {
             // The run's thread may have ended: a batch not taken back is simply dropped.
             let _ = empty.try_send(batch);
         }
+        if let Some(PhotonList::Memory(v)) = self.photons.as_mut() {
+            // Only the rows are kept past the input (a shrinking reallocation does not copy
+            // large blocks: they are remapped).
+            v.shrink_to_fit();
+        }
         Ok(Placed {
             image: self.image,
-            writer: self.writer,
+            photons: self.photons,
             tally: self.tally,
         })
     }
@@ -165,7 +200,7 @@ impl Worker {
         for (p, w) in self.pieces.iter_mut().zip(bounds.windows(2)) {
             p.frames = w[0]..w[1];
         }
-        let keep = self.writer.is_some();
+        let keep = self.photons.is_some();
         let image = self.image.as_ref();
         let placer = self.rules.placer();
         self.pool.install(|| {
@@ -177,8 +212,8 @@ impl Worker {
             if let Some(img) = self.image.as_mut() {
                 img.add_indices(&p.indices);
             }
-            if let Some(w) = self.writer.as_mut() {
-                w.write_pod(&p.photons)?;
+            if let Some(list) = self.photons.as_mut() {
+                list.append(&p.photons)?;
             }
             self.tally.add(&p.tally);
         }
@@ -229,7 +264,7 @@ pub struct PlacementWorker {
 
 impl PlacementWorker {
     /// Starts a worker placing with `rules` on `threads` pool threads, counting placed photons
-    /// into `image` and writing every photon to `writer`, for one input.
+    /// into `image` and appending every photon to `photons`, for one input.
     ///
     /// # Errors
     /// [`Error::Internal`] when a thread cannot be started.
@@ -237,7 +272,7 @@ impl PlacementWorker {
         rules: PlacementRules,
         threads: usize,
         image: Option<SubpixelImage>,
-        writer: Option<PhotonWriter>,
+        photons: Option<PhotonList>,
     ) -> Result<Self> {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads.max(1))
@@ -250,7 +285,7 @@ impl PlacementWorker {
             rules,
             pool,
             image,
-            writer,
+            photons,
             tally: Tally::default(),
             pieces: Vec::new(),
         };
