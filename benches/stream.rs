@@ -4,7 +4,7 @@
 //! `cargo bench --bench stream -- [--frames 200000] [--distinct 1000] [--sizes 3,9]
 //!  [--device auto|gpu|cpu] [--rows 400] [--cols 400] [--fraction 0.9] [--tmp DIR] [--out DIR]
 //!  [--sections endpoint,parts,back-to-back] [--back-to-back 20x1000] [--parts 2]
-//!  [--live eta,eta-out|none]`
+//!  [--live eta,eta-view,eta-out|none]`
 //!
 //! Everything runs in this process through the library calls `cluda replay` and `cluda stream`
 //! make (the commands only parse their arguments around them): the publisher
@@ -25,13 +25,16 @@
 //!    whether it kept up (processed at least 95 % of the rate sent: with fewer frames than its
 //!    queue holds, a stream that falls behind would lose nothing and still not keep up).
 //!
-//! 4. `stream-max --eta` and `stream-max --eta-out` (`--live`, both by default): `stream-max`
-//!    with eta interpolation live (`StreamSettings::imaging`): `--eta CUBE --subpixels 4`
-//!    (default maps; the cube made once up front per size, as `cluda eta` makes it, from the
-//!    generated flat field's clusters on the CPU finder), a sub-pixel image per acquisition
-//!    beside its cluster file; and `--eta-out FILE`, one eta cube of the stream. Against the
-//!    plain `stream-max` row of the same size and run (the goal: at least 95 % of its
-//!    frames/s); each run's image or cube is read back and must count something.
+//! 4. `stream-max --eta`, `stream-max --eta --plot` and `stream-max --eta-out` (`--live`, all
+//!    by default): `stream-max` with eta interpolation live (`StreamSettings::imaging`):
+//!    `--eta CUBE --subpixels 4` (default maps; the cube made once up front per size, as
+//!    `cluda eta` makes it, from the generated flat field's clusters on the CPU finder), a
+//!    sub-pixel image per acquisition beside its cluster file; the same with a live view of
+//!    the image (`eta-view`: a copy of it every second, `Callbacks::image`, as `--plot
+//!    --plot-every 1` asks; the copies are counted, not drawn); and `--eta-out FILE`, one eta
+//!    cube of the stream. Against the plain `stream-max` row of the same size and run (the
+//!    goal: at least 95 % of its frames/s); each run's image or cube is read back and must
+//!    count something.
 //!
 //! A table says where each `stream` run's time went (the finder waiting for frames, finding,
 //! writing, the writer's waits, the commit).
@@ -107,6 +110,8 @@ struct Opts {
 enum LiveRow {
     /// `stream-max --eta`.
     Eta,
+    /// `stream-max --eta` with a live view of the image.
+    EtaView,
     /// `stream-max --eta-out`.
     EtaOut,
 }
@@ -133,7 +138,7 @@ fn parse() -> Result<Opts, String> {
         parts: 2,
         back_to_back: (20, 1000),
         sections: vec!["endpoint".into(), "parts".into(), "back-to-back".into()],
-        live: vec![LiveRow::Eta, LiveRow::EtaOut],
+        live: vec![LiveRow::Eta, LiveRow::EtaView, LiveRow::EtaOut],
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -179,10 +184,13 @@ fn parse() -> Result<Opts, String> {
                 for l in val()?.split(',') {
                     match l {
                         "eta" => o.live.push(LiveRow::Eta),
+                        "eta-view" => o.live.push(LiveRow::EtaView),
                         "eta-out" => o.live.push(LiveRow::EtaOut),
                         "none" => {}
                         other => {
-                            return Err(format!("--live: {other}: want eta, eta-out or none"));
+                            return Err(format!(
+                                "--live: {other}: want eta, eta-view, eta-out or none"
+                            ));
                         }
                     }
                 }
@@ -349,6 +357,9 @@ enum Live {
     /// `cluda stream --eta CUBE --subpixels N` (default maps): a sub-pixel image of each
     /// acquisition beside its cluster file.
     Image(Arc<Interpolator>, u32),
+    /// The same with a live view asking for a copy of the image every [`VIEW_EVERY`]
+    /// (`--plot --plot-every 1`; the copies are counted, not drawn).
+    ImageView(Arc<Interpolator>, u32),
     /// `cluda stream --eta-out FILE`: one eta cube (default axes) of every data acquisition.
     Cube,
 }
@@ -358,10 +369,14 @@ impl Live {
     fn name(&self) -> &'static str {
         match self {
             Self::Image(..) => "stream-max --eta",
+            Self::ImageView(..) => "stream-max --eta --plot",
             Self::Cube => "stream-max --eta-out",
         }
     }
 }
+
+/// How often the `stream-max --eta --plot` row's live view asks for a copy of the image.
+const VIEW_EVERY: Duration = Duration::from_secs(1);
 
 /// The file name of the `--eta-out` cube in a run's directory.
 const ETA_OUT: &str = "eta-out.npz";
@@ -372,7 +387,7 @@ const ETA_OUT: &str = "eta-out.npz";
 /// nothing, so that a row cannot measure a stream that made no image.
 fn live_output(dir: &std::path::Path, live: &Live, acquisitions: u64) -> Result<u64, String> {
     match live {
-        Live::Image(..) => {
+        Live::Image(..) | Live::ImageView(..) => {
             let mut images = 0u64;
             let mut photons = 0u64;
             for entry in std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))? {
@@ -450,7 +465,7 @@ fn stream_run(
     // The sender's end message can be dropped at its high-water mark like any frame.
     settings.idle_end = Duration::from_secs(2);
     settings.imaging = live.map(|l| match l {
-        Live::Image(maps, n) => StreamImaging {
+        Live::Image(maps, n) | Live::ImageView(maps, n) => StreamImaging {
             image: Some((Arc::clone(maps), *n)),
             cube: None,
         },
@@ -466,6 +481,19 @@ fn stream_run(
     let report: cluda::stream::Reporter = Arc::new(|e: &cluda::stream::StreamEvent| {
         eprintln!("  {e:?}");
     });
+    // The live view's copies (mid-acquisition, final), counted and dropped.
+    let (mut copies, mut finals) = (0u64, 0u64);
+    let mut show = |u: cluda::stream::ImageUpdate| {
+        if u.done {
+            finals += 1;
+        } else {
+            copies += 1;
+        }
+    };
+    let image = matches!(live, Some(Live::ImageView(..))).then(|| cluda::stream::LiveImage {
+        every: VIEW_EVERY,
+        show: &mut show,
+    });
     cluda::stream::run(
         config,
         &settings,
@@ -480,9 +508,18 @@ fn stream_run(
                 Ok(())
             },
             frame: &mut |_, _| {},
+            image,
         },
     )
     .map_err(|e| e.to_string())?;
+    if matches!(live, Some(Live::ImageView(..))) {
+        eprintln!("  live view: {copies} copies of the image while frames came, {finals} final");
+        if finals != acquisitions {
+            return Err(format!(
+                "the live view got {finals} final images of {acquisitions} acquisitions"
+            ));
+        }
+    }
     let sent = publisher
         .join()
         .map_err(|_| "publisher panicked".to_string())??;
@@ -555,7 +592,8 @@ fn eta_maps(
 /// The head of the live eta-interpolation table.
 fn live_head() -> String {
     format!(
-        "\n## Live eta interpolation (one endpoint)\n\n`stream-max --eta`: `stream-max` with `cluda stream --eta CUBE --subpixels {SUBPIXELS}` (default maps; the cube made once up front per size, as `cluda eta` makes it, from the generated flat field's clusters on the CPU finder): a sub-pixel image per acquisition beside its cluster file; `counted`: the photons in it. `stream-max --eta-out`: with `--eta-out FILE` (default axes): one eta cube of the stream; `counted`: the clusters in it. A GPU finder counts either on the device (`ClusterFinder::accumulate`, in its output stage); the CPU finder's clusters are placed or counted on the host, on the engine's thread, frame by frame. frames/s ends at the last cluster written, as `stream-max`'s (the image's or cube's download and write follow). \"of stream-max\": against the plain `stream-max` row of the same size just before (goal >= 95 %).\n\n| size | run | frames/s | of stream-max | of bare | counted | dropped | missing | worst lag (ms) | device |\n|---|---|---|---|---|---|---|---|---|---|\n"
+        "\n## Live eta interpolation (one endpoint)\n\n`stream-max --eta`: `stream-max` with `cluda stream --eta CUBE --subpixels {SUBPIXELS}` (default maps; the cube made once up front per size, as `cluda eta` makes it, from the generated flat field's clusters on the CPU finder): a sub-pixel image per acquisition beside its cluster file; `counted`: the photons in it. `stream-max --eta --plot`: the same with a live view of the image (`Callbacks::image`: a copy every {} s, as `cluda stream --plot --plot-every 1` asks, counted and dropped, not drawn: the placement worker copies the host's image, a GPU finder downloads its counts between two chunks). `stream-max --eta-out`: with `--eta-out FILE` (default axes): one eta cube of the stream; `counted`: the clusters in it. A GPU finder counts either on the device (`ClusterFinder::accumulate`, in its output stage); the CPU finder's clusters are placed or counted on the host, on the engine's thread, frame by frame. frames/s ends at the last cluster written, as `stream-max`'s (the image's or cube's download and write follow). \"of stream-max\": against the plain `stream-max` row of the same size just before (goal >= 95 %).\n\n| size | run | frames/s | of stream-max | of bare | counted | dropped | missing | worst lag (ms) | device |\n|---|---|---|---|---|---|---|---|---|---|\n",
+        VIEW_EVERY.as_secs()
     )
 }
 
@@ -577,7 +615,7 @@ fn live_rows(
         timings,
     } = out;
     let side = size.side();
-    let maps = if o.live.contains(&LiveRow::Eta) {
+    let maps = if o.live.contains(&LiveRow::Eta) || o.live.contains(&LiveRow::EtaView) {
         let t = Instant::now();
         let (maps, clusters) = eta_maps(o, frames, pedestal, size)?;
         eprintln!(
@@ -592,7 +630,10 @@ fn live_rows(
     for row in &o.live {
         let live = match (row, &maps) {
             (LiveRow::Eta, Some(m)) => Live::Image(Arc::clone(m), SUBPIXELS),
-            (LiveRow::Eta, None) => return Err("no maps for the --eta row".into()),
+            (LiveRow::EtaView, Some(m)) => Live::ImageView(Arc::clone(m), SUBPIXELS),
+            (LiveRow::Eta | LiveRow::EtaView, None) => {
+                return Err("no maps for the --eta row".into());
+            }
             (LiveRow::EtaOut, _) => Live::Cube,
         };
         let name = live.name();
@@ -1323,6 +1364,7 @@ fn stream_parts(
                 Ok(())
             },
             frame: &mut |_, _| {},
+            image: None,
         },
     )
     .map_err(|e| e.to_string())?;

@@ -226,3 +226,130 @@ fn gpu_image_of_resident_clusters_equals_host() {
         "a size mismatch is refused"
     );
 }
+
+/// A sub-pixel image read mid-input without stopping the accumulation: by
+/// `peek_accumulated` between find calls, and through `accumulation_peek` from the visitor of
+/// a streaming run (answered by the pipeline between chunks). Every copy is the host's image
+/// (and tally) of the frames found before it, and the image taken at the end is the whole
+/// input's, as without copies.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_image_peeks_mid_input_equal_host_counts_so_far() {
+    let d = data();
+    let size = ClusterSize::S3;
+    let cfg = d.config(size, Precision::F64, ThresholdMode::Live);
+    let all = cpu_finder(&cfg, d).find(d.data()).unwrap();
+    let axes = CubeAxes::default_for(EtaKind::Eta2);
+    let cube = host_cube(&axes, &all);
+    let maps = Arc::new(Interpolator::new(axes, &cube.to_f64(), MapKind::Cumulative).unwrap());
+    let n = 5;
+    let what = Accumulate::Image {
+        maps: maps.clone(),
+        subpixels: n,
+        window: None,
+        mask: None,
+    };
+    let placer = Placer {
+        maps: &maps,
+        window: None,
+        mask: None,
+        gain: None,
+    };
+    // The host's image and tally of the first `frames` data frames.
+    let host = |frames: usize| -> (SubpixelImage, Tally) {
+        let mut img = SubpixelImage::new(200, 200, n).unwrap();
+        let (mut tally, mut photons) = (Tally::default(), Vec::new());
+        for (i, fc) in all.iter_frames().take(frames).enumerate() {
+            photons.clear();
+            placer.place_frame(i as i64, &fc, &mut tally, &mut photons);
+            for p in photons.iter().filter(|p| p.flags == 0) {
+                img.add(p.x, p.y);
+            }
+        }
+        (img, tally)
+    };
+    let image_of = |a: cluda::interpolation::Accumulated| -> (SubpixelImage, Tally) {
+        let AccumulatedCounts::Image(counts) = a.counts else {
+            panic!("the device accumulated no image");
+        };
+        let mut img = SubpixelImage::new(200, 200, n).unwrap();
+        img.add_counts(counts).unwrap();
+        (img, a.tally)
+    };
+
+    // Between find calls.
+    let mut f = gpu_finder(&cfg, PipelineConfig::default(), d);
+    assert_eq!(f.peek_accumulated().unwrap(), None, "nothing under way");
+    assert!(f.accumulation_peek().is_none(), "nothing under way");
+    assert!(f.accumulate(&what).unwrap());
+    let (img, tally) = image_of(f.peek_accumulated().unwrap().expect("a copy"));
+    assert!(img.is_empty() && tally == Tally::default(), "no frame yet");
+    let half = d.data_n / 2;
+    f.find(d.first(half)).unwrap();
+    let (img, tally) = image_of(f.peek_accumulated().unwrap().expect("a copy"));
+    let (want, want_tally) = host(half);
+    assert!(want.total() > 1000, "too few photons");
+    assert_eq!(tally, want_tally, "tally after {half} frames");
+    assert!(img == want, "image after {half} frames");
+    let rest =
+        cluda::Frames::new(&d.data[half * d.px()..], d.data_n - half, d.rows, d.cols).unwrap();
+    f.find(rest).unwrap();
+    let whole = host(d.data_n);
+    assert!(image_of(f.peek_accumulated().unwrap().unwrap()) == whole);
+    assert!(
+        image_of(f.take_accumulated().unwrap().unwrap()) == whole,
+        "taken"
+    );
+
+    // From the visitor of a streaming run, chunks of 16 frames.
+    let mut f = gpu_finder(&cfg, PipelineConfig::default(), d);
+    assert!(f.accumulate(&what).unwrap());
+    let peek = f
+        .accumulation_peek()
+        .expect("the GPU pipeline answers peeks");
+    let mut source = cluda::engine::SliceSource::new(&d.data, d.rows, d.cols).unwrap();
+    let config = cluda::engine::EngineConfig {
+        chunk: 16,
+        slots: 3,
+        map: false,
+    };
+    let asks = [40usize, 150, 250];
+    // (frame asked at, frames visited when the answer was taken, the answer)
+    let mut answers = Vec::new();
+    let mut asked = None;
+    let mut seen = 0usize;
+    cluda::engine::find_stream(&mut f, &mut source, config, &mut |number, _fc| {
+        seen += 1;
+        if let Some(a) = peek.take_answer() {
+            answers.push((asked.take().expect("an answer unasked"), seen - 1, a?));
+        }
+        if asks.contains(&(number as usize)) {
+            peek.ask();
+            asked = Some(number as usize);
+        }
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(answers.len(), asks.len(), "one answer per request");
+    // Clusters of the first k frames, k = 0 ..= frames.
+    let mut prefix = vec![0u64];
+    for fc in all.iter_frames() {
+        prefix.push(prefix.last().unwrap() + fc.len() as u64);
+    }
+    for (at, taken, a) in answers {
+        let (img, tally) = image_of(a);
+        // Answered after the chunk that held the frame asked at, before the frames visited
+        // when it was taken.
+        let k = (at + 1..=taken)
+            .find(|&k| prefix[k] == tally.clusters)
+            .unwrap_or_else(|| panic!("asked at frame {at}: {} clusters", tally.clusters));
+        let (want, want_tally) = host(k);
+        assert_eq!(tally, want_tally, "asked at frame {at}: tally");
+        assert!(img == want, "asked at frame {at}: image of {k} frames");
+        println!("peek asked at frame {at}: the image of the first {k} frames");
+    }
+    assert!(
+        image_of(f.take_accumulated().unwrap().unwrap()) == whole,
+        "taken"
+    );
+}

@@ -155,3 +155,136 @@ fn gpu_two_part_stream_equals_cpu_find() {
 fn gpu_finder_kept_while_the_shape_stays() {
     finder_kept_while_the_shape_stays("gpu", (400, 400), (200, 256));
 }
+
+/// `stream --device gpu --eta --subpixels 5 --plot`: the image counted on the device is read
+/// mid-acquisition (the finder's peek between chunks) and `image.png` refreshed while it runs;
+/// the final `image.png` and the image file beside the cluster file are `cluda image`'s on the
+/// CPU, byte for byte.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_stream_live_image_is_refreshed_and_equals_cpu_image() {
+    let dir = tempfile::tempdir().expect("dir");
+    let d = dir.path();
+    let shape = (400, 400);
+    let dark = write_frames(d, "dark", shape, 0, 1000, false);
+    let data = write_frames(d, "data", shape, 1000, 1200, true);
+    let cluda = cluda_bin();
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(&cluda)
+            .args(args)
+            .output()
+            .expect("cluda");
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let cube = d.join("eta.npz");
+    run(&[
+        "eta",
+        "--pedestal",
+        s(&dark),
+        "--data",
+        s(&data),
+        "--out",
+        s(&cube),
+        "--device",
+        "cpu",
+    ]);
+    let want_image = d.join("want.npy");
+    let want_plots = d.join("want-plots");
+    run(&[
+        "image",
+        "--pedestal",
+        s(&dark),
+        "--data",
+        s(&data),
+        "--eta",
+        s(&cube),
+        "--subpixels",
+        "5",
+        "--out",
+        s(&want_image),
+        "--plot",
+        s(&want_plots),
+        "--device",
+        "cpu",
+    ]);
+    let port = free_port();
+    let out = d.join("out");
+    let plots = d.join("plots");
+    let stream = spawn_stream(
+        d,
+        "stream",
+        port,
+        &out,
+        &[
+            "--pedestal",
+            s(&dark),
+            "--device",
+            "gpu",
+            "--acquisitions",
+            "1",
+            "--on-full",
+            "block",
+            "--eta",
+            s(&cube),
+            "--subpixels",
+            "5",
+            "--plot",
+            s(&plots),
+            "--plot-every",
+            "0.5",
+        ],
+    );
+    // 1,200 frames at 300 Hz: four seconds of refreshes every 0.5 s.
+    let replay = spawn_replay(
+        d,
+        "replay",
+        port,
+        &["--data", s(&data), "--rate", "300", "--no-drop"],
+    );
+    let png = plots.join("image.png");
+    let mut seen: Vec<Vec<u8>> = Vec::new();
+    let until = std::time::Instant::now() + Duration::from_secs(120);
+    while std::time::Instant::now() < until && !stream.stdout_now().contains("acquisition=") {
+        if let Ok(bytes) = std::fs::read(&png)
+            && seen.last() != Some(&bytes)
+        {
+            seen.push(bytes);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(replay.wait(Duration::from_secs(300)).status.success());
+    let done = stream.wait_ok(Duration::from_secs(300));
+    assert!(done.stderr.contains("device: gpu"), "{}", done.stderr);
+    assert!(!done.stderr.contains("not drawn"), "{}", done.stderr);
+    assert!(
+        !done.stderr.contains("no more live copies"),
+        "{}",
+        done.stderr
+    );
+    assert!(
+        seen.len() >= 2,
+        "image.png was drawn {} times before the acquisition ended, not refreshed: {}",
+        seen.len(),
+        done.stderr
+    );
+    println!(
+        "image.png drawn {} times while the acquisition ran",
+        seen.len()
+    );
+    let got = std::fs::read(&png).expect("the final image.png");
+    let want = std::fs::read(want_plots.join("image.png")).expect("cluda image's image.png");
+    assert!(
+        got == want,
+        "the final image.png differs from cluda image --plot's"
+    );
+    let got = std::fs::read(out.join("run_0.image.npy")).expect("the live image");
+    assert!(
+        got == std::fs::read(&want_image).unwrap(),
+        "the stream's image differs from cluda image's: {}",
+        done.stderr
+    );
+}

@@ -202,6 +202,80 @@ fn a_failed_input_leaves_image_and_photons_as_they_were() {
     assert_eq!(sink.photon_files().len(), 1);
 }
 
+/// Copies of the image mid-input ([`ImagingSink::request_snapshot`], answered by the
+/// placement worker): each is the image of every input that ended whole plus the current
+/// input's frames handed to the sink until the request, whether the input counts straight into
+/// the image (the first) or apart (a later one); none comes unasked or between inputs, and the
+/// image itself is as without copies.
+#[test]
+fn snapshots_mid_input_count_every_frame_handed_over() {
+    let (a, b) = (frames(3000, 31), frames(2000, 37));
+    let maps = maps(&a);
+    let mut sink = ImagingSink::new(
+        ROWS,
+        COLS,
+        maps.clone(),
+        None,
+        None,
+        ImagingOutputs {
+            subpixels: Some(3),
+            photons: Vec::new(),
+            claim: Claim::Refuse,
+        },
+        true,
+    )
+    .unwrap();
+    let mut f = finder();
+    // Waits for the worker's copy.
+    let copy = |sink: &mut ImagingSink| -> SubpixelImage {
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            if let Some(img) = sink.take_snapshot().unwrap() {
+                return img;
+            }
+            assert!(std::time::Instant::now() < until, "no copy came");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    };
+    let frame = |sink: &mut ImagingSink, k: usize, i: usize, w: &[u32]| {
+        sink.frame(k, i as u64, &FrameClusters::new(i, ClusterSize::S3, w))
+            .unwrap()
+    };
+    assert!(!sink.request_snapshot().unwrap(), "no input under way");
+    sink.begin(0, &mut f).unwrap();
+    for (i, w) in a.iter().enumerate() {
+        frame(&mut sink, 0, i, w);
+        if i == 1200 || i == 2500 {
+            assert!(sink.take_snapshot().unwrap().is_none(), "not asked for");
+            assert!(sink.request_snapshot().unwrap());
+            let got = copy(&mut sink);
+            assert!(got == by_hand(&maps, &a[..=i], 3).1, "input 0, frame {i}");
+        }
+    }
+    sink.end(0, &mut f).unwrap();
+    let img_a = by_hand(&maps, &a, 3).1;
+    assert!(sink.image() == Some(&img_a));
+    assert!(!sink.request_snapshot().unwrap(), "between inputs");
+    sink.begin(1, &mut f).unwrap();
+    // Asked for before any frame of the input: the image of the first input alone.
+    assert!(sink.request_snapshot().unwrap());
+    assert!(copy(&mut sink) == img_a, "input 1, no frame yet");
+    for (i, w) in b.iter().enumerate() {
+        frame(&mut sink, 1, i, w);
+        if i == 999 {
+            assert!(sink.request_snapshot().unwrap());
+            let mut want = by_hand(&maps, &b[..=i], 3).1;
+            want.add_image(&img_a).unwrap();
+            assert!(copy(&mut sink) == want, "input 1, frame {i}");
+        }
+    }
+    sink.end(1, &mut f).unwrap();
+    let mut want = by_hand(&maps, &b, 3).1;
+    want.add_image(&img_a).unwrap();
+    assert!(sink.image() == Some(&want), "the image as without copies");
+    assert!(sink.into_image() == Some(want));
+}
+
 #[test]
 fn absurd_placement_threads_are_refused() {
     let data = frames(10, 3);

@@ -784,6 +784,7 @@ fn summaries_come_in_order_between_the_acquisitions_frames() {
                 Ok(())
             },
             frame: &mut |_, _| events.lock().expect("lock").push("frame".into()),
+            image: None,
         },
     )
     .expect("stream");
@@ -1077,4 +1078,134 @@ fn live_images_and_cube_equal_the_commands() {
     let a = cluda::io::npz::read_f64(&live_cube).expect("live cube");
     let b = cluda::io::npz::read_f64(&cube).unwrap();
     assert_eq!(a, b, "the live cube differs from cluda eta's");
+}
+
+/// `stream --eta --subpixels N --plot DIR`: `image.png` of the acquisition's sub-pixel image
+/// (counted on the host's placement worker) appears while it runs and is refreshed as photons
+/// come; the final `image.png` is `cluda image --plot`'s on the same frames, byte for byte, and
+/// so is the image file beside the cluster file (the live copies do not change it).
+#[test]
+fn live_image_is_drawn_and_refreshed() {
+    let dir = tempfile::tempdir().expect("dir");
+    let d = dir.path();
+    let dark = write_frames(d, "dark", SHAPE, 0, 300, false);
+    let data = write_frames(d, "data", SHAPE, 300, 600, true);
+    let cluda = cluda_bin();
+    let cube = d.join("eta.npz");
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(&cluda)
+            .args(args)
+            .output()
+            .expect("cluda");
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    run(&[
+        "eta",
+        "--pedestal",
+        s(&dark),
+        "--data",
+        s(&data),
+        "--out",
+        s(&cube),
+        "--device",
+        "cpu",
+    ]);
+    let want_image = d.join("want.npy");
+    let want_plots = d.join("want-plots");
+    run(&[
+        "image",
+        "--pedestal",
+        s(&dark),
+        "--data",
+        s(&data),
+        "--eta",
+        s(&cube),
+        "--subpixels",
+        "3",
+        "--out",
+        s(&want_image),
+        "--plot",
+        s(&want_plots),
+        "--device",
+        "cpu",
+    ]);
+    let port = free_port();
+    let out = d.join("out");
+    let plots = d.join("plots");
+    let stream = spawn_stream(
+        d,
+        "stream",
+        port,
+        &out,
+        &[
+            "--pedestal",
+            s(&dark),
+            "--device",
+            "cpu",
+            "--acquisitions",
+            "1",
+            "--on-full",
+            "block",
+            "--eta",
+            s(&cube),
+            "--subpixels",
+            "3",
+            "--plot",
+            s(&plots),
+            "--plot-every",
+            "0.2",
+        ],
+    );
+    // 600 frames at 200 Hz: three seconds of refreshes every 0.2 s.
+    let replay = spawn_replay(
+        d,
+        "replay",
+        port,
+        &["--data", s(&data), "--rate", "200", "--no-drop"],
+    );
+    let png = plots.join("image.png");
+    let mut seen: Vec<Vec<u8>> = Vec::new();
+    let until = std::time::Instant::now() + Duration::from_secs(60);
+    while std::time::Instant::now() < until && !stream.stdout_now().contains("acquisition=") {
+        if let Ok(bytes) = std::fs::read(&png)
+            && seen.last() != Some(&bytes)
+        {
+            seen.push(bytes);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(replay.wait(LIMIT).status.success());
+    let done = stream.wait_ok(LIMIT);
+    assert!(!done.stderr.contains("not drawn"), "{}", done.stderr);
+    assert!(
+        seen.len() >= 2,
+        "image.png was drawn {} times before the acquisition ended, not refreshed: {}",
+        seen.len(),
+        done.stderr
+    );
+    for bytes in &seen {
+        assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n") && bytes.len() > 1000);
+    }
+    let mut names: Vec<String> = std::fs::read_dir(&plots)
+        .expect("plots")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["hitmap.png", "image.png", "spectrum.png"]);
+    let got = std::fs::read(&png).expect("the final image.png");
+    let want = std::fs::read(want_plots.join("image.png")).expect("cluda image's image.png");
+    assert!(
+        got == want,
+        "the final image.png differs from cluda image --plot's"
+    );
+    let got = std::fs::read(out.join("run_0.image.npy")).expect("the live image");
+    assert!(
+        got == std::fs::read(&want_image).unwrap(),
+        "live image differs from cluda image's: {}",
+        done.stderr
+    );
 }

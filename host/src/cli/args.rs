@@ -260,11 +260,13 @@ pub struct StreamArgs {
     /// frame); 0: wait for it until SIGINT; at most 86400.
     #[arg(long, default_value_t = 10.0, value_name = "S", value_parser = parse_idle_end, allow_negative_numbers = true)]
     pub idle_end: f64,
-    /// Write live PNG plots into DIR (spectrum.png, hitmap.png), refreshed every few seconds
-    /// and at the end of each acquisition.
+    /// Write live PNG plots into DIR (spectrum.png, hitmap.png; with --eta also image.png, the
+    /// acquisition's sub-pixel image drawn as `cluda image --plot` draws it, binned to at most
+    /// 2048 bins a side), refreshed every --plot-every seconds while an acquisition runs and
+    /// at its end.
     #[arg(long, value_name = "DIR")]
     pub plot: Option<PathBuf>,
-    /// Replace spectrum.png and hitmap.png already in the --plot DIR (without it, stream
+    /// Replace spectrum.png, hitmap.png and image.png already in the --plot DIR (without it, stream
     /// refuses to start, and a plot file another program puts there during the run is not
     /// replaced: a refresh replaces only the files this run wrote).
     #[arg(long, requires = "plot")]

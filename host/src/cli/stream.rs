@@ -41,6 +41,9 @@ pub fn run(args: &StreamArgs) -> Result<()> {
         for name in LIVE_PLOTS {
             cluda::io::check_overwrite(&dir.join(name), "plot", args.overwrite)?;
         }
+        if args.eta.is_some() {
+            cluda::io::check_overwrite(&dir.join(LIVE_IMAGE), "plot", args.overwrite)?;
+        }
         cluda::plot::register_font()?;
     }
     let f = &args.finder;
@@ -141,6 +144,16 @@ pub fn run(args: &StreamArgs) -> Result<()> {
             p.add(shape, fc);
         }
     };
+    let mut show = |u: cluda::stream::ImageUpdate| {
+        if let Some(p) = plots.borrow_mut().as_mut() {
+            p.image(u);
+        }
+    };
+    // With --eta and --plot: image.png refreshed as often as the other plots.
+    let image = (args.plot.is_some() && args.eta.is_some()).then_some(cluda::stream::LiveImage {
+        every,
+        show: &mut show,
+    });
     let totals = cluda::stream::run(
         config,
         &settings,
@@ -150,6 +163,7 @@ pub fn run(args: &StreamArgs) -> Result<()> {
             note: &mut note,
             summary: &mut summary,
             frame: &mut frame,
+            image,
         },
     )?;
     eprintln!(
@@ -198,16 +212,26 @@ struct Snapshot {
     frames: u64,
 }
 
+/// What the drawer thread draws.
+enum Drawing {
+    /// `spectrum.png` and `hitmap.png`.
+    Plots(Snapshot),
+    /// `image.png`: a copy of the acquisition's sub-pixel image (`--eta`).
+    Image(cluda::interpolation::SubpixelImage),
+}
+
 /// Spectrum and hit map of the current acquisition, refreshed every `every` seconds and when
-/// it ends. Drawing happens on a thread of its own from a snapshot, so the finder is never held
-/// up by it (a refresh is skipped while the previous one is still drawing); each PNG is written
-/// under a temporary name and renamed, so a viewer never sees half a file.
+/// it ends, and with `--eta` its sub-pixel image, copied as often by the library
+/// ([`cluda::stream::LiveImage`]) and drawn as it comes. Drawing happens on a thread of its
+/// own from a snapshot, so the finder is never held up by it (a refresh is skipped while the
+/// drawer is still busy with the last ones); each PNG is written under a temporary name and
+/// renamed, so a viewer never sees half a file.
 struct LivePlots {
     every: Duration,
     acc: Option<PlotAccumulator>,
     shape: (usize, usize),
     last: Instant,
-    tx: Option<SyncSender<Snapshot>>,
+    tx: Option<SyncSender<Drawing>>,
     drawer: Option<JoinHandle<()>>,
 }
 
@@ -215,14 +239,19 @@ impl LivePlots {
     /// Starts the drawer thread for `dir`; `overwrite`: plot files there that this run did
     /// not write may be replaced.
     fn new(dir: &Path, every: Duration, overwrite: bool) -> Self {
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Snapshot>(1);
+        // Room for one of each: a refresh of the plots and an image copy that come close
+        // together are both drawn.
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Drawing>(2);
         let dir = dir.to_path_buf();
         let drawer = std::thread::Builder::new()
             .name("cluda-plots".into())
             .spawn(move || {
                 let mut owned = Owned::new();
-                while let Ok(s) = rx.recv() {
-                    draw(&dir, &s, overwrite, &mut owned);
+                while let Ok(d) = rx.recv() {
+                    match d {
+                        Drawing::Plots(s) => draw(&dir, &s, overwrite, &mut owned),
+                        Drawing::Image(img) => draw_image(&dir, &img, overwrite, &mut owned),
+                    }
                 }
             })
             .map_err(|e| eprintln!("warning: stream: no plot thread ({e}); plots are off"))
@@ -249,8 +278,20 @@ impl LivePlots {
         if self.last.elapsed() >= self.every {
             self.last = Instant::now();
             if let (Some(tx), Some(s)) = (&self.tx, self.snapshot()) {
-                // Busy drawing the last one: this refresh is skipped.
-                let _ = tx.try_send(s);
+                // Busy drawing the last ones: this refresh is skipped.
+                let _ = tx.try_send(Drawing::Plots(s));
+            }
+        }
+    }
+
+    /// A copy of the acquisition's sub-pixel image: drawn unless the drawer is busy; the
+    /// final one always (waiting for the drawer), before the acquisition's final plots.
+    fn image(&mut self, u: cluda::stream::ImageUpdate) {
+        if let Some(tx) = &self.tx {
+            if u.done {
+                let _ = tx.send(Drawing::Image(u.image));
+            } else {
+                let _ = tx.try_send(Drawing::Image(u.image));
             }
         }
     }
@@ -258,7 +299,7 @@ impl LivePlots {
     /// The acquisition ended: its final plots are drawn (waiting for the drawer).
     fn finish(&mut self) {
         if let (Some(tx), Some(s)) = (&self.tx, self.snapshot()) {
-            let _ = tx.send(s);
+            let _ = tx.send(Drawing::Plots(s));
         }
         self.acc = None;
     }
@@ -290,6 +331,9 @@ type Draw<'a> = dyn Fn(&Path) -> Result<()> + 'a;
 
 /// The files the live plots write into the plot directory.
 const LIVE_PLOTS: [&str; 2] = ["spectrum.png", "hitmap.png"];
+
+/// The live sub-pixel image's file in the plot directory (`--eta`).
+const LIVE_IMAGE: &str = "image.png";
 
 /// The plot files this run put in place, by name, with the (device, inode) each got: a
 /// refresh replaces its own file of this run, never one another program put there.
@@ -323,6 +367,26 @@ fn draw(dir: &Path, s: &Snapshot, overwrite: bool, owned: &mut Owned) {
         if let Err(e) = place(dir, name, &*draw, overwrite, owned) {
             eprintln!("warning: stream: plot {} not drawn: {e}", done.display());
         }
+    }
+}
+
+/// Draws `image.png` of a copy of the sub-pixel image into `dir` as `cluda image --plot` draws
+/// it ([`cluda::plot::subpixel_png`]: binned to at most 2048 bins a side), renamed into place
+/// ([`place`]); a failure is a warning (the stream goes on).
+fn draw_image(
+    dir: &Path,
+    image: &cluda::interpolation::SubpixelImage,
+    overwrite: bool,
+    owned: &mut Owned,
+) {
+    // subpixel_png puts its own temporary file over `place`'s, which is then renamed into
+    // place by `place`'s rules.
+    let draw = |p: &Path| cluda::plot::subpixel_png(p, image, true);
+    if let Err(e) = place(dir, LIVE_IMAGE, &draw, overwrite, owned) {
+        eprintln!(
+            "warning: stream: plot {} not drawn: {e}",
+            dir.join(LIVE_IMAGE).display()
+        );
     }
 }
 

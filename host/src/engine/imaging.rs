@@ -21,8 +21,8 @@ use crate::error::{Error, Result};
 use crate::finder::ClusterFinder;
 use crate::interpolation::files::{PhotonWriter, read_mask};
 use crate::interpolation::{
-    Accumulate, AccumulatedCounts, CubeAxes, EnergyWindow, EtaCube, GainMap, Interpolator, Photon,
-    PixelMask, SubpixelImage, Tally,
+    Accumulate, AccumulatedCounts, AccumulationPeek, CubeAxes, EnergyWindow, EtaCube, GainMap,
+    Interpolator, Photon, PixelMask, SubpixelImage, Tally,
 };
 use crate::io::atomic::Claim;
 
@@ -261,6 +261,8 @@ pub struct ImagingSink {
     tally: Tally,
     /// Inputs that ended whole so far.
     inputs_ended: usize,
+    /// The finder's answers to requests for its counts mid-input, when it counts them.
+    peek: Option<Arc<AccumulationPeek>>,
 }
 
 impl ImagingSink {
@@ -310,6 +312,7 @@ impl ImagingSink {
             written: Vec::new(),
             tally: Tally::default(),
             inputs_ended: 0,
+            peek: None,
         })
     }
 
@@ -355,6 +358,81 @@ impl ImagingSink {
     /// The image of every input that ended whole, if one is made.
     pub fn image(&self) -> Option<&SubpixelImage> {
         self.image.as_ref()
+    }
+
+    /// The image of every input that ended whole, if one is made, handed over.
+    pub fn into_image(self) -> Option<SubpixelImage> {
+        self.image
+    }
+
+    /// Asks for a copy of the image as it stands mid-input, for a live view: one placed on
+    /// the host is copied by its placement worker once it has counted every frame handed to
+    /// the sink so far (off the caller's thread); one counted on the device is downloaded by
+    /// the finder after the chunk it is visiting ([`ClusterFinder::accumulation_peek`]).
+    /// [`ImagingSink::take_snapshot`] takes the copy once it came. Meant for a refresh every
+    /// second or so, never per frame (each request costs a copy of the image). `false` when
+    /// none will come: no image, no input under way, or a finder that cannot read its counts
+    /// mid-way.
+    ///
+    /// # Errors
+    /// The placement worker's error (it stopped).
+    pub fn request_snapshot(&mut self) -> Result<bool> {
+        if self.image.is_none() {
+            return Ok(false);
+        }
+        if let Some(p) = &self.peek {
+            p.ask();
+            return Ok(true);
+        }
+        match self.worker.as_mut() {
+            Some(w) if !self.on_device => w.snapshot().map(|()| true),
+            _ => Ok(false),
+        }
+    }
+
+    /// The copy asked for by [`ImagingSink::request_snapshot`], once it came: the image of
+    /// every input that ended whole with the current input's counts so far added.
+    ///
+    /// # Errors
+    /// The finder's error reading its counts; [`Error::Shape`] for counts of another size.
+    pub fn take_snapshot(&mut self) -> Result<Option<SubpixelImage>> {
+        let (rows, cols, n) = self.geometry;
+        let current = if let Some(p) = &self.peek {
+            match p.take_answer().transpose()? {
+                Some(a) => match a.counts {
+                    AccumulatedCounts::Image(c) => {
+                        let mut img = SubpixelImage::new(rows, cols, n)?;
+                        img.add_counts(c)?;
+                        img
+                    }
+                    AccumulatedCounts::Cube(_) => {
+                        return Err(Error::Internal(
+                            "the finder accumulated an eta cube for an image".into(),
+                        ));
+                    }
+                },
+                None => return Ok(None),
+            }
+        } else {
+            match self
+                .worker
+                .as_ref()
+                .and_then(PlacementWorker::take_snapshot)
+            {
+                Some(img) => img,
+                None => return Ok(None),
+            }
+        };
+        let mut whole = current;
+        // The image lent to the first input is the whole; later inputs count apart from the
+        // image of the inputs before them.
+        if !self.lent
+            && self.inputs_ended > 0
+            && let Some(before) = &self.image
+        {
+            whole.add_image(before)?;
+        }
+        Ok(Some(whole))
     }
 
     /// The photon files written.
@@ -413,6 +491,7 @@ impl Sink for ImagingSink {
         self.on_device = false;
         self.worker = None;
         self.lent = false;
+        self.peek = None;
         let mut host_image = None;
         if let Some(img) = self.image.as_ref() {
             self.on_device = self.allow_device
@@ -422,7 +501,9 @@ impl Sink for ImagingSink {
                     window: self.rules.window,
                     mask: self.rules.mask.clone(),
                 })?;
-            if !self.on_device {
+            if self.on_device {
+                self.peek = finder.accumulation_peek();
+            } else {
                 host_image = self.host_image()?;
             }
         }
@@ -467,6 +548,7 @@ impl Sink for ImagingSink {
             .take()
             .map(PlacementWorker::finish)
             .transpose()?;
+        self.peek = None;
         let (host_image, photons, host_tally) = match placed {
             Some(p) => (p.image, p.photons, p.tally),
             None => (None, None, Tally::default()),
@@ -512,6 +594,7 @@ impl Sink for ImagingSink {
     }
 
     fn abandon(&mut self, _input: usize, finder: &mut dyn ClusterFinder) {
+        self.peek = None;
         if self.on_device {
             let _ = finder.take_accumulated();
         }

@@ -18,8 +18,8 @@
 //! ([`PlacementWorker::finish`]); an error of the worker (a photon file that cannot be
 //! written, memory for kept rows that is not there) stops it and is returned by the next call.
 
-use std::sync::Arc;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use rayon::prelude::*;
@@ -108,6 +108,8 @@ struct Batch {
     /// `starts[i]..starts[i + 1]`: frame `i`'s clusters.
     starts: Vec<usize>,
     numbers: Vec<i64>,
+    /// A copy of the image is asked for once this batch is counted.
+    snapshot: bool,
 }
 
 impl Batch {
@@ -117,6 +119,7 @@ impl Batch {
             words: Vec::new(),
             starts: vec![0],
             numbers: Vec::new(),
+            snapshot: false,
         }
     }
 
@@ -130,6 +133,7 @@ impl Batch {
         self.starts.clear();
         self.starts.push(0);
         self.numbers.clear();
+        self.snapshot = false;
     }
 
     fn push(&mut self, number: i64, clusters: &FrameClusters<'_>) {
@@ -158,12 +162,26 @@ struct Worker {
     photons: Option<PhotonList>,
     tally: Tally,
     pieces: Vec<Piece>,
+    /// Where a copy of the image asked for ([`PlacementWorker::snapshot`]) is left.
+    snapshot: Snapshot,
 }
+
+/// The latest copy of the image being counted, left by the worker for the run's thread.
+type Snapshot = Arc<Mutex<Option<SubpixelImage>>>;
 
 impl Worker {
     fn run(mut self, full: Receiver<Batch>, empty: SyncSender<Batch>) -> Result<Placed> {
         for batch in full {
             self.place(&batch)?;
+            if batch.snapshot
+                && let Some(img) = &self.image
+            {
+                // Copied on this thread (a memcpy of the counts), off the run's.
+                let copy = img.clone();
+                if let Ok(mut s) = self.snapshot.lock() {
+                    *s = Some(copy);
+                }
+            }
             // The run's thread may have ended: a batch not taken back is simply dropped.
             let _ = empty.try_send(batch);
         }
@@ -260,6 +278,7 @@ pub struct PlacementWorker {
     full: Option<SyncSender<Batch>>,
     empty: Receiver<Batch>,
     handle: Option<JoinHandle<Result<Placed>>>,
+    snapshot: Snapshot,
 }
 
 impl PlacementWorker {
@@ -288,7 +307,9 @@ impl PlacementWorker {
             photons,
             tally: Tally::default(),
             pieces: Vec::new(),
+            snapshot: Snapshot::default(),
         };
+        let snapshot = worker.snapshot.clone();
         let handle = std::thread::Builder::new()
             .name("cluda-placement".into())
             .spawn(move || worker.run(full_rx, empty_tx))
@@ -298,7 +319,37 @@ impl PlacementWorker {
             full: Some(full_tx),
             empty: empty_rx,
             handle: Some(handle),
+            snapshot,
         })
+    }
+
+    /// Asks for a copy of the image counted so far: the batch being filled is handed over
+    /// now (full or not, so the copy counts every frame added until now), and the worker
+    /// leaves the copy for [`PlacementWorker::take_snapshot`] once it has counted it. Meant
+    /// for a live view every second or so, not per frame: each request cuts a batch short.
+    ///
+    /// # Errors
+    /// The worker's error (it stopped).
+    pub fn snapshot(&mut self) -> Result<()> {
+        let mut batch = match self.batch.take() {
+            Some(b) => b,
+            None => match self.empty.try_recv() {
+                Ok(mut b) => {
+                    b.clear(b.size);
+                    b
+                }
+                Err(_) => Batch::new(ClusterSize::S3),
+            },
+        };
+        batch.snapshot = true;
+        self.batch = Some(batch);
+        self.hand_over()
+    }
+
+    /// The latest copy of the image asked for by [`PlacementWorker::snapshot`] and not taken
+    /// yet; `None` while the worker has not reached the request (or counts no image).
+    pub fn take_snapshot(&self) -> Option<SubpixelImage> {
+        self.snapshot.lock().ok().and_then(|mut s| s.take())
     }
 
     /// Adds frame `number`'s clusters; hands the batch over when it is full.

@@ -1,12 +1,14 @@
 //! The contract every cluster finder keeps ([`ClusterFinder`]), and the default chunk-by-chunk
 //! [`ClusterFinder::find_feed`] built on it.
 
+use std::sync::Arc;
+
 use super::feed::{FrameFeed, FrameStore};
 use crate::cluster::{ClusterBatch, FrameClusters};
 use crate::config::FinderConfig;
 use crate::error::Result;
 use crate::frames::Frames;
-use crate::interpolation::{Accumulate, Accumulated};
+use crate::interpolation::{Accumulate, Accumulated, AccumulationPeek};
 use crate::io::readahead::read_threads;
 use crate::pedestal::Pedestal;
 
@@ -246,6 +248,27 @@ pub trait ClusterFinder {
     /// A GPU finder's device errors (the download of the counts).
     fn take_accumulated(&mut self) -> Result<Option<Accumulated>> {
         Ok(None)
+    }
+
+    /// A copy of what was accumulated so far since [`ClusterFinder::accumulate`] accepted,
+    /// without stopping the accumulation (e.g. to refresh a live image while a stream runs);
+    /// `None` when nothing is under way or the finder cannot read its counts mid-way (the
+    /// default). A GPU finder narrows and downloads the counts on its compute stream, after
+    /// every chunk whose clusters were handed out.
+    ///
+    /// # Errors
+    /// A GPU finder's device errors (the download of the counts).
+    fn peek_accumulated(&mut self) -> Result<Option<Accumulated>> {
+        Ok(None)
+    }
+
+    /// A request that the finder answers with [`ClusterFinder::peek_accumulated`] between two
+    /// chunks of its find calls whenever it was asked ([`AccumulationPeek::ask`], e.g. from
+    /// the visitor the find call holds the finder for), for the accumulation under way; `None`
+    /// when nothing is under way or the finder cannot (the default). Ended by
+    /// [`ClusterFinder::take_accumulated`].
+    fn accumulation_peek(&mut self) -> Option<Arc<AccumulationPeek>> {
+        None
     }
 
     /// Finds the clusters of every frame and returns them as one owned batch.

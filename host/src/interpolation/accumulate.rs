@@ -3,13 +3,15 @@
 //! ([`crate::finder::ClusterFinder::accumulate`]) and the host computes the same counts
 //! from the clusters it is handed.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use super::cube::{CubeAxes, Tally};
 use super::maps::Interpolator;
 use super::mask::PixelMask;
 use super::photon::EnergyWindow;
 use crate::cluster::ClusterSize;
+use crate::error::Result;
 
 /// What to accumulate from every cluster found.
 #[derive(Clone, Debug)]
@@ -50,4 +52,42 @@ pub struct Accumulated {
     pub tally: Tally,
     /// The cluster size they were found with.
     pub size: ClusterSize,
+}
+
+/// A request for a copy of what a finder accumulates on its device, made while the finder is
+/// busy (its find calls hold it: e.g. from the visitor they call, to refresh a live image)
+/// and answered by the finder itself between chunks, without stopping the accumulation
+/// ([`crate::finder::ClusterFinder::accumulation_peek`]). Asking is an atomic store, taking
+/// the answer a lock that is never held for long: neither slows the visitor.
+#[derive(Debug, Default)]
+pub struct AccumulationPeek {
+    wanted: AtomicBool,
+    answer: Mutex<Option<Result<Accumulated>>>,
+}
+
+impl AccumulationPeek {
+    /// Asks for a copy of the counts: the finder answers after the chunk whose frames it is
+    /// visiting (every frame visited by then is counted in it).
+    pub fn ask(&self) {
+        self.wanted.store(true, Ordering::Release);
+    }
+
+    /// Whether a copy was asked for and not answered yet.
+    pub fn is_wanted(&self) -> bool {
+        self.wanted.load(Ordering::Acquire)
+    }
+
+    /// The finder's answer: the counts so far, or why they could not be read (a newer answer
+    /// replaces one not taken yet).
+    pub fn answer(&self, counts: Result<Accumulated>) {
+        if let Ok(mut a) = self.answer.lock() {
+            *a = Some(counts);
+        }
+        self.wanted.store(false, Ordering::Release);
+    }
+
+    /// The latest answer not taken yet, if any.
+    pub fn take_answer(&self) -> Option<Result<Accumulated>> {
+        self.answer.lock().ok().and_then(|mut a| a.take())
+    }
 }

@@ -24,7 +24,7 @@ pub mod maps;
 pub mod mask;
 pub mod photon;
 
-pub use accumulate::{Accumulate, Accumulated, AccumulatedCounts};
+pub use accumulate::{Accumulate, Accumulated, AccumulatedCounts, AccumulationPeek};
 pub use cluda_gpu::eta::{Corner, Eta, EtaKind};
 pub use cube::{CubeAxes, EtaCube, Tally};
 pub use edges::Edges;

@@ -256,6 +256,103 @@ pub struct Callbacks<'a> {
     /// Every data frame's clusters with the frame shape, after they were written (e.g. for
     /// plots).
     pub frame: &'a mut dyn FnMut((usize, usize), &FrameClusters<'_>),
+    /// With a sub-pixel image per acquisition ([`StreamImaging::image`]): a live view of it,
+    /// given a copy while the acquisition runs and its final image when it ended whole;
+    /// `None`: no copies are made (the image is still written beside the cluster file).
+    pub image: Option<LiveImage<'a>>,
+}
+
+/// A live view of each data acquisition's sub-pixel image (`cluda stream --eta --plot`).
+pub struct LiveImage<'a> {
+    /// Least time between two copies while an acquisition runs (the first one this long after
+    /// its first data frame). A copy is asked for on the frame path and made off it: by the
+    /// placement worker that counts the image on the host, or by the GPU finder between two
+    /// chunks ([`crate::engine::imaging::ImagingSink::request_snapshot`]), so refreshing
+    /// does not hold up the stream; each costs one copy of the image.
+    pub every: Duration,
+    /// Called with each copy as it comes, on the thread that visits frames (hand the image
+    /// over, e.g. to a drawing thread), and with the final image, before the acquisition's
+    /// summary.
+    pub show: &'a mut dyn FnMut(ImageUpdate),
+}
+
+/// A data acquisition's sub-pixel image handed to a [`LiveImage`].
+#[derive(Clone, Debug)]
+pub struct ImageUpdate {
+    /// The acquisition's `fileIndex`.
+    pub file_index: u64,
+    /// Its photons counted so far, or all of them when `done`.
+    pub image: crate::interpolation::SubpixelImage,
+    /// Whether this is the final image, the one written beside the cluster file.
+    pub done: bool,
+}
+
+/// An acquisition's [`ImagingSink`] as the engine's sink, asking it for a copy of its image at
+/// most every [`LiveImage::every`] while frames come and handing each copy to the live view.
+/// A copy that fails is reported and ends the live view of this acquisition; its image and
+/// clusters are not affected.
+struct LiveSink<'s, 'a> {
+    sink: &'s mut ImagingSink,
+    view: Option<&'s mut LiveImage<'a>>,
+    file_index: u64,
+    report: Reporter,
+    /// When the last copy was asked for (or the first frame came); `None` before it.
+    since: Option<std::time::Instant>,
+    /// A copy was asked for and has not come yet.
+    waiting: bool,
+}
+
+impl LiveSink<'_, '_> {
+    /// The live view's part of a frame: a copy that came is shown, a new one asked for when
+    /// it is due.
+    fn refresh(&mut self) -> Result<()> {
+        let Some(view) = self.view.as_mut() else {
+            return Ok(());
+        };
+        if self.waiting
+            && let Some(image) = self.sink.take_snapshot()?
+        {
+            self.waiting = false;
+            (view.show)(ImageUpdate {
+                file_index: self.file_index,
+                image,
+                done: false,
+            });
+        }
+        let now = std::time::Instant::now();
+        let since = *self.since.get_or_insert(now);
+        if !self.waiting && now.duration_since(since) >= view.every {
+            self.since = Some(now);
+            self.waiting = self.sink.request_snapshot()?;
+        }
+        Ok(())
+    }
+}
+
+impl Sink for LiveSink<'_, '_> {
+    fn begin(&mut self, input: usize, finder: &mut dyn ClusterFinder) -> Result<()> {
+        self.sink.begin(input, finder)
+    }
+
+    fn frame(&mut self, input: usize, number: u64, clusters: &FrameClusters<'_>) -> Result<()> {
+        self.sink.frame(input, number, clusters)?;
+        if let Err(e) = self.refresh() {
+            self.view = None;
+            (self.report)(&StreamEvent::Output(format!(
+                "acquisition {}: no more live copies of its sub-pixel image ({e}); the image itself is not affected",
+                self.file_index
+            )));
+        }
+        Ok(())
+    }
+
+    fn end(&mut self, input: usize, finder: &mut dyn ClusterFinder) -> Result<()> {
+        self.sink.end(input, finder)
+    }
+
+    fn abandon(&mut self, input: usize, finder: &mut dyn ClusterFinder) {
+        self.sink.abandon(input, finder)
+    }
 }
 
 /// The stream's receiver with the message that starts the next acquisition.
@@ -385,6 +482,7 @@ pub fn run(
         note,
         summary,
         frame,
+        image: mut live_image,
     } = callbacks;
     let mut finder: Option<Box<dyn ClusterFinder + Send>> = None;
     // The ring's chunk follows the frame size (EngineConfig::for_frames: at most 96 MiB a
@@ -648,8 +746,16 @@ pub fn run(
                                 )?),
                                 None => None,
                             };
+                        let mut live = image_sink.as_mut().map(|sink| LiveSink {
+                            sink,
+                            view: live_image.as_mut(),
+                            file_index: first.file_index,
+                            report: Arc::clone(&report),
+                            since: None,
+                            waiting: false,
+                        });
                         let mut sinks: Vec<&mut dyn Sink> = Vec::new();
-                        if let Some(s) = image_sink.as_mut() {
+                        if let Some(s) = live.as_mut() {
                             sinks.push(s);
                         }
                         if let Some(c) = cube_sink.as_mut() {
@@ -709,6 +815,7 @@ pub fn run(
                             }
                         };
                         drop(sinks);
+                        drop(live);
                         if let (Ok(_), Some(img)) =
                             (&result, image_sink.as_ref().and_then(|s| s.image()))
                         {
@@ -728,6 +835,17 @@ pub fn run(
                                     first.file_index,
                                     to.display()
                                 ))),
+                            }
+                            // The final image to the live view, handed over: the sink is done.
+                            if let (Some(view), Some(image)) = (
+                                live_image.as_mut(),
+                                image_sink.take().and_then(ImagingSink::into_image),
+                            ) {
+                                (view.show)(ImageUpdate {
+                                    file_index: first.file_index,
+                                    image,
+                                    done: true,
+                                });
                             }
                         }
                         match result {

@@ -29,8 +29,8 @@ pub mod sampling;
 pub mod source;
 
 pub use acquisition::{
-    AcquisitionKind, AcquisitionSummary, AcquisitionTiming, Callbacks, PedestalPlan, StreamImaging,
-    StreamSettings, StreamTotals, check_out_dir, run,
+    AcquisitionKind, AcquisitionSummary, AcquisitionTiming, Callbacks, ImageUpdate, LiveImage,
+    PedestalPlan, StreamImaging, StreamSettings, StreamTotals, check_out_dir, run,
 };
 pub use header::ZmqHeader;
 pub use inlet::Inlet;

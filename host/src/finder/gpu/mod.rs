@@ -273,6 +273,18 @@ impl ClusterFinder for GpuFinder {
         self.pipeline.take_accumulated()
     }
 
+    /// The narrowed counts downloaded on the compute stream, after every chunk checked so far.
+    fn peek_accumulated(&mut self) -> Result<Option<crate::interpolation::Accumulated>> {
+        self.pipeline.peek_accumulated()
+    }
+
+    /// Answered by the pipeline after the chunk being visited when asked.
+    fn accumulation_peek(
+        &mut self,
+    ) -> Option<std::sync::Arc<crate::interpolation::AccumulationPeek>> {
+        self.pipeline.accumulation_peek()
+    }
+
     /// Page-locked memory, so that uploads from it run at DMA speed with no registration.
     fn frame_store(&self, samples: usize) -> Result<Box<dyn crate::finder::feed::FrameStore>> {
         let cols = self.config.cols.max(1);

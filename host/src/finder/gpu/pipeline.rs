@@ -39,6 +39,7 @@ use crate::cluster::{ClusterSize, FrameClusters};
 use crate::error::{CudaContextExt, Error, Result};
 use crate::finder::feed::FrameFeed;
 use crate::frames::Frames;
+use crate::interpolation::AccumulationPeek;
 
 /// Per-frame scratch on the device, two of each so that one launch can classify frame k from
 /// one set while it prepares frame k+1 into the other: the zero-padded plane of corrected
@@ -156,6 +157,8 @@ pub(crate) struct Pipeline {
     times_us: Vec<KernelTime>,
     /// An eta cube or image accumulated from every checked chunk (compact results only).
     accum: Option<DeviceAccum>,
+    /// Requests for a copy of `accum`'s counts, answered between chunks.
+    peek: Option<Arc<AccumulationPeek>>,
 }
 
 impl Pipeline {
@@ -213,6 +216,7 @@ impl Pipeline {
             owned_ends: Vec::new(),
             times_us: Vec::new(),
             accum: None,
+            peek: None,
         })
     }
 
@@ -424,7 +428,9 @@ impl Pipeline {
                 // The chunk's uploads are complete and its room suffices: its host memory
                 // is no longer needed (a failing visitor's redo reads the device copy).
                 input.release(job.start + job.n);
-                self.deliver(job, visit)
+                self.deliver(job, visit)?;
+                self.answer_peek();
+                Ok(())
             });
             match checked {
                 Ok(()) => {}
@@ -563,8 +569,42 @@ impl Pipeline {
         Ok(true)
     }
 
+    /// A copy of what was accumulated so far (every chunk checked until now), on the compute
+    /// stream; the accumulation goes on.
+    pub fn peek_accumulated(&mut self) -> Result<Option<crate::interpolation::Accumulated>> {
+        match &self.accum {
+            Some(a) => {
+                self.ctx.bind_to_thread().cuda("binding the CUDA context")?;
+                a.peek(&self.compute).map(Some)
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// The request for copies of the accumulation under way, made when first asked for.
+    pub fn accumulation_peek(&mut self) -> Option<Arc<AccumulationPeek>> {
+        self.accum.as_ref()?;
+        Some(self.peek.get_or_insert_with(Default::default).clone())
+    }
+
+    /// Answers a request for a copy of the counts, if one was made: after a chunk was
+    /// delivered, so the copy counts every frame visited so far. The download waits for the
+    /// chunks in flight on the compute stream (which the next checks wait for anyway): one
+    /// short gap in the pipeline per request.
+    fn answer_peek(&mut self) {
+        if let Some(p) = self.peek.clone()
+            && p.is_wanted()
+        {
+            let counts = self.peek_accumulated().and_then(|a| {
+                a.ok_or_else(|| Error::Internal("a peek with nothing accumulated".into()))
+            });
+            p.answer(counts);
+        }
+    }
+
     /// What was accumulated, which stops accumulating.
     pub fn take_accumulated(&mut self) -> Result<Option<crate::interpolation::Accumulated>> {
+        self.peek = None;
         match self.accum.take() {
             Some(a) => a.take(&self.compute).map(Some),
             None => Ok(None),
