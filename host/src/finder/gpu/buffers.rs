@@ -25,8 +25,10 @@ pub(crate) struct PinnedBuf<T> {
     _lock: Lease,
 }
 
-// SAFETY: the buffer is plain memory owned by this value; access follows Rust borrows (a
-// lease lets a call's uploads read it, never write it).
+// SAFETY: the buffer is plain memory owned by this value; host access follows Rust borrows,
+// and DMA into or out of it is ordered by its owner (the pipeline synchronises before it reads
+// or frees a buffer). A lease another holder takes on it (a call uploading from a
+// `PinnedFrames`) only keeps it allocated; that call's uploads only read it.
 unsafe impl<T: Send> Send for PinnedBuf<T> {}
 
 impl<T: bytemuck::Pod> PinnedBuf<T> {
