@@ -206,6 +206,20 @@ fn lease_in(owner: usize, start: usize, bytes: usize) -> Option<Lease> {
         .map(Lease)
 }
 
+/// Whether a listed range of `ctx` overlaps `[ptr, ptr + bytes)` (in part: when one covers it
+/// all, [`lease`] gives a hold on it). The driver may take such memory for page-locked and
+/// read it by DMA after the copy is queued, under a lock that no hold of the caller keeps.
+pub(crate) fn locked_in_part(ctx: &CudaContext, ptr: *const u8, bytes: usize) -> bool {
+    overlaps_in(ctx.cu_ctx() as usize, ptr as usize, bytes)
+}
+
+fn overlaps_in(owner: usize, start: usize, bytes: usize) -> bool {
+    let end = start.saturating_add(bytes);
+    locked_ranges()
+        .iter()
+        .any(|(r, o, w)| *o == owner && r.start < end && start < r.end && w.strong_count() > 0)
+}
+
 /// Page-locks the pages holding `[ptr, ptr + bytes)` (registers them with the driver) until
 /// the last hold on the returned lease is dropped, or `None` when the driver refuses (e.g. a
 /// page of them is registered already). The memory must stay mapped while the lease, or any
@@ -364,7 +378,11 @@ mod tests {
         // A part of a range is covered; one byte past its end is not.
         assert!(lease_in(CTX_A, start(1), 100).is_some());
         assert!(lease_in(CTX_A, pages(0).end - 8, 9).is_none());
+        // Locked in part: not read straight from pageable memory either.
+        assert!(overlaps_in(CTX_A, start(1), chunk));
+        assert!(!overlaps_in(CTX_A, pages(2).end, chunk));
         drop((k0, k2));
+        assert!(!overlaps_in(CTX_A, start(1), chunk), "released");
     }
 
     /// A call's hold keeps a range locked after its owner lets go (the release comes with

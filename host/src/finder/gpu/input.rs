@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use cudarc::driver::CudaContext;
 
-use super::buffers::{Lease, lease, register};
+use super::buffers::{Lease, lease, locked_in_part, register};
 use super::settings::InputMode;
 use crate::error::{Error, Result};
 use crate::finder::feed::{FedChunk, FrameFeed};
@@ -62,8 +62,8 @@ pub(crate) trait Input {
 /// when a range this crate page-locked covers all of it ([`lease`]: [`super::PinnedFrames`],
 /// [`super::GpuFinder::lock_frames`], the engine's ring and mapped chunks), or when it is
 /// registered now with [`InputMode::Registered`]; straight from pageable memory with
-/// [`InputMode::Pageable`] (the driver copies it before the call returns); else through the
-/// staging buffer. Memory that only answers as page-locked (locked by someone else, or its
+/// [`InputMode::Pageable`] (the driver copies it before the call returns; not when a range of
+/// ours covers part of it); else through the staging buffer. Memory that only answers as page-locked (locked by someone else, or its
 /// ends covered by neighbours' registrations) is not read by DMA: nothing here would keep it
 /// locked until its uploads ran.
 pub(crate) fn source_for(
@@ -79,6 +79,9 @@ pub(crate) fn source_for(
         return (Source::Direct, Some(held));
     }
     match mode {
+        // Unless locked in part by a range of ours (the driver might then read it by DMA
+        // later, under a lock nothing here keeps): staged instead.
+        InputMode::Pageable if locked_in_part(ctx, p, bytes) => (Source::Staged, None),
         InputMode::Pageable => (Source::Direct, None),
         InputMode::Registered => match register(ctx, p, bytes) {
             Some(held) => (Source::Direct, Some(held)),
