@@ -723,3 +723,63 @@ proptest! {
         prop_assert_eq!(feed.lent, feed.back);
     }
 }
+
+/// Issue 32 item 11: a visitor that panics mid-run unwinds out of `find_each` and
+/// `find_feed` only once the GPU is done with the call's memory (the caller's frames, which
+/// the unwind frees; the chunks and stores of a feed, dropped by it; the holds that keep them
+/// page-locked), for every input mode and kind of feed memory. The device of the same
+/// process then finds the frames exactly, with the finder that panicked (its pedestal reset)
+/// and with a fresh one. tools/gpu-checks also runs it under compute-sanitizer memcheck.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_panicking_visitor_leaves_the_device_usable() {
+    use std::panic::{AssertUnwindSafe, catch_unwind};
+    let n = 200;
+    let d = Data::new(400, 400, 32, 100, n);
+    let cfg = d.config(ClusterSize::S3, Precision::F32, ThresholdMode::Live);
+    let (want, ped) = cpu(&cfg, &d, n, None);
+    let start = cpu_finder(&cfg, &d).pedestal().unwrap();
+    let modes = [
+        InputMode::Auto,
+        InputMode::Staged,
+        InputMode::Registered,
+        InputMode::Pageable,
+    ];
+    for input in modes {
+        let pipe = PipelineConfig {
+            input,
+            chunk: 32,
+            ..PipelineConfig::default()
+        };
+        let stores = pipe.depth + 1;
+        let mut g = gpu_finder(&cfg, pipe, &d);
+        // Frames owned inside the closure: the unwind frees them.
+        let each = catch_unwind(AssertUnwindSafe(|| {
+            let mine = d.data.clone();
+            let frames = Frames::new(&mine, n, 400, 400).unwrap();
+            let _ = g.find_each(frames, &mut |fc| {
+                assert!(fc.frame != 70, "the visitor panics at frame 70");
+                Ok(())
+            });
+        }));
+        assert!(each.is_err(), "{input:?}: find_each panicked");
+        for memory in [Memory::Pinned, Memory::Pageable] {
+            let fed = catch_unwind(AssertUnwindSafe(|| {
+                let mut feed = TestFeed::new(&g, &d, &[40; 5], memory, stores);
+                let _ = g.find_feed(&mut feed, &mut |fc| {
+                    assert!(fc.frame != 90, "the visitor panics at frame 90");
+                    Ok(())
+                });
+            }));
+            assert!(fed.is_err(), "{input:?} {memory:?}: find_feed panicked");
+        }
+        g.reset_pedestal(&start).unwrap();
+        let got = g.find(d.first(n)).unwrap();
+        assert!(got == want, "{input:?}: the finder that panicked");
+        assert_eq!(g.pedestal().unwrap(), ped, "{input:?}");
+        drop(g);
+        let mut fresh = gpu_finder(&cfg, PipelineConfig::default(), &d);
+        assert!(fresh.find(d.first(n)).unwrap() == want, "{input:?}: fresh");
+        assert_eq!(fresh.pedestal().unwrap(), ped, "{input:?}: fresh");
+    }
+}

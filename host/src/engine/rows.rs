@@ -50,6 +50,11 @@ struct Ahead {
 pub struct RowBuf {
     size: ClusterSize,
     map: Option<MmapMut>,
+    /// The address of the map's first byte (0 without a map), taken when it is mapped or
+    /// moved, while no fault-in ahead runs. Rows, reads and fault-ins address the map from
+    /// it: `MmapMut` gives its address only through `Deref`, a reference to the whole map,
+    /// which must not be made while a thread faults part of it in.
+    base: usize,
     /// Words written.
     len: usize,
     /// Bytes from the start that are faulted in (all written words lie below it).
@@ -79,6 +84,7 @@ impl RowBuf {
         Self {
             size,
             map: None,
+            base: 0,
             len: 0,
             faulted: 0,
             hint,
@@ -111,16 +117,15 @@ impl RowBuf {
         let add = fc.len() * (w + 1);
         self.reserve(add)?;
         let from = self.len;
-        let Some(map) = self.map.as_mut() else {
+        if self.map.is_none() {
             return Err(Error::Internal("result rows without memory".into()));
-        };
-        // SAFETY: `reserve` made words `from .. from + add` part of the map and faulted in
-        // (below `faulted`), which no other thread touches (a fault-in ahead works past
-        // `faulted`); the map's memory is page-aligned, so aligned for u32. Only this range
-        // is borrowed, not the whole map.
-        let dst = unsafe {
-            std::slice::from_raw_parts_mut(map.as_mut_ptr().cast::<u32>().add(from), add)
-        };
+        }
+        let first = std::ptr::with_exposed_provenance_mut::<u32>(self.base);
+        // SAFETY: `reserve` made words `from .. from + add` part of the map (at `base`) and
+        // faulted them in (below `faulted`), which no other thread touches (a fault-in ahead
+        // works past `faulted`); the map's memory is page-aligned, so aligned for u32. Only
+        // this range is borrowed: no reference to the whole map is made (see `base`).
+        let dst = unsafe { std::slice::from_raw_parts_mut(first.add(from), add) };
         for (row, rec) in dst.chunks_exact_mut(w + 1).zip(fc.words().chunks_exact(w)) {
             row[0] = frame as u32;
             row[1..].copy_from_slice(rec);
@@ -153,12 +158,14 @@ impl RowBuf {
             let new_cap = round_up(need.max(cap.saturating_mul(2)).max(self.hint), HUGE);
             match self.map.as_mut() {
                 None => {
-                    let map = MmapOptions::new()
+                    let mut map = MmapOptions::new()
                         .len(new_cap)
                         .map_anon()
                         .map_err(|e| too_large(new_cap, e))?;
                     // Fewer, larger faults; refused where huge pages are off (no harm).
                     let _ = map.advise(Advice::HugePage);
+                    // No fault-in runs (there was no map).
+                    self.base = map.as_mut_ptr().expose_provenance();
                     self.map = Some(map);
                 }
                 Some(map) => {
@@ -167,6 +174,8 @@ impl RowBuf {
                     // moving it is sound.
                     unsafe { map.remap(new_cap, RemapOptions::new().may_move(true)) }
                         .map_err(|e| too_large(new_cap, e))?;
+                    // Still no fault-in runs (settled above).
+                    self.base = map.as_mut_ptr().expose_provenance();
                 }
             }
         }
@@ -184,24 +193,23 @@ impl RowBuf {
                 end = end.max(self.hint);
             }
             let end = round_up(end, HUGE).min(cap);
-            if let Some(map) = self.map.as_mut() {
-                let base = map.as_mut_ptr() as usize;
-                // SAFETY: `faulted .. end` lies in the map; nothing else touches it (no
-                // fault-in runs, rows are below `faulted`).
-                unsafe { prefault(base, self.faulted..end, self.threads) };
+            if self.map.is_some() {
+                // SAFETY: `faulted .. end` lies in the map at `base`; nothing else touches it
+                // (no fault-in runs, rows are below `faulted`).
+                unsafe { prefault(self.base, self.faulted..end, self.threads) };
             }
             self.faulted = end;
         }
         if self.threads > 1 && self.ahead.is_none() && self.faulted < cap.min(need + step) {
             // Less than a step is ready: fault the next one in on other threads.
             let end = round_up(self.faulted + step, HUGE).min(cap);
-            if let Some(map) = self.map.as_mut() {
-                let (base, from, threads) = (map.as_mut_ptr() as usize, self.faulted, self.threads);
+            if self.map.is_some() {
+                let (base, from, threads) = (self.base, self.faulted, self.threads);
                 let job = std::thread::Builder::new()
                     .name("cluda-rows-ahead".into())
                     // SAFETY: `from .. end` lies in the map, which is neither moved nor
                     // unmapped until this thread is joined (`settle` comes first in
-                    // `reserve`'s growth, `trim`, `into_numpy` and `drop`); rows are written
+                    // `reserve`'s growth, `trim`, `into_map` and `drop`); rows are written
                     // only below `faulted` (= `from`) until then.
                     .spawn(move || unsafe { prefault(base, from..end, threads) });
                 // No thread: the memory is faulted in when it is needed.
@@ -219,7 +227,10 @@ impl RowBuf {
         self.settle();
         let keep = round_up(self.len * 4, 4096);
         match self.map.as_mut() {
-            Some(_) if keep == 0 => self.map = None,
+            Some(_) if keep == 0 => {
+                self.map = None;
+                self.base = 0;
+            }
             Some(map) if keep < map.len() => {
                 // SAFETY: shrinking in place (no move) keeps every byte below `keep`, which
                 // holds every row; nothing borrows the map (`&mut self`).
@@ -238,13 +249,15 @@ impl RowBuf {
 
     /// The rows written, as words (`2 + cells` per row).
     pub fn words(&self) -> &[u32] {
-        match &self.map {
-            // SAFETY: the map's first `len` words are written rows (page-aligned memory, so
-            // aligned for u32); only they are borrowed, not the whole map, of which a
-            // fault-in ahead may be working on a part past `faulted` (>= `len * 4`).
-            Some(m) => unsafe { std::slice::from_raw_parts(m.as_ptr().cast::<u32>(), self.len) },
-            None => &[],
+        if self.map.is_none() {
+            return &[];
         }
+        let first = std::ptr::with_exposed_provenance::<u32>(self.base);
+        // SAFETY: the map's first `len` words (at `base`) are written rows (page-aligned
+        // memory, so aligned for u32); only they are borrowed, not the whole map (see
+        // `base`), of which a fault-in ahead may be working on a part past `faulted`
+        // (>= `len * 4`).
+        unsafe { std::slice::from_raw_parts(first, self.len) }
     }
 
     /// The memory and the number of words written in it (`None` when nothing was written):
@@ -270,8 +283,12 @@ unsafe fn prefault(base: usize, range: Range<usize>, threads: usize) {
         return;
     }
     // SAFETY: the caller's contract.
-    let region =
-        unsafe { std::slice::from_raw_parts_mut((base + range.start) as *mut u8, range.len()) };
+    let region = unsafe {
+        std::slice::from_raw_parts_mut(
+            std::ptr::with_exposed_provenance_mut::<u8>(base + range.start),
+            range.len(),
+        )
+    };
     let parts = threads.min(region.len() / MIN_PART).max(1);
     let per = round_up(region.len().div_ceil(parts), 4096);
     if parts == 1 {

@@ -19,8 +19,8 @@ use crate::pedestal::Pedestal;
 pub const HOST_FINDER_READ_THREADS: usize = 2;
 
 /// Page-locks `bytes` bytes at a pointer until the returned guard is dropped; `None` when the
-/// driver refuses (the memory is then used as it is). The memory must stay mapped while the
-/// guard lives.
+/// driver refuses (e.g. a page of them is locked already: a GPU finder then stages that
+/// memory). The memory must stay mapped while the guard lives.
 pub type HostPinner =
     std::sync::Arc<dyn Fn(*const u8, usize) -> Option<Box<dyn Send>> + Send + Sync>;
 

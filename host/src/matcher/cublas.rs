@@ -219,11 +219,13 @@ pub(super) struct Blas {
     stream: Arc<CudaStream>,
 }
 
-// SAFETY: a cuBLAS handle may be used from any thread as long as calls on it do not overlap,
-// which `&mut`/`&` access through the owning matcher guarantees (cudarc's handle is Send + Sync
-// on the same grounds).
+// SAFETY: a cuBLAS handle may be used from any thread, one call at a time; moving the owner
+// to another thread moves all use of the handle with it (cudarc's handle is Send on the same
+// grounds).
 unsafe impl Send for Blas {}
-// SAFETY: as for `Send` above.
+// SAFETY: every use of the handle takes `&mut self` (`gemm`) or ownership (`drop`): a shared
+// `&Blas` gives no access to it at all, so sharing one between threads cannot make calls on
+// the handle overlap.
 unsafe impl Sync for Blas {}
 
 impl Blas {
@@ -263,14 +265,15 @@ impl Blas {
         Ok(blas)
     }
 
-    /// Column-major SGEMM `c = alpha op(a) op(b) + beta c` on the handle's stream.
+    /// Column-major SGEMM `c = alpha op(a) op(b) + beta c` on the handle's stream. `&mut`:
+    /// calls on one handle must not overlap (see the `Sync` impl).
     ///
     /// # Safety
     /// The device memory at `a`, `b` and `c` must hold at least the elements `cfg` addresses
     /// (as for cuBLAS's `Sgemm`) and be usable on the handle's stream; nothing else may use
     /// `c` until the SGEMM is done.
     pub unsafe fn gemm(
-        &self,
+        &mut self,
         cfg: GemmConfig<f32>,
         a: DevicePtr<f32>,
         b: DevicePtr<f32>,

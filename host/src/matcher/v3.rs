@@ -70,6 +70,56 @@ pub(super) fn mark(stream: &CudaStream, what: &str) -> Result<CudaEvent> {
         .cuda(what)
 }
 
+/// Makes `main` wait for everything queued on `fold` so far, on every way out of a tiled V3
+/// or V4 run with overlapped tiles (the folds on a stream of their own): [`FoldsJoined::join`]
+/// on the normal path, the drop on an early return (a failed SGEMM or launch). Buffers the
+/// folds read (the tiles, the norms and radii, the candidates, the caller's descriptors) are
+/// freed, or reused, in `main`'s order, so none goes before the folds are done. Created after
+/// every such buffer of the run (locals drop in reverse order: this one first). Without
+/// overlap (one stream) it does nothing.
+pub(super) struct FoldsJoined<'a> {
+    fold: &'a CudaStream,
+    main: &'a CudaStream,
+    /// Still to join (overlap, and not joined yet).
+    pending: bool,
+}
+
+impl<'a> FoldsJoined<'a> {
+    /// Joins `fold` into `main` when dropped or joined; `overlap` false: the two are one
+    /// stream, nothing to join.
+    pub(super) fn new(fold: &'a CudaStream, main: &'a CudaStream, overlap: bool) -> Self {
+        Self {
+            fold,
+            main,
+            pending: overlap,
+        }
+    }
+
+    fn join_now(&self) -> Result<()> {
+        let done = mark(self.fold, "marking the last fold")?;
+        self.main
+            .wait(&done)
+            .cuda("ordering the matcher's stream after the folds")
+    }
+
+    /// Orders `main` after the folds now (the rescoring reads their candidates). On failure
+    /// the drop still waits for the folds.
+    pub(super) fn join(mut self) -> Result<()> {
+        let joined = self.join_now();
+        self.pending = joined.is_err();
+        joined
+    }
+}
+
+impl Drop for FoldsJoined<'_> {
+    fn drop(&mut self) {
+        // Ordered by an event when that can be queued, else by waiting for the folds here.
+        if self.pending && self.join_now().is_err() {
+            let _ = self.fold.synchronize();
+        }
+    }
+}
+
 /// Runs a bare SGEMM of the same shape as V3's whole problem (`n x m x 128`, FP32, one call,
 /// output `n x m`), `reps` times after one warm-up; returns the median device milliseconds.
 /// This is the floor V3 is measured against.
@@ -136,7 +186,7 @@ pub(super) fn blas_err(context: &str) -> impl FnOnce(CublasStatus) -> Error + '_
 impl GpuMatcher {
     /// The cuBLAS handle on the matcher's stream for `math`, created on first use (one handle
     /// per mode, so that V3 and the bare SGEMM never run in TF32).
-    pub(super) fn blas_for(&mut self, math: Math) -> Result<&Blas> {
+    pub(super) fn blas_for(&mut self, math: Math) -> Result<&mut Blas> {
         let slot = match math {
             Math::Fp32 => &mut self.blas,
             Math::Tf32 => &mut self.blas_tf32,
@@ -144,7 +194,7 @@ impl GpuMatcher {
         if slot.is_none() {
             *slot = Some(Blas::new(self.stream.clone(), math)?);
         }
-        slot.as_ref()
+        slot.as_mut()
             .ok_or_else(|| Error::NoGpu("cuBLAS handle unavailable".into()))
     }
 
@@ -215,8 +265,10 @@ impl GpuMatcher {
         let best_i = DeviceBuf::on_stream(&s, n * K * 4, "v3's candidates")?;
         let blas = self
             .blas
-            .as_ref()
+            .as_mut()
             .ok_or_else(|| Error::NoGpu("cuBLAS handle unavailable".into()))?;
+        // From here on the folds may read every buffer above: joined on every way out.
+        let folds = FoldsJoined::new(&fold_stream, &s, tiling.overlap);
         for r0 in (0..n).step_by(rows_t) {
             let rows = rows_t.min(n - r0);
             for c0 in (0..m).step_by(cols_t) {
@@ -284,13 +336,9 @@ impl GpuMatcher {
                 }
             }
         }
-        if tiling.overlap {
-            // The rescoring reads the folds' candidates, and the tiles (and, when freed, the
-            // candidates) are reused on `s`: all after the last fold.
-            let done = mark(&fold_stream, "marking v3's last fold")?;
-            s.wait(&done)
-                .cuda("ordering v3's rescoring after the folds")?;
-        }
+        // The rescoring reads the folds' candidates, and the tiles (and, when freed, the
+        // candidates) are reused on `s`: all after the last fold.
+        folds.join()?;
         for t in tiles {
             self.give_back(t);
         }

@@ -35,7 +35,7 @@ use super::cublas::Math;
 use super::gpu::{BLOCK, DeviceResult, GpuMatcher, grid_dim, launch, warp_rows_grid};
 use super::tiling::V4Kernel;
 use super::v2::split_plan;
-use super::v3::{Flags, bare_gemm_ms, blas_err, mark};
+use super::v3::{Flags, FoldsJoined, bare_gemm_ms, blas_err, mark};
 use crate::device_memory::DeviceBuf;
 use crate::error::{CudaContextExt, Error, Result};
 
@@ -258,8 +258,10 @@ impl GpuMatcher {
         let slot_i = DeviceBuf::on_stream(&s, n * SLOTS * 4, "v4's candidates")?;
         let blas = self
             .blas_tf32
-            .as_ref()
+            .as_mut()
             .ok_or_else(|| Error::NoGpu("cuBLAS handle unavailable".into()))?;
+        // From here on the folds may read every buffer above: joined on every way out.
+        let folds = FoldsJoined::new(&fold_stream, &s, tiling.overlap);
         for r0 in (0..n).step_by(rows_t) {
             let rows = rows_t.min(n - r0);
             for c0 in (0..m).step_by(cols_t) {
@@ -330,11 +332,7 @@ impl GpuMatcher {
                 }
             }
         }
-        if tiling.overlap {
-            let done = mark(&fold_stream, "marking v4's last fold")?;
-            s.wait(&done)
-                .cuda("ordering v4's rescoring after the folds")?;
-        }
+        folds.join()?;
         for t in tiles {
             self.give_back(t);
         }

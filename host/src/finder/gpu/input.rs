@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use cudarc::driver::CudaContext;
 
-use super::buffers::{Registration, is_pinned};
+use super::buffers::{Lease, lease, locked_in_part, register};
 use super::settings::InputMode;
 use crate::error::{Error, Result};
 use crate::finder::feed::{FedChunk, FrameFeed};
@@ -20,7 +20,8 @@ use crate::frames::Frames;
 /// Where uploads read from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Source {
-    /// The caller's memory (pageable, already pinned, or registered for the call).
+    /// The caller's memory: pageable ([`InputMode::Pageable`]), or page-locked under a hold
+    /// the input keeps while the uploads may read it.
     Direct,
     /// The slot's pinned staging buffer, filled by a host memcpy.
     Staged,
@@ -56,44 +57,38 @@ pub(crate) trait Input {
     fn numbers(&self, next: usize, n: usize, out: &mut Vec<usize>);
 }
 
-/// How to read caller memory under `mode`: straight from it (already page-locked, or locked
-/// now with the returned registration, or pageable with [`InputMode::Pageable`]), or through
-/// the staging buffer.
+/// How to read caller memory under `mode`, with the hold that keeps it page-locked while
+/// uploads read it by DMA (drop it only once the GPU is done with them): straight from it
+/// when a range this crate page-locked covers all of it ([`lease`]: [`super::PinnedFrames`],
+/// [`super::GpuFinder::lock_frames`], the engine's ring and mapped chunks), or when it is
+/// registered now with [`InputMode::Registered`]; straight from pageable memory with
+/// [`InputMode::Pageable`] (the driver copies it before the call returns; not when a range of
+/// ours covers part of it); else through the staging buffer. Memory that only answers as page-locked (locked by someone else, or its
+/// ends covered by neighbours' registrations) is not read by DMA: nothing here would keep it
+/// locked until its uploads ran.
 pub(crate) fn source_for(
     ctx: &Arc<CudaContext>,
     mode: InputMode,
     data: &[u16],
-) -> (Source, Option<Registration>) {
-    match mode {
-        InputMode::Pageable => (Source::Direct, None),
-        InputMode::Staged => (Source::Staged, None),
-        InputMode::Auto => {
-            let p = data.as_ptr() as *const u8;
-            if is_pinned(p, std::mem::size_of_val(data)) {
-                (Source::Direct, None)
-            } else {
-                (Source::Staged, None)
-            }
-        }
-        InputMode::Registered => {
-            let p = data.as_ptr() as *const u8;
-            let bytes = std::mem::size_of_val(data);
-            if is_pinned(p, bytes) {
-                (Source::Direct, None)
-            } else if let Some(r) = Registration::new(ctx, p, bytes) {
-                (Source::Direct, Some(r))
-            } else {
-                (Source::Staged, None)
-            }
-        }
+) -> (Source, Option<Lease>) {
+    if mode == InputMode::Staged {
+        return (Source::Staged, None);
     }
-}
-
-/// The 4 KiB pages holding `data` (those a registration locks).
-fn pages_of(data: &[u16]) -> std::ops::Range<usize> {
-    let start = data.as_ptr() as usize;
-    let end = start + std::mem::size_of_val(data);
-    (start & !4095)..end.div_ceil(4096) * 4096
+    let (p, bytes) = (data.as_ptr() as *const u8, std::mem::size_of_val(data));
+    if let Some(held) = lease(ctx, p, bytes) {
+        return (Source::Direct, Some(held));
+    }
+    match mode {
+        // Unless locked in part by a range of ours (the driver might then read it by DMA
+        // later, under a lock nothing here keeps): staged instead.
+        InputMode::Pageable if locked_in_part(ctx, p, bytes) => (Source::Staged, None),
+        InputMode::Pageable => (Source::Direct, None),
+        InputMode::Registered => match register(ctx, p, bytes) {
+            Some(held) => (Source::Direct, Some(held)),
+            None => (Source::Staged, None),
+        },
+        InputMode::Auto | InputMode::Staged => (Source::Staged, None),
+    }
 }
 
 /// The frames of one call, borrowed for it.
@@ -129,20 +124,27 @@ impl Input for CallInput<'_> {
 
 /// A feed's chunk while the pipeline holds it.
 struct Held {
+    /// The hold that keeps the chunk page-locked while its uploads may read it (see
+    /// [`source_for`]). Declared before `chunk` (fields drop in order), and dropped first by
+    /// [`Held::into_chunk`]: released before the chunk's memory can go.
+    lock: Option<Lease>,
     chunk: FedChunk,
     /// Stream index of its first frame.
     first: usize,
     part: usize,
     src: Source,
-    /// Dropped (unlocking the memory) before the chunk goes back.
-    registration: Option<Registration>,
-    /// The pages it covers.
-    pages: std::ops::Range<usize>,
 }
 
 impl Held {
     fn end(&self) -> usize {
         self.first + self.chunk.frames()
+    }
+
+    /// The chunk, its hold released first.
+    fn into_chunk(self) -> FedChunk {
+        let Held { lock, chunk, .. } = self;
+        drop(lock);
+        chunk
     }
 }
 
@@ -205,26 +207,16 @@ impl<'a> FeedInput<'a> {
                         self.done = true;
                         break;
                     }
-                    let pages = pages_of(chunk.samples());
-                    // Memory that shares a page with a chunk this input registered counts
-                    // as page-locked only while that one is held: stage it instead.
-                    let shares = self.held.iter().any(|h| {
-                        h.registration.is_some()
-                            && h.pages.start < pages.end
-                            && pages.start < h.pages.end
-                    });
-                    let (src, registration) = if shares {
-                        (Source::Staged, None)
-                    } else {
-                        source_for(&self.ctx, self.mode, chunk.samples())
-                    };
+                    // A neighbour's hold on a page this chunk shares does not count: only
+                    // a range that covers the whole chunk does, and the lease keeps it
+                    // locked for as long as the chunk is held.
+                    let (src, lock) = source_for(&self.ctx, self.mode, chunk.samples());
                     self.held.push_back(Held {
+                        lock,
                         chunk,
                         first: self.taken,
                         part: self.parts,
                         src,
-                        registration,
-                        pages,
                     });
                     self.taken += frames;
                     self.parts += 1;
@@ -235,15 +227,12 @@ impl<'a> FeedInput<'a> {
         false
     }
 
-    /// Ends the stream: the chunks still held go back to the feed when the GPU is known to
-    /// be done with them (`gpu_idle`: the context synchronised), else they are dropped; then
-    /// the feed's error, if any.
-    pub fn finish(mut self, gpu_idle: bool) -> Result<()> {
+    /// Ends the stream once the GPU is done with every chunk (the caller synchronised the
+    /// context: see [`super::pipeline::UntilIdle`]): the chunks still held go back to the
+    /// feed; then the feed's error, if any.
+    pub fn finish(mut self) -> Result<()> {
         while let Some(h) = self.held.pop_front() {
-            drop(h.registration);
-            if gpu_idle {
-                self.feed.give_back(h.chunk);
-            }
+            self.feed.give_back(h.into_chunk());
         }
         self.error.take().map_or(Ok(()), Err)
     }
@@ -274,8 +263,7 @@ impl Input for FeedInput<'_> {
     fn release(&mut self, end: usize) {
         while self.held.front().is_some_and(|h| h.end() <= end) {
             if let Some(h) = self.held.pop_front() {
-                drop(h.registration);
-                self.feed.give_back(h.chunk);
+                self.feed.give_back(h.into_chunk());
             }
         }
     }

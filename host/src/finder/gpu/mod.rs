@@ -141,16 +141,20 @@ impl GpuFinder {
     /// memory, with no staging copy and no registration per call: the zero-copy way for
     /// frames the caller already has (for frames still to be read, [`PinnedFrames`] or
     /// [`ClusterFinder::frame_store`] give page-locked memory to read them into). Locking
-    /// costs about as much as allocating page-locked memory, once; memory the caller
-    /// page-locked itself is recognised as such without it.
+    /// costs about as much as allocating page-locked memory, once. Only memory this crate
+    /// page-locked counts as such, in one range that covers a call's frames: the call holds
+    /// that range locked until its uploads are done (dropping the guard during a call
+    /// unlocks the memory only when the call ends), which it could not do for memory locked
+    /// by other means; such memory is staged (or registered with
+    /// [`InputMode::Registered`]).
     ///
     /// # Errors
     /// [`Error::InvalidParameter`] when the driver refuses (e.g. the memory-lock limit).
     pub fn lock_frames<'a>(&self, frames: &'a [u16]) -> Result<LockedFrames<'a>> {
         let ptr = frames.as_ptr() as *const u8;
         let bytes = std::mem::size_of_val(frames);
-        let registration = buffers::Registration::new(self.device.context(), ptr, bytes)
-            .ok_or_else(|| {
+        let registration =
+            buffers::register(self.device.context(), ptr, bytes).ok_or_else(|| {
                 Error::param(
                     "frames",
                     format!("the CUDA driver refused to page-lock {bytes} bytes of frames"),
@@ -248,7 +252,7 @@ impl ClusterFinder for GpuFinder {
     fn host_pinner(&self) -> Option<crate::finder::HostPinner> {
         let ctx = self.device.context().clone();
         Some(std::sync::Arc::new(move |ptr, bytes| {
-            buffers::Registration::new(&ctx, ptr, bytes).map(|r| Box::new(r) as Box<dyn Send>)
+            buffers::register(&ctx, ptr, bytes).map(|r| Box::new(r) as Box<dyn Send>)
         }))
     }
 
@@ -353,10 +357,11 @@ impl ClusterFinder for GpuFinder {
     }
 }
 
-/// The caller's frames page-locked in place ([`GpuFinder::lock_frames`]) while this lives.
+/// The caller's frames page-locked in place ([`GpuFinder::lock_frames`]) while this lives
+/// (and until a call uploading from them when it is dropped ends).
 pub struct LockedFrames<'a> {
     frames: &'a [u16],
-    _registration: buffers::Registration,
+    _registration: buffers::Lease,
 }
 
 impl<'a> LockedFrames<'a> {

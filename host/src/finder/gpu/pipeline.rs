@@ -341,7 +341,10 @@ impl Pipeline {
         }
         self.ctx.bind_to_thread().cuda("binding the CUDA context")?;
         let data = frames.as_slice();
-        let (src, registration) = source_for(&self.ctx, self.cfg.input, data);
+        let (src, lock) = source_for(&self.ctx, self.cfg.input, data);
+        // Held (with the caller's frames, borrowed for the call) until the GPU is done: on
+        // every way out of this call, a panicking visitor's unwind included.
+        let lock = UntilIdle::new(&self.ctx, lock);
         let mut input = CallInput {
             data,
             frame_len: self.geom.pixels as usize,
@@ -350,8 +353,7 @@ impl Pipeline {
         let staged = src == Source::Staged;
         let result = self.schedule(state, &mut input, frames.len(), staged, visit);
         // Nothing may still read the caller's memory or the slots once we return.
-        let drained = self.ctx.synchronize().cuda("waiting for the GPU");
-        drop(registration);
+        let (drained, _lock) = lock.wait();
         result.and(drained)
     }
 
@@ -367,12 +369,14 @@ impl Pipeline {
         self.ctx.bind_to_thread().cuda("binding the CUDA context")?;
         let cols = self.geom.cols as usize;
         let rows = self.geom.pixels as usize / cols.max(1);
-        let mut input = FeedInput::new(feed, self.ctx.clone(), self.cfg.input, rows, cols);
+        let input = FeedInput::new(feed, self.ctx.clone(), self.cfg.input, rows, cols);
+        // The chunks (and their holds) go back only once nothing reads them: on every way
+        // out of this call, a panicking visitor's unwind included.
+        let mut input = UntilIdle::new(&self.ctx, input);
         let staged = self.cfg.input == InputMode::Staged;
-        let result = self.schedule(state, &mut input, usize::MAX, staged, visit);
-        // The chunks still held go back only once nothing reads them.
-        let drained = self.ctx.synchronize().cuda("waiting for the GPU");
-        let ended = input.finish(drained.is_ok());
+        let result = self.schedule(state, input.get_mut(), usize::MAX, staged, visit);
+        let (drained, input) = input.wait();
+        let ended = input.map_or(Ok(()), FeedInput::finish);
         result.and(drained).and(ended)
     }
 
@@ -665,9 +669,12 @@ impl Pipeline {
         for gi in 0..groups {
             let (f0, m) = (gi * g, g.min(job.n - gi * g));
             let s = &self.copies[gi % self.copies.len()];
-            // SAFETY: source: `m` frames of the input (held until the chunk is collected) or
-            // of the staging buffer (not written again before the chunk is collected);
-            // destination inside `dev_in`.
+            // SAFETY: source: `m` frames of the input, held until the chunk is collected and,
+            // when read by DMA, page-locked under the input's hold until then (a call's hold
+            // until the GPU is idle: `UntilIdle`), or pageable (copied by the driver before
+            // this returns); or of the staging buffer (not written again before the chunk is
+            // collected, not freed before the GPU is idle: `Drop for Pipeline`); destination
+            // inside `dev_in`.
             unsafe {
                 sys::cuMemcpyHtoDAsync_v2(
                     slot.dev_in.ptr() + (f0 * frame_bytes) as u64,
@@ -963,6 +970,74 @@ impl Pipeline {
             }
         }
         Ok(())
+    }
+}
+
+impl Drop for Pipeline {
+    /// Waits for the GPU before the slots' pinned and device memory go: normally nothing is
+    /// queued any more (every call ends waiting for the GPU), but a call cut short must not
+    /// leave DMA into freed host memory. When the wait fails (a failed GPU), the slots' host
+    /// memory is leaked rather than freed under copies that might still run.
+    fn drop(&mut self) {
+        if self.ctx.synchronize().is_err() {
+            std::mem::forget(std::mem::take(&mut self.slots));
+        }
+    }
+}
+
+/// A value that queued GPU work may still use (host memory it reads or writes, or the hold
+/// that keeps such memory page-locked), released only once the context has no work left:
+/// [`UntilIdle::wait`] on the normal path (the wait every call ends with anyway); on any
+/// other way out, an early return or an unwind (a panicking visitor), the drop waits for the
+/// GPU first. Locals drop in reverse order, but this owns its value, so no ordering of
+/// declarations is involved. When the GPU cannot be waited for (a failed context), the value
+/// is leaked rather than released under work that might still run.
+pub(crate) struct UntilIdle<T> {
+    ctx: Arc<CudaContext>,
+    /// `Some` until [`UntilIdle::wait`] or the drop takes it.
+    value: Option<T>,
+}
+
+impl<T> UntilIdle<T> {
+    /// Holds `value` until `ctx` is idle.
+    pub fn new(ctx: &Arc<CudaContext>, value: T) -> Self {
+        Self {
+            ctx: ctx.clone(),
+            value: Some(value),
+        }
+    }
+
+    /// The value, to use while the GPU may still use it too.
+    pub fn get_mut(&mut self) -> &mut T {
+        match &mut self.value {
+            Some(v) => v,
+            // Taken only by `wait` (which consumes self) and the drop.
+            None => unreachable!("an UntilIdle's value is taken only when it goes"),
+        }
+    }
+
+    /// Waits for the GPU, then gives the value back; `None` (the value leaked) when the wait
+    /// failed.
+    pub fn wait(mut self) -> (Result<()>, Option<T>) {
+        let idle = self.ctx.synchronize().cuda("waiting for the GPU");
+        let value = self.value.take();
+        match idle {
+            Ok(()) => (Ok(()), value),
+            Err(e) => {
+                std::mem::forget(value);
+                (Err(e), None)
+            }
+        }
+    }
+}
+
+impl<T> Drop for UntilIdle<T> {
+    fn drop(&mut self) {
+        if let Some(value) = self.value.take()
+            && self.ctx.synchronize().is_err()
+        {
+            std::mem::forget(value);
+        }
     }
 }
 

@@ -16,13 +16,17 @@ pub enum InputMode {
     Pageable,
     /// A bulk host memcpy of the chunk into a pinned staging buffer, then DMA from there.
     Staged,
-    /// DMA from the caller's memory itself: used as is when it is already pinned (e.g.
-    /// [`crate::finder::gpu::PinnedFrames`]), otherwise page-locked (registered) for the call; falls
-    /// back to [`InputMode::Staged`] when the driver refuses to register it.
+    /// DMA from the caller's memory itself: used as is when this crate page-locked it (e.g.
+    /// [`crate::finder::gpu::PinnedFrames`]: see [`InputMode::Auto`]), otherwise page-locked
+    /// (registered) for the call; falls back to [`InputMode::Staged`] when the driver refuses
+    /// to register it (e.g. a page of it is registered already).
     Registered,
-    /// The default: DMA from the caller's memory when it is already page-locked
-    /// ([`crate::finder::gpu::PinnedFrames`], [`crate::finder::gpu::GpuFinder::lock_frames`],
-    /// the engine's ring), otherwise [`InputMode::Staged`]. Registering pageable memory on
+    /// The default: DMA from the caller's memory when one range this crate page-locked
+    /// covers it ([`crate::finder::gpu::PinnedFrames`],
+    /// [`crate::finder::gpu::GpuFinder::lock_frames`], the engine's ring and mapped chunks),
+    /// held locked by the call until its uploads are done; otherwise [`InputMode::Staged`]
+    /// (memory page-locked by other means included: nothing would keep it locked for the
+    /// call). Registering pageable memory on
     /// every call costs more than staging it: on the H200, 20,000 400x400 frames in a plain
     /// `Vec` took 24.8 us/frame registered per call against 11.3 staged on every core
     /// (bench-results/2026-12-02-h200-user-path-feed).
