@@ -1104,60 +1104,162 @@ fn sparse_u16_npy(path: &Path, shape: &[u64]) {
         .expect("size");
 }
 
-/// `find --input map` on an input another program truncates mid-run: an error naming the file
-/// (exit 1), never a SIGBUS, and no temporary file left. Both ways are driven: the length
-/// check before each chunk (truncation), and the SIGBUS handler for a read caught in the act
-/// (the signal sent directly).
+/// A mapped input (`--input map`, and the CPU finder's default `auto`, which maps too) that
+/// another program truncates mid-run: an error naming the file (exit 1), never a SIGBUS, and
+/// no temporary file left; with several inputs the one truncated fails and the other is
+/// still found and written. The truncation lands while the finder reads a chunk (a read of
+/// the map caught by the SIGBUS handler) or between chunks (the length check before each);
+/// either is an error naming the file. A SIGBUS that is no fault in a map (sent with `kill`)
+/// is not taken for one: it still ends the process.
 #[test]
 fn a_mapped_input_that_shrinks_is_an_error_naming_it() {
     let dir = tempfile::tempdir().expect("dir");
     let d = dir.path();
-    let (ped, data) = (d.join("ped.npy"), d.join("big.npy"));
+    let (ped, data, small) = (d.join("ped.npy"), d.join("big.npy"), d.join("small.npy"));
     sparse_u16_npy(&ped, &[4, 400, 400]);
-    for how in ["truncate", "sigbus"] {
+    for how in ["map", "auto", "several", "kill"] {
         sparse_u16_npy(&data, &[200_000, 400, 400]);
         let out = d.join("c.clust");
-        let child = spawn(&[
+        let out_dir = d.join("out");
+        let mut args = vec![
             "find",
             "--pedestal",
             s(&ped),
-            "--data",
-            s(&data),
-            "--out",
-            s(&out),
-            "--input",
-            "map",
             "--device",
             "cpu",
             "--threads",
             "1",
-        ]);
+        ];
+        let temporary = if how == "several" {
+            sparse_u16_npy(&small, &[3, 400, 400]);
+            args.extend(["--data", s(&data), s(&small), "--out-dir", s(&out_dir)]);
+            ".big.clust."
+        } else {
+            args.extend(["--data", s(&data), "--out", s(&out)]);
+            ".c.clust."
+        };
+        if matches!(how, "map" | "kill") {
+            args.extend(["--input", "map"]);
+        }
+        let child = spawn(&args);
+        let where_tmp = if how == "several" { &out_dir } else { d };
         let t = Instant::now();
-        while !listing(d).iter().any(|n| n.starts_with(".c.clust.")) {
-            assert!(t.elapsed() < Duration::from_secs(60), "no temporary file");
+        while !(where_tmp.is_dir() && listing(where_tmp).iter().any(|n| n.starts_with(temporary))) {
+            assert!(
+                t.elapsed() < Duration::from_secs(60),
+                "{how}: no temporary file"
+            );
             std::thread::sleep(Duration::from_millis(10));
         }
         std::thread::sleep(Duration::from_millis(300));
-        if how == "truncate" {
-            std::fs::OpenOptions::new()
-                .write(true)
-                .open(&data)
-                .expect("open")
-                .set_len(4096)
-                .expect("truncate");
-        } else {
+        if how == "kill" {
             assert!(child.signal(libc::SIGBUS), "kill");
+            let o = child.wait(Duration::from_secs(60));
+            use std::os::unix::process::ExitStatusExt;
+            assert_eq!(
+                o.status.signal(),
+                Some(libc::SIGBUS),
+                "{how}: {:?}",
+                o.status
+            );
+            // Killed: nothing could remove its temporary file.
+            for n in listing(d) {
+                if n.starts_with(temporary) {
+                    std::fs::remove_file(d.join(n)).expect("remove");
+                }
+            }
+            continue;
         }
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&data)
+            .expect("open")
+            .set_len(4096)
+            .expect("truncate");
         let o = child.wait(Duration::from_secs(60));
         let err = text(&o.stderr);
         assert_eq!(o.status.code(), Some(1), "{how}: {:?}: {err}", o.status);
         assert!(
-            err.contains("big.npy") && err.contains("shrank"),
+            err.contains("big.npy") && err.contains("shrank while it was mapped"),
             "{how}: {err}"
         );
+        eprintln!(
+            "{how}: caught {}",
+            if err.contains("found pages gone") {
+                "by the SIGBUS handler"
+            } else {
+                "by the length check"
+            }
+        );
         assert!(!out.exists(), "{how}");
+        if how == "several" {
+            let stdout = text(&o.stdout);
+            assert!(stdout.contains("big.npy failed"), "{how}: {stdout}");
+            assert!(stdout.contains("inputs=2 failed=1"), "{how}: {stdout}");
+            assert_eq!(listing(&out_dir), ["small.clust"], "{how}: {err}");
+            let (numbers, _) =
+                cluda::io::read_cluster_file(&out_dir.join("small.clust"), cluda::ClusterSize::S3)
+                    .expect("the other input's clusters");
+            assert_eq!(numbers, [0, 1, 2], "{how}");
+            std::fs::remove_dir_all(&out_dir).expect("clean");
+            std::fs::remove_file(&small).expect("clean");
+        }
         assert_eq!(listing(d), ["big.npy", "ped.npy"], "{how}");
     }
+}
+
+/// The library's engine on a mapped input truncated while its frames are found: the read of
+/// the map that finds pages gone does not end the process (SIGBUS); the run fails with an
+/// error naming the file, and no frame read after the truncation reaches the visitor.
+#[test]
+fn the_library_survives_a_mapped_input_truncated_while_read() {
+    use cluda::engine::{EngineConfig, find_stream};
+    use cluda::io::NpyFrames;
+    use cluda::{ClusterFinder, ClusterSize, CpuFinder, FinderConfig, Frames};
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("big.npy");
+    let (rows, cols) = (64, 64);
+    sparse_u16_npy(&path, &[4096, rows as u64, cols as u64]);
+    let config = FinderConfig::new(rows, cols)
+        .size(ClusterSize::S3)
+        .pedestal_frames(4);
+    let mut finder = CpuFinder::new(config).expect("finder");
+    finder
+        .push_pedestal(Frames::new(&vec![0u16; 4 * rows * cols], 4, rows, cols).expect("dark"))
+        .expect("pedestal");
+    let mut source = NpyFrames::open(&path).expect("open");
+    let engine = EngineConfig {
+        chunk: 256,
+        slots: 3,
+        map: true,
+    };
+    let mut visits = 0u64;
+    let e = find_stream(&mut finder, &mut source, engine, &mut |n, _| {
+        visits += 1;
+        if n == 0 {
+            // The reader thread checks the next chunks' length (and queues them) meanwhile:
+            // it is a read of the map that finds them gone.
+            std::thread::sleep(Duration::from_millis(300));
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .expect("open")
+                .set_len(128)
+                .expect("truncate");
+        }
+        Ok(())
+    })
+    .expect_err("a truncated input fails");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("big.npy") && msg.contains("found pages gone"),
+        "{msg}"
+    );
+    // Frame 0's visit truncated the file; every later frame of the chunk was read from the
+    // map afterwards (zeros) and is not handed on.
+    assert_eq!(visits, 1);
+    // The map is gone with the run; the source was at its end (mapped whole).
+    assert_eq!(source.remaining(), 0);
 }
 
 /// A cluster file that cannot be written (a file-size limit standing for a full disk) loses

@@ -186,3 +186,70 @@ def test_a_mapped_file_that_shrinks_during_find_iter_is_an_error(tmp_path):
     )
     assert r.returncode == 0, (r.returncode, r.stdout, r.stderr)
     assert "OSError" in r.stdout and "big.npy" in r.stdout, r.stdout
+
+
+def test_an_input_truncated_while_mapped_fails_by_name_and_the_others_run(tmp_path):
+    """``find_files`` and ``eta_cube`` map ``.npy`` inputs on the CPU: one that another program
+    truncates while it is found read a SIGBUS in the map, which ended the interpreter (exit
+    -7). Now that input fails with an error naming the file, no temporary file is left, and
+    the next input is still found."""
+    r = run_child(
+        """
+        import json, os, sys, threading, time
+        import numpy as np, cluda
+
+        d = sys.argv[1]
+
+        def sparse(name, frames):
+            p = os.path.join(d, name)
+            with open(p, "wb") as f:
+                np.lib.format.write_array_header_1_0(
+                    f, {"descr": "<u2", "fortran_order": False, "shape": (frames, 400, 400)}
+                )
+                off = f.tell()
+            os.truncate(p, off + frames * 400 * 400 * 2)
+            return p
+
+        ped, small = sparse("ped.npy", 4), sparse("small.npy", 3)
+        out = os.path.join(d, "out")
+
+        def truncate_when(ready):
+            t = time.time()
+            while not ready() and time.time() - t < 60:
+                time.sleep(0.01)
+            time.sleep(0.3)
+            os.truncate(os.path.join(d, "big.npy"), 4096)
+
+        def started():
+            return os.path.isdir(out) and any(n.startswith(".big.clust.") for n in os.listdir(out))
+
+        results = {}
+        for what in ["find_files", "eta_cube"]:
+            big = sparse("big.npy", 200_000)
+            t0 = time.time()
+            ready = started if what == "find_files" else (lambda: time.time() - t0 > 1.0)
+            th = threading.Thread(target=truncate_when, args=(ready,))
+            th.start()
+            if what == "find_files":
+                rows = cluda.find_files([big, small], ped, out, device="cpu", threads=1)
+                results[what] = {"rows": rows, "out": sorted(os.listdir(out))}
+            else:
+                _, summary = cluda.eta_cube([big, small], ped, device="cpu", threads=1)
+                results[what] = {"failed": summary["failed"], "frames": summary["frames"]}
+            th.join()
+        print(json.dumps(results))
+        """,
+        str(tmp_path),
+    )
+    assert r.returncode == 0, (r.returncode, r.stdout, r.stderr)
+    import json
+
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    big, small = got["find_files"]["rows"]
+    assert big["output"] is None and "big.npy" in big["error"], big
+    assert "shrank while it was mapped" in big["error"], big
+    assert small["error"] is None and small["frames"] == 3, small
+    assert got["find_files"]["out"] == ["small.clust"]
+    failed = got["eta_cube"]["failed"]
+    assert len(failed) == 1 and failed[0][0].endswith("big.npy"), failed
+    assert "shrank while it was mapped" in failed[0][1], failed

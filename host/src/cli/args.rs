@@ -457,7 +457,8 @@ pub struct FinderArgs {
     /// hands the finder the mapped pages themselves (page-locked in place on a GPU, so the
     /// upload reads the page cache with no copy); `auto` picks what the device reads fastest:
     /// `map` for the CPU finder (no reader threads take its cores), `read` for the GPU. Raw
-    /// inputs are always read.
+    /// inputs are always read. A mapped file that another program truncates during the run
+    /// is an error naming it (that input's output is not written), as it is when read.
     #[arg(long, default_value = InputPath::default().name(), value_parser = parse_input, value_name = "auto|read|map")]
     pub input: InputPath,
     /// Threads that read each chunk of a .npy input (default: chosen by the device: every

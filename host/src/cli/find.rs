@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use cluda::engine::input::Input;
 use cluda::engine::plan::{Plan, check_outputs, plan, plot_dirs};
 use cluda::engine::run::{
-    FinderChoice, InputOutputs, InputPath, PlotOutput, RunOptions, RunReport, Session, run,
+    FinderChoice, InputOutputs, PlotOutput, RunOptions, RunReport, Session, run,
 };
 use cluda::engine::sink::FnSink;
 use cluda::io::Claim;
@@ -33,10 +33,6 @@ pub fn run_find(args: &FindArgs) -> Result<()> {
         note_not_kept("--out FILE");
     }
     let mut options = run_options(&args.finder);
-    #[cfg(target_os = "linux")]
-    if options.input == InputPath::Map {
-        super::bus_error::install(data, args.out.as_deref());
-    }
     options.cluster_file = args.out.clone();
     // Checked above; the rename refuses a name that appeared since, unless --overwrite.
     options.claim = if args.overwrite {

@@ -2,7 +2,6 @@
 
 pub mod args;
 #[cfg(target_os = "linux")]
-pub mod bus_error;
 pub mod demo;
 pub mod find;
 pub mod generate;

@@ -55,7 +55,9 @@ pub struct EngineConfig {
     pub slots: usize,
     /// Zero-copy input: when the source can map its file ([`FrameSource::map_rest`]), hand
     /// chunks of the map to the finder, page-locked in place on a GPU, instead of reading
-    /// them into the ring.
+    /// them into the ring. A map whose file shrinks during the run (another program truncated
+    /// it) fails that input with an error naming the file, never a SIGBUS
+    /// ([`crate::io::GuardedMap`]).
     pub map: bool,
 }
 
@@ -352,6 +354,8 @@ pub fn find_streams(
     // stops reading it at the next chunk instead of reading it to its end.
     let abandoned = std::sync::atomic::AtomicUsize::new(usize::MAX);
     let abandoned = &abandoned;
+    // Read by the reader thread (the chunks) and here (a map's fault mark).
+    let maps = &mapped;
     std::thread::scope(|scope| -> Result<()> {
         let reader = std::thread::Builder::new()
             .name("cluda-reader".into())
@@ -359,7 +363,7 @@ pub fn find_streams(
                 // An entry taken but not used (the end of an input) is kept for the next one.
                 let mut spare = None;
                 'inputs: for (index, (source, mapped)) in
-                    sources.iter_mut().zip(&mapped).enumerate()
+                    sources.iter_mut().zip(maps).enumerate()
                 {
                     let (mut busy, mut bytes) = (Duration::ZERO, 0u64);
                     let mut next_mapped = 0usize;
@@ -385,17 +389,17 @@ pub fn find_streams(
                                 let first = m.first_number + next_mapped as u64;
                                 numbers.extend(first..first + k as u64);
                                 next_mapped += k;
-                                // A file that shrank since it was mapped: reading the map
-                                // beyond its new end would be a SIGBUS, so it is an error
-                                // naming the file.
+                                // A file that shrank since it was mapped (or whose map
+                                // already read zeros for pages it lost): an error naming
+                                // the file, before any of the chunk is used.
                                 let len = m.file.metadata().map_or(u64::MAX, |md| md.len());
-                                if k > 0 && len < range.end as u64 {
+                                if k > 0 && (len < range.end as u64 || m.map.faulted()) {
                                     // Kept for the next input.
                                     spare = Some(entry);
                                     Err(Error::format(
                                         &m.path,
                                         format!(
-                                            "the file shrank to {len} bytes while it was mapped (--input map): frames {first}..{} are gone",
+                                            "the file shrank to {len} bytes while it was mapped: frames {first}..{} are gone{SHRANK_HINT}",
                                             first + k as u64
                                         ),
                                     ))
@@ -403,7 +407,7 @@ pub fn find_streams(
                                     let guard = match (k, &pin) {
                                         (0, _) => None,
                                         (_, None) => {
-                                            prefault(&m.map, &range);
+                                            m.map.prefault(range.start, range.len());
                                             None
                                         }
                                         (_, Some(pin)) => {
@@ -479,9 +483,30 @@ pub fn find_streams(
                 ended: None,
                 producers,
             };
-            let result = begin(&mut *finder, k).and_then(|()| {
-                consume(finder, &mut ring, &mut |n, fc| visit(k, n, fc), &mut stats)
-            });
+            // A mapped input's frames are read (by the finder, from the map) before their
+            // clusters are visited: a read that found the file's pages gone (zeros in their
+            // place) has marked the map by then, and no frame's clusters from then on are
+            // handed on.
+            let map = mapped[k].as_ref();
+            let faulted = |n: u64| match map {
+                Some(m) if m.map.faulted() => Err(map_fault(m, n)),
+                _ => Ok(()),
+            };
+            let mut last = 0u64;
+            let result = begin(&mut *finder, k)
+                .and_then(|()| {
+                    consume(
+                        finder,
+                        &mut ring,
+                        &mut |n, fc| {
+                            last = n;
+                            faulted(n)?;
+                            visit(k, n, fc)
+                        },
+                        &mut stats,
+                    )
+                })
+                .and_then(|()| faulted(last));
             if result.is_err() {
                 abandoned.store(k, std::sync::atomic::Ordering::Relaxed);
             }
@@ -520,17 +545,20 @@ pub fn find_streams(
     })
 }
 
-/// Faults in the pages of `range` of a mapped input here, on the reader thread (a disk read
-/// too, if the file is not in the page cache), so that a finder reading the map on the host's
-/// cores (whose band threads run in step: one stopped on a page fault stops all) finds them
-/// mapped. Best effort: older kernels refuse the advice, and the finder then faults them in.
-fn prefault(map: &memmap2::Mmap, range: &std::ops::Range<usize>) {
-    #[cfg(target_os = "linux")]
-    {
-        let _ = map.advise_range(memmap2::Advice::PopulateRead, range.start, range.len());
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = (map, range);
+/// What the errors of a mapped input that shrank add: how to avoid the map.
+const SHRANK_HINT: &str = "; nothing of this input is kept (another program truncated it: \
+                           --input read reads a file that may change instead of mapping it)";
+
+/// The error of a mapped input whose map read zeros where the file lost pages (another
+/// program truncated it while it was read: [`crate::io::GuardedMap::faulted`]), found when
+/// frame `number`'s clusters were about to be handed on.
+fn map_fault(m: &MappedFrames, number: u64) -> Error {
+    Error::format(
+        &m.path,
+        format!(
+            "the file shrank while it was mapped: a read of it found pages gone, by frame {number}{SHRANK_HINT}"
+        ),
+    )
 }
 
 /// The finder's side of one input of [`find_streams`]: full slots lent to the finder through

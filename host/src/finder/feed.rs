@@ -43,7 +43,7 @@ pub(crate) enum Chunk {
     Mapped {
         /// Dropped first (fields drop in order): unlocked before the map can go.
         _pin: Option<Box<dyn Send>>,
-        map: std::sync::Arc<memmap2::Mmap>,
+        map: std::sync::Arc<crate::io::GuardedMap>,
         range: std::ops::Range<usize>,
         entry: Option<Box<dyn FrameStore>>,
     },

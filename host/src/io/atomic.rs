@@ -3,8 +3,7 @@
 //! An [`AtomicFile`] writes to a temporary file beside the final one (same directory, so the
 //! rename cannot cross file systems), named `.<name>.<pid>.<random>.tmp` and created by
 //! [`tempfile`] (a new file under a fresh random name, so two writers never share one; the pid
-//! lets the command line's SIGBUS handler, which cannot run destructors, find and remove it),
-//! and renames it to the final name only in [`AtomicFile::commit`], after flushing and
+//! says which process left one behind), and renames it to the final name only in [`AtomicFile::commit`], after flushing and
 //! syncing.
 //!
 //! The final name is claimed by the rename itself, never by a check made earlier: a name that

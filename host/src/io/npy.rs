@@ -28,6 +28,7 @@ use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 
 use super::atomic::{AtomicFile, Claim};
+use super::guarded_map::GuardedMap;
 use crate::error::{Error, Result};
 use crate::frames::Frames;
 
@@ -647,10 +648,11 @@ pub fn read_u16_frames(path: &Path) -> Result<NpyArray<u16>> {
 /// Frames in a read-only memory map of their file (see [`crate::io::FrameSource::map_rest`]).
 #[derive(Clone, Debug)]
 pub struct MappedFrames {
-    /// The file's map.
-    pub map: std::sync::Arc<memmap2::Mmap>,
+    /// The file's map, guarded: a read of it beyond the file's end (another program truncated
+    /// the file) reads zeros and sets [`GuardedMap::faulted`] instead of raising SIGBUS.
+    pub map: std::sync::Arc<GuardedMap>,
     /// The file itself: its length is checked before each piece of the map is used (a file
-    /// that shrank would make reading the map beyond its new end a SIGBUS).
+    /// that shrank is caught there as an error, before a read of the map finds it).
     pub file: std::sync::Arc<std::fs::File>,
     /// The file's path, for errors.
     pub path: std::path::PathBuf,
@@ -869,19 +871,20 @@ impl NpyFrames {
     /// byte order is not the host's or it cannot be mapped.
     ///
     /// The map shows the file as it is: a file changed by another program while it is mapped
-    /// changes the frames read (as a file changed during a read would). A file that shrinks is
-    /// caught before each chunk is used (the engine checks its length: an error naming it);
-    /// one that shrinks while a chunk is being read makes that read a SIGBUS, which the
-    /// command line turns into an error naming the file.
+    /// changes the frames read (as a file changed during a read would). A file that shrinks
+    /// never ends the process with SIGBUS: the map is a [`GuardedMap`], whose reads beyond the
+    /// file's new end read zeros and set [`GuardedMap::faulted`]; the engine checks the file's
+    /// length before each chunk and the mark before it hands on each frame's clusters, and
+    /// either makes an error naming the file. A caller reading the map itself must check
+    /// [`GuardedMap::faulted`] after reading and before trusting what it read. `None` too
+    /// where maps cannot be guarded (see [`GuardedMap::new`]).
     pub fn map_rest(&mut self) -> Option<MappedFrames> {
         if self.swap || self.remaining() == 0 {
             return None;
         }
         let pixels = self.rows * self.cols;
         let offset = usize::try_from(self.data_offset).ok()? + self.next * pixels * 2;
-        // SAFETY: a read-only shared map of a regular file (checked at open); see above for
-        // what a concurrent writer can do.
-        let map = unsafe { memmap2::Mmap::map(&self.file) }.ok()?;
+        let map = GuardedMap::new(&self.file)?;
         let frames = self.remaining();
         if map.len() < offset + frames * pixels * 2 || !offset.is_multiple_of(2) {
             return None;
