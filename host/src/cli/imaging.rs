@@ -254,6 +254,11 @@ pub fn run_image(args: &ImageArgs) -> Result<()> {
         !args.host_counts,
     )?
     .with_gain(read_gain_for(args.gain.as_deref(), (rows, cols))?)?;
+    // `--threads` bounds the placement threads too (the CPU finder's band threads need the
+    // cores; placing is a few per cent of finding).
+    if let Some(t) = args.finder.options.threads {
+        sink = sink.with_threads(t)?;
+    }
     let totals = find_into(
         &args.finder,
         &args.pedestal,
