@@ -9,6 +9,16 @@ file and finder options; the outputs are named on the client, by the rule of
 command line writes). The client and the workers must see the files under the same paths (a
 shared file system).
 
+A worker killed mid-task (by its nanny, the OOM killer, SIGKILL) cannot remove the temporary
+file it was writing, ``.<output>.<pid>@<host>.<random>.tmp`` beside the output (``<host>``:
+eight hex digits hashed from the host name); the output itself is never left half-written.
+When the task runs again, the writer of the same output removes such a file, but only when it
+is provably stale: written on the same host, its process gone, and not locked (every writer
+holds an advisory ``flock`` on its temporary file while it writes, so a live writer's file,
+even one in another container's pid namespace or on another machine of a file system whose
+locks are shared, is never touched). A temporary file left by a worker on another host is
+not removed by this rule; it is safe to delete by hand once no task writes that output.
+
 Needs the package's ``dask`` extra (``pip install 'cluda[dask]'``, i.e.
 ``dask[distributed]``); ``import cluda`` does not.
 """

@@ -195,7 +195,7 @@ pub struct ImageArgs {
 }
 
 /// What `cluda stream` prints.
-const STREAM_HELP: &str = "Prints one summary line per acquisition on stdout:\n  acquisition=I kind=data|dark|short file=PATH frames=N pedestal_frames=N clusters=N missing=N\n  incomplete=N mismatched=N malformed=N dropped=N restarts=N late=N\n  end=end|next-acquisition|restart|idle|interrupted seconds=X fps=X worst_lag_ms=X first_lag_ms=X peak_queue=N device=D\nEvery fault is reported on stderr with its frame number as it happens. SIGINT (Ctrl-C) finishes\nthe current acquisition (its file is written, its summary printed) and exits 0; a second\nSIGINT exits at once (130).";
+const STREAM_HELP: &str = "Prints one summary line per acquisition on stdout:\n  acquisition=I kind=data|dark|short file=PATH frames=N pedestal_frames=N clusters=N missing=N\n  incomplete=N mismatched=N malformed=N dropped=N restarts=N late=N duplicates=N\n  end=end|next-acquisition|restart|idle|interrupted seconds=X fps=X worst_lag_ms=X first_lag_ms=X peak_queue=N device=D\nEvery fault is reported on stderr with its frame number as it happens. SIGINT (Ctrl-C) finishes\nthe current acquisition (its file is written, its summary printed) and exits 0; a second\nSIGINT exits at once (130).";
 
 /// `cluda stream`.
 #[derive(Args, Debug)]

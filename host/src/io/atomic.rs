@@ -1,10 +1,21 @@
 //! Outputs that appear whole or not at all.
 //!
 //! An [`AtomicFile`] writes to a temporary file beside the final one (same directory, so the
-//! rename cannot cross file systems), named `.<name>.<pid>.<random>.tmp` and created by
-//! [`tempfile`] (a new file under a fresh random name, so two writers never share one; the pid
-//! says which process left one behind), and renames it to the final name only in [`AtomicFile::commit`], after flushing and
+//! rename cannot cross file systems), named `.<name>.<pid>@<host>.<random>.tmp` and created by
+//! [`tempfile`] (a new file under a fresh random name, so two writers never share one; `<pid>`
+//! and `<host>`, eight hex digits hashed from the host name, say which process left one
+//! behind), and renames it to the final name only in [`AtomicFile::commit`], after flushing and
 //! syncing.
+//!
+//! A writer killed outright (SIGKILL, a Dask worker's nanny, the OOM killer) cannot remove its
+//! temporary file. So that a later run can tell such a file from a live writer's, the writer
+//! holds an advisory lock (`flock`, through [`File::try_lock`]) on it for as long as it writes,
+//! and every new [`AtomicFile`] first removes the temporaries of **its own final name** in its
+//! directory that are provably stale ([`remove_stale_temporaries`]): written on this host
+//! (same `<host>`), by a process that no longer exists (`kill(pid, 0)` says ESRCH), and not
+//! locked (the lock is taken at once). Anything else is left alone: another name's
+//! temporaries, another host's, an older cluda's (no `@<host>`), a live process's, a locked
+//! one (its writer lives in another pid namespace), and any on a file system without locks.
 //!
 //! The final name is claimed by the rename itself, never by a check made earlier: a name that
 //! appeared while the file was written (another program, another run, a dangling symlink) is
@@ -119,6 +130,129 @@ pub fn rename_noreplace(from: &Path, to: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// This host as temporary names carry it: eight hex digits of a 32-bit FNV-1a hash of the host
+/// name (short, so a long output name still fits the file system's name limit; `unknown`'s
+/// hash when the name cannot be read).
+pub fn host_tag() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: `buf` is writable for its whole length, which is passed; gethostname writes at
+    // most that many bytes.
+    let r = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    let name: &[u8] = if r == 0 {
+        let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+        &buf[..end]
+    } else {
+        b"unknown"
+    };
+    let hash = name.iter().fold(0x811c_9dc5_u32, |h, &b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    });
+    format!("{hash:08x}")
+}
+
+/// The pid in `entry`, when `entry` is a temporary name of [`AtomicFile`] for the final name
+/// `name` written on the host `host` (`.<name>.<pid>@<host>.<random>.tmp`, `<random>`
+/// alphanumeric); `None` for anything else (another final name, another host, an older
+/// cluda's `.<name>.<pid>.<random>.tmp`).
+fn temporary_writer(entry: &str, name: &str, host: &str) -> Option<i32> {
+    let rest = entry
+        .strip_prefix('.')?
+        .strip_prefix(name)?
+        .strip_prefix('.')?
+        .strip_suffix(".tmp")?;
+    let (owner, random) = rest.split_once('.')?;
+    if random.is_empty() || !random.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        return None;
+    }
+    let (pid, h) = owner.split_once('@')?;
+    if h != host || pid.is_empty() || !pid.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    pid.parse::<i32>().ok().filter(|&p| p > 0)
+}
+
+/// Whether a process `pid` exists on this host (in this pid namespace): `kill(pid, 0)`, which
+/// sends nothing, fails with ESRCH only for a process that does not exist (a zombie, not yet
+/// reaped, still exists).
+fn process_exists(pid: i32) -> bool {
+    if pid <= 0 {
+        return true;
+    }
+    // SAFETY: signal 0 sends nothing; it only checks that the process exists.
+    let r = unsafe { libc::kill(pid, 0) };
+    r == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+}
+
+/// Removes the temporary files that killed writers of `path` left in its directory, and only
+/// those that are provably stale: named for exactly `path`'s final name
+/// (`.<name>.<pid>@<host>.<random>.tmp`), written on this host, their process gone, and not
+/// locked (each is locked by this call before it is removed, so two runs never both act on
+/// one). Returns the paths removed. Best effort: anything that cannot be read, locked or
+/// removed is left as it is, and nothing here fails a write.
+///
+/// [`AtomicFile::create_claiming`] calls it for every output, so a task that a Dask worker
+/// was killed in leaves no `.in2.clust.<pid>@<host>.<random>.tmp` behind once the task runs
+/// again (on any worker of the same host).
+pub fn remove_stale_temporaries(path: &Path) -> Vec<PathBuf> {
+    let mut removed = Vec::new();
+    let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+        return removed;
+    };
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return removed;
+    };
+    let host = host_tag();
+    for entry in entries.flatten() {
+        let file_name = entry.file_name();
+        let Some(pid) = file_name
+            .to_str()
+            .and_then(|e| temporary_writer(e, name, &host))
+        else {
+            continue;
+        };
+        if process_exists(pid) {
+            continue;
+        }
+        let p = entry.path();
+        if let Some(p) = remove_if_unlocked(p) {
+            removed.push(p);
+        }
+    }
+    removed
+}
+
+/// Removes `p` when it is a regular file (not followed through a symlink) that no one holds a
+/// lock on, while holding the lock itself; returns `p` when removed.
+fn remove_if_unlocked(p: PathBuf) -> Option<PathBuf> {
+    #[cfg(unix)]
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let before = std::fs::symlink_metadata(&p).ok()?;
+    if !before.file_type().is_file() {
+        return None;
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
+    let f = options.open(&p).ok()?;
+    // Locked: a live writer (in another pid namespace, or on another machine of a shared file
+    // system) holds it. Any other error (no locks here): not provably stale either.
+    f.try_lock().ok()?;
+    #[cfg(unix)]
+    {
+        let now = f.metadata().ok()?;
+        if (now.dev(), now.ino()) != (before.dev(), before.ino()) {
+            return None;
+        }
+    }
+    std::fs::remove_file(&p).ok()?;
+    Some(p)
+}
+
 /// A file written under a temporary name and renamed into place on [`AtomicFile::commit`].
 #[derive(Debug)]
 pub struct AtomicFile {
@@ -155,7 +289,13 @@ impl AtomicFile {
             Some(d) if !d.as_os_str().is_empty() => d,
             _ => Path::new("."),
         };
-        let prefix = format!(".{}.{}.", name.to_string_lossy(), std::process::id());
+        remove_stale_temporaries(path);
+        let prefix = format!(
+            ".{}.{}@{}.",
+            name.to_string_lossy(),
+            std::process::id(),
+            host_tag()
+        );
         let mut builder = tempfile::Builder::new();
         builder.prefix(&prefix).suffix(".tmp");
         // tempfile creates its files readable by the owner only; an output gets the mode any
@@ -171,6 +311,11 @@ impl AtomicFile {
                 ),
             )
         })?;
+        // Held until the file is closed (committed, dropped, or the process gone), so a later
+        // run can tell this file from one a killed writer left. A file system without locks
+        // refuses it; a later run then never removes this file (it cannot take the lock
+        // either), which is safe.
+        let _ = file.as_file().try_lock();
         Ok(Self {
             path: path.to_path_buf(),
             tmp: file.path().to_path_buf(),
@@ -382,7 +527,7 @@ mod tests {
                 .file_name()
                 .unwrap()
                 .to_string_lossy()
-                .starts_with(&format!(".out.bin.{}.", std::process::id()))
+                .starts_with(&format!(".out.bin.{}@{}.", std::process::id(), host_tag()))
         );
         a.write_all(b"x").unwrap();
         a.commit().unwrap();
@@ -480,6 +625,102 @@ mod tests {
         rename_noreplace(&a, &c).unwrap();
         assert_eq!(std::fs::read(&c).unwrap(), b"a");
         assert!(!a.exists());
+    }
+
+    /// Issue 32 item 8: the temporaries a killed writer left for the same final name are
+    /// removed by the next writer of that name, and only those that are provably stale (this
+    /// host, the process gone, not locked); a live process's, a locked one, another name's,
+    /// another host's and an older cluda's are kept, and so is a live writer's in this process.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn stale_temporaries_of_killed_writers_are_removed_and_live_ones_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("in2.clust");
+        let host = host_tag();
+        let other_host = if host == "00000000" {
+            "11111111"
+        } else {
+            "00000000"
+        };
+        // A pid that cannot exist (above the kernel's pid_max), and a child's that exited and
+        // was reaped.
+        let pid_max: i64 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(4_194_304);
+        let never = pid_max + 1;
+        let mut gone = std::process::Command::new("true").spawn().unwrap();
+        let exited = gone.id();
+        gone.wait().unwrap();
+        let mut live = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .unwrap();
+        let mk = |n: String| {
+            let q = dir.path().join(n);
+            std::fs::write(&q, b"partial").unwrap();
+            q
+        };
+        let stale_never = mk(format!(".in2.clust.{never}@{host}.AbC123.tmp"));
+        let stale_exited = mk(format!(".in2.clust.{exited}@{host}.x9Y8z7.tmp"));
+        let kept = [
+            mk(format!(".in2.clust.{}@{host}.Live01.tmp", live.id())),
+            mk(format!(".in2.clust2.{never}@{host}.Oth001.tmp")),
+            mk(format!(".in2.{never}@{host}.Oth002.tmp")),
+            mk(format!(".in2.clust.{never}@{other_host}.Host01.tmp")),
+            mk(format!(".in2.clust.{never}.Old001.tmp")),
+            mk(format!(".in2.clust.{never}@{host}.a.b.tmp")),
+        ];
+        // Locked by another open file (as a writer in another pid namespace, or on another
+        // machine of a shared file system, holds it): kept while the lock is held.
+        let locked = mk(format!(".in2.clust.{never}@{host}.Lock01.tmp"));
+        let holder = std::fs::File::open(&locked).unwrap();
+        holder.lock().unwrap();
+        // A live writer of the same name in this process: its temporary is locked and its pid
+        // alive.
+        let mut writer = AtomicFile::create(&p).unwrap();
+        writer.write_all(b"still writing").unwrap();
+
+        let mut next = AtomicFile::create(&p).unwrap();
+        assert!(!stale_never.exists() && !stale_exited.exists());
+        for k in kept.iter().chain([&locked]) {
+            assert!(k.exists(), "{} was removed", k.display());
+        }
+        assert!(writer.temp_path().exists() && next.temp_path().exists());
+        next.write_all(b"next").unwrap();
+        assert_eq!(next.commit().unwrap(), p);
+        assert!(writer.temp_path().exists());
+        assert_eq!(writer.commit().unwrap(), p);
+        assert_eq!(std::fs::read(&p).unwrap(), b"still writing");
+
+        // The lock released (its holder gone), the temporary is provably stale.
+        drop(holder);
+        assert_eq!(remove_stale_temporaries(&p), vec![locked.clone()]);
+        assert!(!locked.exists());
+        for k in &kept {
+            assert!(k.exists(), "{} was removed", k.display());
+        }
+        live.kill().unwrap();
+        live.wait().unwrap();
+    }
+
+    #[test]
+    fn temporary_names_are_parsed_exactly() {
+        assert_eq!(temporary_writer(".a.7@h.Xy1.tmp", "a", "h"), Some(7));
+        assert_eq!(temporary_writer(".a.b.7@h.Xy1.tmp", "a.b", "h"), Some(7));
+        for bad in [
+            ".a.b.7@h.Xy1.tmp",
+            ".a.7@g.Xy1.tmp",
+            ".a.7.Xy1.tmp",
+            ".a.0@h.Xy1.tmp",
+            ".a.-7@h.Xy1.tmp",
+            ".a.99999999999@h.Xy1.tmp",
+            ".a.7@h..tmp",
+            ".a.7@h.Xy1.tmp.png",
+            "a.7@h.Xy1.tmp",
+        ] {
+            assert_eq!(temporary_writer(bad, "a", "h"), None, "{bad}");
+        }
     }
 
     #[test]

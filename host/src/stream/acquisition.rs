@@ -204,13 +204,13 @@ impl AcquisitionSummary {
 impl std::fmt::Display for AcquisitionSummary {
     /// `acquisition=3 kind=data file=out/run_3.clust frames=2000 pedestal_frames=0
     /// clusters=4661234 missing=0 sampled=0 incomplete=0 mismatched=0 malformed=0 dropped=0 restarts=0
-    /// late=0 end=end seconds=1.234 fps=1620.7 worst_lag_ms=12.3 first_lag_ms=1.1 peak_queue=5
+    /// late=0 duplicates=0 end=end seconds=1.234 fps=1620.7 worst_lag_ms=12.3 first_lag_ms=1.1 peak_queue=5
     /// device=cpu` (`first_lag_ms=-` without data frames)
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let c = &self.counts;
         write!(
             f,
-            "acquisition={} kind={} file={} frames={} pedestal_frames={} clusters={} missing={} sampled={} incomplete={} mismatched={} malformed={} dropped={} restarts={} late={} end={} seconds={:.3} fps={:.1} worst_lag_ms={:.1} first_lag_ms={} peak_queue={} device={}",
+            "acquisition={} kind={} file={} frames={} pedestal_frames={} clusters={} missing={} sampled={} incomplete={} mismatched={} malformed={} dropped={} restarts={} late={} duplicates={} end={} seconds={:.3} fps={:.1} worst_lag_ms={:.1} first_lag_ms={} peak_queue={} device={}",
             self.file_index,
             match self.kind {
                 AcquisitionKind::Dark => "dark",
@@ -231,6 +231,7 @@ impl std::fmt::Display for AcquisitionSummary {
             c.dropped,
             c.restarts,
             c.late,
+            c.duplicates,
             c.ending.name(),
             self.seconds,
             self.fps(),

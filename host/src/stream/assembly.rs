@@ -130,6 +130,9 @@ pub enum PartFault {
     Malformed,
     /// An endpoint moved on to another acquisition (or restarted) without its end message.
     Restart,
+    /// A part of frame 0 (`frameIndex` 0) that came again from the same endpoint while the
+    /// acquisition's frame numbers went on: a duplicate, discarded (not a restart).
+    Duplicate,
 }
 
 /// Something to count and report.
@@ -210,6 +213,12 @@ pub struct Assembler<D> {
     key: Option<(u64, String)>,
     ended: Vec<bool>,
     seen: Vec<Option<u64>>,
+    /// The frame number of each endpoint's `frameIndex` 0 part in this acquisition.
+    zero: Vec<Option<u64>>,
+    /// A part of frame 0 that came again from an endpoint (its frame number), held until that
+    /// endpoint's next part says what it is: a restart when the next part goes on from it
+    /// (frame numbers that really start again), a duplicate otherwise.
+    held: Vec<Option<(u64, Input<D>)>>,
     /// When each endpoint's last message was taken.
     heard: Vec<Option<Instant>>,
     places: Vec<Option<Place>>,
@@ -241,6 +250,8 @@ impl<D: std::ops::Deref<Target = [u8]>> Assembler<D> {
             key: None,
             ended: vec![false; n],
             seen: vec![None; n],
+            zero: vec![None; n],
+            held: (0..n).map(|_| None).collect(),
             heard: vec![None; n],
             places: vec![None; n],
             layout: false,
@@ -320,6 +331,40 @@ impl<D: std::ops::Deref<Target = [u8]>> Assembler<D> {
             }
             return Ok(());
         }
+        // A held part of frame 0: the next part from this endpoint tells what it was.
+        if let Some((again, held)) = self.held[e].take() {
+            let restarted = match &input {
+                Input::Part(h, ..) => {
+                    let number = h.number();
+                    h.frame_index.is_some_and(|i| i > 0)
+                        && number > again
+                        && self.seen[e].is_some_and(|s| number <= s)
+                        && self.key == Some((h.file_index, h.fname.clone()))
+                }
+                _ => false,
+            };
+            if restarted {
+                let message = format!(
+                    "{}: the sender restarted mid-acquisition: frame {again} (frameIndex 0) came again after frame {}, and frame {} after it; the acquisition is ended there, the next one starts with frame {again}",
+                    self.names[e],
+                    self.seen[e].unwrap_or(0),
+                    match &input {
+                        Input::Part(h, ..) => h.number(),
+                        _ => 0,
+                    }
+                );
+                self.notices.push(Notice {
+                    kind: PartFault::Restart,
+                    message,
+                });
+                self.ended[e] = true;
+                self.later[e].push_back(held);
+                self.later[e].push_back(input);
+                self.next_acquisition(now)?;
+                return Ok(());
+            }
+            self.duplicate(e, again);
+        }
         match input {
             Input::End(h) => {
                 self.ended[e] = true;
@@ -344,8 +389,11 @@ impl<D: std::ops::Deref<Target = [u8]>> Assembler<D> {
                     )),
                     // frameIndex 0 with a number not above this endpoint's last: the sender
                     // restarted.
+                    // A part of frame 0 again (the same number as this endpoint's frameIndex 0
+                    // part) is held below instead: a duplicate unless the numbers start again.
                     Some(_)
                         if h.frame_index == Some(0)
+                            && self.zero[e] != Some(number)
                             && self.seen[e].is_some_and(|s| number <= s) =>
                     {
                         Some(format!(
@@ -371,10 +419,19 @@ impl<D: std::ops::Deref<Target = [u8]>> Assembler<D> {
                     self.key = Some(key);
                 }
                 if self.is_done(number) || self.seen[e].is_some_and(|s| number <= s) {
+                    if h.frame_index == Some(0) && self.zero[e] == Some(number) {
+                        // Frame 0's part again: a duplicate, or a restart whose frame numbers
+                        // start again at the same number; the next part tells.
+                        self.held[e] = Some((number, Input::Part(h, data, arrived)));
+                        return Ok(());
+                    }
                     self.late(e, number);
                     return Ok(());
                 }
                 self.seen[e] = Some(number);
+                if h.frame_index == Some(0) {
+                    self.zero[e] = Some(number);
+                }
                 let place = Place::of(&h);
                 if self.places[e].is_none() {
                     self.places[e] = Some(place);
@@ -417,6 +474,18 @@ impl<D: std::ops::Deref<Target = [u8]>> Assembler<D> {
 
     fn is_done(&self, number: u64) -> bool {
         self.done.is_some_and(|d| number <= d)
+    }
+
+    /// Counts endpoint `e`'s part of frame `number` (its `frameIndex` 0) that came again.
+    fn duplicate(&mut self, e: usize, number: u64) {
+        let message = format!(
+            "frame {number}: its part from {} (frameIndex 0) came again while the frame numbers went on: a duplicate, discarded (not a restart)",
+            self.names[e]
+        );
+        self.notices.push(Notice {
+            kind: PartFault::Duplicate,
+            message,
+        });
     }
 
     fn late(&mut self, e: usize, number: u64) {
@@ -713,6 +782,12 @@ impl<D: std::ops::Deref<Target = [u8]>> Assembler<D> {
             self.layout = false;
             self.ended.iter_mut().for_each(|x| *x = false);
             self.seen.iter_mut().for_each(|x| *x = None);
+            self.zero.iter_mut().for_each(|x| *x = None);
+            for e in 0..self.held.len() {
+                if let Some((again, _)) = self.held[e].take() {
+                    self.duplicate(e, again);
+                }
+            }
             self.places.iter_mut().for_each(|x| *x = None);
             let later: Vec<VecDeque<Input<D>>> =
                 self.later.iter_mut().map(std::mem::take).collect();
@@ -861,6 +936,85 @@ mod tests {
             let want: Vec<u64> = (0..frames).filter(|&f| (0..n).any(|e| !is_lost(f, e))).collect();
             prop_assert_eq!(seen, want);
         }
+    }
+
+    /// Feeds `(endpoint, frame number)` parts of a 2 x 1 grid (`frameIndex` = the number) and
+    /// then both ends; returns the frames handed on (number, whole), the ends, the notices.
+    fn feed(parts: &[(usize, u64)]) -> (Vec<(u64, bool)>, usize, Vec<Notice>) {
+        let (r, c) = (2u32, 3u32);
+        let (rows, cols) = (4usize, 3usize);
+        let names = vec!["ep0".to_string(), "ep1".to_string()];
+        let mut a: Assembler<Vec<u8>> =
+            Assembler::new(names, Some((rows, cols)), 10_000, Duration::from_secs(3600));
+        let now = Instant::now();
+        for &(e, f) in parts {
+            let h = part(f, e, (2, 1), (r, c), false);
+            let d = cut(&frame_of(f, rows * cols), cols, &h);
+            a.push(e, Input::Part(h, Ok(d), now), now).expect("layout");
+        }
+        for e in 0..2 {
+            a.push(e, Input::End(ZmqHeader::end_of_acquisition()), now)
+                .expect("layout");
+        }
+        let (mut frames, mut ends) = (Vec::new(), 0);
+        while let Some(o) = a.pop() {
+            match o {
+                Output::End(_) => ends += 1,
+                Output::Frame(f) => frames.push((f.header.number(), f.fault.is_none())),
+            }
+        }
+        (frames, ends, a.take_notices())
+    }
+
+    /// Issue 32 item 8: a part of frame 0 that one endpoint sends again mid-acquisition is a
+    /// duplicate (counted, discarded), not a restart: no frame is lost. Frame numbers that
+    /// really start again (frame 0 again, then frame 1 again) are still a restart.
+    #[test]
+    fn a_repeated_part_of_frame_0_is_a_duplicate_not_a_restart() {
+        let mut parts = Vec::new();
+        for f in 0..10 {
+            parts.push((0, f));
+            if f == 1 {
+                parts.push((0, 0));
+            }
+            parts.push((1, f));
+        }
+        let (frames, ends, notices) = feed(&parts);
+        assert_eq!(frames, (0..10).map(|f| (f, true)).collect::<Vec<_>>());
+        assert_eq!(ends, 1);
+        assert_eq!(notices.len(), 1, "{notices:?}");
+        assert_eq!(notices[0].kind, PartFault::Duplicate);
+        assert!(
+            notices[0].message.contains("frame 0: its part from ep0"),
+            "{}",
+            notices[0].message
+        );
+
+        // The repeat as the endpoint's last part before its end: a duplicate too.
+        let mut parts: Vec<(usize, u64)> = (0..4).flat_map(|f| [(0, f), (1, f)]).collect();
+        parts.push((1, 0));
+        let (frames, ends, notices) = feed(&parts);
+        assert_eq!(frames.len(), 4);
+        assert_eq!(ends, 1);
+        let kinds: Vec<PartFault> = notices.iter().map(|n| n.kind).collect();
+        assert_eq!(kinds, [PartFault::Duplicate]);
+
+        // A real restart, the frame numbers starting again at the same number: frames 0..6,
+        // then 0..4 again; two acquisitions, every frame whole.
+        let parts: Vec<(usize, u64)> = (0..6).chain(0..4).flat_map(|f| [(0, f), (1, f)]).collect();
+        let (frames, ends, notices) = feed(&parts);
+        let want: Vec<(u64, bool)> = (0..6).chain(0..4).map(|f| (f, true)).collect();
+        assert_eq!(frames, want);
+        assert_eq!(ends, 2);
+        assert!(
+            notices.iter().all(|n| n.kind == PartFault::Restart) && !notices.is_empty(),
+            "{notices:?}"
+        );
+        assert!(
+            notices[0].message.contains("restarted mid-acquisition"),
+            "{}",
+            notices[0].message
+        );
     }
 
     /// One endpoint's item of the two-acquisition oracle: a part present, dropped by cluda,

@@ -41,6 +41,9 @@ pub enum FaultKind {
     /// Parts of frames that came after their frame was handed on (whole or given up), and
     /// were discarded (frames in parts only).
     Late,
+    /// Parts of frame 0 that came again from an endpoint while the frame numbers went on:
+    /// duplicates, discarded (not restarts; frames in parts only).
+    Duplicate,
 }
 
 impl FaultKind {
@@ -54,6 +57,7 @@ impl FaultKind {
             Self::Dropped => "dropped",
             Self::Restart => "restart",
             Self::Late => "late",
+            Self::Duplicate => "duplicate",
         }
     }
 }
@@ -163,6 +167,9 @@ pub struct AcquisitionCounts {
     pub restarts: u64,
     /// Parts that came after their frame was handed on (frames in parts only).
     pub late: u64,
+    /// Parts of frame 0 that came again while the frame numbers went on (frames in parts
+    /// only): discarded duplicates, not restarts.
+    pub duplicates: u64,
     /// Most frames waiting in the queue at once.
     pub peak_queue: usize,
     /// How the acquisition ended.
@@ -302,6 +309,7 @@ impl<'r> Acquisition<'r> {
             FaultKind::Dropped => self.counts.dropped += n,
             FaultKind::Restart => self.counts.restarts += n,
             FaultKind::Late => self.counts.late += n,
+            FaultKind::Duplicate => self.counts.duplicates += n,
         }
         let seen = self.reported.entry(kind).or_insert(0);
         *seen += 1;
@@ -572,6 +580,7 @@ fn fault_kind(k: PartFault) -> FaultKind {
         PartFault::Late => FaultKind::Late,
         PartFault::Malformed => FaultKind::Malformed,
         PartFault::Restart => FaultKind::Restart,
+        PartFault::Duplicate => FaultKind::Duplicate,
     }
 }
 
