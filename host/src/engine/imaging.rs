@@ -255,8 +255,9 @@ pub struct ImagingSink {
     claim: Claim,
     /// The current input's host placement, when the host places.
     worker: Option<PlacementWorker>,
-    /// Placement threads.
-    threads: usize,
+    /// Placement threads given by the caller (`None`: chosen per finder, see
+    /// [`placement::threads_for`]).
+    threads: Option<usize>,
     written: Vec<PathBuf>,
     tally: Tally,
     /// Inputs that ended whole so far.
@@ -308,7 +309,7 @@ impl ImagingSink {
             photon_outputs: outputs.photons,
             claim: outputs.claim,
             worker: None,
-            threads: placement::default_threads(),
+            threads: None,
             written: Vec::new(),
             tally: Tally::default(),
             inputs_ended: 0,
@@ -316,7 +317,9 @@ impl ImagingSink {
         })
     }
 
-    /// The same sink placing on the host with `threads` threads (default: every core).
+    /// The same sink placing on the host with `threads` threads (default: every core beside a
+    /// GPU finder; beside a CPU finder, the cores [`Sink::cores_beside_cpu_finder`] keeps for
+    /// placing).
     ///
     /// # Errors
     /// [`Error::InvalidParameter`] (`threads`) for 0 or more than 4 x the cores.
@@ -328,7 +331,7 @@ impl ImagingSink {
                 format!("{threads} placement threads; give 1 to {cap}"),
             ));
         }
-        self.threads = threads;
+        self.threads = Some(threads);
         Ok(self)
     }
 
@@ -519,9 +522,12 @@ impl Sink for ImagingSink {
             None => None,
         };
         if host_image.is_some() || photons.is_some() {
+            let threads = self
+                .threads
+                .unwrap_or_else(|| placement::threads_for(finder.device() == "cpu"));
             self.worker = Some(PlacementWorker::start(
                 self.rules.clone(),
-                self.threads,
+                threads,
                 host_image,
                 photons,
             )?);
@@ -601,5 +607,16 @@ impl Sink for ImagingSink {
         // Dropped unfinished: its photon list's temporary file is removed.
         self.worker = None;
         self.restore_lent();
+    }
+
+    /// Beside a CPU finder every photon is placed on the host: the cores that takes
+    /// ([`placement::cores_beside_cpu_finder`]), unless the caller chose the threads.
+    fn cores_beside_cpu_finder(&self, cores: usize) -> usize {
+        let places = self.image.is_some() || self.photon_outputs.iter().any(Option::is_some);
+        if places && self.threads.is_none() {
+            placement::cores_beside_cpu_finder(cores)
+        } else {
+            0
+        }
     }
 }

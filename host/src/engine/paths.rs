@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use super::input::{Cancel, Input};
 use super::plan::{Plan, plan};
 use super::run::{InputOutputs, RunOptions, RunReport, Session};
-use super::sink::{Renumbered, Sink};
+use super::sink::{Renumbered, Sink, reserve_cores};
 use crate::error::{Error, Result};
 
 /// What a run over paths did.
@@ -71,7 +71,10 @@ pub fn find_paths(
     }
     planned(opened.iter().map(|d| d.len).sum());
     let longest = opened.iter().map(|d| d.len).max().unwrap_or(0);
-    let mut session = Session::open(options, &mut pedestal_in, longest, cancel)?;
+    // A CPU finder leaves the cores the sink keeps busy (placing photons) to it.
+    let mut options = options.clone();
+    options.finder.threads = reserve_cores(options.finder.threads, &*sink);
+    let mut session = Session::open(&options, &mut pedestal_in, longest, cancel)?;
     report.device_note = session.device_note().to_string();
     session.find_all(
         &mut opened,

@@ -427,7 +427,56 @@ impl Drop for PlacementWorker {
     }
 }
 
-/// Placement threads when none are asked for: every core.
+/// Every core of the machine (at least 1).
 pub fn default_threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Cores kept for placing beside a CPU finder on a machine with `cores` cores: one in ten,
+/// none below 8 cores.
+///
+/// Placing costs about 70 ns of one core per photon (`benches/interp_step.rs`, 3x3, on a
+/// 16-core GPU host), the CPU finder about 870 ns of core time per 3x3 cluster there (16
+/// cores, 20,000 frames in about 0.1 s each 2,000): placing is about 8 % of finding, less for
+/// larger clusters. The CPU finder's band threads step through the frames together, so placing
+/// gets cores of its own rather than a share of theirs ([`crate::engine::sink::reserve_cores`]).
+/// Below 8 cores one core less would cost the finder more than sharing does: placing then
+/// runs beside it on one thread ([`threads_for`]).
+pub fn cores_beside_cpu_finder(cores: usize) -> usize {
+    if cores >= 8 { cores.div_ceil(10) } else { 0 }
+}
+
+/// Placement threads when the caller chose none: beside a CPU finder (`cpu_finder`) the cores
+/// kept for placing ([`cores_beside_cpu_finder`]), at least one; beside a GPU finder, whose
+/// host threads mostly wait, every core.
+pub fn threads_for(cpu_finder: bool) -> usize {
+    let cores = default_threads();
+    if cpu_finder {
+        cores_beside_cpu_finder(cores).max(1)
+    } else {
+        cores
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placing_keeps_one_core_in_ten_from_eight_cores_on() {
+        for (cores, kept) in [
+            (1, 0),
+            (2, 0),
+            (7, 0),
+            (8, 1),
+            (10, 1),
+            (11, 2),
+            (16, 2),
+            (64, 7),
+        ] {
+            assert_eq!(cores_beside_cpu_finder(cores), kept, "{cores} cores");
+        }
+        assert!(threads_for(true) >= 1);
+        assert_eq!(threads_for(false), default_threads());
+    }
 }
