@@ -535,3 +535,47 @@ fn find_on_two_ports_warns_of_a_lost_part_with_its_port() {
     );
     assert!(done.stdout.contains("frames=7 "), "{}", done.stdout);
 }
+
+/// A 2 x 2 grid of ports (two modules side by side, each read out through two interfaces),
+/// written by hand as aare's `DetectorGeometry` lays module files out: port `d` at row
+/// `d % 2`, column `d / 2` of the grid, its headers saying so.
+#[test]
+fn a_grid_of_ports_is_placed_column_by_column() {
+    let dir = tempfile::tempdir().expect("dir");
+    let d = dir.path();
+    let master = d.join("grid_master_0.json");
+    let text = r#"{"Version": 7.2, "Detector Type": "Generic16", "Timing Mode": "auto",
+        "Geometry": {"x": 2, "y": 2}, "Image Size in bytes": 12,
+        "Pixels": {"x": 3, "y": 2}, "Max Frames Per File": 0,
+        "Frame Discard Policy": "nodiscard", "Frame Padding": 1,
+        "Total Frames": 2, "Frames in File": 2, "Dynamic Range": 16}"#;
+    std::fs::write(&master, text).expect("master");
+    // The whole frame k: 4 rows x 6 columns, pixel (r, c) = 100 k + 10 r + c.
+    let whole = |k: u64| -> Vec<u16> {
+        (0..4)
+            .flat_map(|r| (0..6).map(move |c| (100 * k + 10 * r + c) as u16))
+            .collect()
+    };
+    for port in 0..4usize {
+        let (gr, gc) = (port % 2, port / 2);
+        let mut bytes = Vec::new();
+        for k in 1..=2u64 {
+            let mut h = DetectorHeader::complete(k, 1);
+            h.row = gr as u16;
+            h.column = gc as u16;
+            bytes.extend_from_slice(&h.to_bytes());
+            let f = whole(k);
+            for r in 0..2 {
+                for c in 0..3 {
+                    bytes.extend_from_slice(&f[(gr * 2 + r) * 6 + gc * 3 + c].to_le_bytes());
+                }
+            }
+        }
+        std::fs::write(d.join(format!("grid_d{port}_f0_0.raw")), bytes).expect("data");
+    }
+    let (frames, numbers, r) = read_all(&master);
+    assert_eq!((r.rows(), r.cols()), (4, 6));
+    assert_eq!(numbers, vec![1, 2]);
+    assert_eq!(frames, [whole(1), whole(2)].concat());
+    assert!(r.report().is_clean(), "{}", r.report().summary());
+}
