@@ -289,12 +289,12 @@ impl RawMaster {
         // A MOENCH module read out through N UDP interfaces writes N ports of 400 / N rows
         // each ("Pixels" is one port's, "Geometry" counts ports; slsReceiver's
         // `MoenchData::UpdateImageSize` and `Implementation::setDetectorSize`).
-        let interfaces = match keys.opt_uint("Number of UDP Interfaces")? {
-            Some(n) => n,
-            None if py == 200 && gy % 2 == 0 => 2,
-            None => 1,
-        };
         let detector_type = if type_name == "Moench" {
+            let interfaces = match keys.opt_uint("Number of UDP Interfaces")? {
+                Some(n) => n,
+                None if py == 200 && gy % 2 == 0 => 2,
+                None => 1,
+            };
             let module_rows = py.saturating_mul(interfaces);
             match (module_rows, px, analog_samples) {
                 (400, _, None) if matches!(interfaces, 1 | 2) && gy % interfaces == 0 => {
