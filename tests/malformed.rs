@@ -235,10 +235,22 @@ fn cases() -> Vec<Case> {
             "`sometimes` is not one of nodiscard",
         ),
         (
-            "two modules",
-            Box::new(|| parse(&master_with("Geometry", json!({"x": 1, "y": 2})))),
+            "more ports than any detector has",
+            Box::new(|| parse(&master_with("Geometry", json!({"x": 1, "y": 65})))),
             Kind::Format,
-            "1 x 2 modules/ports",
+            "key \"Geometry\": \"y\" must be in 1..=64, got 65",
+        ),
+        (
+            "a MOENCH module's rows over ports that do not stack to 400",
+            Box::new(|| {
+                // 400-row ports said to be read out through 2 interfaces: 800-row modules.
+                let mut m = good_master();
+                m["Geometry"] = json!({"x": 1, "y": 2});
+                m["Number of UDP Interfaces"] = json!(2);
+                parse(m.to_string().as_bytes())
+            }),
+            Kind::Format,
+            "\"Geometry\" 1 x 2, \"Number of UDP Interfaces\" 2",
         ),
         (
             "unpadded partial frames",

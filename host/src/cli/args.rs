@@ -390,6 +390,12 @@ pub struct GenArgs {
     /// the ROI's pixels (columns XMIN..=XMAX of rows YMIN..=YMAX) of each generated frame.
     #[arg(long, value_name = "XMIN,XMAX,YMIN,YMAX", value_parser = parse_roi, requires = "raw")]
     pub roi: Option<cluda::io::raw::Roi>,
+    /// With --raw: write the acquisitions as a receiver of a MOENCH read out through N UDP
+    /// interfaces (`numinterfaces N`) writes them, 1 ..= 16 (default 1): each frame's rows
+    /// split into N equal bands, band i in data files <name>_d<i>_f<k>_0.raw (headers of row
+    /// i, column 0), the master's "Geometry" 1 x N with one port's "Pixels".
+    #[arg(long, value_name = "N", requires = "raw", conflicts_with = "roi", value_parser = clap::value_parser!(u32).range(1..=16))]
+    pub interfaces: Option<u32>,
     /// With --raw: the master file format version to write, 7.2 (default) or 8.0.
     #[arg(long, value_name = "7.2|8.0", value_parser = parse_raw_version, requires = "raw")]
     pub raw_version: Option<f64>,

@@ -93,6 +93,7 @@ pub fn run(args: &GenArgs) -> Result<()> {
             let how = RawHow {
                 roi: args.roi,
                 version: args.raw_version.unwrap_or(7.2),
+                ports: args.interfaces.unwrap_or(1) as usize,
             };
             lines.push(note_unwritten(
                 &master,
@@ -238,11 +239,13 @@ fn write_truth(
     Ok((name, format!("{rows} photons: frame, x, y, energy")))
 }
 
-/// How `gen --raw` writes an acquisition: the receiver ROI and the master format version.
+/// How `gen --raw` writes an acquisition: the receiver ROI, the master format version and
+/// the UDP ports (`--interfaces`) each frame is split over.
 #[derive(Clone, Copy, Debug)]
 struct RawHow {
     roi: Option<Roi>,
     version: f64,
+    ports: usize,
 }
 
 /// Streams `input` into the raw acquisition `DIR/<base>_master_<0>.json` (image-ordered
@@ -250,7 +253,8 @@ struct RawHow {
 /// what it holds, for the report. Frames
 /// of 400 rows are written as MOENCH 03; other shapes, which no MOENCH has, as a generic
 /// detector type (the master file's "Detector Type" selects the pixel order). With an ROI,
-/// each frame is cropped to it as the receiver crops it.
+/// each frame is cropped to it as the receiver crops it; with several ports, each frame is
+/// split into bands of rows, one set of data files per port.
 fn write_raw(
     dir: &Path,
     base: &str,
@@ -269,7 +273,9 @@ fn write_raw(
         version: how.version,
         ..RawWriterConfig::moench03()
     };
-    let mut w = RawWriter::create(dir, base, 0, config)?.roi(how.roi)?;
+    let mut w = RawWriter::create(dir, base, 0, config)?
+        .ports(how.ports)?
+        .roi(how.roi)?;
     let px = r * c;
     let mut cropped = how
         .roi
@@ -297,7 +303,20 @@ fn write_raw(
             roi.cols()
         )
     });
-    Ok((name, format!("{f} frames of {r} x {c} uint16, raw{roi}")))
+    let ports = if how.ports > 1 {
+        format!(
+            ", {} ports of {} x {c} (_d0_ .. _d{}_)",
+            how.ports,
+            r / how.ports,
+            how.ports - 1
+        )
+    } else {
+        String::new()
+    };
+    Ok((
+        name,
+        format!("{f} frames of {r} x {c} uint16, raw{roi}{ports}"),
+    ))
 }
 
 /// Hands `input` to `write` a chunk of frames (and their numbers) at a time, in order. The

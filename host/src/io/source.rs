@@ -322,20 +322,23 @@ pub fn open_frames_or(
 }
 
 /// The files an input consists of: a raw master file and every data file it names that
-/// exists (each checked to be a regular file), or the file itself (checked likewise).
+/// exists (every port's; each checked to be a regular file), or the file itself (checked
+/// likewise).
 pub fn input_files(path: &Path) -> Result<Vec<PathBuf>> {
     check_regular(path)?;
     let mut files = vec![path.to_path_buf()];
     if is_raw_master(path) {
         let master = RawMaster::open(path)?;
-        for i in 0.. {
-            let p = master.data_path(i);
-            match std::fs::metadata(&p) {
-                Ok(_) => {
-                    check_regular(&p)?;
-                    files.push(p);
+        for port in 0..master.ports() {
+            for i in 0.. {
+                let p = master.port_data_path(master.module + port, i);
+                match std::fs::metadata(&p) {
+                    Ok(_) => {
+                        check_regular(&p)?;
+                        files.push(p);
+                    }
+                    Err(_) => break,
                 }
-                Err(_) => break,
             }
         }
     }

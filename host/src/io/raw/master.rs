@@ -26,6 +26,19 @@
 //! files (the ROI's), [`RawMaster::detector_rows`] and [`RawMaster::detector_cols`] the
 //! detector's. The detector still sends whole frames (the receiver crops them), so the
 //! packets expected per frame are those of the whole detector.
+//!
+//! Several ports (slsDetectorPackage `slsReceiverSoftware/src/Implementation.cpp`,
+//! `GetPortGeometry`, `setDetectorSize`, `setModulePositionId`, `StartMasterWriter`; aare
+//! `src/DetectorGeometry.cpp`, `src/RawFile.cpp`): a MOENCH read out through `numinterfaces 2`
+//! writes one set of data files per UDP port, `_d0_` and `_d1_`, each record holding that
+//! port's part of the frame (400 x 200); the master says "Geometry" {"x": 1, "y": 2} (the
+//! receiver's ports, stacked), "Pixels" and "Image Size" of one port, "Number of UDP
+//! Interfaces" 2. Port `i` carries rows `200 i .. 200 (i + 1)` (its headers say `row` `i`,
+//! `column` 0), and each port's packets are counted on their own (25 per part). In general
+//! port `d` sits at row `d % y`, column `d / y` of the "Geometry" grid (aare's module order);
+//! [`RawMaster::rows`] and [`RawMaster::cols`] are the whole frame's, [`RawMaster::port`]
+//! gives the master as one port's files see it. A receiver ROI is read for single-port data
+//! only.
 
 use std::path::{Path, PathBuf};
 
@@ -36,6 +49,10 @@ use crate::error::{Error, Result};
 
 /// Largest number of rows or columns cluda accepts (cluster coordinates are u16).
 pub const MAX_SIDE: u64 = 65_536;
+
+/// Largest number of ports ("Geometry" x or y) cluda accepts: far more than any detector has,
+/// small enough that a corrupt master cannot make the reader open millions of files.
+pub const MAX_PORTS: u64 = 64;
 
 /// What to do with frames whose packets did not all arrive, as the receiver was told.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -99,14 +116,28 @@ pub struct RawMaster {
     pub version: f64,
     /// Detector type (with aare's MOENCH 03 rules applied).
     pub detector_type: DetectorType,
-    /// Columns per frame in the data files: the receiver ROI's, else "Pixels" x.
+    /// Columns per frame as read: the receiver ROI's, else "Pixels" x times the ports of
+    /// "Geometry" x.
     pub cols: usize,
-    /// Rows per frame in the data files: the receiver ROI's, else "Pixels" y.
+    /// Rows per frame as read: the receiver ROI's, else "Pixels" y times the ports of
+    /// "Geometry" y (a MOENCH read out through two interfaces: 2 x 200).
     pub rows: usize,
-    /// Columns of the whole detector ("Pixels" x).
+    /// Columns of the whole detector ("Pixels" x times "Geometry" x).
     pub detector_cols: usize,
-    /// Rows of the whole detector ("Pixels" y).
+    /// Rows of the whole detector ("Pixels" y times "Geometry" y).
     pub detector_rows: usize,
+    /// Ports side by side ("Geometry" x): each frame is split over `ports_x * ports_y` data
+    /// file sets, one per port (UDP interface or module), `_d0_`, `_d1_`, ...
+    pub ports_x: usize,
+    /// Ports stacked ("Geometry" y).
+    pub ports_y: usize,
+    /// Rows of one port's part of a frame in its data files ("Pixels" y, or the ROI's).
+    pub port_rows: usize,
+    /// Columns of one port's part ("Pixels" x, or the ROI's).
+    pub port_cols: usize,
+    /// The first `d<M>` index of this master's data files: 0 for a master file as parsed,
+    /// the port's for a master of one port ([`RawMaster::port`]).
+    pub module: usize,
     /// The receiver ROI the data files hold, when one was set that is not the whole detector
     /// (see [`super::roi`]).
     pub roi: Option<Roi>,
@@ -171,14 +202,17 @@ impl RawMaster {
 
         let version = keys.number("Version")?;
         let type_name = keys.string("Detector Type")?;
-        let (gx, gy) = keys.xy("Geometry", u64::MAX)?;
-        if (gx, gy) != (1, 1) {
+        let (gx, gy) = keys.xy("Geometry", MAX_PORTS)?;
+        let (px, py) = keys.xy("Pixels", MAX_SIDE)?;
+        if px * gx > MAX_SIDE || py * gy > MAX_SIDE {
             return Err(fmt(format!(
-                "key \"Geometry\": {gx} x {gy} modules/ports; cluda reads single-module, \
-                 single-port data (1 x 1) only"
+                "keys \"Geometry\" {gx} x {gy} and \"Pixels\" {px} x {py}: the whole frame \
+                 ({} x {} pixels) is larger than {MAX_SIDE} a side",
+                px * gx,
+                py * gy
             )));
         }
-        let (px, py) = keys.xy("Pixels", MAX_SIDE)?;
+        let ports = (gx * gy) as usize;
         let size_key = if version < 8.0 {
             "Image Size in bytes"
         } else {
@@ -221,7 +255,15 @@ impl RawMaster {
                 "key \"Dynamic Range\": {dynamic_range}-bit pixels; cluda reads 16-bit frames only"
             )));
         }
-        let roi = parse_roi(j, path, version, py as usize, px as usize)?;
+        // The ROI is in the whole detector's coordinates (all ports together).
+        let roi = parse_roi(j, path, version, (py * gy) as usize, (px * gx) as usize)?;
+        if let (true, Some(r)) = (ports > 1, roi) {
+            return Err(fmt(format!(
+                "key \"{}\": receiver ROI {r} with \"Geometry\" {gx} x {gy} ports: cluda \
+                 reads a receiver ROI of single-port data (\"Geometry\" 1 x 1) only",
+                roi_key(version)
+            )));
+        }
         let want = px * py * 2;
         let roi_bytes = roi.map(|r| (r.rows() * r.cols() * 2) as u64);
         if image_size != want && Some(image_size) != roi_bytes {
@@ -244,15 +286,28 @@ impl RawMaster {
                 policy.name()
             )));
         }
+        // A MOENCH module read out through N UDP interfaces writes N ports of 400 / N rows
+        // each ("Pixels" is one port's, "Geometry" counts ports; slsReceiver's
+        // `MoenchData::UpdateImageSize` and `Implementation::setDetectorSize`).
         let detector_type = if type_name == "Moench" {
-            match (py, px, analog_samples) {
-                (400, _, None) => DetectorType::Moench03,
-                (400, 400, Some(5000)) => DetectorType::Moench03Old,
+            let interfaces = match keys.opt_uint("Number of UDP Interfaces")? {
+                Some(n) => n,
+                None if py == 200 && gy % 2 == 0 => 2,
+                None => 1,
+            };
+            let module_rows = py.saturating_mul(interfaces);
+            match (module_rows, px, analog_samples) {
+                (400, _, None) if matches!(interfaces, 1 | 2) && gy % interfaces == 0 => {
+                    DetectorType::Moench03
+                }
+                (400, 400, Some(5000)) if ports == 1 => DetectorType::Moench03Old,
                 _ => {
                     return Err(fmt(format!(
-                        "\"Detector Type\" Moench with \"Pixels\" {px} x {py} and \"Analog \
-                         Samples\" {analog_samples:?}: not MOENCH 03 (400 rows, no analog \
-                         samples or 5000); cluda does not know this pixel order"
+                        "\"Detector Type\" Moench with \"Pixels\" {px} x {py}, \"Geometry\" \
+                         {gx} x {gy}, \"Number of UDP Interfaces\" {interfaces} and \"Analog \
+                         Samples\" {analog_samples:?}: not MOENCH 03 (modules of 400 rows read \
+                         out through 1 or 2 interfaces, no analog samples; or one 400 x 400 \
+                         port with 5000); cluda does not know this pixel order"
                     )));
                 }
             }
@@ -269,7 +324,9 @@ impl RawMaster {
                 roi_key(version)
             )));
         }
-        let (rows, cols) = roi.map_or((py as usize, px as usize), |r| (r.rows(), r.cols()));
+        let (port_rows, port_cols) =
+            roi.map_or((py as usize, px as usize), |r| (r.rows(), r.cols()));
+        let (rows, cols) = (port_rows * gy as usize, port_cols * gx as usize);
         Ok(Self {
             path: path.to_path_buf(),
             base_name,
@@ -278,8 +335,13 @@ impl RawMaster {
             detector_type,
             cols,
             rows,
-            detector_cols: px as usize,
-            detector_rows: py as usize,
+            detector_cols: px as usize * gx as usize,
+            detector_rows: py as usize * gy as usize,
+            ports_x: gx as usize,
+            ports_y: gy as usize,
+            port_rows,
+            port_cols,
+            module: 0,
             roi,
             image_size,
             dynamic_range,
@@ -292,29 +354,76 @@ impl RawMaster {
         })
     }
 
-    /// Path of data file `file` (module 0): `<dir>/<base>_d0_f<file>_<N>.raw`.
+    /// Path of data file `file` of this master's first port (`<M>` = [`RawMaster::module`],
+    /// 0 for a master file as parsed): `<dir>/<base>_d<M>_f<file>_<N>.raw`.
     pub fn data_path(&self, file: u64) -> PathBuf {
+        self.port_data_path(self.module, file)
+    }
+
+    /// Path of data file `file` of port (module index) `port`:
+    /// `<dir>/<base>_d<port>_f<file>_<N>.raw`, as slsReceiver names the files of each of its
+    /// UDP ports (`Implementation::SetupWriter`: module position x interfaces + interface).
+    pub fn port_data_path(&self, port: usize, file: u64) -> PathBuf {
         let dir = self.path.parent().unwrap_or(Path::new(""));
         dir.join(format!(
-            "{}_d0_f{}_{}.raw",
-            self.base_name, file, self.file_index
+            "{}_d{}_f{}_{}.raw",
+            self.base_name, port, file, self.file_index
         ))
     }
 
-    /// Pixels per frame in the data files (the ROI's when one is set).
+    /// Ports (data file sets `_d0_`, `_d1_`, ...) each frame is split over: "Geometry" x
+    /// times y; 1 for single-port data.
+    pub fn ports(&self) -> usize {
+        self.ports_x * self.ports_y
+    }
+
+    /// Where port `port`'s part goes in the whole frame: its first row and first column.
+    /// Ports fill the "Geometry" grid column by column, rows first, as aare's
+    /// `DetectorGeometry` places module files and slsReceiver numbers its ports (a MOENCH
+    /// read out through two interfaces: port 0 rows 0..200, port 1 rows 200..400). `None`
+    /// for a port the geometry does not have.
+    pub fn port_origin(&self, port: usize) -> Option<(usize, usize)> {
+        if port >= self.ports() {
+            return None;
+        }
+        let (grid_row, grid_col) = (port % self.ports_y, port / self.ports_y);
+        Some((grid_row * self.port_rows, grid_col * self.port_cols))
+    }
+
+    /// The master as port `port`'s data files alone see it: a single port (1 x 1) of
+    /// [`RawMaster::port_rows`] x [`RawMaster::port_cols`] pixels whose data files are
+    /// `_d<port>_` ([`RawMaster::module`]); the reader reads each port through it. `None`
+    /// for a port the geometry does not have.
+    pub fn port(&self, port: usize) -> Option<RawMaster> {
+        self.port_origin(port)?;
+        let mut m = self.clone();
+        m.rows = self.port_rows;
+        m.cols = self.port_cols;
+        if self.roi.is_none() {
+            m.detector_rows = self.port_rows;
+            m.detector_cols = self.port_cols;
+        }
+        m.ports_x = 1;
+        m.ports_y = 1;
+        m.module = self.module + port;
+        Some(m)
+    }
+
+    /// Pixels per whole frame (the ROI's when one is set; all ports' together).
     pub fn pixels(&self) -> usize {
         self.rows * self.cols
     }
 
-    /// Bytes of one frame record in a data file: the 112-byte header plus the pixels of a
-    /// frame as stored (the ROI's when one is set), 16 bits each.
+    /// Bytes of one frame record in a data file: the 112-byte header plus one port's part of
+    /// a frame as stored (the ROI's when one is set), 16 bits each.
     pub fn frame_bytes(&self) -> u64 {
-        super::header::HEADER_BYTES as u64 + self.pixels() as u64 * 2
+        super::header::HEADER_BYTES as u64 + (self.port_rows * self.port_cols) as u64 * 2
     }
 
     /// Packets the detector sends per frame, when known (MOENCH 03 in image order: the whole
     /// detector's frame bytes / 6400, also with a receiver ROI, since the receiver crops
-    /// whole frames); `None` makes completeness rest on the mask's own consistency.
+    /// whole frames; for one port's master ([`RawMaster::port`]) that port's packets, 25 for
+    /// each of two interfaces); `None` makes completeness rest on the mask's own consistency.
     pub fn expected_packets(&self) -> Option<u32> {
         let bytes = (self.detector_rows * self.detector_cols * 2) as u64;
         match self.detector_type {

@@ -42,10 +42,14 @@ pub struct MasterFields<'a> {
     pub version: f64,
     /// The detector type.
     pub detector: &'a DetectorType,
-    /// Rows of the detector ("Pixels" y).
+    /// Rows of the detector (all ports together; "Pixels" y is `rows / ports`).
     pub rows: usize,
     /// Columns of the detector ("Pixels" x).
     pub cols: usize,
+    /// UDP ports the frame's rows are split over (1 for single-port data): "Geometry" 1 x
+    /// `ports`, "Pixels" y and "Image Size" of one port (`rows / ports` rows), "Number of UDP
+    /// Interfaces" `ports`, as slsReceiver writes a MOENCH with `numinterfaces 2`.
+    pub ports: usize,
     /// The receiver ROI the data files hold, if any.
     pub roi: Option<Roi>,
     /// "Max Frames Per File".
@@ -76,13 +80,15 @@ fn leaf(v: Value) -> Node {
 /// The master file's text for `f` (see the module docs for the keys).
 pub fn master_text(f: &MasterFields<'_>) -> String {
     let xy = |x: u64, y: u64| Node::Object(vec![("x", leaf(json!(x))), ("y", leaf(json!(y)))]);
-    let image_size = (f.rows * f.cols * 2) as u64;
+    let ports = f.ports.max(1);
+    let port_rows = f.rows / ports;
+    let image_size = (port_rows * f.cols * 2) as u64;
     let mut keys: Vec<(&'static str, Node)> = vec![
         ("Version", leaf(json!(f.version))),
         ("Timestamp", leaf(json!(ctime_utc(f.unix_seconds)))),
         ("Detector Type", leaf(json!(f.detector.master_name()))),
         ("Timing Mode", leaf(json!("auto"))),
-        ("Geometry", xy(1, 1)),
+        ("Geometry", xy(1, ports as u64)),
     ];
     if f.version < 8.0 {
         keys.push(("Image Size in bytes", leaf(json!(image_size))));
@@ -117,7 +123,7 @@ pub fn master_text(f: &MasterFields<'_>) -> String {
         )
     };
     keys.extend([
-        ("Pixels", xy(f.cols as u64, f.rows as u64)),
+        ("Pixels", xy(f.cols as u64, port_rows as u64)),
         ("Max Frames Per File", leaf(json!(f.max_frames_per_file))),
         (
             "Frame Discard Policy",
@@ -134,7 +140,7 @@ pub fn master_text(f: &MasterFields<'_>) -> String {
         DetectorType::Moench03 if format8 => keys.extend([
             ("Exposure Time", leaf(json!("0ns"))),
             ("Acquisition Period", leaf(json!("0ns"))),
-            ("Number of UDP Interfaces", leaf(json!(1))),
+            ("Number of UDP Interfaces", leaf(json!(ports))),
             ("Number of Rows", leaf(json!(f.rows))),
             ("Readout Speed", leaf(json!("full_speed"))),
         ]),
@@ -157,7 +163,7 @@ pub fn master_text(f: &MasterFields<'_>) -> String {
         DetectorType::Moench03 => keys.extend([
             ("Exptime", leaf(json!("0ns"))),
             ("Period", leaf(json!("0ns"))),
-            ("Number of UDP Interfaces", leaf(json!(1))),
+            ("Number of UDP Interfaces", leaf(json!(ports))),
             ("Number of rows", leaf(json!(f.rows))),
         ]),
         // cluda's own generic 16-bit type (no receiver writes it): the bit depth spelled out.

@@ -1,6 +1,7 @@
 //! slsDetector raw acquisitions as MOENCH writes them and aare reads them: a JSON master file
-//! `<base>_master_<N>.json` and data files `<base>_d0_f<k>_<N>.raw` of
-//! `[112-byte header][image]` records.
+//! `<base>_master_<N>.json` and data files `<base>_d<p>_f<k>_<N>.raw` of
+//! `[112-byte header][image]` records, one set of data files per port `<p>` (one for a
+//! MOENCH read out through one UDP interface, two through two, each frame split in halves).
 //!
 //! The facts come from aare 2026.9.30 (`RawMasterFile`, `RawFile`, `RawSubFile`, `PixelMap`,
 //! `DetectorHeader` in `defs.hpp`, and their tests); the code is cluda's own. Each submodule
@@ -23,15 +24,19 @@ pub mod header;
 pub mod master;
 pub mod master_text;
 pub mod pixel_map;
+mod port;
+mod ports;
 pub mod reader;
 pub mod records;
+pub mod report;
 pub mod roi;
 pub mod writer;
 
 pub use header::{DetectorHeader, HEADER_BYTES};
 pub use master::{DetectorType, FrameDiscardPolicy, RawMaster};
 pub use pixel_map::PixelMap;
-pub use reader::{FrameInfo, GapReport, RawFrame, RawReader};
+pub use reader::RawReader;
+pub use report::{FrameInfo, GapReport, PartLoss, RawFrame};
 pub use roi::Roi;
 pub use writer::{RawWriter, RawWriterConfig};
 

@@ -1,4 +1,5 @@
-//! Streaming reader of an slsDetector acquisition: every data file, frame by frame.
+//! Streaming reader of an slsDetector acquisition: every data file, frame by frame, whole
+//! frames in image order.
 //!
 //! Facts (aare 2026.9.30 `src/RawSubFile.cpp`, `src/RawFile.cpp`, `src/RawSubFile.test.cpp`):
 //! a data file is a plain sequence of records `[112-byte header][image]`; the files
@@ -13,298 +14,43 @@
 //! backwards. A frame keeps its own number: nothing is shifted. With a receiver ROI the
 //! frames are the ROI's (see [`super::roi`]).
 //!
-//! Reading: batches ([`RawReader::next_frames`], and [`crate::io::FrameSource::fill`] for the
-//! streaming engine) read runs of records with vectored positioned reads on several threads
-//! (see [`super::records`]): each image lands straight in its place in the caller's buffer,
-//! each header in a small array; the headers are then booked in order, exactly as a
-//! one-record-at-a-time read books them, and frames that are not delivered are compacted
-//! away. [`RawReader::next_frame_into`] (and the iterator) read one record at a time.
-//! Every data file is opened with sequential read-ahead advice, and each batch asks the
-//! kernel for the next one while it reads (see [`crate::io::readahead`]).
-//!
-//! Memory: per batch, one 112-byte header per record; for ADC-ordered MOENCH data, a few
-//! raw frames of scratch per reading thread. Batch reads reserve only for frames present on
-//! disk.
+//! Single-port data (master "Geometry" 1 x 1) is read by one [`super::port`] reader: batches
+//! ([`RawReader::next_frames`], and [`crate::io::FrameSource::fill`] for the streaming engine)
+//! read runs of records with vectored positioned reads on several threads (see
+//! [`super::records`]), each image straight into its place in the caller's buffer.
+//! Frames split over several ports (a MOENCH read out through two UDP interfaces: "Geometry"
+//! 1 x 2, files `_d0_` and `_d1_`) are read by one such reader per port, in step, and put
+//! together by frame number ([`super::ports`]); a part lost in one port makes its frame
+//! incomplete, reported with the port.
 
-use std::fs::File;
-use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use super::header::{DetectorHeader, HEADER_BYTES};
-use super::master::{DetectorType, RawMaster};
-use super::pixel_map::PixelMap;
-use super::records::{self, HeaderBytes, Segment};
-use crate::error::{Error, Result};
-use crate::io::readahead;
+use super::master::RawMaster;
+use super::port::PortReader;
+use super::ports::PortSet;
+use crate::error::Result;
 
-/// A range of frame numbers that no data file holds, found between two frames that were read.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct MissingFrames {
-    /// The first missing frame number.
-    pub first: u64,
-    /// How many consecutive frame numbers are missing.
-    pub count: u64,
-}
-
-/// A frame whose packet mask says that packets were lost.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct IncompleteFrame {
-    /// Its frame number.
-    pub frame_number: u64,
-    /// Packets the receiver caught ("packet number" of the header).
-    pub packets_caught: u32,
-    /// Packets set in the mask.
-    pub mask_count: u32,
-    /// Packets per frame, when known.
-    pub expected: Option<u32>,
-    /// Whether the reader delivered it (see [`RawReader::deliver_incomplete`]).
-    pub delivered: bool,
-}
-
-/// A frame number not larger than the one before it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct OutOfOrder {
-    /// The frame number read before.
-    pub after: u64,
-    /// The frame number read now.
-    pub got: u64,
-}
-
-/// A data file that ends inside a frame record.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TruncatedTail {
-    /// The data file.
-    pub path: PathBuf,
-    /// Index (within the file) of the partial record.
-    pub frame_in_file: u64,
-    /// Bytes of it present.
-    pub bytes_present: u64,
-    /// Bytes a whole record has.
-    pub record_bytes: u64,
-    /// Its frame number, when the whole header is present (known once the reader got there).
-    pub frame_number: Option<u64>,
-}
-
-/// Everything the reader found wrong with the acquisition so far.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct GapReport {
-    /// Frame numbers absent between frames read, in order.
-    pub missing: Vec<MissingFrames>,
-    /// Frames with lost packets.
-    pub incomplete: Vec<IncompleteFrame>,
-    /// Frame numbers that did not increase.
-    pub out_of_order: Vec<OutOfOrder>,
-    /// Data files that end inside a record.
-    pub truncated: Vec<TruncatedTail>,
-    /// Data files other than the last with fewer frames than "Max Frames Per File":
-    /// (file, frames).
-    pub short_files: Vec<(PathBuf, u64)>,
-    /// Data files that the master's frame count calls for but that do not exist (the reader
-    /// stops at the first absent one, as aare does).
-    pub absent_files: Vec<PathBuf>,
-    /// Frames delivered to the caller.
-    pub frames_delivered: u64,
-    /// Complete frame records on disk, over all data files.
-    pub frames_on_disk: u64,
-    /// "Total Frames" of the master file.
-    pub total_frames: u64,
-    /// The first frame number read.
-    pub first_frame_number: Option<u64>,
-    /// The largest frame number read.
-    pub last_frame_number: Option<u64>,
-}
-
-impl GapReport {
-    /// Number of frame numbers missing between the frames read.
-    pub fn missing_count(&self) -> u64 {
-        self.missing
-            .iter()
-            .fold(0u64, |a, m| a.saturating_add(m.count))
-    }
-
-    /// Frames the master file's "Total Frames" asks for that neither a data file holds nor a
-    /// gap between frame numbers accounts for: frames lost at the end (a missing or cut data
-    /// file, an empty one). Exact once the reader reached the end; an upper bound before.
-    pub fn unaccounted(&self) -> u64 {
-        self.total_frames
-            .saturating_sub(self.frames_on_disk)
-            .saturating_sub(self.missing_count())
-    }
-
-    /// Whether nothing was missing, partial, out of order or truncated.
-    pub fn is_clean(&self) -> bool {
-        self.unaccounted() == 0
-            && self.absent_files.is_empty()
-            && self.missing.is_empty()
-            && self.incomplete.is_empty()
-            && self.out_of_order.is_empty()
-            && self.truncated.is_empty()
-            && self.short_files.is_empty()
-    }
-
-    /// A few lines for a person: counts, and the first frame numbers of each kind.
-    pub fn summary(&self) -> String {
-        let mut s = format!(
-            "{} frames delivered of {} on disk ({} asked for by the master file)",
-            self.frames_delivered, self.frames_on_disk, self.total_frames
-        );
-        if let (Some(a), Some(b)) = (self.first_frame_number, self.last_frame_number) {
-            s += &format!(", frame numbers {a}..={b}");
-        }
-        if self.is_clean() {
-            s += "; no missing, partial or truncated frames";
-            return s;
-        }
-        if self.unaccounted() > 0 {
-            let n = self.unaccounted();
-            let range = match self.last_frame_number {
-                Some(l) => format!(
-                    "frame numbers {}..={}",
-                    l.saturating_add(1),
-                    l.saturating_add(n)
-                ),
-                None => "no frame was read".to_string(),
-            };
-            s += &format!(
-                "\nframes missing at the end: {n} of the {} the master file asks for were not \
-                 read ({range})",
-                self.total_frames
-            );
-        }
-        for p in &self.absent_files {
-            s += &format!(
-                "\n{}: data file missing (the master file's frame count needs it; reading \
-                 stops at the first missing data file, as in aare)",
-                p.display()
-            );
-        }
-        if !self.missing.is_empty() {
-            let first: Vec<String> = self
-                .missing
-                .iter()
-                .take(5)
-                .map(|m| match m.count {
-                    1 => m.first.to_string(),
-                    c => format!("{}..={}", m.first, m.first.saturating_add(c - 1)),
-                })
-                .collect();
-            s += &format!(
-                "\nmissing frame numbers: {} in {} gap(s), first: {}",
-                self.missing_count(),
-                self.missing.len(),
-                first.join(", ")
-            );
-        }
-        if !self.incomplete.is_empty() {
-            let first: Vec<String> = self
-                .incomplete
-                .iter()
-                .take(5)
-                .map(|f| format!("{} ({} packets)", f.frame_number, f.packets_caught))
-                .collect();
-            let skipped = self.incomplete.iter().filter(|f| !f.delivered).count();
-            s += &format!(
-                "\nframes with lost packets: {} ({} skipped), first: {}",
-                self.incomplete.len(),
-                skipped,
-                first.join(", ")
-            );
-        }
-        if !self.out_of_order.is_empty() {
-            s += &format!(
-                "\nframe numbers not increasing: {} times, first {} after {}",
-                self.out_of_order.len(),
-                self.out_of_order[0].got,
-                self.out_of_order[0].after
-            );
-        }
-        for t in &self.truncated {
-            s += &format!(
-                "\n{}: ends inside record {} ({} of {} bytes{})",
-                t.path.display(),
-                t.frame_in_file,
-                t.bytes_present,
-                t.record_bytes,
-                t.frame_number
-                    .map(|n| format!(", frame number {n}"))
-                    .unwrap_or_default()
-            );
-        }
-        for (p, n) in &self.short_files {
-            s += &format!(
-                "\n{}: only {n} frames although later files exist",
-                p.display()
-            );
-        }
-        s
-    }
-}
-
-/// What one read frame was.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FrameInfo {
-    /// The header's frame number.
-    pub frame_number: u64,
-    /// Index of the data file (`f<file>` in its name).
-    pub file: u64,
-    /// Index of the record within that file.
-    pub frame_in_file: u64,
-    /// Whether every packet of the frame arrived.
-    pub complete: bool,
-    /// The whole header.
-    pub header: DetectorHeader,
-}
-
-#[derive(Debug)]
-struct DataFile {
-    path: PathBuf,
-    frames: u64,
-    tail: u64,
-    /// The open file, once a record of it was read.
-    handle: Option<File>,
-}
-
-impl DataFile {
-    /// The open file (opened, with sequential read-ahead advice, on first use).
-    fn open(&mut self) -> Result<&File> {
-        if self.handle.is_none() {
-            let f = File::open(&self.path).map_err(|e| Error::io(&self.path, e))?;
-            readahead::sequential(&f);
-            self.handle = Some(f);
-        }
-        self.handle
-            .as_ref()
-            .ok_or_else(|| Error::Internal("raw data file handle vanished".into()))
-    }
-}
+pub use super::report::{
+    FrameInfo, GapReport, IncompleteFrame, MisplacedParts, MissingFrames, OutOfOrder, PartLoss,
+    RawFrame, TruncatedTail,
+};
 
 /// Streams the frames of an acquisition in image order, reporting gaps (see the module docs).
 #[derive(Debug)]
 pub struct RawReader {
-    master: RawMaster,
-    files: Vec<DataFile>,
-    map: Option<PixelMap>,
-    expected_packets: Option<u32>,
-    deliver_incomplete: bool,
-    /// Current file, and the next record in it.
-    cur: usize,
-    frame_in_file: u64,
-    /// One raw frame, for ADC-ordered frames read one at a time.
-    scratch: Vec<u16>,
-    /// Per reading thread, raw frames of a batch of ADC-ordered frames.
-    batch_scratch: Vec<Vec<u16>>,
-    /// The headers of the batch being read.
-    headers: Vec<HeaderBytes>,
-    /// Threads a batch is read with.
-    threads: usize,
-    /// Least bytes of records per reading thread.
-    min_part_bytes: u64,
-    report: GapReport,
+    inner: Inner,
+}
+
+/// Single-port data, or several ports put together.
+#[derive(Debug)]
+enum Inner {
+    One(PortReader),
+    Ports(PortSet),
 }
 
 impl RawReader {
     /// Opens the acquisition of master file `path` (`<base>_master_<N>.json`): parses the
-    /// master and looks at the sizes of its data files; no frame is read yet.
+    /// master and looks at the sizes of its data files (every port's); no frame is read yet.
     ///
     /// # Errors
     /// As [`RawReader::from_master`], and those of [`RawMaster::open`].
@@ -315,13 +61,14 @@ impl RawReader {
     /// Opens the data files of a parsed master.
     ///
     /// # Errors
-    /// Besides a master the reader cannot read: [`Error::Format`] naming the data file when
-    /// one is not a whole number of records of the size the master file implies (112-byte
-    /// header plus the frame as stored, see [`RawMaster::frame_bytes`]): files written with
-    /// another record size (a receiver ROI the master does not describe, another
-    /// detector's files) would otherwise be read as garbage. A file cut off while being
-    /// written is refused too; [`RawReader::open_allowing_partial_records`] reads its whole
-    /// records and reports the rest.
+    /// Besides a master the reader cannot read: [`crate::Error::Format`] naming the data file
+    /// when one is not a whole number of records of the size the master file implies (112-byte
+    /// header plus the frame, or the port's part of it, as stored, see
+    /// [`RawMaster::frame_bytes`]): files written with another record size (a receiver ROI
+    /// the master does not describe, another detector's files) would otherwise be read as
+    /// garbage. A file cut off while being written is refused too;
+    /// [`RawReader::open_allowing_partial_records`] reads its whole records and reports the
+    /// rest. With several ports, a port without any data file is an error naming the file.
     pub fn from_master(master: RawMaster) -> Result<Self> {
         Self::from_master_with(master, false)
     }
@@ -338,184 +85,80 @@ impl RawReader {
     /// [`RawReader::from_master`], with data files ending inside a record allowed (reported)
     /// when `allow_partial` is set.
     fn from_master_with(master: RawMaster, allow_partial: bool) -> Result<Self> {
-        if let DetectorType::Other(name) = &master.detector_type {
-            return Err(Error::format(
-                &master.path,
-                format!(
-                    "\"Detector Type\" {name:?} is not one cluda reads (MOENCH 03, or the \
-                     generic 16-bit frames `cluda gen --raw` writes): its samples may carry \
-                     gain bits or another pixel order, so they cannot be read as plain 16-bit \
-                     frames"
-                ),
-            ));
-        }
-        let record = master.frame_bytes();
-        let mut files = Vec::new();
-        loop {
-            let path = master.data_path(files.len() as u64);
-            let len = match std::fs::metadata(&path) {
-                Ok(m) if m.is_file() => m.len(),
-                Ok(_) => return Err(Error::format(&path, "data file is not a regular file")),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
-                Err(e) => return Err(Error::io(&path, e)),
-            };
-            if !allow_partial && len % record != 0 {
-                return Err(record_size_error(&master, &path, len));
-            }
-            files.push(DataFile {
-                path,
-                frames: len / record,
-                tail: len % record,
-                handle: None,
-            });
-        }
-        if files.is_empty() {
-            return Err(Error::format(
-                &master.path,
-                format!(
-                    "no data file: expected {} beside the master file",
-                    master.data_path(0).display()
-                ),
-            ));
-        }
-        let mut report = GapReport {
-            total_frames: master.total_frames,
-            ..GapReport::default()
+        let inner = if master.ports() > 1 {
+            Inner::Ports(PortSet::open(master, allow_partial)?)
+        } else {
+            Inner::One(PortReader::from_master_with(master, allow_partial)?)
         };
-        let max = master.max_frames_per_file;
-        if max > 0 {
-            // Files the frame count needs beyond the first absent one (at most 1000 looked at).
-            let needed = master
-                .total_frames
-                .div_ceil(max)
-                .min(files.len() as u64 + 1000);
-            report.absent_files = (files.len() as u64..needed)
-                .map(|i| master.data_path(i))
-                .filter(|p| std::fs::metadata(p).is_err())
-                .collect();
-        }
-        let last = files.len() - 1;
-        for (i, f) in files.iter().enumerate() {
-            if max > 0 && f.frames > max {
-                return Err(Error::format(
-                    &f.path,
-                    format!(
-                        "holds {} frames ({} bytes per record), more than the master's \"Max Frames \
-                         Per File\" {max}: file sizes disagree with the master file",
-                        f.frames, record
-                    ),
-                ));
-            }
-            if max > 0 && i < last && f.frames < max {
-                report.short_files.push((f.path.clone(), f.frames));
-            }
-            if f.tail > 0 {
-                report.truncated.push(TruncatedTail {
-                    path: f.path.clone(),
-                    frame_in_file: f.frames,
-                    bytes_present: f.tail,
-                    record_bytes: record,
-                    frame_number: None,
-                });
-            }
-            report.frames_on_disk += f.frames;
-        }
-        // "Total Frames": 0 (and no "Frames in File") says no frame was taken: data files that
-        // hold frames disagree with it like any other count they exceed.
-        let limit = master.total_frames.max(master.frames_in_file.unwrap_or(0));
-        if report.frames_on_disk > limit {
-            return Err(Error::format(
-                &master.path,
-                format!(
-                    "the data files hold {} frames, more than the {limit} the master file says \
-                     were taken (\"Total Frames\" / \"Frames in File\"): file sizes disagree with \
-                     the master file",
-                    report.frames_on_disk
-                ),
-            ));
-        }
-        let map = (master.detector_type == DetectorType::Moench03Old).then(PixelMap::moench03);
-        let expected_packets = master.expected_packets();
-        Ok(Self {
-            master,
-            files,
-            map,
-            expected_packets,
-            deliver_incomplete: false,
-            cur: 0,
-            frame_in_file: 0,
-            scratch: Vec::new(),
-            batch_scratch: Vec::new(),
-            headers: Vec::new(),
-            threads: crate::io::readahead::read_threads(),
-            min_part_bytes: records::MIN_PART_BYTES,
-            report,
-        })
+        Ok(Self { inner })
     }
 
-    /// Deliver frames with lost packets too (default: skip them, since their padding would
-    /// look like signal; either way they are listed in the report).
-    pub fn deliver_incomplete(mut self, yes: bool) -> Self {
-        self.deliver_incomplete = yes;
-        self
+    /// Deliver frames with lost packets (or, with several ports, lost parts) too (default:
+    /// skip them, since their padding would look like signal; either way they are listed in
+    /// the report).
+    pub fn deliver_incomplete(self, yes: bool) -> Self {
+        let inner = match self.inner {
+            Inner::One(r) => Inner::One(r.deliver_incomplete(yes)),
+            Inner::Ports(mut p) => {
+                p.set_deliver_incomplete(yes);
+                Inner::Ports(p)
+            }
+        };
+        Self { inner }
     }
 
     /// Overrides the packets per frame used to judge completeness (`None`: judge by the mask's
-    /// consistency alone).
-    pub fn expected_packets(mut self, packets: Option<u32>) -> Self {
-        self.expected_packets = packets;
-        self
+    /// consistency alone); with several ports, the packets of each port's part.
+    pub fn expected_packets(self, packets: Option<u32>) -> Self {
+        let inner = match self.inner {
+            Inner::One(r) => Inner::One(r.expected_packets(packets)),
+            Inner::Ports(mut p) => {
+                p.set_expected_packets(packets);
+                Inner::Ports(p)
+            }
+        };
+        Self { inner }
     }
 
     /// The parsed master file.
     pub fn master(&self) -> &RawMaster {
-        &self.master
+        match &self.inner {
+            Inner::One(r) => r.master(),
+            Inner::Ports(p) => p.master(),
+        }
     }
 
-    /// Rows per frame.
+    /// Rows per (whole) frame.
     pub fn rows(&self) -> usize {
-        self.master.rows
+        self.master().rows
     }
 
-    /// Columns per frame.
+    /// Columns per (whole) frame.
     pub fn cols(&self) -> usize {
-        self.master.cols
+        self.master().cols
     }
 
-    /// Complete frame records on disk (an upper bound on the frames delivered).
+    /// Complete frame records on disk (an upper bound on the frames delivered); with several
+    /// ports, the records of the port holding the most.
     pub fn frames_on_disk(&self) -> u64 {
-        self.report.frames_on_disk
+        self.report().frames_on_disk
     }
 
     /// What was found so far (complete once the reader returned `None`).
     pub fn report(&self) -> &GapReport {
-        &self.report
+        match &self.inner {
+            Inner::One(r) => r.report(),
+            Inner::Ports(p) => p.report(),
+        }
     }
 
     /// Reads the next frame into `out` (`rows * cols` samples, image order). `Ok(None)` at the
-    /// end of the data. Frames with lost packets are skipped unless
+    /// end of the data. Frames with lost packets (or parts) are skipped unless
     /// [`RawReader::deliver_incomplete`] was set.
     pub fn next_frame_into(&mut self, out: &mut [u16]) -> Result<Option<FrameInfo>> {
-        if out.len() != self.master.pixels() {
-            return Err(Error::shape(
-                "raw frame buffer",
-                format!(
-                    "{} samples ({} x {})",
-                    self.master.pixels(),
-                    self.master.rows,
-                    self.master.cols
-                ),
-                format!("{} samples", out.len()),
-            ));
-        }
-        loop {
-            let Some(info) = self.read_record(out)? else {
-                return Ok(None);
-            };
-            if info.complete || self.deliver_incomplete {
-                self.report.frames_delivered += 1;
-                return Ok(Some(info));
-            }
+        match &mut self.inner {
+            Inner::One(r) => r.next_frame_into(out),
+            Inner::Ports(p) => p.next_frame_into(out),
         }
     }
 
@@ -524,19 +167,10 @@ impl RawReader {
     /// runs of records in place on [`RawReader::read_threads`] threads (see the module docs);
     /// frames, infos and report are those of `n` calls of [`RawReader::next_frame_into`].
     pub fn next_frames(&mut self, n: usize, out: &mut Vec<u16>) -> Result<Vec<FrameInfo>> {
-        let px = self.master.pixels();
-        let want = (n as u64).min(self.frames_left_on_disk()) as usize;
-        out.reserve(want * px);
-        let mut infos = Vec::with_capacity(want);
-        let start = out.len();
-        out.resize(start + want * px, 0);
-        let filled = self.fill_batch(&mut out[start..], |i| infos.push(i))?;
-        out.truncate(start + filled * px);
-        if filled < n {
-            // The end: book the partial tails of the remaining files.
-            self.advance()?;
+        match &mut self.inner {
+            Inner::One(r) => r.next_frames(n, out),
+            Inner::Ports(p) => p.next_frames(n, out),
         }
-        Ok(infos)
     }
 
     /// [`RawReader::next_frames`] one record at a time through
@@ -548,428 +182,74 @@ impl RawReader {
         n: usize,
         out: &mut Vec<u16>,
     ) -> Result<Vec<FrameInfo>> {
-        let px = self.master.pixels();
-        let left = self.frames_left_on_disk();
-        let want = (n as u64).min(left) as usize;
-        out.reserve(want * px);
-        let mut infos = Vec::with_capacity(want);
-        let start = out.len();
-        out.resize(start + want * px, 0);
-        let mut filled = 0;
-        while filled < want {
-            let slot = &mut out[start + filled * px..start + (filled + 1) * px];
-            match self.next_frame_into(slot)? {
-                Some(info) => {
-                    infos.push(info);
-                    filled += 1;
-                }
-                None => break,
-            }
+        match &mut self.inner {
+            Inner::One(r) => r.next_frames_one_by_one(n, out),
+            Inner::Ports(p) => p.next_frames(n, out),
         }
-        out.truncate(start + filled * px);
-        if filled < n {
-            // The end: book the partial tails of the remaining files.
-            self.advance()?;
-        }
-        Ok(infos)
     }
 
     /// Threads a batch is read with (1 ..= 64; default [`crate::io::readahead::read_threads`]).
     pub fn read_threads(&self) -> usize {
-        self.threads
+        match &self.inner {
+            Inner::One(r) => r.read_threads(),
+            Inner::Ports(p) => p.read_threads(),
+        }
     }
 
-    /// Sets the threads a batch is read with (clamped to 1 ..= 64).
+    /// Sets the threads a batch is read with (clamped to 1 ..= 64; each port's).
     pub fn set_read_threads(&mut self, threads: usize) {
-        self.threads = threads.clamp(1, 64);
+        match &mut self.inner {
+            Inner::One(r) => r.set_read_threads(threads),
+            Inner::Ports(p) => p.set_read_threads(threads),
+        }
     }
 
     /// Sets the least bytes of records each reading thread is given (default 4 MiB; header
     /// counting: 1 record per 16 KiB of it): tests set 1 to spread tiny files over threads.
     #[doc(hidden)]
     pub fn set_min_part_bytes(&mut self, bytes: u64) {
-        self.min_part_bytes = bytes.max(1);
+        match &mut self.inner {
+            Inner::One(r) => r.set_min_part_bytes(bytes),
+            Inner::Ports(p) => p.set_min_part_bytes(bytes),
+        }
     }
 
     /// Fills `dst` (whole frames) with the next frames to deliver, handing each one's info
     /// to `each` in order; returns how many it filled (fewer than fit only at the end of the
-    /// data). Does not book the tails of files after the last record read (as
-    /// [`RawReader::next_frame_into`] does not).
+    /// data).
     pub(crate) fn fill_batch(
         &mut self,
         dst: &mut [u16],
-        mut each: impl FnMut(FrameInfo),
+        each: impl FnMut(FrameInfo),
     ) -> Result<usize> {
-        let px = self.master.pixels();
-        if px == 0 {
-            return Ok(0);
-        }
-        let cap = dst.len() / px;
-        let record = self.master.frame_bytes();
-        let mut filled = 0usize;
-        // Records that do not deliver a frame leave room: read again until full or the end.
-        while filled < cap {
-            let left = self.frames_left_on_disk();
-            if left == 0 {
-                break;
-            }
-            let r = ((cap - filled) as u64).min(left) as usize;
-            // The runs of records to read: (file, first record, count).
-            let mut plan: Vec<(usize, u64, usize)> = Vec::new();
-            let mut need = r;
-            while need > 0 {
-                if !self.advance()? {
-                    return Err(Error::Internal(
-                        "raw reader: records counted on disk are not there".into(),
-                    ));
-                }
-                let f = &self.files[self.cur];
-                let take = (f.frames - self.frame_in_file).min(need as u64) as usize;
-                plan.push((self.cur, self.frame_in_file, take));
-                self.frame_in_file += take as u64;
-                need -= take;
-            }
-            for &(i, _, _) in &plan {
-                self.files[i].open()?;
-            }
-            self.headers.resize(r, [0u8; HEADER_BYTES]);
-            let segments = plan
-                .iter()
-                .map(|&(i, first, count)| {
-                    let f = &self.files[i];
-                    let file = f.handle.as_ref().ok_or_else(|| {
-                        Error::Internal("raw data file not open for a batch".into())
-                    })?;
-                    Ok(Segment {
-                        file,
-                        path: &f.path,
-                        first,
-                        count,
-                    })
-                })
-                .collect::<Result<Vec<_>>>()?;
-            records::read_segments(
-                &segments,
-                records::Layout {
-                    record_bytes: record,
-                    pixels: px,
-                    map: self.map.as_ref(),
-                    threads: self.threads,
-                    min_part_bytes: self.min_part_bytes,
-                },
-                &mut self.batch_scratch,
-                &mut self.headers[..r],
-                &mut dst[filled * px..(filled + r) * px],
-            )?;
-            drop(segments);
-            // Files the batch finished (reopened for it after `advance` closed them) are
-            // closed again: an acquisition of many files must not pile up open handles.
-            for &(i, _, _) in &plan {
-                if i < self.cur {
-                    self.files[i].handle = None;
-                }
-            }
-            // The disk reads the next batch while this one is booked and consumed. (Asked
-            // before this batch's reads instead, it delayed them: 0.62-0.72 against 0.86-1.06
-            // GB/s from cold files in a read-only loop on a 2-core VM.)
-            self.read_ahead(r as u64 * record);
-            // Book the headers in order; keep the frames delivered contiguous.
-            let mut at = 0usize;
-            let base = filled;
-            for &(file, first, count) in &plan {
-                for k in 0..count {
-                    let header = DetectorHeader::from_bytes(&self.headers[at])
-                        .unwrap_or_else(bytemuck::Zeroable::zeroed);
-                    let info = FrameInfo {
-                        frame_number: header.frame_number,
-                        file: file as u64,
-                        frame_in_file: first + k as u64,
-                        complete: header.is_complete(self.expected_packets),
-                        header,
-                    };
-                    self.book(&info);
-                    if info.complete || self.deliver_incomplete {
-                        self.report.frames_delivered += 1;
-                        let from = base + at;
-                        if from != filled {
-                            dst.copy_within(from * px..(from + 1) * px, filled * px);
-                        }
-                        filled += 1;
-                        each(info);
-                    }
-                    at += 1;
-                }
-            }
-        }
-        Ok(filled)
-    }
-
-    /// Asks the kernel for the `bytes` of records after the current position (the next
-    /// batch of the same size) while this one is read.
-    fn read_ahead(&self, mut bytes: u64) {
-        let record = self.master.frame_bytes();
-        let mut at = self.frame_in_file;
-        for f in &self.files[self.cur..] {
-            if bytes == 0 {
-                break;
-            }
-            let len = (f.frames.saturating_sub(at) * record).min(bytes);
-            match &f.handle {
-                Some(h) => readahead::will_need(h, at * record, len),
-                None => {
-                    // A file not opened yet: open it to advise it (it is read next anyway).
-                    if let Ok(h) = File::open(&f.path) {
-                        readahead::will_need(&h, at * record, len);
-                    }
-                }
-            }
-            bytes -= len;
-            at = 0;
+        match &mut self.inner {
+            Inner::One(r) => r.fill_batch(dst, each),
+            Inner::Ports(p) => p.fill_batch(dst, each),
         }
     }
 
     /// Frames still to be delivered, counted exactly from the record headers alone (112
-    /// bytes per record, read with several threads, without read-ahead of the images): what
-    /// reading to the end would deliver, for callers that must know the count before they
-    /// read (a pedestal's window). Reads no image and changes nothing.
+    /// bytes per record, without reading images; with several ports, every port's headers
+    /// merged as the frames would be): what reading to the end would deliver, for callers
+    /// that must know the count before they read (a pedestal's window). Changes nothing.
     ///
     /// # Errors
     /// As [`RawReader::next_frames`] when a data file cannot be read or shrank.
     pub fn count_deliverable(&self) -> Result<u64> {
-        let record = self.master.frame_bytes();
-        // (file, first record, records) still to be read.
-        let mut runs: Vec<(usize, u64, u64)> = Vec::new();
-        for (i, f) in self.files.iter().enumerate().skip(self.cur) {
-            let first = if i == self.cur { self.frame_in_file } else { 0 };
-            if f.frames > first {
-                runs.push((i, first, f.frames - first));
-            }
+        match &self.inner {
+            Inner::One(r) => r.count_deliverable(),
+            Inner::Ports(p) => p.count_deliverable(),
         }
-        let total: u64 = runs.iter().map(|r| r.2).sum();
-        if total == 0 {
-            return Ok(0);
-        }
-        let min_records = (self.min_part_bytes >> 14).max(1);
-        let parts = (self.threads as u64)
-            .min(total.div_ceil(min_records))
-            .max(1);
-        let per = total.div_ceil(parts);
-        // Each part: `per` consecutive records, as (file, first, count) pieces.
-        let mut jobs: Vec<Vec<(usize, u64, u64)>> = vec![Vec::new()];
-        let mut room = per;
-        for &(i, mut first, mut count) in &runs {
-            while count > 0 {
-                if room == 0 {
-                    jobs.push(Vec::new());
-                    room = per;
-                }
-                let take = count.min(room);
-                if let Some(j) = jobs.last_mut() {
-                    j.push((i, first, take));
-                }
-                first += take;
-                count -= take;
-                room -= take;
-            }
-        }
-        let (expected, deliver_all) = (self.expected_packets, self.deliver_incomplete);
-        let count_job = |job: &[(usize, u64, u64)]| -> Result<u64> {
-            let mut n = 0u64;
-            let mut hb = [0u8; HEADER_BYTES];
-            for &(i, first, count) in job {
-                let path = &self.files[i].path;
-                let file = File::open(path).map_err(|e| Error::io(path, e))?;
-                readahead::random(&file);
-                for index in first..first + count {
-                    file.read_exact_at(&mut hb, index * record)
-                        .map_err(|e| records::shrunk(path, index, e))?;
-                    let h =
-                        DetectorHeader::from_bytes(&hb).unwrap_or_else(bytemuck::Zeroable::zeroed);
-                    n += u64::from(deliver_all || h.is_complete(expected));
-                }
-            }
-            Ok(n)
-        };
-        if jobs.len() == 1 {
-            return count_job(&jobs[0]);
-        }
-        std::thread::scope(|s| {
-            let handles: Vec<_> = jobs
-                .iter()
-                .map(|job| s.spawn(move || count_job(job)))
-                .collect();
-            let mut sum = 0u64;
-            for h in handles {
-                sum += h
-                    .join()
-                    .map_err(|_| Error::Internal("a raw header counter panicked".into()))??;
-            }
-            Ok(sum)
-        })
     }
 
     /// Books the partial tails of the files not finished yet (what reading past the last
     /// record does); nothing is read but their tail headers.
     pub(crate) fn finish(&mut self) -> Result<()> {
-        self.advance().map(|_| ())
-    }
-
-    fn frames_left_on_disk(&self) -> u64 {
-        let Some(f) = self.files.get(self.cur) else {
-            return 0;
-        };
-        let later: u64 = self.files[self.cur + 1..].iter().map(|f| f.frames).sum();
-        f.frames.saturating_sub(self.frame_in_file) + later
-    }
-
-    /// Moves to the next file with a whole record left, booking each finished file's partial
-    /// tail; false at the end of the data.
-    fn advance(&mut self) -> Result<bool> {
-        while self.cur < self.files.len() && self.frame_in_file >= self.files[self.cur].frames {
-            self.finish_file()?;
-            self.files[self.cur].handle = None;
-            self.cur += 1;
-            self.frame_in_file = 0;
-        }
-        Ok(self.cur < self.files.len())
-    }
-
-    /// Reads the next record (complete or not) and books it in the report.
-    fn read_record(&mut self, out: &mut [u16]) -> Result<Option<FrameInfo>> {
-        if !self.advance()? {
-            return Ok(None);
-        }
-        let index = self.frame_in_file;
-        let record = self.master.frame_bytes();
-        self.files[self.cur].open()?;
-        let f = &self.files[self.cur];
-        let (Some(h), path) = (f.handle.as_ref(), &f.path) else {
-            return Err(Error::Internal("raw data file not open".into()));
-        };
-        let at = index * record;
-        let mut hb = [0u8; HEADER_BYTES];
-        h.read_exact_at(&mut hb, at)
-            .map_err(|e| records::shrunk(path, index, e))?;
-        let header = DetectorHeader::from_bytes(&hb).unwrap_or_else(bytemuck::Zeroable::zeroed);
-        let at = at + HEADER_BYTES as u64;
-        match &self.map {
-            None => {
-                h.read_exact_at(bytemuck::cast_slice_mut(out), at)
-                    .map_err(|e| records::shrunk(path, index, e))?;
-                records::from_le(out);
-            }
-            Some(map) => {
-                if self.scratch.len() != out.len() {
-                    self.scratch = vec![0u16; out.len()];
-                }
-                h.read_exact_at(bytemuck::cast_slice_mut(&mut self.scratch), at)
-                    .map_err(|e| records::shrunk(path, index, e))?;
-                records::from_le(&mut self.scratch);
-                map.to_image(&self.scratch, out);
-            }
-        }
-        self.frame_in_file += 1;
-        let complete = header.is_complete(self.expected_packets);
-        let info = FrameInfo {
-            frame_number: header.frame_number,
-            file: self.cur as u64,
-            frame_in_file: index,
-            complete,
-            header,
-        };
-        self.book(&info);
-        Ok(Some(info))
-    }
-
-    fn book(&mut self, info: &FrameInfo) {
-        let n = info.frame_number;
-        let r = &mut self.report;
-        match r.last_frame_number {
-            None => r.first_frame_number = Some(n),
-            Some(last) if n > last.saturating_add(1) => r.missing.push(MissingFrames {
-                first: last + 1,
-                count: n - last - 1,
-            }),
-            Some(last) if n <= last => r.out_of_order.push(OutOfOrder {
-                after: last,
-                got: n,
-            }),
-            Some(_) => {}
-        }
-        r.last_frame_number = Some(r.last_frame_number.map_or(n, |l| l.max(n)));
-        if !info.complete {
-            r.incomplete.push(IncompleteFrame {
-                frame_number: n,
-                packets_caught: info.header.packet_number,
-                mask_count: info.header.mask_count(),
-                expected: self.expected_packets,
-                delivered: self.deliver_incomplete,
-            });
+        match &mut self.inner {
+            Inner::One(r) => r.finish(),
+            Inner::Ports(p) => p.finish(),
         }
     }
-
-    /// At the end of a file: read the header of a partial last record, if it has one.
-    fn finish_file(&mut self) -> Result<()> {
-        let record = self.master.frame_bytes();
-        let f = &mut self.files[self.cur];
-        if f.tail < HEADER_BYTES as u64 {
-            return Ok(());
-        }
-        let at = f.frames * record;
-        let h = f.open()?;
-        let mut hb = [0u8; HEADER_BYTES];
-        if h.read_exact_at(&mut hb, at).is_ok() {
-            self.set_tail_number(&hb);
-        }
-        Ok(())
-    }
-
-    fn set_tail_number(&mut self, hb: &[u8; HEADER_BYTES]) {
-        let path = &self.files[self.cur].path;
-        if let (Some(h), Some(t)) = (
-            DetectorHeader::from_bytes(hb),
-            self.report.truncated.iter_mut().find(|t| &t.path == path),
-        ) {
-            t.frame_number = Some(h.frame_number);
-        }
-    }
-}
-
-/// The error for data file `path` of `len` bytes, not a whole number of `master`'s records.
-fn record_size_error(master: &RawMaster, path: &Path, len: u64) -> Error {
-    let record = master.frame_bytes();
-    let shape = match master.roi {
-        Some(roi) => format!(
-            "{} x {} pixels of the receiver ROI {roi} of a {} x {} detector",
-            master.rows, master.cols, master.detector_rows, master.detector_cols
-        ),
-        None => format!(
-            "{} x {} pixels, as \"Pixels\" says and no receiver ROI is named",
-            master.rows, master.cols
-        ),
-    };
-    Error::format(
-        path,
-        format!(
-            "{len} bytes is not a whole number of {record}-byte records ({HEADER_BYTES}-byte \
-             header + {shape}, 2 bytes each, per master file {}): {} whole records and {} bytes \
-             over. The data files do not match the master file (written with another record \
-             size: a receiver ROI the master does not name, another detector's files) or this \
-             one was cut off while being written; nothing is read rather than frames misread",
-            master.path.display(),
-            len / record,
-            len % record
-        ),
-    )
-}
-
-/// A frame and what it was, as the iterator yields it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RawFrame {
-    /// What was read.
-    pub info: FrameInfo,
-    /// `rows * cols` samples in image order.
-    pub image: Vec<u16>,
 }
 
 impl Iterator for RawReader {
@@ -977,15 +257,19 @@ impl Iterator for RawReader {
 
     /// The next frame with a fresh buffer (convenient; [`RawReader::next_frames`] reuses one).
     fn next(&mut self) -> Option<Self::Item> {
-        if self.frames_left_on_disk() == 0 {
-            // The end: book the partial tails of the remaining files.
-            return self.advance().err().map(Err);
-        }
-        let mut image = vec![0u16; self.master.pixels()];
-        match self.next_frame_into(&mut image) {
-            Ok(Some(info)) => Some(Ok(RawFrame { info, image })),
-            Ok(None) => None,
-            Err(e) => Some(Err(e)),
+        match &mut self.inner {
+            Inner::One(r) => r.next(),
+            Inner::Ports(p) => {
+                if p.frames_left_on_disk() == 0 {
+                    return p.finish().err().map(Err);
+                }
+                let mut image = vec![0u16; p.master().pixels()];
+                match p.next_frame_into(&mut image) {
+                    Ok(Some(info)) => Some(Ok(RawFrame { info, image })),
+                    Ok(None) => None,
+                    Err(e) => Some(Err(e)),
+                }
+            }
         }
     }
 }

@@ -9,6 +9,12 @@
 //! [`RawWriter::finish`], when the frame count is known). Every file is
 //! written under a temporary name and renamed into place by [`RawWriter::finish`] (data files
 //! first, the master last); a writer dropped before that leaves nothing behind.
+//!
+//! [`RawWriter::ports`] writes a detector read out through several UDP interfaces as
+//! slsReceiver does (see [`super::master`]): each frame split into N bands of rows, band `i`
+//! in data files `<base>_d<i>_f<k>_<N>.raw` with headers of `row` `i`, `column` 0 and the
+//! part's packets, and a master of "Geometry" 1 x N with one port's "Pixels" and "Image
+//! Size" and "Number of UDP Interfaces" N.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -40,7 +46,8 @@ pub struct RawWriterConfig {
     /// "Frame Discard Policy".
     pub frame_discard_policy: FrameDiscardPolicy,
     /// Packets per frame marked as caught in each header written by
-    /// [`RawWriter::write_frame`].
+    /// [`RawWriter::write_frame`] (with several ports, per part: this over the ports,
+    /// rounded up).
     pub packets_per_frame: u32,
 }
 
@@ -61,6 +68,18 @@ impl RawWriterConfig {
     }
 }
 
+/// One port's data files being written.
+#[derive(Debug, Default)]
+struct PortFiles {
+    file_no: u64,
+    in_file: u64,
+    out: Option<AtomicFile>,
+    /// Finished data files, still under their temporary names until [`RawWriter::finish`].
+    done: Vec<AtomicFile>,
+    /// Records written.
+    written: u64,
+}
+
 /// Writes frames into data files and, at the end, the master file.
 #[derive(Debug)]
 pub struct RawWriter {
@@ -69,12 +88,8 @@ pub struct RawWriter {
     base: String,
     index: u64,
     map: Option<PixelMap>,
-    file_no: u64,
-    in_file: u64,
-    out: Option<AtomicFile>,
-    /// Finished data files, still under their temporary names until [`RawWriter::finish`].
-    done: Vec<AtomicFile>,
-    written: u64,
+    /// Per port (one unless [`RawWriter::ports`]).
+    ports: Vec<PortFiles>,
     scratch: Vec<u16>,
     /// The receiver ROI the data files hold (see [`RawWriter::roi`]).
     roi: Option<Roi>,
@@ -115,11 +130,7 @@ impl RawWriter {
             base: base.to_string(),
             index,
             map,
-            file_no: 0,
-            in_file: 0,
-            out: None,
-            done: Vec::new(),
-            written: 0,
+            ports: vec![PortFiles::default()],
             scratch: Vec::new(),
             roi: None,
         })
@@ -135,7 +146,7 @@ impl RawWriter {
     /// [`Error::InvalidParameter`] when the ROI does not lie inside the detector, frames were
     /// written already, or the frames are ADC-ordered (whose rectangles are no image's).
     pub fn roi(mut self, roi: Option<Roi>) -> Result<Self> {
-        if self.written > 0 {
+        if self.written() > 0 {
             return Err(Error::param(
                 "roi",
                 "the ROI must be set before the first frame is written",
@@ -158,9 +169,56 @@ impl RawWriter {
                     "ADC-ordered MOENCH 03 frames cannot be written with a receiver ROI",
                 ));
             }
+            if self.ports.len() > 1 {
+                return Err(Error::param(
+                    "roi",
+                    "a receiver ROI is written for single-port data only (cluda reads no ROI \
+                     of several ports)",
+                ));
+            }
         }
         self.roi = roi;
         Ok(self)
+    }
+
+    /// Writes the acquisition as a receiver of a detector read out through `n` UDP
+    /// interfaces writes it (`numinterfaces n`; see the module docs): each frame's rows split
+    /// into `n` equal bands, one set of data files per port. 1 is single-port data. Set it
+    /// before the first frame.
+    ///
+    /// # Errors
+    /// [`Error::InvalidParameter`] (`interfaces`) for 0 or more than 16 ports, rows that do
+    /// not split into `n` equal bands, frames written already, a receiver ROI, or ADC-ordered
+    /// frames.
+    pub fn ports(mut self, n: usize) -> Result<Self> {
+        let bad = |why: String| Err(Error::param("interfaces", why));
+        if !(1..=16).contains(&n) {
+            return bad(format!("must be 1 ..= 16, got {n}"));
+        }
+        if self.written() > 0 {
+            return bad("the ports must be set before the first frame is written".into());
+        }
+        if n > 1 {
+            if !self.config.rows.is_multiple_of(n) {
+                return bad(format!(
+                    "{} rows do not split into {n} ports of equal rows",
+                    self.config.rows
+                ));
+            }
+            if self.roi.is_some() {
+                return bad("a receiver ROI is written for single-port data only".into());
+            }
+            if self.map.is_some() {
+                return bad("ADC-ordered MOENCH 03 frames are single-port data".into());
+            }
+        }
+        self.ports = (0..n).map(|_| PortFiles::default()).collect();
+        Ok(self)
+    }
+
+    /// Rows of one port's part of a frame.
+    fn port_rows(&self) -> usize {
+        self.config.rows / self.ports.len().max(1)
     }
 
     /// Rows and columns of each frame in the data files (the ROI's when one is set).
@@ -170,10 +228,17 @@ impl RawWriter {
         })
     }
 
-    /// Path of data file `file`.
+    /// Path of data file `file` (of port 0).
     pub fn data_path(&self, file: u64) -> PathBuf {
-        self.dir
-            .join(format!("{}_d0_f{}_{}.raw", self.base, file, self.index))
+        self.port_data_path(0, file)
+    }
+
+    /// Path of data file `file` of port `port`.
+    pub fn port_data_path(&self, port: usize, file: u64) -> PathBuf {
+        self.dir.join(format!(
+            "{}_d{}_f{}_{}.raw",
+            self.base, port, file, self.index
+        ))
     }
 
     /// Path of the master file.
@@ -182,19 +247,27 @@ impl RawWriter {
             .join(format!("{}_master_{}.json", self.base, self.index))
     }
 
-    /// Frames written so far.
+    /// Frames written so far (with several ports, the records of the port with most).
     pub fn written(&self) -> u64 {
-        self.written
+        self.ports.iter().map(|p| p.written).max().unwrap_or(0)
+    }
+
+    /// Packets marked caught in each port's part of a complete frame.
+    pub fn packets_per_part(&self) -> u32 {
+        let n = u32::try_from(self.ports.len()).unwrap_or(u32::MAX).max(1);
+        self.config.packets_per_frame.div_ceil(n)
     }
 
     /// Writes one complete frame (`rows * cols` samples, image order; the ROI's shape when
     /// one is set) with frame number `frame_number`.
     pub fn write_frame(&mut self, frame_number: u64, image: &[u16]) -> Result<()> {
-        let h = DetectorHeader::complete(frame_number, self.config.packets_per_frame);
+        let h = DetectorHeader::complete(frame_number, self.packets_per_part());
         self.write_frame_with_header(&h, image)
     }
 
     /// Writes one frame with the given header (to make partial frames, odd numbers, ...).
+    /// With several ports each port's part gets this header with `row` set to the port and
+    /// `column` 0 (see [`RawWriter::write_part`] to write one port's part alone).
     pub fn write_frame_with_header(
         &mut self,
         header: &DetectorHeader,
@@ -209,15 +282,69 @@ impl RawWriter {
                 format!("{} samples", image.len()),
             ));
         }
-        let max = self.config.max_frames_per_file;
-        if self.out.is_some() && max > 0 && self.in_file >= max {
-            self.close_file()?;
-            self.file_no += 1;
-            self.in_file = 0;
+        if self.ports.len() == 1 {
+            return self.write_record(0, header, image);
         }
-        if self.out.is_none() {
-            let p = self.data_path(self.file_no);
-            self.out = Some(AtomicFile::create(&p)?);
+        let band = self.port_rows() * cols;
+        for (port, part) in image.chunks_exact(band).enumerate() {
+            let h = Self::port_header(header, port);
+            self.write_record(port, &h, part)?;
+        }
+        Ok(())
+    }
+
+    /// `header` as port `port` of a stack of ports writes it: `row` the port, `column` 0.
+    fn port_header(header: &DetectorHeader, port: usize) -> DetectorHeader {
+        let mut h = *header;
+        h.row = u16::try_from(port).unwrap_or(u16::MAX);
+        h.column = 0;
+        h
+    }
+
+    /// Writes port `port`'s part of one frame alone (`rows / ports * cols` samples), with
+    /// `header`'s `row` set to the port and `column` 0: to make acquisitions where one port
+    /// lost a frame or packets another has.
+    ///
+    /// # Errors
+    /// [`Error::InvalidParameter`] (`port`) for a port the writer does not have;
+    /// [`Error::Shape`] for a part of the wrong size; the file's write errors.
+    pub fn write_part(&mut self, port: usize, header: &DetectorHeader, part: &[u16]) -> Result<()> {
+        if port >= self.ports.len() {
+            return Err(Error::param(
+                "port",
+                format!("{port}: the writer has {} port(s)", self.ports.len()),
+            ));
+        }
+        let px = self.port_rows() * self.stored_shape().1;
+        if part.len() != px {
+            return Err(Error::shape(
+                "raw writer part",
+                format!("{px} samples"),
+                format!("{} samples", part.len()),
+            ));
+        }
+        let h = Self::port_header(header, port);
+        self.write_record(port, &h, part)
+    }
+
+    /// Appends one record (`header`, then `image`'s samples as stored) to port `port`'s
+    /// current data file, starting the next file when this one is full.
+    fn write_record(&mut self, port: usize, header: &DetectorHeader, image: &[u16]) -> Result<()> {
+        let px = image.len();
+        let max = self.config.max_frames_per_file;
+        let full = {
+            let pf = &self.ports[port];
+            pf.out.is_some() && max > 0 && pf.in_file >= max
+        };
+        if full {
+            self.close_file(port)?;
+            let pf = &mut self.ports[port];
+            pf.file_no += 1;
+            pf.in_file = 0;
+        }
+        if self.ports[port].out.is_none() {
+            let p = self.port_data_path(port, self.ports[port].file_no);
+            self.ports[port].out = Some(AtomicFile::create(&p)?);
         }
         let pixels: &[u16] = match &self.map {
             Some(map) => {
@@ -231,23 +358,25 @@ impl RawWriter {
         for v in pixels {
             bytes.extend_from_slice(&v.to_le_bytes());
         }
-        let p = self.data_path(self.file_no);
-        let Some(out) = self.out.as_mut() else {
+        let p = self.port_data_path(port, self.ports[port].file_no);
+        let pf = &mut self.ports[port];
+        let Some(out) = pf.out.as_mut() else {
             return Ok(());
         };
         out.write_all(&header.to_bytes())
             .and_then(|_| out.write_all(&bytes))
             .map_err(|e| Error::io(&p, e))?;
-        self.in_file += 1;
-        self.written += 1;
+        pf.in_file += 1;
+        pf.written += 1;
         Ok(())
     }
 
-    fn close_file(&mut self) -> Result<()> {
-        if let Some(mut out) = self.out.take() {
-            let p = self.data_path(self.file_no);
+    fn close_file(&mut self, port: usize) -> Result<()> {
+        let p = self.port_data_path(port, self.ports[port].file_no);
+        let pf = &mut self.ports[port];
+        if let Some(mut out) = pf.out.take() {
             out.flush().map_err(|e| Error::io(&p, e))?;
-            self.done.push(out);
+            pf.done.push(out);
         }
         Ok(())
     }
@@ -256,7 +385,10 @@ impl RawWriter {
     /// (the frames asked for; `None`: the frames written), "Frames in File" the frames
     /// written. Returns the master file's path.
     pub fn finish(mut self, total_frames: Option<u64>) -> Result<PathBuf> {
-        self.close_file()?;
+        for port in 0..self.ports.len() {
+            self.close_file(port)?;
+        }
+        let written = self.written();
         let c = &self.config;
         let path = self.master_path();
         let unix_seconds = std::time::SystemTime::now()
@@ -271,14 +403,17 @@ impl RawWriter {
             max_frames_per_file: c.max_frames_per_file,
             frame_discard_policy: c.frame_discard_policy,
             frame_padding: c.frame_padding,
-            total_frames: total_frames.unwrap_or(self.written),
-            frames_in_file: self.written,
+            ports: self.ports.len(),
+            total_frames: total_frames.unwrap_or(written),
+            frames_in_file: written,
             unix_seconds,
         });
         // The data files first, the master (which makes the acquisition readable) last; an
         // error on the way removes every temporary file not yet renamed.
-        for f in std::mem::take(&mut self.done) {
-            f.commit()?;
+        for port in &mut self.ports {
+            for f in std::mem::take(&mut port.done) {
+                f.commit()?;
+            }
         }
         let mut master = AtomicFile::create(&path)?;
         master
