@@ -29,6 +29,7 @@ use std::path::{Path, PathBuf};
 
 use super::atomic::{AtomicFile, Claim};
 use super::guarded_map::GuardedMap;
+use super::write_behind::{DEFAULT_WRITE_THREADS, WriteBehind};
 use crate::error::{Error, Result};
 use crate::frames::Frames;
 
@@ -1069,10 +1070,12 @@ pub trait Record: Copy {
 
 /// Writes rows of a [`Record`] to a 1-D structured `.npy` a batch at a time (the row count
 /// goes into the header at the end: the header leaves room for it), under a temporary name
-/// until [`RecordWriter::finish`].
+/// until [`RecordWriter::finish`]. The rows are written by threads of their own
+/// ([`WriteBehind::positioned`], as a cluster file is), so a caller that appends hundreds of
+/// MB of photons spends a copy into a buffer on them, not the file system's write.
 pub struct RecordWriter<R: Record> {
     path: PathBuf,
-    out: AtomicFile,
+    out: WriteBehind<AtomicFile>,
     rows: usize,
     header_len: usize,
     scratch: Vec<u8>,
@@ -1085,9 +1088,11 @@ impl<R: Record> RecordWriter<R> {
     /// # Errors
     /// [`Error::Io`] when the file cannot be created.
     pub fn create(path: &Path, claim: Claim) -> Result<Self> {
-        let mut out = AtomicFile::create_claiming(path, claim)?;
+        let mut file = AtomicFile::create_claiming(path, claim)?;
         let header = header_bytes(R::DESCR, &[0]);
-        out.write_all(&header).map_err(|e| Error::io(path, e))?;
+        file.write_all(&header).map_err(|e| Error::io(path, e))?;
+        let out = WriteBehind::positioned(file, DEFAULT_WRITE_THREADS, 4)
+            .map_err(|e| Error::io(path, e))?;
         Ok(Self {
             path: path.to_path_buf(),
             out,
@@ -1147,16 +1152,17 @@ impl<R: Record> RecordWriter<R> {
     ///
     /// # Errors
     /// [`Error::Io`] when writing or renaming fails.
-    pub fn finish(mut self) -> Result<PathBuf> {
+    pub fn finish(self) -> Result<PathBuf> {
         use std::io::{Seek, SeekFrom};
         let header = header_bytes(R::DESCR, &[self.rows]);
         if header.len() != self.header_len {
             return Err(Error::Internal("a record header changed length".into()));
         }
         let io = |e| Error::io(&self.path, e);
-        self.out.seek(SeekFrom::Start(0)).map_err(io)?;
-        self.out.write_all(&header).map_err(io)?;
-        self.out.commit()
+        let (mut file, _) = self.out.finish().map_err(io)?;
+        file.seek(SeekFrom::Start(0)).map_err(io)?;
+        file.write_all(&header).map_err(io)?;
+        file.commit()
     }
 }
 
