@@ -515,9 +515,9 @@ impl Sink for ImagingSink {
             *k = None;
         }
         let photons = match self.photon_outputs.get(input).cloned().flatten() {
-            Some(PhotonDestination::File(p)) => {
-                Some(PhotonList::File(PhotonWriter::create(&p, self.claim)?))
-            }
+            Some(PhotonDestination::File(p)) => Some(PhotonList::File(Box::new(
+                PhotonWriter::create(&p, self.claim)?,
+            ))),
             Some(PhotonDestination::Memory) => Some(PhotonList::Memory(Vec::new())),
             None => None,
         };

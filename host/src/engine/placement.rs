@@ -65,7 +65,7 @@ impl PlacementRules {
 /// Where one input's photons go, row by row in frame order: the same rows either way.
 pub enum PhotonList {
     /// Written to a structured `.npy` (finished by the caller).
-    File(PhotonWriter),
+    File(Box<PhotonWriter>),
     /// Kept in memory (e.g. handed to numpy by the Python package). It grows as rows come,
     /// fallibly ([`crate::memory::reserve`]): more rows than memory is an
     /// [`Error::TooLarge`], never an abort.
