@@ -345,6 +345,8 @@ fn every_fault_is_counted_and_reported() {
     p.send_parts(&[h22.to_json().as_bytes(), &px, b"extra"])
         .expect("send");
     send(&mut p, &g, 23, true, |_| {});
+    // Frame 23 again right after itself: a duplicate, not a restart.
+    send(&mut p, &g, 23, true, |_| {});
     // The sender restarts: frame numbers from 100, frameIndex 0 again (acquisition 2).
     for i in 0..13 {
         send(&mut p, &g, 100 + i, i >= 10, |h| h.frame_index = Some(i));
@@ -370,6 +372,7 @@ fn every_fault_is_counted_and_reported() {
         ("malformed", 4),
         ("dropped", 0),
         ("restarts", 1),
+        ("duplicates", 1),
     ];
     for (k, v) in expect {
         assert_eq!(num(a, k), v, "{k}: {}\n{}", done.stdout, done.stderr);
@@ -395,6 +398,7 @@ fn every_fault_is_counted_and_reported() {
         "malformed",
         "dropped",
         "restarts",
+        "duplicates",
     ] {
         assert_eq!(num(c, k), 0, "{k}");
     }
@@ -410,6 +414,8 @@ fn every_fault_is_counted_and_reported() {
         "malformed: malformed message (after frame 18): not a JSON header",
         "malformed: frame 19: its header came without the data part",
         "malformed: frame 22: 1 more part(s) after the data part",
+        "duplicate: frame 23 (frameIndex",
+        "came again right after itself: a duplicate, discarded (not a restart)",
         "restart: the sender restarted mid-acquisition: frame 100 (frameIndex 0) after frame 23",
         "restart: frame 200 belongs to another acquisition (fileIndex 1",
     ] {

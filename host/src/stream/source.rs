@@ -41,8 +41,9 @@ pub enum FaultKind {
     /// Parts of frames that came after their frame was handed on (whole or given up), and
     /// were discarded (frames in parts only).
     Late,
-    /// Parts of frame 0 that came again from an endpoint while the frame numbers went on:
-    /// duplicates, discarded (not restarts; frames in parts only).
+    /// Parts of frame 0 that came again from an endpoint while the frame numbers went on
+    /// (frames in parts), or a whole frame sent again right after itself (one endpoint):
+    /// duplicates, discarded (not restarts).
     Duplicate,
 }
 
@@ -167,8 +168,9 @@ pub struct AcquisitionCounts {
     pub restarts: u64,
     /// Parts that came after their frame was handed on (frames in parts only).
     pub late: u64,
-    /// Parts of frame 0 that came again while the frame numbers went on (frames in parts
-    /// only): discarded duplicates, not restarts.
+    /// Parts of frame 0 that came again while the frame numbers went on (frames in parts),
+    /// or whole frames sent again right after themselves (one endpoint): discarded
+    /// duplicates, not restarts.
     pub duplicates: u64,
     /// Most frames waiting in the queue at once.
     pub peak_queue: usize,
@@ -444,6 +446,18 @@ impl<'r> Acquisition<'r> {
                         key.0, key.1, k.0, k.1
                     ),
                 ))
+            } else if number == last {
+                // The frame just handed on, sent again (its frame number cannot start a new
+                // run of numbers that the last frame ended): a duplicate, not a restart.
+                self.fault(
+                    FaultKind::Duplicate,
+                    1,
+                    format!(
+                        "frame {number} (frameIndex {}) came again right after itself: a duplicate, discarded (not a restart)",
+                        header.frame_index.map_or("?".into(), |i| i.to_string())
+                    ),
+                );
+                return None;
             } else if number <= last || header.frame_index == Some(0) {
                 Some((
                     Ending::Restart,
