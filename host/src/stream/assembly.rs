@@ -673,7 +673,21 @@ impl<D: std::ops::Deref<Target = [u8]>> Assembler<D> {
             header.fname.clone_from(fname);
         }
         let (rows, cols) = Place::of(&header).whole();
+        // A receiver of several ports sends each part with its own extent as its "whole" ROI
+        // (slsReceiver's `DataStreamer::SetPortROI`, e.g. [0, 399, 0, 199] for each half of
+        // a MOENCH on two interfaces): no ROI is set, the whole frame is the frame's ROI.
+        let part = [
+            0,
+            i64::from(header.shape[0]) - 1,
+            0,
+            i64::from(header.shape[1]) - 1,
+        ];
+        let roi = match header.rx_roi {
+            Some(r) if r == part => Some([0, cols as i64 - 1, 0, rows as i64 - 1]),
+            r => r,
+        };
         let mut whole = header;
+        whole.rx_roi = roi;
         whole.shape = [cols as u32, rows as u32];
         whole.size = (rows as u64) * (cols as u64) * 2;
         whole.detshape = [1, 1];
@@ -964,6 +978,35 @@ mod tests {
             }
         }
         (frames, ends, a.take_notices())
+    }
+
+    /// A receiver of two ports sends each part with its own extent as `rx_roi` (no ROI set):
+    /// the whole frame carries the whole frame's extent, never a part's (which would read as
+    /// a receiver ROI); a real ROI is handed on as it came.
+    #[test]
+    fn a_part_extent_as_rx_roi_is_no_roi() {
+        let (r, c) = (2u32, 3u32);
+        let (rows, cols) = (4usize, 3usize);
+        for (sent, want) in [
+            (Some([0, 2, 0, 1]), Some([0, 2, 0, 3])),
+            (Some([0, 1, 0, 1]), Some([0, 1, 0, 1])),
+            (None, None),
+        ] {
+            let names = vec!["ep0".to_string(), "ep1".to_string()];
+            let mut a: Assembler<Vec<u8>> =
+                Assembler::new(names, Some((rows, cols)), 10_000, Duration::from_secs(3600));
+            let now = Instant::now();
+            for e in 0..2 {
+                let mut h = part(0, e, (2, 1), (r, c), false);
+                h.rx_roi = sent;
+                let d = cut(&frame_of(0, rows * cols), cols, &h);
+                a.push(e, Input::Part(h, Ok(d), now), now).expect("layout");
+            }
+            match a.pop() {
+                Some(Output::Frame(f)) => assert_eq!(f.header.rx_roi, want, "{sent:?}"),
+                _ => panic!("no frame for {sent:?}"),
+            }
+        }
     }
 
     /// Issue 32 item 8: a part of frame 0 that one endpoint sends again mid-acquisition is a
