@@ -228,6 +228,40 @@ fn a_part_lost_in_one_port_is_an_incomplete_frame_naming_the_port() {
     assert!(frames[3 * 12 + 6..4 * 12].iter().all(|&v| v == 0xFFFF));
 }
 
+/// Ports that lost different frames (slsReceiver's `discardpartial`: each port drops its own
+/// partial parts) hold fewer records each than there are frame numbers on disk: the frames on
+/// disk are the distinct numbers, so no frame is reported missing at the end.
+#[test]
+fn ports_that_lost_different_frames_leave_none_missing_at_the_end() {
+    let dir = tempfile::tempdir().expect("dir");
+    let mut w = RawWriter::create(dir.path(), "apart", 0, small(4, 3, 0))
+        .expect("create")
+        .ports(2)
+        .expect("ports");
+    for k in 1..=6u64 {
+        let f = pattern(k, 12);
+        match k {
+            2 => w.write_part(0, &DetectorHeader::complete(k, 1), &f[..6]),
+            5 => w.write_part(1, &DetectorHeader::complete(k, 1), &f[6..]),
+            _ => w.write_frame(k, &f),
+        }
+        .expect("write");
+    }
+    let master = w.finish(Some(6)).expect("finish");
+    let (_, numbers, r) = read_all(&master);
+    assert_eq!(numbers, vec![1, 3, 4, 6]);
+    let rep = r.report();
+    assert_eq!(rep.frames_on_disk, 6, "5 records per port, 6 frame numbers");
+    assert_eq!(rep.missing_count(), 0);
+    assert_eq!(rep.unaccounted(), 0, "{}", rep.summary());
+    let text = rep.summary();
+    assert!(!text.contains("missing at the end"), "{text}");
+    assert!(
+        text.contains("2 (port 1: absent)") && text.contains("5 (port 0: absent)"),
+        "{text}"
+    );
+}
+
 #[test]
 fn a_port_file_cut_off_or_absent_is_named() {
     let dir = tempfile::tempdir().expect("dir");

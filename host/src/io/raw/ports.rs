@@ -73,6 +73,8 @@ pub(crate) struct PortSet {
     /// Parts per batch read ahead.
     batch: usize,
     report: GapReport,
+    /// Whole frames put together so far (distinct frame numbers, complete or not).
+    assembled: u64,
 }
 
 impl PortSet {
@@ -114,6 +116,7 @@ impl PortSet {
             ports,
             expected,
             deliver_incomplete: false,
+            assembled: 0,
         };
         set.sync();
         Ok(set)
@@ -158,21 +161,23 @@ impl PortSet {
         }
     }
 
-    /// Copies the ports' file findings (truncated, short and absent files, records on disk:
-    /// the most any port holds) into the merged report.
+    /// Copies the ports' file findings (truncated, short and absent files) into the merged
+    /// report, and the frames on disk: the whole frames put together so far and the most parts
+    /// any port has left (exact once every port is read: the distinct frame numbers on disk,
+    /// which exceed every port's own count when the ports lost different frames).
     fn sync(&mut self) {
+        let left = self.frames_left_on_disk();
         let r = &mut self.report;
         r.truncated.clear();
         r.short_files.clear();
         r.absent_files.clear();
-        r.frames_on_disk = 0;
         for q in &self.ports {
             let pr = q.reader.report();
             r.truncated.extend(pr.truncated.iter().cloned());
             r.short_files.extend(pr.short_files.iter().cloned());
             r.absent_files.extend(pr.absent_files.iter().cloned());
-            r.frames_on_disk = r.frames_on_disk.max(pr.frames_on_disk);
         }
+        r.frames_on_disk = self.assembled + left;
     }
 
     /// Reads the next whole frame (complete or not) into `out` (the whole frame's pixels)
@@ -255,6 +260,7 @@ impl PortSet {
             ..base
         };
         self.report.book_number(number);
+        self.assembled += 1;
         if !losses.is_empty() {
             let present =
                 self.ports.len() - losses.iter().filter(|l| l.packets_caught.is_none()).count();
