@@ -289,7 +289,16 @@ fn sigint_finishes_a_parts_acquisition() {
     assert_eq!(m["end"], "interrupted");
     let frames = num(m, "frames");
     assert!(frames > 0 && frames < 1980, "{}", done.stdout);
-    assert_eq!(num(m, "incomplete"), 0, "{}", done.stderr);
+    // A frame whose second part was still on its way when the signal came is reported
+    // incomplete (never dropped unreported); at 200 frames/s, at most the last one or two.
+    let incomplete = num(m, "incomplete");
+    assert!(incomplete <= 2, "{}", done.stderr);
+    assert_eq!(
+        done.stderr.matches("never arrived; skipped").count() as u64,
+        incomplete,
+        "{}",
+        done.stderr
+    );
     let (numbers, batch) =
         read_cluster_file(&out.join("run_0.clust"), ClusterSize::S3).expect("a valid file");
     assert_eq!(numbers, (20..20 + frames as i32).collect::<Vec<_>>());
