@@ -1,4 +1,5 @@
-//! The engine's own tests: the streamed run against one call, its slots and ring, visitor errors, overflows, bad settings, `.npy` inputs read or mapped, and several inputs.
+//! The engine's own tests: the streamed run against one call, its slots and ring, visitor
+//! errors, overflows, bad settings, `.npy` inputs read or mapped, and several inputs.
 
 use super::*;
 use crate::cluster::ClusterSize;
