@@ -224,12 +224,7 @@ pub fn run(
     let mut visit = |index: usize, number: u64, fc: FrameClusters<'_>| -> Result<(), Error> {
         frames += 1;
         let number = if numbered {
-            i32::try_from(number).map_err(|_| {
-                Error::param(
-                    "frames",
-                    format!("header frame number {number} does not fit in the result's int32"),
-                )
-            })?
+            cluda::io::file_frame_number(number, "frames", "the raw acquisition's headers")?
         } else {
             frame_number(first, index)?
         };

@@ -505,15 +505,7 @@ impl Session {
                 };
                 c.clusters += fc.len() as u64;
                 if let Some(w) = c.writer.as_mut() {
-                    let n = i32::try_from(number).map_err(|_| {
-                        Error::param(
-                            "out",
-                            format!(
-                                "frame number {number} of {} does not fit the cluster file's i32 frame numbers",
-                                describe[k]
-                            ),
-                        )
-                    })?;
+                    let n = crate::io::file_frame_number(number, "out", &describe[k])?;
                     w.write_frame(n, &fc)?;
                 }
                 #[cfg(feature = "plot")]

@@ -22,6 +22,24 @@ use crate::io::write_behind::{DEFAULT_WRITE_THREADS, MAX_WRITE_THREADS, WriteBeh
 /// Bytes of a frame header (`i32 frame_number`, `u32 n_clusters`).
 pub const FRAME_HEADER_BYTES: usize = 8;
 
+/// A frame number as the cluster file's `i32` frame number field (aare's layout): the one
+/// conversion every writer of a run (files, the stream, Python) goes through.
+///
+/// # Errors
+/// [`Error::InvalidParameter`] (`param`) naming the number and `what` it belongs to (e.g. an
+/// input) when it is above `i32::MAX`: such a frame cannot be written, never wrapped.
+pub fn file_frame_number(number: u64, param: &'static str, what: &str) -> Result<i32> {
+    i32::try_from(number).map_err(|_| {
+        Error::param(
+            param,
+            format!(
+                "frame number {number} of {what} does not fit the cluster file's i32 frame numbers (at most {})",
+                i32::MAX
+            ),
+        )
+    })
+}
+
 /// Writes aare cluster files, one frame at a time (the clusters are never all in memory).
 pub struct ClusterFileWriter<W: Write> {
     path: PathBuf,
@@ -428,4 +446,28 @@ pub fn read_cluster_file(path: &Path, size: ClusterSize) -> Result<(Vec<i32>, Cl
         batch.push_frame(&words);
     }
     Ok((numbers, batch))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frame_numbers_up_to_i32_max_fit_and_larger_ones_are_named() {
+        assert_eq!(file_frame_number(0, "out", "x").ok(), Some(0));
+        assert_eq!(
+            file_frame_number(i32::MAX as u64, "out", "x").ok(),
+            Some(i32::MAX)
+        );
+        let e = file_frame_number(i32::MAX as u64 + 1, "out", "data/run_master_0.json")
+            .expect_err("2^31 does not fit");
+        let text = e.to_string();
+        assert!(
+            text.contains("frame number 2147483648 of data/run_master_0.json")
+                && text.contains("at most 2147483647")
+                && text.contains("out"),
+            "{text}"
+        );
+        assert!(file_frame_number(u64::MAX, "stream", "s").is_err());
+    }
 }

@@ -771,12 +771,11 @@ pub fn run(
                             &mut ring,
                             &mut |number, fc| {
                                 // Frames above i32::MAX were skipped by the source.
-                                let n = i32::try_from(number).map_err(|_| {
-                                    Error::Internal(format!(
-                                        "frame number {number} above i32::MAX reached {}",
-                                        path.display()
-                                    ))
-                                })?;
+                                let n = crate::io::file_frame_number(
+                                    number,
+                                    "stream",
+                                    &path.display().to_string(),
+                                )?;
                                 writer.write_frame(n, &fc)?;
                                 sinks.frame(0, number, &fc)?;
                                 clusters += fc.len() as u64;
