@@ -414,6 +414,21 @@ impl RawMaster {
         self.rows * self.cols
     }
 
+    /// Checks that a buffer of `len` samples holds exactly one whole frame.
+    ///
+    /// # Errors
+    /// [`Error::Shape`] naming the frame's shape and the buffer's length.
+    pub fn check_frame_buffer(&self, len: usize) -> Result<()> {
+        if len == self.pixels() {
+            return Ok(());
+        }
+        Err(Error::shape(
+            "raw frame buffer",
+            format!("{} samples ({} x {})", self.pixels(), self.rows, self.cols),
+            format!("{len} samples"),
+        ))
+    }
+
     /// Bytes of one frame record in a data file: the 112-byte header plus one port's part of
     /// a frame as stored (the ROI's when one is set), 16 bits each.
     pub fn frame_bytes(&self) -> u64 {

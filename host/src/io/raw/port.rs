@@ -244,18 +244,7 @@ impl PortReader {
     /// end of the data. Frames with lost packets are skipped unless
     /// [`PortReader::deliver_incomplete`] was set.
     pub fn next_frame_into(&mut self, out: &mut [u16]) -> Result<Option<FrameInfo>> {
-        if out.len() != self.master.pixels() {
-            return Err(Error::shape(
-                "raw frame buffer",
-                format!(
-                    "{} samples ({} x {})",
-                    self.master.pixels(),
-                    self.master.rows,
-                    self.master.cols
-                ),
-                format!("{} samples", out.len()),
-            ));
-        }
+        self.master.check_frame_buffer(out.len())?;
         loop {
             let Some(info) = self.read_record(out)? else {
                 return Ok(None);

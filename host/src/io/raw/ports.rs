@@ -283,18 +283,7 @@ impl PortSet {
     /// # Errors
     /// [`Error::Shape`] for an `out` that is not one whole frame; the ports' read errors.
     pub(crate) fn next_frame_into(&mut self, out: &mut [u16]) -> Result<Option<FrameInfo>> {
-        if out.len() != self.master.pixels() {
-            return Err(Error::shape(
-                "raw frame buffer",
-                format!(
-                    "{} samples ({} x {})",
-                    self.master.pixels(),
-                    self.master.rows,
-                    self.master.cols
-                ),
-                format!("{} samples", out.len()),
-            ));
-        }
+        self.master.check_frame_buffer(out.len())?;
         loop {
             let Some(info) = self.assemble(out)? else {
                 return Ok(None);
