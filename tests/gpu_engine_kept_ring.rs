@@ -1,11 +1,11 @@
 //! The engine's kept ring on a GPU (needs a CUDA GPU: ignored elsewhere; run with
 //! `--include-ignored`): runs from borrowed memory ([`SliceSource`]) through one ring of
-//! page-locked slots kept between them ([`find_stream_reusing`], as the Python package's
+//! page-locked slots kept between them ([`find_stream_with`], as the Python package's
 //! find calls run), of lengths that do and do not fill the ring, give the CPU's clusters and
 //! pedestal in one call over the same frames, and the same slots come back after each run.
 
 use cluda::cluster::ClusterSize;
-use cluda::engine::{EngineConfig, RingSlots, SliceSource, find_stream_reusing};
+use cluda::engine::{EngineConfig, RingSlots, SliceSource, find_stream_with};
 use cluda::finder::gpu::PipelineConfig;
 use cluda::{ClusterBatch, ClusterFinder, Precision, ThresholdMode};
 use support::gpu_vs_cpu::{Data, cpu_finder, gpu_finder};
@@ -36,7 +36,7 @@ fn runs_through_a_kept_ring_equal_one_cpu_call() {
         for (from, to) in [(0, 1), (1, 20), (20, 84), (84, 300)] {
             let mut src =
                 SliceSource::new(&d.data[from * d.px()..to * d.px()], d.rows, d.cols).expect("src");
-            let stats = find_stream_reusing(&mut gpu, &mut src, engine, &mut ring, &mut |_, fc| {
+            let stats = find_stream_with(&mut gpu, &mut src, engine, &mut ring, &mut |_, fc| {
                 assert_eq!(fc.frame + from, frames, "frames in order");
                 frames += 1;
                 got.push_frame(fc.words());

@@ -22,7 +22,10 @@ use crate::error::{Error, Result};
 
 #[cfg(test)]
 mod reference;
+mod source;
 mod ziggurat;
+
+pub use source::Generated;
 
 thread_local! {
     /// Each thread's `f32` frame that [`Generator::frame_into`] builds a frame in (kept, so

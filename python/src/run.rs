@@ -25,7 +25,7 @@ use numpy::{PyArrayMethods, PyUntypedArrayMethods};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 
-use cluda::engine::{EngineConfig, RingSlots, SliceSource, find_stream_reusing};
+use cluda::engine::{EngineConfig, RingSlots, SliceSource, find_stream_with};
 use cluda::io::FrameSource;
 use cluda::io::raw::RawReader;
 use cluda::{ClusterFinder, ClusterSize, Error, FrameClusters, Frames};
@@ -260,7 +260,7 @@ pub fn run(
                 // The engine names frames by their numbers (`fc.frame` too): the stream index
                 // is counted here, frames coming in order.
                 let mut index = 0usize;
-                find_stream_reusing(finder.as_mut(), src, config, ring, &mut |n, fc| {
+                find_stream_with(finder.as_mut(), src, config, ring, &mut |n, fc| {
                     index += 1;
                     visit(index - 1, n, fc)
                 })

@@ -7,9 +7,10 @@ use super::args::DemoArgs;
 use cluda::engine::run::{PlotOutput, check_plot_dir};
 
 use super::find::{find, run_options};
-use super::inputs::{Generated, check_dims};
+use super::inputs::check_dims;
 use super::output::print_line;
 use super::summary::Spectrum;
+use cluda::generate::Generated;
 
 /// Runs `cluda demo`: the summary line, then the spectrum.
 pub fn run(args: &DemoArgs) -> Result<()> {
@@ -28,8 +29,12 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         &super::signals::check,
     )?;
     let p = args.pedestal_frames;
-    let mut dark = Generated::new(&generator, 0, p, false).input("pedestal");
-    let mut data = Generated::new(&generator, p as u64, args.frames, true).input("data");
+    let mut dark = Generated::new(&generator, 0, p, false)
+        .with_cancel(&super::signals::check)
+        .input("pedestal");
+    let mut data = Generated::new(&generator, p as u64, args.frames, true)
+        .with_cancel(&super::signals::check)
+        .input("data");
     // 20 bins of 50 ADU: single photons (~400 ADU) and the start of pile-up (~800 ADU).
     let mut spectrum = Spectrum::new(0, 50, 20);
     let mut options = run_options(&args.finder);

@@ -17,9 +17,10 @@ use super::args::GenArgs;
 use cluda::engine::EngineConfig;
 use cluda::engine::input::Input;
 
-use super::inputs::{Generated, check_dims};
+use super::inputs::check_dims;
 use super::output::{note_unwritten, print_line};
 use super::progress::frames_bar;
+use cluda::generate::Generated;
 
 /// Runs `cluda gen`: the whole set (pedestal and data) is written into a staging directory
 /// inside DIR and moved into place when complete ([`StagedSet`]); an older set of the same
@@ -84,8 +85,12 @@ pub fn run(args: &GenArgs) -> Result<()> {
     }
     let generator = Generator::with_cancel(config, &super::signals::check)?;
     let p = args.pedestal_frames;
-    let dark = Generated::new(&generator, 0, p, false).input("pedestal");
-    let data = Generated::new(&generator, p as u64, args.frames, true).input("data");
+    let dark = Generated::new(&generator, 0, p, false)
+        .with_cancel(&super::signals::check)
+        .input("pedestal");
+    let data = Generated::new(&generator, p as u64, args.frames, true)
+        .with_cancel(&super::signals::check)
+        .input("data");
     let mut lines = Vec::new();
     for (name, mut input) in [(NAMES[0], dark), (NAMES[1], data)] {
         if args.raw {

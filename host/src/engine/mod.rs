@@ -28,9 +28,11 @@
 
 pub mod imaging;
 pub mod input;
+pub mod outputs;
 pub mod paths;
 pub mod placement;
 pub mod plan;
+pub mod report;
 pub mod rows;
 pub mod run;
 pub mod sink;
@@ -43,6 +45,7 @@ use crate::error::{Error, Result};
 use crate::finder::ClusterFinder;
 use crate::finder::feed::{Chunk, FedChunk, FrameFeed, FrameStore};
 use crate::io::{FrameSource, MappedFrames};
+use sink::{InputEvents, Sink, SinkEvents};
 pub use slice_source::SliceSource;
 
 /// How the engine reads ahead.
@@ -234,7 +237,8 @@ pub fn find_stream(
 /// the thread that opened the device while the pedestal was pushed) and kept for the next
 /// run: `slots` is taken when it fits `config` (else the ring is allocated here;
 /// [`EngineStats::alloc`] counts only that) and holds the ring again afterwards when every
-/// slot came back.
+/// slot came back. One finder running the engine many times (the Python package's calls)
+/// keeps its ring this way: page-locked slots cost about 0.3 s to allocate on an H200.
 ///
 /// # Errors
 /// As [`find_stream`].
@@ -245,59 +249,89 @@ pub fn find_stream_with(
     slots: &mut Option<RingSlots>,
     visit: &mut dyn FnMut(u64, FrameClusters<'_>) -> Result<()>,
 ) -> Result<EngineStats> {
+    /// A visitor as the events of one input.
+    struct Visitor<'v> {
+        visit: &'v mut dyn FnMut(u64, FrameClusters<'_>) -> Result<()>,
+        result: Option<Result<EngineStats>>,
+    }
+    impl InputEvents for Visitor<'_> {
+        fn begin(&mut self, _: &mut dyn ClusterFinder, _: usize) -> Result<()> {
+            Ok(())
+        }
+        fn frame(&mut self, _: usize, number: u64, clusters: FrameClusters<'_>) -> Result<()> {
+            (self.visit)(number, clusters)
+        }
+        fn end(
+            &mut self,
+            _: &mut dyn ClusterFinder,
+            _: usize,
+            result: Result<EngineStats>,
+        ) -> Result<()> {
+            self.result = Some(result);
+            Ok(())
+        }
+    }
+    let mut events = Visitor {
+        visit,
+        result: None,
+    };
+    find_streams(finder, &mut [source], config, slots, &mut events)?;
+    ended(events.result)
+}
+
+/// One input into `sink`, driven as every run drives a sink ([`SinkEvents`]: begin, its
+/// frames, then end, or abandon when anything failed), through a ring kept in `slots` as in
+/// [`find_stream_with`]. The stream's acquisitions run this way.
+///
+/// # Errors
+/// As [`find_stream`], and the sink's (after [`Sink::abandon`]).
+pub fn find_stream_into(
+    finder: &mut dyn ClusterFinder,
+    source: &mut (dyn FrameSource + Send),
+    config: EngineConfig,
+    slots: &mut Option<RingSlots>,
+    sink: &mut dyn Sink,
+) -> Result<EngineStats> {
     let mut result = None;
     find_streams(
         finder,
         &mut [source],
         config,
         slots,
-        &mut |_, _| Ok(()),
-        &mut |_, n, fc| visit(n, fc),
-        &mut |_, _, r| {
-            result = Some(r);
-            Ok(())
+        &mut SinkEvents {
+            sink,
+            done: |_, r| {
+                result = Some(r);
+                Ok(())
+            },
         },
     )?;
-    result.unwrap_or_else(|| Err(Error::Internal("the engine ended no input".into())))
+    ended(result)
 }
 
-/// [`find_stream_with`] under the name the Python package's calls use: one finder running the
-/// engine many times keeps its ring (page-locked slots cost about 0.3 s to allocate on an
-/// H200) from one run to the next.
-///
-/// # Errors
-/// As [`find_stream`].
-pub fn find_stream_reusing(
-    finder: &mut dyn ClusterFinder,
-    source: &mut (dyn FrameSource + Send),
-    config: EngineConfig,
-    slots: &mut Option<RingSlots>,
-    visit: &mut dyn FnMut(u64, FrameClusters<'_>) -> Result<()>,
-) -> Result<EngineStats> {
-    find_stream_with(finder, source, config, slots, visit)
+/// The outcome of a run's only input.
+fn ended(result: Option<Result<EngineStats>>) -> Result<EngineStats> {
+    result.unwrap_or_else(|| Err(Error::Internal("the engine ended no input".into())))
 }
 
 /// Several inputs through one finder and one ring, one after another, the reader running
 /// ahead across their boundaries (the next input is read while the current one is found).
-/// For input `k`: `begin(finder, k)` before its first frame is asked for (e.g. to reset the
-/// pedestal; an error there skips the input and is what `end` receives), `visit(k, number,
-/// clusters)` for each frame in order, then `end(finder, k, result)` with the input's statistics or
-/// the error that stopped it (the source's, the finder's or the visitor's). An error of one
-/// input does not stop the others; an error returned by `begin`'s finder state (none) or by
-/// `end` stops the run and is returned. `slots` as in [`find_stream_with`].
+/// For input `k`, `events` hears [`InputEvents::begin`] before its first frame is asked for
+/// (e.g. to reset the pedestal; an error there skips the input and is what `end` receives),
+/// [`InputEvents::frame`] for each frame in order, then [`InputEvents::end`] with the
+/// input's statistics or the error that stopped it (the source's, the finder's or the
+/// events'). An error of one input does not stop the others; an error returned by `end`
+/// stops the run and is returned. `slots` as in [`find_stream_with`].
 ///
 /// # Errors
 /// [`Error::Shape`] when a source's frames are not the finder's shape (before anything
 /// runs), [`EngineConfig::validate`]'s, allocation errors, and `end`'s.
-#[allow(clippy::too_many_arguments, clippy::type_complexity)]
 pub fn find_streams(
     finder: &mut dyn ClusterFinder,
     sources: &mut [&mut (dyn FrameSource + Send)],
     config: EngineConfig,
     slots: &mut Option<RingSlots>,
-    begin: &mut dyn FnMut(&mut dyn ClusterFinder, usize) -> Result<()>,
-    visit: &mut dyn FnMut(usize, u64, FrameClusters<'_>) -> Result<()>,
-    end: &mut dyn FnMut(&mut dyn ClusterFinder, usize, Result<EngineStats>) -> Result<()>,
+    events: &mut dyn InputEvents,
 ) -> Result<()> {
     let want = (finder.config().rows, finder.config().cols);
     for source in sources.iter() {
@@ -493,7 +527,8 @@ pub fn find_streams(
                 _ => Ok(()),
             };
             let mut last = 0u64;
-            let result = begin(&mut *finder, k)
+            let result = events
+                .begin(&mut *finder, k)
                 .and_then(|()| {
                     consume(
                         finder,
@@ -501,7 +536,7 @@ pub fn find_streams(
                         &mut |n, fc| {
                             last = n;
                             faulted(n)?;
-                            visit(k, n, fc)
+                            events.frame(k, n, fc)
                         },
                         &mut stats,
                     )
@@ -519,7 +554,7 @@ pub fn find_streams(
             if k == 0 {
                 stats.alloc = alloc;
             }
-            if let Err(e) = end(&mut *finder, k, result.map(|()| stats)) {
+            if let Err(e) = events.end(&mut *finder, k, result.map(|()| stats)) {
                 stopped = Err(e);
                 break;
             }

@@ -12,26 +12,27 @@
 //! GPU) on a thread of its own while the pedestal frames are read and pushed into a host
 //! pedestal; on a GPU the two take about as long, so start-up costs the longer one.
 
-#[cfg(feature = "plot")]
-use std::path::Path;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::input::{Cancel, Input};
+use super::outputs::SessionInputs;
 use super::sink::{FnSink, Sink};
-use super::{EngineConfig, EngineStats, RingSlots};
+use super::{EngineConfig, RingSlots};
 use crate::cluster::FrameClusters;
 use crate::config::{FindOptions, FinderConfig};
 use crate::error::{Error, Result};
 use crate::finder::ClusterFinder;
 use crate::finder::select::{DeviceChoice, open_finder};
 use crate::frames::Frames;
-use crate::io::write_behind::{DEFAULT_WRITE_THREADS, WriteStats};
-use crate::io::{Claim, ClusterFileWriter};
+use crate::io::Claim;
 use crate::pedestal::Pedestal;
+
+pub use super::outputs::InputOutputs;
 #[cfg(feature = "plot")]
-use crate::plot::{PlotAccumulator, SpectrumOptions};
+pub use super::outputs::{PLOT_FILES, PlotOutput, check_not_a_plot, check_plot_dir};
+pub use super::report::{RunReport, RunTiming};
 
 /// How the data frames reach the finder.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -87,20 +88,6 @@ pub struct FinderChoice {
     pub threads: Option<usize>,
 }
 
-/// The plots a run draws (`spectrum.png`, `hitmap.png`, `pedestal_mean.png`,
-/// `pedestal_noise.png`) into a directory.
-#[cfg(feature = "plot")]
-#[derive(Clone, Debug)]
-pub struct PlotOutput {
-    /// The directory (created when missing).
-    pub dir: PathBuf,
-    /// How the spectrum is binned and drawn.
-    pub options: SpectrumOptions,
-    /// Replace plot files already there (`--overwrite`); without it an existing one is an
-    /// error naming it, also when it appears during the run.
-    pub overwrite: bool,
-}
-
 /// Everything about a run but its inputs and the caller's visitor.
 #[derive(Clone, Debug)]
 pub struct RunOptions {
@@ -136,72 +123,6 @@ impl RunOptions {
     }
 }
 
-/// Where the time of a run went (see [`RunTiming::lines`]).
-#[derive(Clone, Debug, Default)]
-pub struct RunTiming {
-    /// Start-up: from the call to the first data frame asked for (device and pedestal).
-    pub startup: Duration,
-    /// Opening the device.
-    pub open: Duration,
-    /// Allocating the frame ring on the device thread (`None`: not ahead; see
-    /// [`EngineStats::alloc`]).
-    pub ring_ahead: Option<Duration>,
-    /// The finder's buffers for a chunk.
-    pub reserve: Duration,
-    /// Reading and pushing the pedestal.
-    pub pedestal: Duration,
-    /// Pedestal frames.
-    pub pedestal_frames: u64,
-    /// The engine's data phase.
-    pub engine: EngineStats,
-    /// Threads the data was read with.
-    pub read_threads: usize,
-    /// The cluster file writer's, when one was written.
-    pub write: Option<WriteStats>,
-    /// The data phase and the cluster file's commit.
-    pub busy: Duration,
-    /// Releasing the device (its memory, the context).
-    pub release: Duration,
-}
-
-/// What a run did.
-#[derive(Clone, Debug)]
-pub struct RunReport {
-    /// Data frames found.
-    pub frames: u64,
-    /// Clusters found in them.
-    pub clusters: u64,
-    /// The finder's device, as it describes itself.
-    pub device: String,
-    /// Why that device (e.g. "no GPU found, using the CPU").
-    pub device_note: String,
-    /// Where the time went.
-    pub timing: RunTiming,
-    /// Gap reports of inputs that lost frames (raw acquisitions), for a person.
-    pub warnings: Vec<String>,
-    /// The cluster file written, if any.
-    pub cluster_file: Option<PathBuf>,
-    /// The plots written, if any.
-    pub plots: Vec<PathBuf>,
-}
-
-impl RunReport {
-    /// Seconds the data phase took, the cluster file's commit included, less its waits for
-    /// input: finding and writing (what `cluda find`'s summary line reports as `seconds`).
-    pub fn seconds(&self) -> f64 {
-        self.timing
-            .busy
-            .saturating_sub(self.timing.engine.waited_for_input)
-            .as_secs_f64()
-    }
-
-    /// Seconds the input's own threads spent reading (or generating) the data frames,
-    /// overlapped with finding; 0 for a mapped input.
-    pub fn input_seconds(&self) -> f64 {
-        self.timing.engine.read_busy.as_secs_f64()
-    }
-}
-
 /// Runs the finder over `data` with a pedestal of every frame of `pedestal` (its window N is
 /// their count, [`Input::pedestal_window`]), writing what `options` asks for, handing each
 /// frame's clusters with its frame number (the input's: a raw acquisition's header frame
@@ -233,19 +154,6 @@ pub fn run(
     report.device_note = session.note.clone();
     report.timing.release = session.close();
     Ok(report)
-}
-
-/// What one input of a [`Session`] writes.
-#[derive(Clone, Debug, Default)]
-pub struct InputOutputs {
-    /// The cluster file (aare's layout), under a temporary name renamed when whole.
-    pub cluster_file: Option<PathBuf>,
-    /// What its rename does when the name exists by then (default: refuse;
-    /// [`Claim::NextFree`] for a planned name of `--out-dir`).
-    pub claim: Claim,
-    /// Plots drawn when the input ends, with the pedestal as it is then.
-    #[cfg(feature = "plot")]
-    pub plots: Option<PlotOutput>,
 }
 
 /// A finder opened with its pedestal, ready for any number of data inputs of one frame shape:
@@ -441,128 +349,25 @@ impl Session {
         for d in data.iter_mut() {
             d.frames.set_read_threads(read_threads);
         }
-        #[cfg(feature = "plot")]
-        let (rows, cols) = (self.rows, self.cols);
-        let pedestal = &self.pedestal;
-        let startup = std::mem::take(&mut self.startup);
-        // The current input's outputs, opened in `begin` and finished in `end`.
-        struct Current {
-            writer: Option<
-                ClusterFileWriter<crate::io::write_behind::WriteBehind<crate::io::AtomicFile>>,
-            >,
-            #[cfg(feature = "plot")]
-            plot: Option<(PlotAccumulator, PlotStage)>,
-            clusters: u64,
-        }
-        let current: std::cell::RefCell<Option<Current>> = std::cell::RefCell::new(None);
-        let sink = std::cell::RefCell::new(sink);
         let describe: Vec<String> = data.iter().map(|d| d.describe.clone()).collect();
         let mut sources: Vec<&mut (dyn crate::io::FrameSource + Send)> = Vec::new();
         for d in data.iter_mut() {
             sources.push(&mut *d.frames);
         }
-        let mut first = true;
+        let mut events = SessionInputs::new(cancel, &self.pedestal, sink, outputs, done);
+        events.carry = carry;
+        events.describe = describe;
+        events.startup = std::mem::take(&mut self.startup);
+        events.read_threads = read_threads;
+        events.shape = (self.rows, self.cols);
         let result = super::find_streams(
             self.finder.as_mut(),
             &mut sources,
             self.engine,
             &mut self.slots,
-            &mut |finder, k| {
-                cancel()?;
-                if !first && !carry {
-                    finder.set_pedestal(pedestal.clone())?;
-                }
-                first = false;
-                let outputs = outputs(k)?;
-                let writer = outputs
-                    .cluster_file
-                    .as_deref()
-                    .map(|p| {
-                        ClusterFileWriter::create_claiming(p, DEFAULT_WRITE_THREADS, outputs.claim)
-                    })
-                    .transpose()?;
-                #[cfg(feature = "plot")]
-                let plot = match &outputs.plots {
-                    Some(p) => Some((
-                        PlotAccumulator::with_options(rows, cols, &p.options)?,
-                        PlotStage::create(&p.dir, p.overwrite)?,
-                    )),
-                    None => None,
-                };
-                *current.borrow_mut() = Some(Current {
-                    writer,
-                    #[cfg(feature = "plot")]
-                    plot,
-                    clusters: 0,
-                });
-                sink.borrow_mut().begin(k, finder)
-            },
-            &mut |k, number, fc| {
-                cancel()?;
-                let mut cur = current.borrow_mut();
-                let Some(c) = cur.as_mut() else {
-                    return Err(Error::Internal("a frame before its input began".into()));
-                };
-                c.clusters += fc.len() as u64;
-                if let Some(w) = c.writer.as_mut() {
-                    let n = crate::io::file_frame_number(number, "out", &describe[k])?;
-                    w.write_frame(n, &fc)?;
-                }
-                #[cfg(feature = "plot")]
-                if let Some((p, _)) = c.plot.as_mut() {
-                    p.add(&fc);
-                }
-                sink.borrow_mut().frame(k, number, &fc)
-            },
-            &mut |finder: &mut dyn ClusterFinder, k, result| {
-                let c = current.borrow_mut().take();
-                let report = result.and_then(|stats| {
-                    cancel()?;
-                    let Some(c) = c else {
-                        return Err(Error::Internal("an input ended before it began".into()));
-                    };
-                    let commit = Instant::now();
-                    let written = c.writer.map(|w| w.commit()).transpose()?;
-                    let busy = stats.wall + commit.elapsed();
-                    #[cfg_attr(not(feature = "plot"), allow(unused_mut))]
-                    let mut plots = Vec::new();
-                    #[cfg(feature = "plot")]
-                    if let Some((p, stage)) = c.plot {
-                        let drawn = p.finish(&finder.pedestal()?, stage.path())?;
-                        cancel()?;
-                        plots = stage.commit(drawn)?;
-                    }
-                    let timing = if k == 0 {
-                        startup.clone()
-                    } else {
-                        RunTiming::default()
-                    };
-                    sink.borrow_mut().end(k, &mut *finder)?;
-                    Ok(RunReport {
-                        frames: stats.frames,
-                        clusters: c.clusters,
-                        device: finder.device(),
-                        device_note: String::new(),
-                        timing: RunTiming {
-                            engine: stats,
-                            read_threads,
-                            write: written.as_ref().map(|(_, w)| *w),
-                            busy,
-                            ..timing
-                        },
-                        // Gap reports are known once the input was read to its end: the
-                        // session gathers them ([`Session::take_warnings`]).
-                        warnings: Vec::new(),
-                        cluster_file: written.map(|(p, _)| p),
-                        plots,
-                    })
-                });
-                if report.is_err() {
-                    sink.borrow_mut().abandon(k, finder);
-                }
-                done(k, report)
-            },
+            &mut events,
         );
+        drop(sources);
         for d in data.iter() {
             if let Some(w) = d.gap_warning() {
                 self.warnings.push(w);
@@ -699,208 +504,4 @@ pub fn read_pedestal(
         ));
     }
     Ok((host, start.elapsed()))
-}
-
-impl RunTiming {
-    /// The `--timing` lines: start-up (device and pedestal side by side), the data phase
-    /// (each stage with its bandwidth; the reader and writer threads overlap the finder, so
-    /// their busy times add up to more than the phase when the run is overlapped, and the
-    /// stage whose busy time is closest to the phase bounds it), and the device's release.
-    pub fn lines(&self) -> Vec<String> {
-        let ring = match self.ring_ahead {
-            Some(t) => format!("then the frame ring {:.3} s", t.as_secs_f64()),
-            // Mapped input: no ring, unless the source could not be mapped and the engine
-            // allocated one after the start-up.
-            None if self.engine.alloc.is_zero() => {
-                "(no frame ring: the input is mapped)".to_string()
-            }
-            None => format!(
-                "(the frame ring {:.3} s in the engine, after the start-up)",
-                self.engine.alloc.as_secs_f64()
-            ),
-        };
-        let startup = format!(
-            "timing: start-up {:.3} s: opening the device {:.3} s {ring}, then the finder's buffers {:.3} s on one thread, the pedestal {:.3} s ({} frames) on another at the same time",
-            self.startup.as_secs_f64(),
-            self.open.as_secs_f64(),
-            self.reserve.as_secs_f64(),
-            self.pedestal.as_secs_f64(),
-            self.pedestal_frames,
-        );
-        vec![
-            startup,
-            self.data_line(),
-            format!(
-                "timing: releasing the device {:.3} s",
-                self.release.as_secs_f64()
-            ),
-        ]
-    }
-
-    /// The data phase's line of [`RunTiming::lines`].
-    fn data_line(&self) -> String {
-        let gbs = |bytes: u64, t: Duration| {
-            if t.is_zero() {
-                0.0
-            } else {
-                bytes as f64 / t.as_secs_f64() / 1e9
-            }
-        };
-        let s = |t: Duration| t.as_secs_f64();
-        let stats = &self.engine;
-        let frames = stats.frames.max(1) as f64;
-        let phase = self.busy;
-        let mut line = format!(
-            "timing: data phase {:.3} s ({:.2} us/frame); read {:.3} s busy with {} threads ({:.1} GB/s); waited for frames {:.3} s; find {:.3} s ({:.1} GB/s of frames, {:.2} us/frame), of which handing clusters on {:.3} s",
-            s(phase),
-            s(phase) * 1e6 / frames,
-            s(stats.read_busy),
-            self.read_threads,
-            gbs(stats.read_bytes, stats.read_busy),
-            s(stats.waited_for_input),
-            s(stats.find),
-            gbs(stats.read_bytes, stats.find),
-            s(stats.find) * 1e6 / frames,
-            s(stats.visit),
-        );
-        if let Some(w) = &self.write {
-            line.push_str(&format!(
-                "; write {:.3} s busy in {} threads ({:.1} GB/s per busy thread, {} bytes); waited for the writer {:.3} s",
-                s(w.busy),
-                w.threads,
-                gbs(w.bytes, w.busy),
-                w.bytes,
-                s(w.waited),
-            ));
-        }
-        line
-    }
-}
-
-/// The PNG files [`PlotAccumulator::finish`] writes, checked up front by [`check_plot_dir`].
-#[cfg(feature = "plot")]
-pub const PLOT_FILES: [&str; 4] = [
-    "spectrum.png",
-    "hitmap.png",
-    "pedestal_mean.png",
-    "pedestal_noise.png",
-];
-
-/// Refuses a cluster file that is one of the PNGs a plot directory `dir` receives
-/// ([`PLOT_FILES`]: the plots, renamed into place after the cluster file, would replace it):
-/// compared by directory (canonical paths, so links and `..` count) and file name.
-///
-/// # Errors
-/// [`Error::InvalidParameter`] (`out`) naming the file and the plot directory.
-#[cfg(feature = "plot")]
-pub fn check_not_a_plot(out: &Path, dir: &Path) -> Result<()> {
-    let Some(name) = out.file_name() else {
-        return Ok(());
-    };
-    let parent = match out.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    let same_dir = match (std::fs::canonicalize(parent), std::fs::canonicalize(dir)) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => false,
-    };
-    if same_dir && PLOT_FILES.iter().any(|p| name == std::ffi::OsStr::new(p)) {
-        return Err(Error::param(
-            "out",
-            format!(
-                "{} is one of the plots --plot {} writes; choose another name or directory",
-                out.display(),
-                dir.display()
-            ),
-        ));
-    }
-    Ok(())
-}
-
-/// Checks a plot directory before any work: `dir` is a directory (or can be created), none of
-/// its PNGs is one of `inputs` or a non-file, none exists unless `overwrite`, and the plot
-/// font loads.
-///
-/// # Errors
-/// [`Error::InvalidParameter`] (`plot`) naming what is wrong.
-#[cfg(feature = "plot")]
-pub fn check_plot_dir(dir: &Path, inputs: &[PathBuf], overwrite: bool) -> Result<()> {
-    match std::fs::metadata(dir) {
-        Ok(m) if !m.is_dir() => {
-            return Err(Error::param(
-                "plot",
-                format!("{} exists and is not a directory", dir.display()),
-            ));
-        }
-        Ok(_) => {
-            for name in PLOT_FILES {
-                crate::io::check_output(&dir.join(name), "plot", inputs)?;
-                crate::io::check_overwrite(&dir.join(name), "plot", overwrite)?;
-            }
-        }
-        Err(_) => {
-            std::fs::create_dir_all(dir).map_err(|e| {
-                Error::param("plot", format!("cannot create {}: {e}", dir.display()))
-            })?;
-        }
-    }
-    // Can files be created in it? (The staging directory, removed at once.)
-    drop(PlotStage::create(dir, overwrite)?);
-    crate::plot::register_font()
-}
-
-/// A directory beside the plots' final place that they are drawn into, then renamed from, so
-/// an interrupted or failed run leaves no half-drawn PNG; removed (with what is in it) when
-/// dropped ([`tempfile::TempDir`]).
-#[cfg(feature = "plot")]
-struct PlotStage {
-    dir: PathBuf,
-    stage: tempfile::TempDir,
-    /// Replace plot files already there.
-    overwrite: bool,
-}
-
-#[cfg(feature = "plot")]
-impl PlotStage {
-    /// Creates `DIR/.cluda-plots.<random>.tmp`; `overwrite`: the commit replaces plot files
-    /// already there.
-    fn create(dir: &Path, overwrite: bool) -> Result<Self> {
-        let stage = tempfile::Builder::new()
-            .prefix(".cluda-plots.")
-            .suffix(".tmp")
-            .tempdir_in(dir)
-            .map_err(|e| Error::io(dir, e))?;
-        Ok(Self {
-            dir: dir.to_path_buf(),
-            stage,
-            overwrite,
-        })
-    }
-
-    /// Where plots are drawn.
-    fn path(&self) -> &Path {
-        self.stage.path()
-    }
-
-    /// Moves every drawn file into the final directory; returns their final paths. Without
-    /// `overwrite` a file there by now (one that appeared during the run) is an error naming
-    /// it, never replaced: the rename itself refuses it ([`crate::io::rename_noreplace`]).
-    fn commit(&self, drawn: Vec<PathBuf>) -> Result<Vec<PathBuf>> {
-        let mut done = Vec::new();
-        for p in drawn {
-            let Some(name) = p.file_name() else { continue };
-            let to = self.dir.join(name);
-            if self.overwrite {
-                std::fs::rename(&p, &to).map_err(|e| Error::io(&to, e))?;
-            } else {
-                crate::io::rename_noreplace(&p, &to).map_err(|e| match e.kind() {
-                    std::io::ErrorKind::AlreadyExists => crate::io::atomic::appeared(&to),
-                    _ => Error::io(&to, e),
-                })?;
-            }
-            done.push(to);
-        }
-        Ok(done)
-    }
 }

@@ -1,11 +1,80 @@
 //! Where a run's results go: the [`Sink`] trait, one set of named callbacks per input of a
-//! [`super::run::Session`] (begin, each frame's clusters, end or abandon). The cluster file
-//! and the plots are written by the session itself; eta cubes, photon lists and sub-pixel
-//! images ([`super::imaging`]) and a caller's own visitor ([`FnSink`]) are sinks.
+//! run (begin, each frame's clusters, end or abandon), and [`InputEvents`], what the engine
+//! itself tells the one who drives it ([`super::find_streams`]): the same callbacks, with
+//! each input's statistics or the error that stopped it. The cluster file and the plots are
+//! written by [`super::run::Session`] itself; eta cubes, photon lists and sub-pixel images
+//! ([`super::imaging`]), the stream's outputs and a caller's own visitor ([`FnSink`]) are
+//! sinks, and [`SinkEvents`] drives any sink the one way every run does.
 
+use super::EngineStats;
 use crate::cluster::FrameClusters;
 use crate::error::Result;
 use crate::finder::ClusterFinder;
+
+/// What the engine tells its driver about a run of several inputs ([`super::find_streams`]),
+/// input by input, in order: `begin`, then `frame` for each of the input's frames, then
+/// `end` with the input's statistics or the error that stopped it (its reading, the finder's,
+/// or one of these callbacks').
+pub trait InputEvents {
+    /// Input `input` begins, before its first frame is asked for (e.g. to reset the
+    /// pedestal). An error skips the input: `end` receives it.
+    ///
+    /// # Errors
+    /// Whatever the input cannot start with.
+    fn begin(&mut self, finder: &mut dyn ClusterFinder, input: usize) -> Result<()>;
+
+    /// One frame's clusters with the frame's number (the source's), in frame order.
+    ///
+    /// # Errors
+    /// Whatever stops the input (`end` then receives it).
+    fn frame(&mut self, input: usize, number: u64, clusters: FrameClusters<'_>) -> Result<()>;
+
+    /// Input `input` ended: its statistics, or the error that stopped it. One input's error
+    /// does not stop the run; an error returned here does.
+    ///
+    /// # Errors
+    /// Whatever must stop the whole run.
+    fn end(
+        &mut self,
+        finder: &mut dyn ClusterFinder,
+        input: usize,
+        result: Result<EngineStats>,
+    ) -> Result<()>;
+}
+
+/// A [`Sink`] driven the way every run drives one: [`Sink::begin`], [`Sink::frame`] for each
+/// frame, then [`Sink::end`] when the input was found whole, else (its reading, the finder,
+/// `begin` or `end` failed) [`Sink::abandon`]; each input's outcome (its statistics, or that
+/// error) then goes to `done`, whose error stops the run.
+pub struct SinkEvents<'a, D> {
+    /// The sink.
+    pub sink: &'a mut dyn Sink,
+    /// Receives `(input, outcome)` once per input.
+    pub done: D,
+}
+
+impl<D: FnMut(usize, Result<EngineStats>) -> Result<()>> InputEvents for SinkEvents<'_, D> {
+    fn begin(&mut self, finder: &mut dyn ClusterFinder, input: usize) -> Result<()> {
+        self.sink.begin(input, finder)
+    }
+
+    fn frame(&mut self, input: usize, number: u64, clusters: FrameClusters<'_>) -> Result<()> {
+        self.sink.frame(input, number, &clusters)
+    }
+
+    fn end(
+        &mut self,
+        finder: &mut dyn ClusterFinder,
+        input: usize,
+        result: Result<EngineStats>,
+    ) -> Result<()> {
+        let result = result.and_then(|stats| self.sink.end(input, finder).map(|()| stats));
+        if result.is_err() {
+            self.sink.abandon(input, finder);
+        }
+        (self.done)(input, result)
+    }
+}
 
 /// Receives the results of a run, input by input, in order: `begin(k)`, then `frame(k, ..)`
 /// for each of input `k`'s frames, then `end(k)` when the input was found whole or

@@ -439,19 +439,38 @@ fn several_inputs_each_as_if_alone_and_a_failure_stays_with_its_input() {
         let mut ring = None;
         let mut got: Vec<Vec<(u64, Vec<u32>)>> = vec![Vec::new(); 4];
         let mut ended: Vec<Option<std::result::Result<u64, String>>> = vec![None; 4];
+        struct Events<'e> {
+            start: &'e crate::pedestal::Pedestal,
+            got: &'e mut Vec<Vec<(u64, Vec<u32>)>>,
+            ended: &'e mut Vec<Option<std::result::Result<u64, String>>>,
+        }
+        impl sink::InputEvents for Events<'_> {
+            fn begin(&mut self, f: &mut dyn ClusterFinder, _: usize) -> Result<()> {
+                f.set_pedestal(self.start.clone())
+            }
+            fn frame(&mut self, k: usize, n: u64, fc: FrameClusters<'_>) -> Result<()> {
+                self.got[k].push((n, fc.words().to_vec()));
+                Ok(())
+            }
+            fn end(
+                &mut self,
+                _: &mut dyn ClusterFinder,
+                k: usize,
+                r: Result<EngineStats>,
+            ) -> Result<()> {
+                self.ended[k] = Some(r.map(|s| s.frames).map_err(|e| e.to_string()));
+                Ok(())
+            }
+        }
         find_streams(
             &mut f,
             &mut refs,
             cfg,
             &mut ring,
-            &mut |f, _| f.set_pedestal(start.clone()),
-            &mut |k, n, fc| {
-                got[k].push((n, fc.words().to_vec()));
-                Ok(())
-            },
-            &mut |_, k, r| {
-                ended[k] = Some(r.map(|s| s.frames).map_err(|e| e.to_string()));
-                Ok(())
+            &mut Events {
+                start: &start,
+                got: &mut got,
+                ended: &mut ended,
             },
         )
         .expect("run");
@@ -498,7 +517,7 @@ fn a_kept_ring_is_reused_between_runs() {
     // Frames 0..10, then 10..30, through one kept ring.
     for (from, to) in [(0, 10), (10, 30)] {
         let mut src = SliceSource::new(&data[from * px..to * px], rows, cols).expect("src");
-        find_stream_reusing(&mut f, &mut src, cfg, &mut ring, &mut |n, fc| {
+        find_stream_with(&mut f, &mut src, cfg, &mut ring, &mut |n, fc| {
             got.push((n + from as u64, fc.words().to_vec()));
             Ok(())
         })
@@ -521,7 +540,7 @@ fn a_kept_ring_is_reused_between_runs() {
     // A visitor error: the ring may be lost; the next run still works.
     let mut f = finder(rows, cols, &dark);
     let mut src = SliceSource::new(&data, rows, cols).expect("src");
-    let e = find_stream_reusing(&mut f, &mut src, cfg, &mut ring, &mut |_, fc| {
+    let e = find_stream_with(&mut f, &mut src, cfg, &mut ring, &mut |_, fc| {
         if fc.frame == 5 {
             Err(Error::param("visitor", "stop"))
         } else {
@@ -532,7 +551,7 @@ fn a_kept_ring_is_reused_between_runs() {
     let mut f = finder(rows, cols, &dark);
     let mut src = SliceSource::new(&data, rows, cols).expect("src");
     let mut again = Vec::new();
-    find_stream_reusing(&mut f, &mut src, cfg, &mut ring, &mut |n, fc| {
+    find_stream_with(&mut f, &mut src, cfg, &mut ring, &mut |n, fc| {
         again.push((n, fc.words().to_vec()));
         Ok(())
     })

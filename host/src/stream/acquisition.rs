@@ -10,7 +10,7 @@
 //!    ([`PedestalPlan::Fixed`]), or the acquisition's own first N frames
 //!    ([`PedestalPlan::FirstFrames`]). With the first two, every data acquisition starts
 //!    from that same pedestal, so its clusters are those `cluda find` gives with it;
-//! 3. every further frame through the streaming engine ([`crate::engine::find_stream_with`]: the
+//! 3. every further frame through the streaming engine ([`crate::engine::find_stream_into`]: the
 //!    acquisition is its source, the cluster file its sink), with the frame's `frameNumber`
 //!    as its number in the file;
 //! 4. the file is committed (renamed into place) and the summary handed to the caller.
@@ -28,8 +28,8 @@ use super::source::{Acquisition, AcquisitionCounts, Ending, FaultKind, Reporter,
 use crate::cluster::FrameClusters;
 use crate::config::FindOptions;
 use crate::engine::imaging::{CubeSink, ImagingOutputs, ImagingSink};
-use crate::engine::sink::{Sink, Sinks};
-use crate::engine::{EngineConfig, EngineStats, RingSlots, find_stream_with};
+use crate::engine::sink::{FnSink, Sink, Sinks};
+use crate::engine::{EngineConfig, EngineStats, RingSlots, find_stream_into};
 use crate::error::{Error, Result};
 use crate::finder::ClusterFinder;
 use crate::finder::select::{DeviceChoice, open_finder};
@@ -755,66 +755,58 @@ pub fn run(
                             since: None,
                             waiting: false,
                         });
-                        let mut sinks: Vec<&mut dyn Sink> = Vec::new();
+                        // The cluster file first, then the live image and the cube, then
+                        // what the caller and the summary learn of the frame.
+                        let file_name = path.display().to_string();
+                        let mut write = FnSink(|_, number: u64, fc: &FrameClusters<'_>| {
+                            // Frames above i32::MAX were skipped by the source.
+                            let n = crate::io::file_frame_number(number, "stream", &file_name)?;
+                            writer.write_frame(n, fc)
+                        });
+                        let mut tell = FnSink(|_, number: u64, fc: &FrameClusters<'_>| {
+                            clusters += fc.len() as u64;
+                            // The last acquisition's summary before this one's first frame
+                            // reaches the caller (who may take a summary as the end of the
+                            // frames before it, as the live plots do): its commit, which
+                            // overlapped this acquisition's start, waited for.
+                            commits.finish(&mut totals, &report, summary)?;
+                            frame(shape, fc);
+                            if let Ok(mut a) = arrivals.lock() {
+                                while let Some(&(m, t)) = a.front() {
+                                    if m != number {
+                                        // Arrivals are claimed in order: an older one was a
+                                        // pedestal frame.
+                                        a.pop_front();
+                                        continue;
+                                    }
+                                    let since = t.elapsed();
+                                    lag = lag.max(since);
+                                    first_lag.get_or_insert(since);
+                                    a.pop_front();
+                                    break;
+                                }
+                            }
+                            if !slow.is_zero() {
+                                std::thread::sleep(slow);
+                            }
+                            last_done = Some(std::time::Instant::now());
+                            Ok(())
+                        });
+                        let mut sinks: Vec<&mut dyn Sink> = vec![&mut write];
                         if let Some(s) = live.as_mut() {
                             sinks.push(s);
                         }
                         if let Some(c) = cube_sink.as_mut() {
                             sinks.push(c);
                         }
-                        let mut sinks = Sinks(sinks);
-                        sinks.begin(0, finder.as_mut())?;
-                        let result = find_stream_with(
+                        sinks.push(&mut tell);
+                        let result = find_stream_into(
                             finder.as_mut(),
                             &mut acq,
                             engine(shape),
                             &mut ring,
-                            &mut |number, fc| {
-                                // Frames above i32::MAX were skipped by the source.
-                                let n = crate::io::file_frame_number(
-                                    number,
-                                    "stream",
-                                    &path.display().to_string(),
-                                )?;
-                                writer.write_frame(n, &fc)?;
-                                sinks.frame(0, number, &fc)?;
-                                clusters += fc.len() as u64;
-                                // The last acquisition's summary before this one's first frame
-                                // reaches the caller (who may take a summary as the end of the
-                                // frames before it, as the live plots do): its commit, which
-                                // overlapped this acquisition's start, waited for.
-                                commits.finish(&mut totals, &report, summary)?;
-                                frame(shape, &fc);
-                                if let Ok(mut a) = arrivals.lock() {
-                                    while let Some(&(m, t)) = a.front() {
-                                        if m != number {
-                                            // Arrivals are claimed in order: an older one was a
-                                            // pedestal frame.
-                                            a.pop_front();
-                                            continue;
-                                        }
-                                        let since = t.elapsed();
-                                        lag = lag.max(since);
-                                        first_lag.get_or_insert(since);
-                                        a.pop_front();
-                                        break;
-                                    }
-                                }
-                                if !slow.is_zero() {
-                                    std::thread::sleep(slow);
-                                }
-                                last_done = Some(std::time::Instant::now());
-                                Ok(())
-                            },
+                            &mut Sinks(sinks),
                         );
-                        let result = match result {
-                            Ok(stats) => sinks.end(0, finder.as_mut()).map(|()| stats),
-                            Err(e) => {
-                                sinks.abandon(0, finder.as_mut());
-                                Err(e)
-                            }
-                        };
-                        drop(sinks);
                         drop(live);
                         if let (Ok(_), Some(img)) =
                             (&result, image_sink.as_ref().and_then(|s| s.image()))
