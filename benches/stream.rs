@@ -568,12 +568,8 @@ fn eta_maps(
     let n = frames.len() / (o.rows * o.cols).max(1);
     let frames = Frames::new(frames, n, o.rows, o.cols).map_err(e)?;
     sink.begin(0, &mut finder).map_err(e)?;
-    let mut number = 0u64;
     finder
-        .find_each(frames, &mut |fc| {
-            number += 1;
-            sink.frame(0, number - 1, &fc)
-        })
+        .find_each(frames, &mut |fc| sink.frame(0, &fc))
         .map_err(e)?;
     sink.end(0, &mut finder).map_err(e)?;
     let cube = sink.into_cube();

@@ -142,7 +142,7 @@ proptest! {
         let mut frames: Vec<Vec<u32>> = Vec::new();
         let mut indices = Vec::new();
         f.find_each(data_view(&case, &data), &mut |fc| {
-            indices.push(fc.frame);
+            indices.push(fc.frame.get() as usize);
             frames.push(fc.words().to_vec());
             Ok(())
         })

@@ -27,7 +27,7 @@ fn cpu(cfg: &FinderConfig, d: &Data, n: usize, fail_at: Option<usize>) -> (Clust
     let mut f = cpu_finder(cfg, d);
     let mut b = ClusterBatch::new(cfg.size);
     let _ = f.find_each(d.first(n), &mut |fc| {
-        if Some(fc.frame) == fail_at {
+        if Some(fc.frame.get() as usize) == fail_at {
             return Err(Error::param("visitor", "stop"));
         }
         b.push_frame(fc.words());
@@ -145,11 +145,11 @@ fn feed_run(
     let mut b = ClusterBatch::new(g.config().size);
     let r = g.find_feed(feed, &mut |fc| {
         assert_eq!(
-            fc.frame,
+            fc.frame.get() as usize,
             b.frames(),
             "frames are numbered through the stream"
         );
-        if Some(fc.frame) == fail_at {
+        if Some(fc.frame.get() as usize) == fail_at {
             return Err(Error::param("visitor", "stop"));
         }
         b.push_frame(fc.words());
@@ -309,7 +309,7 @@ fn a_feed_overflow_fails_back_to_the_start_of_its_chunk() {
                     frame,
                     found,
                     limit,
-                }) => (frame, found, limit),
+                }) => (frame.get() as usize, found, limit),
                 other => panic!("{what}: expected ClusterLimit, got {other:?}"),
             };
             assert!(found > limit, "{what}");
@@ -495,6 +495,7 @@ fn the_engine_on_the_gpu_stops_cleanly() {
     let Error::ClusterLimit { frame, .. } = e else {
         panic!("expected ClusterLimit, got {e}");
     };
+    let frame = frame.get() as usize;
     assert!(
         (1000..1040).contains(&frame),
         "the source's number: {frame}"
@@ -607,7 +608,7 @@ fn a_raw_input_with_gaps_names_frames_by_their_numbers() {
             panic!("compact {compact}: expected ClusterLimit, got {e}");
         };
         let index = (0..40)
-            .find(|&i| number(i) == frame as u64)
+            .find(|&i| number(i) == frame.get())
             .unwrap_or_else(|| panic!("compact {compact}: {frame} is not a frame number"));
         if !compact {
             let first_over = (0..want.frames())

@@ -37,7 +37,7 @@ fn runs_through_a_kept_ring_equal_one_cpu_call() {
             let mut src =
                 SliceSource::new(&d.data[from * d.px()..to * d.px()], d.rows, d.cols).expect("src");
             let stats = find_stream_with(&mut gpu, &mut src, engine, &mut ring, &mut |_, fc| {
-                assert_eq!(fc.frame + from, frames, "frames in order");
+                assert_eq!(fc.frame.get() as usize + from, frames, "frames in order");
                 frames += 1;
                 got.push_frame(fc.words());
                 Ok(())

@@ -52,8 +52,12 @@ fn maps(data: &[Vec<u32>]) -> Arc<Interpolator> {
     let axes = CubeAxes::default_for(EtaKind::Eta2);
     let mut cube = EtaCube::new(axes.clone()).unwrap();
     for (i, w) in data.iter().enumerate() {
-        cube.add_frame(&FrameClusters::new(i, ClusterSize::S3, w))
-            .unwrap();
+        cube.add_frame(&FrameClusters::new(
+            cluda::FrameNumber(i as u64),
+            ClusterSize::S3,
+            w,
+        ))
+        .unwrap();
     }
     let counts: Vec<f64> = cube.counts().iter().map(|&c| c as f64).collect();
     Arc::new(Interpolator::new(axes, &counts, MapKind::Cumulative).unwrap())
@@ -70,7 +74,7 @@ fn by_hand(maps: &Interpolator, data: &[Vec<u32>], n: u32) -> (Vec<Photon>, Subp
     let mut photons = Vec::new();
     let mut tally = Tally::default();
     for (i, w) in data.iter().enumerate() {
-        let fc = FrameClusters::new(i, ClusterSize::S3, w);
+        let fc = FrameClusters::new(cluda::FrameNumber(i as u64), ClusterSize::S3, w);
         placer.place_frame(i as i64, &fc, &mut tally, &mut photons);
     }
     let mut img = SubpixelImage::new(ROWS, COLS, n).unwrap();
@@ -109,8 +113,11 @@ fn feed(
             sink.abandon(k, f);
             return;
         }
-        sink.frame(k, i as u64, &FrameClusters::new(i, ClusterSize::S3, w))
-            .unwrap();
+        sink.frame(
+            k,
+            &FrameClusters::new(cluda::FrameNumber(i as u64), ClusterSize::S3, w),
+        )
+        .unwrap();
     }
     sink.end(k, f).unwrap();
 }
@@ -238,8 +245,11 @@ fn snapshots_mid_input_count_every_frame_handed_over() {
         }
     };
     let frame = |sink: &mut ImagingSink, k: usize, i: usize, w: &[u32]| {
-        sink.frame(k, i as u64, &FrameClusters::new(i, ClusterSize::S3, w))
-            .unwrap()
+        sink.frame(
+            k,
+            &FrameClusters::new(cluda::FrameNumber(i as u64), ClusterSize::S3, w),
+        )
+        .unwrap()
     };
     assert!(!sink.request_snapshot().unwrap(), "no input under way");
     sink.begin(0, &mut f).unwrap();

@@ -621,8 +621,8 @@ proptest! {
         let mut cube = EtaCube::new(s.axes.clone()).unwrap();
         // The clusters in two frames.
         let split = s.clusters.len() / 2 * size.record_words();
-        cube.add_frame(&FrameClusters::new(0, size, &words[..split])).unwrap();
-        cube.add_frame(&FrameClusters::new(1, size, &words[split..])).unwrap();
+        cube.add_frame(&FrameClusters::new(cluda::FrameNumber(0), size, &words[..split])).unwrap();
+        cube.add_frame(&FrameClusters::new(cluda::FrameNumber(1), size, &words[split..])).unwrap();
 
         let [nx, ny, ne] = s.axes.shape();
         let mut want = vec![0u64; nx * ny * ne];
@@ -655,11 +655,19 @@ fn cube_refuses_mixed_sizes() {
     let mut cube = EtaCube::new(CubeAxes::default_for(EtaKind::Eta2)).unwrap();
     let w3 = vec![0u32; ClusterSize::S3.record_words()];
     let w5 = vec![0u32; ClusterSize::S5.record_words()];
-    cube.add_frame(&FrameClusters::new(0, ClusterSize::S3, &w3))
-        .unwrap();
+    cube.add_frame(&FrameClusters::new(
+        cluda::FrameNumber(0),
+        ClusterSize::S3,
+        &w3,
+    ))
+    .unwrap();
     assert!(
-        cube.add_frame(&FrameClusters::new(1, ClusterSize::S5, &w5))
-            .is_err()
+        cube.add_frame(&FrameClusters::new(
+            cluda::FrameNumber(1),
+            ClusterSize::S5,
+            &w5
+        ))
+        .is_err()
     );
     let t = *cube.tally();
     assert!(cube.add_counts(ClusterSize::S3, &[1, 2], &t).is_err());

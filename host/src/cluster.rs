@@ -8,6 +8,7 @@
 use bytemuck::{Pod, Zeroable};
 
 use crate::error::{Error, Result};
+use crate::frame_number::FrameNumber;
 
 /// The cluster (window) sizes cluda supports: 3x3, 5x5, 7x7 and 9x9.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -145,16 +146,17 @@ impl ClusterRef<'_> {
 /// The clusters of one frame, borrowed from a batch or from a finder's result buffer.
 #[derive(Clone, Copy, Debug)]
 pub struct FrameClusters<'a> {
-    /// The frame: its index within the call that produced it (`find_each`), or its number
-    /// (`find_feed`: [`crate::finder::feed::FedChunk::number`]).
-    pub frame: usize,
+    /// The frame's number: its index within the call that produced it (`find_each`), or the
+    /// number its chunk gave it (`find_feed`: [`crate::finder::feed::FedChunk::number`], the
+    /// source's frame number from the engine).
+    pub frame: FrameNumber,
     size: ClusterSize,
     words: &'a [u32],
 }
 
 impl<'a> FrameClusters<'a> {
     /// Wraps packed records; `words.len()` must be a multiple of the record size.
-    pub fn new(frame: usize, size: ClusterSize, words: &'a [u32]) -> Self {
+    pub fn new(frame: FrameNumber, size: ClusterSize, words: &'a [u32]) -> Self {
         debug_assert_eq!(words.len() % size.record_words(), 0);
         Self { frame, size, words }
     }
@@ -253,7 +255,7 @@ impl ClusterBatch {
     pub fn frame(&self, i: usize) -> FrameClusters<'_> {
         let w = self.size.record_words();
         FrameClusters::new(
-            i,
+            FrameNumber(i as u64),
             self.size,
             &self.words[self.offsets[i] * w..self.offsets[i + 1] * w],
         )

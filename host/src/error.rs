@@ -57,7 +57,7 @@ pub enum Error {
     ClusterLimit {
         /// The frame that overflowed: its index within the call, or, from a `find_feed`, its
         /// chunk's number for it (the source's frame number from the engine).
-        frame: usize,
+        frame: crate::frame_number::FrameNumber,
         /// Clusters that frame holds.
         found: usize,
         /// The per-frame limit that was hit.

@@ -58,7 +58,7 @@
 //!
 //! let mut out = ClusterFileWriter::create(Path::new("clusters.clust"))?;
 //! finder.find_each(data.as_frames()?, &mut |frame| {
-//!     out.write_frame(frame.frame as i32, &frame)
+//!     out.write_frame(frame.frame.to_file("out", "data.npy")?, &frame)
 //! })?;
 //! out.commit()?;
 //! # Ok(())
@@ -132,6 +132,7 @@ pub(crate) mod device_memory;
 pub mod engine;
 pub mod error;
 pub mod finder;
+pub mod frame_number;
 pub mod frames;
 pub mod generate;
 pub mod interpolation;
@@ -184,5 +185,6 @@ pub use error::{Error, Result};
 #[cfg(feature = "gpu")]
 pub use finder::gpu::GpuFinder;
 pub use finder::{ClusterFinder, CpuFinder};
+pub use frame_number::FrameNumber;
 pub use frames::Frames;
 pub use pedestal::Pedestal;

@@ -201,7 +201,7 @@ fn run_inputs(
         },
         carry,
         &|| signals.check(),
-        &mut cluda::engine::sink::FnSink(|_, _, _: &cluda::FrameClusters<'_>| Ok(())),
+        &mut cluda::engine::sink::FnSink(|_, _: &cluda::FrameClusters<'_>| Ok(())),
         &mut |j, report| {
             let k = places[j];
             if let Err(e @ Error::Interrupted { .. }) = report {

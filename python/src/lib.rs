@@ -868,7 +868,11 @@ fn _read_cluster_file<'py>(
             let mut r = ClusterFileReader::open(&path, size)?;
             let (mut out, mut numbers, mut buf) = (Vec::new(), Vec::new(), Vec::new());
             while let Some(n) = r.next_frame(&mut buf)? {
-                push_rows(&mut out, n, &FrameClusters::new(0, size, &buf));
+                push_rows(
+                    &mut out,
+                    n,
+                    &FrameClusters::new(cluda::FrameNumber(0), size, &buf),
+                );
                 numbers.push(n);
             }
             Ok((out, numbers))

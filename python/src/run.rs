@@ -224,7 +224,7 @@ pub fn run(
     let mut visit = |index: usize, number: u64, fc: FrameClusters<'_>| -> Result<(), Error> {
         frames += 1;
         let number = if numbered {
-            cluda::io::file_frame_number(number, "frames", "the raw acquisition's headers")?
+            cluda::FrameNumber(number).to_file("frames", "the raw acquisition's headers")?
         } else {
             frame_number(first, index)?
         };
@@ -242,7 +242,7 @@ pub fn run(
         Some((data, rows, cols)) if in_place => {
             let n = data.len() / (rows * cols).max(1);
             Frames::new(data, n, rows, cols)
-                .and_then(|f| finder.find_each(f, &mut |fc| visit(fc.frame, 0, fc)))
+                .and_then(|f| finder.find_each(f, &mut |fc| visit(fc.frame.get() as usize, 0, fc)))
         }
         _ => {
             // A GPU finder keeps its (page-locked) ring between runs, whatever their length;

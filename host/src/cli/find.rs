@@ -141,7 +141,7 @@ fn run_many(args: &FindArgs) -> Result<()> {
         },
         args.carry_pedestal,
         &signals::check,
-        &mut FnSink(|_, _, _: &FrameClusters<'_>| {
+        &mut FnSink(|_, _: &FrameClusters<'_>| {
             bar.inc(1);
             Ok(())
         }),

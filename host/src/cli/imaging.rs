@@ -44,7 +44,7 @@ fn find_into(
 ) -> Result<Totals> {
     let options = run_options(finder);
     let bar = frames_bar(0, "finding");
-    let mut progress = FnSink(|_, _, _: &FrameClusters<'_>| {
+    let mut progress = FnSink(|_, _: &FrameClusters<'_>| {
         bar.inc(1);
         Ok(())
     });

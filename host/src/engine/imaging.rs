@@ -109,7 +109,7 @@ impl Sink for CubeSink {
         Ok(())
     }
 
-    fn frame(&mut self, _input: usize, _number: u64, clusters: &FrameClusters<'_>) -> Result<()> {
+    fn frame(&mut self, _input: usize, clusters: &FrameClusters<'_>) -> Result<()> {
         match self.current.as_mut() {
             Some(c) => c.add_frame(clusters),
             None => Ok(()),
@@ -535,17 +535,11 @@ impl Sink for ImagingSink {
         Ok(())
     }
 
-    fn frame(&mut self, _input: usize, number: u64, clusters: &FrameClusters<'_>) -> Result<()> {
+    fn frame(&mut self, _input: usize, clusters: &FrameClusters<'_>) -> Result<()> {
         let Some(worker) = self.worker.as_mut() else {
             return Ok(());
         };
-        let frame = i64::try_from(number).map_err(|_| {
-            Error::param(
-                "photons",
-                format!("frame number {number} does not fit the photon list's int64"),
-            )
-        })?;
-        worker.frame(frame, clusters)
+        worker.frame(clusters.frame.to_photon_list()?, clusters)
     }
 
     fn end(&mut self, input: usize, finder: &mut dyn ClusterFinder) -> Result<()> {

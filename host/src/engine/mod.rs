@@ -258,8 +258,8 @@ pub fn find_stream_with(
         fn begin(&mut self, _: &mut dyn ClusterFinder, _: usize) -> Result<()> {
             Ok(())
         }
-        fn frame(&mut self, _: usize, number: u64, clusters: FrameClusters<'_>) -> Result<()> {
-            (self.visit)(number, clusters)
+        fn frame(&mut self, _: usize, clusters: FrameClusters<'_>) -> Result<()> {
+            (self.visit)(clusters.frame.get(), clusters)
         }
         fn end(
             &mut self,
@@ -486,7 +486,7 @@ pub fn find_streams(
                                 // A source that numbers no frames leaves them their index
                                 // in the stream.
                                 let fed = FedChunk::of(chunk, k, pixels).and_then(|c| {
-                                    if numbers.is_empty() { Ok(c) } else { c.numbered(numbers) }
+                                    if numbers.is_empty() { Ok(c) } else { c.numbered(numbers.iter().map(|&n| crate::FrameNumber(n)).collect()) }
                                 });
                                 let msg = match fed {
                                     Ok(fed) => Message::Chunk(fed),
@@ -536,7 +536,7 @@ pub fn find_streams(
                         &mut |n, fc| {
                             last = n;
                             faulted(n)?;
-                            events.frame(k, n, fc)
+                            events.frame(k, fc)
                         },
                         &mut stats,
                     )
@@ -611,7 +611,7 @@ fn consume(
     let result = finder.find_feed(ring, &mut |fc| {
         let v = Instant::now();
         frames += 1;
-        let r = visit(fc.frame as u64, fc);
+        let r = visit(fc.frame.get(), fc);
         visiting += v.elapsed();
         r
     });

@@ -189,7 +189,7 @@ impl InputEvents for SessionInputs<'_> {
         self.sink.begin(k, finder)
     }
 
-    fn frame(&mut self, k: usize, number: u64, fc: FrameClusters<'_>) -> Result<()> {
+    fn frame(&mut self, k: usize, fc: FrameClusters<'_>) -> Result<()> {
         (self.cancel)()?;
         let Some(c) = self.current.as_mut() else {
             return Err(Error::Internal("a frame before its input began".into()));
@@ -197,14 +197,14 @@ impl InputEvents for SessionInputs<'_> {
         c.clusters += fc.len() as u64;
         if let Some(w) = c.writer.as_mut() {
             let describe = self.describe.get(k).map_or("the input", String::as_str);
-            let n = crate::io::file_frame_number(number, "out", describe)?;
+            let n = fc.frame.to_file("out", describe)?;
             w.write_frame(n, &fc)?;
         }
         #[cfg(feature = "plot")]
         if let Some((p, _)) = c.plot.as_mut() {
             p.add(&fc);
         }
-        self.sink.frame(k, number, &fc)
+        self.sink.frame(k, &fc)
     }
 
     fn end(

@@ -254,7 +254,7 @@ fn place_piece(
     let w = batch.size.record_words();
     for f in p.frames.clone() {
         let words = &batch.words[batch.starts[f] * w..batch.starts[f + 1] * w];
-        let clusters = FrameClusters::new(f, batch.size, words);
+        let clusters = FrameClusters::new(crate::FrameNumber(f as u64), batch.size, words);
         let side = batch.size.side();
         for c in clusters.iter() {
             let ph = placer.place(batch.numbers[f], &c, side);

@@ -346,8 +346,11 @@ mod tests {
                         let n = (f as usize * 37) % 1500;
                         rec.clear();
                         rec.extend((0..n * w).map(|i| (i as u32) ^ (f << 20)));
-                        buf.push_frame(f as i32, &FrameClusters::new(0, size, &rec))
-                            .expect("push");
+                        buf.push_frame(
+                            f as i32,
+                            &FrameClusters::new(crate::FrameNumber(0), size, &rec),
+                        )
+                        .expect("push");
                         for r in rec.chunks_exact(w) {
                             want.push(f);
                             want.extend_from_slice(r);
@@ -372,18 +375,18 @@ mod tests {
     fn empty_dropped_and_mismatched_buffers() {
         let size = ClusterSize::S5;
         let mut buf = RowBuf::new(size, 64 << 20, true);
-        buf.push_frame(0, &FrameClusters::new(0, size, &[]))
+        buf.push_frame(0, &FrameClusters::new(crate::FrameNumber(0), size, &[]))
             .expect("empty frame");
         assert!(buf.words().is_empty());
         assert!(buf.into_map().is_none());
         let rec = vec![7u32; 100 * size.record_words()];
         let mut buf = RowBuf::new(size, 64 << 20, true);
-        buf.push_frame(3, &FrameClusters::new(0, size, &rec))
+        buf.push_frame(3, &FrameClusters::new(crate::FrameNumber(0), size, &rec))
             .expect("push");
         drop(buf); // a fault-in ahead of 64 MiB may still run: drop waits for it
         let mut buf = RowBuf::new(ClusterSize::S3, 0, false);
         let e = buf
-            .push_frame(0, &FrameClusters::new(0, size, &rec))
+            .push_frame(0, &FrameClusters::new(crate::FrameNumber(0), size, &rec))
             .expect_err("5x5 into 3x3 rows");
         assert!(e.to_string().contains("internal"), "{e}");
     }

@@ -304,7 +304,7 @@ impl Session {
             &mut |_| Ok(outputs.clone()),
             true,
             cancel,
-            &mut FnSink(|_, n, fc: &FrameClusters<'_>| visit(n, fc)),
+            &mut FnSink(|_, fc: &FrameClusters<'_>| visit(fc.frame.get(), fc)),
             &mut |_, r| {
                 report = Some(r);
                 Ok(())

@@ -23,11 +23,12 @@ pub trait InputEvents {
     /// Whatever the input cannot start with.
     fn begin(&mut self, finder: &mut dyn ClusterFinder, input: usize) -> Result<()>;
 
-    /// One frame's clusters with the frame's number (the source's), in frame order.
+    /// One frame's clusters, named by the frame's number (the source's,
+    /// [`FrameClusters::frame`]), in frame order.
     ///
     /// # Errors
     /// Whatever stops the input (`end` then receives it).
-    fn frame(&mut self, input: usize, number: u64, clusters: FrameClusters<'_>) -> Result<()>;
+    fn frame(&mut self, input: usize, clusters: FrameClusters<'_>) -> Result<()>;
 
     /// Input `input` ended: its statistics, or the error that stopped it. One input's error
     /// does not stop the run; an error returned here does.
@@ -58,8 +59,8 @@ impl<D: FnMut(usize, Result<EngineStats>) -> Result<()>> InputEvents for SinkEve
         self.sink.begin(input, finder)
     }
 
-    fn frame(&mut self, input: usize, number: u64, clusters: FrameClusters<'_>) -> Result<()> {
-        self.sink.frame(input, number, &clusters)
+    fn frame(&mut self, input: usize, clusters: FrameClusters<'_>) -> Result<()> {
+        self.sink.frame(input, &clusters)
     }
 
     fn end(
@@ -90,12 +91,12 @@ pub trait Sink {
         Ok(())
     }
 
-    /// One frame's clusters and the frame's number (a raw acquisition's header number, else
-    /// its index in the input), in frame order.
+    /// One frame's clusters, named by the frame's number ([`FrameClusters::frame`]: a raw
+    /// acquisition's header number, else its index in the input), in frame order.
     ///
     /// # Errors
     /// Whatever stops the input (it is then abandoned).
-    fn frame(&mut self, input: usize, number: u64, clusters: &FrameClusters<'_>) -> Result<()>;
+    fn frame(&mut self, input: usize, clusters: &FrameClusters<'_>) -> Result<()>;
 
     /// Input `input` was found whole; `finder` as it is after its last frame.
     ///
@@ -139,12 +140,12 @@ pub fn reserve_cores(threads: Option<usize>, sink: &dyn Sink) -> Option<usize> {
     }
 }
 
-/// A closure `(input, frame number, clusters)` as a [`Sink`] that only looks at frames.
+/// A closure `(input, clusters)` as a [`Sink`] that only looks at frames.
 pub struct FnSink<F>(pub F);
 
-impl<F: FnMut(usize, u64, &FrameClusters<'_>) -> Result<()>> Sink for FnSink<F> {
-    fn frame(&mut self, input: usize, number: u64, clusters: &FrameClusters<'_>) -> Result<()> {
-        (self.0)(input, number, clusters)
+impl<F: FnMut(usize, &FrameClusters<'_>) -> Result<()>> Sink for FnSink<F> {
+    fn frame(&mut self, input: usize, clusters: &FrameClusters<'_>) -> Result<()> {
+        (self.0)(input, clusters)
     }
 }
 
@@ -170,9 +171,9 @@ impl Sink for Renumbered<'_> {
         self.sink.begin(k, finder)
     }
 
-    fn frame(&mut self, input: usize, number: u64, clusters: &FrameClusters<'_>) -> Result<()> {
+    fn frame(&mut self, input: usize, clusters: &FrameClusters<'_>) -> Result<()> {
         let k = self.number(input);
-        self.sink.frame(k, number, clusters)
+        self.sink.frame(k, clusters)
     }
 
     fn end(&mut self, input: usize, finder: &mut dyn ClusterFinder) -> Result<()> {
@@ -198,10 +199,8 @@ impl Sink for Sinks<'_> {
         self.0.iter_mut().try_for_each(|s| s.begin(input, finder))
     }
 
-    fn frame(&mut self, input: usize, number: u64, clusters: &FrameClusters<'_>) -> Result<()> {
-        self.0
-            .iter_mut()
-            .try_for_each(|s| s.frame(input, number, clusters))
+    fn frame(&mut self, input: usize, clusters: &FrameClusters<'_>) -> Result<()> {
+        self.0.iter_mut().try_for_each(|s| s.frame(input, clusters))
     }
 
     fn end(&mut self, input: usize, finder: &mut dyn ClusterFinder) -> Result<()> {
@@ -230,7 +229,7 @@ mod tests {
     struct Busy(usize);
 
     impl Sink for Busy {
-        fn frame(&mut self, _: usize, _: u64, _: &FrameClusters<'_>) -> Result<()> {
+        fn frame(&mut self, _: usize, _: &FrameClusters<'_>) -> Result<()> {
             Ok(())
         }
 

@@ -33,7 +33,7 @@ fn one_call(
         .find_each(
             Frames::new(&data[..n * rows * cols], n, rows, cols).expect("frames"),
             &mut |fc| {
-                want.push((fc.frame as u64, fc.words().to_vec()));
+                want.push((fc.frame.get(), fc.words().to_vec()));
                 Ok(())
             },
         )
@@ -216,7 +216,9 @@ impl ClusterFinder for Overflowing {
             held.push_back(chunk);
             if held.len() == 2 {
                 let c = held.pop_front().expect("held");
-                let numbers: Vec<usize> = (0..c.frames()).map(|k| c.number(k, index)).collect();
+                let numbers: Vec<crate::FrameNumber> = (0..c.frames())
+                    .map(|k| c.number(k, crate::FrameNumber(index as u64)))
+                    .collect();
                 feed.give_back(c);
                 for number in numbers {
                     if index == self.at {
@@ -266,7 +268,7 @@ fn an_overflow_is_named_by_the_source_frame_number() {
         })
         .expect_err("overflow");
         match e {
-            Error::ClusterLimit { frame, .. } => assert_eq!(frame, 100 + 2 * at, "{e}"),
+            Error::ClusterLimit { frame, .. } => assert_eq!(frame, (100 + 2 * at) as u64, "{e}"),
             e => panic!("expected ClusterLimit, got {e}"),
         }
         assert!(
@@ -448,8 +450,8 @@ fn several_inputs_each_as_if_alone_and_a_failure_stays_with_its_input() {
             fn begin(&mut self, f: &mut dyn ClusterFinder, _: usize) -> Result<()> {
                 f.set_pedestal(self.start.clone())
             }
-            fn frame(&mut self, k: usize, n: u64, fc: FrameClusters<'_>) -> Result<()> {
-                self.got[k].push((n, fc.words().to_vec()));
+            fn frame(&mut self, k: usize, fc: FrameClusters<'_>) -> Result<()> {
+                self.got[k].push((fc.frame.get(), fc.words().to_vec()));
                 Ok(())
             }
             fn end(

@@ -38,13 +38,13 @@ pub(crate) fn each_chunk(
     visit: &mut dyn FnMut(FrameClusters<'_>) -> Result<()>,
     find: &mut FindChunk<'_>,
 ) -> Result<()> {
-    let mut first = 0usize;
+    let mut first = crate::FrameNumber(0);
     while let Some(chunk) = feed.next_chunk()? {
         let n = chunk.frames();
         let result = Frames::new(chunk.samples(), n, rows, cols)
             .and_then(|frames| {
                 find(frames, &mut |fc| {
-                    let number = chunk.number(fc.frame, first);
+                    let number = chunk.number(fc.frame.get() as usize, first);
                     visit(FrameClusters::new(number, fc.size(), fc.words()))
                 })
             })
@@ -55,7 +55,7 @@ pub(crate) fn each_chunk(
                     found,
                     limit,
                 } => crate::Error::ClusterLimit {
-                    frame: chunk.number(frame, first),
+                    frame: chunk.number(frame.get() as usize, first),
                     found,
                     limit,
                 },
@@ -63,7 +63,7 @@ pub(crate) fn each_chunk(
             });
         feed.give_back(chunk);
         result?;
-        first += n;
+        first = first.after(n);
     }
     Ok(())
 }

@@ -16,6 +16,7 @@
 //! another at each boundary). Pulled chunks flow through one pipeline instead.
 
 use crate::error::{Error, Result};
+use crate::frame_number::FrameNumber;
 
 /// Memory frames are read into and found from (a slot of the engine's ring).
 pub trait FrameStore: Send {
@@ -75,7 +76,7 @@ pub struct FedChunk {
     len: usize,
     /// The frames' numbers; empty when the chunk has none (its frames are then numbered by
     /// their index in the stream).
-    numbers: Vec<u64>,
+    numbers: Vec<FrameNumber>,
 }
 
 impl FedChunk {
@@ -111,7 +112,7 @@ impl FedChunk {
     ///
     /// # Errors
     /// [`Error::Shape`] when there is not exactly one number per frame.
-    pub fn numbered(mut self, numbers: Vec<u64>) -> Result<Self> {
+    pub fn numbered(mut self, numbers: Vec<FrameNumber>) -> Result<Self> {
         if numbers.len() != self.frames {
             return Err(Error::shape(
                 "chunk frame numbers",
@@ -131,8 +132,8 @@ impl FedChunk {
     /// The number of frame `k` of the chunk: its own number ([`FedChunk::numbered`]), or
     /// else `first + k`, its index in the stream when the chunk's first frame is frame
     /// `first` of it.
-    pub fn number(&self, k: usize, first: usize) -> usize {
-        self.numbers.get(k).map_or(first + k, |&n| n as usize)
+    pub fn number(&self, k: usize, first: FrameNumber) -> FrameNumber {
+        self.numbers.get(k).copied().unwrap_or(first.after(k))
     }
 
     /// The chunk's samples: exactly its frames, C order.

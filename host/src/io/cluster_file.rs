@@ -22,24 +22,6 @@ use crate::io::write_behind::{DEFAULT_WRITE_THREADS, MAX_WRITE_THREADS, WriteBeh
 /// Bytes of a frame header (`i32 frame_number`, `u32 n_clusters`).
 pub const FRAME_HEADER_BYTES: usize = 8;
 
-/// A frame number as the cluster file's `i32` frame number field (aare's layout): the one
-/// conversion every writer of a run (files, the stream, Python) goes through.
-///
-/// # Errors
-/// [`Error::InvalidParameter`] (`param`) naming the number and `what` it belongs to (e.g. an
-/// input) when it is above `i32::MAX`: such a frame cannot be written, never wrapped.
-pub fn file_frame_number(number: u64, param: &'static str, what: &str) -> Result<i32> {
-    i32::try_from(number).map_err(|_| {
-        Error::param(
-            param,
-            format!(
-                "frame number {number} of {what} does not fit the cluster file's i32 frame numbers (at most {})",
-                i32::MAX
-            ),
-        )
-    })
-}
-
 /// Writes aare cluster files, one frame at a time (the clusters are never all in memory).
 pub struct ClusterFileWriter<W: Write> {
     path: PathBuf,
@@ -174,7 +156,7 @@ impl<W: Write> ClusterFileWriter<W> {
     /// number would overflow `i32`.
     pub fn write_batch(&mut self, first_frame_number: i32, batch: &ClusterBatch) -> Result<()> {
         for fc in batch.iter_frames() {
-            let number = i32::try_from(fc.frame)
+            let number = i32::try_from(fc.frame.get())
                 .ok()
                 .and_then(|i| first_frame_number.checked_add(i))
                 .ok_or_else(|| {
@@ -326,7 +308,7 @@ pub fn write_cluster_frames(
         std::io::copy(&mut old, &mut writer.out).map_err(|e| Error::io(path, e))?;
     }
     for (n, words) in frames {
-        writer.write_frame(*n, &FrameClusters::new(0, size, words))?;
+        writer.write_frame(*n, &FrameClusters::new(crate::FrameNumber(0), size, words))?;
     }
     writer.commit()?;
     Ok(())
@@ -446,28 +428,4 @@ pub fn read_cluster_file(path: &Path, size: ClusterSize) -> Result<(Vec<i32>, Cl
         batch.push_frame(&words);
     }
     Ok((numbers, batch))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn frame_numbers_up_to_i32_max_fit_and_larger_ones_are_named() {
-        assert_eq!(file_frame_number(0, "out", "x").ok(), Some(0));
-        assert_eq!(
-            file_frame_number(i32::MAX as u64, "out", "x").ok(),
-            Some(i32::MAX)
-        );
-        let e = file_frame_number(i32::MAX as u64 + 1, "out", "data/run_master_0.json")
-            .expect_err("2^31 does not fit");
-        let text = e.to_string();
-        assert!(
-            text.contains("frame number 2147483648 of data/run_master_0.json")
-                && text.contains("at most 2147483647")
-                && text.contains("out"),
-            "{text}"
-        );
-        assert!(file_frame_number(u64::MAX, "stream", "s").is_err());
-    }
 }

@@ -17,8 +17,8 @@ pub mod write_behind;
 pub use atomic::{AtomicFile, Claim, rename_noreplace};
 pub use checks::{check_output, check_overwrite, check_regular, same_file};
 pub use cluster_file::{
-    ClusterFileReader, ClusterFileWriter, Existing, file_frame_number, is_cluster_file,
-    read_cluster_file, write_cluster_file, write_cluster_frames,
+    ClusterFileReader, ClusterFileWriter, Existing, is_cluster_file, read_cluster_file,
+    write_cluster_file, write_cluster_frames,
 };
 pub use guarded_map::GuardedMap;
 pub use npy::{

@@ -335,8 +335,8 @@ impl Sink for LiveSink<'_, '_> {
         self.sink.begin(input, finder)
     }
 
-    fn frame(&mut self, input: usize, number: u64, clusters: &FrameClusters<'_>) -> Result<()> {
-        self.sink.frame(input, number, clusters)?;
+    fn frame(&mut self, input: usize, clusters: &FrameClusters<'_>) -> Result<()> {
+        self.sink.frame(input, clusters)?;
         if let Err(e) = self.refresh() {
             self.view = None;
             (self.report)(&StreamEvent::Output(format!(
@@ -758,12 +758,13 @@ pub fn run(
                         // The cluster file first, then the live image and the cube, then
                         // what the caller and the summary learn of the frame.
                         let file_name = path.display().to_string();
-                        let mut write = FnSink(|_, number: u64, fc: &FrameClusters<'_>| {
+                        let mut write = FnSink(|_, fc: &FrameClusters<'_>| {
                             // Frames above i32::MAX were skipped by the source.
-                            let n = crate::io::file_frame_number(number, "stream", &file_name)?;
+                            let n = fc.frame.to_file("stream", &file_name)?;
                             writer.write_frame(n, fc)
                         });
-                        let mut tell = FnSink(|_, number: u64, fc: &FrameClusters<'_>| {
+                        let mut tell = FnSink(|_, fc: &FrameClusters<'_>| {
+                            let number = fc.frame.get();
                             clusters += fc.len() as u64;
                             // The last acquisition's summary before this one's first frame
                             // reaches the caller (who may take a summary as the end of the

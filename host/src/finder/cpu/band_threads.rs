@@ -251,7 +251,11 @@ fn caller<R: Unit, const S: usize>(
             words.extend_from_slice(&lock(&shared.out[k]));
         }
         words.extend_from_slice(&band.out);
-        let visited = visit(FrameClusters::new(g, job.size, &words));
+        let visited = visit(FrameClusters::new(
+            crate::FrameNumber(g as u64),
+            job.size,
+            &words,
+        ));
         // The buffer goes back to the first band (its next frame's records).
         *lock(&shared.out[0]) = words;
         visited?;
@@ -299,8 +303,9 @@ mod tests {
                     let e = a.find_each(
                         Frames::new(&data, 6, rows, cols).expect("frames"),
                         &mut |fc| {
-                            seen.push(fc.frame);
-                            if fc.frame == k {
+                            let frame = fc.frame.get() as usize;
+                            seen.push(frame);
+                            if frame == k {
                                 Err(Error::param("visitor", "stop"))
                             } else {
                                 Ok(())
@@ -336,7 +341,7 @@ mod tests {
             f.find_each(
                 Frames::new(&data, 4, rows, cols).expect("frames"),
                 &mut |fc| {
-                    assert!(fc.frame < 2, "visitor panics at frame 2");
+                    assert!(fc.frame.get() < 2, "visitor panics at frame 2");
                     Ok(())
                 },
             )

@@ -41,10 +41,11 @@ fn reference(
     let _ = f.find_each(
         Frames::new(&data[..n * PX], n, ROWS, COLS).expect("frames"),
         &mut |fc| {
-            if Some(fc.frame) == fail_at {
+            let frame = fc.frame.get() as usize;
+            if Some(frame) == fail_at {
                 return Err(Error::param("visitor", "stop"));
             }
-            got.push((fc.frame, fc.words().to_vec()));
+            got.push((frame, fc.words().to_vec()));
             Ok(())
         },
     );
@@ -101,7 +102,9 @@ impl FrameFeed for Script {
         self.out += 1;
         let chunk = FedChunk::new(Box::new(store), k, PX)?;
         if self.numbered {
-            let numbers = (first..first + k).map(|i| 500 + 3 * i as u64).collect();
+            let numbers = (first..first + k)
+                .map(|i| crate::FrameNumber(500 + 3 * i as u64))
+                .collect();
             return chunk.numbered(numbers).map(Some);
         }
         Ok(Some(chunk))
@@ -126,10 +129,11 @@ fn run_feed(
 ) -> (Result<()>, Vec<(usize, Vec<u32>)>) {
     let mut got = Vec::new();
     let r = f.find_feed(feed, &mut |fc| {
-        if Some(fc.frame) == fail_at {
+        let frame = fc.frame.get() as usize;
+        if Some(frame) == fail_at {
             return Err(Error::param("visitor", "stop"));
         }
-        got.push((fc.frame, fc.words().to_vec()));
+        got.push((frame, fc.words().to_vec()));
         Ok(())
     });
     (r, got)
@@ -191,7 +195,7 @@ fn numbered_chunks_name_their_frames() {
     }
     let chunk = FedChunk::new(Box::new(vec![0u16; 2 * PX]), 2, PX).expect("chunk");
     let e = chunk
-        .numbered(vec![1])
+        .numbered(vec![crate::FrameNumber(1)])
         .err()
         .expect("one number for two frames");
     assert!(e.to_string().contains("frame numbers"), "{e}");
@@ -215,7 +219,7 @@ fn fewer_bands_for_a_busy_feed_give_the_same_clusters() {
         one.find_each(
             Frames::new(&data, 13, ROWS, COLS).expect("frames"),
             &mut |fc| {
-                want.push((fc.frame, fc.words().to_vec()));
+                want.push((fc.frame.get() as usize, fc.words().to_vec()));
                 Ok(())
             },
         )

@@ -54,7 +54,7 @@ pub(crate) trait Input {
     /// Replaces `out` with the numbers the frames of the piece at `next` (`n` frames, as
     /// [`Input::piece`] gave them) are reported by: their index in the call, or their
     /// chunk's numbers ([`FedChunk::number`]). Asked while the piece's frames are held.
-    fn numbers(&self, next: usize, n: usize, out: &mut Vec<usize>);
+    fn numbers(&self, next: usize, n: usize, out: &mut Vec<crate::FrameNumber>);
 }
 
 /// How to read caller memory under `mode`, with the hold that keeps it page-locked while
@@ -116,9 +116,9 @@ impl Input for CallInput<'_> {
 
     fn release(&mut self, _end: usize) {}
 
-    fn numbers(&self, next: usize, n: usize, out: &mut Vec<usize>) {
+    fn numbers(&self, next: usize, n: usize, out: &mut Vec<crate::FrameNumber>) {
         out.clear();
-        out.extend(next..next + n);
+        out.extend((next..next + n).map(|i| crate::FrameNumber(i as u64)));
     }
 }
 
@@ -268,7 +268,7 @@ impl Input for FeedInput<'_> {
         }
     }
 
-    fn numbers(&self, next: usize, n: usize, out: &mut Vec<usize>) {
+    fn numbers(&self, next: usize, n: usize, out: &mut Vec<crate::FrameNumber>) {
         out.clear();
         // A piece lies within one chunk; frames no longer held (never asked for) keep their
         // stream index.
@@ -276,9 +276,13 @@ impl Input for FeedInput<'_> {
             .held
             .iter()
             .find(|h| (h.first..h.end()).contains(&next));
-        out.extend((next..next + n).map(|i| match held {
-            Some(h) if i < h.end() => h.chunk.number(i - h.first, h.first),
-            _ => i,
+        out.extend((next..next + n).map(|i| {
+            match held {
+                Some(h) if i < h.end() => h
+                    .chunk
+                    .number(i - h.first, crate::FrameNumber(h.first as u64)),
+                _ => crate::FrameNumber(i as u64),
+            }
         }));
     }
 }

@@ -59,7 +59,7 @@ struct Slot {
     /// Frames this slot holds.
     frames: usize,
     /// The numbers the frames of the chunk in the slot are reported by ([`Input::numbers`]).
-    numbers: Vec<usize>,
+    numbers: Vec<crate::FrameNumber>,
     dev_in: DeviceBuf,
     pin_in: Option<PinnedBuf<u16>>,
     dev_out: DeviceBuf,
@@ -462,7 +462,7 @@ impl Pipeline {
                                     .numbers
                                     .get(frame)
                                     .copied()
-                                    .unwrap_or(job.start + frame),
+                                    .unwrap_or(crate::FrameNumber((job.start + frame) as u64)),
                                 found,
                                 limit,
                             });
@@ -937,7 +937,12 @@ impl Pipeline {
         let rec_off = slot.frames + 1;
         let out = slot.pin_out.as_slice();
         let compact = self.cfg.compact;
-        let number = |k: usize| slot.numbers.get(k).copied().unwrap_or(job.start + k);
+        let number = |k: usize| {
+            slot.numbers
+                .get(k)
+                .copied()
+                .unwrap_or(crate::FrameNumber((job.start + k) as u64))
+        };
         let words = |k: usize| -> &[u32] {
             if compact {
                 let (a, b) = (out[k] as usize, out[k + 1] as usize);
