@@ -200,6 +200,41 @@ impl<'a> FrameClusters<'a> {
     pub fn typed<const N: usize>(&self) -> Option<&'a [Cluster<N>]> {
         (N == self.size.cells()).then(|| bytemuck::cast_slice(self.words))
     }
+
+    /// The same clusters moved by `rows` rows and `cols` columns (each centre's `y += rows`,
+    /// `x += cols`; the values unchanged), copied into `out` (emptied first, its capacity
+    /// kept): the clusters of a frame that is a part of a larger one (a receiver ROI) in the
+    /// larger frame's coordinates. Their order stays row-major, since every centre moves alike.
+    ///
+    /// # Errors
+    /// [`Error::InvalidParameter`] (`origin`) when a moved centre does not fit a `u16`
+    /// coordinate (frames are at most 65536 pixels a side, so a valid origin never does that).
+    pub fn shifted_into<'b>(
+        &self,
+        rows: usize,
+        cols: usize,
+        out: &'b mut Vec<u32>,
+    ) -> Result<FrameClusters<'b>> {
+        out.clear();
+        out.extend_from_slice(self.words);
+        let w = self.size.record_words();
+        for rec in out.chunks_exact_mut(w) {
+            let (x, y) = (rec[0] & 0xFFFF, rec[0] >> 16);
+            let (nx, ny) = (x as usize + cols, y as usize + rows);
+            let (Ok(nx), Ok(ny)) = (u16::try_from(nx), u16::try_from(ny)) else {
+                return Err(Error::param(
+                    "origin",
+                    format!(
+                        "a cluster at column {x}, row {y} moved by {cols} columns and {rows} \
+                         rows lies at column {nx}, row {ny}, beyond the largest coordinate \
+                         65535"
+                    ),
+                ));
+            };
+            rec[0] = pack_xy(nx, ny);
+        }
+        Ok(FrameClusters::new(self.frame, self.size, out))
+    }
 }
 
 fn record(w: &[u32]) -> ClusterRef<'_> {

@@ -273,10 +273,10 @@ fn check_shapes(pedestal: &Input<'_>, data: &[&Input<'_>]) -> Result<()> {
     let (rows, cols) = (pedestal.frames.rows(), pedestal.frames.cols());
     for d in data {
         if (d.frames.rows(), d.frames.cols()) != (rows, cols) {
-            return Err(Error::shape(
-                format!("{} against {}", d.describe, pedestal.describe),
-                format!("{rows} x {cols} frames (as in the pedestal)"),
-                format!("{} x {} frames", d.frames.rows(), d.frames.cols()),
+            return Err(super::input::shape_mismatch(
+                d,
+                &pedestal.describe,
+                (rows, cols),
             ));
         }
     }
@@ -391,12 +391,21 @@ impl Session {
         visit: &mut dyn FnMut(u64, &FrameClusters<'_>) -> Result<()>,
     ) -> Result<RunReport> {
         let mut report = None;
+        // The visitor sees what the cluster file holds: detector coordinates.
+        let (dy, dx) = data.frames.origin();
+        let mut shifted = Vec::new();
         self.find_all(
             std::slice::from_mut(data),
             &mut |_| Ok(outputs.clone()),
             true,
             cancel,
-            &mut FnSink(|_, n, fc: &FrameClusters<'_>| visit(n, fc)),
+            &mut FnSink(|_, n, fc: &FrameClusters<'_>| {
+                if (dy, dx) == (0, 0) {
+                    visit(n, fc)
+                } else {
+                    visit(n, &fc.shifted_into(dy, dx, &mut shifted)?)
+                }
+            }),
             &mut |_, r| {
                 report = Some(r);
                 Ok(())
@@ -428,10 +437,10 @@ impl Session {
     ) -> Result<()> {
         for d in data.iter() {
             if (d.frames.rows(), d.frames.cols()) != (self.rows, self.cols) {
-                return Err(Error::shape(
-                    d.describe.clone(),
-                    format!("{} x {} frames (as in the pedestal)", self.rows, self.cols),
-                    format!("{} x {} frames", d.frames.rows(), d.frames.cols()),
+                return Err(super::input::shape_mismatch(
+                    d,
+                    "the pedestal",
+                    (self.rows, self.cols),
                 ));
             }
         }
@@ -457,6 +466,11 @@ impl Session {
         let current: std::cell::RefCell<Option<Current>> = std::cell::RefCell::new(None);
         let sink = std::cell::RefCell::new(sink);
         let describe: Vec<String> = data.iter().map(|d| d.describe.clone()).collect();
+        // Where each input's frames lie on the detector: its cluster file is written in
+        // detector coordinates (a raw acquisition with a receiver ROI: moved by the ROI's
+        // corner); plots and sinks see the frames' own coordinates.
+        let origins: Vec<(usize, usize)> = data.iter().map(|d| d.frames.origin()).collect();
+        let mut shifted: Vec<u32> = Vec::new();
         let mut sources: Vec<&mut (dyn crate::io::FrameSource + Send)> = Vec::new();
         for d in data.iter_mut() {
             sources.push(&mut *d.frames);
@@ -506,7 +520,10 @@ impl Session {
                 c.clusters += fc.len() as u64;
                 if let Some(w) = c.writer.as_mut() {
                     let n = crate::io::file_frame_number(number, "out", &describe[k])?;
-                    w.write_frame(n, &fc)?;
+                    match origins.get(k).copied().unwrap_or((0, 0)) {
+                        (0, 0) => w.write_frame(n, &fc)?,
+                        (dy, dx) => w.write_frame(n, &fc.shifted_into(dy, dx, &mut shifted)?)?,
+                    }
                 }
                 #[cfg(feature = "plot")]
                 if let Some((p, _)) = c.plot.as_mut() {
