@@ -4,9 +4,14 @@
 //! coordinates; far enough from the ROI's edges they are the clusters of the whole frames; a
 //! pedestal of the whole detector is cut down to the ROI (and says so), one of another shape
 //! is refused naming both shapes and the ROI; data files whose records do not have the size
-//! the master gives are refused, never misread.
+//! the master gives are refused, never misread. `cluda stream` of whole frames whose headers
+//! carry the ROI as `rx_roi` (`cluda replay --rx-roi`) cuts each frame down to it and writes
+//! the cluster file `find` writes from the ROI's raw files.
+
+mod stream_support;
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use cluda::io::npy::{read_u16_frames, write_u16_3d};
 use support::cli::{Cli, s, text};
@@ -282,6 +287,90 @@ fn records_not_of_the_masters_size_are_an_error() {
                 file,
                 &format!("{len} bytes is not a whole number of {record}-byte records"),
             ],
+        );
+    }
+}
+
+/// `replay --rx-roi` of whole frames (as the receiver streams them when its files hold the
+/// ROI) into `stream`: with a pedestal of the whole frame (cut down to the ROI) and with the
+/// ROI's own raw pedestal, the cluster file is byte for byte `find`'s on the ROI's raw files.
+#[test]
+fn stream_with_rx_roi_writes_finds_cluster_file_of_the_roi_files() {
+    use stream_support::{find_bytes, free_port, num, spawn_replay, spawn_stream, summaries};
+    let limit = Duration::from_secs(120);
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (full, roi) = (d.join("full"), d.join("roi"));
+    generate(&full, &["--raw", "--raw-version", "8.0"]);
+    generate(
+        &roi,
+        &["--raw", "--roi", "7,26,5,30", "--raw-version", "8.0"],
+    );
+    let want = find_bytes(
+        d,
+        &roi.join("pedestal_master_0.json"),
+        &roi.join("data_master_0.json"),
+        &["--device", "cpu"],
+    );
+    assert!(want.len() > 15 * 8, "clusters were found");
+    for (k, pedestal) in [
+        full.join("pedestal_master_0.json"),
+        roi.join("pedestal_master_0.json"),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let port = free_port();
+        let out = d.join(format!("out{k}"));
+        let stream = spawn_stream(
+            d,
+            &format!("stream{k}"),
+            port,
+            &out,
+            &[
+                "--pedestal",
+                s(pedestal),
+                "--device",
+                "cpu",
+                "--acquisitions",
+                "1",
+                "--on-full",
+                "block",
+            ],
+        );
+        let data = full.join("data_master_0.json");
+        spawn_replay(
+            d,
+            &format!("replay{k}"),
+            port,
+            &["--data", s(&data), "--no-drop", "--rx-roi", "7,26,5,30"],
+        )
+        .wait_ok(limit);
+        let done = stream.wait_ok(limit);
+        let sums = summaries(&done.stdout);
+        assert_eq!(sums.len(), 1, "{}", done.stdout);
+        assert_eq!(num(&sums[0], "frames"), 15, "{}", done.stderr);
+        for c in ["missing", "incomplete", "mismatched", "dropped"] {
+            assert_eq!(num(&sums[0], c), 0, "{c}: {}", done.stderr);
+        }
+        assert!(
+            done.stderr.contains(
+                "the receiver's rx_roi is [7, 26, 5, 30] (xmin, xmax, ymin, ymax) of the whole \
+                 40 x 36 frame: each frame is cut down to the ROI's 26 x 20 pixels"
+            ),
+            "{}",
+            done.stderr
+        );
+        let files: Vec<PathBuf> = std::fs::read_dir(&out)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "clust"))
+            .collect();
+        assert_eq!(files.len(), 1, "{files:?}");
+        assert!(
+            std::fs::read(&files[0]).unwrap() == want,
+            "stream with rx_roi differs from find on the ROI's files ({})",
+            pedestal.display()
         );
     }
 }

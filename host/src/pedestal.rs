@@ -235,6 +235,60 @@ impl Pedestal {
         })
     }
 
+    /// The pedestal of the rectangle `roi` of the frames (detector pixels, both ends
+    /// inclusive): every per-pixel sum and state cut down to it. Pixels are independent, so
+    /// this is exactly the pedestal the frames cut down to `roi` would have given (a pedestal
+    /// of the whole detector used with frames of a receiver ROI).
+    ///
+    /// # Errors
+    /// [`Error::Shape`] when `roi` does not lie inside the frames.
+    pub fn cropped(&self, roi: &crate::io::raw::Roi) -> Result<Self> {
+        if !roi.fits(self.rows, self.cols) {
+            return Err(Error::shape(
+                "a receiver ROI to cut the pedestal down to",
+                format!("an ROI inside frames of {} x {}", self.rows, self.cols),
+                format!("ROI {roi} (xmin, xmax, ymin, ymax)"),
+            ));
+        }
+        let cols = self.cols;
+        fn maps<R: Copy>(m: &PixelMaps<R>, cols: usize, roi: &crate::io::raw::Roi) -> PixelMaps<R> {
+            PixelMaps {
+                base: cut_rows(&m.base, cols, roi),
+                a: cut_rows(&m.a, cols, roi),
+                b: cut_rows(&m.b, cols, roi),
+                frozen_std: cut_rows(&m.frozen_std, cols, roi),
+                inv: m.inv,
+            }
+        }
+        let fill = self.fill.as_ref().map(|f| match f {
+            Fill::Raw64 { sum, sum2 } => Fill::Raw64 {
+                sum: cut_rows(sum, cols, roi),
+                sum2: cut_rows(sum2, cols, roi),
+            },
+            Fill::Exact { sum, sum2 } => Fill::Exact {
+                sum: cut_rows(sum, cols, roi),
+                sum2: cut_rows(sum2, cols, roi),
+            },
+            Fill::Raw32 { sum, sum2 } => Fill::Raw32 {
+                sum: cut_rows(sum, cols, roi),
+                sum2: cut_rows(sum2, cols, roi),
+            },
+        });
+        let ready = self.ready.as_ref().map(|r| match r {
+            ReadyState::F64(m) => ReadyState::F64(maps(m, cols, roi)),
+            ReadyState::F32(m) => ReadyState::F32(maps(m, cols, roi)),
+        });
+        Ok(Self {
+            rows: roi.rows(),
+            cols: roi.cols(),
+            n: self.n,
+            precision: self.precision,
+            count: self.count,
+            fill,
+            ready,
+        })
+    }
+
     /// Rows per frame.
     pub fn rows(&self) -> usize {
         self.rows
@@ -665,4 +719,12 @@ mod tests {
         assert!(matches!(p.push_frame(&[1, 2, 3]), Err(Error::Shape { .. })));
         assert_eq!(p, before);
     }
+}
+
+/// The samples of `roi` (rows of `cols` samples, both ends inclusive) out of per-pixel
+/// values `v` of whole frames, row by row.
+fn cut_rows<T: Copy>(v: &[T], cols: usize, roi: &crate::io::raw::Roi) -> Vec<T> {
+    (roi.ymin..=roi.ymax)
+        .flat_map(|y| v[y * cols + roi.xmin..=y * cols + roi.xmax].iter().copied())
+        .collect()
 }
