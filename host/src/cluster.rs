@@ -311,3 +311,25 @@ impl ClusterBatch {
         &self.words
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Moving clusters changes only their centres; a centre beyond 65535 is an error.
+    #[test]
+    fn shifted_moves_the_centres_only() {
+        let mut words = vec![pack_xy(1, 2)];
+        words.extend((1..=9).map(|v| v as u32));
+        words.push(pack_xy(3, 0));
+        words.extend((1..=9).map(|v| (v * 10) as u32));
+        let fc = FrameClusters::new(7, ClusterSize::S3, &words);
+        let mut out = Vec::new();
+        let moved = fc.shifted_into(5, 10, &mut out).unwrap();
+        assert_eq!(moved.frame, 7);
+        let got: Vec<(u16, u16, i64)> = moved.iter().map(|c| (c.x, c.y, c.sum())).collect();
+        assert_eq!(got, [(11, 7, 45), (13, 5, 450)]);
+        let mut out = Vec::new();
+        assert!(fc.shifted_into(0, 65_534, &mut out).is_err());
+    }
+}
