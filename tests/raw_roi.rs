@@ -179,6 +179,57 @@ fn roi_clusters_are_those_of_the_cut_frames_in_detector_coordinates() {
         std::fs::read(&whole_out).unwrap(),
         std::fs::read(&raw_out).unwrap()
     );
+    // The same through the many-input path (`--out-dir`).
+    let many = d.join("many");
+    let o = CLUDA.run(&[
+        "find",
+        "--pedestal",
+        s(&full.join("pedestal.npy")),
+        "--data",
+        s(&raw.join("data_master_0.json")),
+        "--out-dir",
+        s(&many),
+        "--device",
+        "cpu",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("the pedestal is cut down to the ROI's 26 x 20 pixels"),
+        "{}",
+        text(&o.stderr)
+    );
+    let written: Vec<PathBuf> = std::fs::read_dir(&many)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "clust"))
+        .collect();
+    assert_eq!(written.len(), 1, "{written:?}");
+    assert_eq!(
+        std::fs::read(&written[0]).unwrap(),
+        std::fs::read(&raw_out).unwrap()
+    );
+    // `eta` says its cube is the ROI's own coordinates.
+    let o = CLUDA.run(&[
+        "eta",
+        "--pedestal",
+        s(&full.join("pedestal.npy")),
+        "--data",
+        s(&raw.join("data_master_0.json")),
+        "--out",
+        s(&d.join("eta.npz")),
+        "--device",
+        "cpu",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains(
+            "holds the receiver ROI [7, 26, 5, 30] (xmin, xmax, ymin, ymax): its clusters are \
+             placed in the ROI's own coordinates (pixel column 0, row 0 is detector column 7, \
+             row 5)"
+        ),
+        "{}",
+        text(&o.stderr)
+    );
 
     // Away from the ROI's edges the clusters are those of the whole frames: a pixel's
     // pedestal follows its own 3x3 window, so a cluster is the same when every pixel of its
