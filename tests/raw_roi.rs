@@ -296,6 +296,25 @@ fn a_pedestal_of_another_shape_names_both_shapes_and_the_roi() {
         ],
     );
     assert!(!out.exists());
+    // A raw pedestal of another ROI of the same shape holds other pixels: refused too.
+    let shifted = d.join("shifted");
+    generate(&shifted, &["--raw", "--roi", "8,27,5,30"]);
+    CLUDA.fails(
+        &[
+            "find",
+            "--pedestal",
+            s(&shifted.join("pedestal_master_0.json")),
+            "--data",
+            s(&raw.join("data_master_0.json")),
+            "--out",
+            s(&out),
+        ],
+        &[
+            "frames of the pedestal's receiver ROI [8, 27, 5, 30] (xmin, xmax, ymin, ymax)",
+            "frames of the receiver ROI [7, 26, 5, 30]: other pixels",
+        ],
+    );
+    assert!(!out.exists());
 }
 
 /// A master naming an ROI over data files of whole frames, and a master naming none over

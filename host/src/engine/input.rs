@@ -182,6 +182,27 @@ impl<'a> Input<'a> {
     }
 }
 
+/// The error for data input `data` whose frames have the pedestal's shape but lie elsewhere
+/// on the detector: a pedestal that holds a receiver ROI (a raw acquisition) is of those
+/// pixels only, so data of another ROI (or of no ROI) are refused with both named; `None`
+/// when they fit (a pedestal without an ROI fits any data of its shape).
+pub fn place_mismatch(data: &Input<'_>, pedestal: &Input<'_>) -> Option<Error> {
+    let p = pedestal.roi()?;
+    let d = data.roi();
+    let same_shape = (data.frames.rows(), data.frames.cols())
+        == (pedestal.frames.rows(), pedestal.frames.cols());
+    (same_shape && d != Some(p)).then(|| {
+        Error::shape(
+            format!("{} against {}", data.describe, pedestal.describe),
+            format!("frames of the pedestal's receiver ROI {p} (xmin, xmax, ymin, ymax)"),
+            match d {
+                Some(d) => format!("frames of the receiver ROI {d}: other pixels"),
+                None => "frames of a whole detector: other pixels".to_string(),
+            },
+        )
+    })
+}
+
 /// The error for data input `data` whose frames are not of the pedestal's `shape` (rows x
 /// cols; `pedestal` names it): [`Error::Shape`] naming both shapes, and for data that hold a
 /// receiver ROI, the ROI and what pedestal would fit.

@@ -6,7 +6,7 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use super::input::{Input, shape_mismatch};
+use super::input::{Input, place_mismatch, shape_mismatch};
 use crate::error::{Error, Result};
 use crate::io::{AtomicFile, check_output, check_overwrite, input_files};
 
@@ -129,6 +129,17 @@ impl Plan {
         let note = pedestal.fit_to(&opened)?;
         let shape = (pedestal.frames.rows(), pedestal.frames.cols());
         self.refuse_other_shapes(shape, &pedestal.describe);
+        for p in &mut self.inputs {
+            let bad = p
+                .input
+                .as_ref()
+                .ok()
+                .and_then(|d| place_mismatch(d, pedestal));
+            if let Some(e) = bad {
+                p.input = Err(e);
+                p.cluster_file = None;
+            }
+        }
         Ok(note)
     }
 

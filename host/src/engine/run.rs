@@ -279,6 +279,9 @@ fn check_shapes(pedestal: &Input<'_>, data: &[&Input<'_>]) -> Result<()> {
                 (rows, cols),
             ));
         }
+        if let Some(e) = super::input::place_mismatch(d, pedestal) {
+            return Err(e);
+        }
     }
     Ok(())
 }
