@@ -775,9 +775,30 @@ fn crop_frames(frames: &[u16], cols: usize, rows: usize, roi: cluda::io::raw::Ro
     out
 }
 
+/// The cluster file `bytes` (records of `cells` values) with every centre moved by `dx`
+/// columns and `dy` rows: written here from the file layout alone, as an oracle of the
+/// detector coordinates of ROI acquisitions.
+fn shift_cluster_file(bytes: &[u8], cells: usize, dx: u16, dy: u16) -> Vec<u8> {
+    let mut out = bytes.to_vec();
+    let mut at = 0;
+    while at < out.len() {
+        let n = u32::from_le_bytes(out[at + 4..at + 8].try_into().unwrap()) as usize;
+        at += 8;
+        for _ in 0..n {
+            let x = u16::from_le_bytes([out[at], out[at + 1]]) + dx;
+            let y = u16::from_le_bytes([out[at + 2], out[at + 3]]) + dy;
+            out[at..at + 2].copy_from_slice(&x.to_le_bytes());
+            out[at + 2..at + 4].copy_from_slice(&y.to_le_bytes());
+            at += 4 + 4 * cells;
+        }
+    }
+    out
+}
+
 /// Raw acquisitions written with a receiver ROI (the master naming it, the data files holding
-/// only its pixels) are found as frames of the ROI's shape: the cluster file is byte for byte
-/// that of `find` on the same frames as `.npy` files of the ROI's shape. The same data files
+/// only its pixels) are found as frames of the ROI's shape, clusters written in detector
+/// coordinates: the cluster file is byte for byte that of `find` on the same frames as `.npy`
+/// files of the ROI's shape, every centre moved by the ROI's corner. The same data files
 /// under a master that names no ROI are refused with the file named, exit code 1.
 #[test]
 fn find_on_roi_raw_acquisitions_equals_find_on_npy_of_roi_shape() {
@@ -846,7 +867,7 @@ fn find_on_roi_raw_acquisitions_equals_find_on_npy_of_roi_shape() {
     assert_eq!(value(&a, "clusters"), value(&b, "clusters"));
     assert!(value(&a, "clusters").parse::<u64>().unwrap() > 0);
     assert_eq!(
-        std::fs::read(&npy_out).unwrap(),
+        shift_cluster_file(&std::fs::read(&npy_out).unwrap(), 9, 3, 2),
         std::fs::read(&raw_out).unwrap()
     );
     // The ROI's files under a master that names none: a named error, never a misreading.
@@ -871,7 +892,7 @@ fn find_on_roi_raw_acquisitions_equals_find_on_npy_of_roi_shape() {
 
 /// `gen --raw --roi` writes acquisitions as a receiver with `rx_roi` does (here in master
 /// format 8.0): `find` reads them as the ROI, and finds the clusters `find` finds in the
-/// generated frames cropped to the ROI.
+/// generated frames cropped to the ROI, in detector coordinates (moved by the ROI's corner).
 #[test]
 fn gen_raw_with_a_roi_then_find() {
     use cluda::io::raw::Roi;
@@ -965,7 +986,16 @@ fn gen_raw_with_a_roi_then_find() {
     // Raw frame numbers count from 1, .npy frames from 0.
     assert_eq!(nr, (1..=9).collect::<Vec<i32>>());
     assert_eq!(nn, (0..9).collect::<Vec<i32>>());
-    assert_eq!(br, bn);
+    assert_eq!(br.offsets(), bn.offsets());
+    let moved: Vec<u32> = bn
+        .words()
+        .chunks_exact(10)
+        .flat_map(|r| {
+            let (x, y) = (r[0] & 0xFFFF, r[0] >> 16);
+            std::iter::once((x + 2) | (y + 3) << 16).chain(r[1..].iter().copied())
+        })
+        .collect();
+    assert_eq!(br.words(), &moved[..]);
     fails(
         &[
             "gen",

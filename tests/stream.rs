@@ -941,7 +941,7 @@ fn a_sampled_stream_is_not_a_loss() {
 
 /// In a sampled stream a gap wider than the stride is still a loss, reported with its frame
 /// numbers: every 2nd frame, then frames 14 and 16 of the every-2nd sequence never come. The
-/// headers' `rx_roi` (not the whole frame) is stated once: the whole frame is clustered.
+/// headers' `rx_roi` (not the whole frame) is stated once: each frame is cut down to it.
 #[test]
 fn a_broken_stride_is_reported_missing() {
     let dir = tempfile::tempdir().expect("dir");
@@ -988,7 +988,7 @@ fn a_broken_stride_is_reported_missing() {
         "{e}"
     );
     assert_eq!(
-        e.matches("the receiver's rx_roi is [0, 79, 0, 39] (xmin, xmax, ymin, ymax), not the whole 40 x 160 frame: the stream carries whole frames and cluda finds clusters in the whole frame as sent").count(),
+        e.matches("the receiver's rx_roi is [0, 79, 0, 39] (xmin, xmax, ymin, ymax) of the whole 40 x 160 frame: each frame is cut down to the ROI's 40 x 80 pixels before clusters are found").count(),
         1,
         "{e}"
     );

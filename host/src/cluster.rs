@@ -202,6 +202,41 @@ impl<'a> FrameClusters<'a> {
     pub fn typed<const N: usize>(&self) -> Option<&'a [Cluster<N>]> {
         (N == self.size.cells()).then(|| bytemuck::cast_slice(self.words))
     }
+
+    /// The same clusters moved by `rows` rows and `cols` columns (each centre's `y += rows`,
+    /// `x += cols`; the values unchanged), copied into `out` (emptied first, its capacity
+    /// kept): the clusters of a frame that is a part of a larger one (a receiver ROI) in the
+    /// larger frame's coordinates. Their order stays row-major, since every centre moves alike.
+    ///
+    /// # Errors
+    /// [`Error::InvalidParameter`] (`origin`) when a moved centre does not fit a `u16`
+    /// coordinate (frames are at most 65536 pixels a side, so a valid origin never does that).
+    pub fn shifted_into<'b>(
+        &self,
+        rows: usize,
+        cols: usize,
+        out: &'b mut Vec<u32>,
+    ) -> Result<FrameClusters<'b>> {
+        out.clear();
+        out.extend_from_slice(self.words);
+        let w = self.size.record_words();
+        for rec in out.chunks_exact_mut(w) {
+            let (x, y) = (rec[0] & 0xFFFF, rec[0] >> 16);
+            let (nx, ny) = (x as usize + cols, y as usize + rows);
+            let (Ok(nx), Ok(ny)) = (u16::try_from(nx), u16::try_from(ny)) else {
+                return Err(Error::param(
+                    "origin",
+                    format!(
+                        "a cluster at column {x}, row {y} moved by {cols} columns and {rows} \
+                         rows lies at column {nx}, row {ny}, beyond the largest coordinate \
+                         65535"
+                    ),
+                ));
+            };
+            rec[0] = pack_xy(nx, ny);
+        }
+        Ok(FrameClusters::new(self.frame, self.size, out))
+    }
 }
 
 fn record(w: &[u32]) -> ClusterRef<'_> {
@@ -276,5 +311,27 @@ impl ClusterBatch {
     /// All packed records, frame after frame.
     pub fn words(&self) -> &[u32] {
         &self.words
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Moving clusters changes only their centres; a centre beyond 65535 is an error.
+    #[test]
+    fn shifted_moves_the_centres_only() {
+        let mut words = vec![pack_xy(1, 2)];
+        words.extend((1..=9).map(|v| v as u32));
+        words.push(pack_xy(3, 0));
+        words.extend((1..=9).map(|v| (v * 10) as u32));
+        let fc = FrameClusters::new(FrameNumber(7), ClusterSize::S3, &words);
+        let mut out = Vec::new();
+        let moved = fc.shifted_into(5, 10, &mut out).unwrap();
+        assert_eq!(moved.frame, 7);
+        let got: Vec<(u16, u16, i64)> = moved.iter().map(|c| (c.x, c.y, c.sum())).collect();
+        assert_eq!(got, [(11, 7, 45), (13, 5, 450)]);
+        let mut out = Vec::new();
+        assert!(fc.shifted_into(0, 65_534, &mut out).is_err());
     }
 }

@@ -235,6 +235,60 @@ impl Pedestal {
         })
     }
 
+    /// The pedestal of the rectangle `roi` of the frames (detector pixels, both ends
+    /// inclusive): every per-pixel sum and state cut down to it. Pixels are independent, so
+    /// this is exactly the pedestal the frames cut down to `roi` would have given (a pedestal
+    /// of the whole detector used with frames of a receiver ROI).
+    ///
+    /// # Errors
+    /// [`Error::Shape`] when `roi` does not lie inside the frames.
+    pub fn cropped(&self, roi: &crate::io::raw::Roi) -> Result<Self> {
+        if !roi.fits(self.rows, self.cols) {
+            return Err(Error::shape(
+                "a receiver ROI to cut the pedestal down to",
+                format!("an ROI inside frames of {} x {}", self.rows, self.cols),
+                format!("ROI {roi} (xmin, xmax, ymin, ymax)"),
+            ));
+        }
+        let cols = self.cols;
+        fn maps<R: Copy>(m: &PixelMaps<R>, cols: usize, roi: &crate::io::raw::Roi) -> PixelMaps<R> {
+            PixelMaps {
+                base: cut_rows(&m.base, cols, roi),
+                a: cut_rows(&m.a, cols, roi),
+                b: cut_rows(&m.b, cols, roi),
+                frozen_std: cut_rows(&m.frozen_std, cols, roi),
+                inv: m.inv,
+            }
+        }
+        let fill = self.fill.as_ref().map(|f| match f {
+            Fill::Raw64 { sum, sum2 } => Fill::Raw64 {
+                sum: cut_rows(sum, cols, roi),
+                sum2: cut_rows(sum2, cols, roi),
+            },
+            Fill::Exact { sum, sum2 } => Fill::Exact {
+                sum: cut_rows(sum, cols, roi),
+                sum2: cut_rows(sum2, cols, roi),
+            },
+            Fill::Raw32 { sum, sum2 } => Fill::Raw32 {
+                sum: cut_rows(sum, cols, roi),
+                sum2: cut_rows(sum2, cols, roi),
+            },
+        });
+        let ready = self.ready.as_ref().map(|r| match r {
+            ReadyState::F64(m) => ReadyState::F64(maps(m, cols, roi)),
+            ReadyState::F32(m) => ReadyState::F32(maps(m, cols, roi)),
+        });
+        Ok(Self {
+            rows: roi.rows(),
+            cols: roi.cols(),
+            n: self.n,
+            precision: self.precision,
+            count: self.count,
+            fill,
+            ready,
+        })
+    }
+
     /// Rows per frame.
     pub fn rows(&self) -> usize {
         self.rows
@@ -664,5 +718,61 @@ mod tests {
         let before = p.clone();
         assert!(matches!(p.push_frame(&[1, 2, 3]), Err(Error::Shape { .. })));
         assert_eq!(p, before);
+    }
+}
+
+/// The samples of `roi` (rows of `cols` samples, both ends inclusive) out of per-pixel
+/// values `v` of whole frames, row by row.
+fn cut_rows<T: Copy>(v: &[T], cols: usize, roi: &crate::io::raw::Roi) -> Vec<T> {
+    (roi.ymin..=roi.ymax)
+        .flat_map(|y| v[y * cols + roi.xmin..=y * cols + roi.xmax].iter().copied())
+        .collect()
+}
+
+#[cfg(test)]
+mod cropped_tests {
+    use super::*;
+    use crate::io::raw::Roi;
+
+    /// A pedestal of whole frames cut down to an ROI is the pedestal of the frames cut down,
+    /// while filling and once ready, in every precision.
+    #[test]
+    fn cutting_the_state_is_the_state_of_the_cut_frames() {
+        let (rows, cols, n) = (5usize, 7usize, 4u32);
+        let roi = Roi {
+            xmin: 2,
+            xmax: 5,
+            ymin: 1,
+            ymax: 3,
+        };
+        let frame = |k: usize| -> Vec<u16> {
+            (0..rows * cols)
+                .map(|p| (4600 + (p * 37 + k * 101) % 91) as u16)
+                .collect()
+        };
+        for precision in [Precision::F64, Precision::F32, Precision::F32Naive] {
+            let mut whole = Pedestal::new(rows, cols, n, precision).unwrap();
+            let mut cut = Pedestal::new(roi.rows(), roi.cols(), n, precision).unwrap();
+            for k in 0..6 {
+                let f = frame(k);
+                let mut c = vec![0u16; roi.rows() * roi.cols()];
+                roi.crop(&f, cols, &mut c).unwrap();
+                whole.push_frame(&f).unwrap();
+                cut.push_frame(&c).unwrap();
+                assert_eq!(whole.cropped(&roi).unwrap(), cut, "{precision:?} frame {k}");
+            }
+        }
+        let outside = Roi {
+            xmin: 0,
+            xmax: cols,
+            ymin: 0,
+            ymax: 0,
+        };
+        assert!(
+            Pedestal::new(rows, cols, n, Precision::F64)
+                .unwrap()
+                .cropped(&outside)
+                .is_err()
+        );
     }
 }

@@ -272,9 +272,12 @@ pub fn find_files<'py>(
         .allow_threads(|| -> Result<Vec<Outcome>, Error> {
             let mut ped = Input::count_exactly(&pedestal, "pedestal", &|| signals.check())?;
             let shape = (ped.frames.rows(), ped.frames.cols());
+            let mut fitted = plan(&pedestal, shape, &inputs, Some(&out_dir), "out_dir")?;
+            // A pedestal of the whole detector is cut down to the data's receiver ROI.
+            fitted.fit(&mut ped)?;
             let Plan {
                 inputs: planned, ..
-            } = plan(&pedestal, shape, &inputs, Some(&out_dir), "out_dir")?;
+            } = fitted;
             let longest = planned
                 .iter()
                 .filter_map(|p| p.input.as_ref().ok().map(|d| d.len))
@@ -301,11 +304,13 @@ pub fn plan_outputs(
     out_dir: PathBuf,
 ) -> PyResult<Vec<(Option<PathBuf>, Option<String>)>> {
     py.allow_threads(|| -> Result<_, Error> {
-        let ped = Input::open(&pedestal, "pedestal")?;
+        let mut ped = Input::open(&pedestal, "pedestal")?;
         let shape = (ped.frames.rows(), ped.frames.cols());
+        let mut fitted = plan(&pedestal, shape, &inputs, Some(&out_dir), "out_dir")?;
+        fitted.fit(&mut ped)?;
         let Plan {
             inputs: planned, ..
-        } = plan(&pedestal, shape, &inputs, Some(&out_dir), "out_dir")?;
+        } = fitted;
         Ok(planned
             .into_iter()
             .map(|p| (p.cluster_file, p.input.err().map(|e| e.to_string())))
@@ -413,10 +418,14 @@ impl FileSession {
                 let (session, used) = guard
                     .as_mut()
                     .ok_or_else(|| Error::Internal("this FileSession was closed".into()))?;
+                let mut fitted = plan(&self.pedestal, self.shape, &inputs, None, "outputs")?;
+                // The pedestal was read when the session opened: data of another shape (a
+                // receiver ROI of it included) are refused.
+                fitted.refuse_other_shapes(self.shape, "the session's pedestal");
                 let Plan {
                     inputs: mut planned,
                     ..
-                } = plan(&self.pedestal, self.shape, &inputs, None, "outputs")?;
+                } = fitted;
                 for (p, output) in planned.iter_mut().zip(outputs) {
                     p.cluster_file = p.input.as_ref().ok().and(output);
                 }

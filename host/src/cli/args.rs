@@ -350,6 +350,10 @@ pub struct ReplayArgs {
     /// streams with `rx_zmqfreq N` (a live preview).
     #[arg(long, default_value_t = 1, value_name = "N", value_parser = parse_every, allow_negative_numbers = true)]
     pub every: u64,
+    /// Send `rx_roi` XMIN,XMAX,YMIN,YMAX (inclusive) in every header, as a receiver with a
+    /// region of interest set streams its whole frames (only its files are cut down to it).
+    #[arg(long, value_name = "XMIN,XMAX,YMIN,YMAX", value_parser = parse_roi)]
+    pub rx_roi: Option<cluda::io::raw::Roi>,
     /// Subscribers to wait for before the first frame (0: start at once, as slsReceiver does).
     #[arg(long, default_value_t = 1, value_name = "N", value_parser = parse_subscribers, allow_negative_numbers = true)]
     pub subscribers: usize,

@@ -47,6 +47,9 @@ pub fn run_find(args: &FindArgs) -> Result<()> {
     });
     let mut pedestal = Input::count_exactly(&args.pedestal, "pedestal", &signals::check)?;
     let mut data = Input::open(data, "data")?;
+    if let Some(n) = pedestal.fit_to(&[&data])? {
+        eprintln!("note: {n}");
+    }
     let summary = find(
         &args.finder,
         &options,
@@ -78,7 +81,11 @@ fn run_many(args: &FindArgs) -> Result<()> {
     let mut pedestal = Input::count_exactly(&args.pedestal, "pedestal", &signals::check)?;
     let shape = (pedestal.frames.rows(), pedestal.frames.cols());
     let out_dir = args.out_dir.as_deref();
-    let Plan { files, inputs } = plan(&args.pedestal, shape, &args.data, out_dir, "out-dir")?;
+    let mut planned = plan(&args.pedestal, shape, &args.data, out_dir, "out-dir")?;
+    if let Some(n) = planned.fit(&mut pedestal)? {
+        eprintln!("note: {n}");
+    }
+    let Plan { files, inputs } = planned;
     if out_dir.is_none() {
         note_not_kept("--out-dir DIR");
     }

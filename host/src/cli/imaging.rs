@@ -61,6 +61,9 @@ fn find_into(
     bar.finish_and_clear();
     let r = result?;
     eprintln!("note: {}", r.device_note);
+    for n in &r.notes {
+        eprintln!("note: {n}");
+    }
     for (path, e) in &r.failed {
         eprintln!("error: {}: {e}", path.display());
     }

@@ -60,6 +60,9 @@ pub fn run(args: &ReplayArgs) -> Result<()> {
         fname: args.fname.clone(),
         file_index: args.file_index,
         every: args.every,
+        rx_roi: args
+            .rx_roi
+            .map(|r| [r.xmin, r.xmax, r.ymin, r.ymax].map(|v| v as i64)),
         ..ReplaySettings::default()
     };
     let stop = signals::stop_flag().unwrap_or_else(|| Arc::new(AtomicBool::new(false)));

@@ -4,7 +4,8 @@
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::io::{FrameSource, NpyFrames, open_frames_or};
+use crate::io::raw::Roi;
+use crate::io::{Cropped, FrameSource, NpyFrames, open_frames_or};
 
 /// A check called between chunks of a long read: an error (e.g. [`Error::Interrupted`]
 /// after a termination signal) stops the read with it.
@@ -123,4 +124,102 @@ impl Input<'_> {
             .filter(|g| !g.is_clean())
             .map(|g| format!("{}: {}", self.describe, g.summary()))
     }
+}
+
+impl<'a> Input<'a> {
+    /// The receiver ROI this input's frames are, in its detector's pixels, when they are not
+    /// the whole detector (a raw acquisition with a receiver ROI): from
+    /// [`FrameSource::origin`] and the frames' shape.
+    pub fn roi(&self) -> Option<Roi> {
+        let f = &self.frames;
+        let ((ymin, xmin), rows, cols) = (f.origin(), f.rows(), f.cols());
+        (f.detector_shape() != (rows, cols) || (ymin, xmin) != (0, 0)).then(|| Roi {
+            xmin,
+            xmax: xmin + cols.saturating_sub(1),
+            ymin,
+            ymax: ymin + rows.saturating_sub(1),
+        })
+    }
+
+    /// This input (a pedestal) fitted to the data inputs `data`: when its frames are the whole
+    /// detector and every data input holds the same receiver ROI of a detector of that shape,
+    /// its frames are cut down to that ROI ([`Cropped`]) and a note for a person says so;
+    /// otherwise it is left as it is (`None`), and the shape check refuses what does not
+    /// match ([`shape_mismatch`]).
+    ///
+    /// # Errors
+    /// None in practice: the ROI lies inside the frames by construction ([`Cropped::new`]).
+    pub fn fit_to(&mut self, data: &[&Input<'_>]) -> Result<Option<String>> {
+        let shape = (self.frames.rows(), self.frames.cols());
+        let mut rois = data.iter().map(|d| {
+            d.roi()
+                .filter(|_| d.frames.detector_shape() == shape && self.roi().is_none())
+        });
+        let Some(Some(roi)) = rois.next() else {
+            return Ok(None);
+        };
+        if !rois.all(|r| r == Some(roi)) {
+            return Ok(None);
+        }
+        let placeholder: Box<dyn FrameSource + Send + 'a> =
+            Box::new(crate::io::MemorySource::new(vec![0], 1, 1)?);
+        let inner = std::mem::replace(&mut self.frames, placeholder);
+        self.frames = Box::new(Cropped::new(inner, roi)?);
+        Ok(Some(format!(
+            "{} holds frames of the whole detector ({} x {}); the data hold the receiver ROI \
+             {roi} (xmin, xmax, ymin, ymax): the pedestal is cut down to the ROI's {} x {} \
+             pixels (rows {}..={}, columns {}..={})",
+            self.describe,
+            shape.0,
+            shape.1,
+            roi.rows(),
+            roi.cols(),
+            roi.ymin,
+            roi.ymax,
+            roi.xmin,
+            roi.xmax
+        )))
+    }
+}
+
+/// The error for data input `data` whose frames have the pedestal's shape but lie elsewhere
+/// on the detector: a pedestal that holds a receiver ROI (a raw acquisition) is of those
+/// pixels only, so data of another ROI (or of no ROI) are refused with both named; `None`
+/// when they fit (a pedestal without an ROI fits any data of its shape).
+pub fn place_mismatch(data: &Input<'_>, pedestal: &Input<'_>) -> Option<Error> {
+    let p = pedestal.roi()?;
+    let d = data.roi();
+    let same_shape = (data.frames.rows(), data.frames.cols())
+        == (pedestal.frames.rows(), pedestal.frames.cols());
+    (same_shape && d != Some(p)).then(|| {
+        Error::shape(
+            format!("{} against {}", data.describe, pedestal.describe),
+            format!("frames of the pedestal's receiver ROI {p} (xmin, xmax, ymin, ymax)"),
+            match d {
+                Some(d) => format!("frames of the receiver ROI {d}: other pixels"),
+                None => "frames of a whole detector: other pixels".to_string(),
+            },
+        )
+    })
+}
+
+/// The error for data input `data` whose frames are not of the pedestal's `shape` (rows x
+/// cols; `pedestal` names it): [`Error::Shape`] naming both shapes, and for data that hold a
+/// receiver ROI, the ROI and what pedestal would fit.
+pub fn shape_mismatch(data: &Input<'_>, pedestal: &str, shape: (usize, usize)) -> Error {
+    let got = (data.frames.rows(), data.frames.cols());
+    let roi = data.roi().map_or(String::new(), |r| {
+        let (dr, dc) = data.frames.detector_shape();
+        format!(
+            ", the receiver ROI {r} (xmin, xmax, ymin, ymax) of a {dr} x {dc} detector; a \
+             pedestal for it is a raw acquisition with the same ROI, frames of the ROI's \
+             shape, or frames of the whole {dr} x {dc} detector (cut down to the ROI when \
+             every data input holds that ROI)"
+        )
+    });
+    Error::shape(
+        format!("{} against {pedestal}", data.describe),
+        format!("{} x {} frames (as in the pedestal)", shape.0, shape.1),
+        format!("{} x {} frames{roi}", got.0, got.1),
+    )
 }

@@ -72,6 +72,12 @@ pub(super) struct SessionInputs<'a> {
     pub(super) done: &'a mut dyn FnMut(usize, Result<RunReport>) -> Result<()>,
     /// Each input as errors name it.
     pub(super) describe: Vec<String>,
+    /// Where each input's frames lie on the detector (row, column of their corner: a raw
+    /// acquisition with a receiver ROI, else 0, 0): its cluster file is written in detector
+    /// coordinates; plots and the sink see the frames' own.
+    pub(super) origins: Vec<(usize, usize)>,
+    /// Scratch for clusters moved into detector coordinates.
+    shifted: Vec<u32>,
     /// Start-up timing, for the first input's report.
     pub(super) startup: RunTiming,
     /// Threads that read each chunk.
@@ -101,6 +107,8 @@ impl<'a> SessionInputs<'a> {
             sink,
             done,
             describe: Vec::new(),
+            origins: Vec::new(),
+            shifted: Vec::new(),
             startup: RunTiming::default(),
             read_threads: 0,
             shape: (0, 0),
@@ -198,7 +206,10 @@ impl InputEvents for SessionInputs<'_> {
         if let Some(w) = c.writer.as_mut() {
             let describe = self.describe.get(k).map_or("the input", String::as_str);
             let n = fc.frame.to_file("out", describe)?;
-            w.write_frame(n, &fc)?;
+            match self.origins.get(k).copied().unwrap_or((0, 0)) {
+                (0, 0) => w.write_frame(n, &fc)?,
+                (dy, dx) => w.write_frame(n, &fc.shifted_into(dy, dx, &mut self.shifted)?)?,
+            }
         }
         #[cfg(feature = "plot")]
         if let Some((p, _)) = c.plot.as_mut() {

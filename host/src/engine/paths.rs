@@ -24,6 +24,9 @@ pub struct PathsReport {
     pub device: String,
     /// Why that device.
     pub device_note: String,
+    /// What a person should know about the inputs (a pedestal cut down to the data's
+    /// receiver ROI, [`super::plan::Plan::fit`]).
+    pub notes: Vec<String>,
     /// The inputs that could not be opened or failed, with why.
     pub failed: Vec<(PathBuf, Error)>,
     /// Gap reports of inputs that lost frames.
@@ -53,8 +56,10 @@ pub fn find_paths(
 ) -> Result<PathsReport> {
     let mut pedestal_in = Input::count_exactly(pedestal, "pedestal", cancel)?;
     let shape = (pedestal_in.frames.rows(), pedestal_in.frames.cols());
-    let Plan { inputs, .. } = plan(pedestal, shape, data, None, "out-dir")?;
+    let mut fitted = plan(pedestal, shape, data, None, "out-dir")?;
     let mut report = PathsReport::default();
+    report.notes.extend(fitted.fit(&mut pedestal_in)?);
+    let Plan { inputs, .. } = fitted;
     let (mut paths, mut opened, mut numbers) = (Vec::new(), Vec::new(), Vec::new());
     for (k, p) in inputs.into_iter().enumerate() {
         match p.input {
@@ -68,6 +73,16 @@ pub fn find_paths(
     }
     if opened.is_empty() {
         return Err(Error::param("data", "no data input could be opened"));
+    }
+    for d in &opened {
+        if let Some(roi) = d.roi() {
+            report.notes.push(format!(
+                "{} holds the receiver ROI {roi} (xmin, xmax, ymin, ymax): its clusters are \
+                 placed in the ROI's own coordinates (pixel column 0, row 0 is detector column \
+                 {}, row {}), as are the pedestal and any mask or gain map",
+                d.describe, roi.xmin, roi.ymin
+            ));
+        }
     }
     planned(opened.iter().map(|d| d.len).sum());
     let longest = opened.iter().map(|d| d.len).max().unwrap_or(0);

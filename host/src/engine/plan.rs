@@ -6,7 +6,7 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use super::input::Input;
+use super::input::{Input, place_mismatch, shape_mismatch};
 use crate::error::{Error, Result};
 use crate::io::{AtomicFile, check_output, check_overwrite, input_files};
 
@@ -112,6 +112,56 @@ pub fn plan(
     Ok(Plan { files, inputs })
 }
 
+impl Plan {
+    /// Fits `pedestal` to the opened data inputs ([`Input::fit_to`]: a pedestal of the whole
+    /// detector is cut down to the receiver ROI every data input holds), then turns every
+    /// opened input whose frames are still not of the pedestal's shape into its error
+    /// ([`shape_mismatch`]); the note for a person when the pedestal was cut down.
+    ///
+    /// # Errors
+    /// As [`Input::fit_to`].
+    pub fn fit(&mut self, pedestal: &mut Input<'_>) -> Result<Option<String>> {
+        let opened: Vec<&Input<'_>> = self
+            .inputs
+            .iter()
+            .filter_map(|p| p.input.as_ref().ok())
+            .collect();
+        let note = pedestal.fit_to(&opened)?;
+        let shape = (pedestal.frames.rows(), pedestal.frames.cols());
+        self.refuse_other_shapes(shape, &pedestal.describe);
+        for p in &mut self.inputs {
+            let bad = p
+                .input
+                .as_ref()
+                .ok()
+                .and_then(|d| place_mismatch(d, pedestal));
+            if let Some(e) = bad {
+                p.input = Err(e);
+                p.cluster_file = None;
+            }
+        }
+        Ok(note)
+    }
+
+    /// Turns every opened input whose frames are not of `shape` (the pedestal's, called
+    /// `pedestal` in the error) into its error ([`shape_mismatch`]), its cluster file
+    /// dropped: for callers that do not fit the pedestal ([`Plan::fit`]).
+    pub fn refuse_other_shapes(&mut self, shape: (usize, usize), pedestal: &str) {
+        for p in &mut self.inputs {
+            let bad = p
+                .input
+                .as_ref()
+                .ok()
+                .filter(|d| (d.frames.rows(), d.frames.cols()) != shape)
+                .map(|d| shape_mismatch(d, pedestal, shape));
+            if let Some(e) = bad {
+                p.input = Err(e);
+                p.cluster_file = None;
+            }
+        }
+    }
+}
+
 /// The plot directory of each input of `data` in `dir` ([`output_name`] without an
 /// extension), each checked as [`super::run::check_plot_dir`] checks one (created, none of
 /// `files` among its plots, no plot file there unless `overwrite`).
@@ -165,12 +215,10 @@ pub fn open_data_inputs(
             files.extend(input_files(path)?);
             let input = Input::open(path, "data")?;
             let got = (input.frames.rows(), input.frames.cols());
-            if got != shape {
-                return Err(Error::shape(
-                    input.describe.clone(),
-                    format!("{} x {} frames (as in the pedestal)", shape.0, shape.1),
-                    format!("{} x {} frames", got.0, got.1),
-                ));
+            // A receiver ROI of a detector of the pedestal's shape is kept for
+            // [`Plan::fit`], which cuts the pedestal down to it or refuses it.
+            if got != shape && input.frames.detector_shape() != shape {
+                return Err(shape_mismatch(&input, "the pedestal", shape));
             }
             Ok(input)
         })

@@ -181,11 +181,14 @@ fn check_shapes(pedestal: &Input<'_>, data: &[&Input<'_>]) -> Result<()> {
     let (rows, cols) = (pedestal.frames.rows(), pedestal.frames.cols());
     for d in data {
         if (d.frames.rows(), d.frames.cols()) != (rows, cols) {
-            return Err(Error::shape(
-                format!("{} against {}", d.describe, pedestal.describe),
-                format!("{rows} x {cols} frames (as in the pedestal)"),
-                format!("{} x {} frames", d.frames.rows(), d.frames.cols()),
+            return Err(super::input::shape_mismatch(
+                d,
+                &pedestal.describe,
+                (rows, cols),
             ));
+        }
+        if let Some(e) = super::input::place_mismatch(d, pedestal) {
+            return Err(e);
         }
     }
     Ok(())
@@ -299,12 +302,21 @@ impl Session {
         visit: &mut dyn FnMut(u64, &FrameClusters<'_>) -> Result<()>,
     ) -> Result<RunReport> {
         let mut report = None;
+        // The visitor sees what the cluster file holds: detector coordinates.
+        let (dy, dx) = data.frames.origin();
+        let mut shifted = Vec::new();
         self.find_all(
             std::slice::from_mut(data),
             &mut |_| Ok(outputs.clone()),
             true,
             cancel,
-            &mut FnSink(|_, fc: &FrameClusters<'_>| visit(fc.frame.get(), fc)),
+            &mut FnSink(|_, fc: &FrameClusters<'_>| {
+                if (dy, dx) == (0, 0) {
+                    visit(fc.frame.get(), fc)
+                } else {
+                    visit(fc.frame.get(), &fc.shifted_into(dy, dx, &mut shifted)?)
+                }
+            }),
             &mut |_, r| {
                 report = Some(r);
                 Ok(())
@@ -336,10 +348,10 @@ impl Session {
     ) -> Result<()> {
         for d in data.iter() {
             if (d.frames.rows(), d.frames.cols()) != (self.rows, self.cols) {
-                return Err(Error::shape(
-                    d.describe.clone(),
-                    format!("{} x {} frames (as in the pedestal)", self.rows, self.cols),
-                    format!("{} x {} frames", d.frames.rows(), d.frames.cols()),
+                return Err(super::input::shape_mismatch(
+                    d,
+                    "the pedestal",
+                    (self.rows, self.cols),
                 ));
             }
         }
@@ -350,6 +362,10 @@ impl Session {
             d.frames.set_read_threads(read_threads);
         }
         let describe: Vec<String> = data.iter().map(|d| d.describe.clone()).collect();
+        // Where each input's frames lie on the detector: its cluster file is written in
+        // detector coordinates (a raw acquisition with a receiver ROI: moved by the ROI's
+        // corner); plots and sinks see the frames' own coordinates.
+        let origins: Vec<(usize, usize)> = data.iter().map(|d| d.frames.origin()).collect();
         let mut sources: Vec<&mut (dyn crate::io::FrameSource + Send)> = Vec::new();
         for d in data.iter_mut() {
             sources.push(&mut *d.frames);
@@ -357,6 +373,7 @@ impl Session {
         let mut events = SessionInputs::new(cancel, &self.pedestal, sink, outputs, done);
         events.carry = carry;
         events.describe = describe;
+        events.origins = origins;
         events.startup = std::mem::take(&mut self.startup);
         events.read_threads = read_threads;
         events.shape = (self.rows, self.cols);

@@ -92,7 +92,11 @@ pub trait Sink {
     }
 
     /// One frame's clusters, named by the frame's number ([`FrameClusters::frame`]: a raw
-    /// acquisition's header number, else its index in the input), in frame order.
+    /// acquisition's header number, else its index in the input), in frame order. The
+    /// clusters are in the frames' own coordinates, those of the pedestal and of per-pixel
+    /// maps: for a raw acquisition with a receiver ROI, relative to the ROI's corner
+    /// ([`crate::io::FrameSource::origin`]; the session's cluster file and
+    /// [`super::run::Session::find`]'s visitor get them in detector coordinates).
     ///
     /// # Errors
     /// Whatever stops the input (it is then abandoned).

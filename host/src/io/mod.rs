@@ -4,6 +4,7 @@
 pub mod atomic;
 pub mod checks;
 pub mod cluster_file;
+pub mod crop;
 pub mod guarded_map;
 pub mod npy;
 pub mod npz;
@@ -20,6 +21,7 @@ pub use cluster_file::{
     ClusterFileReader, ClusterFileWriter, Existing, is_cluster_file, read_cluster_file,
     write_cluster_file, write_cluster_frames,
 };
+pub use crop::Cropped;
 pub use guarded_map::GuardedMap;
 pub use npy::{
     MappedFrames, NpyArray, NpyFrames, NpyWriter, read_f32_2d, read_u16_frames, write_u16_3d,

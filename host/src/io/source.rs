@@ -90,6 +90,22 @@ pub trait FrameSource {
     fn gaps(&self) -> Option<&GapReport> {
         None
     }
+
+    /// Where the frames lie on the detector: `(row, column)` of the detector pixel that is
+    /// pixel (0, 0) of every frame. `(0, 0)` (the default) for frames of the whole detector;
+    /// a raw acquisition with a receiver ROI gives the ROI's first row and column
+    /// (`ymin`, `xmin`), and the clusters found in it are moved there
+    /// ([`crate::cluster::FrameClusters::shifted_into`]) so that they carry detector
+    /// coordinates.
+    fn origin(&self) -> (usize, usize) {
+        (0, 0)
+    }
+
+    /// Rows and columns of the whole detector the frames come from: the frames' own shape
+    /// (the default), or a raw acquisition's detector when its files hold a receiver ROI.
+    fn detector_shape(&self) -> (usize, usize) {
+        (self.rows(), self.cols())
+    }
 }
 
 impl FrameSource for RawReader {
@@ -149,6 +165,18 @@ impl FrameSource for RawReader {
 
     fn gaps(&self) -> Option<&GapReport> {
         Some(RawReader::report(self))
+    }
+
+    fn origin(&self) -> (usize, usize) {
+        self.master().roi.map_or((0, 0), |r| (r.ymin, r.xmin))
+    }
+
+    fn detector_shape(&self) -> (usize, usize) {
+        let m = self.master();
+        match m.roi {
+            Some(_) => (m.detector_rows, m.detector_cols),
+            None => (m.rows, m.cols),
+        }
     }
 }
 

@@ -35,6 +35,7 @@ use crate::finder::ClusterFinder;
 use crate::finder::select::{DeviceChoice, open_finder};
 use crate::frames::Frames;
 use crate::io::atomic::{MAX_SUFFIX, suffixed};
+use crate::io::raw::Roi;
 use crate::io::write_behind::{WriteBehind, WriteStats};
 use crate::io::{AtomicFile, ClusterFileWriter, FrameSource};
 use crate::pedestal::Pedestal;
@@ -548,6 +549,8 @@ pub fn run(
     let mut stated_stride: Option<u64> = None;
     // The receiver ROIs already stated (each once).
     let mut rois_noted: HashSet<[i64; 4]> = HashSet::new();
+    // The ROI a fixed pedestal of the whole frame is cut down to in `saved` (`None`: uncut).
+    let mut saved_cut: Option<Roi> = None;
     while settings
         .acquisitions
         .is_none_or(|k| totals.acquisitions < k)
@@ -563,13 +566,48 @@ pub fn run(
         };
         let taken = std::time::Instant::now();
 
-        let shape = match &saved {
-            Some(p) if matches!(settings.pedestal, PedestalPlan::Fixed(_)) => (p.rows(), p.cols()),
-            _ => first.rows_cols(),
+        // The frames as sent (checked whole), the receiver ROI they are cut down to (as the
+        // receiver's raw files hold them), and the shape clusters are found in.
+        let fixed = match &settings.pedestal {
+            PedestalPlan::Fixed(p) => Some(p),
+            _ => None,
         };
-        if let Some(roi) = first.rx_roi
-            && rois_noted.insert(roi)
-            && let Some(line) = roi_note(roi, shape)
+        let whole = first.rows_cols();
+        // Frames in parts (several ports) carry each port's own share of an ROI, not the
+        // detector's: those are found whole (cluda reads no raw files of several ports with
+        // an ROI either).
+        let several = !inbox.receiver.config().more_endpoints.is_empty();
+        let roi = stream_roi(first.rx_roi, whole).filter(|_| !several);
+        let (sent, crop) = match (fixed, roi) {
+            // A pedestal of the whole frame (cut down to the ROI) or of the ROI.
+            (Some(p), Some(r)) if [whole, (r.rows(), r.cols())].contains(&(p.rows(), p.cols())) => {
+                (whole, Some(r))
+            }
+            (Some(p), _) => ((p.rows(), p.cols()), None),
+            (None, r) => (whole, r),
+        };
+        let shape = crop.map_or(sent, |r| (r.rows(), r.cols()));
+        if let Some(p) = fixed {
+            // The fixed pedestal as this acquisition's ROI needs it (pixels are independent:
+            // cutting the state down is the pedestal of the frames cut down).
+            let cut = crop.filter(|_| (p.rows(), p.cols()) == whole);
+            if cut != saved_cut {
+                saved = Some(match cut {
+                    Some(r) => p.cropped(&r)?,
+                    None => p.clone(),
+                });
+                saved_cut = cut;
+            }
+        }
+        if let Some(sent_roi) = first.rx_roi
+            && rois_noted.insert(sent_roi)
+            && let Some(line) = roi_note(
+                sent_roi,
+                whole,
+                crop,
+                fixed.map(|p| (p.rows(), p.cols())),
+                several,
+            )
         {
             note(&format!("acquisition {}: {line}", first.file_index));
         }
@@ -615,10 +653,16 @@ pub fn run(
         let mut acq = Acquisition::new(
             &mut inbox.receiver,
             &mut inbox.pending,
-            shape,
+            sent,
             Arc::clone(&stop),
             Arc::clone(&report),
         );
+        if let Some(r) = crop {
+            acq.crop_to(r)?;
+        }
+        // Clusters are written in detector coordinates (moved by the ROI's corner).
+        let origin = acq.origin();
+        let mut shifted: Vec<u32> = Vec::new();
         acq.counts.malformed = std::mem::take(&mut inbox.stray);
         acq.counts.mismatched = std::mem::take(&mut inbox.stray_mismatched);
         acq.max_wait = settings.max_wait;
@@ -761,7 +805,12 @@ pub fn run(
                         let mut write = FnSink(|_, fc: &FrameClusters<'_>| {
                             // Frames above i32::MAX were skipped by the source.
                             let n = fc.frame.to_file("stream", &file_name)?;
-                            writer.write_frame(n, fc)
+                            match origin {
+                                (0, 0) => writer.write_frame(n, fc),
+                                (dy, dx) => {
+                                    writer.write_frame(n, &fc.shifted_into(dy, dx, &mut shifted)?)
+                                }
+                            }
                         });
                         let mut tell = FnSink(|_, fc: &FrameClusters<'_>| {
                             let number = fc.frame.get();
@@ -979,22 +1028,71 @@ fn image_name(clust: &Path) -> PathBuf {
     }
 }
 
+/// The receiver ROI of a stream header's `rx_roi` (`[xmin, xmax, ymin, ymax]`, inclusive)
+/// for frames of `rows x cols` as sent: `None` when it is unset (all -1), the whole frame (a
+/// receiver of several ports sends each part's own extent, which assembly turns into the
+/// whole frame's), or does not lie inside the frame (said by [`roi_note`]).
+fn stream_roi(rx_roi: Option<[i64; 4]>, (rows, cols): (usize, usize)) -> Option<Roi> {
+    let [xmin, xmax, ymin, ymax] = rx_roi?.map(|v| usize::try_from(v).ok());
+    let roi = Roi {
+        xmin: xmin?,
+        xmax: xmax?,
+        ymin: ymin?,
+        ymax: ymax?,
+    };
+    (roi.fits(rows, cols) && (roi.rows(), roi.cols()) != (rows, cols)).then_some(roi)
+}
+
 /// What to say about a stream header's `rx_roi` (`[xmin, xmax, ymin, ymax]`, inclusive) for
-/// frames of `rows x cols`: `None` when it is unset (all -1) or the whole frame. The
-/// receiver streams whole frames whatever its ROI (only its files are cropped), and cluda
-/// clusters the frame as sent.
-fn roi_note(roi: [i64; 4], (rows, cols): (usize, usize)) -> Option<String> {
-    let [xmin, xmax, ymin, ymax] = roi;
-    let unset = roi.iter().all(|&v| v == -1);
+/// frames of `rows x cols` as sent, `crop` the ROI they are cut down to ([`stream_roi`]) and
+/// `pedestal` a fixed pedestal's shape, `several` whether the frames come in parts: `None`
+/// when it is unset (all -1) or the whole frame.
+fn roi_note(
+    sent: [i64; 4],
+    (rows, cols): (usize, usize),
+    crop: Option<Roi>,
+    pedestal: Option<(usize, usize)>,
+    several: bool,
+) -> Option<String> {
+    let [xmin, xmax, ymin, ymax] = sent;
+    let unset = sent.iter().all(|&v| v == -1);
     let whole = xmin == 0 && ymin == 0 && xmax == cols as i64 - 1 && ymax == rows as i64 - 1;
-    (!unset && !whole).then(|| {
-        format!(
-            "the receiver's rx_roi is [{xmin}, {xmax}, {ymin}, {ymax}] (xmin, xmax, ymin, ymax), \
-             not the whole {rows} x {cols} frame: the stream carries whole frames and cluda \
-             finds clusters in the whole frame as sent, in detector coordinates (the receiver's \
-             raw files of this acquisition hold only the ROI, and `cluda find` reads them as the \
-             ROI, in ROI coordinates)"
-        )
+    if unset || whole {
+        return None;
+    }
+    let said = format!(
+        "the receiver's rx_roi is [{xmin}, {xmax}, {ymin}, {ymax}] (xmin, xmax, ymin, ymax) of \
+         the whole {rows} x {cols} frame"
+    );
+    Some(match (crop, pedestal) {
+        (Some(r), Some(p)) if p == (rows, cols) => format!(
+            "{said}: each frame is cut down to the ROI's {} x {} pixels before clusters are \
+             found, as the receiver's raw files hold it, and so is the pedestal of the whole \
+             frame; clusters are written in detector coordinates (as `cluda find` writes them \
+             from the receiver's files)",
+            r.rows(),
+            r.cols()
+        ),
+        (Some(r), _) => format!(
+            "{said}: each frame is cut down to the ROI's {} x {} pixels before clusters are \
+             found, as the receiver's raw files hold it; clusters are written in detector \
+             coordinates (as `cluda find` writes them from the receiver's files)",
+            r.rows(),
+            r.cols()
+        ),
+        (None, _) if several => format!(
+            "{said} as the first part says: frames that come in parts carry each port's own \
+             share of the ROI, so the whole frame is found as sent, in detector coordinates \
+             (`cluda find` refuses raw files of several ports with an ROI)"
+        ),
+        (None, Some((pr, pc))) => format!(
+            "{said}, but the pedestal's frames are {pr} x {pc}, neither the whole frame nor \
+             the ROI: frames are found as the pedestal's shape allows"
+        ),
+        (None, None) => format!(
+            "{said}, which does not lie inside the frame: it is ignored and the whole frame \
+             is found"
+        ),
     })
 }
 

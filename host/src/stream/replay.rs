@@ -38,6 +38,9 @@ pub struct ReplaySettings {
     /// Send every Nth frame of each acquisition (frame indices 0, N, 2N, ...), as slsReceiver
     /// streams with `rx_zmqfreq N`; 1 (the default): every frame.
     pub every: u64,
+    /// The `rx_roi` field of every header, `[xmin, xmax, ymin, ymax]` (inclusive), as a
+    /// receiver with `rx_roi` set streams its whole frames; `None` (the default): not sent.
+    pub rx_roi: Option<[i64; 4]>,
 }
 
 impl Default for ReplaySettings {
@@ -50,6 +53,7 @@ impl Default for ReplaySettings {
             file_index: 0,
             det_type: DET_TYPE_MOENCH,
             every: 1,
+            rx_roi: None,
         }
     }
 }
@@ -178,6 +182,7 @@ pub fn replay_parts(
                     h.frame_index = Some(index + j as u64);
                     h.progress = 100.0 * (index + j as u64 + 1) as f64 / total as f64;
                     h.det_type = settings.det_type;
+                    h.rx_roi = settings.rx_roi;
                     h.detshape = [1, parts as u32];
                     h.packet_number = Some(if h.size.is_multiple_of(MOENCH_PACKET_BYTES) {
                         u32::try_from(h.size / MOENCH_PACKET_BYTES).unwrap_or(0)

@@ -21,6 +21,7 @@ use super::receiver::{ConnectionEvent, Message};
 use super::sampling::{GapOutcome, Sampling, StrideCheck};
 use crate::error::Result;
 use crate::io::FrameSource;
+use crate::io::raw::Roi;
 
 /// Kinds of trouble in a stream, each counted per acquisition.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -224,6 +225,9 @@ pub struct Acquisition<'r> {
     arrivals: Arc<Mutex<VecDeque<(u64, Instant)>>>,
     /// How the frame numbers are expected to advance.
     strides: StrideCheck,
+    /// The receiver ROI the frames are cut down to before they are delivered (`None`: the
+    /// whole frames as sent).
+    crop: Option<Roi>,
 }
 
 impl<'r> Acquisition<'r> {
@@ -256,7 +260,27 @@ impl<'r> Acquisition<'r> {
             last_behind: None,
             arrivals: Arc::new(Mutex::new(VecDeque::new())),
             strides: StrideCheck::new(Sampling::Infer),
+            crop: None,
         }
+    }
+
+    /// Delivers every frame cut down to `roi` (detector pixels, both ends inclusive; the
+    /// frames sent are still checked whole): what the receiver writes to its raw files with
+    /// `rx_roi`. The frames are then of the ROI's shape and lie at its corner
+    /// ([`FrameSource::origin`]). Before the first frame.
+    ///
+    /// # Errors
+    /// [`Error::Shape`] when `roi` does not lie inside the acquisition's frames.
+    pub fn crop_to(&mut self, roi: Roi) -> Result<()> {
+        if !roi.fits(self.rows, self.cols) {
+            return Err(crate::Error::shape(
+                "the receiver ROI (rx_roi) to cut the stream's frames down to",
+                format!("an ROI inside frames of {} x {}", self.rows, self.cols),
+                format!("ROI {roi} (xmin, xmax, ymin, ymax)"),
+            ));
+        }
+        self.crop = Some(roi);
+        Ok(())
     }
 
     /// Sets how the frame numbers are expected to advance (default: a stride inferred, see
@@ -611,11 +635,19 @@ fn copy_frame(dst: &mut [u16], src: &[u8]) {
 
 impl FrameSource for Acquisition<'_> {
     fn rows(&self) -> usize {
-        self.rows
+        self.crop.map_or(self.rows, |r| r.rows())
     }
 
     fn cols(&self) -> usize {
-        self.cols
+        self.crop.map_or(self.cols, |r| r.cols())
+    }
+
+    fn origin(&self) -> (usize, usize) {
+        self.crop.map_or((0, 0), |r| (r.ymin, r.xmin))
+    }
+
+    fn detector_shape(&self) -> (usize, usize) {
+        (self.rows, self.cols)
     }
 
     fn remaining_hint(&self) -> u64 {
@@ -628,7 +660,7 @@ impl FrameSource for Acquisition<'_> {
         frames: &mut Vec<u16>,
         numbers: &mut Vec<u64>,
     ) -> Result<usize> {
-        let px = self.rows * self.cols;
+        let px = self.rows() * self.cols();
         let start = frames.len();
         frames.resize(start + n * px, 0);
         let k = self.fill(&mut frames[start..], numbers)?;
@@ -640,7 +672,7 @@ impl FrameSource for Acquisition<'_> {
     /// takes frames until the chunk is full or `max_wait` has passed since the first
     /// ([`FIRST_WAIT`] for the acquisition's first chunk); copies them into `dst` in parallel.
     fn fill(&mut self, dst: &mut [u16], numbers: &mut Vec<u64>) -> Result<usize> {
-        let px = self.rows * self.cols;
+        let px = self.rows() * self.cols();
         let cap = dst.len() / px.max(1);
         let mut got: Vec<(u64, Pixels, Instant)> = Vec::with_capacity(cap);
         let mut deadline: Option<Instant> = None;
@@ -720,12 +752,28 @@ impl FrameSource for Acquisition<'_> {
         }
         use rayon::prelude::*;
         let dst = &mut dst[..got.len() * px];
-        if got.len() > 1 {
-            dst.par_chunks_mut(px)
+        let (cols, whole) = (self.cols, self.rows * self.cols);
+        match self.crop {
+            None if got.len() > 1 => dst
+                .par_chunks_mut(px)
                 .zip(got.par_iter())
-                .for_each(|(d, (_, data, _))| data.copy_to(d, self.cols));
-        } else if let Some((_, data, _)) = got.first() {
-            data.copy_to(dst, self.cols);
+                .for_each(|(d, (_, data, _))| data.copy_to(d, cols)),
+            None => {
+                if let Some((_, data, _)) = got.first() {
+                    data.copy_to(dst, cols);
+                }
+            }
+            // Each frame whole into a scratch frame of its thread, then its ROI into place.
+            Some(roi) => dst
+                .par_chunks_mut(px)
+                .zip(got.par_iter())
+                .try_for_each_init(
+                    || vec![0u16; whole],
+                    |scratch, (d, (_, data, _))| {
+                        data.copy_to(scratch, cols);
+                        roi.crop(scratch, cols, d)
+                    },
+                )?,
         }
         if let Ok(mut a) = self.arrivals.lock() {
             a.extend(got.iter().map(|(n, _, t)| (*n, *t)));
