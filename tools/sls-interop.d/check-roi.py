@@ -5,8 +5,8 @@
 
 Standard library only (struct, array), independent of cluda's reader:
   - both masters name the ROI as docs/file-formats.md ("Receiver ROI") says: format >= 8,
-    "Receiver Rois" a list of exactly that one ROI, "Pixels" and "Image Size" still the whole
-    detector's (400 x 400, 320000 bytes);
+    "Receiver Rois" a list of exactly that one ROI (before: "Receiver Roi", that ROI), "Pixels"
+    and "Image Size" still the whole detector's (400 x 400, 320000 bytes);
   - every data file (`_d0_f*_0.raw`) is a whole number of records of 112 header bytes plus the
     ROI's pixels (2 bytes each), FRAMES records in all, frame numbers consecutive;
   - one frame's pixels as cluda read them: the first data frame's clusters in DATA.clust (cluda's
@@ -35,10 +35,12 @@ def fail(msg):
 def master_roi(path, roi):
     with open(path) as f:
         m = json.load(f)
-    want = [dict(zip(("xmin", "xmax", "ymin", "ymax"), roi))]
-    got = m.get("Receiver Rois")
+    one = dict(zip(("xmin", "xmax", "ymin", "ymax"), roi))
+    # Format >= 8 (slsDetectorPackage 10): a list of ROIs; before: one object.
+    key, want = ("Receiver Rois", [one]) if float(m.get("Version", 0)) >= 8 else ("Receiver Roi", one)
+    got = m.get(key)
     if got != want:
-        fail(f"{path}: \"Receiver Rois\" is {got!r}, expected {want!r}")
+        fail(f"{path}: \"{key}\" is {got!r}, expected {want!r}")
     pix = m.get("Pixels")
     if pix != {"x": DETECTOR[0], "y": DETECTOR[1]}:
         fail(f"{path}: \"Pixels\" is {pix!r}, expected the whole detector's")
