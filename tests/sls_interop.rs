@@ -3,7 +3,8 @@
 //! `slsdet` source distribution, pinned in that script) and checks that `cluda stream` on the
 //! receiver's ZMQ stream and `cluda find` on its raw files write byte-identical cluster files,
 //! find the photons where the server put them and report lost packets alike, on one and two
-//! UDP interfaces. See docs/stream.md ("Against the real receiver").
+//! UDP interfaces, and with a receiver ROI (clusters in detector coordinates; several ROIs
+//! refused). See docs/stream.md ("Against the real receiver").
 //!
 //! It needs the receiver built (a few minutes, a 20 MB download): ignored unless asked for.
 //!
