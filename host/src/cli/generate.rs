@@ -159,29 +159,16 @@ fn older_set(dir: &Path, raw: bool) -> Result<Vec<PathBuf>> {
         let entry = entry.map_err(|e| Error::io(dir, e))?;
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
-        if NAMES.iter().any(|n| is_raw_file_of(name, n)) {
+        if NAMES
+            .iter()
+            .any(|n| cluda::io::raw::naming::is_file_of(name, n, 0))
+        {
             found.push(entry.path());
         }
     }
     // Master files first: the error names them.
     found.sort_by_key(|p| (p.extension().is_none_or(|x| x != "json"), p.clone()));
     Ok(found)
-}
-
-/// Whether `file` is `<base>_master_0.json` or a data file `<base>_d<M>_f<K>_0.raw` of the
-/// raw acquisition `base` (file index 0).
-fn is_raw_file_of(file: &str, base: &str) -> bool {
-    let Some(rest) = file.strip_prefix(base).and_then(|r| r.strip_prefix('_')) else {
-        return false;
-    };
-    if rest == "master_0.json" {
-        return true;
-    }
-    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    rest.strip_suffix("_0.raw")
-        .and_then(|r| r.strip_prefix('d'))
-        .and_then(|r| r.split_once("_f"))
-        .is_some_and(|(m, k)| digits(m) && digits(k))
 }
 
 /// Streams `input` into a 3-D uint16 `.npy` file; returns its name and what it holds, for
@@ -375,32 +362,4 @@ fn stream(
     })?;
     bar.finish_and_clear();
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn raw_files_of_a_set_are_recognised() {
-        for yes in [
-            "data_master_0.json",
-            "data_d0_f0_0.raw",
-            "data_d0_f12_0.raw",
-            "pedestal_d1_f3_0.raw",
-        ] {
-            assert!(NAMES.iter().any(|n| is_raw_file_of(yes, n)), "{yes}");
-        }
-        for no in [
-            "data_master_1.json",
-            "data_d0_f1_1.raw",
-            "data_d0_fx_0.raw",
-            "data_d_f1_0.raw",
-            "data.npy",
-            "datax_d0_f0_0.raw",
-            "my_data_d0_f0_0.raw",
-        ] {
-            assert!(!NAMES.iter().any(|n| is_raw_file_of(no, n)), "{no}");
-        }
-    }
 }

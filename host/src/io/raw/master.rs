@@ -365,9 +365,11 @@ impl RawMaster {
     /// UDP ports (`Implementation::SetupWriter`: module position x interfaces + interface).
     pub fn port_data_path(&self, port: usize, file: u64) -> PathBuf {
         let dir = self.path.parent().unwrap_or(Path::new(""));
-        dir.join(format!(
-            "{}_d{}_f{}_{}.raw",
-            self.base_name, port, file, self.file_index
+        dir.join(super::naming::data_file_name(
+            &self.base_name,
+            port,
+            file,
+            self.file_index,
         ))
     }
 

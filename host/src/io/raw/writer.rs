@@ -235,16 +235,15 @@ impl RawWriter {
 
     /// Path of data file `file` of port `port`.
     pub fn port_data_path(&self, port: usize, file: u64) -> PathBuf {
-        self.dir.join(format!(
-            "{}_d{}_f{}_{}.raw",
-            self.base, port, file, self.index
+        self.dir.join(super::naming::data_file_name(
+            &self.base, port, file, self.index,
         ))
     }
 
     /// Path of the master file.
     pub fn master_path(&self) -> PathBuf {
         self.dir
-            .join(format!("{}_master_{}.json", self.base, self.index))
+            .join(super::naming::master_file_name(&self.base, self.index))
     }
 
     /// Frames written so far (with several ports, the records of the port with most).
