@@ -6,7 +6,7 @@
 
 use cluda_gpu::args::{MatchV1DistancesArgs, MatchV1RowminArgs};
 
-use super::gpu::{DeviceResult, GpuMatcher, grid_dim, launch, warp_rows_grid};
+use super::{DeviceResult, GpuMatcher, grid_dim, launch, launch_rows};
 use crate::device_memory::DeviceBuf;
 use crate::error::{CudaContextExt, Error, Result};
 
@@ -86,14 +86,14 @@ impl GpuMatcher {
             };
             // SAFETY: dist_mat n x m, idx and dist n.
             unsafe {
-                launch(
+                launch_rows(
                     s,
                     &self.k.v1_rowmin,
-                    (warp_rows_grid(n)?, 1),
+                    n,
                     &mut a.params(),
+                    "launching v1's row-minimum kernel",
                 )
-            }
-            .cuda("launching v1's row-minimum kernel")?;
+            }?;
         }
         self.give_back(dist_mat);
         Ok(DeviceResult { idx, dist })

@@ -6,7 +6,7 @@
 
 use cluda_gpu::args::{MatchMergePartialsArgs, MatchV2FusedArgs};
 
-use super::gpu::{BLOCK, DeviceResult, GpuMatcher, grid_dim, launch};
+use super::{BLOCK, DeviceResult, GpuMatcher, grid_dim, launch};
 use crate::device_memory::DeviceBuf;
 use crate::error::{CudaContextExt, Result};
 

@@ -1,0 +1,580 @@
+//! V4, fused (feature `experimental`): the screen computed on the tensor cores inside the
+//! kernel (`mma.sync` TF32), never stored. Two variants, both slower today than cuBLAS tiles
+//! and [`super::v4`]'s fold: `cluda_match_v4_fused` in two passes (row bounds, then
+//! candidates) and `cluda_match_v4_fused1` in one (running bounds and per-split lists in
+//! shared memory) followed by `cluda_match_v4_merge`. Their candidates go to V4's rescoring.
+
+use core::arch::asm;
+use core::arch::nvptx::{_block_idx_x, _block_idx_y, _syncthreads};
+use core::sync::atomic::{AtomicU32, Ordering};
+
+use super::tid;
+use super::tile::load_chunk;
+use crate::kernels::global_index_x;
+use crate::kernels::prims::{
+    ld_shared_f32x4, ld_shared_u32, shared_array, shfl_xor_f32, st_shared_f32, st_shared_u32,
+};
+use crate::layout::matcher::{BLOCK, BM, BN, DIM, KC, V4_SLOTS, V4_SPLIT_SLOTS, mma};
+use crate::matcher::args::{MatchV4Fused1Args, MatchV4FusedArgs, MatchV4MergeArgs};
+use crate::matcher::bound::{error, row_terms, threshold};
+
+/// `f32` to TF32, rounded to nearest (ties away from zero), as the bits `mma` reads.
+#[inline(always)]
+fn to_tf32(x: f32) -> u32 {
+    let r: u32;
+    // SAFETY: a register-only conversion (PTX 7.0, sm_80).
+    unsafe {
+        asm!(
+            "cvt.rna.tf32.f32 {r}, {x};",
+            r = out(reg32) r,
+            x = in(reg32) x,
+            options(pure, nomem, nostack),
+        );
+    }
+    r
+}
+
+/// `d += a b` for one 16 x 8 x 8 TF32 tile of the warp (`mma.sync.aligned.m16n8k8`, FP32
+/// accumulation). Lane `l` holds `a = A[g][t], A[g+8][t], A[g][t+4], A[g+8][t+4]`,
+/// `b = B[t][g], B[t+4][g]` and `d = D[g][2t], D[g][2t+1], D[g+8][2t], D[g+8][2t+1]` with
+/// `g = l / 4`, `t = l % 4`.
+#[inline(always)]
+unsafe fn mma_tf32(d: &mut [f32; 4], a: [u32; 4], b: [u32; 2]) {
+    // SAFETY: a warp-synchronous instruction; every lane of the warp executes it (the caller's
+    // contract).
+    unsafe {
+        asm!(
+            "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {{{d0}, {d1}, {d2}, {d3}}}, {{{a0}, {a1}, {a2}, {a3}}}, {{{b0}, {b1}}}, {{{d0}, {d1}, {d2}, {d3}}};",
+            d0 = inout(reg32) d[0],
+            d1 = inout(reg32) d[1],
+            d2 = inout(reg32) d[2],
+            d3 = inout(reg32) d[3],
+            a0 = in(reg32) a[0],
+            a1 = in(reg32) a[1],
+            a2 = in(reg32) a[2],
+            a3 = in(reg32) a[3],
+            b0 = in(reg32) b[0],
+            b1 = in(reg32) b[1],
+            // Not `pure`: a warp-synchronous instruction must not be moved into divergent code.
+            options(nomem, nostack),
+        );
+    }
+}
+
+/// Stores a loaded chunk (as `load_chunk` hands it) of 128 rows x 16 dimensions into an
+/// operand stage at `sh`, converted to TF32, at the places `slot(row, k)` (`mma::a_slot` or
+/// `mma::b_slot`) where the `mma` fragments read it.
+#[inline(always)]
+unsafe fn store_stage(sh: u64, v: [[f32; 4]; 2], t: usize, slot: fn(usize, usize) -> usize) {
+    unroll!(2, Q, {
+        let f = t + BLOCK as usize * Q;
+        let row = f / 4;
+        let part = f % 4;
+        unroll!(4, E, {
+            // SAFETY: `row < 128` and `part * 4 + E < 16`, so the slot is below `mma::STAGE`,
+            // inside the stage of `STAGE` floats (the caller's contract), 4-byte aligned.
+            unsafe { st_shared_u32(sh + (slot(row, part * 4 + E) * 4) as u64, to_tf32(v[Q][E])) };
+        });
+    });
+}
+
+/// Reads a 16-byte fragment (four TF32 values) from shared-window address `a`.
+#[inline(always)]
+unsafe fn ld_fragment(a: u64) -> [u32; 4] {
+    // SAFETY: the caller's contract: a 16-byte aligned address inside a stage.
+    let v = unsafe { ld_shared_f32x4(a) };
+    [
+        v[0].to_bits(),
+        v[1].to_bits(),
+        v[2].to_bits(),
+        v[3].to_bits(),
+    ]
+}
+
+/// The TF32 dot products `a_r . b_c` of this thread's part of the 128 x 128 block tile: warp
+/// `w` owns left rows `64 (w % 2) ..+64` and right rows `32 (w / 2) ..+32`, as 4 x 4 `mma`
+/// tiles of 16 x 8; `acc[mi][ni]` is `mma`'s `d` of tile `(mi, ni)`. Staged through shared
+/// memory 16 dimensions at a time in fragment order (`layout::matcher::mma`), one 16-byte
+/// load per fragment, the next chunk's global loads issued before the current one is
+/// consumed.
+#[inline(always)]
+unsafe fn tile_dots_tc(
+    a: *const f32,
+    n: usize,
+    row0: usize,
+    b: *const f32,
+    m: usize,
+    col0: usize,
+    sa: u64,
+    sb: u64,
+    t: usize,
+) -> [[[f32; 4]; 4]; 4] {
+    let lane = t % 32;
+    let w = t / 32;
+    let (wm, wn) = (w % 2, w / 2);
+    let mut acc = [[[0.0f32; 4]; 4]; 4];
+    // SAFETY: `a` holds `n` rows of 128 floats (the caller's contract), as `load_chunk` needs.
+    let mut pa = unsafe { load_chunk(a, row0, n, 0, t) };
+    // SAFETY: `b` holds `m` rows of 128 floats (the caller's contract).
+    let mut pb = unsafe { load_chunk(b, col0, m, 0, t) };
+    let mut kc = 0;
+    while kc < DIM / KC {
+        // SAFETY: every thread of the block reaches these barriers (block-uniform loop); `sa`
+        // and `sb` are the block's stages of `mma::STAGE` floats.
+        unsafe {
+            _syncthreads();
+            store_stage(sa, pa, t, mma::a_slot);
+            store_stage(sb, pb, t, mma::b_slot);
+            _syncthreads();
+        }
+        if kc + 1 < DIM / KC {
+            // SAFETY: as the first `load_chunk` above.
+            pa = unsafe { load_chunk(a, row0, n, kc + 1, t) };
+            // SAFETY: as the first `load_chunk` above.
+            pb = unsafe { load_chunk(b, col0, m, kc + 1, t) };
+        }
+        let mut fb = [[0u32; 4]; 4];
+        unroll!(4, NI, {
+            // SAFETY: `((wn * 4 + NI) * 32 + lane) * 4 + 3 < STAGE`: inside `sb`, 16-byte aligned.
+            fb[NI] = unsafe { ld_fragment(sb + ((((wn * 4 + NI) * 32 + lane) * 16) as u64)) };
+        });
+        unroll!(2, KS, {
+            unroll!(4, MI, {
+                // SAFETY: `(((wm * 4 + MI) * 2 + KS) * 32 + lane) * 4 + 3 < STAGE`: inside `sa`,
+                // 16-byte aligned.
+                let fa = unsafe {
+                    ld_fragment(sa + (((((wm * 4 + MI) * 2 + KS) * 32 + lane) * 16) as u64))
+                };
+                unroll!(4, NI, {
+                    // SAFETY: every lane of every warp runs this (block-uniform control flow).
+                    unsafe { mma_tf32(&mut acc[MI][NI], fa, [fb[NI][2 * KS], fb[NI][2 * KS + 1]]) };
+                });
+            });
+        });
+        kc += 1;
+    }
+    acc
+}
+
+/// V4 fused: the screen of V4 computed here on the tensor cores, never stored. Block `(x, y)`
+/// owns left rows `x*128..` and right tiles `y*tiles_per_split..` (as V2). For every element,
+/// `s = fl(-2 acc + ||b||^2)` and `e = match_bound::error` bound `||b||^2 - 2 a.b`, exactly as
+/// in `cluda_match_v4_fold`. Pass 1 (`gather == 0`): each row's `min (s + e)` over the split
+/// into `part_tau`. Pass 2: the row's `tau` is the minimum over its splits, and every right row
+/// with `s - e <= threshold(tau)` is appended to its slots (global atomics: candidates are
+/// rare). 256 threads per block.
+impl MatchV4FusedArgs {
+    /// The body of `cluda_match_v4_fused` (declared from `crate::matcher::args`).
+    #[inline(always)]
+    pub(super) unsafe fn run(self) {
+        let Self {
+            lhs,
+            n,
+            rhs,
+            m,
+            tiles_per_split,
+            splits,
+            norms_b,
+            radii_b,
+            radii_a,
+            part_tau,
+            count,
+            slot_i,
+            gather,
+        } = self;
+        let sa = shared_array!(window "cluda_v4f_sa", mma::STAGE * 4);
+        let sb = shared_array!(window "cluda_v4f_sb", mma::STAGE * 4);
+        // 128 rows x 4 column warps: the per-warp row minima of pass 1.
+        let sm = shared_array!(window "cluda_v4f_min", 2048);
+        let (n, m, splits) = (n as usize, m as usize, splits as usize);
+        let t = tid();
+        let lane = t % 32;
+        let w = t / 32;
+        let (g, q) = (lane / 4, lane % 4);
+        let (rbase, cbase) = (64 * (w % 2), 32 * (w / 2));
+        // SAFETY: reads special registers (block indices); no preconditions.
+        let (row0, split) = unsafe { (_block_idx_x() as usize * BM, _block_idx_y() as usize) };
+        let tiles = m.div_ceil(BN);
+        let first = split * tiles_per_split as usize;
+        let last = core::cmp::min(first + tiles_per_split as usize, tiles);
+        // This thread's eight rows: `rbase + 16 mi + g + 8 h`, index `2 mi + h`.
+        let mut ra = [0.0f32; 8];
+        let mut p = [0.0f32; 8];
+        let mut qq = [0.0f32; 8];
+        let mut thr = [f32::INFINITY; 8];
+        let mut tmin = [f32::INFINITY; 8];
+        unroll!(8, RI, {
+            let r = row0 + rbase + 16 * (RI / 2) + g + 8 * (RI % 2);
+            if r < n {
+                // SAFETY: `r < n`: inside the left radii (the launch's contract).
+                ra[RI] = unsafe { *radii_a.add(r) };
+                let (pp, qv) = row_terms(ra[RI]);
+                p[RI] = pp;
+                qq[RI] = qv;
+                if gather != 0 {
+                    let mut tau = f32::INFINITY;
+                    let mut k = 0;
+                    while k < splits {
+                        // SAFETY: `r < n`, `k < splits`: inside the `n x splits` partials.
+                        let v = unsafe { *part_tau.add(r * splits + k) };
+                        if v < tau {
+                            tau = v;
+                        }
+                        k += 1;
+                    }
+                    thr[RI] = threshold(tau, ra[RI]);
+                }
+            }
+        });
+        let mut tile = first;
+        while tile < last {
+            let col0 = tile * BN;
+            // SAFETY: the inputs hold `n` and `m` rows, `sa`/`sb` are this kernel's tiles, and
+            // every thread of the block calls this.
+            let acc = unsafe { tile_dots_tc(lhs, n, row0, rhs, m, col0, sa, sb, t) };
+            unroll!(4, NI, {
+                unroll!(2, E, {
+                    let c = col0 + cbase + 8 * NI + 2 * q + E;
+                    if c < m {
+                        // SAFETY: `c < m`: inside the right norms and radii.
+                        let (nb, rb) = unsafe { (*norms_b.add(c), *radii_b.add(c)) };
+                        unroll!(8, RI, {
+                            let v = acc[RI / 2][NI][2 * (RI % 2) + E];
+                            let s = -2.0 * v + nb;
+                            let e = error(rb, p[RI], qq[RI]);
+                            if gather == 0 {
+                                let up = s + e;
+                                if up < tmin[RI] {
+                                    tmin[RI] = up;
+                                }
+                            } else if s - e <= thr[RI] {
+                                let r = row0 + rbase + 16 * (RI / 2) + g + 8 * (RI % 2);
+                                if r < n {
+                                    // SAFETY: `r < n`: the row's counter and slots (the
+                                    // launch's contract); the counter is a plain `u32`.
+                                    unsafe {
+                                        let k = (*(count.add(r) as *const AtomicU32))
+                                            .fetch_add(1, Ordering::Relaxed)
+                                            as usize;
+                                        if k < V4_SLOTS {
+                                            *slot_i.add(r * V4_SLOTS + k) = c as u32;
+                                        }
+                                    }
+                                }
+                            }
+                        });
+                    }
+                });
+            });
+            tile += 1;
+        }
+        if gather != 0 {
+            return;
+        }
+        // The row minima: over the four lanes of a row group, then over the four column warps.
+        unroll!(8, RI, {
+            unroll!(2, S, {
+                // SAFETY: unconditional, so every lane runs it.
+                let o = unsafe { shfl_xor_f32(tmin[RI], 1 << S) };
+                if o < tmin[RI] {
+                    tmin[RI] = o;
+                }
+            });
+        });
+        if q == 0 {
+            unroll!(8, RI, {
+                let rl = rbase + 16 * (RI / 2) + g + 8 * (RI % 2);
+                // SAFETY: `rl < 128` and `w / 2 < 4`: inside the 2048-byte array.
+                unsafe { st_shared_f32(sm + ((rl * 4 + w / 2) * 4) as u64, tmin[RI]) };
+            });
+        }
+        // SAFETY: every thread reaches this barrier (no thread returned in pass 1).
+        unsafe { _syncthreads() };
+        if t < BM && row0 + t < n {
+            // SAFETY: `t < 128`: inside the array, 16-byte aligned.
+            let v = unsafe { ld_shared_f32x4(sm + (t * 16) as u64) };
+            let mut best = v[0];
+            unroll!(4, K, {
+                if v[K] < best {
+                    best = v[K];
+                }
+            });
+            // SAFETY: `row0 + t < n`, `split < splits`: inside the `n x splits` partials.
+            unsafe { *part_tau.add((row0 + t) * splits + split) = best };
+        }
+    }
+}
+
+/// V4 fused, one pass: as `cluda_match_v4_fused`, but each block keeps, per row, a running
+/// bound `tau` (the smallest `s + e` of its split so far, updated after every right tile) and
+/// a list of the right rows with `s - e <= threshold(tau)` in shared memory. The threshold only
+/// falls, so a right row that meets the split's final threshold met it when it was seen;
+/// entries the current threshold rules out are dropped when the list fills; a row whose list
+/// still overflows is marked (`u32::MAX`). `cluda_match_v4_merge` then filters the splits'
+/// lists with the row's final threshold. 256 threads per block.
+impl MatchV4Fused1Args {
+    /// The body of `cluda_match_v4_fused1` (declared from `crate::matcher::args`).
+    #[inline(always)]
+    pub(super) unsafe fn run(self) {
+        let Self {
+            lhs,
+            n,
+            rhs,
+            m,
+            tiles_per_split,
+            splits,
+            norms_b,
+            radii_b,
+            radii_a,
+            part_tau,
+            part_cnt,
+            part_l,
+            part_j,
+        } = self;
+        const S: usize = V4_SPLIT_SLOTS;
+        let sa = shared_array!(window "cluda_v4g_sa", mma::STAGE * 4);
+        let sb = shared_array!(window "cluda_v4g_sb", mma::STAGE * 4);
+        // 128 rows x 4 column warps: the per-warp row minima of a tile.
+        let sm = shared_array!(window "cluda_v4g_min", 2048);
+        // Per row: the running bound, the list's count (generic address: atomics), a sticky
+        // overflow flag, and the list (bounds and right rows).
+        let s_tau = shared_array!(window "cluda_v4g_tau", 512);
+        let s_cnt = shared_array!(generic "cluda_v4g_cnt", 512) as *mut u32;
+        let s_ov = shared_array!(window "cluda_v4g_ov", 512);
+        let s_l = shared_array!(window "cluda_v4g_l", 128 * V4_SPLIT_SLOTS * 4);
+        let s_j = shared_array!(window "cluda_v4g_j", 128 * V4_SPLIT_SLOTS * 4);
+        let (n, m, splits) = (n as usize, m as usize, splits as usize);
+        let t = tid();
+        let lane = t % 32;
+        let w = t / 32;
+        let (g, q) = (lane / 4, lane % 4);
+        let (rbase, cbase) = (64 * (w % 2), 32 * (w / 2));
+        // SAFETY: reads special registers (block indices); no preconditions.
+        let (row0, split) = unsafe { (_block_idx_x() as usize * BM, _block_idx_y() as usize) };
+        let tiles = m.div_ceil(BN);
+        let first = split * tiles_per_split as usize;
+        let last = core::cmp::min(first + tiles_per_split as usize, tiles);
+        if t < BM {
+            // SAFETY: `t < 128`: inside the per-row arrays of 128 words. Read only after the
+            // barriers of the first tile.
+            unsafe {
+                st_shared_f32(s_tau + (t * 4) as u64, f32::INFINITY);
+                *s_cnt.add(t) = 0;
+                st_shared_u32(s_ov + (t * 4) as u64, 0);
+            }
+        }
+        let mut ra = [0.0f32; 8];
+        let mut p = [0.0f32; 8];
+        let mut qq = [0.0f32; 8];
+        unroll!(8, RI, {
+            let r = row0 + rbase + 16 * (RI / 2) + g + 8 * (RI % 2);
+            if r < n {
+                // SAFETY: `r < n`: inside the left radii (the launch's contract).
+                ra[RI] = unsafe { *radii_a.add(r) };
+                let (pp, qv) = row_terms(ra[RI]);
+                p[RI] = pp;
+                qq[RI] = qv;
+            }
+        });
+        let mut tile = first;
+        while tile < last {
+            let col0 = tile * BN;
+            // SAFETY: the inputs hold `n` and `m` rows, `sa`/`sb` are this kernel's stages, and
+            // every thread of the block calls this. Its first barrier also orders the previous
+            // tile's list appends before this tile's compaction.
+            let acc = unsafe { tile_dots_tc(lhs, n, row0, rhs, m, col0, sa, sb, t) };
+            // This thread's eight columns' norms and radii (the screen is recomputed from `acc`
+            // for the appends rather than kept: fewer registers live across the barriers).
+            let mut nbv = [0.0f32; 8];
+            let mut rbv = [0.0f32; 8];
+            let mut ok = [false; 8];
+            let mut tmin = [f32::INFINITY; 8];
+            unroll!(4, NI, {
+                unroll!(2, E, {
+                    let c = col0 + cbase + 8 * NI + 2 * q + E;
+                    if c < m {
+                        ok[NI * 2 + E] = true;
+                        // SAFETY: `c < m`: inside the right norms and radii.
+                        let (nb, rb) = unsafe { (*norms_b.add(c), *radii_b.add(c)) };
+                        nbv[NI * 2 + E] = nb;
+                        rbv[NI * 2 + E] = rb;
+                        unroll!(8, RI, {
+                            let v = acc[RI / 2][NI][2 * (RI % 2) + E];
+                            let s = -2.0 * v + nb;
+                            let e = error(rb, p[RI], qq[RI]);
+                            let up = s + e;
+                            if up < tmin[RI] {
+                                tmin[RI] = up;
+                            }
+                        });
+                    }
+                });
+            });
+            unroll!(8, RI, {
+                unroll!(2, S2, {
+                    // SAFETY: unconditional, so every lane runs it.
+                    let o = unsafe { shfl_xor_f32(tmin[RI], 1 << S2) };
+                    if o < tmin[RI] {
+                        tmin[RI] = o;
+                    }
+                });
+            });
+            if q == 0 {
+                unroll!(8, RI, {
+                    let rl = rbase + 16 * (RI / 2) + g + 8 * (RI % 2);
+                    // SAFETY: `rl < 128`, `w / 2 < 4`: inside the 2048-byte array.
+                    unsafe { st_shared_f32(sm + ((rl * 4 + w / 2) * 4) as u64, tmin[RI]) };
+                });
+            }
+            // SAFETY: every thread reaches this barrier (block-uniform loop).
+            unsafe { _syncthreads() };
+            if t < BM {
+                // SAFETY: `t < 128`: inside the per-row arrays and the list of row `t`.
+                unsafe {
+                    let v = ld_shared_f32x4(sm + (t * 16) as u64);
+                    let mut tau = f32::from_bits(ld_shared_u32(s_tau + (t * 4) as u64));
+                    unroll!(4, K, {
+                        if v[K] < tau {
+                            tau = v[K];
+                        }
+                    });
+                    st_shared_f32(s_tau + (t * 4) as u64, tau);
+                    let cnt = *s_cnt.add(t) as usize;
+                    if cnt >= S / 2 && row0 + t < n {
+                        // Drop the entries the current threshold rules out.
+                        let thr = threshold(tau, *radii_a.add(row0 + t));
+                        let mut kept = 0;
+                        let mut k = 0;
+                        while k < core::cmp::min(cnt, S) {
+                            let a = ((t * S + k) * 4) as u64;
+                            let l = f32::from_bits(ld_shared_u32(s_l + a));
+                            if l <= thr {
+                                let b = ((t * S + kept) * 4) as u64;
+                                st_shared_f32(s_l + b, l);
+                                st_shared_u32(s_j + b, ld_shared_u32(s_j + a));
+                                kept += 1;
+                            }
+                            k += 1;
+                        }
+                        *s_cnt.add(t) = kept as u32;
+                    }
+                }
+            }
+            // SAFETY: every thread reaches this barrier.
+            unsafe { _syncthreads() };
+            unroll!(8, RI, {
+                let rl = rbase + 16 * (RI / 2) + g + 8 * (RI % 2);
+                // SAFETY: `rl < 128`: inside the per-row bounds.
+                let tau = f32::from_bits(unsafe { ld_shared_u32(s_tau + (rl * 4) as u64) });
+                let thr = threshold(tau, ra[RI]);
+                unroll!(8, CI, {
+                    let s = -2.0 * acc[RI / 2][CI / 2][2 * (RI % 2) + CI % 2] + nbv[CI];
+                    let e = error(rbv[CI], p[RI], qq[RI]);
+                    if ok[CI] && s - e <= thr && row0 + rl < n {
+                        let c = col0 + cbase + 8 * (CI / 2) + 2 * q + CI % 2;
+                        // SAFETY: `rl < 128`: the row's counter (a shared word, reached through
+                        // its generic address) and list slots `k < S`.
+                        unsafe {
+                            let k = (*(s_cnt.add(rl) as *const AtomicU32))
+                                .fetch_add(1, Ordering::Relaxed)
+                                as usize;
+                            if k < S {
+                                let a = ((rl * S + k) * 4) as u64;
+                                st_shared_f32(s_l + a, s - e);
+                                st_shared_u32(s_j + a, c as u32);
+                            } else {
+                                st_shared_u32(s_ov + (rl * 4) as u64, 1);
+                            }
+                        }
+                    }
+                });
+            });
+            tile += 1;
+        }
+        // SAFETY: every thread reaches this barrier: the last appends are done.
+        unsafe { _syncthreads() };
+        if t < BM && row0 + t < n {
+            let o = (row0 + t) * splits + split;
+            // SAFETY: `t < 128`: the row's shared state; `row0 + t < n`, `split < splits`:
+            // inside the `n x splits` partials and their `S` slots each.
+            unsafe {
+                let cnt = core::cmp::min(*s_cnt.add(t) as usize, S);
+                let ov = ld_shared_u32(s_ov + (t * 4) as u64) != 0;
+                *part_tau.add(o) = f32::from_bits(ld_shared_u32(s_tau + (t * 4) as u64));
+                *part_cnt.add(o) = if ov { u32::MAX } else { cnt as u32 };
+                let mut k = 0;
+                while k < cnt {
+                    let a = ((t * S + k) * 4) as u64;
+                    *part_l.add(o * S + k) = f32::from_bits(ld_shared_u32(s_l + a));
+                    *part_j.add(o * S + k) = ld_shared_u32(s_j + a);
+                    k += 1;
+                }
+            }
+        }
+    }
+}
+
+/// V4 merge (after `cluda_match_v4_fused1`): each row's bound is the smallest over its splits;
+/// every split's candidate whose `s - e` meets the row's threshold goes to the row's slots.
+/// A split that overflowed, or more than `V4_SLOTS` candidates, make the row overflowed
+/// (`count > V4_SLOTS`). One thread per row.
+impl MatchV4MergeArgs {
+    /// The body of `cluda_match_v4_merge` (declared from `crate::matcher::args`).
+    #[inline(always)]
+    pub(super) unsafe fn run(self) {
+        let Self {
+            part_tau,
+            part_cnt,
+            part_l,
+            part_j,
+            n,
+            splits,
+            radii_a,
+            count,
+            slot_i,
+        } = self;
+        const S: usize = V4_SPLIT_SLOTS;
+        let row = global_index_x();
+        if row >= n as usize {
+            return;
+        }
+        let splits = splits as usize;
+        // SAFETY: `row < n`, `k < splits`: inside the `n x splits` partials (and their `S`
+        // slots), the left radii and the row's outputs (the launch's contract).
+        unsafe {
+            let mut tau = f32::INFINITY;
+            let mut k = 0;
+            while k < splits {
+                let v = *part_tau.add(row * splits + k);
+                if v < tau {
+                    tau = v;
+                }
+                k += 1;
+            }
+            let thr = threshold(tau, *radii_a.add(row));
+            let mut c = 0usize;
+            let mut over = false;
+            let mut k = 0;
+            while k < splits {
+                let o = row * splits + k;
+                let cnt = *part_cnt.add(o);
+                if cnt == u32::MAX {
+                    over = true;
+                } else {
+                    let mut e = 0;
+                    while e < cnt as usize {
+                        if *part_l.add(o * S + e) <= thr {
+                            if c < V4_SLOTS {
+                                *slot_i.add(row * V4_SLOTS + c) = *part_j.add(o * S + e);
+                            }
+                            c += 1;
+                        }
+                        e += 1;
+                    }
+                }
+                k += 1;
+            }
+            *count.add(row) = if over { u32::MAX } else { c as u32 };
+        }
+    }
+}
