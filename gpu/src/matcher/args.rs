@@ -2,25 +2,85 @@
 //! and read by the kernel, each with its entry name (`ENTRY`), declared (as the finder's, see
 //! [`crate::args`]) from one list that the kernels are declared from too.
 
-/// Hands the matcher's kernels to `$cb!`, after the tokens `$pre`, as
-/// `[name => ArgsStruct { fields }, ...]`: the one list the kernels are declared from
-/// (`gpu/src/matcher/kernels/`, each running its struct's `run`) and the host's argument
-/// structs (with the entry name, `ENTRY`) are built from. All launch blocks of
-/// [`crate::layout::matcher::BLOCK`] threads.
+/// Hands the field groups several matcher kernels share (in this order: the two sides, the
+/// right side's split, a GEMM tile, V4's radii, the rescored sides, the rescoring's outputs),
+/// each in braces, to `$list!` (`matcher_kernels!` or `matcher_fused_kernels!`) after
+/// `@groups $rest`: their lists splice them in where the fields stand.
 #[macro_export]
 #[doc(hidden)]
-macro_rules! matcher_kernels {
-    ($($cb:ident)::+; $($pre:tt)*) => {
-        $($cb)::+! { $($pre)* [
-            /// The parameters of `cluda_match_v1_distances`: `dist[i * m + j] =
-            /// ||lhs_i - rhs_j||^2` for the 128 x 128 tile (`blockIdx.y`, `blockIdx.x`).
-            cluda_match_v1_distances => MatchV1DistancesArgs {
+macro_rules! matcher_field_groups {
+    ($list:ident $($rest:tt)*) => {
+        $crate::$list! { @groups $($rest)*
+            {
                 /// Left descriptors, `n x 128`.
                 lhs: $crate::args::ConstPtr<f32>,
                 n: u32,
                 /// Right descriptors, `m x 128`.
                 rhs: $crate::args::ConstPtr<f32>,
                 m: u32,
+            }
+            {
+                /// Right tiles of 128 rows per split (`gridDim.y`).
+                tiles_per_split: u32,
+                /// Splits of the right side.
+                splits: u32,
+            }
+            {
+                /// A GEMM tile of `rows x cols` values `-2 a . b` of left rows `row0..` and
+                /// right rows `col0..`, row stride `ld` (a multiple of 4, as `col0`).
+                tile: $crate::args::ConstPtr<f32>,
+                rows: u32,
+                cols: u32,
+                ld: u32,
+                row0: u32,
+                col0: u32,
+                /// `||b||^2` per right row, padded with zeros to a multiple of 4.
+                norms_b: $crate::args::ConstPtr<f32>,
+            }
+            {
+                /// `match_bound::radius` per right row (padded to a multiple of 4 for the
+                /// fold).
+                radii_b: $crate::args::ConstPtr<f32>,
+                /// `match_bound::radius` per left row, `n`.
+                radii_a: $crate::args::ConstPtr<f32>,
+            }
+            {
+                /// Left descriptors (`n x 128`) and right descriptors (`m x 128`).
+                lhs: $crate::args::ConstPtr<f32>,
+                rhs: $crate::args::ConstPtr<f32>,
+                n: u32,
+            }
+            {
+                /// Index and distance per row, `n` each.
+                out_idx: $crate::args::MutPtr<u32>,
+                out_dist: $crate::args::MutPtr<f32>,
+                /// The count of flagged rows (one word, zeroed before) and their list (`n`).
+                flag_count: $crate::args::MutPtr<u32>,
+                flag_rows: $crate::args::MutPtr<u32>,
+            }
+        }
+    };
+}
+
+/// Hands the matcher's kernels to `$cb!`, after the tokens `$pre`, as
+/// `[name => ArgsStruct { fields }, ...]`: the one list the kernels are declared from
+/// (`gpu/src/matcher/kernels/`, each running its struct's `run`) and the host's argument
+/// structs (with the entry name, `ENTRY`) are built from. All launch blocks of
+/// [`crate::layout::matcher::BLOCK`] threads. Fields several kernels share are spliced in from
+/// `matcher_field_groups!` (`$($sides)*` and the like).
+#[macro_export]
+#[doc(hidden)]
+macro_rules! matcher_kernels {
+    ($($cb:ident)::+; $($pre:tt)*) => {
+        $crate::matcher_field_groups! { matcher_kernels [$($cb)::+] [$($pre)*] }
+    };
+    (@groups [$($cb:ident)::+] [$($pre:tt)*] {$($sides:tt)*} {$($split:tt)*} {$($gemm_tile:tt)*} {$($radii:tt)*}
+        {$($rescored:tt)*} {$($flagged:tt)*}) => {
+        $($cb)::+! { $($pre)* [
+            /// The parameters of `cluda_match_v1_distances`: `dist[i * m + j] =
+            /// ||lhs_i - rhs_j||^2` for the 128 x 128 tile (`blockIdx.y`, `blockIdx.x`).
+            cluda_match_v1_distances => MatchV1DistancesArgs {
+                $($sides)*
                 /// The distance matrix, `n x m`.
                 dist: $crate::args::MutPtr<f32>,
             }
@@ -38,12 +98,8 @@ macro_rules! matcher_kernels {
             /// `x*128..` against right tiles `y*tiles_per_split..`, writing each row's best of
             /// its split to `part_*[row * splits + y]`.
             cluda_match_v2_fused => MatchV2FusedArgs {
-                lhs: $crate::args::ConstPtr<f32>,
-                n: u32,
-                rhs: $crate::args::ConstPtr<f32>,
-                m: u32,
-                tiles_per_split: u32,
-                splits: u32,
+                $($sides)*
+                $($split)*
                 part_dist: $crate::args::MutPtr<f32>,
                 part_idx: $crate::args::MutPtr<u32>,
             }
@@ -70,13 +126,7 @@ macro_rules! matcher_kernels {
             /// folds it into each row's best four (`best_*`, `n x 4`; `first != 0` starts
             /// afresh).
             cluda_match_v3_fold => MatchV3FoldArgs {
-                tile: $crate::args::ConstPtr<f32>,
-                rows: u32,
-                cols: u32,
-                ld: u32,
-                row0: u32,
-                col0: u32,
-                norms_b: $crate::args::ConstPtr<f32>,
+                $($gemm_tile)*
                 best_d: $crate::args::MutPtr<f32>,
                 best_i: $crate::args::MutPtr<u32>,
                 first: u32,
@@ -85,17 +135,12 @@ macro_rules! matcher_kernels {
             /// four candidates, the best into `out_*`, and the rows that cannot be certified
             /// appended to `flag_rows` (count in `*flag_count`).
             cluda_match_v3_rescore => MatchV3RescoreArgs {
-                lhs: $crate::args::ConstPtr<f32>,
-                rhs: $crate::args::ConstPtr<f32>,
-                n: u32,
+                $($rescored)*
                 norms_a: $crate::args::ConstPtr<f32>,
                 max_bits_b: $crate::args::ConstPtr<u32>,
                 best_d: $crate::args::ConstPtr<f32>,
                 best_i: $crate::args::ConstPtr<u32>,
-                out_idx: $crate::args::MutPtr<u32>,
-                out_dist: $crate::args::MutPtr<f32>,
-                flag_count: $crate::args::MutPtr<u32>,
-                flag_rows: $crate::args::MutPtr<u32>,
+                $($flagged)*
             }
             /// The parameters of `cluda_match_v4_radii`: `radii[k] =
             /// match_bound::radius(norms[k])` for `k < len`, one thread per value.
@@ -110,18 +155,8 @@ macro_rules! matcher_kernels {
             /// screen cannot rule out to its candidate slots (`slot_*`, `n x V4_SLOTS`,
             /// `count` per row, `u32::MAX` once they overflowed); `first != 0` starts afresh.
             cluda_match_v4_fold => MatchV4FoldArgs {
-                tile: $crate::args::ConstPtr<f32>,
-                rows: u32,
-                cols: u32,
-                ld: u32,
-                row0: u32,
-                col0: u32,
-                /// `||b||^2` per right row, padded with zeros to a multiple of 4.
-                norms_b: $crate::args::ConstPtr<f32>,
-                /// `match_bound::radius` per right row, padded to a multiple of 4.
-                radii_b: $crate::args::ConstPtr<f32>,
-                /// `match_bound::radius` per left row, `n`.
-                radii_a: $crate::args::ConstPtr<f32>,
+                $($gemm_tile)*
+                $($radii)*
                 tau: $crate::args::MutPtr<f32>,
                 count: $crate::args::MutPtr<u32>,
                 slot_d: $crate::args::MutPtr<f32>,
@@ -132,27 +167,26 @@ macro_rules! matcher_kernels {
             /// row's candidates, the best (ties to the smaller index) into `out_*`, and rows
             /// whose slots overflowed appended to `flag_rows` (count in `*flag_count`).
             cluda_match_v4_rescore => MatchV4RescoreArgs {
-                lhs: $crate::args::ConstPtr<f32>,
-                rhs: $crate::args::ConstPtr<f32>,
-                n: u32,
+                $($rescored)*
                 count: $crate::args::ConstPtr<u32>,
                 slot_i: $crate::args::ConstPtr<u32>,
-                out_idx: $crate::args::MutPtr<u32>,
-                out_dist: $crate::args::MutPtr<f32>,
-                flag_count: $crate::args::MutPtr<u32>,
-                flag_rows: $crate::args::MutPtr<u32>,
+                $($flagged)*
             }
         ] }
     };
 }
 
 /// Hands V4's fused kernels (feature `experimental`) to `$cb!` as `matcher_kernels!` hands
-/// the others.
+/// the others (with the shared field groups of `matcher_field_groups!`).
 #[cfg(feature = "experimental")]
 #[macro_export]
 #[doc(hidden)]
 macro_rules! matcher_fused_kernels {
     ($($cb:ident)::+; $($pre:tt)*) => {
+        $crate::matcher_field_groups! { matcher_fused_kernels [$($cb)::+] [$($pre)*] }
+    };
+    (@groups [$($cb:ident)::+] [$($pre:tt)*] {$($sides:tt)*} {$($split:tt)*} {$($gemm_tile:tt)*} {$($radii:tt)*}
+        {$($rescored:tt)*} {$($flagged:tt)*}) => {
         $($cb)::+! { $($pre)* [
             /// The parameters of `cluda_match_v4_fused`: V4's screen computed on the tensor
             /// cores by the kernel itself (`mma.sync` TF32), never stored. Block `(x, y)`
@@ -162,18 +196,11 @@ macro_rules! matcher_fused_kernels {
             /// right row the bound cannot rule out to the row's slots (`count` per row, zeroed
             /// before; more than `V4_SLOTS` means overflowed).
             cluda_match_v4_fused => MatchV4FusedArgs {
-                lhs: $crate::args::ConstPtr<f32>,
-                n: u32,
-                rhs: $crate::args::ConstPtr<f32>,
-                m: u32,
-                tiles_per_split: u32,
-                splits: u32,
+                $($sides)*
+                $($split)*
                 /// `||b||^2` per right row, `m`.
                 norms_b: $crate::args::ConstPtr<f32>,
-                /// `match_bound::radius` per right row, `m`.
-                radii_b: $crate::args::ConstPtr<f32>,
-                /// `match_bound::radius` per left row, `n`.
-                radii_a: $crate::args::ConstPtr<f32>,
+                $($radii)*
                 part_tau: $crate::args::MutPtr<f32>,
                 count: $crate::args::MutPtr<u32>,
                 slot_i: $crate::args::MutPtr<u32>,
@@ -186,15 +213,10 @@ macro_rules! matcher_fused_kernels {
             /// `V4_SPLIT_SLOTS` per row and split) and their count (`part_cnt`, `u32::MAX`
             /// when they overflowed), each `[row * splits + y]`.
             cluda_match_v4_fused1 => MatchV4Fused1Args {
-                lhs: $crate::args::ConstPtr<f32>,
-                n: u32,
-                rhs: $crate::args::ConstPtr<f32>,
-                m: u32,
-                tiles_per_split: u32,
-                splits: u32,
+                $($sides)*
+                $($split)*
                 norms_b: $crate::args::ConstPtr<f32>,
-                radii_b: $crate::args::ConstPtr<f32>,
-                radii_a: $crate::args::ConstPtr<f32>,
+                $($radii)*
                 part_tau: $crate::args::MutPtr<f32>,
                 part_cnt: $crate::args::MutPtr<u32>,
                 part_l: $crate::args::MutPtr<f32>,

@@ -5,11 +5,11 @@
 //! shared memory) followed by `cluda_match_v4_merge`. Their candidates go to V4's rescoring.
 
 use core::arch::asm;
-use core::arch::nvptx::{_block_idx_x, _block_idx_y, _syncthreads};
+use core::arch::nvptx::_syncthreads;
 use core::sync::atomic::{AtomicU32, Ordering};
 
 use super::tid;
-use super::tile::load_chunk;
+use super::tile::{block_split, load_chunk};
 use crate::kernels::global_index_x;
 use crate::kernels::prims::{
     ld_shared_f32x4, ld_shared_u32, shared_array, shfl_xor_f32, st_shared_f32, st_shared_u32,
@@ -156,6 +156,192 @@ unsafe fn tile_dots_tc(
     acc
 }
 
+/// Where a thread's values of the block tile lie after [`tile_dots_tc`]: warp `w` holds left
+/// rows `64 (w % 2)..+64` and right rows `32 (w / 2)..+32`, and lane `4 g + q` of it eight
+/// rows and eight columns of those.
+#[derive(Clone, Copy)]
+struct Frag {
+    g: usize,
+    q: usize,
+    w: usize,
+}
+
+impl Frag {
+    #[inline(always)]
+    fn of(t: usize) -> Self {
+        let lane = t % 32;
+        Frag {
+            g: lane / 4,
+            q: lane % 4,
+            w: t / 32,
+        }
+    }
+
+    /// Block row of this thread's row `ri` (0..8).
+    #[inline(always)]
+    fn row(self, ri: usize) -> usize {
+        64 * (self.w % 2) + 16 * (ri / 2) + self.g + 8 * (ri % 2)
+    }
+
+    /// Block column of this thread's column `ci` (0..8).
+    #[inline(always)]
+    fn col(self, ci: usize) -> usize {
+        32 * (self.w / 2) + 8 * (ci / 2) + 2 * self.q + ci % 2
+    }
+}
+
+/// `a . b` of this thread's row `ri` and column `ci` (as [`Frag`] numbers them) from
+/// [`tile_dots_tc`]'s accumulators.
+#[inline(always)]
+fn dot(acc: &[[[f32; 4]; 4]; 4], ri: usize, ci: usize) -> f32 {
+    acc[ri / 2][ci / 2][2 * (ri % 2) + ci % 2]
+}
+
+/// The bound's terms of this thread's eight left rows: radius and `row_terms` (zero past `n`).
+struct Rows {
+    ra: [f32; 8],
+    p: [f32; 8],
+    q: [f32; 8],
+}
+
+impl Rows {
+    /// The terms of the rows `row0 + f.row(ri)`.
+    ///
+    /// # Safety
+    /// `radii_a` holds `n` floats.
+    #[inline(always)]
+    unsafe fn of(radii_a: *const f32, row0: usize, n: usize, f: Frag) -> Self {
+        let mut rows = Rows {
+            ra: [0.0; 8],
+            p: [0.0; 8],
+            q: [0.0; 8],
+        };
+        unroll!(8, RI, {
+            let r = row0 + f.row(RI);
+            if r < n {
+                // SAFETY: `r < n`: inside the left radii (the caller's contract).
+                rows.ra[RI] = unsafe { *radii_a.add(r) };
+                (rows.p[RI], rows.q[RI]) = row_terms(rows.ra[RI]);
+            }
+        });
+        rows
+    }
+
+    /// The screen `s = fl(-2 a.b + ||b||^2)` of row `ri` against a right row of norm `nb` and
+    /// radius `rb`, and its error bound `e` (as `cluda_match_v4_fold` computes them).
+    #[inline(always)]
+    fn screen(&self, ri: usize, dot: f32, nb: f32, rb: f32) -> (f32, f32) {
+        (-2.0 * dot + nb, error(rb, self.p[ri], self.q[ri]))
+    }
+}
+
+/// The right norms and radii of this thread's eight columns of a tile, and which of them are
+/// right rows (below `m`).
+struct Cols {
+    nb: [f32; 8],
+    rb: [f32; 8],
+    ok: [bool; 8],
+}
+
+impl Cols {
+    /// The columns `col0 + f.col(ci)`.
+    ///
+    /// # Safety
+    /// `norms_b` and `radii_b` hold `m` floats.
+    #[inline(always)]
+    unsafe fn of(norms_b: *const f32, radii_b: *const f32, col0: usize, m: usize, f: Frag) -> Self {
+        let mut cols = Cols {
+            nb: [0.0; 8],
+            rb: [0.0; 8],
+            ok: [false; 8],
+        };
+        unroll!(8, CI, {
+            let c = col0 + f.col(CI);
+            if c < m {
+                cols.ok[CI] = true;
+                // SAFETY: `c < m`: inside the right norms and radii (the caller's contract).
+                (cols.nb[CI], cols.rb[CI]) = unsafe { (*norms_b.add(c), *radii_b.add(c)) };
+            }
+        });
+        cols
+    }
+}
+
+/// This thread's rows' smallest upper bound `s + e` over its columns of a tile.
+#[inline(always)]
+fn upper_minima(acc: &[[[f32; 4]; 4]; 4], rows: &Rows, cols: &Cols) -> [f32; 8] {
+    let mut tmin = [f32::INFINITY; 8];
+    unroll!(8, CI, {
+        if cols.ok[CI] {
+            unroll!(8, RI, {
+                let (s, e) = rows.screen(RI, dot(acc, RI, CI), cols.nb[CI], cols.rb[CI]);
+                if s + e < tmin[RI] {
+                    tmin[RI] = s + e;
+                }
+            });
+        }
+    });
+    tmin
+}
+
+/// The block's row minima of every thread's `tmin` (its rows' values, as [`Frag`] numbers
+/// them): over the four lanes of a row group, then, through `sm` (128 rows x 4 column warps of
+/// floats, 16-byte aligned), over the four column warps. Thread `t < 128` gets row `t`'s
+/// minimum, the others infinity.
+///
+/// # Safety
+/// Every thread of the block calls this (it holds a barrier); `sm` is the block's array.
+#[inline(always)]
+unsafe fn row_minima(mut tmin: [f32; 8], sm: u64, f: Frag, t: usize) -> f32 {
+    unroll!(8, RI, {
+        unroll!(2, S, {
+            // SAFETY: unconditional, so every lane runs it.
+            let o = unsafe { shfl_xor_f32(tmin[RI], 1 << S) };
+            if o < tmin[RI] {
+                tmin[RI] = o;
+            }
+        });
+    });
+    if f.q == 0 {
+        unroll!(8, RI, {
+            // SAFETY: `f.row(RI) < 128` and `w / 2 < 4`: inside the 2048-byte array.
+            unsafe { st_shared_f32(sm + ((f.row(RI) * 4 + f.w / 2) * 4) as u64, tmin[RI]) };
+        });
+    }
+    // SAFETY: every thread of the block reaches this barrier (the caller's contract).
+    unsafe { _syncthreads() };
+    let mut best = f32::INFINITY;
+    if t < BM {
+        // SAFETY: `t < 128`: inside the array, 16-byte aligned.
+        let v = unsafe { ld_shared_f32x4(sm + (t * 16) as u64) };
+        unroll!(4, K, {
+            if v[K] < best {
+                best = v[K];
+            }
+        });
+    }
+    best
+}
+
+/// The smallest of row `r`'s bounds over the `splits` right splits (`part_tau[r * splits..]`).
+///
+/// # Safety
+/// `part_tau` holds at least `(r + 1) * splits` floats.
+#[inline(always)]
+unsafe fn min_over_splits(part_tau: *const f32, r: usize, splits: usize) -> f32 {
+    let mut tau = f32::INFINITY;
+    let mut k = 0;
+    while k < splits {
+        // SAFETY: `k < splits`: inside row `r`'s partials (the caller's contract).
+        let v = unsafe { *part_tau.add(r * splits + k) };
+        if v < tau {
+            tau = v;
+        }
+        k += 1;
+    }
+    tau
+}
+
 /// V4 fused: the screen of V4 computed here on the tensor cores, never stored. Block `(x, y)`
 /// owns left rows `x*128..` and right tiles `y*tiles_per_split..` (as V2). For every element,
 /// `s = fl(-2 acc + ||b||^2)` and `e = match_bound::error` bound `||b||^2 - 2 a.b`, exactly as
@@ -188,117 +374,65 @@ impl MatchV4FusedArgs {
         let sm = shared_array!(window "cluda_v4f_min", 2048);
         let (n, m, splits) = (n as usize, m as usize, splits as usize);
         let t = tid();
-        let lane = t % 32;
-        let w = t / 32;
-        let (g, q) = (lane / 4, lane % 4);
-        let (rbase, cbase) = (64 * (w % 2), 32 * (w / 2));
-        // SAFETY: reads special registers (block indices); no preconditions.
-        let (row0, split) = unsafe { (_block_idx_x() as usize * BM, _block_idx_y() as usize) };
-        let tiles = m.div_ceil(BN);
-        let first = split * tiles_per_split as usize;
-        let last = core::cmp::min(first + tiles_per_split as usize, tiles);
-        // This thread's eight rows: `rbase + 16 mi + g + 8 h`, index `2 mi + h`.
-        let mut ra = [0.0f32; 8];
-        let mut p = [0.0f32; 8];
-        let mut qq = [0.0f32; 8];
+        let f = Frag::of(t);
+        let (row0, split, first, last) = block_split(m, tiles_per_split);
+        // SAFETY: the left radii hold `n` floats (the launch's contract).
+        let rows = unsafe { Rows::of(radii_a, row0, n, f) };
         let mut thr = [f32::INFINITY; 8];
-        let mut tmin = [f32::INFINITY; 8];
-        unroll!(8, RI, {
-            let r = row0 + rbase + 16 * (RI / 2) + g + 8 * (RI % 2);
-            if r < n {
-                // SAFETY: `r < n`: inside the left radii (the launch's contract).
-                ra[RI] = unsafe { *radii_a.add(r) };
-                let (pp, qv) = row_terms(ra[RI]);
-                p[RI] = pp;
-                qq[RI] = qv;
-                if gather != 0 {
-                    let mut tau = f32::INFINITY;
-                    let mut k = 0;
-                    while k < splits {
-                        // SAFETY: `r < n`, `k < splits`: inside the `n x splits` partials.
-                        let v = unsafe { *part_tau.add(r * splits + k) };
-                        if v < tau {
-                            tau = v;
-                        }
-                        k += 1;
-                    }
-                    thr[RI] = threshold(tau, ra[RI]);
+        if gather != 0 {
+            unroll!(8, RI, {
+                let r = row0 + f.row(RI);
+                if r < n {
+                    // SAFETY: `r < n`: inside the `n x splits` partials.
+                    let tau = unsafe { min_over_splits(part_tau, r, splits) };
+                    thr[RI] = threshold(tau, rows.ra[RI]);
                 }
-            }
-        });
+            });
+        }
+        let mut tmin = [f32::INFINITY; 8];
         let mut tile = first;
         while tile < last {
             let col0 = tile * BN;
             // SAFETY: the inputs hold `n` and `m` rows, `sa`/`sb` are this kernel's tiles, and
             // every thread of the block calls this.
             let acc = unsafe { tile_dots_tc(lhs, n, row0, rhs, m, col0, sa, sb, t) };
-            unroll!(4, NI, {
-                unroll!(2, E, {
-                    let c = col0 + cbase + 8 * NI + 2 * q + E;
-                    if c < m {
-                        // SAFETY: `c < m`: inside the right norms and radii.
-                        let (nb, rb) = unsafe { (*norms_b.add(c), *radii_b.add(c)) };
-                        unroll!(8, RI, {
-                            let v = acc[RI / 2][NI][2 * (RI % 2) + E];
-                            let s = -2.0 * v + nb;
-                            let e = error(rb, p[RI], qq[RI]);
-                            if gather == 0 {
-                                let up = s + e;
-                                if up < tmin[RI] {
-                                    tmin[RI] = up;
-                                }
-                            } else if s - e <= thr[RI] {
-                                let r = row0 + rbase + 16 * (RI / 2) + g + 8 * (RI % 2);
-                                if r < n {
-                                    // SAFETY: `r < n`: the row's counter and slots (the
-                                    // launch's contract); the counter is a plain `u32`.
-                                    unsafe {
-                                        let k = (*(count.add(r) as *const AtomicU32))
-                                            .fetch_add(1, Ordering::Relaxed)
-                                            as usize;
-                                        if k < V4_SLOTS {
-                                            *slot_i.add(r * V4_SLOTS + k) = c as u32;
-                                        }
-                                    }
-                                }
-                            }
-                        });
+            // SAFETY: the right norms and radii hold `m` floats (the launch's contract).
+            let cols = unsafe { Cols::of(norms_b, radii_b, col0, m, f) };
+            if gather == 0 {
+                let up = upper_minima(&acc, &rows, &cols);
+                unroll!(8, RI, {
+                    if up[RI] < tmin[RI] {
+                        tmin[RI] = up[RI];
                     }
                 });
-            });
+            } else {
+                unroll!(8, RI, {
+                    let r = row0 + f.row(RI);
+                    unroll!(8, CI, {
+                        let (s, e) = rows.screen(RI, dot(&acc, RI, CI), cols.nb[CI], cols.rb[CI]);
+                        if cols.ok[CI] && s - e <= thr[RI] && r < n {
+                            // SAFETY: `r < n`: the row's counter and slots (the launch's
+                            // contract); the counter is a plain `u32`.
+                            unsafe {
+                                let k = (*(count.add(r) as *const AtomicU32))
+                                    .fetch_add(1, Ordering::Relaxed)
+                                    as usize;
+                                if k < V4_SLOTS {
+                                    *slot_i.add(r * V4_SLOTS + k) = (col0 + f.col(CI)) as u32;
+                                }
+                            }
+                        }
+                    });
+                });
+            }
             tile += 1;
         }
         if gather != 0 {
             return;
         }
-        // The row minima: over the four lanes of a row group, then over the four column warps.
-        unroll!(8, RI, {
-            unroll!(2, S, {
-                // SAFETY: unconditional, so every lane runs it.
-                let o = unsafe { shfl_xor_f32(tmin[RI], 1 << S) };
-                if o < tmin[RI] {
-                    tmin[RI] = o;
-                }
-            });
-        });
-        if q == 0 {
-            unroll!(8, RI, {
-                let rl = rbase + 16 * (RI / 2) + g + 8 * (RI % 2);
-                // SAFETY: `rl < 128` and `w / 2 < 4`: inside the 2048-byte array.
-                unsafe { st_shared_f32(sm + ((rl * 4 + w / 2) * 4) as u64, tmin[RI]) };
-            });
-        }
-        // SAFETY: every thread reaches this barrier (no thread returned in pass 1).
-        unsafe { _syncthreads() };
+        // SAFETY: every thread calls this (no thread returned in pass 1); `sm` is this kernel's.
+        let best = unsafe { row_minima(tmin, sm, f, t) };
         if t < BM && row0 + t < n {
-            // SAFETY: `t < 128`: inside the array, 16-byte aligned.
-            let v = unsafe { ld_shared_f32x4(sm + (t * 16) as u64) };
-            let mut best = v[0];
-            unroll!(4, K, {
-                if v[K] < best {
-                    best = v[K];
-                }
-            });
             // SAFETY: `row0 + t < n`, `split < splits`: inside the `n x splits` partials.
             unsafe { *part_tau.add((row0 + t) * splits + split) = best };
         }
@@ -345,15 +479,8 @@ impl MatchV4Fused1Args {
         let s_j = shared_array!(window "cluda_v4g_j", 128 * V4_SPLIT_SLOTS * 4);
         let (n, m, splits) = (n as usize, m as usize, splits as usize);
         let t = tid();
-        let lane = t % 32;
-        let w = t / 32;
-        let (g, q) = (lane / 4, lane % 4);
-        let (rbase, cbase) = (64 * (w % 2), 32 * (w / 2));
-        // SAFETY: reads special registers (block indices); no preconditions.
-        let (row0, split) = unsafe { (_block_idx_x() as usize * BM, _block_idx_y() as usize) };
-        let tiles = m.div_ceil(BN);
-        let first = split * tiles_per_split as usize;
-        let last = core::cmp::min(first + tiles_per_split as usize, tiles);
+        let f = Frag::of(t);
+        let (row0, split, first, last) = block_split(m, tiles_per_split);
         if t < BM {
             // SAFETY: `t < 128`: inside the per-row arrays of 128 words. Read only after the
             // barriers of the first tile.
@@ -363,19 +490,8 @@ impl MatchV4Fused1Args {
                 st_shared_u32(s_ov + (t * 4) as u64, 0);
             }
         }
-        let mut ra = [0.0f32; 8];
-        let mut p = [0.0f32; 8];
-        let mut qq = [0.0f32; 8];
-        unroll!(8, RI, {
-            let r = row0 + rbase + 16 * (RI / 2) + g + 8 * (RI % 2);
-            if r < n {
-                // SAFETY: `r < n`: inside the left radii (the launch's contract).
-                ra[RI] = unsafe { *radii_a.add(r) };
-                let (pp, qv) = row_terms(ra[RI]);
-                p[RI] = pp;
-                qq[RI] = qv;
-            }
-        });
+        // SAFETY: the left radii hold `n` floats (the launch's contract).
+        let rows = unsafe { Rows::of(radii_a, row0, n, f) };
         let mut tile = first;
         while tile < last {
             let col0 = tile * BN;
@@ -385,59 +501,17 @@ impl MatchV4Fused1Args {
             let acc = unsafe { tile_dots_tc(lhs, n, row0, rhs, m, col0, sa, sb, t) };
             // This thread's eight columns' norms and radii (the screen is recomputed from `acc`
             // for the appends rather than kept: fewer registers live across the barriers).
-            let mut nbv = [0.0f32; 8];
-            let mut rbv = [0.0f32; 8];
-            let mut ok = [false; 8];
-            let mut tmin = [f32::INFINITY; 8];
-            unroll!(4, NI, {
-                unroll!(2, E, {
-                    let c = col0 + cbase + 8 * NI + 2 * q + E;
-                    if c < m {
-                        ok[NI * 2 + E] = true;
-                        // SAFETY: `c < m`: inside the right norms and radii.
-                        let (nb, rb) = unsafe { (*norms_b.add(c), *radii_b.add(c)) };
-                        nbv[NI * 2 + E] = nb;
-                        rbv[NI * 2 + E] = rb;
-                        unroll!(8, RI, {
-                            let v = acc[RI / 2][NI][2 * (RI % 2) + E];
-                            let s = -2.0 * v + nb;
-                            let e = error(rb, p[RI], qq[RI]);
-                            let up = s + e;
-                            if up < tmin[RI] {
-                                tmin[RI] = up;
-                            }
-                        });
-                    }
-                });
-            });
-            unroll!(8, RI, {
-                unroll!(2, S2, {
-                    // SAFETY: unconditional, so every lane runs it.
-                    let o = unsafe { shfl_xor_f32(tmin[RI], 1 << S2) };
-                    if o < tmin[RI] {
-                        tmin[RI] = o;
-                    }
-                });
-            });
-            if q == 0 {
-                unroll!(8, RI, {
-                    let rl = rbase + 16 * (RI / 2) + g + 8 * (RI % 2);
-                    // SAFETY: `rl < 128`, `w / 2 < 4`: inside the 2048-byte array.
-                    unsafe { st_shared_f32(sm + ((rl * 4 + w / 2) * 4) as u64, tmin[RI]) };
-                });
-            }
-            // SAFETY: every thread reaches this barrier (block-uniform loop).
-            unsafe { _syncthreads() };
+            // SAFETY: the right norms and radii hold `m` floats (the launch's contract).
+            let cols = unsafe { Cols::of(norms_b, radii_b, col0, m, f) };
+            // SAFETY: every thread calls this (block-uniform loop); `sm` is this kernel's.
+            let tile_min = unsafe { row_minima(upper_minima(&acc, &rows, &cols), sm, f, t) };
             if t < BM {
                 // SAFETY: `t < 128`: inside the per-row arrays and the list of row `t`.
                 unsafe {
-                    let v = ld_shared_f32x4(sm + (t * 16) as u64);
                     let mut tau = f32::from_bits(ld_shared_u32(s_tau + (t * 4) as u64));
-                    unroll!(4, K, {
-                        if v[K] < tau {
-                            tau = v[K];
-                        }
-                    });
+                    if tile_min < tau {
+                        tau = tile_min;
+                    }
                     st_shared_f32(s_tau + (t * 4) as u64, tau);
                     let cnt = *s_cnt.add(t) as usize;
                     if cnt >= S / 2 && row0 + t < n {
@@ -463,15 +537,14 @@ impl MatchV4Fused1Args {
             // SAFETY: every thread reaches this barrier.
             unsafe { _syncthreads() };
             unroll!(8, RI, {
-                let rl = rbase + 16 * (RI / 2) + g + 8 * (RI % 2);
+                let rl = f.row(RI);
                 // SAFETY: `rl < 128`: inside the per-row bounds.
                 let tau = f32::from_bits(unsafe { ld_shared_u32(s_tau + (rl * 4) as u64) });
-                let thr = threshold(tau, ra[RI]);
+                let thr = threshold(tau, rows.ra[RI]);
                 unroll!(8, CI, {
-                    let s = -2.0 * acc[RI / 2][CI / 2][2 * (RI % 2) + CI % 2] + nbv[CI];
-                    let e = error(rbv[CI], p[RI], qq[RI]);
-                    if ok[CI] && s - e <= thr && row0 + rl < n {
-                        let c = col0 + cbase + 8 * (CI / 2) + 2 * q + CI % 2;
+                    let (s, e) = rows.screen(RI, dot(&acc, RI, CI), cols.nb[CI], cols.rb[CI]);
+                    if cols.ok[CI] && s - e <= thr && row0 + rl < n {
+                        let c = col0 + f.col(CI);
                         // SAFETY: `rl < 128`: the row's counter (a shared word, reached through
                         // its generic address) and list slots `k < S`.
                         unsafe {
@@ -542,16 +615,7 @@ impl MatchV4MergeArgs {
         // SAFETY: `row < n`, `k < splits`: inside the `n x splits` partials (and their `S`
         // slots), the left radii and the row's outputs (the launch's contract).
         unsafe {
-            let mut tau = f32::INFINITY;
-            let mut k = 0;
-            while k < splits {
-                let v = *part_tau.add(row * splits + k);
-                if v < tau {
-                    tau = v;
-                }
-                k += 1;
-            }
-            let thr = threshold(tau, *radii_a.add(row));
+            let thr = threshold(min_over_splits(part_tau, row, splits), *radii_a.add(row));
             let mut c = 0usize;
             let mut over = false;
             let mut k = 0;

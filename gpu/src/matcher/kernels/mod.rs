@@ -17,6 +17,7 @@
 //! smaller right index wherever two candidates are compared.
 
 use core::arch::nvptx::{_block_dim_x, _block_idx_x, _thread_idx_x};
+use core::sync::atomic::{AtomicU32, Ordering};
 
 use crate::kernels::prims::{shfl_xor_f32, shfl_xor_u32};
 use crate::kernels::struct_entries;
@@ -110,6 +111,34 @@ fn warp_min(mut bd: f32, mut bi: u32) -> (f32, u32) {
         o /= 2;
     }
     (bd, bi)
+}
+
+/// Writes row `row`'s best `(distance, index)` to `out_dist` / `out_idx` and, when `flag`,
+/// appends the row to `flag_rows` (counted by the `u32` at `flag_count`): the end of V3's and
+/// V4's rescoring.
+///
+/// # Safety
+/// `row < n`, the outputs and the flag list hold `n` values and the counter one word, and each
+/// row is flagged at most once (so at most `n` are).
+#[inline(always)]
+unsafe fn put_best(
+    out_idx: *mut u32,
+    out_dist: *mut f32,
+    row: usize,
+    (bd, bi): (f32, u32),
+    flag: bool,
+    flag_count: *mut u32,
+    flag_rows: *mut u32,
+) {
+    // SAFETY: as the caller promises; at most `n` rows are flagged, so `slot < n`.
+    unsafe {
+        *out_idx.add(row) = bi;
+        *out_dist.add(row) = bd;
+        if flag {
+            let slot = (*(flag_count as *const AtomicU32)).fetch_add(1, Ordering::Relaxed);
+            *flag_rows.add(slot as usize) = row as u32;
+        }
+    }
 }
 
 // Keep the unused-constant lint quiet for tile sizes only used in the docs' arithmetic.

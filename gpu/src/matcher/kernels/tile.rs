@@ -3,11 +3,11 @@
 //! padded rows against bank conflicts) from 16-byte global loads, each thread keeping an
 //! 8 x 8 micro-tile in registers. `load_chunk` also feeds the fused V4 kernels' stages.
 
-use core::arch::nvptx::_syncthreads;
+use core::arch::nvptx::{_block_idx_x, _block_idx_y, _syncthreads};
 
 use super::{fma, ldg4};
 use crate::kernels::prims::{ld_shared_f32x4, st_shared_f32};
-use crate::layout::matcher::{BLOCK, DIM, KC, LD};
+use crate::layout::matcher::{BLOCK, BM, BN, DIM, KC, LD};
 
 /// Loads this thread's two float4s of chunk `kc` of the 128-row tile starting at `row0`
 /// (rows past `rows` are clamped to the last row; their results are never used).
@@ -128,4 +128,19 @@ pub(super) fn micro(c: usize, i: usize) -> usize {
     } else {
         64 + c * 4 + (i - 4)
     }
+}
+
+/// The calling block's share of a split launch (V2, and V4's fused kernels): block `(x, y)`
+/// owns left rows `x*128..` and, of the `m` right rows' 128-row tiles, those of split `y`
+/// (`tiles_per_split` each). Returns `(row0, split, first tile, end tile)`.
+#[inline(always)]
+pub(super) fn block_split(m: usize, tiles_per_split: u32) -> (usize, usize, usize, usize) {
+    // SAFETY: reads special registers (block and thread indices, block size); no preconditions.
+    let row0 = unsafe { _block_idx_x() as usize } * BM;
+    // SAFETY: reads special registers (block and thread indices, block size); no preconditions.
+    let split = unsafe { _block_idx_y() as usize };
+    let tiles = m.div_ceil(BN);
+    let first = split * tiles_per_split as usize;
+    let last = core::cmp::min(first + tiles_per_split as usize, tiles);
+    (row0, split, first, last)
 }

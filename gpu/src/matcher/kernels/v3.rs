@@ -6,7 +6,7 @@
 
 use core::sync::atomic::{AtomicU32, Ordering};
 
-use super::{better, fma, ldg4, warp_row};
+use super::{better, fma, ldg4, put_best, warp_row};
 use crate::kernels::prims::{shfl_xor_f32, shfl_xor_u32};
 use crate::layout::matcher::{DIM, V3_K};
 use crate::matcher::args::{MatchSqnormsArgs, MatchV3FoldArgs, MatchV3RescoreArgs};
@@ -303,15 +303,18 @@ impl MatchV3RescoreArgs {
                 bd <= floor
             };
             // SAFETY: `row < n`; the outputs and the flag list hold `n` values and the counter one
-            // word (the launch's contract), and at most `n` rows are flagged, so `slot < n`.
+            // word (the launch's contract).
             unsafe {
-                *out_idx.add(row) = bi;
-                *out_dist.add(row) = bd;
-                if !safe {
-                    let slot = (*(flag_count as *const AtomicU32)).fetch_add(1, Ordering::Relaxed);
-                    *flag_rows.add(slot as usize) = row as u32;
-                }
-            }
+                put_best(
+                    out_idx,
+                    out_dist,
+                    row,
+                    (bd, bi),
+                    !safe,
+                    flag_count,
+                    flag_rows,
+                )
+            };
         }
     }
 }

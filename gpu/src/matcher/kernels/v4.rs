@@ -4,9 +4,7 @@
 //! slots) and `cluda_match_v4_rescore` (V2's exact f32 distance of every candidate; rows whose
 //! slots overflowed are flagged for V2).
 
-use core::sync::atomic::{AtomicU32, Ordering};
-
-use super::{fma, ldg4, warp_min, warp_row};
+use super::{fma, ldg4, put_best, warp_min, warp_row};
 use crate::kernels::global_index_x;
 use crate::kernels::prims::{ballot, shfl_idx, shfl_xor_f32};
 use crate::layout::matcher::{DIM, V4_SLOTS};
@@ -124,6 +122,26 @@ impl V4Row {
                 }
             });
         });
+    }
+
+    /// [`V4Row::chunk`] of one float4 per lane (right rows `g + e`, used when `ok[e]`).
+    ///
+    /// # Safety
+    /// As [`V4Row::chunk`].
+    #[inline(always)]
+    unsafe fn chunk1(&mut self, v: [f32; 4], w: [f32; 4], x: [f32; 4], g: u32, ok: [bool; 4]) {
+        let z = [0.0f32; 4];
+        let no = [false; 4];
+        // SAFETY: as the caller promises.
+        unsafe {
+            self.chunk(
+                [v, z, z, z],
+                [w, z, z, z],
+                [x, z, z, z],
+                [g; 4],
+                [ok, no, no, no],
+            )
+        };
     }
 }
 
@@ -279,19 +297,8 @@ impl MatchV4FoldArgs {
         while j - lane * 4 + 128 <= full {
             // SAFETY: `j + 3 < full`: inside the tile row and the padded arrays, aligned.
             let (v, w, x) = unsafe { (ldg4(line.add(j)), ldg4(nb.add(j)), ldg4(rb.add(j))) };
-            let z = [0.0f32; 4];
-            let no = [false; 4];
-            let g = (col0 + j) as u32;
             // SAFETY: every lane runs this.
-            unsafe {
-                row.chunk(
-                    [v, z, z, z],
-                    [w, z, z, z],
-                    [x, z, z, z],
-                    [g; 4],
-                    [[true; 4], no, no, no],
-                )
-            };
+            unsafe { row.chunk1(v, w, x, (col0 + j) as u32, [true; 4]) };
             j += 128;
         }
         // The rest (fewer than 128 columns): one column per lane and step.
@@ -310,19 +317,8 @@ impl MatchV4FoldArgs {
                     x[0] = *rb.add(k);
                 }
             }
-            let z = [0.0f32; 4];
-            let no = [false; 4];
-            let g = (col0 + k) as u32;
             // SAFETY: every lane runs this (`c` is warp-uniform).
-            unsafe {
-                row.chunk(
-                    [v, z, z, z],
-                    [w, z, z, z],
-                    [x, z, z, z],
-                    [g; 4],
-                    [[ok, false, false, false], no, no, no],
-                )
-            };
+            unsafe { row.chunk1(v, w, x, (col0 + k) as u32, [ok, false, false, false]) };
             c += 32;
         }
         if lane == 0 {
@@ -385,15 +381,18 @@ impl MatchV4RescoreArgs {
         let (bd, bi) = warp_min(bd, bi);
         if lane == 0 {
             // SAFETY: `row < n`; the outputs and the flag list hold `n` values and the counter one
-            // word (the launch's contract), and at most `n` rows are flagged, so `slot < n`.
+            // word (the launch's contract).
             unsafe {
-                *out_idx.add(row) = bi;
-                *out_dist.add(row) = bd;
-                if overflowed {
-                    let slot = (*(flag_count as *const AtomicU32)).fetch_add(1, Ordering::Relaxed);
-                    *flag_rows.add(slot as usize) = row as u32;
-                }
-            }
+                put_best(
+                    out_idx,
+                    out_dist,
+                    row,
+                    (bd, bi),
+                    overflowed,
+                    flag_count,
+                    flag_rows,
+                )
+            };
         }
     }
 }
