@@ -5,11 +5,11 @@
 //! shared memory) followed by `cluda_match_v4_merge`. Their candidates go to V4's rescoring.
 
 use core::arch::asm;
-use core::arch::nvptx::_syncthreads;
+use core::arch::nvptx::{_block_idx_x, _block_idx_y, _syncthreads};
 use core::sync::atomic::{AtomicU32, Ordering};
 
 use super::tid;
-use super::tile::{block_split, load_chunk};
+use super::tile::{Side, staged_chunks};
 use crate::kernels::global_index_x;
 use crate::kernels::prims::{
     ld_shared_f32x4, ld_shared_u32, shared_array, shfl_xor_f32, st_shared_f32, st_shared_u32,
@@ -99,61 +99,63 @@ unsafe fn ld_fragment(a: u64) -> [u32; 4] {
 /// consumed.
 #[inline(always)]
 unsafe fn tile_dots_tc(
-    a: *const f32,
-    n: usize,
-    row0: usize,
-    b: *const f32,
-    m: usize,
-    col0: usize,
-    sa: u64,
-    sb: u64,
+    (a, n, row0): Side,
+    (b, m, col0): Side,
+    (sa, sb): (u64, u64),
     t: usize,
 ) -> [[[f32; 4]; 4]; 4] {
     let lane = t % 32;
     let w = t / 32;
     let (wm, wn) = (w % 2, w / 2);
     let mut acc = [[[0.0f32; 4]; 4]; 4];
-    // SAFETY: `a` holds `n` rows of 128 floats (the caller's contract), as `load_chunk` needs.
-    let mut pa = unsafe { load_chunk(a, row0, n, 0, t) };
-    // SAFETY: `b` holds `m` rows of 128 floats (the caller's contract).
-    let mut pb = unsafe { load_chunk(b, col0, m, 0, t) };
-    let mut kc = 0;
-    while kc < DIM / KC {
-        // SAFETY: every thread of the block reaches these barriers (block-uniform loop); `sa`
-        // and `sb` are the block's stages of `mma::STAGE` floats.
-        unsafe {
-            _syncthreads();
+    // `sa` and `sb` are the block's stages of `mma::STAGE` floats (the caller's contract).
+    staged_chunks!(
+        (a, n, row0),
+        (b, m, col0),
+        t,
+        |pa, pb| {
             store_stage(sa, pa, t, mma::a_slot);
             store_stage(sb, pb, t, mma::b_slot);
-            _syncthreads();
-        }
-        if kc + 1 < DIM / KC {
-            // SAFETY: as the first `load_chunk` above.
-            pa = unsafe { load_chunk(a, row0, n, kc + 1, t) };
-            // SAFETY: as the first `load_chunk` above.
-            pb = unsafe { load_chunk(b, col0, m, kc + 1, t) };
-        }
-        let mut fb = [[0u32; 4]; 4];
-        unroll!(4, NI, {
-            // SAFETY: `((wn * 4 + NI) * 32 + lane) * 4 + 3 < STAGE`: inside `sb`, 16-byte aligned.
-            fb[NI] = unsafe { ld_fragment(sb + ((((wn * 4 + NI) * 32 + lane) * 16) as u64)) };
-        });
-        unroll!(2, KS, {
-            unroll!(4, MI, {
-                // SAFETY: `(((wm * 4 + MI) * 2 + KS) * 32 + lane) * 4 + 3 < STAGE`: inside `sa`,
-                // 16-byte aligned.
-                let fa = unsafe {
-                    ld_fragment(sa + (((((wm * 4 + MI) * 2 + KS) * 32 + lane) * 16) as u64))
-                };
-                unroll!(4, NI, {
-                    // SAFETY: every lane of every warp runs this (block-uniform control flow).
-                    unsafe { mma_tf32(&mut acc[MI][NI], fa, [fb[NI][2 * KS], fb[NI][2 * KS + 1]]) };
+        },
+        {
+            let mut fb = [[0u32; 4]; 4];
+            unroll!(4, NI, {
+                // SAFETY: `((wn * 4 + NI) * 32 + lane) * 4 + 3 < STAGE`: inside `sb`, 16-byte aligned.
+                fb[NI] = unsafe { ld_fragment(sb + ((((wn * 4 + NI) * 32 + lane) * 16) as u64)) };
+            });
+            unroll!(2, KS, {
+                unroll!(4, MI, {
+                    // SAFETY: `(((wm * 4 + MI) * 2 + KS) * 32 + lane) * 4 + 3 < STAGE`: inside `sa`,
+                    // 16-byte aligned.
+                    let fa = unsafe {
+                        ld_fragment(sa + (((((wm * 4 + MI) * 2 + KS) * 32 + lane) * 16) as u64))
+                    };
+                    unroll!(4, NI, {
+                        // SAFETY: every lane of every warp runs this (block-uniform control flow).
+                        unsafe {
+                            mma_tf32(&mut acc[MI][NI], fa, [fb[NI][2 * KS], fb[NI][2 * KS + 1]])
+                        };
+                    });
                 });
             });
-        });
-        kc += 1;
-    }
+        }
+    );
     acc
+}
+
+/// The calling block's share of a split launch (as V2's): block `(x, y)`
+/// owns left rows `x*128..` and, of the `m` right rows' 128-row tiles, those of split `y`
+/// (`tiles_per_split` each). Returns `(row0, split, first tile, end tile)`.
+#[inline(always)]
+fn block_split(m: usize, tiles_per_split: u32) -> (usize, usize, usize, usize) {
+    // SAFETY: reads special registers (block and thread indices, block size); no preconditions.
+    let row0 = unsafe { _block_idx_x() as usize } * BM;
+    // SAFETY: reads special registers (block and thread indices, block size); no preconditions.
+    let split = unsafe { _block_idx_y() as usize };
+    let tiles = m.div_ceil(BN);
+    let first = split * tiles_per_split as usize;
+    let last = core::cmp::min(first + tiles_per_split as usize, tiles);
+    (row0, split, first, last)
 }
 
 /// Where a thread's values of the block tile lie after [`tile_dots_tc`]: warp `w` holds left
@@ -198,6 +200,7 @@ fn dot(acc: &[[[f32; 4]; 4]; 4], ri: usize, ci: usize) -> f32 {
 }
 
 /// The bound's terms of this thread's eight left rows: radius and `row_terms` (zero past `n`).
+#[derive(Default)]
 struct Rows {
     ra: [f32; 8],
     p: [f32; 8],
@@ -211,11 +214,7 @@ impl Rows {
     /// `radii_a` holds `n` floats.
     #[inline(always)]
     unsafe fn of(radii_a: *const f32, row0: usize, n: usize, f: Frag) -> Self {
-        let mut rows = Rows {
-            ra: [0.0; 8],
-            p: [0.0; 8],
-            q: [0.0; 8],
-        };
+        let mut rows = Rows::default();
         unroll!(8, RI, {
             let r = row0 + f.row(RI);
             if r < n {
@@ -237,6 +236,7 @@ impl Rows {
 
 /// The right norms and radii of this thread's eight columns of a tile, and which of them are
 /// right rows (below `m`).
+#[derive(Default)]
 struct Cols {
     nb: [f32; 8],
     rb: [f32; 8],
@@ -250,11 +250,7 @@ impl Cols {
     /// `norms_b` and `radii_b` hold `m` floats.
     #[inline(always)]
     unsafe fn of(norms_b: *const f32, radii_b: *const f32, col0: usize, m: usize, f: Frag) -> Self {
-        let mut cols = Cols {
-            nb: [0.0; 8],
-            rb: [0.0; 8],
-            ok: [false; 8],
-        };
+        let mut cols = Cols::default();
         unroll!(8, CI, {
             let c = col0 + f.col(CI);
             if c < m {
@@ -353,38 +349,23 @@ impl MatchV4FusedArgs {
     /// The body of `cluda_match_v4_fused` (declared from `crate::matcher::args`).
     #[inline(always)]
     pub(super) unsafe fn run(self) {
-        let Self {
-            lhs,
-            n,
-            rhs,
-            m,
-            tiles_per_split,
-            splits,
-            norms_b,
-            radii_b,
-            radii_a,
-            part_tau,
-            count,
-            slot_i,
-            gather,
-        } = self;
         let sa = shared_array!(window "cluda_v4f_sa", mma::STAGE * 4);
         let sb = shared_array!(window "cluda_v4f_sb", mma::STAGE * 4);
         // 128 rows x 4 column warps: the per-warp row minima of pass 1.
         let sm = shared_array!(window "cluda_v4f_min", 2048);
-        let (n, m, splits) = (n as usize, m as usize, splits as usize);
+        let (n, m, splits) = (self.n as usize, self.m as usize, self.splits as usize);
         let t = tid();
         let f = Frag::of(t);
-        let (row0, split, first, last) = block_split(m, tiles_per_split);
+        let (row0, split, first, last) = block_split(m, self.tiles_per_split);
         // SAFETY: the left radii hold `n` floats (the launch's contract).
-        let rows = unsafe { Rows::of(radii_a, row0, n, f) };
+        let rows = unsafe { Rows::of(self.radii_a, row0, n, f) };
         let mut thr = [f32::INFINITY; 8];
-        if gather != 0 {
+        if self.gather != 0 {
             unroll!(8, RI, {
                 let r = row0 + f.row(RI);
                 if r < n {
                     // SAFETY: `r < n`: inside the `n x splits` partials.
-                    let tau = unsafe { min_over_splits(part_tau, r, splits) };
+                    let tau = unsafe { min_over_splits(self.part_tau, r, splits) };
                     thr[RI] = threshold(tau, rows.ra[RI]);
                 }
             });
@@ -395,10 +376,11 @@ impl MatchV4FusedArgs {
             let col0 = tile * BN;
             // SAFETY: the inputs hold `n` and `m` rows, `sa`/`sb` are this kernel's tiles, and
             // every thread of the block calls this.
-            let acc = unsafe { tile_dots_tc(lhs, n, row0, rhs, m, col0, sa, sb, t) };
+            let acc =
+                unsafe { tile_dots_tc((self.lhs, n, row0), (self.rhs, m, col0), (sa, sb), t) };
             // SAFETY: the right norms and radii hold `m` floats (the launch's contract).
-            let cols = unsafe { Cols::of(norms_b, radii_b, col0, m, f) };
-            if gather == 0 {
+            let cols = unsafe { Cols::of(self.norms_b, self.radii_b, col0, m, f) };
+            if self.gather == 0 {
                 let up = upper_minima(&acc, &rows, &cols);
                 unroll!(8, RI, {
                     if up[RI] < tmin[RI] {
@@ -414,11 +396,11 @@ impl MatchV4FusedArgs {
                             // SAFETY: `r < n`: the row's counter and slots (the launch's
                             // contract); the counter is a plain `u32`.
                             unsafe {
-                                let k = (*(count.add(r) as *const AtomicU32))
+                                let k = (*(self.count.add(r) as *const AtomicU32))
                                     .fetch_add(1, Ordering::Relaxed)
                                     as usize;
                                 if k < V4_SLOTS {
-                                    *slot_i.add(r * V4_SLOTS + k) = (col0 + f.col(CI)) as u32;
+                                    *self.slot_i.add(r * V4_SLOTS + k) = (col0 + f.col(CI)) as u32;
                                 }
                             }
                         }
@@ -427,14 +409,14 @@ impl MatchV4FusedArgs {
             }
             tile += 1;
         }
-        if gather != 0 {
+        if self.gather != 0 {
             return;
         }
         // SAFETY: every thread calls this (no thread returned in pass 1); `sm` is this kernel's.
         let best = unsafe { row_minima(tmin, sm, f, t) };
         if t < BM && row0 + t < n {
             // SAFETY: `row0 + t < n`, `split < splits`: inside the `n x splits` partials.
-            unsafe { *part_tau.add((row0 + t) * splits + split) = best };
+            unsafe { *self.part_tau.add((row0 + t) * splits + split) = best };
         }
     }
 }
@@ -450,21 +432,6 @@ impl MatchV4Fused1Args {
     /// The body of `cluda_match_v4_fused1` (declared from `crate::matcher::args`).
     #[inline(always)]
     pub(super) unsafe fn run(self) {
-        let Self {
-            lhs,
-            n,
-            rhs,
-            m,
-            tiles_per_split,
-            splits,
-            norms_b,
-            radii_b,
-            radii_a,
-            part_tau,
-            part_cnt,
-            part_l,
-            part_j,
-        } = self;
         const S: usize = V4_SPLIT_SLOTS;
         let sa = shared_array!(window "cluda_v4g_sa", mma::STAGE * 4);
         let sb = shared_array!(window "cluda_v4g_sb", mma::STAGE * 4);
@@ -477,10 +444,10 @@ impl MatchV4Fused1Args {
         let s_ov = shared_array!(window "cluda_v4g_ov", 512);
         let s_l = shared_array!(window "cluda_v4g_l", 128 * V4_SPLIT_SLOTS * 4);
         let s_j = shared_array!(window "cluda_v4g_j", 128 * V4_SPLIT_SLOTS * 4);
-        let (n, m, splits) = (n as usize, m as usize, splits as usize);
+        let (n, m, splits) = (self.n as usize, self.m as usize, self.splits as usize);
         let t = tid();
         let f = Frag::of(t);
-        let (row0, split, first, last) = block_split(m, tiles_per_split);
+        let (row0, split, first, last) = block_split(m, self.tiles_per_split);
         if t < BM {
             // SAFETY: `t < 128`: inside the per-row arrays of 128 words. Read only after the
             // barriers of the first tile.
@@ -491,18 +458,19 @@ impl MatchV4Fused1Args {
             }
         }
         // SAFETY: the left radii hold `n` floats (the launch's contract).
-        let rows = unsafe { Rows::of(radii_a, row0, n, f) };
+        let rows = unsafe { Rows::of(self.radii_a, row0, n, f) };
         let mut tile = first;
         while tile < last {
             let col0 = tile * BN;
             // SAFETY: the inputs hold `n` and `m` rows, `sa`/`sb` are this kernel's stages, and
             // every thread of the block calls this. Its first barrier also orders the previous
             // tile's list appends before this tile's compaction.
-            let acc = unsafe { tile_dots_tc(lhs, n, row0, rhs, m, col0, sa, sb, t) };
+            let acc =
+                unsafe { tile_dots_tc((self.lhs, n, row0), (self.rhs, m, col0), (sa, sb), t) };
             // This thread's eight columns' norms and radii (the screen is recomputed from `acc`
             // for the appends rather than kept: fewer registers live across the barriers).
             // SAFETY: the right norms and radii hold `m` floats (the launch's contract).
-            let cols = unsafe { Cols::of(norms_b, radii_b, col0, m, f) };
+            let cols = unsafe { Cols::of(self.norms_b, self.radii_b, col0, m, f) };
             // SAFETY: every thread calls this (block-uniform loop); `sm` is this kernel's.
             let tile_min = unsafe { row_minima(upper_minima(&acc, &rows, &cols), sm, f, t) };
             if t < BM {
@@ -516,7 +484,7 @@ impl MatchV4Fused1Args {
                     let cnt = *s_cnt.add(t) as usize;
                     if cnt >= S / 2 && row0 + t < n {
                         // Drop the entries the current threshold rules out.
-                        let thr = threshold(tau, *radii_a.add(row0 + t));
+                        let thr = threshold(tau, *self.radii_a.add(row0 + t));
                         let mut kept = 0;
                         let mut k = 0;
                         while k < core::cmp::min(cnt, S) {
@@ -573,13 +541,13 @@ impl MatchV4Fused1Args {
             unsafe {
                 let cnt = core::cmp::min(*s_cnt.add(t) as usize, S);
                 let ov = ld_shared_u32(s_ov + (t * 4) as u64) != 0;
-                *part_tau.add(o) = f32::from_bits(ld_shared_u32(s_tau + (t * 4) as u64));
-                *part_cnt.add(o) = if ov { u32::MAX } else { cnt as u32 };
+                *self.part_tau.add(o) = f32::from_bits(ld_shared_u32(s_tau + (t * 4) as u64));
+                *self.part_cnt.add(o) = if ov { u32::MAX } else { cnt as u32 };
                 let mut k = 0;
                 while k < cnt {
                     let a = ((t * S + k) * 4) as u64;
-                    *part_l.add(o * S + k) = f32::from_bits(ld_shared_u32(s_l + a));
-                    *part_j.add(o * S + k) = ld_shared_u32(s_j + a);
+                    *self.part_l.add(o * S + k) = f32::from_bits(ld_shared_u32(s_l + a));
+                    *self.part_j.add(o * S + k) = ld_shared_u32(s_j + a);
                     k += 1;
                 }
             }
@@ -595,41 +563,33 @@ impl MatchV4MergeArgs {
     /// The body of `cluda_match_v4_merge` (declared from `crate::matcher::args`).
     #[inline(always)]
     pub(super) unsafe fn run(self) {
-        let Self {
-            part_tau,
-            part_cnt,
-            part_l,
-            part_j,
-            n,
-            splits,
-            radii_a,
-            count,
-            slot_i,
-        } = self;
         const S: usize = V4_SPLIT_SLOTS;
         let row = global_index_x();
-        if row >= n as usize {
+        if row >= self.n as usize {
             return;
         }
-        let splits = splits as usize;
+        let splits = self.splits as usize;
         // SAFETY: `row < n`, `k < splits`: inside the `n x splits` partials (and their `S`
         // slots), the left radii and the row's outputs (the launch's contract).
         unsafe {
-            let thr = threshold(min_over_splits(part_tau, row, splits), *radii_a.add(row));
+            let thr = threshold(
+                min_over_splits(self.part_tau, row, splits),
+                *self.radii_a.add(row),
+            );
             let mut c = 0usize;
             let mut over = false;
             let mut k = 0;
             while k < splits {
                 let o = row * splits + k;
-                let cnt = *part_cnt.add(o);
+                let cnt = *self.part_cnt.add(o);
                 if cnt == u32::MAX {
                     over = true;
                 } else {
                     let mut e = 0;
                     while e < cnt as usize {
-                        if *part_l.add(o * S + e) <= thr {
+                        if *self.part_l.add(o * S + e) <= thr {
                             if c < V4_SLOTS {
-                                *slot_i.add(row * V4_SLOTS + c) = *part_j.add(o * S + e);
+                                *self.slot_i.add(row * V4_SLOTS + c) = *self.part_j.add(o * S + e);
                             }
                             c += 1;
                         }
@@ -638,7 +598,7 @@ impl MatchV4MergeArgs {
                 }
                 k += 1;
             }
-            *count.add(row) = if over { u32::MAX } else { c as u32 };
+            *self.count.add(row) = if over { u32::MAX } else { c as u32 };
         }
     }
 }

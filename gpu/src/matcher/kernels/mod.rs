@@ -50,6 +50,22 @@ macro_rules! unroll {
     }};
 }
 
+/// [`put_best`] with the outputs of `$args` (a rescoring's argument struct, whose fields
+/// `out_idx`, `out_dist`, `flag_count` and `flag_rows` are the group both rescorings share).
+macro_rules! put_best {
+    ($args:expr, $row:expr, $best:expr, $flag:expr) => {
+        super::put_best(
+            $args.out_idx,
+            $args.out_dist,
+            $row,
+            $best,
+            $flag,
+            $args.flag_count,
+            $args.flag_rows,
+        )
+    };
+}
+
 #[cfg(feature = "experimental")]
 mod fused;
 mod tile;

@@ -3,11 +3,9 @@
 //! padded rows against bank conflicts) from 16-byte global loads, each thread keeping an
 //! 8 x 8 micro-tile in registers. `load_chunk` also feeds the fused V4 kernels' stages.
 
-use core::arch::nvptx::{_block_idx_x, _block_idx_y, _syncthreads};
-
 use super::{fma, ldg4};
 use crate::kernels::prims::{ld_shared_f32x4, st_shared_f32};
-use crate::layout::matcher::{BLOCK, BM, BN, DIM, KC, LD};
+use crate::layout::matcher::{BLOCK, DIM, KC, LD};
 
 /// Loads this thread's two float4s of chunk `kc` of the 128-row tile starting at `row0`
 /// (rows past `rows` are clamped to the last row; their results are never used).
@@ -51,72 +49,106 @@ pub(super) unsafe fn store_chunk(sh: u64, v: [[f32; 4]; 2], t: usize) {
     });
 }
 
+/// The chunk loop of a block tile of `a . b` products, written once for [`tile_distances`] and
+/// V4's fused kernels (a macro rather than a function taking closures: the closures would not
+/// all be inlined): for each 16-dimension chunk of the 128, between two barriers `$stage` (in
+/// an `unsafe` block) stores this thread's part of the chunk of both sides, `$pa` and `$pb`
+/// (as [`load_chunk`] loads them), into the block's shared memory; the next chunk's global
+/// loads are issued before `$consume` reads the staged chunk. The caller ensures that
+/// `$a` holds `$n` rows and `$b` `$m` rows of 128 floats and that every thread of the block
+/// runs this (it holds barriers).
+macro_rules! staged_chunks {
+    (($a:expr, $n:expr, $row0:expr), ($b:expr, $m:expr, $col0:expr), $t:expr,
+        |$pa:ident, $pb:ident| $stage:block, $consume:block) => {{
+        // SAFETY: `$a` holds `$n` rows of 128 floats (the caller's contract), as `load_chunk`
+        // needs.
+        let mut $pa = unsafe { $crate::matcher::kernels::tile::load_chunk($a, $row0, $n, 0, $t) };
+        // SAFETY: `$b` holds `$m` rows of 128 floats (the caller's contract).
+        let mut $pb = unsafe { $crate::matcher::kernels::tile::load_chunk($b, $col0, $m, 0, $t) };
+        let mut kc = 0;
+        while kc < DIM / KC {
+            // SAFETY: every thread of the block reaches these barriers (the loop bounds are
+            // block-uniform); the stores go to the block's shared arrays (the caller's
+            // contract).
+            unsafe {
+                core::arch::nvptx::_syncthreads(); // everyone is done reading the previous chunk
+                $stage
+                core::arch::nvptx::_syncthreads();
+            }
+            if kc + 1 < DIM / KC {
+                // SAFETY: as the first `load_chunk` above.
+                $pa = unsafe {
+                    $crate::matcher::kernels::tile::load_chunk($a, $row0, $n, kc + 1, $t)
+                };
+                // SAFETY: as the first `load_chunk` above.
+                $pb = unsafe {
+                    $crate::matcher::kernels::tile::load_chunk($b, $col0, $m, kc + 1, $t)
+                };
+            }
+            $consume
+            kc += 1;
+        }
+    }};
+}
+#[cfg(feature = "experimental")]
+pub(super) use staged_chunks;
+
+/// One side of a block tile: its descriptors (rows of 128 floats), how many, and the tile's
+/// first row.
+pub(super) type Side = (*const f32, usize, usize);
+
 /// Exact squared distances of this thread's 8 x 8 micro-tile: left rows
 /// `row0 + {ty*4..ty*4+4, 64+ty*4..64+ty*4+4}` against right rows
 /// `col0 + {tx*4..tx*4+4, 64+tx*4..64+tx*4+4}` (256 threads, tx = t % 16, ty = t / 16).
-/// Global loads of the next chunk are issued before the current chunk is consumed.
+/// Global loads of the next chunk are issued before the current chunk is consumed. `sa` and
+/// `sb` are the block's shared tiles.
 #[inline(always)]
 pub(super) unsafe fn tile_distances(
-    a: *const f32,
-    n: usize,
-    row0: usize,
-    b: *const f32,
-    m: usize,
-    col0: usize,
-    sa: u64,
-    sb: u64,
+    (a, n, row0): Side,
+    (b, m, col0): Side,
+    (sa, sb): (u64, u64),
     t: usize,
 ) -> [[f32; 8]; 8] {
     let tx = t % 16;
     let ty = t / 16;
     let mut acc = [[0.0f32; 8]; 8];
-    // SAFETY: `a` holds `n` rows of 128 floats (the caller's contract), as `load_chunk` needs.
-    let mut pa = unsafe { load_chunk(a, row0, n, 0, t) };
-    // SAFETY: `b` holds `m` rows of 128 floats (the caller's contract).
-    let mut pb = unsafe { load_chunk(b, col0, m, 0, t) };
-    let mut kc = 0;
-    while kc < DIM / KC {
-        // SAFETY: every thread of the block reaches these barriers (the loop bounds are block-
-        // uniform); `sa` and `sb` are the block's shared tiles.
-        unsafe {
-            _syncthreads(); // everyone is done reading the previous chunk
+    // `sa` and `sb` are the block's shared tiles (the caller's contract).
+    staged_chunks!(
+        (a, n, row0),
+        (b, m, col0),
+        t,
+        |pa, pb| {
             store_chunk(sa, pa, t);
             store_chunk(sb, pb, t);
-            _syncthreads();
-        }
-        if kc + 1 < DIM / KC {
-            // SAFETY: as the first `load_chunk` above.
-            pa = unsafe { load_chunk(a, row0, n, kc + 1, t) };
-            // SAFETY: as the first `load_chunk` above.
-            pb = unsafe { load_chunk(b, col0, m, kc + 1, t) };
-        }
-        let mut k = 0;
-        while k < KC {
-            unroll!(4, KK, {
-                let row = ((k + KK) * LD * 4) as u64;
-                // SAFETY: `sa` is a shared tile of KC x LD floats; `k + KK < KC` and the row
-                // offsets (at most 256 + 15 * 16 + 16 bytes) lie inside a row of `LD * 4` bytes,
-                // 16-byte aligned.
-                let a0 = unsafe { ld_shared_f32x4(sa + row + (ty * 16) as u64) };
-                // SAFETY: as above.
-                let a1 = unsafe { ld_shared_f32x4(sa + row + (256 + ty * 16) as u64) };
-                // SAFETY: as above, in `sb`.
-                let b0 = unsafe { ld_shared_f32x4(sb + row + (tx * 16) as u64) };
-                // SAFETY: as above, in `sb`.
-                let b1 = unsafe { ld_shared_f32x4(sb + row + (256 + tx * 16) as u64) };
-                let av = [a0[0], a0[1], a0[2], a0[3], a1[0], a1[1], a1[2], a1[3]];
-                let bv = [b0[0], b0[1], b0[2], b0[3], b1[0], b1[1], b1[2], b1[3]];
-                unroll!(8, I, {
-                    unroll!(8, J, {
-                        let d = av[I] - bv[J];
-                        acc[I][J] = fma(d, d, acc[I][J]);
+        },
+        {
+            let mut k = 0;
+            while k < KC {
+                unroll!(4, KK, {
+                    let row = ((k + KK) * LD * 4) as u64;
+                    // SAFETY: `sa` is a shared tile of KC x LD floats; `k + KK < KC` and the row
+                    // offsets (at most 256 + 15 * 16 + 16 bytes) lie inside a row of `LD * 4` bytes,
+                    // 16-byte aligned.
+                    let a0 = unsafe { ld_shared_f32x4(sa + row + (ty * 16) as u64) };
+                    // SAFETY: as above.
+                    let a1 = unsafe { ld_shared_f32x4(sa + row + (256 + ty * 16) as u64) };
+                    // SAFETY: as above, in `sb`.
+                    let b0 = unsafe { ld_shared_f32x4(sb + row + (tx * 16) as u64) };
+                    // SAFETY: as above, in `sb`.
+                    let b1 = unsafe { ld_shared_f32x4(sb + row + (256 + tx * 16) as u64) };
+                    let av = [a0[0], a0[1], a0[2], a0[3], a1[0], a1[1], a1[2], a1[3]];
+                    let bv = [b0[0], b0[1], b0[2], b0[3], b1[0], b1[1], b1[2], b1[3]];
+                    unroll!(8, I, {
+                        unroll!(8, J, {
+                            let d = av[I] - bv[J];
+                            acc[I][J] = fma(d, d, acc[I][J]);
+                        });
                     });
                 });
-            });
-            k += 4;
+                k += 4;
+            }
         }
-        kc += 1;
-    }
+    );
     acc
 }
 
@@ -128,19 +160,4 @@ pub(super) fn micro(c: usize, i: usize) -> usize {
     } else {
         64 + c * 4 + (i - 4)
     }
-}
-
-/// The calling block's share of a split launch (V2, and V4's fused kernels): block `(x, y)`
-/// owns left rows `x*128..` and, of the `m` right rows' 128-row tiles, those of split `y`
-/// (`tiles_per_split` each). Returns `(row0, split, first tile, end tile)`.
-#[inline(always)]
-pub(super) fn block_split(m: usize, tiles_per_split: u32) -> (usize, usize, usize, usize) {
-    // SAFETY: reads special registers (block and thread indices, block size); no preconditions.
-    let row0 = unsafe { _block_idx_x() as usize } * BM;
-    // SAFETY: reads special registers (block and thread indices, block size); no preconditions.
-    let split = unsafe { _block_idx_y() as usize };
-    let tiles = m.div_ceil(BN);
-    let first = split * tiles_per_split as usize;
-    let last = core::cmp::min(first + tiles_per_split as usize, tiles);
-    (row0, split, first, last)
 }

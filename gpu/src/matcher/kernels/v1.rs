@@ -16,22 +16,15 @@ impl MatchV1DistancesArgs {
     /// The body of `cluda_match_v1_distances` (declared from `crate::matcher::args`).
     #[inline(always)]
     pub(super) unsafe fn run(self) {
-        let Self {
-            lhs,
-            n,
-            rhs,
-            m,
-            dist,
-        } = self;
         let sa = shared_array!(window "cluda_v1_sa", TILE_BYTES);
         let sb = shared_array!(window "cluda_v1_sb", TILE_BYTES);
-        let (n, m) = (n as usize, m as usize);
+        let (n, m) = (self.n as usize, self.m as usize);
         let t = tid();
         // SAFETY: reads special registers (block and thread indices, block size); no preconditions.
         let (row0, col0) = unsafe { (_block_idx_y() as usize * BM, _block_idx_x() as usize * BN) };
         // SAFETY: `lhs` and `rhs` hold `n` and `m` rows of 128 floats, `sa`/`sb` are this kernel's
         // shared tiles, and every thread of the block calls this (the launch's contract).
-        let acc = unsafe { tile_distances(lhs, n, row0, rhs, m, col0, sa, sb, t) };
+        let acc = unsafe { tile_distances((self.lhs, n, row0), (self.rhs, m, col0), (sa, sb), t) };
         let (tx, ty) = (t % 16, t / 16);
         unroll!(8, I, {
             let r = row0 + micro(ty, I);
@@ -41,7 +34,7 @@ impl MatchV1DistancesArgs {
                     if c < m {
                         // SAFETY: `r < n` and `c < m`, and `dist` holds `n x m` floats (the
                         // launch's contract).
-                        unsafe { *dist.add(r * m + c) = acc[I][J] };
+                        unsafe { *self.dist.add(r * m + c) = acc[I][J] };
                     }
                 });
             }
@@ -55,20 +48,13 @@ impl MatchV1RowminArgs {
     /// The body of `cluda_match_v1_rowmin` (declared from `crate::matcher::args`).
     #[inline(always)]
     pub(super) unsafe fn run(self) {
-        let Self {
-            dist,
-            n,
-            m,
-            out_idx,
-            out_dist,
-        } = self;
         let (row, lane) = warp_row();
-        let (n, m) = (n as usize, m as usize);
+        let (n, m) = (self.n as usize, self.m as usize);
         if row >= n {
             return; // whole warp leaves together
         }
         // SAFETY: `row < n`, and `dist` holds `n x m` floats (the launch's contract).
-        let base = unsafe { dist.add(row * m) };
+        let base = unsafe { self.dist.add(row * m) };
         let (mut bd, mut bi) = (f32::INFINITY, u32::MAX);
         let mut j = lane;
         while j < m {
@@ -85,8 +71,8 @@ impl MatchV1RowminArgs {
             // SAFETY: `row < n`, and `out_idx`/`out_dist` hold `n` values each (the launch's
             // contract).
             unsafe {
-                *out_idx.add(row) = bi;
-                *out_dist.add(row) = bd;
+                *self.out_idx.add(row) = bi;
+                *self.out_dist.add(row) = bd;
             }
         }
     }

@@ -21,19 +21,9 @@ impl MatchV2FusedArgs {
     /// The body of `cluda_match_v2_fused` (declared from `crate::matcher::args`).
     #[inline(always)]
     pub(super) unsafe fn run(self) {
-        let Self {
-            lhs,
-            n,
-            rhs,
-            m,
-            tiles_per_split,
-            splits,
-            part_dist,
-            part_idx,
-        } = self;
         let sa = shared_array!(window "cluda_v2_sa", TILE_BYTES);
         let sb = shared_array!(window "cluda_v2_sb", TILE_BYTES);
-        let (n, m) = (n as usize, m as usize);
+        let (n, m) = (self.n as usize, self.m as usize);
         let t = tid();
         let (tx, ty) = (t % 16, t / 16);
         // SAFETY: reads special registers (block and thread indices, block size); no preconditions.
@@ -41,8 +31,8 @@ impl MatchV2FusedArgs {
         // SAFETY: reads special registers (block and thread indices, block size); no preconditions.
         let split = unsafe { _block_idx_y() as usize };
         let tiles = m.div_ceil(BN);
-        let first = split * tiles_per_split as usize;
-        let last = core::cmp::min(first + tiles_per_split as usize, tiles);
+        let first = split * self.tiles_per_split as usize;
+        let last = core::cmp::min(first + self.tiles_per_split as usize, tiles);
         let mut bd = [f32::INFINITY; 8];
         let mut bi = [u32::MAX; 8];
         let mut tile = first;
@@ -50,7 +40,8 @@ impl MatchV2FusedArgs {
             let col0 = tile * BN;
             // SAFETY: as in V1: the inputs hold `n` and `m` rows, `sa`/`sb` are this kernel's
             // tiles, and every thread of the block calls this.
-            let acc = unsafe { tile_distances(lhs, n, row0, rhs, m, col0, sa, sb, t) };
+            let acc =
+                unsafe { tile_distances((self.lhs, n, row0), (self.rhs, m, col0), (sa, sb), t) };
             unroll!(8, J, {
                 let c = col0 + micro(tx, J);
                 if c < m {
@@ -79,15 +70,15 @@ impl MatchV2FusedArgs {
             });
         });
         if tx == 0 {
-            let splits = splits as usize;
+            let splits = self.splits as usize;
             unroll!(8, I, {
                 let r = row0 + micro(ty, I);
                 if r < n {
                     // SAFETY: `r < n` and `split < splits`, and the partials hold `n x splits`
                     // values (the launch's contract).
                     unsafe {
-                        *part_dist.add(r * splits + split) = bd[I];
-                        *part_idx.add(r * splits + split) = bi[I];
+                        *self.part_dist.add(r * splits + split) = bd[I];
+                        *self.part_idx.add(r * splits + split) = bi[I];
                     }
                 }
             });
@@ -101,25 +92,22 @@ impl MatchMergePartialsArgs {
     /// The body of `cluda_match_merge_partials` (declared from `crate::matcher::args`).
     #[inline(always)]
     pub(super) unsafe fn run(self) {
-        let Self {
-            part_dist,
-            part_idx,
-            n,
-            splits,
-            out_idx,
-            out_dist,
-        } = self;
         let row = global_index_x();
-        if row >= n as usize {
+        if row >= self.n as usize {
             return;
         }
-        let s = splits as usize;
+        let s = self.splits as usize;
         let (mut bd, mut bi) = (f32::INFINITY, u32::MAX);
         let mut k = 0;
         while k < s {
             // SAFETY: `row < n` and `k < splits`, inside the `n x splits` partials (the launch's
             // contract).
-            let (d, i) = unsafe { (*part_dist.add(row * s + k), *part_idx.add(row * s + k)) };
+            let (d, i) = unsafe {
+                (
+                    *self.part_dist.add(row * s + k),
+                    *self.part_idx.add(row * s + k),
+                )
+            };
             if better(d, i, bd, bi) {
                 bd = d;
                 bi = i;
@@ -128,8 +116,8 @@ impl MatchMergePartialsArgs {
         }
         // SAFETY: `row < n`, and the outputs hold `n` values each (the launch's contract).
         unsafe {
-            *out_idx.add(row) = bi;
-            *out_dist.add(row) = bd;
+            *self.out_idx.add(row) = bi;
+            *self.out_dist.add(row) = bd;
         }
     }
 }

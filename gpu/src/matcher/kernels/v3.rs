@@ -6,7 +6,7 @@
 
 use core::sync::atomic::{AtomicU32, Ordering};
 
-use super::{better, fma, ldg4, put_best, warp_row};
+use super::{better, fma, ldg4, warp_row};
 use crate::kernels::prims::{shfl_xor_f32, shfl_xor_u32};
 use crate::layout::matcher::{DIM, V3_K};
 use crate::matcher::args::{MatchSqnormsArgs, MatchV3FoldArgs, MatchV3RescoreArgs};
@@ -17,19 +17,13 @@ impl MatchSqnormsArgs {
     /// The body of `cluda_match_sqnorms` (declared from `crate::matcher::args`).
     #[inline(always)]
     pub(super) unsafe fn run(self) {
-        let Self {
-            x,
-            rows,
-            norms,
-            max_bits,
-        } = self;
         let (row, lane) = warp_row();
-        if row >= rows as usize {
+        if row >= self.rows as usize {
             return;
         }
         // SAFETY: `row < rows` and `lane * 4 + 3 < 128`, inside the `rows x 128` input; 16-byte
         // aligned.
-        let v = unsafe { ldg4(x.add(row * DIM + lane * 4)) };
+        let v = unsafe { ldg4(self.x.add(row * DIM + lane * 4)) };
         let mut s = v[0] * v[0];
         s = fma(v[1], v[1], s);
         s = fma(v[2], v[2], s);
@@ -45,8 +39,8 @@ impl MatchSqnormsArgs {
             // SAFETY: `row < rows`, `norms` holds `rows` floats and `max_bits` one word (the
             // launch's contract); the atomic is a plain `u32` in global memory.
             unsafe {
-                *norms.add(row) = s;
-                (*(max_bits as *const AtomicU32)).fetch_max(s.to_bits(), Ordering::Relaxed);
+                *self.norms.add(row) = s;
+                (*(self.max_bits as *const AtomicU32)).fetch_max(s.to_bits(), Ordering::Relaxed);
             }
         }
     }
@@ -108,29 +102,17 @@ impl MatchV3FoldArgs {
     /// The body of `cluda_match_v3_fold` (declared from `crate::matcher::args`).
     #[inline(always)]
     pub(super) unsafe fn run(self) {
-        let Self {
-            tile,
-            rows,
-            cols,
-            ld,
-            row0,
-            col0,
-            norms_b,
-            best_d,
-            best_i,
-            first,
-        } = self;
         let (r, lane) = warp_row();
-        if r >= rows as usize {
+        if r >= self.rows as usize {
             return;
         }
-        let (cols, ld, col0) = (cols as usize, ld as usize, col0 as usize);
+        let (cols, ld, col0) = (self.cols as usize, self.ld as usize, self.col0 as usize);
         // SAFETY: `r < rows`, and the tile holds `rows` rows of `ld` floats (the launch's
         // contract).
-        let line = unsafe { tile.add(r * ld) };
+        let line = unsafe { self.tile.add(r * ld) };
         // SAFETY: `norms_b` holds the right norms padded to a multiple of 4 beyond `col0 + ld` (the
         // launch's contract).
-        let nb = unsafe { norms_b.add(col0) };
+        let nb = unsafe { self.norms_b.add(col0) };
         let mut top = Top4::empty();
         let full = cols / 4 * 4;
         let mut j = lane * 4;
@@ -205,19 +187,19 @@ impl MatchV3FoldArgs {
             o /= 2;
         }
         if lane == 0 {
-            let g = (row0 as usize + r) * V3_K;
-            if first == 0 {
+            let g = (self.row0 as usize + r) * V3_K;
+            if self.first == 0 {
                 unroll!(4, K, {
                     // SAFETY: `row0 + r < n`, and `best_d`/`best_i` hold `n x 4` values (the
                     // launch's contract).
-                    unsafe { top.insert(*best_d.add(g + K), *best_i.add(g + K)) };
+                    unsafe { top.insert(*self.best_d.add(g + K), *self.best_i.add(g + K)) };
                 });
             }
             unroll!(4, K, {
                 // SAFETY: as above.
                 unsafe {
-                    *best_d.add(g + K) = top.d[K];
-                    *best_i.add(g + K) = top.i[K];
+                    *self.best_d.add(g + K) = top.d[K];
+                    *self.best_i.add(g + K) = top.i[K];
                 }
             });
         }
@@ -237,35 +219,22 @@ impl MatchV3RescoreArgs {
     /// The body of `cluda_match_v3_rescore` (declared from `crate::matcher::args`).
     #[inline(always)]
     pub(super) unsafe fn run(self) {
-        let Self {
-            lhs,
-            rhs,
-            n,
-            norms_a,
-            max_bits_b,
-            best_d,
-            best_i,
-            out_idx,
-            out_dist,
-            flag_count,
-            flag_rows,
-        } = self;
         let (row, lane) = warp_row();
-        if row >= n as usize {
+        if row >= self.n as usize {
             return;
         }
         // SAFETY: `row < n` and `lane * 4 + 3 < 128`, inside the `n x 128` left input; 16-byte
         // aligned.
-        let a = unsafe { ldg4(lhs.add(row * DIM + lane * 4)) };
+        let a = unsafe { ldg4(self.lhs.add(row * DIM + lane * 4)) };
         let (mut bd, mut bi) = (f32::INFINITY, u32::MAX);
         let mut k = 0;
         while k < V3_K {
             // SAFETY: `row < n` and `k < 4`, inside the `n x 4` candidates (the launch's contract).
-            let j = unsafe { *best_i.add(row * V3_K + k) };
+            let j = unsafe { *self.best_i.add(row * V3_K + k) };
             if j != u32::MAX {
                 // SAFETY: `j < m` (a candidate index, not `u32::MAX`), inside the `m x 128` right
                 // input; 16-byte aligned.
-                let b = unsafe { ldg4(rhs.add(j as usize * DIM + lane * 4)) };
+                let b = unsafe { ldg4(self.rhs.add(j as usize * DIM + lane * 4)) };
                 let mut s = 0.0f32;
                 unroll!(4, E, {
                     let d = a[E] - b[E];
@@ -288,33 +257,23 @@ impl MatchV3RescoreArgs {
         }
         if lane == 0 {
             // SAFETY: `row < n`, inside the `n x 4` candidates.
-            let fourth = unsafe { *best_i.add(row * V3_K + V3_K - 1) };
+            let fourth = unsafe { *self.best_i.add(row * V3_K + V3_K - 1) };
             let safe = if fourth == u32::MAX {
                 true // fewer than four right descriptors: all were rescored
             } else {
                 // SAFETY: `row < n`, and `norms_a` holds `n` floats (the launch's contract).
-                let na = unsafe { *norms_a.add(row) };
+                let na = unsafe { *self.norms_a.add(row) };
                 // SAFETY: `max_bits_b` is one word (the launch's contract).
-                let nb = f32::from_bits(unsafe { *max_bits_b });
+                let nb = f32::from_bits(unsafe { *self.max_bits_b });
                 let root = core::f32::math::sqrt(na) + core::f32::math::sqrt(nb);
                 let e = 2.0 * 130.0 * (1.0 / 16_777_216.0) * root * root;
                 // SAFETY: `row < n`, inside the `n x 4` candidates.
-                let floor = unsafe { *best_d.add(row * V3_K + V3_K - 1) } + na - e;
+                let floor = unsafe { *self.best_d.add(row * V3_K + V3_K - 1) } + na - e;
                 bd <= floor
             };
             // SAFETY: `row < n`; the outputs and the flag list hold `n` values and the counter one
             // word (the launch's contract).
-            unsafe {
-                put_best(
-                    out_idx,
-                    out_dist,
-                    row,
-                    (bd, bi),
-                    !safe,
-                    flag_count,
-                    flag_rows,
-                )
-            };
+            unsafe { put_best!(self, row, (bd, bi), !safe) };
         }
     }
 }

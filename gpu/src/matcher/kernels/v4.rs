@@ -4,7 +4,7 @@
 //! slots) and `cluda_match_v4_rescore` (V2's exact f32 distance of every candidate; rows whose
 //! slots overflowed are flagged for V2).
 
-use super::{fma, ldg4, put_best, warp_min, warp_row};
+use super::{fma, ldg4, warp_min, warp_row};
 use crate::kernels::global_index_x;
 use crate::kernels::prims::{ballot, shfl_idx, shfl_xor_f32};
 use crate::layout::matcher::{DIM, V4_SLOTS};
@@ -17,11 +17,10 @@ impl MatchV4RadiiArgs {
     /// The body of `cluda_match_v4_radii` (declared from `crate::matcher::args`).
     #[inline(always)]
     pub(super) unsafe fn run(self) {
-        let Self { norms, len, radii } = self;
         let k = global_index_x();
-        if k < len as usize {
+        if k < self.len as usize {
             // SAFETY: `k < len`, and both arrays hold `len` floats (the launch's contract).
-            unsafe { *radii.add(k) = radius(*norms.add(k)) };
+            unsafe { *self.radii.add(k) = radius(*self.norms.add(k)) };
         }
     }
 }
@@ -206,6 +205,8 @@ impl MatchV4FoldArgs {
     /// The body of `cluda_match_v4_fold` (declared from `crate::matcher::args`).
     #[inline(always)]
     pub(super) unsafe fn run(self) {
+        // Destructured (not `self.field`): the loads then come in the order the PTX had
+        // before the kernels were split by version.
         let Self {
             tile,
             rows,
@@ -340,30 +341,26 @@ impl MatchV4RescoreArgs {
     /// The body of `cluda_match_v4_rescore` (declared from `crate::matcher::args`).
     #[inline(always)]
     pub(super) unsafe fn run(self) {
-        let Self {
-            lhs,
-            rhs,
-            n,
-            count,
-            slot_i,
-            out_idx,
-            out_dist,
-            flag_count,
-            flag_rows,
-        } = self;
-        let (row, lane) = warp_row();
-        if row >= n as usize {
+        // `warp_row()`, spelled out: the PTX then numbers its registers as it did before the
+        // kernels were split by version.
+        let t = super::tid();
+        // SAFETY: reads special registers (block and thread indices, block size); no preconditions.
+        let warps = unsafe { core::arch::nvptx::_block_dim_x() as usize } / 32;
+        // SAFETY: reads special registers (block and thread indices, block size); no preconditions.
+        let row = unsafe { core::arch::nvptx::_block_idx_x() as usize } * warps + t / 32;
+        let lane = t % 32;
+        if row >= self.n as usize {
             return;
         }
         // SAFETY: `row < n`, inside the per-row counts (the launch's contract).
-        let c = unsafe { *count.add(row) };
+        let c = unsafe { *self.count.add(row) };
         let (mut bd, mut bi) = (f32::INFINITY, u32::MAX);
         let overflowed = c as usize > V4_SLOTS;
         if !overflowed && lane < c as usize {
             // SAFETY: `lane < c <= V4_SLOTS`: a filled slot of row `row`; its index is `< m`.
-            let j = unsafe { *slot_i.add(row * V4_SLOTS + lane) };
+            let j = unsafe { *self.slot_i.add(row * V4_SLOTS + lane) };
             // SAFETY: `row < n` and `j < m`: rows of the `n x 128` and `m x 128` inputs.
-            let (a, b) = unsafe { (lhs.add(row * DIM), rhs.add(j as usize * DIM)) };
+            let (a, b) = unsafe { (self.lhs.add(row * DIM), self.rhs.add(j as usize * DIM)) };
             let mut s = 0.0f32;
             let mut k = 0;
             while k < DIM {
@@ -382,17 +379,7 @@ impl MatchV4RescoreArgs {
         if lane == 0 {
             // SAFETY: `row < n`; the outputs and the flag list hold `n` values and the counter one
             // word (the launch's contract).
-            unsafe {
-                put_best(
-                    out_idx,
-                    out_dist,
-                    row,
-                    (bd, bi),
-                    overflowed,
-                    flag_count,
-                    flag_rows,
-                )
-            };
+            unsafe { put_best!(self, row, (bd, bi), overflowed) };
         }
     }
 }
