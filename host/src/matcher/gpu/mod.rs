@@ -143,6 +143,11 @@ impl CandidateStats {
     }
 }
 
+/// The two sides of a match on the device: the left descriptors and their count `n`, the right
+/// ones and their count `m` (both at least 1).
+#[derive(Clone, Copy)]
+struct Sides<'a>(&'a DeviceBuf, usize, &'a DeviceBuf, usize);
+
 /// Device-side outputs of a version: index (`u32`) and distance (`f32`) per left row.
 struct DeviceResult {
     pub idx: DeviceBuf,
@@ -307,18 +312,19 @@ impl GpuMatcher {
         let rhs_d =
             DeviceBuf::upload_on(&self.stream, rhs.as_flattened(), "the right descriptors")?;
         let (n, m) = (lhs.len(), rhs.len());
+        let sides = Sides(&lhs_d, n, &rhs_d, m);
         let start = self.event()?;
         let mut counts = None;
         let (res, flagged) = match version {
-            MatchVersion::V1 => (self.v1(&lhs_d, n, &rhs_d, m)?, None),
-            MatchVersion::V2 => (self.v2(&lhs_d, n, &rhs_d, m)?, None),
+            MatchVersion::V1 => (self.v1(sides)?, None),
+            MatchVersion::V2 => (self.v2(sides)?, None),
             MatchVersion::V4 => {
-                let out = self.v4(&lhs_d, n, &rhs_d, m)?;
+                let out = self.v4(sides)?;
                 counts = Some(out.counts);
                 (out.result, Some(out.flags))
             }
             _ => {
-                let (r, f) = self.v3(&lhs_d, n, &rhs_d, m)?;
+                let (r, f) = self.v3(sides)?;
                 (r, Some(f))
             }
         };
@@ -346,7 +352,7 @@ impl GpuMatcher {
             let sub_d =
                 DeviceBuf::upload_on(&self.stream, sub.as_flattened(), "the rows to recompute")?;
             let s = self.event()?;
-            let res = self.v2(&sub_d, sub.len(), &rhs_d, m)?;
+            let res = self.v2(Sides(&sub_d, sub.len(), &rhs_d, m))?;
             let e = self.event()?;
             let redone = res.download(&self.stream, sub.len(), "recomputed")?;
             device_ms += f64::from(s.elapsed_ms(&e).cuda("timing the recomputation")?);
@@ -392,8 +398,8 @@ unsafe fn launch(
     unsafe { crate::cuda::launch(f, grid, BLOCK, stream.cu_stream(), params, false) }
 }
 
-/// [`launch`]es `f` on `stream` with one warp per row of `rows` ([`warp_rows_grid`]), its
-/// failure named `what`.
+/// [`launch`]es `f` on `stream` with one warp per row of `rows` ([`warp_rows_grid`]); a
+/// failure is "launching `what`".
 ///
 /// # Safety
 ///
@@ -407,8 +413,31 @@ unsafe fn launch_rows(
 ) -> Result<()> {
     let grid = (warp_rows_grid(rows)?, 1);
     // SAFETY: as the caller promises.
-    unsafe { launch(stream, f, grid, params) }.cuda(what)
+    match unsafe { launch(stream, f, grid, params) } {
+        Ok(()) => Ok(()),
+        Err(e) => Err(e).cuda(&format!("launching {what}")),
+    }
 }
+
+/// `$args { lhs, rhs, n (of the [`Sides`] `$p`), $mid, the outputs of `$out` and `$flags` }`:
+/// a rescoring kernel's arguments, whose first and last fields are the groups both
+/// rescorings share.
+macro_rules! rescore_args {
+    ($args:ident, $p:expr, $out:expr, $flags:expr, { $($mid:tt)* }) => {{
+        let Sides(lhs, n, rhs, _) = $p;
+        $args {
+            lhs: lhs.at(),
+            rhs: rhs.at(),
+            n: n as u32,
+            $($mid)*
+            out_idx: $out.idx.at(),
+            out_dist: $out.dist.at(),
+            flag_count: $flags.count.at(),
+            flag_rows: $flags.rows.at(),
+        }
+    }};
+}
+use rescore_args;
 
 /// Grid size for one warp per row with [`BLOCK`]-thread blocks.
 fn warp_rows_grid(rows: usize) -> Result<u32> {

@@ -13,7 +13,7 @@ use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaEvent, CudaStream};
 
 use super::cublas::{Blas, CublasStatus, Math};
-use super::{GpuMatcher, Kernels};
+use super::{GpuMatcher, Kernels, Sides};
 use crate::device_memory::DeviceBuf;
 use crate::error::{CudaContextExt, Error, Result};
 use crate::matcher::types::Descriptor;
@@ -36,6 +36,23 @@ impl Tile {
         u32::from(self.col0 == 0)
     }
 }
+
+/// `$args { tile, rows, cols, ld, row0, col0 (of the [`Tile`] `$tile`), $rest }`: a fold
+/// kernel's arguments, whose first fields are the GEMM tile's (the kernels' field group).
+macro_rules! fold_args {
+    ($args:ident, $tile:expr, { $($rest:tt)* }) => {
+        $args {
+            tile: $tile.at,
+            rows: $tile.rows as u32,
+            cols: $tile.cols as u32,
+            ld: $tile.ld as u32,
+            row0: $tile.row0 as u32,
+            col0: $tile.col0 as u32,
+            $($rest)*
+        }
+    };
+}
+pub(super) use fold_args;
 
 /// `-2 A B^T` of `rows` left rows and `cols` right rows into a row-major `rows x ld` tile:
 /// cuBLAS's column-major `C (cols x rows, ldc = ld) = B^T (cols x 128) * A (128 x rows)`.
@@ -143,8 +160,7 @@ impl GpuMatcher {
     pub(super) fn gemm_tiles(
         &mut self,
         math: Math,
-        (lhs, n): (&DeviceBuf, usize),
-        (rhs, m): (&DeviceBuf, usize),
+        Sides(lhs, n, rhs, m): Sides<'_>,
         what: &str,
         mut fold: impl FnMut(&Kernels, &CudaStream, &Tile) -> Result<()>,
     ) -> Result<()> {

@@ -6,7 +6,7 @@
 
 use cluda_gpu::args::{MatchV1DistancesArgs, MatchV1RowminArgs};
 
-use super::{DeviceResult, GpuMatcher, grid_dim, launch, launch_rows};
+use super::{DeviceResult, GpuMatcher, Sides, grid_dim, launch, launch_rows};
 use crate::device_memory::DeviceBuf;
 use crate::error::{CudaContextExt, Error, Result};
 
@@ -47,13 +47,8 @@ impl GpuMatcher {
     }
 
     /// V1 on uploaded descriptors (`n`, `m` >= 1, memory already checked).
-    pub(super) fn v1(
-        &mut self,
-        lhs: &DeviceBuf,
-        n: usize,
-        rhs: &DeviceBuf,
-        m: usize,
-    ) -> Result<DeviceResult> {
+    pub(super) fn v1(&mut self, p: Sides<'_>) -> Result<DeviceResult> {
+        let Sides(lhs, n, rhs, m) = p;
         // Every element of the matrix is written by the distance kernel before it is read.
         let dist_mat = self.take_scratch(n * m, "v1's distance matrix")?;
         let s = &self.stream;
@@ -91,7 +86,7 @@ impl GpuMatcher {
                     &self.k.v1_rowmin,
                     n,
                     &mut a.params(),
-                    "launching v1's row-minimum kernel",
+                    "v1's row-minimum kernel",
                 )
             }?;
         }

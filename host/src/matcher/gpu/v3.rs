@@ -23,8 +23,8 @@
 use cluda_gpu::args::{MatchSqnormsArgs, MatchV3FoldArgs, MatchV3RescoreArgs};
 
 use super::cublas::Math;
-use super::tiles::bare_gemm_ms;
-use super::{DeviceResult, Flags, GpuMatcher, launch_rows};
+use super::tiles::{bare_gemm_ms, fold_args};
+use super::{DeviceResult, Flags, GpuMatcher, Sides, launch_rows, rescore_args};
 use crate::device_memory::DeviceBuf;
 use crate::error::Result;
 use crate::matcher::types::Descriptor;
@@ -67,13 +67,8 @@ impl GpuMatcher {
 
     /// V3 on uploaded descriptors (`n`, `m` >= 1). Returns the per-row result and the rows that
     /// must be recomputed exactly (still on the device; see [`Flags::download`]).
-    pub(super) fn v3(
-        &mut self,
-        lhs: &DeviceBuf,
-        n: usize,
-        rhs: &DeviceBuf,
-        m: usize,
-    ) -> Result<(DeviceResult, Flags)> {
+    pub(super) fn v3(&mut self, p: Sides<'_>) -> Result<(DeviceResult, Flags)> {
+        let Sides(lhs, n, rhs, m) = p;
         let s = self.stream.clone();
         // Buffers that a kernel writes entirely are left uninitialised (no memset in the timed
         // path); the right norms' padding and the counters must start at zero.
@@ -82,24 +77,18 @@ impl GpuMatcher {
             DeviceBuf::zeroed_on_stream(&s, m.next_multiple_of(4) * 4, "v3's right norms")?;
         let max_a = DeviceBuf::zeroed_on_stream(&s, 4, "v3's norm maximum")?;
         let max_b = DeviceBuf::zeroed_on_stream(&s, 4, "v3's norm maximum")?;
-        self.sqnorms(lhs, n, &norms_a, &max_a, "launching v3's norm kernel (lhs)")?;
-        self.sqnorms(rhs, m, &norms_b, &max_b, "launching v3's norm kernel (rhs)")?;
+        self.sqnorms(lhs, n, &norms_a, &max_a, "v3's norm kernel (lhs)")?;
+        self.sqnorms(rhs, m, &norms_b, &max_b, "v3's norm kernel (rhs)")?;
         // The first column tile (`first`) writes all four entries of every row.
         let best_d = DeviceBuf::on_stream(&s, n * K * 4, "v3's candidates")?;
         let best_i = DeviceBuf::on_stream(&s, n * K * 4, "v3's candidates")?;
-        self.gemm_tiles(Math::Fp32, (lhs, n), (rhs, m), "v3", |k, fold, tile| {
-            let mut a = MatchV3FoldArgs {
-                tile: tile.at,
-                rows: tile.rows as u32,
-                cols: tile.cols as u32,
-                ld: tile.ld as u32,
-                row0: tile.row0 as u32,
-                col0: tile.col0 as u32,
+        self.gemm_tiles(Math::Fp32, p, "v3", |k, fold, tile| {
+            let mut a = fold_args!(MatchV3FoldArgs, tile, {
                 norms_b: norms_b.at(),
                 best_d: best_d.at(),
                 best_i: best_i.at(),
                 first: tile.first(),
-            };
+            });
             // SAFETY: tile rows x ld, norms_b padded to a multiple of 4 >= col0 + ld, best_*
             // n x 4 with row0 + rows <= n; all ready on the fold stream (the driver's waits).
             unsafe {
@@ -108,7 +97,7 @@ impl GpuMatcher {
                     &k.v3_fold,
                     tile.rows,
                     &mut a.params(),
-                    "launching v3's fold kernel",
+                    "v3's fold kernel",
                 )
             }
         })?;
@@ -116,19 +105,12 @@ impl GpuMatcher {
         // the count.
         let out = DeviceResult::on_stream(&s, n, "v3")?;
         let flags = Flags::on_stream(&s, n, "v3")?;
-        let mut a = MatchV3RescoreArgs {
-            lhs: lhs.at(),
-            rhs: rhs.at(),
-            n: n as u32,
+        let mut a = rescore_args!(MatchV3RescoreArgs, p, out, flags, {
             norms_a: norms_a.at(),
             max_bits_b: max_b.at(),
             best_d: best_d.at(),
             best_i: best_i.at(),
-            out_idx: out.idx.at(),
-            out_dist: out.dist.at(),
-            flag_count: flags.count.at(),
-            flag_rows: flags.rows.at(),
-        };
+        });
         // SAFETY: lhs n x 128, rhs m x 128 (candidate indices < m or u32::MAX), best_* n x 4,
         // idx/dist/flag_rows n, flag_count 1; the folds are done (joined by the driver).
         unsafe {
@@ -137,7 +119,7 @@ impl GpuMatcher {
                 &self.k.v3_rescore,
                 n,
                 &mut a.params(),
-                "launching v3's rescoring kernel",
+                "v3's rescoring kernel",
             )
         }?;
         Ok((out, flags))

@@ -25,8 +25,10 @@
 use cluda_gpu::args::{MatchV4FoldArgs, MatchV4RadiiArgs, MatchV4RescoreArgs};
 
 use super::cublas::Math;
-use super::tiles::bare_gemm_ms;
-use super::{BLOCK, DeviceResult, Flags, GpuMatcher, grid_dim, launch, launch_rows};
+use super::tiles::{bare_gemm_ms, fold_args};
+use super::{
+    BLOCK, DeviceResult, Flags, GpuMatcher, Sides, grid_dim, launch, launch_rows, rescore_args,
+};
 use crate::device_memory::DeviceBuf;
 use crate::error::{CudaContextExt, Result};
 use crate::matcher::tiling::V4Kernel;
@@ -71,30 +73,19 @@ impl GpuMatcher {
     }
 
     /// V4 on uploaded descriptors (`n`, `m` >= 1), fused or tiled as set.
-    pub(super) fn v4(
-        &mut self,
-        lhs: &DeviceBuf,
-        n: usize,
-        rhs: &DeviceBuf,
-        m: usize,
-    ) -> Result<V4Out> {
+    pub(super) fn v4(&mut self, p: Sides<'_>) -> Result<V4Out> {
         match self.v4_kernel {
-            V4Kernel::Cublas => self.v4_tiled(lhs, n, rhs, m),
+            V4Kernel::Cublas => self.v4_tiled(p),
             #[cfg(feature = "experimental")]
-            V4Kernel::FusedTwoPass => self.v4_fused(lhs, n, rhs, m),
+            V4Kernel::FusedTwoPass => self.v4_fused(p),
             #[cfg(feature = "experimental")]
-            V4Kernel::FusedOnePass => self.v4_fused1(lhs, n, rhs, m),
+            V4Kernel::FusedOnePass => self.v4_fused1(p),
         }
     }
 
     /// Norms and radii of both sides (the right ones padded to `m` rounded up to 4).
-    pub(super) fn v4_radii(
-        &self,
-        lhs: &DeviceBuf,
-        n: usize,
-        rhs: &DeviceBuf,
-        m: usize,
-    ) -> Result<Radii> {
+    pub(super) fn v4_radii(&self, p: Sides<'_>) -> Result<Radii> {
+        let Sides(lhs, n, rhs, m) = p;
         let s = &self.stream;
         let mp = m.next_multiple_of(4);
         // Buffers that a kernel writes entirely are left uninitialised; the right norms'
@@ -116,7 +107,8 @@ impl GpuMatcher {
             };
             let grid = (grid_dim(len.div_ceil(BLOCK as usize), "radii")?, 1);
             // SAFETY: norms and radii hold `len` floats (the right ones padded with zeros).
-            unsafe { launch(s, &self.k.v4_radii, grid, &mut a.params()) }.cuda(what)?;
+            unsafe { launch(s, &self.k.v4_radii, grid, &mut a.params()) }
+                .cuda(&format!("launching {what}"))?;
         }
         Ok(Radii {
             norms_b,
@@ -126,23 +118,18 @@ impl GpuMatcher {
     }
 
     /// V4 with cuBLAS TF32 tiles and the fold kernel.
-    fn v4_tiled(&mut self, lhs: &DeviceBuf, n: usize, rhs: &DeviceBuf, m: usize) -> Result<V4Out> {
+    fn v4_tiled(&mut self, p: Sides<'_>) -> Result<V4Out> {
+        let n = p.1;
         let s = self.stream.clone();
-        let r = self.v4_radii(lhs, n, rhs, m)?;
+        let r = self.v4_radii(p)?;
         // The first column tile (`first`) initialises every row's tau and count; slots are
         // written before they are counted.
         let tau = DeviceBuf::on_stream(&s, n * 4, "v4's row bounds")?;
         let counts = DeviceBuf::on_stream(&s, n * 4, "v4's candidate counts")?;
         let slot_d = DeviceBuf::on_stream(&s, n * SLOTS * 4, "v4's candidates")?;
         let slot_i = DeviceBuf::on_stream(&s, n * SLOTS * 4, "v4's candidates")?;
-        self.gemm_tiles(Math::Tf32, (lhs, n), (rhs, m), "v4", |k, fold, tile| {
-            let mut a = MatchV4FoldArgs {
-                tile: tile.at,
-                rows: tile.rows as u32,
-                cols: tile.cols as u32,
-                ld: tile.ld as u32,
-                row0: tile.row0 as u32,
-                col0: tile.col0 as u32,
+        self.gemm_tiles(Math::Tf32, p, "v4", |k, fold, tile| {
+            let mut a = fold_args!(MatchV4FoldArgs, tile, {
                 norms_b: r.norms_b.at(),
                 radii_b: r.radii_b.at(),
                 radii_a: r.radii_a.at(),
@@ -151,7 +138,7 @@ impl GpuMatcher {
                 slot_d: slot_d.at(),
                 slot_i: slot_i.at(),
                 first: tile.first(),
-            };
+            });
             // SAFETY: tile rows x ld; right norms and radii padded to a multiple of 4 >= col0
             // + ld; per-row arrays n and slots n x SLOTS with row0 + rows <= n; all ready on
             // the fold stream (the driver's waits).
@@ -161,37 +148,28 @@ impl GpuMatcher {
                     &k.v4_fold,
                     tile.rows,
                     &mut a.params(),
-                    "launching v4's fold kernel",
+                    "v4's fold kernel",
                 )
             }
         })?;
-        self.v4_rescore(lhs, n, rhs, counts, slot_i)
+        self.v4_rescore(p, counts, slot_i)
     }
 
     /// The exact rescoring of every row's candidates (`counts`, `slot_i`), and the overflowed
     /// rows' list.
     pub(super) fn v4_rescore(
         &self,
-        lhs: &DeviceBuf,
-        n: usize,
-        rhs: &DeviceBuf,
+        p: Sides<'_>,
         counts: DeviceBuf,
         slot_i: DeviceBuf,
     ) -> Result<V4Out> {
-        let s = &self.stream;
+        let (s, n) = (&self.stream, p.1);
         let out = DeviceResult::on_stream(s, n, "v4")?;
         let flags = Flags::on_stream(s, n, "v4")?;
-        let mut a = MatchV4RescoreArgs {
-            lhs: lhs.at(),
-            rhs: rhs.at(),
-            n: n as u32,
+        let mut a = rescore_args!(MatchV4RescoreArgs, p, out, flags, {
             count: counts.at(),
             slot_i: slot_i.at(),
-            out_idx: out.idx.at(),
-            out_dist: out.dist.at(),
-            flag_count: flags.count.at(),
-            flag_rows: flags.rows.at(),
-        };
+        });
         // SAFETY: lhs n x 128, rhs m x 128 (slot indices < m), counts n, slots n x SLOTS,
         // idx/dist/flag_rows n, flag_count 1; the candidates are complete (in the stream's
         // order).
@@ -201,7 +179,7 @@ impl GpuMatcher {
                 &self.k.v4_rescore,
                 n,
                 &mut a.params(),
-                "launching v4's rescoring kernel",
+                "v4's rescoring kernel",
             )
         }?;
         Ok(V4Out {
