@@ -168,7 +168,7 @@ fn main() {
             ("v4".into(), MatchVersion::V4, Some(V3Tiling::default())),
         ];
         // V4's fused kernels exist only with the feature `experimental`.
-        for (label, _) in V4_FUSED {
+        for &(label, _) in V4_FUSED {
             configs.push((label.into(), MatchVersion::V4, None));
         }
         if si == 0 {

@@ -1,4 +1,4 @@
-//! V2: one fused tiled kernel (`cluda_match_v2_fused`, see `gpu/src/kernels/matcher.rs`): a
+//! V2: one fused tiled kernel (`cluda_match_v2_fused`, see `gpu/src/matcher/kernels/v2.rs`): a
 //! block owns 128 left rows and a contiguous range of 128-wide right tiles and keeps each row's
 //! running best in registers; the distance matrix is never stored. When the left side alone
 //! gives too few blocks to fill the GPU, the right side is split over `gridDim.y`, and
