@@ -15,7 +15,7 @@
 //!
 //! The estimate `||b||^2 - 2 a.b` omits `||a||^2`, which is the same for a whole row.
 //!
-//! The tile loop is [`super::tiles`], shared with V4. cuBLAS is loaded at run time under the
+//! The tile loop is `gpu/tiles.rs`, shared with V4. cuBLAS is loaded at run time under the
 //! name the installed CUDA (11, 12 or 13) gives it; see [`super::cublas`] for the search.
 //! Without cuBLAS, V3 fails with [`Error::NoGpu`](crate::error::Error::NoGpu) naming the files
 //! tried; V1 and V2 do not need it.

@@ -15,7 +15,7 @@
 //!    over the 128 dimensions in order) and keeps the smallest, ties to the smaller index.
 //!    Overflowed rows (clusters of near-duplicates) are recomputed with V2 by the caller.
 //!
-//! Step 2's tile loop is [`super::tiles`], shared with V3. With the feature `experimental`,
+//! Step 2's tile loop is `gpu/tiles.rs`, shared with V3. With the feature `experimental`,
 //! [`GpuMatcher::set_v4_kernel`] can have step 2 done instead by a kernel of ours that computes
 //! the same screen with `mma.sync` TF32 instructions and never stores it (`fused`: two passes,
 //! or one pass and a merge); slower today.
