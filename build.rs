@@ -1,7 +1,8 @@
 //! With the `gpu` feature: compiles the `gpu` crate to PTX with rustc's NVPTX backend, twice
 //! (a baseline module for sm_80 and a tuned one for sm_90), and hands their paths to the host
 //! crate as `CLUDA_PTX_SM80_PATH` and `CLUDA_PTX_SM90_PATH` (see docs/toolchain.md).
-//! Without it, no PTX is built and only the commit id is passed on.
+//! Without it, no PTX is built and only the commit id is passed on. The feature `experimental`
+//! is handed on to the kernel crate (`--features experimental`: V4's fused matcher kernels).
 //!
 //! The kernels need the nightly pinned in `rust-toolchain.toml` (nvptx features, `-Zbuild-std`),
 //! but cargo builds this script with whatever toolchain the *dependent* crate uses (a stable
@@ -56,6 +57,12 @@ fn main() {
     let llvm_bin = check_toolchain(&channel);
     let linker = root.join("tools/ptx-linker");
     let target_dir = out.join("gpu-target");
+    // The feature `experimental` (V4's fused matcher kernels) is the kernel crate's too.
+    let features: &[&str] = if env::var_os("CARGO_FEATURE_EXPERIMENTAL").is_some() {
+        &["--features", "experimental"]
+    } else {
+        &[]
+    };
     for (name, cpu, feature) in MODULES {
         let mut cmd = Command::new("rustup");
         clean_env(&mut cmd);
@@ -63,6 +70,7 @@ fn main() {
             .args(["run", &channel, "cargo"])
             .args(["rustc", "--release", "--lib", "--crate-type", "cdylib"])
             .args(["--target", "nvptx64-nvidia-cuda", "-Zbuild-std=core"])
+            .args(features)
             .arg("--manifest-path")
             .arg(root.join("gpu/Cargo.toml"))
             .arg("--target-dir")

@@ -10,7 +10,8 @@
 //! bare SGEMM's device time, V3's recomputed rows, an exactness check of 256 sampled rows
 //! against an f64 oracle, and for V4 its rescored candidates per row (mean, max), its
 //! overflowed rows and the rows (of all) where it differs from V2 in index or distance bits.
-//! Data: uniform [0, 1) descriptors generated here (seeded).
+//! With the feature `experimental`, V4's fused kernels get rows of their own ("v4 fused 2-pass",
+//! "v4 fused 1-pass"). Data: uniform [0, 1) descriptors generated here (seeded).
 //!
 //! `cargo bench --bench matcher`; set `MATCHER_BENCH_OUT=dir` to also write `matcher.csv` and
 //! `matcher.md` there. Needs a CUDA GPU (prints a note and exits otherwise).
@@ -24,6 +25,16 @@ use cluda::matcher::{
     v4::bare_tf32_ms,
 };
 use rayon::prelude::*;
+
+/// V4's fused kernels and their rows' labels (feature `experimental`; none without it).
+#[cfg(feature = "experimental")]
+const V4_FUSED: &[(&str, V4Kernel)] = &[
+    ("v4 fused 2-pass", V4Kernel::FusedTwoPass),
+    ("v4 fused 1-pass", V4Kernel::FusedOnePass),
+];
+/// V4's fused kernels and their rows' labels (feature `experimental`; none without it).
+#[cfg(not(feature = "experimental"))]
+const V4_FUSED: &[(&str, V4Kernel)] = &[];
 
 struct Rng(u64);
 impl Rng {
@@ -155,9 +166,11 @@ fn main() {
             ("v2".into(), MatchVersion::V2, None),
             ("v3".into(), MatchVersion::V3, Some(V3Tiling::default())),
             ("v4".into(), MatchVersion::V4, Some(V3Tiling::default())),
-            ("v4 fused 2-pass".into(), MatchVersion::V4, None),
-            ("v4 fused 1-pass".into(), MatchVersion::V4, None),
         ];
+        // V4's fused kernels exist only with the feature `experimental`.
+        for &(label, _) in V4_FUSED {
+            configs.push((label.into(), MatchVersion::V4, None));
+        }
         if si == 0 {
             for (r, c, o) in [
                 (8192, 16384, true),
@@ -218,11 +231,8 @@ fn main() {
             if let Some(t) = tiling {
                 matcher.set_v3_tiling(t).expect("tiling");
             }
-            matcher.set_v4_kernel(match label.as_str() {
-                "v4 fused 2-pass" => V4Kernel::FusedTwoPass,
-                "v4 fused 1-pass" => V4Kernel::FusedOnePass,
-                _ => V4Kernel::Cublas,
-            });
+            let kernel = V4_FUSED.iter().find(|(l, _)| *l == label.as_str());
+            matcher.set_v4_kernel(kernel.map_or(V4Kernel::Cublas, |&(_, k)| k));
             let mut walls = Vec::new();
             let mut devs = Vec::new();
             let mut last = None;

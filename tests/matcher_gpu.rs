@@ -1,5 +1,5 @@
 //! GPU tests of the descriptor matcher (V1, V2, V3, V4) against the f64 oracle, and of V4
-//! against V2 bit for bit. Every test needs a
+//! (and, with the feature `experimental`, its fused kernels) against V2 bit for bit. Every test needs a
 //! CUDA GPU and is ignored otherwise: run with `--include-ignored` on the GPU machine.
 
 mod matcher_support;
@@ -28,6 +28,13 @@ fn run(lhs: &[Descriptor], rhs: &[Descriptor], v: MatchVersion) -> GpuRun {
     m.set_v4_kernel(V4Kernel::Cublas);
     m.run(lhs, rhs, v).unwrap_or_else(|e| panic!("{v}: {e}"))
 }
+
+/// V4's fused kernels, checked beside the tiled V4 (feature `experimental`; none without it).
+#[cfg(feature = "experimental")]
+const FUSED: &[V4Kernel] = &[V4Kernel::FusedTwoPass, V4Kernel::FusedOnePass];
+/// V4's fused kernels, checked beside the tiled V4 (feature `experimental`; none without it).
+#[cfg(not(feature = "experimental"))]
+const FUSED: &[V4Kernel] = &[];
 
 /// V4 with one of its fused kernels.
 fn run_fused(lhs: &[Descriptor], rhs: &[Descriptor], kernel: V4Kernel) -> GpuRun {
@@ -250,7 +257,7 @@ proptest! {
 /// criterion. Returns V4's tiled run.
 fn v4_exact(label: &str, lhs: &[Descriptor], rhs: &[Descriptor], cpu_reference: bool) -> GpuRun {
     let v2 = run(lhs, rhs, MatchVersion::V2);
-    for kernel in [V4Kernel::FusedTwoPass, V4Kernel::FusedOnePass] {
+    for &kernel in FUSED {
         let fused = run_fused(lhs, rhs, kernel);
         let c = fused.candidates.expect("v4 reports its candidates");
         eprintln!(
@@ -349,7 +356,7 @@ fn v4_equals_v2_bit_for_bit_on_adversarial_sets() {
     }
     let r = v4_exact("overflowing copies", &lhs, &rhs, true);
     assert_eq!(r.recomputed_rows, lhs.len());
-    for kernel in [V4Kernel::FusedTwoPass, V4Kernel::FusedOnePass] {
+    for &kernel in FUSED {
         assert_eq!(run_fused(&lhs, &rhs, kernel).recomputed_rows, lhs.len());
     }
 }

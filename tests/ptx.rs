@@ -121,42 +121,40 @@ fn every_kernel_takes_its_argument_struct() {
 fn every_matcher_kernel_takes_its_argument_struct() {
     use cluda_gpu::args::{
         MatchMergePartialsArgs, MatchSqnormsArgs, MatchV1DistancesArgs, MatchV1RowminArgs,
-        MatchV2FusedArgs, MatchV3FoldArgs, MatchV3RescoreArgs, MatchV4FoldArgs, MatchV4Fused1Args,
-        MatchV4FusedArgs, MatchV4MergeArgs, MatchV4RadiiArgs, MatchV4RescoreArgs,
+        MatchV2FusedArgs, MatchV3FoldArgs, MatchV3RescoreArgs, MatchV4FoldArgs, MatchV4RadiiArgs,
+        MatchV4RescoreArgs,
     };
-    let kernels: [(&str, Vec<(usize, usize)>); 13] = [
-        (
-            MatchV1DistancesArgs::ENTRY,
-            MatchV1DistancesArgs::layout().to_vec(),
-        ),
-        (
-            MatchV1RowminArgs::ENTRY,
-            MatchV1RowminArgs::layout().to_vec(),
-        ),
-        (MatchV2FusedArgs::ENTRY, MatchV2FusedArgs::layout().to_vec()),
-        (
-            MatchMergePartialsArgs::ENTRY,
-            MatchMergePartialsArgs::layout().to_vec(),
-        ),
-        (MatchSqnormsArgs::ENTRY, MatchSqnormsArgs::layout().to_vec()),
-        (MatchV3FoldArgs::ENTRY, MatchV3FoldArgs::layout().to_vec()),
-        (
-            MatchV3RescoreArgs::ENTRY,
-            MatchV3RescoreArgs::layout().to_vec(),
-        ),
-        (MatchV4RadiiArgs::ENTRY, MatchV4RadiiArgs::layout().to_vec()),
-        (MatchV4FoldArgs::ENTRY, MatchV4FoldArgs::layout().to_vec()),
-        (
-            MatchV4RescoreArgs::ENTRY,
-            MatchV4RescoreArgs::layout().to_vec(),
-        ),
-        (MatchV4FusedArgs::ENTRY, MatchV4FusedArgs::layout().to_vec()),
-        (
-            MatchV4Fused1Args::ENTRY,
-            MatchV4Fused1Args::layout().to_vec(),
-        ),
-        (MatchV4MergeArgs::ENTRY, MatchV4MergeArgs::layout().to_vec()),
-    ];
+    /// `(entry name, parameter layout)` of each argument struct.
+    macro_rules! kernels {
+        ($($args:ident),*) => {
+            vec![$(($args::ENTRY, $args::layout().to_vec())),*]
+        };
+    }
+    #[allow(
+        unused_mut,
+        reason = "the feature `experimental` adds V4's fused kernels"
+    )]
+    let mut kernels: Vec<(&str, Vec<(usize, usize)>)> = kernels!(
+        MatchV1DistancesArgs,
+        MatchV1RowminArgs,
+        MatchV2FusedArgs,
+        MatchMergePartialsArgs,
+        MatchSqnormsArgs,
+        MatchV3FoldArgs,
+        MatchV3RescoreArgs,
+        MatchV4RadiiArgs,
+        MatchV4FoldArgs,
+        MatchV4RescoreArgs
+    );
+    #[cfg(feature = "experimental")]
+    {
+        use cluda_gpu::args::{MatchV4Fused1Args, MatchV4FusedArgs, MatchV4MergeArgs};
+        kernels.extend(kernels!(
+            MatchV4FusedArgs,
+            MatchV4Fused1Args,
+            MatchV4MergeArgs
+        ));
+    }
     let entries = ptx_entries();
     let mut matcher: Vec<&str> = entries
         .iter()

@@ -13,8 +13,9 @@
 //! A `*_fields!` macro holds each family's field list once; it hands the list to a macro
 //! that declares the struct here and to one that declares the kernels (in `kernels/`). Entry
 //! names are listed once too: `finder_kernels!` (name, real type, window side per family; the
-//! kernels and [`names`] are built from it) and `matcher_kernels!` (each matcher kernel with
-//! its own struct and fields; the structs carry the name as `ENTRY`). Pointer fields are
+//! kernels and [`names`] are built from it) and `interp_kernels!` (each kernel with its own
+//! struct and fields; the structs carry the name as `ENTRY`). The matcher's structs are
+//! declared the same way in [`crate::matcher::args`] and re-exported here. Pointer fields are
 //! [`ConstPtr`]/[`MutPtr`]: raw pointers in the kernels, typed [`DevicePtr`]s on the host.
 
 /// A pointer parameter the kernel reads through: `*const T` in the kernels, a [`DevicePtr`]
@@ -288,8 +289,9 @@ macro_rules! run_fields {
 /// Counts token trees (for array lengths).
 macro_rules! count {
     () => { 0usize };
-    ($x:tt $($rest:tt)*) => { 1usize + count!($($rest)*) };
+    ($x:tt $($rest:tt)*) => { 1usize + $crate::args::count!($($rest)*) };
 }
+pub(crate) use count;
 
 /// Declares the argument struct `$name[<R>]` with the given fields, and its parameter helpers.
 macro_rules! args_struct {
@@ -303,23 +305,24 @@ macro_rules! args_struct {
 
         impl $(<$g>)? $name $(<$g>)? {
             /// The kernels' parameters: one per field.
-            pub const PARAMS: usize = count!($($f)*);
+            pub const PARAMS: usize = $crate::args::count!($($f)*);
             /// The field (parameter) names, in order.
-            pub const NAMES: [&'static str; count!($($f)*)] = [$(stringify!($f)),*];
+            pub const NAMES: [&'static str; $crate::args::count!($($f)*)] = [$(stringify!($f)),*];
 
             /// The address of every field, in order: the parameter array of a launch (valid
             /// while `self` lives and does not move).
-            pub fn params(&mut self) -> [*mut core::ffi::c_void; count!($($f)*)] {
+            pub fn params(&mut self) -> [*mut core::ffi::c_void; $crate::args::count!($($f)*)] {
                 [$(&raw mut self.$f as *mut core::ffi::c_void),*]
             }
 
             /// Offset and size of every field, in order (the parameter layout).
-            pub fn layout() -> [(usize, usize); count!($($f)*)] {
+            pub fn layout() -> [(usize, usize); $crate::args::count!($($f)*)] {
                 [$((core::mem::offset_of!(Self, $f), core::mem::size_of::<$ty>())),*]
             }
         }
     };
 }
+pub(crate) use args_struct;
 
 prepare_fields!(args_struct;
     /// The parameters of `cluda_prepare_*`: corrected values and thresholds of one frame.
@@ -338,216 +341,13 @@ run_fields!(args_struct;
     RunArgs<R>
 );
 
-/// Hands the matcher's kernels to `$cb!`, after the tokens `$pre`, as
-/// `[name => ArgsStruct { fields }, ...]`: the one list the kernels are declared from
-/// (`gpu/src/kernels/matcher.rs`, each running its struct's `run`) and the host's argument
-/// structs (with the entry name, `ENTRY`) are built from. All launch blocks of
-/// [`crate::layout::matcher::BLOCK`] threads.
-#[macro_export]
-#[doc(hidden)]
-macro_rules! matcher_kernels {
-    ($($cb:ident)::+; $($pre:tt)*) => {
-        $($cb)::+! { $($pre)* [
-            /// The parameters of `cluda_match_v1_distances`: `dist[i * m + j] =
-            /// ||lhs_i - rhs_j||^2` for the 128 x 128 tile (`blockIdx.y`, `blockIdx.x`).
-            cluda_match_v1_distances => MatchV1DistancesArgs {
-                /// Left descriptors, `n x 128`.
-                lhs: $crate::args::ConstPtr<f32>,
-                n: u32,
-                /// Right descriptors, `m x 128`.
-                rhs: $crate::args::ConstPtr<f32>,
-                m: u32,
-                /// The distance matrix, `n x m`.
-                dist: $crate::args::MutPtr<f32>,
-            }
-            /// The parameters of `cluda_match_v1_rowmin`: each row's minimum of the `n x m`
-            /// matrix and its (smallest) index, one warp per row.
-            cluda_match_v1_rowmin => MatchV1RowminArgs {
-                dist: $crate::args::ConstPtr<f32>,
-                n: u32,
-                m: u32,
-                /// Index and distance per row, `n` each.
-                out_idx: $crate::args::MutPtr<u32>,
-                out_dist: $crate::args::MutPtr<f32>,
-            }
-            /// The parameters of `cluda_match_v2_fused`: block `(x, y)` matches left rows
-            /// `x*128..` against right tiles `y*tiles_per_split..`, writing each row's best of
-            /// its split to `part_*[row * splits + y]`.
-            cluda_match_v2_fused => MatchV2FusedArgs {
-                lhs: $crate::args::ConstPtr<f32>,
-                n: u32,
-                rhs: $crate::args::ConstPtr<f32>,
-                m: u32,
-                tiles_per_split: u32,
-                splits: u32,
-                part_dist: $crate::args::MutPtr<f32>,
-                part_idx: $crate::args::MutPtr<u32>,
-            }
-            /// The parameters of `cluda_match_merge_partials`: each row's best over its
-            /// `splits` partial results, one thread per row.
-            cluda_match_merge_partials => MatchMergePartialsArgs {
-                part_dist: $crate::args::ConstPtr<f32>,
-                part_idx: $crate::args::ConstPtr<u32>,
-                n: u32,
-                splits: u32,
-                out_idx: $crate::args::MutPtr<u32>,
-                out_dist: $crate::args::MutPtr<f32>,
-            }
-            /// The parameters of `cluda_match_sqnorms`: `norms[r] = ||x_r||^2`, one warp per
-            /// row, and the largest as f32 bits into `*max_bits`.
-            cluda_match_sqnorms => MatchSqnormsArgs {
-                x: $crate::args::ConstPtr<f32>,
-                rows: u32,
-                norms: $crate::args::MutPtr<f32>,
-                max_bits: $crate::args::MutPtr<u32>,
-            }
-            /// The parameters of `cluda_match_v3_fold`: adds `norms_b` to a `rows x cols`
-            /// GEMM tile (row stride `ld`) of left rows `row0..` and right rows `col0..`, and
-            /// folds it into each row's best four (`best_*`, `n x 4`; `first != 0` starts
-            /// afresh).
-            cluda_match_v3_fold => MatchV3FoldArgs {
-                tile: $crate::args::ConstPtr<f32>,
-                rows: u32,
-                cols: u32,
-                ld: u32,
-                row0: u32,
-                col0: u32,
-                norms_b: $crate::args::ConstPtr<f32>,
-                best_d: $crate::args::MutPtr<f32>,
-                best_i: $crate::args::MutPtr<u32>,
-                first: u32,
-            }
-            /// The parameters of `cluda_match_v3_rescore`: the exact distance of each row's
-            /// four candidates, the best into `out_*`, and the rows that cannot be certified
-            /// appended to `flag_rows` (count in `*flag_count`).
-            cluda_match_v3_rescore => MatchV3RescoreArgs {
-                lhs: $crate::args::ConstPtr<f32>,
-                rhs: $crate::args::ConstPtr<f32>,
-                n: u32,
-                norms_a: $crate::args::ConstPtr<f32>,
-                max_bits_b: $crate::args::ConstPtr<u32>,
-                best_d: $crate::args::ConstPtr<f32>,
-                best_i: $crate::args::ConstPtr<u32>,
-                out_idx: $crate::args::MutPtr<u32>,
-                out_dist: $crate::args::MutPtr<f32>,
-                flag_count: $crate::args::MutPtr<u32>,
-                flag_rows: $crate::args::MutPtr<u32>,
-            }
-            /// The parameters of `cluda_match_v4_radii`: `radii[k] =
-            /// match_bound::radius(norms[k])` for `k < len`, one thread per value.
-            cluda_match_v4_radii => MatchV4RadiiArgs {
-                norms: $crate::args::ConstPtr<f32>,
-                len: u32,
-                radii: $crate::args::MutPtr<f32>,
-            }
-            /// The parameters of `cluda_match_v4_fold`: adds `norms_b` to a `rows x cols`
-            /// TF32 GEMM tile (row stride `ld`) of left rows `row0..` and right rows `col0..`,
-            /// lowers each row's running bound `tau` (`n`) and appends the right rows the
-            /// screen cannot rule out to its candidate slots (`slot_*`, `n x V4_SLOTS`,
-            /// `count` per row, `u32::MAX` once they overflowed); `first != 0` starts afresh.
-            cluda_match_v4_fold => MatchV4FoldArgs {
-                tile: $crate::args::ConstPtr<f32>,
-                rows: u32,
-                cols: u32,
-                ld: u32,
-                row0: u32,
-                col0: u32,
-                /// `||b||^2` per right row, padded with zeros to a multiple of 4.
-                norms_b: $crate::args::ConstPtr<f32>,
-                /// `match_bound::radius` per right row, padded to a multiple of 4.
-                radii_b: $crate::args::ConstPtr<f32>,
-                /// `match_bound::radius` per left row, `n`.
-                radii_a: $crate::args::ConstPtr<f32>,
-                tau: $crate::args::MutPtr<f32>,
-                count: $crate::args::MutPtr<u32>,
-                slot_d: $crate::args::MutPtr<f32>,
-                slot_i: $crate::args::MutPtr<u32>,
-                first: u32,
-            }
-            /// The parameters of `cluda_match_v4_rescore`: V2's exact f32 distance of each
-            /// row's candidates, the best (ties to the smaller index) into `out_*`, and rows
-            /// whose slots overflowed appended to `flag_rows` (count in `*flag_count`).
-            cluda_match_v4_rescore => MatchV4RescoreArgs {
-                lhs: $crate::args::ConstPtr<f32>,
-                rhs: $crate::args::ConstPtr<f32>,
-                n: u32,
-                count: $crate::args::ConstPtr<u32>,
-                slot_i: $crate::args::ConstPtr<u32>,
-                out_idx: $crate::args::MutPtr<u32>,
-                out_dist: $crate::args::MutPtr<f32>,
-                flag_count: $crate::args::MutPtr<u32>,
-                flag_rows: $crate::args::MutPtr<u32>,
-            }
-            /// The parameters of `cluda_match_v4_fused`: V4's screen computed on the tensor
-            /// cores by the kernel itself (`mma.sync` TF32), never stored. Block `(x, y)`
-            /// screens left rows `x*128..` against right tiles `y*tiles_per_split..`. With
-            /// `gather == 0` it writes each row's smallest upper bound of its split to
-            /// `part_tau[row * splits + y]`; with `gather != 0` it reads them and appends every
-            /// right row the bound cannot rule out to the row's slots (`count` per row, zeroed
-            /// before; more than `V4_SLOTS` means overflowed).
-            cluda_match_v4_fused => MatchV4FusedArgs {
-                lhs: $crate::args::ConstPtr<f32>,
-                n: u32,
-                rhs: $crate::args::ConstPtr<f32>,
-                m: u32,
-                tiles_per_split: u32,
-                splits: u32,
-                /// `||b||^2` per right row, `m`.
-                norms_b: $crate::args::ConstPtr<f32>,
-                /// `match_bound::radius` per right row, `m`.
-                radii_b: $crate::args::ConstPtr<f32>,
-                /// `match_bound::radius` per left row, `n`.
-                radii_a: $crate::args::ConstPtr<f32>,
-                part_tau: $crate::args::MutPtr<f32>,
-                count: $crate::args::MutPtr<u32>,
-                slot_i: $crate::args::MutPtr<u32>,
-                gather: u32,
-            }
-            /// The parameters of `cluda_match_v4_fused1`: V4's fused screen in one pass.
-            /// Block `(x, y)` screens left rows `x*128..` against right tiles
-            /// `y*tiles_per_split..` with a running bound per row, and writes the row's bound
-            /// (`part_tau`), its candidates under that bound (`part_l`, `part_j`,
-            /// `V4_SPLIT_SLOTS` per row and split) and their count (`part_cnt`, `u32::MAX`
-            /// when they overflowed), each `[row * splits + y]`.
-            cluda_match_v4_fused1 => MatchV4Fused1Args {
-                lhs: $crate::args::ConstPtr<f32>,
-                n: u32,
-                rhs: $crate::args::ConstPtr<f32>,
-                m: u32,
-                tiles_per_split: u32,
-                splits: u32,
-                norms_b: $crate::args::ConstPtr<f32>,
-                radii_b: $crate::args::ConstPtr<f32>,
-                radii_a: $crate::args::ConstPtr<f32>,
-                part_tau: $crate::args::MutPtr<f32>,
-                part_cnt: $crate::args::MutPtr<u32>,
-                part_l: $crate::args::MutPtr<f32>,
-                part_j: $crate::args::MutPtr<u32>,
-            }
-            /// The parameters of `cluda_match_v4_merge`: each row's bound over its splits,
-            /// and the splits' candidates under its threshold gathered into `slot_i`
-            /// (`count` per row; more than `V4_SLOTS`, or a split's overflow, means
-            /// overflowed). One thread per row.
-            cluda_match_v4_merge => MatchV4MergeArgs {
-                part_tau: $crate::args::ConstPtr<f32>,
-                part_cnt: $crate::args::ConstPtr<u32>,
-                part_l: $crate::args::ConstPtr<f32>,
-                part_j: $crate::args::ConstPtr<u32>,
-                n: u32,
-                splits: u32,
-                radii_a: $crate::args::ConstPtr<f32>,
-                count: $crate::args::MutPtr<u32>,
-                slot_i: $crate::args::MutPtr<u32>,
-            }
-        ] }
-    };
-}
-
-/// Declares the matcher's argument structs, each with its kernel's entry name.
-macro_rules! matcher_structs {
+/// Declares the argument structs of a `[name => ArgsStruct { fields }, ...]` kernel list (the
+/// matcher's, `crate::matcher::args`, and [`interp_kernels`]'s), each with its kernel's entry
+/// name.
+macro_rules! entry_structs {
     ([$($(#[$m:meta])* $k:ident => $args:ident { $($fields:tt)* })*]) => {
         $(
-            args_struct! { $(#[$m])* $args { $($fields)* } }
+            $crate::args::args_struct! { $(#[$m])* $args { $($fields)* } }
 
             impl $args {
                 /// The kernel's entry name in the PTX.
@@ -556,11 +356,10 @@ macro_rules! matcher_structs {
         )*
     };
 }
-
-matcher_kernels!(matcher_structs;);
+pub(crate) use entry_structs;
 
 /// Hands the eta-interpolation kernels to `$cb!` as `[name => ArgsStruct { fields }, ...]`
-/// (like `matcher_kernels!`): the kernels (`gpu/src/kernels/interp.rs`) and the host's
+/// (like the matcher's `matcher_kernels!`): the kernels (`gpu/src/kernels/interp.rs`) and the host's
 /// argument structs are built from this one list. Both read a chunk's compact results as the
 /// finder left them on the device (`frames + 1` running counts, then the packed records
 /// from word `records_at`) and do nothing when the chunk overflowed its room; both run in
@@ -647,7 +446,9 @@ macro_rules! interp_kernels {
     };
 }
 
-interp_kernels!(matcher_structs;);
+interp_kernels!(entry_structs;);
+
+pub use crate::matcher::args::*;
 
 /// Declares a struct `$name<R>` with the given fields (a part of a kernel family's fields).
 macro_rules! part_struct {

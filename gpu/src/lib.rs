@@ -20,9 +20,12 @@ pub mod classify;
 pub mod eta;
 pub mod layout;
 pub mod lookback;
-pub mod match_bound;
+pub mod matcher;
 pub mod pedestal;
 pub mod real;
+
+/// V4's screening bound, under its earlier path.
+pub use matcher::bound as match_bound;
 
 #[cfg(target_arch = "nvptx64")]
 pub mod kernels;

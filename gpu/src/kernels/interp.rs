@@ -218,25 +218,4 @@ impl NarrowArgs {
     }
 }
 
-/// Declares each kernel of `interp_kernels!` running its struct's `run`.
-macro_rules! interp_entries {
-    ([$($(#[$m:meta])* $k:ident => $args:ident {
-        $($(#[$fm:meta])* $f:ident: $ty:ty,)*
-    })*]) => {
-        $(
-            $(#[$m])*
-            ///
-            /// # Safety
-            ///
-            /// Launched by the host with its argument struct's fields as its parameters: every
-            /// pointer a live device buffer of the sizes the struct's docs give.
-            #[unsafe(no_mangle)]
-            pub unsafe extern "ptx-kernel" fn $k($($f: $ty),*) {
-                // SAFETY: the launch's contract, stated on the struct's `run`.
-                unsafe { $args { $($f),* }.run() }
-            }
-        )*
-    };
-}
-
-crate::interp_kernels!(interp_entries;);
+crate::interp_kernels!(super::struct_entries;);

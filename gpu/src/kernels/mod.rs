@@ -74,9 +74,33 @@ macro_rules! entry_one {
     };
 }
 
+/// Declares each kernel of a `[name => ArgsStruct { fields }, ...]` list (`interp_kernels!`,
+/// the matcher's `matcher_kernels!`): it takes its struct's fields as its parameters and runs
+/// the struct's `run`.
+macro_rules! struct_entries {
+    ([$($(#[$m:meta])* $k:ident => $args:ident {
+        $($(#[$fm:meta])* $f:ident: $ty:ty,)*
+    })*]) => {
+        $(
+            $(#[$m])*
+            ///
+            /// # Safety
+            ///
+            /// Launched by the host with its argument struct's fields as its parameters: every
+            /// pointer a live device buffer of the sizes the struct's docs give, in blocks of
+            /// the size they give.
+            #[unsafe(no_mangle)]
+            pub unsafe extern "ptx-kernel" fn $k($($f: $ty),*) {
+                // SAFETY: the launch's contract, stated on the struct's `run`.
+                unsafe { $args { $($f),* }.run() }
+            }
+        )*
+    };
+}
+pub(crate) use struct_entries;
+
 pub mod frame;
 pub mod interp;
-pub mod matcher;
 pub mod prepare;
 pub(crate) mod prims;
 pub mod run;

@@ -155,24 +155,40 @@ pub(crate) unsafe fn st_shared_u64(a: u64, v: u64) {
     unsafe { asm!("st.shared.u64 [{a}], {v};", a = in(reg64) a, v = in(reg64) v) };
 }
 
-/// Loads four consecutive floats from shared memory (16-byte aligned address).
+/// Four consecutive floats loaded by `$ld` (a `.v4.f32` load instruction) from the address
+/// `$p`, with the `asm!` options `$opt`.
+macro_rules! ld_f32x4 {
+    ($ld:literal, $p:expr, $($opt:ident),*) => {{
+        let (a, b, c, d): (f32, f32, f32, f32);
+        // SAFETY: the caller of the function this expands in passes a 16-byte aligned address
+        // of four floats in the instruction's state space.
+        unsafe {
+            asm!(
+                concat!($ld, " {{{a}, {b}, {c}, {d}}}, [{p}];"),
+                p = in(reg64) $p,
+                a = out(reg32) a,
+                b = out(reg32) b,
+                c = out(reg32) c,
+                d = out(reg32) d,
+                options($($opt),*),
+            );
+        }
+        [a, b, c, d]
+    }};
+}
+
+/// Loads four consecutive floats from shared memory (16-byte aligned address inside a shared
+/// array of this kernel).
 #[inline(always)]
 pub(crate) unsafe fn ld_shared_f32x4(addr: u64) -> [f32; 4] {
-    let (a, b, c, d): (f32, f32, f32, f32);
-    // SAFETY: the caller passes a 16-byte aligned address of four floats inside a shared
-    // array of this kernel.
-    unsafe {
-        asm!(
-            "ld.shared.v4.f32 {{{a}, {b}, {c}, {d}}}, [{p}];",
-            p = in(reg64) addr,
-            a = out(reg32) a,
-            b = out(reg32) b,
-            c = out(reg32) c,
-            d = out(reg32) d,
-            options(readonly, nostack),
-        );
-    }
-    [a, b, c, d]
+    ld_f32x4!("ld.shared.v4.f32", addr, readonly, nostack)
+}
+
+/// Loads four consecutive floats from global memory through the read-only (non-coherent)
+/// path (16-byte aligned address of data no kernel of the launch writes).
+#[inline(always)]
+pub(crate) unsafe fn ld_global_nc_f32x4(addr: *const f32) -> [f32; 4] {
+    ld_f32x4!("ld.global.nc.v4.f32", addr, pure, readonly, nostack)
 }
 
 /// Stores one float to shared memory.

@@ -16,7 +16,10 @@
 //!   leaves a few candidates per row, rescored with V2's exact arithmetic: the result equals
 //!   V2's bit for bit (see `v4` and `docs/matcher.md`).
 //!
-//! The GPU versions need the `gpu` feature; without it they are [`Error::NoGpu`] errors.
+//! The GPU versions need the `gpu` feature; without it they are [`Error::NoGpu`] errors. Their
+//! host side is the module tree `gpu/` (the matcher, one module per version, the GEMM tile
+//! driver V3 and V4 share, cuBLAS); V4's fused kernels (`V4Kernel::FusedTwoPass`,
+//! `FusedOnePass`) need the feature `experimental`.
 //!
 //! **What [`Match::distance`] holds**: for every version, the squared L2 distance of the
 //! returned pair computed directly as `sum((a_k - b_k)^2)` in `f32` (with fused multiply-adds on
@@ -31,28 +34,18 @@
 //! an empty `rhs` is an error (no neighbour exists). Both sides hold at most `u32::MAX` rows.
 
 pub mod cpu;
-#[cfg(feature = "gpu")]
-pub mod cublas;
 mod files;
 #[cfg(feature = "gpu")]
 mod gpu;
 mod tiling;
 mod types;
-#[cfg(feature = "gpu")]
-mod v1;
-#[cfg(feature = "gpu")]
-mod v2;
-#[cfg(feature = "gpu")]
-pub mod v3;
-#[cfg(feature = "gpu")]
-pub mod v4;
 
 /// V4's screening bound (shared with its fold kernel), for tests and documentation.
 pub use cluda_gpu::match_bound;
 
 pub use files::{read_descriptors, write_descriptors, write_matches, write_matches_claiming};
 #[cfg(feature = "gpu")]
-pub use gpu::{CandidateStats, GpuMatcher, GpuRun};
+pub use gpu::{CandidateStats, GpuMatcher, GpuRun, cublas, v3, v4};
 pub use tiling::{V3Tiling, V4Kernel};
 pub use types::{DIM, Descriptor, MAX_ABS_VALUE, Match, MatchVersion, validate};
 

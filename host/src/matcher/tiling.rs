@@ -5,15 +5,18 @@
 use crate::error::{Error, Result};
 
 /// How V4 computes its TF32 screen (`GpuMatcher::set_v4_kernel`); every choice gives the same
-/// result, V2's bit for bit.
+/// result, V2's bit for bit. The fused kernels, slower today than cuBLAS, exist only with the
+/// feature `experimental`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum V4Kernel {
     /// cuBLAS TF32 GEMM tiles (shaped by [`V3Tiling`]) folded by `cluda_match_v4_fold`.
     #[default]
     Cublas,
+    #[cfg(feature = "experimental")]
     /// `cluda_match_v4_fused` twice (row bounds, then candidates): `mma.sync` in the kernel,
     /// no matrix in memory, the GEMM work done twice.
     FusedTwoPass,
+    #[cfg(feature = "experimental")]
     /// `cluda_match_v4_fused1` once (running bounds and per-split candidate lists) and
     /// `cluda_match_v4_merge`.
     FusedOnePass,

@@ -1,20 +1,27 @@
 //! The GPU matcher: one stream, the matcher's kernels, the cuBLAS handles (created on first V3
-//! or V4 use), and the upload / time / download frame around the four versions.
+//! or V4 use), and the upload / time / download frame around the four versions, one module
+//! each ([`v1`], [`v2`], [`v3`], [`v4`]; V4's fused kernels in `fused`, feature
+//! `experimental`), with the GEMM tile driver of V3 and V4 in [`tiles`] and cuBLAS's loading
+//! in [`cublas`].
+
+pub mod cublas;
+#[cfg(feature = "experimental")]
+mod fused;
+mod tiles;
+mod v1;
+mod v2;
+pub mod v3;
+pub mod v4;
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use std::ffi::c_void;
 
-use cluda_gpu::args::{
-    MatchMergePartialsArgs, MatchSqnormsArgs, MatchV1DistancesArgs, MatchV1RowminArgs,
-    MatchV2FusedArgs, MatchV3FoldArgs, MatchV3RescoreArgs, MatchV4FoldArgs, MatchV4Fused1Args,
-    MatchV4FusedArgs, MatchV4MergeArgs, MatchV4RadiiArgs, MatchV4RescoreArgs,
-};
 use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
 use cudarc::driver::{CudaEvent, CudaFunction, CudaStream, DriverError};
 
-use super::cublas::Blas;
+use self::cublas::Blas;
 use super::tiling::{V3Tiling, V4Kernel};
 use super::types::{Descriptor, Match, MatchVersion, validate};
 use crate::cuda::Device;
@@ -22,47 +29,68 @@ use crate::device_memory::DeviceBuf;
 use crate::error::{CudaContextExt, Error, Result};
 
 /// Threads per block of every matcher launch (the kernels' tiles assume it).
-pub(super) const BLOCK: u32 = cluda_gpu::layout::matcher::BLOCK;
+const BLOCK: u32 = cluda_gpu::layout::matcher::BLOCK;
 
-/// The matcher's kernels, loaded from cluda's PTX module by the entry names of their argument
-/// structs.
-pub(super) struct Kernels {
-    pub v1_distances: CudaFunction,
-    pub v1_rowmin: CudaFunction,
-    pub v2_fused: CudaFunction,
-    pub merge_partials: CudaFunction,
-    pub sqnorms: CudaFunction,
-    pub v3_fold: CudaFunction,
-    pub v3_rescore: CudaFunction,
-    pub v4_radii: CudaFunction,
-    pub v4_fold: CudaFunction,
-    pub v4_rescore: CudaFunction,
-    pub v4_fused: CudaFunction,
-    pub v4_fused1: CudaFunction,
-    pub v4_merge: CudaFunction,
+/// Declares [`Kernels`], one field per matcher kernel, loaded by its argument struct's entry
+/// name; the fused ones only with the feature `experimental`.
+macro_rules! kernels {
+    ($($(#[$m:meta])* $field:ident: $args:ident,)*) => {
+        /// The matcher's kernels, loaded from cluda's PTX module by the entry names of their
+        /// argument structs.
+        struct Kernels {
+            $($(#[$m])* pub $field: CudaFunction,)*
+        }
+
+        impl Kernels {
+            fn load(device: &Device) -> Result<Self> {
+                Ok(Self {
+                    $($(#[$m])* $field: device.function(cluda_gpu::args::$args::ENTRY)?,)*
+                })
+            }
+        }
+    };
+}
+
+kernels! {
+    v1_distances: MatchV1DistancesArgs,
+    v1_rowmin: MatchV1RowminArgs,
+    v2_fused: MatchV2FusedArgs,
+    merge_partials: MatchMergePartialsArgs,
+    sqnorms: MatchSqnormsArgs,
+    v3_fold: MatchV3FoldArgs,
+    v3_rescore: MatchV3RescoreArgs,
+    v4_radii: MatchV4RadiiArgs,
+    v4_fold: MatchV4FoldArgs,
+    v4_rescore: MatchV4RescoreArgs,
+    #[cfg(feature = "experimental")]
+    v4_fused: MatchV4FusedArgs,
+    #[cfg(feature = "experimental")]
+    v4_fused1: MatchV4Fused1Args,
+    #[cfg(feature = "experimental")]
+    v4_merge: MatchV4MergeArgs,
 }
 
 /// A GPU matcher bound to one device; reuse it across calls to avoid re-opening the context
 /// and re-creating the cuBLAS handle.
 pub struct GpuMatcher {
-    pub(super) device: Device,
-    pub(super) stream: Arc<CudaStream>,
+    device: Device,
+    stream: Arc<CudaStream>,
     /// Second, high-priority stream: V3 folds tile k on it while SGEMM computes tile k+1 on
     /// `stream`.
-    pub(super) fold_stream: Arc<CudaStream>,
-    pub(super) k: Kernels,
+    fold_stream: Arc<CudaStream>,
+    k: Kernels,
     /// Large scratch buffers (V1's matrix, V3's tiles) kept between calls: stream-ordered
     /// allocations of hundreds of MiB cost more than the work they hold. See
     /// [`GpuMatcher::release_workspace`].
-    pub(super) workspace: Vec<DeviceBuf>,
-    pub(super) blas: Option<Blas>,
+    workspace: Vec<DeviceBuf>,
+    blas: Option<Blas>,
     /// V4's cuBLAS handle, in TF32 tensor-op mode (a handle of its own, so that V3 and the
     /// bare SGEMM never run in TF32).
-    pub(super) blas_tf32: Option<Blas>,
-    pub(super) sms: usize,
-    pub(super) tiling: V3Tiling,
+    blas_tf32: Option<Blas>,
+    sms: usize,
+    tiling: V3Tiling,
     /// How V4 computes its screen (see `super::v4`).
-    pub(super) v4_kernel: V4Kernel,
+    v4_kernel: V4Kernel,
 }
 
 /// Result of one GPU match with its timings.
@@ -96,7 +124,7 @@ pub struct CandidateStats {
 
 impl CandidateStats {
     /// Statistics of V4's per-row counts (above `slots`: overflowed).
-    pub(super) fn of(counts: &[u32], slots: usize) -> Self {
+    fn of(counts: &[u32], slots: usize) -> Self {
         let ok: Vec<u32> = counts
             .iter()
             .copied()
@@ -115,20 +143,29 @@ impl CandidateStats {
     }
 }
 
+/// The two sides of a match on the device: the left descriptors and their count `n`, the right
+/// ones and their count `m` (both at least 1).
+#[derive(Clone, Copy)]
+struct Sides<'a>(&'a DeviceBuf, usize, &'a DeviceBuf, usize);
+
 /// Device-side outputs of a version: index (`u32`) and distance (`f32`) per left row.
-pub(super) struct DeviceResult {
+struct DeviceResult {
     pub idx: DeviceBuf,
     pub dist: DeviceBuf,
 }
 
 impl DeviceResult {
+    /// Room for `n` rows, uninitialised (the kernel writes every row); `what` names the
+    /// version in errors.
+    fn on_stream(s: &Arc<CudaStream>, n: usize, what: &str) -> Result<Self> {
+        Ok(Self {
+            idx: DeviceBuf::on_stream(s, n * 4, &format!("{what}'s indices"))?,
+            dist: DeviceBuf::on_stream(s, n * 4, &format!("{what}'s distances"))?,
+        })
+    }
+
     /// The first `n` matches, downloaded in `stream`'s order; `what` names them in errors.
-    pub(super) fn download(
-        &self,
-        stream: &Arc<CudaStream>,
-        n: usize,
-        what: &str,
-    ) -> Result<Vec<Match>> {
+    fn download(&self, stream: &Arc<CudaStream>, n: usize, what: &str) -> Result<Vec<Match>> {
         let mut idx = vec![0u32; n];
         let mut dist = vec![0f32; n];
         self.idx
@@ -140,6 +177,37 @@ impl DeviceResult {
             .zip(dist)
             .map(|(index, distance)| Match { index, distance })
             .collect())
+    }
+}
+
+/// V3's flagged rows (and V4's overflowed rows) on the device: a counter (`u32`) and the
+/// list it counts into (`u32`).
+struct Flags {
+    pub count: DeviceBuf,
+    pub rows: DeviceBuf,
+}
+
+impl Flags {
+    /// Room for `n` flagged rows, the counter zeroed; `what` names the version in errors.
+    fn on_stream(s: &Arc<CudaStream>, n: usize, what: &str) -> Result<Self> {
+        Ok(Self {
+            count: DeviceBuf::zeroed_on_stream(s, 4, &format!("{what}'s flag counter"))?,
+            rows: DeviceBuf::on_stream(s, n * 4, &format!("{what}'s flag list"))?,
+        })
+    }
+
+    /// The flagged rows, sorted.
+    fn download(&self, s: &Arc<CudaStream>) -> Result<Vec<u32>> {
+        let mut count = [0u32];
+        self.count.download_on(s, &mut count, "the flag count")?;
+        let count = (count[0] as usize).min(self.rows.bytes() / 4);
+        if count == 0 {
+            return Ok(Vec::new());
+        }
+        let mut rows = vec![0u32; count];
+        self.rows.download_on(s, &mut rows, "the flagged rows")?;
+        rows.sort_unstable();
+        Ok(rows)
     }
 }
 
@@ -157,21 +225,7 @@ impl GpuMatcher {
         let fold_stream = ctx
             .new_stream_with_priority(greatest)
             .cuda("creating the matcher's fold stream")?;
-        let k = Kernels {
-            v1_distances: device.function(MatchV1DistancesArgs::ENTRY)?,
-            v1_rowmin: device.function(MatchV1RowminArgs::ENTRY)?,
-            v2_fused: device.function(MatchV2FusedArgs::ENTRY)?,
-            merge_partials: device.function(MatchMergePartialsArgs::ENTRY)?,
-            sqnorms: device.function(MatchSqnormsArgs::ENTRY)?,
-            v3_fold: device.function(MatchV3FoldArgs::ENTRY)?,
-            v3_rescore: device.function(MatchV3RescoreArgs::ENTRY)?,
-            v4_radii: device.function(MatchV4RadiiArgs::ENTRY)?,
-            v4_fold: device.function(MatchV4FoldArgs::ENTRY)?,
-            v4_rescore: device.function(MatchV4RescoreArgs::ENTRY)?,
-            v4_fused: device.function(MatchV4FusedArgs::ENTRY)?,
-            v4_fused1: device.function(MatchV4Fused1Args::ENTRY)?,
-            v4_merge: device.function(MatchV4MergeArgs::ENTRY)?,
-        };
+        let k = Kernels::load(device)?;
         let sms = ctx
             .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
             .cuda("reading the multiprocessor count")?
@@ -202,7 +256,7 @@ impl GpuMatcher {
 
     /// A scratch buffer of at least `len` floats: a kept one if large enough, else a new one
     /// (contents undefined). Give it back with [`Self::give_back`].
-    pub(super) fn take_scratch(&mut self, len: usize, what: &str) -> Result<DeviceBuf> {
+    fn take_scratch(&mut self, len: usize, what: &str) -> Result<DeviceBuf> {
         let bytes = len * size_of::<f32>();
         if let Some(pos) = self.workspace.iter().position(|b| b.bytes() >= bytes) {
             return Ok(self.workspace.swap_remove(pos));
@@ -214,7 +268,7 @@ impl GpuMatcher {
     }
 
     /// Keeps a scratch buffer for the next call (at most two are kept).
-    pub(super) fn give_back(&mut self, buf: DeviceBuf) {
+    fn give_back(&mut self, buf: DeviceBuf) {
         self.workspace.push(buf);
         self.workspace.sort_by_key(|b| std::cmp::Reverse(b.bytes()));
         self.workspace.truncate(2);
@@ -258,18 +312,19 @@ impl GpuMatcher {
         let rhs_d =
             DeviceBuf::upload_on(&self.stream, rhs.as_flattened(), "the right descriptors")?;
         let (n, m) = (lhs.len(), rhs.len());
+        let sides = Sides(&lhs_d, n, &rhs_d, m);
         let start = self.event()?;
         let mut counts = None;
         let (res, flagged) = match version {
-            MatchVersion::V1 => (self.v1(&lhs_d, n, &rhs_d, m)?, None),
-            MatchVersion::V2 => (self.v2(&lhs_d, n, &rhs_d, m)?, None),
+            MatchVersion::V1 => (self.v1(sides)?, None),
+            MatchVersion::V2 => (self.v2(sides)?, None),
             MatchVersion::V4 => {
-                let out = self.v4(&lhs_d, n, &rhs_d, m)?;
+                let out = self.v4(sides)?;
                 counts = Some(out.counts);
                 (out.result, Some(out.flags))
             }
             _ => {
-                let (r, f) = self.v3(&lhs_d, n, &rhs_d, m)?;
+                let (r, f) = self.v3(sides)?;
                 (r, Some(f))
             }
         };
@@ -297,7 +352,7 @@ impl GpuMatcher {
             let sub_d =
                 DeviceBuf::upload_on(&self.stream, sub.as_flattened(), "the rows to recompute")?;
             let s = self.event()?;
-            let res = self.v2(&sub_d, sub.len(), &rhs_d, m)?;
+            let res = self.v2(Sides(&sub_d, sub.len(), &rhs_d, m))?;
             let e = self.event()?;
             let redone = res.download(&self.stream, sub.len(), "recomputed")?;
             device_ms += f64::from(s.elapsed_ms(&e).cuda("timing the recomputation")?);
@@ -316,7 +371,7 @@ impl GpuMatcher {
     }
 
     /// A timing event recorded now on the matcher's stream.
-    pub(super) fn event(&self) -> Result<CudaEvent> {
+    fn event(&self) -> Result<CudaEvent> {
         self.stream
             .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
             .cuda("recording a timing event")
@@ -332,7 +387,7 @@ impl GpuMatcher {
 /// As [`crate::cuda::launch`]: `params` are the fields of `f`'s argument struct, alive until
 /// the call returns, every pointer a live device buffer of the sizes `f` reads and writes for
 /// this grid, usable on `stream` (allocated on it, or ordered after it by an event).
-pub(super) unsafe fn launch(
+unsafe fn launch(
     stream: &CudaStream,
     f: &CudaFunction,
     grid: (u32, u32),
@@ -343,13 +398,54 @@ pub(super) unsafe fn launch(
     unsafe { crate::cuda::launch(f, grid, BLOCK, stream.cu_stream(), params, false) }
 }
 
+/// [`launch`]es `f` on `stream` with one warp per row of `rows` ([`warp_rows_grid`]); a
+/// failure is "launching `what`".
+///
+/// # Safety
+///
+/// As [`launch`], for a grid of one warp per row.
+unsafe fn launch_rows(
+    stream: &CudaStream,
+    f: &CudaFunction,
+    rows: usize,
+    params: &mut [*mut c_void],
+    what: &str,
+) -> Result<()> {
+    let grid = (warp_rows_grid(rows)?, 1);
+    // SAFETY: as the caller promises.
+    match unsafe { launch(stream, f, grid, params) } {
+        Ok(()) => Ok(()),
+        Err(e) => Err(e).cuda(&format!("launching {what}")),
+    }
+}
+
+/// `$args { lhs, rhs, n (of the [`Sides`] `$p`), $mid, the outputs of `$out` and `$flags` }`:
+/// a rescoring kernel's arguments, whose first and last fields are the groups both
+/// rescorings share.
+macro_rules! rescore_args {
+    ($args:ident, $p:expr, $out:expr, $flags:expr, { $($mid:tt)* }) => {{
+        let Sides(lhs, n, rhs, _) = $p;
+        $args {
+            lhs: lhs.at(),
+            rhs: rhs.at(),
+            n: n as u32,
+            $($mid)*
+            out_idx: $out.idx.at(),
+            out_dist: $out.dist.at(),
+            flag_count: $flags.count.at(),
+            flag_rows: $flags.rows.at(),
+        }
+    }};
+}
+use rescore_args;
+
 /// Grid size for one warp per row with [`BLOCK`]-thread blocks.
-pub(super) fn warp_rows_grid(rows: usize) -> Result<u32> {
+fn warp_rows_grid(rows: usize) -> Result<u32> {
     grid_dim(rows.div_ceil((BLOCK / 32) as usize), "rows")
 }
 
 /// A grid dimension as u32, or a clear error.
-pub(super) fn grid_dim(blocks: usize, what: &str) -> Result<u32> {
+fn grid_dim(blocks: usize, what: &str) -> Result<u32> {
     u32::try_from(blocks)
         .ok()
         .filter(|&b| b <= i32::MAX as u32)

@@ -6,7 +6,7 @@
 
 use cluda_gpu::args::{MatchV1DistancesArgs, MatchV1RowminArgs};
 
-use super::gpu::{DeviceResult, GpuMatcher, grid_dim, launch, warp_rows_grid};
+use super::{DeviceResult, GpuMatcher, Sides, grid_dim, launch, launch_rows};
 use crate::device_memory::DeviceBuf;
 use crate::error::{CudaContextExt, Error, Result};
 
@@ -47,13 +47,8 @@ impl GpuMatcher {
     }
 
     /// V1 on uploaded descriptors (`n`, `m` >= 1, memory already checked).
-    pub(super) fn v1(
-        &mut self,
-        lhs: &DeviceBuf,
-        n: usize,
-        rhs: &DeviceBuf,
-        m: usize,
-    ) -> Result<DeviceResult> {
+    pub(super) fn v1(&mut self, p: Sides<'_>) -> Result<DeviceResult> {
+        let Sides(lhs, n, rhs, m) = p;
         // Every element of the matrix is written by the distance kernel before it is read.
         let dist_mat = self.take_scratch(n * m, "v1's distance matrix")?;
         let s = &self.stream;
@@ -86,14 +81,14 @@ impl GpuMatcher {
             };
             // SAFETY: dist_mat n x m, idx and dist n.
             unsafe {
-                launch(
+                launch_rows(
                     s,
                     &self.k.v1_rowmin,
-                    (warp_rows_grid(n)?, 1),
+                    n,
                     &mut a.params(),
+                    "v1's row-minimum kernel",
                 )
-            }
-            .cuda("launching v1's row-minimum kernel")?;
+            }?;
         }
         self.give_back(dist_mat);
         Ok(DeviceResult { idx, dist })

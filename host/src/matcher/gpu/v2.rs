@@ -1,4 +1,4 @@
-//! V2: one fused tiled kernel (`cluda_match_v2_fused`, see `gpu/src/kernels/matcher.rs`): a
+//! V2: one fused tiled kernel (`cluda_match_v2_fused`, see `gpu/src/matcher/kernels/v2.rs`): a
 //! block owns 128 left rows and a contiguous range of 128-wide right tiles and keeps each row's
 //! running best in registers; the distance matrix is never stored. When the left side alone
 //! gives too few blocks to fill the GPU, the right side is split over `gridDim.y`, and
@@ -6,7 +6,7 @@
 
 use cluda_gpu::args::{MatchMergePartialsArgs, MatchV2FusedArgs};
 
-use super::gpu::{BLOCK, DeviceResult, GpuMatcher, grid_dim, launch};
+use super::{BLOCK, DeviceResult, GpuMatcher, Sides, grid_dim, launch};
 use crate::device_memory::DeviceBuf;
 use crate::error::{CudaContextExt, Result};
 
@@ -27,13 +27,8 @@ pub(super) fn split_plan(n: usize, m: usize, sms: usize) -> (usize, usize) {
 
 impl GpuMatcher {
     /// V2 on uploaded descriptors (`n`, `m` >= 1).
-    pub(super) fn v2(
-        &self,
-        lhs: &DeviceBuf,
-        n: usize,
-        rhs: &DeviceBuf,
-        m: usize,
-    ) -> Result<DeviceResult> {
+    pub(super) fn v2(&self, p: Sides<'_>) -> Result<DeviceResult> {
+        let Sides(lhs, n, rhs, m) = p;
         let s = &self.stream;
         let (splits, per) = split_plan(n, m, self.sms);
         let part_d = DeviceBuf::zeroed_on_stream(s, n * splits * 4, "v2's partial distances")?;
