@@ -21,6 +21,8 @@ pub mod acquisition;
 pub mod assembly;
 pub mod header;
 pub mod inlet;
+#[cfg(feature = "plot")]
+pub mod live_plots;
 pub mod parts;
 pub mod publisher;
 pub mod receiver;
