@@ -6,7 +6,8 @@
 Standard library only (struct, array), independent of cluda's reader:
   - both masters name the ROI as docs/file-formats.md ("Receiver ROI") says: format >= 8,
     "Receiver Rois" a list of exactly that one ROI (before: "Receiver Roi", that ROI), "Pixels"
-    and "Image Size" still the whole detector's (400 x 400, 320000 bytes);
+    and "Image Size" (7.x: "Image Size in bytes") still the whole detector's (400 x 400, 320000
+    bytes);
   - every data file (`_d0_f*_0.raw`) is a whole number of records of 112 header bytes plus the
     ROI's pixels (2 bytes each), FRAMES records in all, frame numbers consecutive;
   - one frame's pixels as cluda read them: the first data frame's clusters in DATA.clust (cluda's
@@ -44,8 +45,10 @@ def master_roi(path, roi):
     pix = m.get("Pixels")
     if pix != {"x": DETECTOR[0], "y": DETECTOR[1]}:
         fail(f"{path}: \"Pixels\" is {pix!r}, expected the whole detector's")
-    if m.get("Image Size") != DETECTOR[0] * DETECTOR[1] * 2:
-        fail(f"{path}: \"Image Size\" is {m.get('Image Size')!r}, expected the whole detector's")
+    # Master format 8.0 (release 10) calls it "Image Size"; 7.x "Image Size in bytes".
+    size_key = "Image Size" if "Image Size" in m else "Image Size in bytes"
+    if m.get(size_key) != DETECTOR[0] * DETECTOR[1] * 2:
+        fail(f"{path}: \"{size_key}\" is {m.get(size_key)!r}, expected the whole detector's")
     return m
 
 
