@@ -1,18 +1,15 @@
-//! The CPU finder against the independent oracle (tests/oracle), exactly, cluster for cluster,
+//! The CPU finder against the independent oracle (tests/support/src/oracle), exactly, cluster for cluster,
 //! on random scenarios: frame sizes 1x1 .. 40x40 (many smaller than the window), every window
 //! size, n_sigma in [0, 8], both threshold modes, N in 1 ..= 20, noisy / identical / flat
 //! pedestals, and data frames with big photons, saturation, dips (c < -t), exact ties of the
 //! window maximum and charge clouds. Plus: thread-count invariance, streaming == owned, and
 //! splitting frames over calls == one call.
 
-mod common;
-mod oracle;
-
 use cluda::{ClusterBatch, ClusterFinder, ClusterSize, CpuFinder, Frames, Precision};
-use common::{Case, Noise, arith, batch_clusters, compare, oracle_run};
-use oracle::{Arith, OCluster, Oracle, Params, RuleStats};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
+use support::cases::{Case, Noise, arith, batch_clusters, compare, oracle_run};
+use support::oracle::{Arith, OCluster, Oracle, Params, RuleStats};
 
 fn n_sigma() -> impl Strategy<Value = f64> {
     prop_oneof![
@@ -313,7 +310,7 @@ fn generated_cases_exercise_every_rule() {
 /// the centre pixel. The finder must decide as the row-major order says (docs/semantics.md: "the
 /// order is part of the result"). Random data almost never lands this close to the threshold,
 /// so the proptest suites alone would not notice another order.
-fn summation_order_decides<T: oracle::Flt>(precision: Precision, want: usize) {
+fn summation_order_decides<T: support::oracle::Flt>(precision: Precision, want: usize) {
     use rand::rngs::SmallRng;
     use rand::{Rng, SeedableRng};
     let mut rng = SmallRng::seed_from_u64(0x5eed ^ want as u64);

@@ -4,31 +4,12 @@
 //! the inputs as one stream of frames.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 use cluda::io::npy::{read_u16_frames, write_u16_3d};
 use cluda::io::read_cluster_file;
+use support::cli::{Cli, s, text};
 
-fn cluda(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cluda"))
-        .args(args)
-        .output()
-        .expect("the cluda binary runs")
-}
-
-fn ok(args: &[&str]) -> String {
-    let out = cluda(args);
-    assert!(
-        out.status.success(),
-        "cluda {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().expect("utf-8 path")
-}
+const CLUDA: Cli = Cli(env!("CARGO_BIN_EXE_cluda"));
 
 /// `cluda gen` into `dir` (40 x 48 frames).
 fn generate(dir: &Path, frames: usize, seed: u64, raw: bool) {
@@ -51,7 +32,7 @@ fn generate(dir: &Path, frames: usize, seed: u64, raw: bool) {
     if raw {
         args.push("--raw");
     }
-    ok(&args);
+    CLUDA.ok(&args);
 }
 
 /// The cluster file of `data` found alone.
@@ -70,7 +51,7 @@ fn alone(pedestal: &Path, data: &Path, out: &Path, extra: &[&str]) -> Vec<u8> {
         "cpu",
     ];
     args.extend_from_slice(extra);
-    ok(&args);
+    CLUDA.ok(&args);
     std::fs::read(out).expect("single-run output")
 }
 
@@ -82,7 +63,7 @@ fn many_inputs_each_equal_to_its_single_run_and_a_failure_stays_with_its_input()
     generate(&d.join("b"), 25, 2, true);
     generate(&d.join("c"), 20, 3, false);
     // Another shape, and a .npy cut short.
-    ok(&[
+    CLUDA.ok(&[
         "gen",
         "--out",
         s(&d.join("w")),
@@ -112,9 +93,9 @@ fn many_inputs_each_equal_to_its_single_run_and_a_failure_stays_with_its_input()
         let mut args = vec!["find", "--pedestal", s(&ped), "--data"];
         args.extend(inputs.iter().map(|p| s(p)));
         args.extend(["--out-dir", s(&out_dir), "--device", device]);
-        let out = cluda(&args);
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        let out = CLUDA.run(&args);
+        let stdout = text(&out.stdout);
+        let stderr = text(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
         for bad in ["missing.npy", "w/data.npy", "trunc.npy"] {
             assert!(
@@ -163,7 +144,7 @@ fn many_inputs_each_equal_to_its_single_run_and_a_failure_stays_with_its_input()
     }
     // A second run into the same directory never replaces the first one's files.
     let out_dir = d.join("out-cpu");
-    ok(&[
+    CLUDA.ok(&[
         "find",
         "--pedestal",
         s(&ped),
@@ -192,7 +173,7 @@ fn carry_pedestal_is_one_stream_of_frames() {
     write_u16_3d(&p1, 10, rows, cols, &data[..10 * px]).expect("write");
     write_u16_3d(&p2, n - 10, rows, cols, &data[10 * px..]).expect("write");
     let out_dir = d.join("out");
-    ok(&[
+    CLUDA.ok(&[
         "find",
         "--pedestal",
         s(&ped),
@@ -226,7 +207,7 @@ fn carry_pedestal_is_one_stream_of_frames() {
     // Without carrying, the second half starts from the pedestal afresh: a different result
     // than the whole stream's frames 10.. (the pedestal moved during the first half).
     let fresh = d.join("fresh");
-    ok(&[
+    CLUDA.ok(&[
         "find",
         "--pedestal",
         s(&ped),

@@ -4,11 +4,9 @@
 //! streamed as two parts on two endpoints give the same file too (ignored without a GPU; run on
 //! the GPU host with `--include-ignored`).
 
-mod stream_support;
-
 use std::time::Duration;
 
-use stream_support::*;
+use support::stream::*;
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
@@ -168,20 +166,8 @@ fn gpu_stream_live_image_is_refreshed_and_equals_cpu_image() {
     let shape = (400, 400);
     let dark = write_frames(d, "dark", shape, 0, 1000, false);
     let data = write_frames(d, "data", shape, 1000, 1200, true);
-    let cluda = cluda_bin();
-    let run = |args: &[&str]| {
-        let out = std::process::Command::new(&cluda)
-            .args(args)
-            .output()
-            .expect("cluda");
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
     let cube = d.join("eta.npz");
-    run(&[
+    Cli::found().ok(&[
         "eta",
         "--pedestal",
         s(&dark),
@@ -194,7 +180,7 @@ fn gpu_stream_live_image_is_refreshed_and_equals_cpu_image() {
     ]);
     let want_image = d.join("want.npy");
     let want_plots = d.join("want-plots");
-    run(&[
+    Cli::found().ok(&[
         "image",
         "--pedestal",
         s(&dark),

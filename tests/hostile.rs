@@ -4,8 +4,6 @@
 //! exit code (1, or 128 + the signal), and that no partial output remains under the final name
 //! and no temporary file is left behind.
 
-use std::collections::hash_map::DefaultHasher;
-use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Output};
 use std::time::{Duration, Instant};
@@ -13,6 +11,7 @@ use std::time::{Duration, Instant};
 use cluda::io::npy::{read_u16_frames, write_u16_3d};
 use cluda::io::raw::{DetectorType, RawWriter, RawWriterConfig};
 use support::cli::{Cli, s, text};
+use support::files::{listing, no_temporaries, sparse_npy, sum, wait_for};
 
 /// The binary under test.
 const CLUDA: Cli = Cli(env!("CARGO_BIN_EXE_cluda"));
@@ -32,70 +31,6 @@ fn wait_at_most(mut child: Child, limit: Duration) -> Output {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-/// Waits (at most 60 s) until a temporary file for `name` appears in `dir`: the run is then
-/// writing that output.
-fn wait_for_temp(dir: &Path, name: &str) {
-    let start = Instant::now();
-    let prefix = format!(".{name}.");
-    while !listing(dir).iter().any(|n| n.starts_with(&prefix)) {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "no temporary file for {name} appeared: {:?}",
-            listing(dir)
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-/// A checksum of the file's bytes.
-fn sum(p: &Path) -> u64 {
-    let mut h = DefaultHasher::new();
-    std::fs::read(p).unwrap().hash(&mut h);
-    h.finish()
-}
-
-/// Names in `dir` (sorted), to see that nothing was added, e.g. a temporary file.
-fn listing(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
-}
-
-fn no_temp_files(dir: &Path) {
-    let l = listing(dir);
-    assert!(
-        !l.iter().any(|n| n.ends_with(".tmp")),
-        "temporary file left in {}: {l:?}",
-        dir.display()
-    );
-}
-
-/// A `.npy` header for `shape` of `descr` followed by a hole (a sparse file: no disk used).
-fn sparse_npy(path: &Path, descr: &str, shape: &[u64]) {
-    let dims: Vec<String> = shape.iter().map(u64::to_string).collect();
-    let comma = if shape.len() == 1 { "," } else { "" };
-    let dict = format!(
-        "{{'descr': '{descr}', 'fortran_order': False, 'shape': ({}{comma}), }}",
-        dims.join(", ")
-    );
-    let mut header = dict.into_bytes();
-    while (10 + header.len() + 1) % 64 != 0 {
-        header.push(b' ');
-    }
-    header.push(b'\n');
-    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
-    bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
-    bytes.extend_from_slice(&header);
-    let size = if descr.ends_with('2') { 2 } else { 4 };
-    let data: u64 = shape.iter().product::<u64>() * size;
-    let f = std::fs::File::create(path).unwrap();
-    std::io::Write::write_all(&mut &f, &bytes).unwrap();
-    f.set_len(bytes.len() as u64 + data).unwrap();
 }
 
 /// A raw acquisition of `frames` generic 24 x 36 frames numbered from 1, `per_file` per file.
@@ -195,7 +130,7 @@ fn an_output_that_is_an_input_is_refused_and_the_input_kept() {
         &["`out`", "refusing to overwrite an input"],
     );
     assert_eq!(sum(&desc), sd);
-    no_temp_files(d);
+    no_temporaries(d);
 }
 
 #[test]
@@ -268,7 +203,7 @@ fn a_signal_stops_find_at_a_frame_boundary_and_removes_its_output() {
             "--threads",
             "1",
         ]);
-        wait_for_temp(d, "c.clust");
+        wait_for(d, ".c.clust."); // its temporary file: it is writing c.clust
         std::thread::sleep(Duration::from_millis(300));
         // SAFETY: signalling the child this test started.
         assert_eq!(unsafe { libc::kill(child.id() as i32, signal) }, 0);
@@ -372,7 +307,7 @@ fn two_finds_on_one_output_leave_one_whole_file() {
         std::fs::read(&shared).unwrap(),
         std::fs::read(&reference).unwrap()
     );
-    no_temp_files(d);
+    no_temporaries(d);
 }
 
 /// The CLI's `warning:` for a raw data input, after a successful run.
@@ -437,7 +372,7 @@ fn lost_raw_frames_are_reported() {
         err.contains("frames missing at the end: 50 of the 50"),
         "{err}"
     );
-    no_temp_files(d);
+    no_temporaries(d);
 }
 
 #[test]

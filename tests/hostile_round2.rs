@@ -4,90 +4,22 @@
 //! checks the error names the option or file, the exit code, that inputs are unchanged, that
 //! no partial output is left under a final name, and that it ends in bounded time.
 
-mod stream_support;
-
-use std::collections::hash_map::DefaultHasher;
-use std::hash::{Hash, Hasher};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
+use support::cli::{Cli, s, text};
+use support::files::{listing, sparse_npy, sum};
+use support::stream::{fails_within, spawn_scratch};
 
-fn bin() -> PathBuf {
-    stream_support::cluda_bin()
-}
+/// The binary under test.
+const CLUDA: Cli = Cli(env!("CARGO_BIN_EXE_cluda"));
 
-fn cluda(args: &[&str]) -> Output {
-    Command::new(bin())
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("the cluda binary runs")
-}
-
-/// Starts `cluda args...`, its output in files of its own ([`stream_support::spawn_scratch`]);
-/// `.wait(limit)` waits at most `limit` (failing the test after that: a hang).
-fn spawn(args: &[&str]) -> stream_support::Proc {
-    stream_support::spawn_scratch(args)
-}
-
-fn text(b: impl AsRef<[u8]>) -> String {
-    String::from_utf8_lossy(b.as_ref()).into_owned()
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().expect("UTF-8 path")
-}
-
-/// A checksum of the file's bytes.
-fn sum(p: &Path) -> u64 {
-    let mut h = DefaultHasher::new();
-    std::fs::read(p).expect("read").hash(&mut h);
-    h.finish()
-}
-
-fn listing(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .expect("read_dir")
-        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
-}
-
-/// Runs cluda, expecting exit code 1 (an error of cluda's) and every one of `want` in its
-/// message; returns the message.
+/// Runs cluda (at most 30 s), expecting a user error naming every one of `want`; returns the
+/// message.
 #[track_caller]
 fn fails(args: &[&str], want: &[&str]) -> String {
-    let o = spawn(args).wait(Duration::from_secs(30));
-    let err = text(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
-    assert!(err.contains("error: "), "{args:?}: {err}");
-    assert!(!err.contains("panicked"), "{args:?}: {err}");
-    for w in want {
-        assert!(err.contains(w), "{args:?}: `{w}` not in: {err}");
-    }
-    err
-}
-
-/// Small generated pedestal and data files (24 x 36).
-fn gen_small(dir: &Path) -> (PathBuf, PathBuf) {
-    let o = cluda(&[
-        "gen",
-        "--out",
-        s(dir),
-        "--frames",
-        "12",
-        "--pedestal-frames",
-        "20",
-        "--rows",
-        "24",
-        "--cols",
-        "36",
-    ]);
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    (dir.join("pedestal.npy"), dir.join("data.npy"))
+    fails_within(Duration::from_secs(30), args, want)
 }
 
 /// Values no numeric option should ever panic or hang on.
@@ -195,7 +127,7 @@ fn drive(base: &[String], option: &str, value: &str) {
     // `--opt=value`, as a user would write a negative value too.
     let joined = format!("{flag}={value}");
     args.push(&joined);
-    let o = spawn(&args).wait(Duration::from_secs(20));
+    let o = spawn_scratch(&args).wait(Duration::from_secs(20));
     let err = text(&o.stderr);
     let code = o.status.code();
     assert_eq!(
@@ -286,7 +218,7 @@ fn negative_values_name_their_option() {
             "--threads",
         ),
     ] {
-        let o = cluda(&args);
+        let o = CLUDA.run(&args);
         let err = text(&o.stderr);
         assert_eq!(o.status.code(), Some(1), "{err}");
         assert!(err.contains(want), "{args:?}: {err}");
@@ -300,9 +232,9 @@ fn negative_values_name_their_option() {
 fn durations_from_huge_or_tiny_floats_are_errors() {
     let dir = tempfile::tempdir().expect("dir");
     let d = dir.path();
-    let (_, data) = gen_small(d);
+    let (_, data) = CLUDA.gen_small(d);
     for rate in ["1e-300", "5e-20", "0", "1e8"] {
-        let o = cluda(&[
+        let o = CLUDA.run(&[
             "replay",
             "--zmq",
             "tcp://127.0.0.1:1",
@@ -316,7 +248,7 @@ fn durations_from_huge_or_tiny_floats_are_errors() {
         assert!(err.contains("--rate") && err.contains("0.001"), "{err}");
     }
     for every in ["1e300", "1e20", "0.01", "nan"] {
-        let o = cluda(&[
+        let o = CLUDA.run(&[
             "stream",
             "--zmq",
             "tcp://127.0.0.1:1",
@@ -347,8 +279,8 @@ fn durations_from_huge_or_tiny_floats_are_errors() {
 fn replay_waits_end_on_a_signal() {
     let dir = tempfile::tempdir().expect("dir");
     let d = dir.path();
-    let (_, data) = gen_small(d);
-    let port = stream_support::free_port();
+    let (_, data) = CLUDA.gen_small(d);
+    let port = support::stream::free_port();
     let ep = format!("tcp://127.0.0.1:{port}");
     for (extra, sig, code) in [
         (
@@ -364,7 +296,7 @@ fn replay_waits_end_on_a_signal() {
     ] {
         let mut args = vec!["replay", "--zmq", &ep, "--data", s(&data)];
         args.extend_from_slice(&extra);
-        let child = spawn(&args);
+        let child = spawn_scratch(&args);
         std::thread::sleep(Duration::from_millis(700));
         let t = Instant::now();
         assert!(child.signal(sig), "kill");
@@ -385,10 +317,10 @@ fn replay_waits_end_on_a_signal() {
 fn an_overflowing_spectrum_range_is_refused_at_once() {
     let dir = tempfile::tempdir().expect("dir");
     let d = dir.path();
-    let (ped, data) = gen_small(d);
+    let (ped, data) = CLUDA.gen_small(d);
     for range in ["-1e308:1e308", "0:1e300", "-1e13:0", "0:1e-9"] {
         let t = Instant::now();
-        let o = cluda(&[
+        let o = CLUDA.run(&[
             "find",
             "--pedestal",
             s(&ped),
@@ -423,7 +355,7 @@ fn an_overflowing_spectrum_range_is_refused_at_once() {
 fn outputs_never_collide_or_silently_replace() {
     let dir = tempfile::tempdir().expect("dir");
     let d = dir.path();
-    let (ped, data) = gen_small(d);
+    let (ped, data) = CLUDA.gen_small(d);
     let sums = (sum(&ped), sum(&data));
     let pl = d.join("pl");
     std::fs::create_dir(&pl).expect("mkdir");
@@ -471,11 +403,14 @@ fn outputs_never_collide_or_silently_replace() {
         &["c.clust exists", "--overwrite"],
     );
     assert_eq!(std::fs::read(&out).expect("read"), b"an older result");
-    let o = cluda(&with(&base, &["--out", s(&out), "--overwrite"]));
+    let o = CLUDA.run(&with(&base, &["--out", s(&out), "--overwrite"]));
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert_ne!(std::fs::read(&out).expect("read"), b"an older result");
     // --overwrite without --out is a usage error.
-    assert_eq!(cluda(&with(&base, &["--overwrite"])).status.code(), Some(1));
+    assert_eq!(
+        CLUDA.run(&with(&base, &["--overwrite"])).status.code(),
+        Some(1)
+    );
     // match likewise.
     let lhs = d.join("lhs.npy");
     cluda::io::npy::write_f32_2d(&lhs, 3, 128, &[0.5; 384]).expect("descriptors");
@@ -496,7 +431,7 @@ fn outputs_never_collide_or_silently_replace() {
     assert_eq!(std::fs::read(&m).expect("read"), b"older matches");
     let mut again = args.to_vec();
     again.push("--overwrite");
-    let o = cluda(&again);
+    let o = CLUDA.run(&again);
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert_eq!(
         cluda::io::npy::read_header(&m).expect("matches").shape,
@@ -549,7 +484,7 @@ fn an_unwritable_out_dir_is_refused_at_start_up() {
 /// shortened name, and the stream goes on (it stopped with exit 1 and lost the file).
 #[test]
 fn a_stream_survives_frame_numbers_above_i32_and_long_names() {
-    use stream_support::*;
+    use support::stream::*;
     let dir = tempfile::tempdir().expect("dir");
     let d = dir.path();
     let shape = (16, 24);
@@ -620,7 +555,7 @@ fn a_stream_survives_frame_numbers_above_i32_and_long_names() {
 fn an_oversized_message_is_reported_and_the_stream_goes_on() {
     use cluda::generate::{GenConfig, Generator};
     use cluda::stream::{Publisher, ZmqHeader};
-    use stream_support::*;
+    use support::stream::*;
     let dir = tempfile::tempdir().expect("dir");
     let d = dir.path();
     let shape = (16, 24);
@@ -695,7 +630,7 @@ fn an_oversized_message_is_reported_and_the_stream_goes_on() {
 fn gen_replaces_a_set_only_when_told() {
     let dir = tempfile::tempdir().expect("dir");
     let d = dir.path();
-    let (ped, data) = gen_small(d);
+    let (ped, data) = CLUDA.gen_small(d);
     let sums = (sum(&ped), sum(&data));
     let again = [
         "gen",
@@ -720,7 +655,7 @@ fn gen_replaces_a_set_only_when_told() {
     assert_eq!(listing(d), ["data.npy", "pedestal.npy"]);
     let mut told = again.to_vec();
     told.push("--overwrite");
-    let o = cluda(&told);
+    let o = CLUDA.run(&told);
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert_ne!((sum(&ped), sum(&data)), sums);
     assert_eq!(listing(d), ["data.npy", "pedestal.npy"]);
@@ -767,7 +702,7 @@ fn gen_raw_over_a_longer_acquisition_leaves_none_of_its_files() {
     fails(&args, &["data_master_0.json", "--overwrite"]);
     let mut told = args.to_vec();
     told.push("--overwrite");
-    let o = cluda(&told);
+    let o = CLUDA.run(&told);
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert_eq!(
         listing(d),
@@ -778,7 +713,7 @@ fn gen_raw_over_a_longer_acquisition_leaves_none_of_its_files() {
             "pedestal_master_0.json"
         ]
     );
-    let o = cluda(&[
+    let o = CLUDA.run(&[
         "find",
         "--pedestal",
         s(&d.join("pedestal_master_0.json")),
@@ -830,7 +765,7 @@ fn two_concurrent_gens_leave_one_whole_set() {
     };
     let run = |a: &[String]| {
         let v: Vec<&str> = a.iter().map(String::as_str).collect();
-        spawn(&v)
+        spawn_scratch(&v)
     };
     let mut refs = Vec::new();
     for seed in ["1", "2"] {
@@ -913,7 +848,7 @@ fn huge_generation_stops_on_a_signal_within_a_second() {
     ] {
         let mut a = args.clone();
         a.extend_from_slice(&["--rows", sizes, "--cols", sizes]);
-        let child = spawn(&a);
+        let child = spawn_scratch(&a);
         std::thread::sleep(Duration::from_millis(500));
         let t = Instant::now();
         // The child may have ended already (a memory error); then the kill fails.
@@ -968,7 +903,7 @@ fn the_library_caps_thread_counts() {
 /// the frame size (it was three chunks of 64 frames, 6 GiB, and the stream aborted).
 #[test]
 fn a_stream_of_large_frames_fits_a_6_gb_address_space() {
-    use stream_support::*;
+    use support::stream::*;
     let dir = tempfile::tempdir().expect("dir");
     let d = dir.path();
     let shape = (4000, 4000);
@@ -978,7 +913,7 @@ fn a_stream_of_large_frames_fits_a_6_gb_address_space() {
     let out = d.join("out");
     let script = format!(
         "ulimit -v 6000000 && exec {} stream --zmq {} --out-dir {} --pedestal {} --device cpu --acquisitions 1 --on-full block",
-        s(&bin()),
+        s(&cluda_bin()),
         loopback(port),
         s(&out),
         s(&dark),
@@ -1002,7 +937,7 @@ fn a_raw_master_with_total_frames_0_is_an_error() {
     use cluda::io::raw::{DetectorType, RawWriter, RawWriterConfig};
     let dir = tempfile::tempdir().expect("dir");
     let d = dir.path();
-    let (ped, _) = gen_small(d);
+    let (ped, _) = CLUDA.gen_small(d);
     let config = RawWriterConfig {
         rows: 24,
         cols: 36,
@@ -1083,27 +1018,6 @@ fn an_input_truncated_during_the_read_names_file_and_frames() {
     }
 }
 
-/// A header for a `.npy` of `shape` uint16 followed by a hole (a sparse file).
-fn sparse_u16_npy(path: &Path, shape: &[u64]) {
-    let dims: Vec<String> = shape.iter().map(u64::to_string).collect();
-    let dict = format!(
-        "{{'descr': '<u2', 'fortran_order': False, 'shape': ({}), }}",
-        dims.join(", ")
-    );
-    let mut header = dict.into_bytes();
-    while (10 + header.len() + 1) % 64 != 0 {
-        header.push(b' ');
-    }
-    header.push(b'\n');
-    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
-    bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
-    bytes.extend_from_slice(&header);
-    let f = std::fs::File::create(path).expect("create");
-    std::io::Write::write_all(&mut &f, &bytes).expect("header");
-    f.set_len(bytes.len() as u64 + shape.iter().product::<u64>() * 2)
-        .expect("size");
-}
-
 /// A mapped input (`--input map`, and the CPU finder's default `auto`, which maps too) that
 /// another program truncates mid-run: an error naming the file (exit 1), never a SIGBUS, and
 /// no temporary file left; with several inputs the one truncated fails and the other is
@@ -1116,9 +1030,9 @@ fn a_mapped_input_that_shrinks_is_an_error_naming_it() {
     let dir = tempfile::tempdir().expect("dir");
     let d = dir.path();
     let (ped, data, small) = (d.join("ped.npy"), d.join("big.npy"), d.join("small.npy"));
-    sparse_u16_npy(&ped, &[4, 400, 400]);
+    sparse_npy(&ped, "<u2", &[4, 400, 400]);
     for how in ["map", "auto", "several", "kill"] {
-        sparse_u16_npy(&data, &[200_000, 400, 400]);
+        sparse_npy(&data, "<u2", &[200_000, 400, 400]);
         let out = d.join("c.clust");
         let out_dir = d.join("out");
         let mut args = vec![
@@ -1131,7 +1045,7 @@ fn a_mapped_input_that_shrinks_is_an_error_naming_it() {
             "1",
         ];
         let temporary = if how == "several" {
-            sparse_u16_npy(&small, &[3, 400, 400]);
+            sparse_npy(&small, "<u2", &[3, 400, 400]);
             args.extend(["--data", s(&data), s(&small), "--out-dir", s(&out_dir)]);
             ".big.clust."
         } else {
@@ -1141,7 +1055,7 @@ fn a_mapped_input_that_shrinks_is_an_error_naming_it() {
         if matches!(how, "map" | "kill") {
             args.extend(["--input", "map"]);
         }
-        let child = spawn(&args);
+        let child = spawn_scratch(&args);
         let where_tmp = if how == "several" { &out_dir } else { d };
         let t = Instant::now();
         while !(where_tmp.is_dir() && listing(where_tmp).iter().any(|n| n.starts_with(temporary))) {
@@ -1219,7 +1133,7 @@ fn the_library_survives_a_mapped_input_truncated_while_read() {
     let dir = tempfile::tempdir().expect("dir");
     let path = dir.path().join("big.npy");
     let (rows, cols) = (64, 64);
-    sparse_u16_npy(&path, &[4096, rows as u64, cols as u64]);
+    sparse_npy(&path, "<u2", &[4096, rows as u64, cols as u64]);
     let config = FinderConfig::new(rows, cols)
         .size(ClusterSize::S3)
         .pedestal_frames(4);
@@ -1267,7 +1181,7 @@ fn the_library_survives_a_mapped_input_truncated_while_read() {
 /// acquisition is written (the stream stopped with exit 1 before). No temporary file is left.
 #[test]
 fn a_stream_survives_a_file_it_cannot_write() {
-    use stream_support::*;
+    use support::stream::*;
     let dir = tempfile::tempdir().expect("dir");
     let d = dir.path();
     let shape = (48, 64);
@@ -1280,7 +1194,7 @@ fn a_stream_survives_a_file_it_cannot_write() {
     // SIGXFSZ ignored (inherited through exec): a write past the limit fails with EFBIG.
     let script = format!(
         "trap '' XFSZ; ulimit -f 16 && exec {} stream --zmq {} --out-dir {} --pedestal {} --device cpu --acquisitions 2 --on-full block",
-        s(&bin()),
+        s(&cluda_bin()),
         loopback(port),
         s(&out),
         s(&dark),

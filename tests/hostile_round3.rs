@@ -5,47 +5,11 @@
 //! stream take the next free suffix. Plots already there are not replaced without
 //! `--overwrite`, which now works with `--plot` alone.
 
-mod stream_support;
-
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use stream_support::{Done, Proc, s, spawn, spawn_replay, spawn_stream, summaries};
-
-/// Names in `dir` (sorted).
-fn listing(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .expect("read_dir")
-        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
-}
-
-/// Fails the test when a temporary file or staging directory is left in `dir`.
-#[track_caller]
-fn no_temporaries(dir: &Path) {
-    let l = listing(dir);
-    assert!(
-        !l.iter().any(|n| n.ends_with(".tmp") || n.contains(".tmp.")),
-        "temporary file left in {}: {l:?}",
-        dir.display()
-    );
-}
-
-/// Waits (at most 60 s) until a name starting with `prefix` appears in `dir`.
-#[track_caller]
-fn wait_for(dir: &Path, prefix: &str) {
-    let start = Instant::now();
-    while !dir.exists() || !listing(dir).iter().any(|n| n.starts_with(prefix)) {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "nothing named {prefix}* appeared in {}",
-            dir.display()
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
+use support::files::{listing, no_temporaries, sparse_npy, wait_for};
+use support::stream::{Done, Proc, s, spawn, spawn_replay, spawn_stream, summaries};
 
 /// Pauses `p` (SIGSTOP), runs `meanwhile`, resumes it (SIGCONT): what another program does
 /// while the run is between its start-up checks and its final rename.
@@ -55,33 +19,11 @@ fn while_paused(p: &Proc, meanwhile: impl FnOnce()) {
     assert!(p.signal(libc::SIGCONT), "SIGCONT");
 }
 
-/// A `.npy` header for `shape` (`<u2`) followed by a hole: a large input that costs no disk
-/// (all-zero frames, found quickly but not at once).
-fn sparse_u16_npy(path: &Path, shape: &[u64]) {
-    let dims: Vec<String> = shape.iter().map(u64::to_string).collect();
-    let dict = format!(
-        "{{'descr': '<u2', 'fortran_order': False, 'shape': ({}), }}",
-        dims.join(", ")
-    );
-    let mut header = dict.into_bytes();
-    while (10 + header.len() + 1) % 64 != 0 {
-        header.push(b' ');
-    }
-    header.push(b'\n');
-    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
-    bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
-    bytes.extend_from_slice(&header);
-    let data: u64 = shape.iter().product::<u64>() * 2;
-    let f = std::fs::File::create(path).expect("create");
-    std::io::Write::write_all(&mut &f, &bytes).expect("header");
-    f.set_len(bytes.len() as u64 + data).expect("set_len");
-}
-
 /// A pedestal and a data input that take `cluda find --device cpu --threads 1` a few seconds.
 fn slow_inputs(d: &Path, frames: u64) -> (PathBuf, PathBuf) {
     let (ped, data) = (d.join("ped.npy"), d.join("a.npy"));
-    sparse_u16_npy(&ped, &[4, 400, 400]);
-    sparse_u16_npy(&data, &[frames, 400, 400]);
+    sparse_npy(&ped, "<u2", &[4, 400, 400]);
+    sparse_npy(&data, "<u2", &[frames, 400, 400]);
     (ped, data)
 }
 
@@ -92,10 +34,6 @@ fn find_args<'a>(ped: &'a Path, data: &[&'a Path], extra: &[&'a str]) -> Vec<&'a
     a.extend(["--device", "cpu", "--threads", "1"]);
     a.extend_from_slice(extra);
     a
-}
-
-fn run_in(d: &Path, name: &str, args: &[&str]) -> Proc {
-    spawn(d, name, args)
 }
 
 #[track_caller]
@@ -123,7 +61,7 @@ fn find_out_does_not_replace_a_name_that_appeared() {
         if overwrite {
             extra.push("--overwrite");
         }
-        let p = run_in(logs.path(), "find", &find_args(&ped, &[&data], &extra));
+        let p = spawn(logs.path(), "find", &find_args(&ped, &[&data], &extra));
         wait_for(d, ".o.clust.");
         while_paused(&p, || std::fs::write(&out, b"theirs").expect("write"));
         let o = p.wait(Duration::from_secs(120));
@@ -149,8 +87,8 @@ fn two_finds_on_one_new_output_one_fails() {
     let args = find_args(&ped, &[&data], &["--out", s(&out)]);
     let logs = tempfile::tempdir().expect("logs");
     let (x, y) = (
-        run_in(logs.path(), "x", &args),
-        run_in(logs.path(), "y", &args),
+        spawn(logs.path(), "x", &args),
+        spawn(logs.path(), "y", &args),
     );
     let (x, y) = (
         x.wait(Duration::from_secs(120)),
@@ -177,7 +115,7 @@ fn out_dir_takes_the_next_free_name_when_one_appeared() {
     std::fs::create_dir(&o_dir).expect("mkdir");
     std::os::unix::fs::symlink(d.join("nowhere"), o_dir.join("ped.clust")).expect("symlink");
     let logs = tempfile::tempdir().expect("logs");
-    let p = run_in(
+    let p = spawn(
         logs.path(),
         "find",
         &find_args(&ped, &[&data, &data, &ped], &["--out-dir", s(&o_dir)]),
@@ -233,7 +171,7 @@ fn match_out_does_not_replace_a_name_that_appeared() {
     cluda::io::npy::write_f32_2d(&lhs, n, 128, &rows).expect("descriptors");
     let m = d.join("m.npy");
     let logs = tempfile::tempdir().expect("logs");
-    let p = run_in(
+    let p = spawn(
         logs.path(),
         "match",
         &[
@@ -278,7 +216,7 @@ fn plots_are_not_replaced_without_overwrite() {
     let pl = d.join("pl");
     std::fs::create_dir(&pl).expect("mkdir");
     let logs = tempfile::tempdir().expect("logs");
-    let p = run_in(
+    let p = spawn(
         logs.path(),
         "find",
         &find_args(&ped, &[&data], &["--plot", s(&pl)]),
@@ -301,7 +239,7 @@ fn plots_are_not_replaced_without_overwrite() {
     std::fs::create_dir(&q).expect("mkdir");
     std::os::unix::fs::symlink(d.join("elsewhere.png"), q.join("hitmap.png")).expect("symlink");
     let base = find_args(&small_ped, &[&small_data], &["--plot", s(&q)]);
-    let o = run_in(logs.path(), "find2", &base).wait(Duration::from_secs(60));
+    let o = spawn(logs.path(), "find2", &base).wait(Duration::from_secs(60));
     failed_naming(&o, &["hitmap.png", "--overwrite"]);
     assert!(!d.join("elsewhere.png").exists());
     let demo = [
@@ -319,12 +257,12 @@ fn plots_are_not_replaced_without_overwrite() {
         "--plot",
         s(&q),
     ];
-    let o = run_in(logs.path(), "demo", &demo).wait(Duration::from_secs(60));
+    let o = spawn(logs.path(), "demo", &demo).wait(Duration::from_secs(60));
     failed_naming(&o, &["hitmap.png", "--overwrite"]);
     // --overwrite with --plot alone.
     let mut again = base.clone();
     again.push("--overwrite");
-    let o = run_in(logs.path(), "find3", &again).wait(Duration::from_secs(60));
+    let o = spawn(logs.path(), "find3", &again).wait(Duration::from_secs(60));
     assert!(o.status.success(), "{}", o.stderr);
     assert!(
         std::fs::symlink_metadata(q.join("hitmap.png"))
@@ -333,10 +271,10 @@ fn plots_are_not_replaced_without_overwrite() {
     );
     let mut demo = demo.to_vec();
     demo.push("--overwrite");
-    let o = run_in(logs.path(), "demo2", &demo).wait(Duration::from_secs(60));
+    let o = spawn(logs.path(), "demo2", &demo).wait(Duration::from_secs(60));
     assert!(o.status.success(), "{}", o.stderr);
     // --overwrite still needs something to replace.
-    let o = run_in(
+    let o = spawn(
         logs.path(),
         "find4",
         &find_args(&small_ped, &[&small_data], &["--overwrite"]),
@@ -361,10 +299,10 @@ fn the_stream_takes_the_next_free_name_when_one_appeared() {
     let dir = tempfile::tempdir().expect("dir");
     let d = dir.path();
     let shape = (48, 64);
-    let dark = stream_support::write_frames(d, "dark", shape, 0, 50, false);
-    let data = stream_support::write_frames(d, "data", shape, 50, 300, true);
+    let dark = support::stream::write_frames(d, "dark", shape, 0, 50, false);
+    let data = support::stream::write_frames(d, "data", shape, 50, 300, true);
     let sd = d.join("sd");
-    let port = stream_support::free_port();
+    let port = support::stream::free_port();
     let stream = spawn_stream(
         d,
         "stream",
@@ -417,7 +355,7 @@ fn the_stream_takes_the_next_free_name_when_one_appeared() {
     };
     let a = args(&[]);
     let a: Vec<&str> = a.iter().map(String::as_str).collect();
-    let o = spawn_stream(d, "plots", stream_support::free_port(), &sd, &a)
+    let o = spawn_stream(d, "plots", support::stream::free_port(), &sd, &a)
         .wait(Duration::from_secs(60));
     failed_naming(&o, &["spectrum.png", "--overwrite"]);
     assert_eq!(
@@ -430,14 +368,14 @@ fn the_stream_takes_the_next_free_name_when_one_appeared() {
 /// part wait of a minute: `extra` options added; returns the stream and the replay's data.
 fn half_frames_stream(d: &Path, name: &str, extra: &[&str]) -> (Proc, Proc) {
     let shape = (48, 64);
-    let dark = stream_support::write_frames(d, "dark", shape, 0, 50, false);
-    let data = stream_support::write_frames(d, "data", shape, 50, 10, true);
+    let dark = support::stream::write_frames(d, "dark", shape, 0, 50, false);
+    let data = support::stream::write_frames(d, "data", shape, 50, 10, true);
     let sd = d.join(format!("{name}_out"));
     // The replay publishes part 1 on `a`, part 2 on `a + 1`; the stream listens on `a` and on
     // `b`, where nobody publishes.
-    let a = stream_support::free_ports(2);
-    let b = stream_support::free_port();
-    let (za, zb) = (stream_support::loopback(a), stream_support::loopback(b));
+    let a = support::stream::free_ports(2);
+    let b = support::stream::free_port();
+    let (za, zb) = (support::stream::loopback(a), support::stream::loopback(b));
     let mut args = vec![
         "stream",
         "--zmq",
@@ -484,7 +422,7 @@ fn a_silent_endpoint_does_not_hold_the_stream_past_idle_end() {
     assert_eq!(sums.len(), 1, "{}\n{}", o.stdout, o.stderr);
     assert_eq!(sums[0]["end"], "idle", "{}", o.stdout);
     assert_eq!(
-        stream_support::num(&sums[0], "incomplete"),
+        support::stream::num(&sums[0], "incomplete"),
         10,
         "{}",
         o.stdout
@@ -524,7 +462,7 @@ fn sigint_reports_the_frames_waiting_for_parts() {
     assert_eq!(sums.len(), 1, "{}\n{}", o.stdout, o.stderr);
     assert_eq!(sums[0]["end"], "interrupted", "{}", o.stdout);
     assert_eq!(
-        stream_support::num(&sums[0], "incomplete"),
+        support::stream::num(&sums[0], "incomplete"),
         10,
         "{}",
         o.stdout

@@ -16,17 +16,10 @@ use support::cli::{Cli, s, text};
 
 const CLUDA: Cli = Cli(env!("CARGO_BIN_EXE_cluda"));
 
-/// Runs `cluda args`, expecting success; its stdout.
-fn ok(args: &[&str]) -> String {
-    let out = CLUDA.run(args);
-    assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
-    text(&out.stdout)
-}
-
 /// The clusters `find --out` writes for these inputs (3x3 unless `cluster`).
 fn found(dir: &Path, ped: &Path, data: &Path, cluster: &str) -> (Vec<i32>, ClusterBatch) {
     let out = dir.join(format!("c{cluster}.clust"));
-    ok(&[
+    CLUDA.ok(&[
         "find",
         "--pedestal",
         s(ped),
@@ -56,7 +49,7 @@ fn eta_cube_is_the_cube_of_find_out_every_kind() {
     ] {
         let (_, batch) = found(dir.path(), &ped, &data, cluster);
         let out = dir.path().join(format!("{kind}.npz"));
-        let line = ok(&[
+        let line = CLUDA.ok(&[
             "eta",
             "--pedestal",
             s(&ped),
@@ -104,7 +97,7 @@ fn image_and_photons_are_the_library_placement_of_find_out() {
     let dir = tempfile::tempdir().unwrap();
     let (ped, data) = CLUDA.gen_small(dir.path());
     let cube_path = dir.path().join("eta.npz");
-    ok(&[
+    CLUDA.ok(&[
         "eta",
         "--pedestal",
         s(&ped),
@@ -144,9 +137,9 @@ fn image_and_photons_are_the_library_placement_of_find_out() {
             a.into_iter().map(String::from).collect::<Vec<_>>()
         };
         let a = args(&img, Some(&ph));
-        ok(&a.iter().map(String::as_str).collect::<Vec<_>>());
+        CLUDA.ok(&a.iter().map(String::as_str).collect::<Vec<_>>());
         let a = args(&tif, None);
-        ok(&a.iter().map(String::as_str).collect::<Vec<_>>());
+        CLUDA.ok(&a.iter().map(String::as_str).collect::<Vec<_>>());
         let (axes, cube, _) = read_cube(&cube_path, None).unwrap();
         let map: MapKind = maps.parse().unwrap();
         let interp = Interpolator::new(axes, &cube, map).unwrap();
@@ -198,7 +191,7 @@ fn several_inputs_add_into_one_image_and_photons_go_to_out_dir() {
     let data2 = dir.path().join("data2.npy");
     std::fs::copy(&data, &data2).unwrap();
     let cube = dir.path().join("eta.npz");
-    ok(&[
+    CLUDA.ok(&[
         "eta",
         "--pedestal",
         s(&ped),
@@ -213,7 +206,7 @@ fn several_inputs_add_into_one_image_and_photons_go_to_out_dir() {
     let two = dir.path().join("two.npy");
     let od = dir.path().join("ph");
     let pl = dir.path().join("pl");
-    ok(&[
+    CLUDA.ok(&[
         "image",
         "--pedestal",
         s(&ped),
@@ -233,7 +226,7 @@ fn several_inputs_add_into_one_image_and_photons_go_to_out_dir() {
             .unwrap()
             .starts_with(b"\x89PNG")
     );
-    ok(&[
+    CLUDA.ok(&[
         "image",
         "--pedestal",
         s(&ped),
@@ -260,7 +253,7 @@ fn several_inputs_add_into_one_image_and_photons_go_to_out_dir() {
     assert!(od.join("data.photons.npy").exists() && od.join("data2.photons.npy").exists());
     // And the cube of two inputs is twice the cube of one.
     let cube2 = dir.path().join("eta2.npz");
-    ok(&[
+    CLUDA.ok(&[
         "eta",
         "--pedestal",
         s(&ped),
@@ -284,7 +277,7 @@ fn bad_parameters_are_named_errors() {
     let (p, d) = (s(&ped), s(&data));
     let cube = dir.path().join("eta.npz");
     let c = s(&cube);
-    ok(&[
+    CLUDA.ok(&[
         "eta",
         "--pedestal",
         p,
@@ -442,7 +435,7 @@ fn a_mask_keeps_bad_pixels_out_of_the_cube_and_the_image() {
     let half = dir.path().join("half.npy");
     write_mask(&half, 24, 36, |_, c| c < 18);
     let cube = dir.path().join("eta.npz");
-    let line = ok(&[
+    let line = CLUDA.ok(&[
         "eta",
         "--pedestal",
         p,
@@ -462,7 +455,7 @@ fn a_mask_keeps_bad_pixels_out_of_the_cube_and_the_image() {
         "{line}"
     );
     let full = dir.path().join("full.npz");
-    ok(&[
+    CLUDA.ok(&[
         "eta",
         "--pedestal",
         p,
@@ -475,7 +468,7 @@ fn a_mask_keeps_bad_pixels_out_of_the_cube_and_the_image() {
     ]);
     let img = dir.path().join("i.npy");
     let ph = dir.path().join("ph.npy");
-    let line = ok(&[
+    let line = CLUDA.ok(&[
         "image",
         "--pedestal",
         p,
@@ -547,7 +540,7 @@ fn a_gain_map_divides_values_before_eta_and_energy() {
     let (ped, data) = CLUDA.gen_small(dir.path());
     let (p, d) = (s(&ped), s(&data));
     let cube = dir.path().join("eta.npz");
-    ok(&[
+    CLUDA.ok(&[
         "eta",
         "--pedestal",
         p,
@@ -562,7 +555,7 @@ fn a_gain_map_divides_values_before_eta_and_energy() {
     let one = dir.path().join("one.npy");
     write_gain(&one, 24, 36, |_, _| 1.0);
     let cube1 = dir.path().join("eta1.npz");
-    ok(&[
+    CLUDA.ok(&[
         "eta",
         "--pedestal",
         p,
@@ -585,7 +578,7 @@ fn a_gain_map_divides_values_before_eta_and_energy() {
     let two = dir.path().join("two.npy");
     write_gain(&two, 24, 36, |_, _| 2.0);
     let (ph0, ph2) = (dir.path().join("p0.npy"), dir.path().join("p2.npy"));
-    ok(&[
+    CLUDA.ok(&[
         "image",
         "--pedestal",
         p,
@@ -598,7 +591,7 @@ fn a_gain_map_divides_values_before_eta_and_energy() {
         "--device",
         "cpu",
     ]);
-    ok(&[
+    CLUDA.ok(&[
         "image",
         "--pedestal",
         p,

@@ -1,4 +1,4 @@
-//! Eta interpolation against an independent oracle of aare's C++ (`tests/oracle/aare.rs`, a
+//! Eta interpolation against an independent oracle of aare's C++ (`tests/support/src/oracle/aare.rs`, a
 //! transliteration of aare 2025.11.21 that calls nothing of cluda's): etas, bins, maps,
 //! photon placement and cube counts bit for bit; plus the files (eta cube `.npz`, photon
 //! `.npy`, TIFF) read back byte by byte and the sub-pixel image's counting rules.
@@ -8,8 +8,7 @@
 //! own code calls an undefined `reduce_cluster_to_3x3`), and a value outside the first or last
 //! edge is flagged (aare reads bin 0 below the first edge and past its tables above the last).
 
-#[path = "oracle/aare.rs"]
-mod aare;
+use support::oracle::aare;
 
 use std::path::Path;
 

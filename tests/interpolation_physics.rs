@@ -23,20 +23,13 @@ use std::path::{Path, PathBuf};
 use cluda::generate::Illumination;
 use cluda::io::read_cluster_file;
 use cluda::{ClusterBatch, ClusterSize};
-use support::cli::{Cli, s, text};
+use support::cli::{Cli, s};
 
 const CLUDA: Cli = Cli(env!("CARGO_BIN_EXE_cluda"));
 
 const ROWS: usize = 200;
 const COLS: usize = 200;
 const PHOTON_ADU: &str = "1000";
-
-/// Runs `cluda args`, expecting success; its stdout.
-fn ok(args: &[&str]) -> String {
-    let out = CLUDA.run(args);
-    assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
-    text(&out.stdout)
-}
 
 /// A generated acquisition with its truth.
 struct Set {
@@ -52,7 +45,7 @@ impl Set {
             ROWS.to_string(),
             COLS.to_string(),
         );
-        let line = ok(&[
+        let line = CLUDA.ok(&[
             "gen",
             "--out",
             s(&dir),
@@ -87,7 +80,7 @@ impl Set {
     /// `find --out`'s clusters (3x3, CPU).
     fn clusters(&self) -> (Vec<i32>, ClusterBatch) {
         let out = self.dir.join("c.clust");
-        ok(&[
+        CLUDA.ok(&[
             "find",
             "--pedestal",
             s(&self.ped()),
@@ -104,7 +97,7 @@ impl Set {
     /// `image --photons`'s photons through the cube `eta`.
     fn photons(&self, eta: &Path) -> Vec<Row> {
         let (img, ph) = (self.dir.join("image.npy"), self.dir.join("photons.npy"));
-        ok(&[
+        CLUDA.ok(&[
             "image",
             "--pedestal",
             s(&self.ped()),
@@ -360,7 +353,7 @@ fn interpolation_against_the_truth() {
     // The cube, from a flat field of its own.
     let cube_set = Set::generate(root, "cube", 101, "flat", 1000);
     let eta = root.join("eta.npz");
-    ok(&[
+    CLUDA.ok(&[
         "eta",
         "--pedestal",
         s(&cube_set.ped()),
@@ -540,7 +533,7 @@ fn gen_truth_numbers_frames_as_find_does() {
         let mut a = vec!["gen", "--out", s(out)];
         a.extend(base);
         a.extend(extra);
-        ok(&a);
+        CLUDA.ok(&a);
     };
     run(&dir("plain"), &[]);
     run(&dir("truth"), &["--truth"]);
@@ -581,7 +574,7 @@ fn gen_truth_numbers_frames_as_find_does() {
     );
     // The raw acquisition's cluster file numbers frames from 1, as the truth does.
     let out = dir("raw.clust");
-    ok(&[
+    CLUDA.ok(&[
         "find",
         "--pedestal",
         s(&dir("raw").join("pedestal_master_0.json")),

@@ -1,16 +1,14 @@
 //! CPU tests of the descriptor matcher: the reference against the f64 oracle, input errors,
 //! the .npy reader/writer and the command. GPU versions are in `matcher_gpu.rs`.
 
-mod matcher_support;
-
 use std::path::PathBuf;
 
 use cluda::Error;
 use cluda::matcher::{
     self, Descriptor, MatchVersion, cpu, match_nearest, read_descriptors, write_descriptors,
 };
-use matcher_support::*;
 use proptest::prelude::*;
+use support::matcher::*;
 
 fn tmp(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("cluda-matcher-tests-{}", std::process::id()));

@@ -6,12 +6,10 @@
 //! distance must lie within `THETA / 2` of the exact one; and the candidate set the bound
 //! selects must contain V2's winner on random and adversarial data.
 
-mod matcher_support;
-
 use cluda::matcher::match_bound::{ETA, THETA, error, radius, row_terms, threshold};
 use cluda::matcher::{DIM, Descriptor};
-use matcher_support::*;
 use proptest::prelude::*;
+use support::matcher::*;
 
 /// How the emulated tensor core reduces an f32 input to TF32.
 #[derive(Clone, Copy, Debug)]

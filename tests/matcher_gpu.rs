@@ -2,14 +2,12 @@
 //! (and, with the feature `experimental`, its fused kernels) against V2 bit for bit. Every test needs a
 //! CUDA GPU and is ignored otherwise: run with `--include-ignored` on the GPU machine.
 
-mod matcher_support;
-
 use std::sync::{Mutex, OnceLock};
 
 use cluda::cuda::Device;
 use cluda::matcher::{Descriptor, GpuMatcher, GpuRun, MatchVersion, V3Tiling, V4Kernel, cpu};
-use matcher_support::*;
 use proptest::prelude::*;
+use support::matcher::*;
 
 /// One matcher for the whole test binary (opening a context per test is slow).
 fn matcher() -> std::sync::MutexGuard<'static, GpuMatcher> {

@@ -1,17 +1,14 @@
 //! The pedestal arithmetic against references that share no code with it: the oracle
-//! (tests/oracle, f64 / f32 std arithmetic written from docs/semantics.md) bit for bit, and exact
+//! (tests/support/src/oracle, f64 / f32 std arithmetic written from docs/semantics.md) bit for bit, and exact
 //! integer math for the B1 baseline and centred sums.
-
-mod common;
-mod oracle;
 
 use cluda::pedestal::ReadyState;
 use cluda::{ClusterFinder, CpuFinder, FinderConfig, Frames, Pedestal, Precision};
-use common::arith;
-use oracle::{Oracle, Params};
 use proptest::prelude::*;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+use support::cases::arith;
+use support::oracle::{Oracle, Params};
 
 const ALL: [Precision; 3] = [Precision::F64, Precision::F32, Precision::F32Naive];
 

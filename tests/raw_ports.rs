@@ -7,8 +7,6 @@
 //! --interfaces 2` of the two-port files into `stream` with two `--zmq` endpoints gives
 //! `find`'s cluster file; masters of geometries cluda cannot read are refused naming the key.
 
-mod stream_support;
-
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -17,7 +15,7 @@ use cluda::io::raw::{
     DetectorHeader, DetectorType, FrameDiscardPolicy, RawMaster, RawReader, RawWriter,
     RawWriterConfig, Roi,
 };
-use stream_support::*;
+use support::stream::*;
 
 const LIMIT: Duration = Duration::from_secs(120);
 

@@ -8,8 +8,6 @@
 //! carry the ROI as `rx_roi` (`cluda replay --rx-roi`) cuts each frame down to it and writes
 //! the cluster file `find` writes from the ROI's raw files.
 
-mod stream_support;
-
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -366,7 +364,7 @@ fn records_not_of_the_masters_size_are_an_error() {
 /// ROI's own raw pedestal, the cluster file is byte for byte `find`'s on the ROI's raw files.
 #[test]
 fn stream_with_rx_roi_writes_finds_cluster_file_of_the_roi_files() {
-    use stream_support::{find_bytes, free_port, num, spawn_replay, spawn_stream, summaries};
+    use support::stream::{find_bytes, free_port, num, spawn_replay, spawn_stream, summaries};
     let limit = Duration::from_secs(120);
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();

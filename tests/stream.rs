@@ -7,20 +7,30 @@
 //! finder is kept from one acquisition to the next while the frame shape stays, and reopened
 //! when it changes; summaries come between the acquisitions' frames, their files in place.
 
-mod stream_support;
-
 use std::time::Duration;
 
 use cluda::ClusterSize;
 use cluda::generate::{GenConfig, Generator};
 use cluda::io::read_cluster_file;
 use cluda::stream::{Publisher, ZmqHeader};
-use stream_support::*;
+use support::stream::*;
 
 const LIMIT: Duration = Duration::from_secs(120);
 
 /// Non-square frames, so that `shape`'s `[x, y]` order is exercised.
 const SHAPE: (usize, usize) = (48, 64);
+
+/// The binary [`cluda_bin`] finds at run time (every process these tests start) is the one
+/// cargo built for them, unless `$CLUDA_BIN` names another.
+#[test]
+fn the_tests_start_the_binary_cargo_built() {
+    if std::env::var_os("CLUDA_BIN").is_none() {
+        assert_eq!(
+            cluda_bin(),
+            std::path::PathBuf::from(env!("CARGO_BIN_EXE_cluda"))
+        );
+    }
+}
 
 /// 2,000 frames replayed, streamed with a pedestal file: the cluster file is byte for byte
 /// `cluda find`'s on the same files (frame numbers from 0, as find numbers a .npy).
@@ -640,28 +650,20 @@ fn a_raw_acquisition_replays_with_its_frame_numbers() {
     let dir = tempfile::tempdir().expect("dir");
     let d = dir.path();
     let raw = d.join("raw");
-    let made = std::process::Command::new(cluda_bin())
-        .args([
-            "gen",
-            "--out",
-            s(&raw),
-            "--raw",
-            "--frames",
-            "200",
-            "--pedestal-frames",
-            "50",
-            "--rows",
-            "48",
-            "--cols",
-            "64",
-        ])
-        .output()
-        .expect("gen");
-    assert!(
-        made.status.success(),
-        "{}",
-        String::from_utf8_lossy(&made.stderr)
-    );
+    Cli::found().ok(&[
+        "gen",
+        "--out",
+        s(&raw),
+        "--raw",
+        "--frames",
+        "200",
+        "--pedestal-frames",
+        "50",
+        "--rows",
+        "48",
+        "--cols",
+        "64",
+    ]);
     let (dark, data) = (
         raw.join("pedestal_master_0.json"),
         raw.join("data_master_0.json"),
@@ -1008,20 +1010,8 @@ fn live_images_and_cube_equal_the_commands() {
     let d = dir.path();
     let dark = write_frames(d, "dark", SHAPE, 0, 300, false);
     let data = write_frames(d, "data", SHAPE, 300, 400, true);
-    let cluda = cluda_bin();
     let cube = d.join("eta.npz");
-    let run = |args: &[&str]| {
-        let out = std::process::Command::new(&cluda)
-            .args(args)
-            .output()
-            .expect("cluda");
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    run(&[
+    Cli::found().ok(&[
         "eta",
         "--pedestal",
         s(&dark),
@@ -1033,7 +1023,7 @@ fn live_images_and_cube_equal_the_commands() {
         "cpu",
     ]);
     let want_image = d.join("want.npy");
-    run(&[
+    Cli::found().ok(&[
         "image",
         "--pedestal",
         s(&dark),
@@ -1096,20 +1086,8 @@ fn live_image_is_drawn_and_refreshed() {
     let d = dir.path();
     let dark = write_frames(d, "dark", SHAPE, 0, 300, false);
     let data = write_frames(d, "data", SHAPE, 300, 600, true);
-    let cluda = cluda_bin();
     let cube = d.join("eta.npz");
-    let run = |args: &[&str]| {
-        let out = std::process::Command::new(&cluda)
-            .args(args)
-            .output()
-            .expect("cluda");
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    run(&[
+    Cli::found().ok(&[
         "eta",
         "--pedestal",
         s(&dark),
@@ -1122,7 +1100,7 @@ fn live_image_is_drawn_and_refreshed() {
     ]);
     let want_image = d.join("want.npy");
     let want_plots = d.join("want-plots");
-    run(&[
+    Cli::found().ok(&[
         "image",
         "--pedestal",
         s(&dark),

@@ -6,15 +6,13 @@
 //! not tile the frame stop the stream with an error naming the endpoint; SIGINT finishes the
 //! acquisition.
 
-mod stream_support;
-
 use std::time::{Duration, Instant};
 
 use cluda::ClusterSize;
 use cluda::generate::{GenConfig, Generator};
 use cluda::io::read_cluster_file;
 use cluda::stream::{Publisher, ZmqHeader};
-use stream_support::*;
+use support::stream::*;
 
 const LIMIT: Duration = Duration::from_secs(120);
 

@@ -12,7 +12,10 @@
 //!   frozen baseline `X0 = round(sum * inv)` (`inv` in `f64`), centred sums formed exactly and
 //!   rounded once to `f32`, then `f32` window updates of `y = x - X0`;
 //! - [`Arith::Naive`]: raw `f32` sums (the scheme docs/semantics.md says cancels catastrophically).
-#![allow(dead_code)] // each test binary uses a different part of the oracle
+//!
+//! [`aare`] is the oracle of aare's eta interpolation (tests/interpolation.rs).
+
+pub mod aare;
 
 use std::ops::{Add, Mul, Neg, Sub};
 

@@ -16,7 +16,6 @@
 //! - `interpolate` reads past its tables for a value above the last edge (aare 2025.11.21)
 //!   and silently uses bin 0 below the first: the oracle flags both instead (cluda's
 //!   `FLAG_ETA_OUTSIDE`/`FLAG_ENERGY_OUTSIDE`, the photon at its pixel's centre).
-#![allow(dead_code)]
 
 /// aare's `corner`.
 pub const C_TOP_LEFT: i32 = 0;

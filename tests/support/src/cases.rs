@@ -1,5 +1,5 @@
-//! Test data and comparisons shared by the integration tests (not by the crate).
-#![allow(dead_code)] // each test binary uses a different part
+//! Random finder scenarios and their comparison with the [`oracle`](crate::oracle) (tests
+//! cpu_vs_oracle and pedestal).
 
 use cluda::{ClusterBatch, ClusterSize, FinderConfig, Precision, ThresholdMode};
 use rand::rngs::SmallRng;

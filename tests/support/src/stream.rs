@@ -1,7 +1,7 @@
-//! Running `cluda` as processes (`cluda stream` and `cluda replay` on loopback sockets), for
-//! tests/stream.rs, tests/gpu_stream.rs and tests/hostile_round2.rs: output to files (a
-//! chatty process cannot fill a pipe and stall), a bounded wait, signals.
-#![allow(dead_code)]
+//! Running `cluda` as processes (`cluda stream` and `cluda replay` on loopback sockets, `cluda
+//! find` to compare with), for the stream, raw and hostile tests: output to files (a chatty
+//! process cannot fill a pipe and stall), a bounded wait, signals; generated `.npy` inputs and
+//! the summary lines a stream prints.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -18,25 +18,7 @@ pub fn free_port() -> u16 {
     l.local_addr().expect("address").port()
 }
 
-/// The `cluda` binary: `$CLUDA_BIN`, else the one cargo built, else (a test staged on another
-/// machine by tools/gpu-pack) the `cluda` beside this test's executable.
-pub fn cluda_bin() -> PathBuf {
-    if let Some(p) = std::env::var_os("CLUDA_BIN") {
-        return PathBuf::from(p);
-    }
-    let built = PathBuf::from(env!("CARGO_BIN_EXE_cluda"));
-    if built.exists() {
-        return built;
-    }
-    std::env::current_exe()
-        .map(|e| e.with_file_name("cluda"))
-        .unwrap_or(built)
-}
-
-/// Path as text.
-pub fn s(p: &Path) -> &str {
-    p.to_str().expect("UTF-8 path")
-}
+pub use crate::cli::{Cli, cluda_bin, s};
 
 /// A running `cluda` process whose stdout and stderr go to files in `dir`.
 pub struct Proc {
@@ -95,6 +77,14 @@ fn start(dir: &Path, name: &str, mut command: Command) -> Proc {
     }
 }
 
+/// Runs `cluda args...` ([`spawn_scratch`]) for at most `limit` (a hang fails the test),
+/// expecting a user error ([`user_error`](crate::cli::user_error)). Returns stderr.
+#[track_caller]
+pub fn fails_within(limit: Duration, args: &[&str], want: &[&str]) -> String {
+    let o = spawn_scratch(args).wait(limit);
+    crate::cli::user_error(args, o.status, &o.stdout, &o.stderr, want)
+}
+
 /// `tcp://127.0.0.1:<port>`, the loopback endpoint the tests stream over.
 pub fn loopback(port: u16) -> String {
     format!("tcp://127.0.0.1:{port}")
@@ -135,11 +125,11 @@ pub fn zmq_args(port: u16, n: usize) -> Vec<String> {
 /// Starts `cluda stream --zmq <port> --zmq <port + 1> ... --out-dir <out> args...` on `n`
 /// endpoints (see [`spawn`]).
 pub fn spawn_parts_stream(
-    d: &std::path::Path,
+    d: &Path,
     name: &str,
     port: u16,
     n: usize,
-    out: &std::path::Path,
+    out: &Path,
     args: &[&str],
 ) -> Proc {
     let zmq = zmq_args(port, n);
@@ -266,15 +256,7 @@ pub fn find_bytes(dir: &Path, pedestal: &Path, data: &Path, extra: &[&str]) -> V
         "--overwrite",
     ];
     args.extend_from_slice(extra);
-    let o = Command::new(cluda_bin())
-        .args(&args)
-        .output()
-        .expect("cluda find runs");
-    assert!(
-        o.status.success(),
-        "find failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    Cli::found().ok(&args);
     std::fs::read(&out).expect("find's cluster file")
 }
 
@@ -282,17 +264,17 @@ pub fn find_bytes(dir: &Path, pedestal: &Path, data: &Path, extra: &[&str]) -> V
 /// (dark frames first), and the same frames as `<name>_dark.npy` and `<name>_data.npy` for
 /// `cluda find`.
 pub fn write_acquisition(
-    dir: &std::path::Path,
+    dir: &Path,
     name: &str,
     shape: (usize, usize),
     dark: usize,
     data: usize,
-) -> [std::path::PathBuf; 3] {
+) -> [PathBuf; 3] {
     let g = Generator::new(GenConfig::new(shape.0, shape.1, 11)).expect("generator");
     let (d, f) = (g.frames(0, dark, false), g.frames(dark as u64, data, true));
     let write = |n: String, frames: usize, px: &[u16]| {
         let p = dir.join(format!("{n}.npy"));
-        cluda::io::npy::write_u16_3d(&p, frames, shape.0, shape.1, px).expect("write npy");
+        npy::write_u16_3d(&p, frames, shape.0, shape.1, px).expect("write npy");
         p
     };
     let both: Vec<u16> = d.iter().chain(&f).copied().collect();

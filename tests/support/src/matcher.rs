@@ -1,5 +1,5 @@
-//! Shared by the matcher tests: deterministic data sets and the f64 oracle.
-#![allow(dead_code)]
+//! The matcher tests' deterministic data sets and the f64 oracle (tests matcher, matcher_bound,
+//! matcher_gpu).
 
 use cluda::matcher::{DIM, Descriptor, Match};
 
