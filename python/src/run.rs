@@ -252,6 +252,13 @@ pub fn run(
             } else {
                 full.capped(input.hint())
             };
+            // A file is mapped where the finder reads a map fastest (the CPU finder: no
+            // reader threads taking its cores), as `cluda find` does; a source that cannot be
+            // mapped is read as before.
+            let config = EngineConfig {
+                map: finder.prefers_mapped_input(),
+                ..config
+            };
             let threads = finder.read_threads();
             input.with_source(|src| {
                 src.set_read_threads(threads);
