@@ -166,37 +166,9 @@ fn gpu_stream_live_image_is_refreshed_and_equals_cpu_image() {
     let shape = (400, 400);
     let dark = write_frames(d, "dark", shape, 0, 1000, false);
     let data = write_frames(d, "data", shape, 1000, 1200, true);
-    let cube = d.join("eta.npz");
-    Cli::found().ok(&[
-        "eta",
-        "--pedestal",
-        s(&dark),
-        "--data",
-        s(&data),
-        "--out",
-        s(&cube),
-        "--device",
-        "cpu",
-    ]);
-    let want_image = d.join("want.npy");
-    let want_plots = d.join("want-plots");
-    Cli::found().ok(&[
-        "image",
-        "--pedestal",
-        s(&dark),
-        "--data",
-        s(&data),
-        "--eta",
-        s(&cube),
-        "--subpixels",
-        "5",
-        "--out",
-        s(&want_image),
-        "--plot",
-        s(&want_plots),
-        "--device",
-        "cpu",
-    ]);
+    let want = wanted_image(d, &dark, &data, "5", true);
+    let (cube, want_image) = (want.cube, want.image);
+    let want_plots = want.plots.expect("plots");
     let port = free_port();
     let out = d.join("out");
     let plots = d.join("plots");
@@ -232,16 +204,7 @@ fn gpu_stream_live_image_is_refreshed_and_equals_cpu_image() {
         &["--data", s(&data), "--rate", "300", "--no-drop"],
     );
     let png = plots.join("image.png");
-    let mut seen: Vec<Vec<u8>> = Vec::new();
-    let until = std::time::Instant::now() + Duration::from_secs(120);
-    while std::time::Instant::now() < until && !stream.stdout_now().contains("acquisition=") {
-        if let Ok(bytes) = std::fs::read(&png)
-            && seen.last() != Some(&bytes)
-        {
-            seen.push(bytes);
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let seen = png_versions(&stream, &png, Duration::from_secs(120));
     assert!(replay.wait(Duration::from_secs(300)).status.success());
     let done = stream.wait_ok(Duration::from_secs(300));
     assert!(done.stderr.contains("device: gpu"), "{}", done.stderr);

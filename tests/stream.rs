@@ -1010,34 +1010,8 @@ fn live_images_and_cube_equal_the_commands() {
     let d = dir.path();
     let dark = write_frames(d, "dark", SHAPE, 0, 300, false);
     let data = write_frames(d, "data", SHAPE, 300, 400, true);
-    let cube = d.join("eta.npz");
-    Cli::found().ok(&[
-        "eta",
-        "--pedestal",
-        s(&dark),
-        "--data",
-        s(&data),
-        "--out",
-        s(&cube),
-        "--device",
-        "cpu",
-    ]);
-    let want_image = d.join("want.npy");
-    Cli::found().ok(&[
-        "image",
-        "--pedestal",
-        s(&dark),
-        "--data",
-        s(&data),
-        "--eta",
-        s(&cube),
-        "--subpixels",
-        "3",
-        "--out",
-        s(&want_image),
-        "--device",
-        "cpu",
-    ]);
+    let want = wanted_image(d, &dark, &data, "3", false);
+    let (cube, want_image) = (want.cube, want.image);
     let port = free_port();
     let out = d.join("out");
     let live_cube = d.join("live.npz");
@@ -1086,37 +1060,9 @@ fn live_image_is_drawn_and_refreshed() {
     let d = dir.path();
     let dark = write_frames(d, "dark", SHAPE, 0, 300, false);
     let data = write_frames(d, "data", SHAPE, 300, 600, true);
-    let cube = d.join("eta.npz");
-    Cli::found().ok(&[
-        "eta",
-        "--pedestal",
-        s(&dark),
-        "--data",
-        s(&data),
-        "--out",
-        s(&cube),
-        "--device",
-        "cpu",
-    ]);
-    let want_image = d.join("want.npy");
-    let want_plots = d.join("want-plots");
-    Cli::found().ok(&[
-        "image",
-        "--pedestal",
-        s(&dark),
-        "--data",
-        s(&data),
-        "--eta",
-        s(&cube),
-        "--subpixels",
-        "3",
-        "--out",
-        s(&want_image),
-        "--plot",
-        s(&want_plots),
-        "--device",
-        "cpu",
-    ]);
+    let want = wanted_image(d, &dark, &data, "3", true);
+    let (cube, want_image) = (want.cube, want.image);
+    let want_plots = want.plots.expect("plots");
     let port = free_port();
     let out = d.join("out");
     let plots = d.join("plots");
@@ -1152,16 +1098,7 @@ fn live_image_is_drawn_and_refreshed() {
         &["--data", s(&data), "--rate", "200", "--no-drop"],
     );
     let png = plots.join("image.png");
-    let mut seen: Vec<Vec<u8>> = Vec::new();
-    let until = std::time::Instant::now() + Duration::from_secs(60);
-    while std::time::Instant::now() < until && !stream.stdout_now().contains("acquisition=") {
-        if let Ok(bytes) = std::fs::read(&png)
-            && seen.last() != Some(&bytes)
-        {
-            seen.push(bytes);
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let seen = png_versions(&stream, &png, Duration::from_secs(60));
     assert!(replay.wait(LIMIT).status.success());
     let done = stream.wait_ok(LIMIT);
     assert!(!done.stderr.contains("not drawn"), "{}", done.stderr);

@@ -387,3 +387,75 @@ pub fn finder_kept_while_the_shape_stays(
         assert!(batch.total() > 0, "{i}: no clusters to compare");
     }
 }
+
+/// What `cluda eta` and `cluda image` (both on the CPU) make of the same frames: the live
+/// sub-pixel image of `stream --eta` is compared with them.
+pub struct WantedImage {
+    /// The eta cube (`DIR/eta.npz`).
+    pub cube: PathBuf,
+    /// The sub-pixel image (`DIR/want.npy`).
+    pub image: PathBuf,
+    /// The plot directory of `image --plot` (`DIR/want-plots`), when asked for.
+    pub plots: Option<PathBuf>,
+}
+
+/// Runs `cluda eta` on `dark` and `data`, then `cluda image` with that cube and `subpixels`
+/// (and `--plot DIR/want-plots` when `plots`), all on the CPU, in `dir`.
+pub fn wanted_image(
+    dir: &Path,
+    dark: &Path,
+    data: &Path,
+    subpixels: &str,
+    plots: bool,
+) -> WantedImage {
+    let cube = dir.join("eta.npz");
+    Cli::found().ok(&[
+        "eta",
+        "--pedestal",
+        s(dark),
+        "--data",
+        s(data),
+        "--out",
+        s(&cube),
+        "--device",
+        "cpu",
+    ]);
+    let image = dir.join("want.npy");
+    let plots = plots.then(|| dir.join("want-plots"));
+    let mut args = vec![
+        "image",
+        "--pedestal",
+        s(dark),
+        "--data",
+        s(data),
+        "--eta",
+        s(&cube),
+        "--subpixels",
+        subpixels,
+        "--out",
+        s(&image),
+        "--device",
+        "cpu",
+    ];
+    if let Some(p) = plots.as_deref() {
+        args.extend(["--plot", s(p)]);
+    }
+    Cli::found().ok(&args);
+    WantedImage { cube, image, plots }
+}
+
+/// Every distinct version of the file `png` seen while `stream` runs (read every 20 ms until
+/// its stdout has an acquisition's summary, or `limit`).
+pub fn png_versions(stream: &Proc, png: &Path, limit: Duration) -> Vec<Vec<u8>> {
+    let mut seen: Vec<Vec<u8>> = Vec::new();
+    let until = Instant::now() + limit;
+    while Instant::now() < until && !stream.stdout_now().contains("acquisition=") {
+        if let Ok(bytes) = std::fs::read(png)
+            && seen.last() != Some(&bytes)
+        {
+            seen.push(bytes);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    seen
+}
