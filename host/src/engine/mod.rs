@@ -45,7 +45,7 @@ use crate::error::{Error, Result};
 use crate::finder::ClusterFinder;
 use crate::finder::feed::{Chunk, FedChunk, FrameFeed, FrameStore};
 use crate::io::{FrameSource, MappedFrames};
-use sink::{InputEvents, Sink, SinkEvents};
+use sink::{FnSink, InputEvents, Sink, SinkEvents};
 pub use slice_source::SliceSource;
 
 /// How the engine reads ahead.
@@ -249,34 +249,13 @@ pub fn find_stream_with(
     slots: &mut Option<RingSlots>,
     visit: &mut dyn FnMut(u64, FrameClusters<'_>) -> Result<()>,
 ) -> Result<EngineStats> {
-    /// A visitor as the events of one input.
-    struct Visitor<'v> {
-        visit: &'v mut dyn FnMut(u64, FrameClusters<'_>) -> Result<()>,
-        result: Option<Result<EngineStats>>,
-    }
-    impl InputEvents for Visitor<'_> {
-        fn begin(&mut self, _: &mut dyn ClusterFinder, _: usize) -> Result<()> {
-            Ok(())
-        }
-        fn frame(&mut self, _: usize, clusters: FrameClusters<'_>) -> Result<()> {
-            (self.visit)(clusters.frame.get(), clusters)
-        }
-        fn end(
-            &mut self,
-            _: &mut dyn ClusterFinder,
-            _: usize,
-            result: Result<EngineStats>,
-        ) -> Result<()> {
-            self.result = Some(result);
-            Ok(())
-        }
-    }
-    let mut events = Visitor {
-        visit,
-        result: None,
-    };
-    find_streams(finder, &mut [source], config, slots, &mut events)?;
-    ended(events.result)
+    find_stream_into(
+        finder,
+        source,
+        config,
+        slots,
+        &mut FnSink(|_, fc: &FrameClusters<'_>| visit(fc.frame.get(), *fc)),
+    )
 }
 
 /// One input into `sink`, driven as every run drives a sink ([`SinkEvents`]: begin, its
@@ -306,11 +285,6 @@ pub fn find_stream_into(
             },
         },
     )?;
-    ended(result)
-}
-
-/// The outcome of a run's only input.
-fn ended(result: Option<Result<EngineStats>>) -> Result<EngineStats> {
     result.unwrap_or_else(|| Err(Error::Internal("the engine ended no input".into())))
 }
 

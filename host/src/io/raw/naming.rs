@@ -5,8 +5,9 @@
 
 use std::path::{Path, PathBuf};
 
-/// `<base>_master_<index>.json`.
-pub fn master_file_name(base: &str, index: u64) -> String {
+/// `<base>_master_<index>.json` (`index` as written: a number, or the digits of another
+/// file's name kept as they stand).
+pub fn master_file_name(base: &str, index: impl std::fmt::Display) -> String {
     format!("{base}_master_{index}.json")
 }
 
@@ -28,7 +29,7 @@ pub fn is_file_of(file: &str, base: &str, index: u64) -> bool {
     let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
     rest.strip_suffix(".raw")
         .and_then(|r| r.rsplit_once('_'))
-        .filter(|(_, n)| digits(n) && n.parse::<u64>().ok() == Some(index))
+        .filter(|(_, n)| *n == index.to_string())
         .and_then(|(r, _)| r.split_once("_f"))
         .is_some_and(|(p, f)| digits(p) && digits(f))
 }
@@ -46,7 +47,6 @@ pub fn master_of_data_file(path: &Path) -> Option<PathBuf> {
     if base.is_empty() || !(digits(index) && digits(file) && digits(module)) {
         return None;
     }
-    let index = index.parse().ok()?;
     Some(path.with_file_name(master_file_name(base, index)))
 }
 
@@ -84,6 +84,11 @@ mod tests {
             master_of_data_file(Path::new(&data)),
             Some(PathBuf::from(master_file_name("run", 3)))
         );
+        // The index's digits are kept as the data file's name has them.
+        assert_eq!(
+            master_of_data_file(Path::new("run_d0_f0_007.raw")),
+            Some(PathBuf::from("run_master_007.json"))
+        );
     }
 
     #[test]
@@ -106,6 +111,7 @@ mod tests {
             "my_data_d0_f0_0.raw",
             "data_d0_f0_0.raw.tmp",
             "data_d0_f0_.raw",
+            "data_d0_f0_00.raw",
         ] {
             assert!(!is_file_of(no, "data", 0), "{no}");
         }
