@@ -137,6 +137,8 @@ pub mod frames;
 pub mod generate;
 pub mod interpolation;
 pub mod io;
+#[cfg(feature = "gpu")]
+pub(crate) mod kernel;
 pub mod matcher;
 pub mod memory;
 pub mod pedestal;

@@ -13,7 +13,7 @@
 use std::sync::Arc;
 
 use cluda_gpu::args::{DevicePtr, EtaCubeArgs, EtaImageArgs, NarrowArgs};
-use cudarc::driver::{CudaFunction, CudaStream};
+use cudarc::driver::CudaStream;
 
 use super::launch::BLOCK;
 use crate::cluster::{ClusterBatch, ClusterSize};
@@ -21,6 +21,7 @@ use crate::cuda::Device;
 use crate::device_memory::DeviceBuf;
 use crate::error::{CudaContextExt, Result};
 use crate::interpolation::{Accumulate, Accumulated, AccumulatedCounts, Tally};
+use crate::kernel::{Grid, Kernel};
 
 /// Counters of the tally: clusters, inside, eta outside, energy outside, masked, window.
 const TALLY: usize = 6;
@@ -32,7 +33,7 @@ const GRID: u32 = 132 * 4;
 /// batch's `frames + 1` running counts (its offsets, as `u32`), then its records, packed as
 /// the host packs them (centre word, then the `side * side` values).
 pub struct DeviceClusters {
-    buf: DeviceBuf,
+    buf: DeviceBuf<u32>,
     frames: u32,
     total: u32,
     size: ClusterSize,
@@ -84,23 +85,30 @@ impl DeviceClusters {
 /// buffers: the finder's pipeline launches it on every checked chunk; [`DeviceAccum::count`]
 /// on clusters already on the device.
 pub struct DeviceAccum {
-    function: CudaFunction,
-    image: bool,
+    kernel: EtaKernel,
     size: ClusterSize,
     kind: u32,
-    edges: [(DeviceBuf, u32); 3],
+    edges: [(DeviceBuf<f64>, u32); 3],
     /// The maps, and the image's geometry (image kernels only).
-    maps: Option<(DeviceBuf, DeviceBuf)>,
+    maps: Option<(DeviceBuf<f64>, DeviceBuf<f64>)>,
     /// The kernel narrowing an image's counts to `u32` (image kernels only).
-    narrow: Option<CudaFunction>,
+    narrow: Option<Kernel<NarrowArgs>>,
     subpixels: u32,
     height: u32,
     width: u32,
-    mask: Option<(DeviceBuf, u32, u32)>,
+    mask: Option<(DeviceBuf<u8>, u32, u32)>,
     window: Option<(f64, f64)>,
-    counts: DeviceBuf,
+    counts: DeviceBuf<u64>,
     len: usize,
-    tally: DeviceBuf,
+    tally: DeviceBuf<u64>,
+}
+
+/// The accumulation kernel of a [`DeviceAccum`].
+enum EtaKernel {
+    /// `cluda_eta_cube`.
+    Cube(Kernel<EtaCubeArgs>),
+    /// `cluda_eta_image`.
+    Image(Kernel<EtaImageArgs>),
 }
 
 impl DeviceAccum {
@@ -118,7 +126,7 @@ impl DeviceAccum {
             Accumulate::Cube(a) => a,
             Accumulate::Image { maps, .. } => maps.axes(),
         };
-        let up = |v: &[f64], name: &str| -> Result<(DeviceBuf, u32)> {
+        let up = |v: &[f64], name: &str| -> Result<(DeviceBuf<f64>, u32)> {
             Ok((DeviceBuf::upload_on(stream, v, name)?, v.len() as u32))
         };
         let edges = [
@@ -126,14 +134,13 @@ impl DeviceAccum {
             up(axes.y.as_slice(), "eta_y edges")?,
             up(axes.e.as_slice(), "energy edges")?,
         ];
-        let tally = DeviceBuf::zeroed_on_stream(stream, TALLY * 8, "the tally")?;
+        let tally = DeviceBuf::zeroed_on_stream(stream, TALLY, "the tally")?;
         let kind = axes.kind as u32;
         match what {
             Accumulate::Cube(a) => {
                 let len = a.bins()?;
                 Ok(Self {
-                    function: device.function(EtaCubeArgs::ENTRY)?,
-                    image: false,
+                    kernel: EtaKernel::Cube(Kernel::load(device)?),
                     size,
                     kind,
                     edges,
@@ -144,7 +151,7 @@ impl DeviceAccum {
                     width: 0,
                     mask: None,
                     window: None,
-                    counts: DeviceBuf::zeroed_on_stream(stream, len * 8, "the eta cube")?,
+                    counts: DeviceBuf::zeroed_on_stream(stream, len, "the eta cube")?,
                     len,
                     tally,
                 })
@@ -174,8 +181,7 @@ impl DeviceAccum {
                     None => None,
                 };
                 Ok(Self {
-                    function: device.function(EtaImageArgs::ENTRY)?,
-                    image: true,
+                    kernel: EtaKernel::Image(Kernel::load(device)?),
                     size,
                     kind,
                     edges,
@@ -183,13 +189,13 @@ impl DeviceAccum {
                         DeviceBuf::upload_on(stream, maps.ietax(), "the x map")?,
                         DeviceBuf::upload_on(stream, maps.ietay(), "the y map")?,
                     )),
-                    narrow: Some(device.function(NarrowArgs::ENTRY)?),
+                    narrow: Some(Kernel::load(device)?),
                     subpixels: *subpixels,
                     height: height as u32,
                     width: width as u32,
                     mask,
                     window: window.map(|w| (w.lo, w.hi)),
-                    counts: DeviceBuf::zeroed_on_stream(stream, len * 8, "the sub-pixel image")?,
+                    counts: DeviceBuf::zeroed_on_stream(stream, len, "the sub-pixel image")?,
                     len,
                     tally,
                 })
@@ -224,80 +230,80 @@ impl DeviceAccum {
     pub(crate) fn launch(
         &self,
         stream: &Arc<CudaStream>,
-        out: u64,
+        out: DevicePtr<u32>,
         frames: u32,
         records_at: u32,
         room: u32,
     ) -> Result<()> {
         let side = self.size.side() as u32;
         let [(x, nx), (y, ny), (e, ne)] = &self.edges;
-        let cs = stream.cu_stream();
-        let result = if self.image {
-            let (mx, my) = match &self.maps {
-                Some((a, b)) => (a.at::<f64>(), b.at::<f64>()),
-                None => return Err(crate::Error::Internal("image kernel without maps".into())),
-            };
-            let (mask, mr, mc) = match &self.mask {
-                Some((m, r, c)) => (m.at::<u8>(), *r, *c),
-                None => (DevicePtr::NULL, 0, 0),
-            };
-            let (lo, hi, use_window) = match self.window {
-                Some((lo, hi)) => (lo, hi, 1),
-                None => (0.0, 0.0, 0),
-            };
-            let mut a = EtaImageArgs {
-                out: DevicePtr::new(out),
-                frames,
-                records_at,
-                room,
-                side,
-                kind: self.kind,
-                xbins: x.at(),
-                nx: *nx,
-                ybins: y.at(),
-                ny: *ny,
-                ebins: e.at(),
-                ne: *ne,
-                ietax: mx,
-                ietay: my,
-                subpixels: self.subpixels,
-                height: self.height,
-                width: self.width,
-                mask,
-                mask_rows: mr,
-                mask_cols: mc,
-                window_lo: lo,
-                window_hi: hi,
-                use_window,
-                image: self.counts.at(),
-                tally: self.tally.at(),
-            };
-            let mut params = a.params();
-            // SAFETY: the struct's fields are the kernel's parameters; every buffer is live
-            // (owned by `self`, the chunk's results by the pipeline's slot, which the next
-            // chunk reuses only after this launch on the same stream) and as large as the
-            // struct's docs say.
-            unsafe { crate::cuda::launch(&self.function, (GRID, 1), BLOCK, cs, &mut params, false) }
-        } else {
-            let mut a = EtaCubeArgs {
-                out: DevicePtr::new(out),
-                frames,
-                records_at,
-                room,
-                side,
-                kind: self.kind,
-                xbins: x.at(),
-                nx: *nx,
-                ybins: y.at(),
-                ny: *ny,
-                ebins: e.at(),
-                ne: *ne,
-                counts: self.counts.at(),
-                tally: self.tally.at(),
-            };
-            let mut params = a.params();
-            // SAFETY: as for the image launch above.
-            unsafe { crate::cuda::launch(&self.function, (GRID, 1), BLOCK, cs, &mut params, false) }
+        let grid = Grid::x(GRID, BLOCK);
+        let result = match &self.kernel {
+            EtaKernel::Image(kernel) => {
+                let (mx, my) = match &self.maps {
+                    Some((a, b)) => (a.ptr(), b.ptr()),
+                    None => return Err(crate::Error::Internal("image kernel without maps".into())),
+                };
+                let (mask, mr, mc) = match &self.mask {
+                    Some((m, r, c)) => (m.ptr(), *r, *c),
+                    None => (DevicePtr::NULL, 0, 0),
+                };
+                let (lo, hi, use_window) = match self.window {
+                    Some((lo, hi)) => (lo, hi, 1),
+                    None => (0.0, 0.0, 0),
+                };
+                let a = EtaImageArgs {
+                    out,
+                    frames,
+                    records_at,
+                    room,
+                    side,
+                    kind: self.kind,
+                    xbins: x.ptr(),
+                    nx: *nx,
+                    ybins: y.ptr(),
+                    ny: *ny,
+                    ebins: e.ptr(),
+                    ne: *ne,
+                    ietax: mx,
+                    ietay: my,
+                    subpixels: self.subpixels,
+                    height: self.height,
+                    width: self.width,
+                    mask,
+                    mask_rows: mr,
+                    mask_cols: mc,
+                    window_lo: lo,
+                    window_hi: hi,
+                    use_window,
+                    image: self.counts.ptr(),
+                    tally: self.tally.ptr(),
+                };
+                // SAFETY: every buffer is live (owned by `self`, the chunk's results by the
+                // pipeline's slot, which the next chunk reuses only after this launch on the same
+                // stream) and as large as the struct's docs say.
+                unsafe { kernel.launch(stream, grid, a) }
+            }
+            EtaKernel::Cube(kernel) => {
+                let a = EtaCubeArgs {
+                    out,
+                    frames,
+                    records_at,
+                    room,
+                    side,
+                    kind: self.kind,
+                    xbins: x.ptr(),
+                    nx: *nx,
+                    ybins: y.ptr(),
+                    ny: *ny,
+                    ebins: e.ptr(),
+                    ne: *ne,
+                    counts: self.counts.ptr(),
+                    tally: self.tally.ptr(),
+                };
+                // SAFETY: as for the image launch above.
+                unsafe { kernel.launch(stream, grid, a) }
+            }
         };
         result.cuda("launching the eta accumulation")
     }
@@ -305,24 +311,22 @@ impl DeviceAccum {
     /// The image's counts narrowed to saturated `u32` on the device, then downloaded into
     /// host memory whose pages were mapped first, from every core (a copy into fresh pages
     /// faults them in one at a time).
-    fn narrowed(&self, f: &CudaFunction, stream: &Arc<CudaStream>) -> Result<Vec<u32>> {
-        let narrow = DeviceBuf::on_stream(stream, self.len * 4, "the narrowed image")?;
+    fn narrowed(&self, f: &Kernel<NarrowArgs>, stream: &Arc<CudaStream>) -> Result<Vec<u32>> {
+        let narrow = DeviceBuf::on_stream(stream, self.len, "the narrowed image")?;
         let len = u32::try_from(self.len)
             .map_err(|_| crate::Error::Internal("an image of over 2^32 sub-pixels".into()))?;
-        let mut a = NarrowArgs {
-            counts: self.counts.at(),
+        let a = NarrowArgs {
+            counts: self.counts.ptr(),
             len,
-            narrow: narrow.at(),
+            narrow: narrow.ptr(),
         };
-        let mut params = a.params();
         let grid = self
             .len
             .div_ceil(BLOCK as usize)
             .clamp(1, GRID as usize * 8) as u32;
-        // SAFETY: the struct's fields are the kernel's parameters; `counts` holds `len` u64
-        // and `narrow` `len` u32 (allocated above), both live until the stream is synchronised
-        // by the download below.
-        unsafe { crate::cuda::launch(f, (grid, 1), BLOCK, stream.cu_stream(), &mut params, false) }
+        // SAFETY: `counts` holds `len` u64 and `narrow` `len` u32 (allocated above), both
+        // live until the stream is synchronised by the download below.
+        unsafe { f.launch(stream, Grid::x(grid, BLOCK), a) }
             .cuda("narrowing the image's counts")?;
         let mut out: Vec<u32> =
             crate::memory::zeroed_vec(|| "the device's image counts".into(), self.len)?;

@@ -5,17 +5,21 @@
 //! field; the entry names come from `cluda_gpu::args::names`. So the host and the kernels
 //! share one definition of every parameter list.
 
-use std::ffi::c_void;
 use std::sync::OnceLock;
 
-use cluda_gpu::args::{ClassifyArgs, DevicePtr, PrepareArgs, RunArgs, StepArgs, StepNext, names};
-use cudarc::driver::CudaFunction;
-use cudarc::driver::sys::{self, CUstream};
+use cluda_gpu::args::{
+    ClassifyArgs, DevicePtr, KernelArgs, PrepareArgs, RunArgs, StepArgs, StepNext, names,
+};
+use cudarc::driver::CudaStream;
+use cudarc::driver::sys;
 
+use super::buffers::{DeviceBuf, DeviceState};
+use super::reals::{DeviceReal, RealBuf};
 use crate::cluster::ClusterSize;
 use crate::config::Precision;
 use crate::cuda::Device;
 use crate::error::{CudaContextExt, Error, Result};
+use crate::kernel::{Grid, Kernel};
 
 /// Threads per block of the finder's kernels; also the pixels per tile.
 pub(crate) const BLOCK: u32 = cluda_gpu::layout::BLOCK;
@@ -33,38 +37,6 @@ pub(crate) enum Scalar {
     F64(f64),
     /// An `f32` parameter.
     F32(f32),
-}
-
-/// `inv` and `n_sigma` of one precision, for the argument structs of that real type.
-#[derive(Clone, Copy, Debug)]
-enum Reals {
-    F64(f64, f64),
-    F32(f32, f32),
-}
-
-/// A device address as the kernels' pointer parameter of `T` values.
-fn dev<T>(addr: u64) -> DevicePtr<T> {
-    DevicePtr::new(addr)
-}
-
-/// Launches `f` with `params` (the field addresses of its argument struct) on `stream`:
-/// `grid` blocks of [`BLOCK`] threads, as a cooperative launch when `cooperative` (every
-/// block resident at once), through [`crate::cuda::launch`].
-///
-/// # Safety
-///
-/// As [`crate::cuda::launch`]: `params` must be the fields of the argument struct of `f`'s
-/// family, alive until the call returns, with every pointer a live device buffer of the sizes
-/// the kernel reads and writes.
-unsafe fn launch(
-    f: &CudaFunction,
-    grid: u32,
-    stream: CUstream,
-    params: &mut [*mut c_void],
-    cooperative: bool,
-) -> std::result::Result<(), cudarc::driver::DriverError> {
-    // SAFETY: as the caller promises.
-    unsafe { crate::cuda::launch(f, (grid, 1), BLOCK, stream, params, cooperative) }
 }
 
 /// Frame geometry shared by both kernels.
@@ -119,350 +91,367 @@ impl Geometry {
     }
 }
 
-/// What a run launch needs besides the pedestal ([`FrameBuffers`]): its planes and its
-/// work area (counters and flags first, zeroed before every launch).
+/// What a run launch needs besides the pedestal ([`FrameBuffers`]): its [`RUN_PLANES`]
+/// padded planes, one after another, and its work area (counters and flags first, zeroed
+/// before every launch).
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct RunBuffers {
-    /// [`RUN_PLANES`] padded planes, `plane_len` elements apart.
-    pub planes: u64,
-    pub plane_len: u32,
-    pub work: u64,
-}
-
-/// The run kernel of a frame geometry whose grid (one block per tile) fits on the device at
-/// once.
-#[derive(Clone, Debug)]
-pub(crate) struct RunKernel {
-    function: CudaFunction,
-    /// Blocks of the launch: one per tile.
-    grid: u32,
+pub(crate) struct RunBuffers<'a> {
+    pub planes: &'a RealBuf,
+    pub work: &'a DeviceBuf<u32>,
 }
 
 /// The pedestal state and scratch a frame's kernels read and write.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct FrameBuffers {
-    pub base: u64,
-    pub a: u64,
-    pub b: u64,
-    pub frozen_std: u64,
-    pub c_plane: u64,
-    pub t: u64,
-    pub status: u64,
+pub(crate) struct FrameBuffers<'a> {
+    /// The pedestal: baselines, sums, frozen std.
+    pub state: &'a DeviceState,
+    /// The padded plane of corrected values.
+    pub c_plane: &'a RealBuf,
+    /// The thresholds.
+    pub t: &'a RealBuf,
+    /// The classify kernel's look-back words.
+    pub status: &'a DeviceBuf<u64>,
+}
+
+/// [`FrameBuffers`] as the kernels of real type `R` take them.
+#[derive(Clone, Copy, Debug)]
+struct FramePtrs<R> {
+    base: DevicePtr<R>,
+    a: DevicePtr<R>,
+    b: DevicePtr<R>,
+    frozen_std: DevicePtr<R>,
+    c_plane: DevicePtr<R>,
+    t: DevicePtr<R>,
+    status: DevicePtr<u64>,
+}
+
+impl FrameBuffers<'_> {
+    /// The pointers, in the kernels' real type `R` (an internal error for buffers of the
+    /// other one).
+    fn ptrs<R: DeviceReal>(&self) -> Result<FramePtrs<R>> {
+        Ok(FramePtrs {
+            base: self.state.base.get::<R>()?.ptr(),
+            a: self.state.a()?,
+            b: self.state.b()?,
+            frozen_std: self.state.frozen_std.get::<R>()?.ptr(),
+            c_plane: self.c_plane.get::<R>()?.ptr(),
+            t: self.t.get::<R>()?.ptr(),
+            status: self.status.ptr(),
+        })
+    }
 }
 
 /// Where a classify launch puts the frame's clusters (see `Output` in the kernel).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Destination {
-    /// Address of the clusters already in the buffer (compact mode), or 0.
-    pub base_in: u64,
+    /// The clusters already in the buffer (compact mode), or null.
+    pub base_in: DevicePtr<u32>,
     /// Where the count (plus `*base_in`) goes.
-    pub count_out: u64,
+    pub count_out: DevicePtr<u32>,
     /// First record of the buffer.
-    pub records: u64,
+    pub records: DevicePtr<u32>,
     /// Records the buffer has room for.
     pub room: u32,
 }
 
-/// The prepare arguments of the frame at `frame` with the pedestal and scratch of `buf`.
-fn prepare_args<R>(
-    (inv, n_sigma): (R, R),
+/// What every launch of one finder shares: the frame geometry, the constants in the real
+/// type `R`, and the threshold mode.
+#[derive(Clone, Copy, Debug)]
+struct Constants<R> {
+    g: Geometry,
+    inv: R,
+    n_sigma: R,
+    /// 1: live thresholds, 0: frozen ones.
     live: u32,
-    g: &Geometry,
-    frame: u64,
-    buf: &FrameBuffers,
+}
+
+/// The prepare arguments of the frame at `frame` with the pedestal and scratch of `buf`.
+fn prepare_args<R: Copy>(
+    k: &Constants<R>,
+    frame: DevicePtr<u16>,
+    buf: &FramePtrs<R>,
 ) -> PrepareArgs<R> {
+    let g = &k.g;
     PrepareArgs {
-        frame: dev(frame),
-        base: dev(buf.base),
-        a: dev(buf.a),
-        b: dev(buf.b),
-        frozen_std: dev(buf.frozen_std),
+        frame,
+        base: buf.base,
+        a: buf.a,
+        b: buf.b,
+        frozen_std: buf.frozen_std,
         cols: g.cols,
         pixels: g.pixels,
         stride: g.stride,
         r: g.r,
-        inv,
-        n_sigma,
-        live,
-        c_plane: dev(buf.c_plane),
-        t_out: dev(buf.t),
-        status: dev(buf.status),
+        inv: k.inv,
+        n_sigma: k.n_sigma,
+        live: k.live,
+        c_plane: buf.c_plane,
+        t_out: buf.t,
+        status: buf.status,
         n_status: g.status_len() as u32,
     }
 }
 
 /// The classify arguments of the frame at `frame`: its pedestal state, plane and thresholds,
 /// the geometry, and where its records go.
-fn classify_args<R>(
-    inv: R,
-    g: &Geometry,
-    frame: u64,
-    buf: &FrameBuffers,
+fn classify_args<R: Copy>(
+    k: &Constants<R>,
+    frame: DevicePtr<u16>,
+    buf: &FramePtrs<R>,
     dst: &Destination,
 ) -> ClassifyArgs<R> {
+    let g = &k.g;
     ClassifyArgs {
-        frame: dev(frame),
-        base: dev(buf.base),
-        a: dev(buf.a),
-        b: dev(buf.b),
-        c: dev(buf.c_plane),
-        t: dev(buf.t),
+        frame,
+        base: buf.base,
+        a: buf.a,
+        b: buf.b,
+        c: buf.c_plane,
+        t: buf.t,
         cols: g.cols,
         pixels: g.pixels,
         stride: g.stride,
         tiles: g.tiles,
-        inv,
-        status: dev(buf.status),
-        base_in: dev(dst.base_in),
-        count_out: dev(dst.count_out),
-        records: dev(dst.records),
+        inv: k.inv,
+        status: buf.status,
+        base_in: dst.base_in,
+        count_out: dst.count_out,
+        records: dst.records,
         room: dst.room,
     }
 }
 
-/// The step arguments: classify `c`'s frame, then prepare the frame at `next_frame` (0: none)
-/// into `next`'s plane, thresholds and look-back words.
-fn step_args<R>(
+/// The step arguments: classify `c`'s frame, then prepare the frame at `next_frame` (null:
+/// none) into `next`'s plane, thresholds and look-back words (its pedestal is `c`'s).
+fn step_args<R: Copy>(
+    k: &Constants<R>,
     c: ClassifyArgs<R>,
-    n_sigma: R,
-    live: u32,
-    g: &Geometry,
-    frozen_std: u64,
-    next_frame: u64,
-    next: &FrameBuffers,
+    next_frame: DevicePtr<u16>,
+    next: &FramePtrs<R>,
 ) -> StepArgs<R> {
     StepArgs::join(
         c,
         StepNext {
-            next_frame: dev(next_frame),
-            frozen_std: dev(frozen_std),
-            r: g.r,
-            n_sigma,
-            live,
-            c_next: dev(next.c_plane),
-            t_next: dev(next.t),
-            status_next: dev(next.status),
+            next_frame,
+            frozen_std: next.frozen_std,
+            r: k.g.r,
+            n_sigma: k.n_sigma,
+            live: k.live,
+            c_next: next.c_plane,
+            t_next: next.t,
+            status_next: next.status,
         },
     )
 }
 
+/// [`RunBuffers`] as the run kernels of real type `R` take them.
+#[derive(Clone, Copy, Debug)]
+struct RunPtrs<R> {
+    planes: DevicePtr<R>,
+    /// Values per plane.
+    plane_len: u32,
+    work: DevicePtr<u32>,
+}
+
+impl RunBuffers<'_> {
+    /// The pointers, in the kernels' real type `R`.
+    fn ptrs<R: DeviceReal>(&self) -> Result<RunPtrs<R>> {
+        Ok(RunPtrs {
+            planes: self.planes.get::<R>()?.ptr(),
+            plane_len: (self.planes.len() / RUN_PLANES) as u32,
+            work: self.work.ptr(),
+        })
+    }
+}
+
 /// The run arguments of `n` frames at `frames`.
-#[allow(clippy::too_many_arguments)]
-fn run_args<R>(
-    (inv, n_sigma): (R, R),
-    live: u32,
-    g: &Geometry,
-    frames: u64,
-    n: u32,
-    buf: &FrameBuffers,
-    run: &RunBuffers,
+fn run_args<R: Copy>(
+    k: &Constants<R>,
+    (frames, n): (DevicePtr<u16>, u32),
+    buf: &FramePtrs<R>,
+    run: &RunPtrs<R>,
     dst: &Destination,
 ) -> RunArgs<R> {
+    let g = &k.g;
     RunArgs {
-        frames: dev(frames),
+        frames,
         n,
-        base: dev(buf.base),
-        a: dev(buf.a),
-        b: dev(buf.b),
-        frozen_std: dev(buf.frozen_std),
-        planes: dev(run.planes),
+        base: buf.base,
+        a: buf.a,
+        b: buf.b,
+        frozen_std: buf.frozen_std,
+        planes: run.planes,
         plane_len: run.plane_len,
-        work: dev(run.work),
+        work: run.work,
         cols: g.cols,
         pixels: g.pixels,
         stride: g.stride,
         tiles: g.tiles,
         r: g.r,
-        inv,
-        n_sigma,
-        live,
-        base_in: dev(dst.base_in),
-        count_out: dev(dst.count_out),
-        records: dev(dst.records),
+        inv: k.inv,
+        n_sigma: k.n_sigma,
+        live: k.live,
+        base_in: dst.base_in,
+        count_out: dst.count_out,
+        records: dst.records,
         room: dst.room,
     }
 }
 
-/// Evaluates `$body` with `$reals` (`(inv, n_sigma)`) in the real type of `$k`'s precision.
-macro_rules! with_reals {
-    ($k:expr, |$reals:ident| $body:expr) => {
-        match $k.reals {
-            Reals::F64(inv, n_sigma) => {
-                let $reals = (inv, n_sigma);
-                $body
-            }
-            Reals::F32(inv, n_sigma) => {
-                let $reals = (inv, n_sigma);
-                $body
-            }
-        }
-    };
-}
-
 /// A kernel loaded (its module JIT-compiled by the driver) on its first launch, so that a
 /// run pays only for the kernels it launches: opt10 never launches `classify` or `step`.
-struct LazyKernel {
+struct LazyKernel<A> {
     name: &'static str,
-    function: OnceLock<CudaFunction>,
+    kernel: OnceLock<Kernel<A>>,
 }
 
-impl LazyKernel {
+impl<A: KernelArgs> LazyKernel<A> {
     fn new(name: &'static str) -> Self {
         Self {
             name,
-            function: OnceLock::new(),
+            kernel: OnceLock::new(),
         }
     }
 
     /// The kernel, loaded from `device` the first time.
-    fn get(&self, device: &Device) -> Result<&CudaFunction> {
-        if let Some(f) = self.function.get() {
-            return Ok(f);
+    fn get(&self, device: &Device) -> Result<&Kernel<A>> {
+        if let Some(k) = self.kernel.get() {
+            return Ok(k);
         }
-        let f = device.function(self.name)?;
-        Ok(self.function.get_or_init(|| f))
+        let k = Kernel::load_named(device, self.name)?;
+        Ok(self.kernel.get_or_init(|| k))
     }
 }
 
-/// The kernels of one precision and cluster size: `prepare` and `classify` (two launches per
-/// frame), `step` (classify this frame and prepare the next one in one launch), and `run`
-/// (many frames in one cooperative launch).
-pub(crate) struct Kernels {
-    device: Device,
-    prepare: LazyKernel,
-    classify: LazyKernel,
-    step: LazyKernel,
-    /// `None` when no run variant covers a frame's tiles (launches go per frame then).
-    run: Option<RunKernel>,
-    reals: Reals,
-    live: u32,
+/// The run kernel of a frame geometry whose grid (one block per tile) fits on the device at
+/// once.
+struct RunKernel<R> {
+    kernel: Kernel<RunArgs<R>>,
+    /// Blocks of the launch: one per tile.
+    grid: u32,
 }
 
-impl Kernels {
-    /// Loads the kernels for `precision` and `size`; `inv` (in the kernels' precision) and
-    /// `n_sigma` (converted to it exactly as the CPU finder converts it) are the constants of
-    /// every launch.
-    pub fn load(
-        device: &Device,
-        precision: Precision,
-        size: ClusterSize,
-        tiles: u32,
-        inv: Scalar,
-        n_sigma: f64,
-        live: bool,
-    ) -> Result<Self> {
-        let reals = match (precision, inv) {
-            (Precision::F64, Scalar::F64(inv)) => Reals::F64(inv, n_sigma),
-            (Precision::F32 | Precision::F32Naive, Scalar::F32(inv)) => {
-                Reals::F32(inv, n_sigma as f32)
-            }
-            _ => {
-                return Err(Error::param(
-                    "precision",
-                    "the kernels' constants are not in the finder's precision",
-                ));
-            }
-        };
-        let f64 = matches!(reals, Reals::F64(..));
+/// The kernels of one real type `R` and cluster size, with the constants of their launches.
+struct RealKernels<R> {
+    k: Constants<R>,
+    prepare: LazyKernel<PrepareArgs<R>>,
+    classify: LazyKernel<ClassifyArgs<R>>,
+    step: LazyKernel<StepArgs<R>>,
+    /// `None` when no run variant covers a frame's tiles (launches go per frame then).
+    run: Option<RunKernel<R>>,
+}
+
+/// [`RealKernels`] of the finder's precision.
+enum ByReal {
+    F64(RealKernels<f64>),
+    F32(RealKernels<f32>),
+}
+
+/// Evaluates `$body` with `$k` the [`RealKernels`] of `$self`'s precision.
+macro_rules! with_real {
+    ($self:expr, |$k:ident| $body:expr) => {
+        match &$self.by_real {
+            ByReal::F64($k) => $body,
+            ByReal::F32($k) => $body,
+        }
+    };
+}
+
+/// One frame launch after another: the frame that the launch after this one prepares (null:
+/// none), with the plane, thresholds and look-back words it goes into.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Next<'a> {
+    pub frame: DevicePtr<u16>,
+    pub buf: &'a FrameBuffers<'a>,
+}
+
+/// The kernels of one precision, cluster size and frame geometry: `prepare` and `classify`
+/// (two launches per frame), `step` (classify this frame and prepare the next one in one
+/// launch), and `run` (many frames in one cooperative launch).
+pub(crate) struct Kernels {
+    device: Device,
+    by_real: ByReal,
+}
+
+impl<R: DeviceReal> RealKernels<R> {
+    /// Loads the kernels of real type `R` for `size`, and the run kernel when its grid fits.
+    fn load(device: &Device, size: ClusterSize, k: Constants<R>) -> Result<Self> {
         let side = size.side();
         let sized = |name: Option<&'static str>| {
             name.ok_or_else(|| Error::param("size", format!("no kernels for {side}x{side}")))
         };
         // One block per tile, all resident at once (the kernel's waits need it).
-        let function = device.function(sized(names::run(f64, side))?)?;
-        let run = (tiles <= resident_blocks(device, &function)?).then_some(RunKernel {
-            function,
+        let kernel = Kernel::load_named(device, sized(names::run(R::F64, side))?)?;
+        let tiles = k.g.tiles;
+        let run = (tiles <= resident_blocks(device, &kernel)?).then_some(RunKernel {
+            kernel,
             grid: tiles,
         });
         Ok(Self {
-            device: device.clone(),
+            k,
+            prepare: LazyKernel::new(names::prepare(R::F64)),
+            classify: LazyKernel::new(sized(names::classify(R::F64, side))?),
+            step: LazyKernel::new(sized(names::step(R::F64, side))?),
             run,
-            prepare: LazyKernel::new(names::prepare(f64)),
-            classify: LazyKernel::new(sized(names::classify(f64, side))?),
-            step: LazyKernel::new(sized(names::step(f64, side))?),
-            reals,
-            live: live as u32,
         })
     }
 
-    /// Launches `prepare` for the frame at device address `frame`.
-    pub fn prepare(
+    /// As [`Kernels::prepare`].
+    fn prepare(
         &self,
-        stream: CUstream,
-        g: &Geometry,
-        frame: u64,
+        device: &Device,
+        stream: &CudaStream,
+        frame: DevicePtr<u16>,
         buf: &FrameBuffers,
     ) -> Result<()> {
-        let grid = g.pixels.max(g.status_len() as u32).div_ceil(BLOCK);
-        let prepare = self.prepare.get(&self.device)?;
-        with_reals!(self, |reals| {
-            let mut args = prepare_args(reals, self.live, g, frame, buf);
-            // SAFETY: the fields of `cluda_prepare_*`'s struct; every pointer is a live
-            // device buffer of the sizes the geometry implies.
-            unsafe { launch(prepare, grid, stream, &mut args.params(), false) }
-        })
-        .cuda("launching the prepare kernel")
+        let g = &self.k.g;
+        let grid = Grid::x(g.pixels.max(g.status_len() as u32).div_ceil(BLOCK), BLOCK);
+        let args = prepare_args(&self.k, frame, &buf.ptrs()?);
+        let prepare = self.prepare.get(device)?;
+        // SAFETY: every pointer is a live device buffer of the sizes the geometry implies.
+        unsafe { prepare.launch(stream, grid, args) }.cuda("launching the prepare kernel")
     }
 
-    /// Launches `classify` for the frame at device address `frame`.
-    pub fn classify(
+    /// As [`Kernels::classify`].
+    fn classify(
         &self,
-        stream: CUstream,
-        g: &Geometry,
-        frame: u64,
+        device: &Device,
+        stream: &CudaStream,
+        frame: DevicePtr<u16>,
         buf: &FrameBuffers,
         dst: &Destination,
     ) -> Result<()> {
-        let classify = self.classify.get(&self.device)?;
-        with_reals!(self, |reals| {
-            let mut args = classify_args(reals.0, g, frame, buf, dst);
-            // SAFETY: the fields of `cluda_classify_*`'s struct; every pointer is a live
-            // device buffer of the sizes the geometry and destination imply.
-            unsafe { launch(classify, g.tiles, stream, &mut args.params(), false) }
-        })
-        .cuda("launching the classify kernel")
+        let args = classify_args(&self.k, frame, &buf.ptrs()?, dst);
+        let classify = self.classify.get(device)?;
+        let grid = Grid::x(self.k.g.tiles, BLOCK);
+        // SAFETY: every pointer is a live device buffer of the sizes the geometry and
+        // destination imply.
+        unsafe { classify.launch(stream, grid, args) }.cuda("launching the classify kernel")
     }
 
-    /// Launches `step`: classifies the frame at `frame` with `buf` (as [`Kernels::classify`]),
-    /// then, when `next_frame` is not 0, prepares the frame at `next_frame` into `next`'s
-    /// plane, thresholds and look-back words (its pedestal fields must equal `buf`'s).
-    #[allow(clippy::too_many_arguments)]
-    pub fn step(
+    /// As [`Kernels::step`].
+    fn step(
         &self,
-        stream: CUstream,
-        g: &Geometry,
-        frame: u64,
-        buf: &FrameBuffers,
+        device: &Device,
+        stream: &CudaStream,
+        (frame, buf): (DevicePtr<u16>, &FrameBuffers),
         dst: &Destination,
-        next_frame: u64,
-        next: &FrameBuffers,
+        next: Next<'_>,
     ) -> Result<()> {
-        let step = self.step.get(&self.device)?;
-        with_reals!(self, |reals| {
-            let c = classify_args(reals.0, g, frame, buf, dst);
-            let mut args = step_args(c, reals.1, self.live, g, buf.frozen_std, next_frame, next);
-            // SAFETY: the fields of `cluda_step_*`'s struct; every pointer is a live device
-            // buffer of the sizes the geometry and destination imply.
-            unsafe { launch(step, g.tiles, stream, &mut args.params(), false) }
-        })
-        .cuda("launching the step kernel")
+        let c = classify_args(&self.k, frame, &buf.ptrs()?, dst);
+        let args = step_args(&self.k, c, next.frame, &next.buf.ptrs()?);
+        let step = self.step.get(device)?;
+        let grid = Grid::x(self.k.g.tiles, BLOCK);
+        // SAFETY: every pointer is a live device buffer of the sizes the geometry and
+        // destination imply.
+        unsafe { step.launch(stream, grid, args) }.cuda("launching the step kernel")
     }
 
-    /// Whether one launch can find many frames (a run kernel covers the frame's tiles).
-    pub fn has_run(&self) -> bool {
-        self.run.is_some()
-    }
-
-    /// Launches `run` for `n` consecutive frames at device address `frames` (one cooperative
-    /// launch; see `gpu/src/kernels/run.rs`). The caller must have zeroed the counters and flags
-    /// (the first [`Geometry::run_flags_len`] words of `run.work`) on `stream` before.
-    #[allow(clippy::too_many_arguments)]
-    pub fn run(
+    /// As [`Kernels::run`].
+    fn run(
         &self,
-        stream: CUstream,
-        g: &Geometry,
-        frames: u64,
-        n: u32,
+        stream: &CudaStream,
+        frames: (DevicePtr<u16>, u32),
         buf: &FrameBuffers,
         run: &RunBuffers,
         dst: &Destination,
@@ -473,35 +462,137 @@ impl Kernels {
                 "no run kernel covers this frame size; use one launch per frame",
             ));
         };
-        with_reals!(self, |reals| {
-            let mut args = run_args(reals, self.live, g, frames, n, buf, run, dst);
-            // SAFETY: the fields of `cluda_run1_*`'s struct; every pointer is a live device
-            // buffer of the sizes the geometry and destination imply; the grid fits on the
-            // device at once (checked at load, and by the cooperative launch) and has one
-            // block per tile.
-            unsafe {
-                launch(
-                    &kernel.function,
-                    kernel.grid,
-                    stream,
-                    &mut args.params(),
-                    true,
-                )
-            }
-        })
-        .cuda("launching the run kernel")
+        let args = run_args(&self.k, frames, &buf.ptrs()?, &run.ptrs()?, dst);
+        let grid = Grid::x(kernel.grid, BLOCK);
+        // SAFETY: every pointer is a live device buffer of the sizes the geometry and
+        // destination imply; the grid fits on the device at once (checked at load, and by
+        // the cooperative launch) and has one block per tile.
+        unsafe { kernel.kernel.launch_cooperative(stream, grid, args) }
+            .cuda("launching the run kernel")
     }
 }
 
-/// Blocks of `f` (with [`BLOCK`] threads) that fit on the device at once: the grid bound of
+impl Kernels {
+    /// Loads the kernels for `precision`, `size` and the frame geometry `g`; `inv` (in the
+    /// kernels' precision) and `n_sigma` (converted to it exactly as the CPU finder converts
+    /// it) are the constants of every launch.
+    pub fn load(
+        device: &Device,
+        precision: Precision,
+        size: ClusterSize,
+        g: Geometry,
+        inv: Scalar,
+        n_sigma: f64,
+        live: bool,
+    ) -> Result<Self> {
+        let live = live as u32;
+        let by_real = match (precision, inv) {
+            (Precision::F64, Scalar::F64(inv)) => {
+                let k = Constants {
+                    g,
+                    inv,
+                    n_sigma,
+                    live,
+                };
+                ByReal::F64(RealKernels::load(device, size, k)?)
+            }
+            (Precision::F32 | Precision::F32Naive, Scalar::F32(inv)) => {
+                let k = Constants {
+                    g,
+                    inv,
+                    n_sigma: n_sigma as f32,
+                    live,
+                };
+                ByReal::F32(RealKernels::load(device, size, k)?)
+            }
+            _ => {
+                return Err(Error::param(
+                    "precision",
+                    "the kernels' constants are not in the finder's precision",
+                ));
+            }
+        };
+        Ok(Self {
+            device: device.clone(),
+            by_real,
+        })
+    }
+
+    /// The frame geometry the kernels were loaded for.
+    pub fn geometry(&self) -> Geometry {
+        with_real!(self, |k| k.k.g)
+    }
+
+    /// Launches `prepare` for the frame at `frame` on `stream`.
+    pub fn prepare(
+        &self,
+        stream: &CudaStream,
+        frame: DevicePtr<u16>,
+        buf: &FrameBuffers,
+    ) -> Result<()> {
+        with_real!(self, |k| k.prepare(&self.device, stream, frame, buf))
+    }
+
+    /// Launches `classify` for the frame at `frame` on `stream`.
+    pub fn classify(
+        &self,
+        stream: &CudaStream,
+        frame: DevicePtr<u16>,
+        buf: &FrameBuffers,
+        dst: &Destination,
+    ) -> Result<()> {
+        with_real!(self, |k| k.classify(&self.device, stream, frame, buf, dst))
+    }
+
+    /// Launches `step`: classifies the frame at `frame` with `buf` (as [`Kernels::classify`]),
+    /// then, when `next.frame` is not null, prepares that frame into `next.buf`'s plane,
+    /// thresholds and look-back words (its pedestal must be `buf`'s).
+    pub fn step(
+        &self,
+        stream: &CudaStream,
+        (frame, buf): (DevicePtr<u16>, &FrameBuffers),
+        dst: &Destination,
+        next: Next<'_>,
+    ) -> Result<()> {
+        with_real!(self, |k| k.step(
+            &self.device,
+            stream,
+            (frame, buf),
+            dst,
+            next
+        ))
+    }
+
+    /// Whether one launch can find many frames (a run kernel covers the frame's tiles).
+    pub fn has_run(&self) -> bool {
+        with_real!(self, |k| k.run.is_some())
+    }
+
+    /// Launches `run` for `frames.1` consecutive frames from `frames.0` (one cooperative
+    /// launch; see `gpu/src/kernels/run.rs`). The caller must have zeroed the counters and
+    /// flags (the first [`Geometry::run_flags_len`] words of `run.work`) on `stream` before.
+    pub fn run(
+        &self,
+        stream: &CudaStream,
+        frames: (DevicePtr<u16>, u32),
+        buf: &FrameBuffers,
+        run: &RunBuffers,
+        dst: &Destination,
+    ) -> Result<()> {
+        with_real!(self, |k| k.run(stream, frames, buf, run, dst))
+    }
+}
+
+/// Blocks of `k` (with [`BLOCK`] threads) that fit on the device at once: the grid bound of
 /// a cooperative launch.
-fn resident_blocks(device: &Device, f: &CudaFunction) -> Result<u32> {
+fn resident_blocks<A: KernelArgs>(device: &Device, k: &Kernel<A>) -> Result<u32> {
     // The occupancy query is a context call: the context must be current on this thread.
     device
         .context()
         .bind_to_thread()
         .cuda("binding the CUDA context")?;
-    let per_sm = f
+    let per_sm = k
+        .function()
         .occupancy_max_active_blocks_per_multiprocessor(BLOCK, 0, None)
         .cuda("querying the run kernel's occupancy")?;
     let sms = device
@@ -515,7 +606,11 @@ fn resident_blocks(device: &Device, f: &CudaFunction) -> Result<u32> {
 mod tests {
     use super::*;
 
-    fn sample() -> (Geometry, FrameBuffers, Destination) {
+    fn ptr<T>(addr: u64) -> DevicePtr<T> {
+        DevicePtr::new(addr)
+    }
+
+    fn sample<R>(inv: R, n_sigma: R) -> (Constants<R>, FramePtrs<R>, Destination) {
         let g = Geometry {
             cols: 11,
             pixels: 12,
@@ -523,36 +618,42 @@ mod tests {
             r: 14,
             tiles: 15,
         };
-        let buf = FrameBuffers {
-            base: 2,
-            a: 3,
-            b: 4,
-            frozen_std: 99,
-            c_plane: 5,
-            t: 6,
-            status: 7,
+        let k = Constants {
+            g,
+            inv,
+            n_sigma,
+            live: 1,
+        };
+        let buf = FramePtrs {
+            base: ptr(2),
+            a: ptr(3),
+            b: ptr(4),
+            frozen_std: ptr(99),
+            c_plane: ptr(5),
+            t: ptr(6),
+            status: ptr(7),
         };
         let dst = Destination {
-            base_in: 8,
-            count_out: 9,
-            records: 10,
+            base_in: ptr(8),
+            count_out: ptr(9),
+            records: ptr(10),
             room: 16,
         };
-        (g, buf, dst)
+        (k, buf, dst)
     }
 
     /// Every field of the classify and step arguments comes from its own source value.
     #[test]
     fn arguments_take_each_value_once() {
-        let (g, buf, dst) = sample();
-        let c = classify_args(0.5f64, &g, 1, &buf, &dst);
-        let next = FrameBuffers {
-            c_plane: 50,
-            t: 60,
-            status: 70,
+        let (k, buf, dst) = sample(0.5f64, 3.0);
+        let c = classify_args(&k, ptr(1), &buf, &dst);
+        let next = FramePtrs {
+            c_plane: ptr(50),
+            t: ptr(60),
+            status: ptr(70),
             ..buf
         };
-        let s = step_args(c, 3.0, 1, &g, buf.frozen_std, 40, &next);
+        let s = step_args(&k, c, ptr(40), &next);
         assert_eq!(c.frame.addr() as usize, 1);
         assert_eq!(
             [
@@ -596,8 +697,39 @@ mod tests {
             [50, 60, 70]
         );
         assert_eq!((s.r, s.n_sigma, s.live), (14, 3.0, 1));
-        let p = prepare_args((0.25f32, 5.0f32), 0, &g, 1, &buf);
-        assert_eq!((p.n_status, p.r, p.inv, p.n_sigma), (16, 14, 0.25, 5.0));
+        let (k, buf, _) = sample(0.25f32, 5.0f32);
+        let p = prepare_args(&Constants { live: 0, ..k }, ptr(1), &buf);
+        assert_eq!(
+            (p.n_status, p.r, p.inv, p.n_sigma, p.live),
+            (16, 14, 0.25, 5.0, 0)
+        );
+    }
+
+    /// Every field of the run arguments comes from its own source value.
+    #[test]
+    fn run_arguments_take_each_value_once() {
+        let (k, buf, dst) = sample(0.5f32, 3.0);
+        let run = RunPtrs {
+            planes: ptr(20),
+            plane_len: 21,
+            work: ptr(22),
+        };
+        let a = run_args(&k, (ptr(1), 23), &buf, &run, &dst);
+        assert_eq!((a.frames.addr(), a.n), (1, 23));
+        assert_eq!(
+            [a.base.addr(), a.a.addr(), a.b.addr(), a.frozen_std.addr()],
+            [2, 3, 4, 99]
+        );
+        assert_eq!((a.planes.addr(), a.plane_len, a.work.addr()), (20, 21, 22));
+        assert_eq!(
+            [a.cols, a.pixels, a.stride, a.tiles, a.r, a.live, a.room],
+            [11, 12, 13, 15, 14, 1, 16]
+        );
+        assert_eq!((a.inv, a.n_sigma), (0.5, 3.0));
+        assert_eq!(
+            [a.base_in.addr(), a.count_out.addr(), a.records.addr()],
+            [8, 9, 10]
+        );
     }
 
     /// A step launch's leading parameters are a classify launch's, in the same places.
@@ -618,8 +750,8 @@ mod tests {
     /// The parameter array of a launch points at the struct's fields, in order.
     #[test]
     fn params_point_at_the_fields() {
-        let (g, buf, dst) = sample();
-        let mut c = classify_args(0.5f32, &g, 1, &buf, &dst);
+        let (k, buf, dst) = sample(0.5f32, 3.0);
+        let mut c = classify_args(&k, ptr(1), &buf, &dst);
         let base = &raw const c as usize;
         let layout = ClassifyArgs::<f32>::layout();
         let p = c.params();

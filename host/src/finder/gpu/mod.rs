@@ -13,8 +13,7 @@ mod buffers;
 mod input;
 mod launch;
 mod pipeline;
-
-use cluda_gpu::real::Real;
+mod reals;
 
 pub use accumulate::{DeviceAccum, DeviceClusters};
 pub use pipeline::KernelTime;
@@ -30,6 +29,7 @@ use crate::pedestal::{Pedestal, PixelMaps, ReadyState};
 use buffers::{DeviceState, PinnedBuf};
 use launch::{Kernels, Scalar};
 use pipeline::Pipeline;
+use reals::DeviceReal;
 
 /// The GPU cluster finder.
 pub struct GpuFinder {
@@ -71,17 +71,17 @@ impl GpuFinder {
             config.pedestal_frames,
             config.precision,
         )?;
-        let (inv, elem) = match config.precision {
-            Precision::F64 => (Scalar::F64(1.0 / config.pedestal_frames as f64), 8),
+        let inv = match config.precision {
+            Precision::F64 => Scalar::F64(1.0 / config.pedestal_frames as f64),
             Precision::F32 | Precision::F32Naive => {
-                (Scalar::F32(1.0f32 / config.pedestal_frames as f32), 4)
+                Scalar::F32(1.0f32 / config.pedestal_frames as f32)
             }
         };
         let kernels = Kernels::load(
             &device,
             config.precision,
             config.size,
-            launch::Geometry::new(config.rows, config.cols, config.size).tiles,
+            launch::Geometry::new(config.rows, config.cols, config.size),
             inv,
             config.n_sigma,
             config.threshold == ThresholdMode::Live,
@@ -92,9 +92,8 @@ impl GpuFinder {
             pipeline,
             kernels,
             config.rows,
-            config.cols,
             config.size,
-            elem,
+            config.precision,
         )?;
         Ok(Self {
             config,
@@ -225,7 +224,7 @@ impl GpuFinder {
 }
 
 fn download(state: &DeviceState, host: &mut Pedestal) -> Result<()> {
-    fn get<R: Real + bytemuck::Pod>(state: &DeviceState, m: &mut PixelMaps<R>) -> Result<()> {
+    fn get<R: DeviceReal>(state: &DeviceState, m: &mut PixelMaps<R>) -> Result<()> {
         state.download(m)
     }
     match host.ready_mut()? {

@@ -24,18 +24,20 @@
 //! are visited; a failing visitor's redo runs from the frames still on the device.
 
 use std::collections::VecDeque;
-use std::ffi::c_void;
 use std::sync::Arc;
 
-use cudarc::driver::sys::{self, CUevent_flags};
-use cudarc::driver::{CudaContext, CudaEvent, CudaStream, result};
+use cluda_gpu::args::DevicePtr;
+use cudarc::driver::sys::CUevent_flags;
+use cudarc::driver::{CudaContext, CudaEvent, CudaStream};
 
 use super::accumulate::DeviceAccum;
 use super::buffers::{DeviceBuf, DeviceState, PinnedBuf};
 use super::input::{CallInput, FeedInput, Input, Source, source_for};
-use super::launch::{Destination, FrameBuffers, Geometry, Kernels, RUN_PLANES, RunBuffers};
+use super::launch::{Destination, FrameBuffers, Geometry, Kernels, Next, RUN_PLANES, RunBuffers};
+use super::reals::RealBuf;
 use super::settings::{Collect, InputMode, Launch, Overflow, PipelineConfig};
 use crate::cluster::{ClusterSize, FrameClusters};
+use crate::config::Precision;
 use crate::error::{CudaContextExt, Error, Result};
 use crate::finder::feed::FrameFeed;
 use crate::frames::Frames;
@@ -45,13 +47,13 @@ use crate::interpolation::AccumulationPeek;
 /// one set while it prepares frame k+1 into the other: the zero-padded plane of corrected
 /// values, the thresholds and the classify kernel's look-back words.
 struct Work {
-    c_plane: [DeviceBuf; 2],
-    t: [DeviceBuf; 2],
-    status: [DeviceBuf; 2],
+    c_plane: [RealBuf; 2],
+    t: [RealBuf; 2],
+    status: [DeviceBuf<u64>; 2],
     /// The run kernels' planes (zero padding written once, like the two above).
-    run_planes: DeviceBuf,
+    run_planes: RealBuf,
     /// The run kernels' arrival counters, progress flags and per-tile counts.
-    run_work: DeviceBuf,
+    run_work: DeviceBuf<u32>,
 }
 
 /// The buffers of one chunk in flight.
@@ -60,12 +62,12 @@ struct Slot {
     frames: usize,
     /// The numbers the frames of the chunk in the slot are reported by ([`Input::numbers`]).
     numbers: Vec<crate::FrameNumber>,
-    dev_in: DeviceBuf,
+    dev_in: DeviceBuf<u16>,
     pin_in: Option<PinnedBuf<u16>>,
-    dev_out: DeviceBuf,
+    dev_out: DeviceBuf<u32>,
     pin_out: PinnedBuf<u32>,
     /// Pedestal sums at the start of the chunk.
-    ckpt: DeviceBuf,
+    ckpt: RealBuf,
     up: Vec<CudaEvent>,
     done: Vec<CudaEvent>,
     dl: Vec<CudaEvent>,
@@ -141,8 +143,8 @@ pub(crate) struct Pipeline {
     kernels: Kernels,
     geom: Geometry,
     size: ClusterSize,
-    /// Bytes per pedestal value (8 or 4).
-    elem: usize,
+    /// The pedestal's precision (the real type of the device's pedestal and scratch).
+    precision: Precision,
     work: Work,
     /// Current clusters per frame of room (grows on overflow with [`Overflow::Grow`]).
     cap: usize,
@@ -151,7 +153,7 @@ pub(crate) struct Pipeline {
     /// With [`Overflow::Fail`]: the pedestal sums at the start of each part of the input in
     /// flight (the call, or a feed's chunk), indexed by part modulo their count (`depth`:
     /// every part in flight has a chunk in flight).
-    part_ckpts: Vec<DeviceBuf>,
+    part_ckpts: Vec<RealBuf>,
     owned: Vec<u32>,
     owned_ends: Vec<usize>,
     times_us: Vec<KernelTime>,
@@ -162,37 +164,39 @@ pub(crate) struct Pipeline {
 }
 
 impl Pipeline {
-    /// A pipeline for `rows x cols` frames with `size` windows.
+    /// A pipeline running `kernels` on frames of `rows` rows (of the kernels' geometry) with
+    /// `size` windows, the pedestal in `precision`.
     pub fn new(
         ctx: &Arc<CudaContext>,
         cfg: PipelineConfig,
         kernels: Kernels,
         rows: usize,
-        cols: usize,
         size: ClusterSize,
-        elem: usize,
+        precision: Precision,
     ) -> Result<Self> {
         cfg.validate()?;
-        let geom = Geometry::new(rows, cols, size);
+        let geom = kernels.geometry();
         let compute = ctx.new_stream().cuda("creating the compute stream")?;
         let fetch = ctx.new_stream().cuda("creating the result stream")?;
         let tally = ctx.new_stream().cuda("creating the count stream")?;
         let copies = (0..cfg.streams)
             .map(|_| ctx.new_stream().cuda("creating a copy stream"))
             .collect::<Result<Vec<_>>>()?;
-        let plane = || DeviceBuf::zeroed(ctx, geom.plane_len(rows) * elem, "the corrected values");
-        let thresholds = || DeviceBuf::new(ctx, geom.pixels as usize * elem, "the thresholds");
-        let status = || DeviceBuf::zeroed(ctx, geom.status_len() * 8, "the look-back words");
+        let plane =
+            || RealBuf::zeroed(ctx, precision, geom.plane_len(rows), "the corrected values");
+        let thresholds = || RealBuf::new(ctx, precision, geom.pixels as usize, "the thresholds");
+        let status = || DeviceBuf::zeroed(ctx, geom.status_len(), "the look-back words");
         let work = Work {
             c_plane: [plane()?, plane()?],
             t: [thresholds()?, thresholds()?],
             status: [status()?, status()?],
-            run_planes: DeviceBuf::zeroed(
+            run_planes: RealBuf::zeroed(
                 ctx,
-                RUN_PLANES * geom.plane_len(rows) * elem,
+                precision,
+                RUN_PLANES * geom.plane_len(rows),
                 "the run kernel's corrected values",
             )?,
-            run_work: DeviceBuf::zeroed(ctx, geom.run_work_len() * 4, "the run kernel's counts")?,
+            run_work: DeviceBuf::zeroed(ctx, geom.run_work_len(), "the run kernel's counts")?,
         };
         // The zeroing ran on the legacy stream; our streams do not wait for it.
         ctx.synchronize().cuda("waiting for the GPU")?;
@@ -207,7 +211,7 @@ impl Pipeline {
             kernels,
             geom,
             size,
-            elem,
+            precision,
             work,
             slots: Vec::new(),
             slots_staged: false,
@@ -300,15 +304,15 @@ impl Pipeline {
         Ok(Slot {
             frames,
             numbers: Vec::with_capacity(frames),
-            dev_in: DeviceBuf::new(ctx, frames * px * 2, "uploaded frames")?,
+            dev_in: DeviceBuf::new(ctx, frames * px, "uploaded frames")?,
             pin_in: if staged {
                 Some(PinnedBuf::new(ctx, frames * px, true, "staged frames")?)
             } else {
                 None
             },
-            dev_out: DeviceBuf::new(ctx, out_words * 4, "cluster results")?,
+            dev_out: DeviceBuf::new(ctx, out_words, "cluster results")?,
             pin_out: PinnedBuf::new(ctx, out_words, false, "cluster results")?,
-            ckpt: DeviceBuf::new(ctx, 2 * px * self.elem, "a pedestal checkpoint")?,
+            ckpt: RealBuf::new(ctx, self.precision, 2 * px, "a pedestal checkpoint")?,
             up: events(None, frames)?,
             done: events(None, frames)?,
             dl: events(None, frames)?,
@@ -395,11 +399,11 @@ impl Pipeline {
         let depth = self.cfg.depth.min(self.slots.len());
         if self.cfg.overflow == Overflow::Fail {
             while self.part_ckpts.len() < depth {
-                self.part_ckpts.push(DeviceBuf::new(
-                    &self.ctx,
-                    state.ab.bytes(),
-                    "a pedestal checkpoint of the input",
-                )?);
+                self.part_ckpts.push(
+                    state
+                        .ab
+                        .new_like(&self.ctx, "a pedestal checkpoint of the input")?,
+                );
             }
         }
         let (mut next, mut rr) = (0usize, 0usize);
@@ -519,9 +523,8 @@ impl Pipeline {
         }
         let slot = &self.slots[job.slot];
         if self.cfg.compact {
-            // SAFETY: the first word of this slot's result buffer.
-            unsafe { sys::cuMemsetD32Async(slot.dev_out.ptr(), 0, 1, self.compute.cu_stream()) }
-                .result()
+            slot.dev_out
+                .zero_async(0..1, &self.compute)
                 .cuda("clearing the chunk's cluster count")?;
         }
         let bufs = self.frame_buffers(state);
@@ -622,16 +625,13 @@ impl Pipeline {
     }
 
     /// The pedestal state with each of the two sets of per-frame scratch.
-    fn frame_buffers(&self, state: &DeviceState) -> [FrameBuffers; 2] {
+    fn frame_buffers<'a>(&'a self, state: &'a DeviceState) -> [FrameBuffers<'a>; 2] {
         let w = &self.work;
         [0, 1].map(|i| FrameBuffers {
-            base: state.base.ptr(),
-            a: state.a(),
-            b: state.b(),
-            frozen_std: state.frozen_std.ptr(),
-            c_plane: w.c_plane[i].ptr(),
-            t: w.t[i].ptr(),
-            status: w.status[i].ptr(),
+            state,
+            c_plane: &w.c_plane[i],
+            t: &w.t[i],
+            status: &w.status[i],
         })
     }
 
@@ -640,7 +640,6 @@ impl Pipeline {
     /// slot's pinned staging buffer, allocated here if the slot has none).
     fn upload(&mut self, job: Job) -> Result<()> {
         let px = self.geom.pixels as usize;
-        let frame_bytes = 2 * px;
         let (g, groups) = self.groups(job);
         let ctx = self.ctx.clone();
         let slot = &mut self.slots[job.slot];
@@ -676,33 +675,28 @@ impl Pipeline {
             // collected, not freed before the GPU is idle: `Drop for Pipeline`); destination
             // inside `dev_in`.
             unsafe {
-                sys::cuMemcpyHtoDAsync_v2(
-                    slot.dev_in.ptr() + (f0 * frame_bytes) as u64,
-                    host.add(f0 * px) as *const c_void,
-                    m * frame_bytes,
-                    s.cu_stream(),
-                )
+                slot.dev_in
+                    .upload_async(f0 * px, host.add(f0 * px), m * px, s)
             }
-            .result()
             .cuda("uploading frames")?;
             slot.up[gi].record(s).cuda("recording an upload event")?;
         }
         Ok(())
     }
 
-    /// Device address of frame `k` of the chunk in `slot`.
-    fn frame_at(&self, slot: &Slot, k: usize) -> u64 {
-        slot.dev_in.ptr() + (k * 2 * self.geom.pixels as usize) as u64
+    /// Frame `k` of the chunk in `slot`, on the device.
+    fn frame_at(&self, slot: &Slot, k: usize) -> DevicePtr<u16> {
+        slot.dev_in.at(k * self.geom.pixels as usize)
     }
 
     /// Where compact results of the chunk in `slot` from its frame `f` on go: after the
     /// running count of the frames before it, into the chunk's one record buffer.
     fn compact_from(&self, slot: &Slot, f: usize) -> Destination {
-        let out = slot.dev_out.ptr();
+        let out = &slot.dev_out;
         Destination {
-            base_in: out + 4 * f as u64,
-            count_out: out + 4 * (f as u64 + 1),
-            records: out + 4 * (slot.frames as u64 + 1),
+            base_in: out.at(f),
+            count_out: out.at(f + 1),
+            records: out.at(slot.frames + 1),
             room: (slot.frames * self.cap) as u32,
         }
     }
@@ -722,28 +716,26 @@ impl Pipeline {
     /// upload, with its flags cleared before it.
     fn launch_per_upload(&self, job: Job, slot: &Slot, buf: &FrameBuffers) -> Result<()> {
         let (g, groups) = self.groups(job);
-        let cs = self.compute.cu_stream();
         let w = &self.work;
         let run = RunBuffers {
-            planes: w.run_planes.ptr(),
-            plane_len: (w.run_planes.bytes() / (RUN_PLANES * self.elem)) as u32,
-            work: w.run_work.ptr(),
+            planes: &w.run_planes,
+            work: &w.run_work,
         };
         for gi in 0..groups {
             let (f0, m) = (gi * g, g.min(job.n - gi * g));
             self.compute
                 .wait(&slot.up[gi])
                 .cuda("waiting for an upload")?;
-            // SAFETY: the run kernels' counters and flags, at the start of their work area
+            // The run kernels' counters and flags, at the start of their work area
             // (`run_work_len` >= `run_flags_len` words).
-            unsafe { sys::cuMemsetD32Async(run.work, 0, self.geom.run_flags_len(), cs) }
-                .result()
+            w.run_work
+                .zero_async(0..self.geom.run_flags_len(), &self.compute)
                 .cuda("clearing the run kernel's flags")?;
             self.mark(&slot.t0, gi)?;
             let dst = self.compact_from(slot, f0);
             let frames = self.frame_at(slot, f0);
             self.kernels
-                .run(cs, &self.geom, frames, m as u32, buf, &run, &dst)?;
+                .run(&self.compute, (frames, m as u32), buf, &run, &dst)?;
             self.mark(&slot.t1, gi)?;
             slot.done[gi]
                 .record(&self.compute)
@@ -757,15 +749,14 @@ impl Pipeline {
     /// frame; or, with event timing, `prepare` and `classify` per frame, timed apart.
     fn launch_per_frame(&self, job: Job, slot: &Slot, bufs: &[FrameBuffers; 2]) -> Result<()> {
         let (g, _) = self.groups(job);
-        let cs = self.compute.cu_stream();
+        let cs = &self.compute;
         let timing = self.cfg.timing;
         let fused = !timing;
         if fused {
             self.compute
                 .wait(&slot.up[0])
                 .cuda("waiting for an upload")?;
-            self.kernels
-                .prepare(cs, &self.geom, self.frame_at(slot, 0), &bufs[0])?;
+            self.kernels.prepare(cs, self.frame_at(slot, 0), &bufs[0])?;
         }
         let fw = self.frame_words();
         for k in 0..job.n {
@@ -780,32 +771,31 @@ impl Pipeline {
             self.mark(&slot.t0, k)?;
             let frame = self.frame_at(slot, k);
             if !fused {
-                self.kernels.prepare(cs, &self.geom, frame, &bufs[0])?;
+                self.kernels.prepare(cs, frame, &bufs[0])?;
             }
             self.mark(&slot.tm, k)?;
             let dst = if self.cfg.compact {
                 self.compact_from(slot, k)
             } else {
-                let f = slot.dev_out.ptr() + 4 * (k * fw) as u64;
                 Destination {
-                    base_in: 0,
-                    count_out: f,
-                    records: f + 4,
+                    base_in: DevicePtr::NULL,
+                    count_out: slot.dev_out.at(k * fw),
+                    records: slot.dev_out.at(k * fw + 1),
                     room: self.cap as u32,
                 }
             };
             if fused {
-                let next = if k + 1 < job.n {
-                    self.frame_at(slot, k + 1)
-                } else {
-                    0
+                let next = Next {
+                    frame: if k + 1 < job.n {
+                        self.frame_at(slot, k + 1)
+                    } else {
+                        DevicePtr::NULL
+                    },
+                    buf: &bufs[(k + 1) % 2],
                 };
-                let (cur, nxt) = (&bufs[k % 2], &bufs[(k + 1) % 2]);
-                self.kernels
-                    .step(cs, &self.geom, frame, cur, &dst, next, nxt)?;
+                self.kernels.step(cs, (frame, &bufs[k % 2]), &dst, next)?;
             } else {
-                self.kernels
-                    .classify(cs, &self.geom, frame, &bufs[0], &dst)?;
+                self.kernels.classify(cs, frame, &bufs[0], &dst)?;
             }
             self.mark(&slot.t1, k)?;
             if k % g == g - 1 || k + 1 == job.n {
@@ -822,13 +812,13 @@ impl Pipeline {
     /// collection), else each upload group's result slots on its copy stream.
     fn download(&self, job: Job, slot: &Slot) -> Result<()> {
         let (g, groups) = self.groups(job);
-        let out = slot.dev_out.ptr();
+        let out = &slot.dev_out;
         if self.cfg.compact {
             // Not on a copy stream: the next chunk's uploads must not queue behind a
             // download that waits for this chunk's kernels.
             let s = &self.tally;
             s.wait(&slot.done[groups - 1]).cuda("waiting for kernels")?;
-            dtoh(&slot.pin_out, 0, out, job.n + 1, s)?;
+            dtoh(&slot.pin_out, out, 0, job.n + 1, s)?;
             slot.dl[0].record(s).cuda("recording a download event")?;
         } else {
             let fw = self.frame_words();
@@ -836,13 +826,7 @@ impl Pipeline {
                 let (f0, m) = (gi * g, g.min(job.n - gi * g));
                 let s = &self.copies[gi % self.copies.len()];
                 s.wait(&slot.done[gi]).cuda("waiting for kernels")?;
-                dtoh(
-                    &slot.pin_out,
-                    f0 * fw,
-                    out + 4 * (f0 * fw) as u64,
-                    m * fw,
-                    s,
-                )?;
+                dtoh(&slot.pin_out, out, f0 * fw, m * fw, s)?;
                 slot.dl[gi].record(s).cuda("recording a download event")?;
             }
         }
@@ -880,8 +864,7 @@ impl Pipeline {
                 // On a stream of its own: the copy streams already hold the next chunk's
                 // downloads, queued behind its kernels, and this one must not wait for them.
                 let s = &self.fetch;
-                let dev = slot.dev_out.ptr() + 4 * rec_off as u64;
-                dtoh(&slot.pin_out, rec_off, dev, total * rw, s)?;
+                dtoh(&slot.pin_out, &slot.dev_out, rec_off, total * rw, s)?;
                 s.synchronize().cuda("waiting for results")?;
             }
         } else {
@@ -1060,33 +1043,21 @@ fn copy_parallel(dst: &mut [u16], src: &[u16]) {
         .for_each(|(d, s)| d.copy_from_slice(s));
 }
 
-/// Device-to-device copy of all of `src` into `dst`, queued on `stream`.
-fn copy_dtod(dst: &DeviceBuf, src: &DeviceBuf, stream: &CudaStream) -> Result<()> {
-    assert!(dst.bytes() >= src.bytes());
-    // SAFETY: both ranges lie inside live allocations.
-    unsafe { result::memcpy_dtod_async(dst.ptr(), src.ptr(), src.bytes(), stream.cu_stream()) }
-        .cuda("copying the pedestal on the device")
+/// Device-to-device copy of all of the pedestal sums `src` into `dst`, queued on `stream`.
+fn copy_dtod(dst: &RealBuf, src: &RealBuf, stream: &CudaStream) -> Result<()> {
+    dst.copy_from_async(src, stream, "the pedestal")
 }
 
-/// Queues a download of `words` words from device address `src` into `dst[at..]`.
+/// Queues a download of words `from .. from + words` of `src` into the same words of `dst`.
 fn dtoh(
     dst: &PinnedBuf<u32>,
-    at: usize,
-    src: u64,
+    src: &DeviceBuf<u32>,
+    from: usize,
     words: usize,
     stream: &CudaStream,
 ) -> Result<()> {
-    assert!(at + words <= dst.len());
+    assert!(from + words <= dst.len());
     // SAFETY: the destination range lies inside the pinned buffer, which outlives the copy
     // (the owner synchronises before freeing or reading it).
-    unsafe {
-        sys::cuMemcpyDtoHAsync_v2(
-            dst.ptr_at(at) as *mut c_void,
-            src,
-            words * 4,
-            stream.cu_stream(),
-        )
-    }
-    .result()
-    .cuda("downloading results")
+    unsafe { src.download_async(from, dst.ptr_at(from), words, stream) }.cuda("downloading results")
 }

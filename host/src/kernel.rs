@@ -1,0 +1,151 @@
+//! A kernel tied to its argument struct: [`Kernel<A>`], loaded from cluda's PTX by the struct's
+//! entry name (or, for the finder's families, by a name from `cluda_gpu::args::names`), and
+//! launched with the struct itself. The one launch path of the finder's, the matcher's and the
+//! accumulation's kernels.
+//!
+//! The argument structs (`cluda_gpu::args`) are `#[repr(C)]` and declared from the same field
+//! lists as the kernels' parameter lists, so handing the driver the address of every field
+//! ([`KernelArgs::params`]) is the launch's parameter array. Tying the handle to the struct's
+//! type means a kernel cannot be launched with another kernel's parameters; tying the struct's
+//! pointers to their element types ([`cluda_gpu::args::DevicePtr`], filled from
+//! [`crate::device_memory::DeviceBuf`]) means a field cannot take a buffer of the wrong type.
+//! As in cudarc's launch builder, errors are values; what no type can check (buffer sizes
+//! against the grid, the stream's order) stays the caller's promise, so launches are `unsafe`.
+
+use std::marker::PhantomData;
+
+use cluda_gpu::args::{EntryArgs, KernelArgs};
+use cudarc::driver::{CudaFunction, CudaStream, DriverError};
+
+use crate::cuda::Device;
+use crate::error::Result;
+
+/// A loaded kernel whose parameters are the fields of `A`.
+#[derive(Debug)]
+pub(crate) struct Kernel<A> {
+    function: CudaFunction,
+    _args: PhantomData<fn(A)>,
+}
+
+impl<A> Clone for Kernel<A> {
+    fn clone(&self) -> Self {
+        Self {
+            function: self.function.clone(),
+            _args: PhantomData,
+        }
+    }
+}
+
+/// The shape of a launch: `grid` blocks (x, y) of `block` threads, with no dynamic shared
+/// memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Grid {
+    /// Blocks along x and y.
+    pub blocks: (u32, u32),
+    /// Threads per block (along x).
+    pub block: u32,
+}
+
+impl Grid {
+    /// `blocks` blocks along x of `block` threads.
+    pub fn x(blocks: u32, block: u32) -> Self {
+        Self {
+            blocks: (blocks, 1),
+            block,
+        }
+    }
+}
+
+impl<A: EntryArgs> Kernel<A> {
+    /// The kernel `A` names ([`EntryArgs::ENTRY`]), its module loaded on first use.
+    ///
+    /// # Errors
+    /// [`crate::Error::PtxLoad`] when the driver rejects the kernel's module or has no such
+    /// kernel.
+    pub fn load(device: &Device) -> Result<Self> {
+        Self::load_named(device, A::ENTRY)
+    }
+}
+
+impl<A: KernelArgs> Kernel<A> {
+    /// The kernel `name`, whose parameters must be the fields of `A`: for struct families
+    /// with a kernel per real type and window side (the finder's), named by
+    /// `cluda_gpu::args::names` from the same lists the kernels are declared from.
+    ///
+    /// # Errors
+    /// As [`Kernel::load`].
+    pub fn load_named(device: &Device, name: &str) -> Result<Self> {
+        Ok(Self {
+            function: device.function(name)?,
+            _args: PhantomData,
+        })
+    }
+
+    /// The driver's handle (for occupancy queries).
+    pub fn function(&self) -> &CudaFunction {
+        &self.function
+    }
+
+    /// Queues the kernel on `stream` in the shape `grid`, with `args` as its parameters.
+    ///
+    /// # Safety
+    ///
+    /// Every pointer in `args` must be a live device buffer of at least the size the kernel
+    /// reads and writes for this grid, usable on `stream` (allocated on it, or ordered after
+    /// it); the context of `stream` must be current on this thread.
+    pub unsafe fn launch(
+        &self,
+        stream: &CudaStream,
+        grid: Grid,
+        args: A,
+    ) -> std::result::Result<(), DriverError> {
+        // SAFETY: as the caller promises.
+        unsafe { self.queue(stream, grid, args, false) }
+    }
+
+    /// As [`Kernel::launch`], as a cooperative launch: every block resident at once (the
+    /// driver refuses a grid that does not fit), as kernels that wait for other blocks need.
+    ///
+    /// # Safety
+    ///
+    /// As [`Kernel::launch`].
+    pub unsafe fn launch_cooperative(
+        &self,
+        stream: &CudaStream,
+        grid: Grid,
+        args: A,
+    ) -> std::result::Result<(), DriverError> {
+        // SAFETY: as the caller promises.
+        unsafe { self.queue(stream, grid, args, true) }
+    }
+
+    /// The launch of [`Kernel::launch`] and [`Kernel::launch_cooperative`].
+    ///
+    /// # Safety
+    ///
+    /// As [`Kernel::launch`].
+    unsafe fn queue(
+        &self,
+        stream: &CudaStream,
+        grid: Grid,
+        mut args: A,
+        cooperative: bool,
+    ) -> std::result::Result<(), DriverError> {
+        let (blocks, block) = ((grid.blocks.0, grid.blocks.1, 1), (grid.block, 1, 1));
+        let f = self.function.cu_function();
+        let s = stream.cu_stream();
+        // The driver reads the values behind these addresses before the call returns; `args`
+        // lives (and stays put) until then.
+        let mut params = args.params();
+        let params = params.as_mut();
+        // SAFETY: `params` are the fields of `A`, the kernel's parameters (the kernel was
+        // loaded for `A`); the buffers and the context are as the caller promises.
+        unsafe {
+            if cooperative {
+                cudarc::driver::result::launch_cooperative_kernel(f, blocks, block, 0, s, params)
+            } else {
+                cudarc::driver::result::launch_kernel(f, blocks, block, 0, s, params)
+            }
+        }
+    }
+}
