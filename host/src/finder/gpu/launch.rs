@@ -357,12 +357,12 @@ macro_rules! with_real {
     };
 }
 
-/// One frame launch after another: the frame that the launch after this one prepares (null:
-/// none), with the plane, thresholds and look-back words it goes into.
+/// A frame of a launch: the frame on the device (null: none, for the frame a step launch
+/// prepares after the last), with the pedestal and scratch its kernels read and write.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Next<'a> {
+pub(crate) struct FrameAt<'a> {
     pub frame: DevicePtr<u16>,
-    pub buf: &'a FrameBuffers<'a>,
+    pub buf: FrameBuffers<'a>,
 }
 
 /// The kernels of one precision, cluster size and frame geometry: `prepare` and `classify`
@@ -397,16 +397,10 @@ impl<R: DeviceReal> RealKernels<R> {
     }
 
     /// As [`Kernels::prepare`].
-    fn prepare(
-        &self,
-        device: &Device,
-        stream: &CudaStream,
-        frame: DevicePtr<u16>,
-        buf: &FrameBuffers,
-    ) -> Result<()> {
+    fn prepare(&self, device: &Device, stream: &CudaStream, at: FrameAt) -> Result<()> {
         let g = &self.k.g;
         let grid = Grid::x(g.pixels.max(g.status_len() as u32).div_ceil(BLOCK), BLOCK);
-        let args = prepare_args(&self.k, frame, &buf.ptrs()?);
+        let args = prepare_args(&self.k, at.frame, &at.buf.ptrs()?);
         let prepare = self.prepare.get(device)?;
         // SAFETY: every pointer is a live device buffer of the sizes the geometry implies.
         unsafe { prepare.launch(stream, grid, args) }.cuda("launching the prepare kernel")
@@ -417,11 +411,10 @@ impl<R: DeviceReal> RealKernels<R> {
         &self,
         device: &Device,
         stream: &CudaStream,
-        frame: DevicePtr<u16>,
-        buf: &FrameBuffers,
+        at: FrameAt,
         dst: &Destination,
     ) -> Result<()> {
-        let args = classify_args(&self.k, frame, &buf.ptrs()?, dst);
+        let args = classify_args(&self.k, at.frame, &at.buf.ptrs()?, dst);
         let classify = self.classify.get(device)?;
         let grid = Grid::x(self.k.g.tiles, BLOCK);
         // SAFETY: every pointer is a live device buffer of the sizes the geometry and
@@ -434,11 +427,11 @@ impl<R: DeviceReal> RealKernels<R> {
         &self,
         device: &Device,
         stream: &CudaStream,
-        (frame, buf): (DevicePtr<u16>, &FrameBuffers),
+        at: FrameAt,
         dst: &Destination,
-        next: Next<'_>,
+        next: FrameAt,
     ) -> Result<()> {
-        let c = classify_args(&self.k, frame, &buf.ptrs()?, dst);
+        let c = classify_args(&self.k, at.frame, &at.buf.ptrs()?, dst);
         let args = step_args(&self.k, c, next.frame, &next.buf.ptrs()?);
         let step = self.step.get(device)?;
         let grid = Grid::x(self.k.g.tiles, BLOCK);
@@ -523,44 +516,27 @@ impl Kernels {
         with_real!(self, |k| k.k.g)
     }
 
-    /// Launches `prepare` for the frame at `frame` on `stream`.
-    pub fn prepare(
-        &self,
-        stream: &CudaStream,
-        frame: DevicePtr<u16>,
-        buf: &FrameBuffers,
-    ) -> Result<()> {
-        with_real!(self, |k| k.prepare(&self.device, stream, frame, buf))
+    /// Launches `prepare` for the frame `at` on `stream`.
+    pub fn prepare(&self, stream: &CudaStream, at: FrameAt) -> Result<()> {
+        with_real!(self, |k| k.prepare(&self.device, stream, at))
     }
 
-    /// Launches `classify` for the frame at `frame` on `stream`.
-    pub fn classify(
-        &self,
-        stream: &CudaStream,
-        frame: DevicePtr<u16>,
-        buf: &FrameBuffers,
-        dst: &Destination,
-    ) -> Result<()> {
-        with_real!(self, |k| k.classify(&self.device, stream, frame, buf, dst))
+    /// Launches `classify` for the frame `at` on `stream`, its records into `dst`.
+    pub fn classify(&self, stream: &CudaStream, at: FrameAt, dst: &Destination) -> Result<()> {
+        with_real!(self, |k| k.classify(&self.device, stream, at, dst))
     }
 
-    /// Launches `step`: classifies the frame at `frame` with `buf` (as [`Kernels::classify`]),
-    /// then, when `next.frame` is not null, prepares that frame into `next.buf`'s plane,
-    /// thresholds and look-back words (its pedestal must be `buf`'s).
+    /// Launches `step`: classifies the frame `at` (as [`Kernels::classify`]), then, when
+    /// `next.frame` is not null, prepares that frame into `next.buf`'s plane, thresholds and
+    /// look-back words (its pedestal must be `at.buf`'s).
     pub fn step(
         &self,
         stream: &CudaStream,
-        (frame, buf): (DevicePtr<u16>, &FrameBuffers),
+        at: FrameAt,
         dst: &Destination,
-        next: Next<'_>,
+        next: FrameAt,
     ) -> Result<()> {
-        with_real!(self, |k| k.step(
-            &self.device,
-            stream,
-            (frame, buf),
-            dst,
-            next
-        ))
+        with_real!(self, |k| k.step(&self.device, stream, at, dst, next))
     }
 
     /// Whether one launch can find many frames (a run kernel covers the frame's tiles).

@@ -33,7 +33,9 @@ use cudarc::driver::{CudaContext, CudaEvent, CudaStream};
 use super::accumulate::DeviceAccum;
 use super::buffers::{DeviceBuf, DeviceState, PinnedBuf};
 use super::input::{CallInput, FeedInput, Input, Source, source_for};
-use super::launch::{Destination, FrameBuffers, Geometry, Kernels, Next, RUN_PLANES, RunBuffers};
+use super::launch::{
+    Destination, FrameAt, FrameBuffers, Geometry, Kernels, RUN_PLANES, RunBuffers,
+};
 use super::reals::RealBuf;
 use super::settings::{Collect, InputMode, Launch, Overflow, PipelineConfig};
 use crate::cluster::{ClusterSize, FrameClusters};
@@ -752,11 +754,16 @@ impl Pipeline {
         let cs = &self.compute;
         let timing = self.cfg.timing;
         let fused = !timing;
+        // Frame k of the chunk with the set of scratch `buf`.
+        let at = |k: usize, buf| FrameAt {
+            frame: self.frame_at(slot, k),
+            buf,
+        };
         if fused {
             self.compute
                 .wait(&slot.up[0])
                 .cuda("waiting for an upload")?;
-            self.kernels.prepare(cs, self.frame_at(slot, 0), &bufs[0])?;
+            self.kernels.prepare(cs, at(0, bufs[0]))?;
         }
         let fw = self.frame_words();
         for k in 0..job.n {
@@ -769,9 +776,8 @@ impl Pipeline {
                     .cuda("waiting for an upload")?;
             }
             self.mark(&slot.t0, k)?;
-            let frame = self.frame_at(slot, k);
             if !fused {
-                self.kernels.prepare(cs, frame, &bufs[0])?;
+                self.kernels.prepare(cs, at(k, bufs[0]))?;
             }
             self.mark(&slot.tm, k)?;
             let dst = if self.cfg.compact {
@@ -785,17 +791,18 @@ impl Pipeline {
                 }
             };
             if fused {
-                let next = Next {
-                    frame: if k + 1 < job.n {
-                        self.frame_at(slot, k + 1)
-                    } else {
-                        DevicePtr::NULL
-                    },
-                    buf: &bufs[(k + 1) % 2],
+                let buf = bufs[(k + 1) % 2];
+                let next = if k + 1 < job.n {
+                    at(k + 1, buf)
+                } else {
+                    FrameAt {
+                        frame: DevicePtr::NULL,
+                        buf,
+                    }
                 };
-                self.kernels.step(cs, (frame, &bufs[k % 2]), &dst, next)?;
+                self.kernels.step(cs, at(k, bufs[k % 2]), &dst, next)?;
             } else {
-                self.kernels.classify(cs, frame, &bufs[0], &dst)?;
+                self.kernels.classify(cs, at(k, bufs[0]), &dst)?;
             }
             self.mark(&slot.t1, k)?;
             if k % g == g - 1 || k + 1 == job.n {
