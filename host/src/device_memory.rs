@@ -239,25 +239,22 @@ impl<T: bytemuck::Pod> DeviceBuf<T> {
             .cuda(&format!("copying {what} on the device"))
     }
 
-    /// Queues a copy of `count` values from host memory at `src` into the buffer from value
-    /// `at` on, on `stream`.
+    /// Queues a copy of `src` into the buffer from value `at` on, on `stream`.
     ///
     /// # Safety
     ///
-    /// `src` must hold `count` values and stay valid, unchanged and (for a copy by DMA)
-    /// page-locked until the copy is done.
+    /// `src` must stay valid, unchanged and (for a copy by DMA) page-locked until the copy is
+    /// done, beyond the borrow.
     pub unsafe fn upload_async(
         &self,
         at: usize,
-        src: *const T,
-        count: usize,
+        src: &[T],
         stream: &CudaStream,
     ) -> std::result::Result<(), DriverError> {
-        let (dst, bytes) = self.range(at..at + count);
+        let (dst, _) = self.range(at..at + src.len());
         // SAFETY: the destination lies inside this allocation, the source as the caller
         // promises.
-        unsafe { sys::cuMemcpyHtoDAsync_v2(dst, src as *const c_void, bytes, stream.cu_stream()) }
-            .result()
+        unsafe { result::memcpy_htod_async(dst, src, stream.cu_stream()) }
     }
 
     /// Queues a copy of values `from .. from + count` into host memory at `dst`, on `stream`.

@@ -36,22 +36,39 @@ impl<A> Clone for Kernel<A> {
     }
 }
 
-/// The shape of a launch: `grid` blocks (x, y) of `block` threads, with no dynamic shared
-/// memory.
+/// The shape of a launch: `blocks` (x, y) of `block` threads, with no dynamic shared
+/// memory; cooperative or not.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Grid {
     /// Blocks along x and y.
     pub blocks: (u32, u32),
     /// Threads per block (along x).
     pub block: u32,
+    /// A cooperative launch: every block resident at once (the driver refuses a grid that
+    /// does not fit), as kernels that wait for other blocks need.
+    pub cooperative: bool,
 }
 
 impl Grid {
-    /// `blocks` blocks along x of `block` threads.
-    pub fn x(blocks: u32, block: u32) -> Self {
+    /// `blocks` (x, y) of `block` threads, not cooperative.
+    pub fn new(blocks: (u32, u32), block: u32) -> Self {
         Self {
-            blocks: (blocks, 1),
+            blocks,
             block,
+            cooperative: false,
+        }
+    }
+
+    /// `blocks` blocks along x of `block` threads, not cooperative.
+    pub fn x(blocks: u32, block: u32) -> Self {
+        Self::new((blocks, 1), block)
+    }
+
+    /// The same grid, launched cooperatively.
+    pub fn cooperative(self) -> Self {
+        Self {
+            cooperative: true,
+            ..self
         }
     }
 }
@@ -86,7 +103,8 @@ impl<A: KernelArgs> Kernel<A> {
         &self.function
     }
 
-    /// Queues the kernel on `stream` in the shape `grid`, with `args` as its parameters.
+    /// Queues the kernel on `stream` in the shape `grid` (cooperatively, if it says so),
+    /// with `args` as its parameters.
     ///
     /// # Safety
     ///
@@ -97,39 +115,7 @@ impl<A: KernelArgs> Kernel<A> {
         &self,
         stream: &CudaStream,
         grid: Grid,
-        args: A,
-    ) -> std::result::Result<(), DriverError> {
-        // SAFETY: as the caller promises.
-        unsafe { self.queue(stream, grid, args, false) }
-    }
-
-    /// As [`Kernel::launch`], as a cooperative launch: every block resident at once (the
-    /// driver refuses a grid that does not fit), as kernels that wait for other blocks need.
-    ///
-    /// # Safety
-    ///
-    /// As [`Kernel::launch`].
-    pub unsafe fn launch_cooperative(
-        &self,
-        stream: &CudaStream,
-        grid: Grid,
-        args: A,
-    ) -> std::result::Result<(), DriverError> {
-        // SAFETY: as the caller promises.
-        unsafe { self.queue(stream, grid, args, true) }
-    }
-
-    /// The launch of [`Kernel::launch`] and [`Kernel::launch_cooperative`].
-    ///
-    /// # Safety
-    ///
-    /// As [`Kernel::launch`].
-    unsafe fn queue(
-        &self,
-        stream: &CudaStream,
-        grid: Grid,
         mut args: A,
-        cooperative: bool,
     ) -> std::result::Result<(), DriverError> {
         let (blocks, block) = ((grid.blocks.0, grid.blocks.1, 1), (grid.block, 1, 1));
         let f = self.function.cu_function();
@@ -141,7 +127,7 @@ impl<A: KernelArgs> Kernel<A> {
         // SAFETY: `params` are the fields of `A`, the kernel's parameters (the kernel was
         // loaded for `A`); the buffers and the context are as the caller promises.
         unsafe {
-            if cooperative {
+            if grid.cooperative {
                 cudarc::driver::result::launch_cooperative_kernel(f, blocks, block, 0, s, params)
             } else {
                 cudarc::driver::result::launch_kernel(f, blocks, block, 0, s, params)

@@ -85,7 +85,9 @@ impl DeviceClusters {
 /// buffers: the finder's pipeline launches it on every checked chunk; [`DeviceAccum::count`]
 /// on clusters already on the device.
 pub struct DeviceAccum {
-    kernel: EtaKernel,
+    /// `cluda_eta_image` for an image, else `cluda_eta_cube` (`cube`).
+    image: Option<Kernel<EtaImageArgs>>,
+    cube: Option<Kernel<EtaCubeArgs>>,
     size: ClusterSize,
     kind: u32,
     edges: [(DeviceBuf<f64>, u32); 3],
@@ -101,14 +103,6 @@ pub struct DeviceAccum {
     counts: DeviceBuf<u64>,
     len: usize,
     tally: DeviceBuf<u64>,
-}
-
-/// The accumulation kernel of a [`DeviceAccum`].
-enum EtaKernel {
-    /// `cluda_eta_cube`.
-    Cube(Kernel<EtaCubeArgs>),
-    /// `cluda_eta_image`.
-    Image(Kernel<EtaImageArgs>),
 }
 
 impl DeviceAccum {
@@ -140,7 +134,8 @@ impl DeviceAccum {
             Accumulate::Cube(a) => {
                 let len = a.bins()?;
                 Ok(Self {
-                    kernel: EtaKernel::Cube(Kernel::load(device)?),
+                    image: None,
+                    cube: Some(Kernel::load(device)?),
                     size,
                     kind,
                     edges,
@@ -181,7 +176,8 @@ impl DeviceAccum {
                     None => None,
                 };
                 Ok(Self {
-                    kernel: EtaKernel::Image(Kernel::load(device)?),
+                    image: Some(Kernel::load(device)?),
+                    cube: None,
                     size,
                     kind,
                     edges,
@@ -238,72 +234,72 @@ impl DeviceAccum {
         let side = self.size.side() as u32;
         let [(x, nx), (y, ny), (e, ne)] = &self.edges;
         let grid = Grid::x(GRID, BLOCK);
-        let result = match &self.kernel {
-            EtaKernel::Image(kernel) => {
-                let (mx, my) = match &self.maps {
-                    Some((a, b)) => (a.ptr(), b.ptr()),
-                    None => return Err(crate::Error::Internal("image kernel without maps".into())),
-                };
-                let (mask, mr, mc) = match &self.mask {
-                    Some((m, r, c)) => (m.ptr(), *r, *c),
-                    None => (DevicePtr::NULL, 0, 0),
-                };
-                let (lo, hi, use_window) = match self.window {
-                    Some((lo, hi)) => (lo, hi, 1),
-                    None => (0.0, 0.0, 0),
-                };
-                let a = EtaImageArgs {
-                    out,
-                    frames,
-                    records_at,
-                    room,
-                    side,
-                    kind: self.kind,
-                    xbins: x.ptr(),
-                    nx: *nx,
-                    ybins: y.ptr(),
-                    ny: *ny,
-                    ebins: e.ptr(),
-                    ne: *ne,
-                    ietax: mx,
-                    ietay: my,
-                    subpixels: self.subpixels,
-                    height: self.height,
-                    width: self.width,
-                    mask,
-                    mask_rows: mr,
-                    mask_cols: mc,
-                    window_lo: lo,
-                    window_hi: hi,
-                    use_window,
-                    image: self.counts.ptr(),
-                    tally: self.tally.ptr(),
-                };
-                // SAFETY: every buffer is live (owned by `self`, the chunk's results by the
-                // pipeline's slot, which the next chunk reuses only after this launch on the same
-                // stream) and as large as the struct's docs say.
-                unsafe { kernel.launch(stream, grid, a) }
-            }
-            EtaKernel::Cube(kernel) => {
-                let a = EtaCubeArgs {
-                    out,
-                    frames,
-                    records_at,
-                    room,
-                    side,
-                    kind: self.kind,
-                    xbins: x.ptr(),
-                    nx: *nx,
-                    ybins: y.ptr(),
-                    ny: *ny,
-                    ebins: e.ptr(),
-                    ne: *ne,
-                    counts: self.counts.ptr(),
-                    tally: self.tally.ptr(),
-                };
-                // SAFETY: as for the image launch above.
-                unsafe { kernel.launch(stream, grid, a) }
-            }
+        let result = if let Some(kernel) = &self.image {
+            let (mx, my) = match &self.maps {
+                Some((a, b)) => (a.ptr(), b.ptr()),
+                None => return Err(crate::Error::Internal("image kernel without maps".into())),
+            };
+            let (mask, mr, mc) = match &self.mask {
+                Some((m, r, c)) => (m.ptr(), *r, *c),
+                None => (DevicePtr::NULL, 0, 0),
+            };
+            let (lo, hi, use_window) = match self.window {
+                Some((lo, hi)) => (lo, hi, 1),
+                None => (0.0, 0.0, 0),
+            };
+            let a = EtaImageArgs {
+                out,
+                frames,
+                records_at,
+                room,
+                side,
+                kind: self.kind,
+                xbins: x.ptr(),
+                nx: *nx,
+                ybins: y.ptr(),
+                ny: *ny,
+                ebins: e.ptr(),
+                ne: *ne,
+                ietax: mx,
+                ietay: my,
+                subpixels: self.subpixels,
+                height: self.height,
+                width: self.width,
+                mask,
+                mask_rows: mr,
+                mask_cols: mc,
+                window_lo: lo,
+                window_hi: hi,
+                use_window,
+                image: self.counts.ptr(),
+                tally: self.tally.ptr(),
+            };
+            // SAFETY: every buffer is live (owned by `self`, the chunk's results by the
+            // pipeline's slot, which the next chunk reuses only after this launch on the same
+            // stream) and as large as the struct's docs say.
+            unsafe { kernel.launch(stream, grid, a) }
+        } else {
+            let Some(kernel) = &self.cube else {
+                return Err(crate::Error::Internal("no accumulation kernel".into()));
+            };
+            let a = EtaCubeArgs {
+                out,
+                frames,
+                records_at,
+                room,
+                side,
+                kind: self.kind,
+                xbins: x.ptr(),
+                nx: *nx,
+                ybins: y.ptr(),
+                ny: *ny,
+                ebins: e.ptr(),
+                ne: *ne,
+                counts: self.counts.ptr(),
+                tally: self.tally.ptr(),
+            };
+            // SAFETY: as for the image launch above.
+            unsafe { kernel.launch(stream, grid, a) }
         };
         result.cuda("launching the eta accumulation")
     }

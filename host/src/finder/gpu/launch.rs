@@ -301,25 +301,42 @@ fn run_args<R: Copy>(
 /// A kernel loaded (its module JIT-compiled by the driver) on its first launch, so that a
 /// run pays only for the kernels it launches: opt10 never launches `classify` or `step`.
 struct LazyKernel<A> {
+    device: Device,
     name: &'static str,
+    /// What a failed launch says it was doing.
+    context: &'static str,
     kernel: OnceLock<Kernel<A>>,
 }
 
 impl<A: KernelArgs> LazyKernel<A> {
-    fn new(name: &'static str) -> Self {
+    /// The kernel `name` of `device`, not loaded yet; a failed launch says it was `context`.
+    fn new(device: &Device, name: &'static str, context: &'static str) -> Self {
         Self {
+            device: device.clone(),
             name,
+            context,
             kernel: OnceLock::new(),
         }
     }
 
-    /// The kernel, loaded from `device` the first time.
-    fn get(&self, device: &Device) -> Result<&Kernel<A>> {
+    /// The kernel, loaded the first time.
+    fn get(&self) -> Result<&Kernel<A>> {
         if let Some(k) = self.kernel.get() {
             return Ok(k);
         }
-        let k = Kernel::load_named(device, self.name)?;
+        let k = Kernel::load_named(&self.device, self.name)?;
         Ok(self.kernel.get_or_init(|| k))
+    }
+
+    /// Launches the kernel (loaded the first time) on `stream`.
+    ///
+    /// # Safety
+    ///
+    /// As [`Kernel::launch`].
+    unsafe fn launch(&self, stream: &CudaStream, grid: Grid, args: A) -> Result<()> {
+        let kernel = self.get()?;
+        // SAFETY: as the caller promises.
+        unsafe { kernel.launch(stream, grid, args) }.cuda(self.context)
     }
 }
 
@@ -369,7 +386,6 @@ pub(crate) struct FrameAt<'a> {
 /// (two launches per frame), `step` (classify this frame and prepare the next one in one
 /// launch), and `run` (many frames in one cooperative launch).
 pub(crate) struct Kernels {
-    device: Device,
     by_real: ByReal,
 }
 
@@ -389,79 +405,55 @@ impl<R: DeviceReal> RealKernels<R> {
         });
         Ok(Self {
             k,
-            prepare: LazyKernel::new(names::prepare(R::F64)),
-            classify: LazyKernel::new(sized(names::classify(R::F64, side))?),
-            step: LazyKernel::new(sized(names::step(R::F64, side))?),
+            prepare: LazyKernel::new(
+                device,
+                names::prepare(R::F64),
+                "launching the prepare kernel",
+            ),
+            classify: LazyKernel::new(
+                device,
+                sized(names::classify(R::F64, side))?,
+                "launching the classify kernel",
+            ),
+            step: LazyKernel::new(
+                device,
+                sized(names::step(R::F64, side))?,
+                "launching the step kernel",
+            ),
             run,
         })
     }
 
-    /// As [`Kernels::prepare`].
-    fn prepare(&self, device: &Device, stream: &CudaStream, at: FrameAt) -> Result<()> {
+    /// Launches `prepare` for the frame `at` (as [`Kernels::prepare`]).
+    fn prepare(&self, stream: &CudaStream, at: FrameAt) -> Result<()> {
         let g = &self.k.g;
         let grid = Grid::x(g.pixels.max(g.status_len() as u32).div_ceil(BLOCK), BLOCK);
         let args = prepare_args(&self.k, at.frame, &at.buf.ptrs()?);
-        let prepare = self.prepare.get(device)?;
         // SAFETY: every pointer is a live device buffer of the sizes the geometry implies.
-        unsafe { prepare.launch(stream, grid, args) }.cuda("launching the prepare kernel")
+        unsafe { self.prepare.launch(stream, grid, args) }
     }
 
-    /// As [`Kernels::classify`].
+    /// Launches `classify` for the frame `at`, or with a `next` frame `step` (as
+    /// [`Kernels::classify`] and [`Kernels::step`]).
     fn classify(
         &self,
-        device: &Device,
         stream: &CudaStream,
         at: FrameAt,
         dst: &Destination,
-    ) -> Result<()> {
-        let args = classify_args(&self.k, at.frame, &at.buf.ptrs()?, dst);
-        let classify = self.classify.get(device)?;
-        let grid = Grid::x(self.k.g.tiles, BLOCK);
-        // SAFETY: every pointer is a live device buffer of the sizes the geometry and
-        // destination imply.
-        unsafe { classify.launch(stream, grid, args) }.cuda("launching the classify kernel")
-    }
-
-    /// As [`Kernels::step`].
-    fn step(
-        &self,
-        device: &Device,
-        stream: &CudaStream,
-        at: FrameAt,
-        dst: &Destination,
-        next: FrameAt,
+        next: Option<FrameAt>,
     ) -> Result<()> {
         let c = classify_args(&self.k, at.frame, &at.buf.ptrs()?, dst);
-        let args = step_args(&self.k, c, next.frame, &next.buf.ptrs()?);
-        let step = self.step.get(device)?;
         let grid = Grid::x(self.k.g.tiles, BLOCK);
-        // SAFETY: every pointer is a live device buffer of the sizes the geometry and
-        // destination imply.
-        unsafe { step.launch(stream, grid, args) }.cuda("launching the step kernel")
-    }
-
-    /// As [`Kernels::run`].
-    fn run(
-        &self,
-        stream: &CudaStream,
-        frames: (DevicePtr<u16>, u32),
-        buf: &FrameBuffers,
-        run: &RunBuffers,
-        dst: &Destination,
-    ) -> Result<()> {
-        let Some(kernel) = &self.run else {
-            return Err(Error::param(
-                "launch",
-                "no run kernel covers this frame size; use one launch per frame",
-            ));
-        };
-        let args = run_args(&self.k, frames, &buf.ptrs()?, &run.ptrs()?, dst);
-        let grid = Grid::x(kernel.grid, BLOCK);
-        // SAFETY: every pointer is a live device buffer of the sizes the geometry and
-        // destination imply; the grid fits on the device at once (checked at load, and by
-        // the cooperative launch) and has one block per tile.
-        unsafe { kernel.kernel.launch_cooperative(stream, grid, args) }
-            .cuda("launching the run kernel")
+        match next {
+            // SAFETY: every pointer is a live device buffer of the sizes the geometry and
+            // destination imply.
+            None => unsafe { self.classify.launch(stream, grid, c) },
+            Some(next) => {
+                let args = step_args(&self.k, c, next.frame, &next.buf.ptrs()?);
+                // SAFETY: as for `classify`, and the next frame's buffers too.
+                unsafe { self.step.launch(stream, grid, args) }
+            }
+        }
     }
 }
 
@@ -505,10 +497,7 @@ impl Kernels {
                 ));
             }
         };
-        Ok(Self {
-            device: device.clone(),
-            by_real,
-        })
+        Ok(Self { by_real })
     }
 
     /// The frame geometry the kernels were loaded for.
@@ -518,12 +507,12 @@ impl Kernels {
 
     /// Launches `prepare` for the frame `at` on `stream`.
     pub fn prepare(&self, stream: &CudaStream, at: FrameAt) -> Result<()> {
-        with_real!(self, |k| k.prepare(&self.device, stream, at))
+        with_real!(self, |k| k.prepare(stream, at))
     }
 
     /// Launches `classify` for the frame `at` on `stream`, its records into `dst`.
     pub fn classify(&self, stream: &CudaStream, at: FrameAt, dst: &Destination) -> Result<()> {
-        with_real!(self, |k| k.classify(&self.device, stream, at, dst))
+        with_real!(self, |k| k.classify(stream, at, dst, None))
     }
 
     /// Launches `step`: classifies the frame `at` (as [`Kernels::classify`]), then, when
@@ -536,7 +525,7 @@ impl Kernels {
         dst: &Destination,
         next: FrameAt,
     ) -> Result<()> {
-        with_real!(self, |k| k.step(&self.device, stream, at, dst, next))
+        with_real!(self, |k| k.classify(stream, at, dst, Some(next)))
     }
 
     /// Whether one launch can find many frames (a run kernel covers the frame's tiles).
@@ -555,7 +544,21 @@ impl Kernels {
         run: &RunBuffers,
         dst: &Destination,
     ) -> Result<()> {
-        with_real!(self, |k| k.run(stream, frames, buf, run, dst))
+        with_real!(self, |k| {
+            let Some(kernel) = &k.run else {
+                return Err(Error::param(
+                    "launch",
+                    "no run kernel covers this frame size; use one launch per frame",
+                ));
+            };
+            let args = run_args(&k.k, frames, &buf.ptrs()?, &run.ptrs()?, dst);
+            let grid = Grid::x(kernel.grid, BLOCK);
+            // SAFETY: every pointer is a live device buffer of the sizes the geometry and
+            // destination imply; the grid fits on the device at once (checked at load, and by
+            // the cooperative launch) and has one block per tile.
+            unsafe { kernel.kernel.launch(stream, grid.cooperative(), args) }
+                .cuda("launching the run kernel")
+        })
     }
 }
 

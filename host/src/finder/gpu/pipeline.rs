@@ -36,7 +36,7 @@ use super::input::{CallInput, FeedInput, Input, Source, source_for};
 use super::launch::{
     Destination, FrameAt, FrameBuffers, Geometry, Kernels, RUN_PLANES, RunBuffers,
 };
-use super::reals::RealBuf;
+use super::reals::{RealAlloc, RealBuf};
 use super::settings::{Collect, InputMode, Launch, Overflow, PipelineConfig};
 use crate::cluster::{ClusterSize, FrameClusters};
 use crate::config::Precision;
@@ -145,8 +145,8 @@ pub(crate) struct Pipeline {
     kernels: Kernels,
     geom: Geometry,
     size: ClusterSize,
-    /// The pedestal's precision (the real type of the device's pedestal and scratch).
-    precision: Precision,
+    /// Allocations in the pedestal's real type (of the device's pedestal and scratch).
+    reals: RealAlloc,
     work: Work,
     /// Current clusters per frame of room (grows on overflow with [`Overflow::Grow`]).
     cap: usize,
@@ -184,17 +184,15 @@ impl Pipeline {
         let copies = (0..cfg.streams)
             .map(|_| ctx.new_stream().cuda("creating a copy stream"))
             .collect::<Result<Vec<_>>>()?;
-        let plane =
-            || RealBuf::zeroed(ctx, precision, geom.plane_len(rows), "the corrected values");
-        let thresholds = || RealBuf::new(ctx, precision, geom.pixels as usize, "the thresholds");
+        let reals = RealAlloc::new(ctx, precision);
+        let plane = || reals.zeroed(geom.plane_len(rows), "the corrected values");
+        let thresholds = || reals.uninit(geom.pixels as usize, "the thresholds");
         let status = || DeviceBuf::zeroed(ctx, geom.status_len(), "the look-back words");
         let work = Work {
             c_plane: [plane()?, plane()?],
             t: [thresholds()?, thresholds()?],
             status: [status()?, status()?],
-            run_planes: RealBuf::zeroed(
-                ctx,
-                precision,
+            run_planes: reals.zeroed(
                 RUN_PLANES * geom.plane_len(rows),
                 "the run kernel's corrected values",
             )?,
@@ -213,7 +211,7 @@ impl Pipeline {
             kernels,
             geom,
             size,
-            precision,
+            reals,
             work,
             slots: Vec::new(),
             slots_staged: false,
@@ -314,7 +312,7 @@ impl Pipeline {
             },
             dev_out: DeviceBuf::new(ctx, out_words, "cluster results")?,
             pin_out: PinnedBuf::new(ctx, out_words, false, "cluster results")?,
-            ckpt: RealBuf::new(ctx, self.precision, 2 * px, "a pedestal checkpoint")?,
+            ckpt: self.reals.uninit(2 * px, "a pedestal checkpoint")?,
             up: events(None, frames)?,
             done: events(None, frames)?,
             dl: events(None, frames)?,
@@ -402,9 +400,8 @@ impl Pipeline {
         if self.cfg.overflow == Overflow::Fail {
             while self.part_ckpts.len() < depth {
                 self.part_ckpts.push(
-                    state
-                        .ab
-                        .new_like(&self.ctx, "a pedestal checkpoint of the input")?,
+                    self.reals
+                        .uninit(state.ab.len(), "a pedestal checkpoint of the input")?,
                 );
             }
         }
@@ -677,8 +674,8 @@ impl Pipeline {
             // collected, not freed before the GPU is idle: `Drop for Pipeline`); destination
             // inside `dev_in`.
             unsafe {
-                slot.dev_in
-                    .upload_async(f0 * px, host.add(f0 * px), m * px, s)
+                let src = std::slice::from_raw_parts(host.add(f0 * px), m * px);
+                slot.dev_in.upload_async(f0 * px, src, s)
             }
             .cuda("uploading frames")?;
             slot.up[gi].record(s).cuda("recording an upload event")?;

@@ -1,5 +1,6 @@
 //! The finder's real type on the device, chosen at run time by the precision (`f64`, or
-//! `f32` for both f32 precisions): [`RealBuf`], a device buffer of either, and [`DeviceReal`],
+//! `f32` for both f32 precisions): [`RealBuf`], a device buffer of either ([`RealAlloc`]
+//! allocates them in a precision's type), and [`DeviceReal`],
 //! which hands code generic over the real type (a launch filling `PrepareArgs<R>` and the
 //! like) the buffer of its own type, so a kernel of one precision is never handed values of
 //! the other.
@@ -33,72 +34,70 @@ pub(crate) trait DeviceReal: bytemuck::Pod {
     fn wrap(buf: DeviceBuf<Self>) -> RealBuf;
 }
 
-impl DeviceReal for f64 {
-    const F64: bool = true;
+/// Implements [`DeviceReal`] for `$t`, the type of the variant `$v`.
+macro_rules! device_real {
+    ($t:ident, $v:ident, $f64:literal) => {
+        impl DeviceReal for $t {
+            const F64: bool = $f64;
 
-    fn view(buf: &RealBuf) -> Option<&DeviceBuf<f64>> {
-        match buf {
-            RealBuf::F64(b) => Some(b),
-            RealBuf::F32(_) => None,
+            fn view(buf: &RealBuf) -> Option<&DeviceBuf<$t>> {
+                match buf {
+                    RealBuf::$v(b) => Some(b),
+                    _ => None,
+                }
+            }
+
+            fn wrap(buf: DeviceBuf<$t>) -> RealBuf {
+                RealBuf::$v(buf)
+            }
         }
-    }
-
-    fn wrap(buf: DeviceBuf<f64>) -> RealBuf {
-        RealBuf::F64(buf)
-    }
+    };
 }
 
-impl DeviceReal for f32 {
-    const F64: bool = false;
+device_real!(f64, F64, true);
+device_real!(f32, F32, false);
 
-    fn view(buf: &RealBuf) -> Option<&DeviceBuf<f32>> {
-        match buf {
-            RealBuf::F32(b) => Some(b),
-            RealBuf::F64(_) => None,
+/// Allocates device values in the real type of one precision.
+#[derive(Clone, Debug)]
+pub(crate) struct RealAlloc {
+    ctx: Arc<CudaContext>,
+    precision: Precision,
+}
+
+/// `DeviceBuf::$alloc(ctx, len, what)` in the real type of `$a`'s precision.
+macro_rules! alloc_in {
+    ($a:expr, $alloc:ident, $len:expr, $what:expr) => {
+        Ok(match $a.precision {
+            Precision::F64 => RealBuf::F64(DeviceBuf::$alloc(&$a.ctx, $len, $what)?),
+            Precision::F32 | Precision::F32Naive => {
+                RealBuf::F32(DeviceBuf::$alloc(&$a.ctx, $len, $what)?)
+            }
+        })
+    };
+}
+
+impl RealAlloc {
+    /// Allocations on `ctx` in `precision`'s real type (`f64`, or `f32` for both f32
+    /// precisions).
+    pub fn new(ctx: &Arc<CudaContext>, precision: Precision) -> Self {
+        Self {
+            ctx: ctx.clone(),
+            precision,
         }
     }
 
-    fn wrap(buf: DeviceBuf<f32>) -> RealBuf {
-        RealBuf::F32(buf)
+    /// `len` uninitialised values for `what` ([`DeviceBuf::new`]).
+    pub fn uninit(&self, len: usize, what: &str) -> Result<RealBuf> {
+        alloc_in!(self, new, len, what)
+    }
+
+    /// `len` zeroed values for `what` ([`DeviceBuf::zeroed`]).
+    pub fn zeroed(&self, len: usize, what: &str) -> Result<RealBuf> {
+        alloc_in!(self, zeroed, len, what)
     }
 }
 
 impl RealBuf {
-    /// `len` uninitialised values of `precision`'s real type, for `what`
-    /// ([`DeviceBuf::new`]).
-    pub fn new(
-        ctx: &Arc<CudaContext>,
-        precision: Precision,
-        len: usize,
-        what: &str,
-    ) -> Result<Self> {
-        Ok(match precision {
-            Precision::F64 => Self::F64(DeviceBuf::new(ctx, len, what)?),
-            Precision::F32 | Precision::F32Naive => Self::F32(DeviceBuf::new(ctx, len, what)?),
-        })
-    }
-
-    /// `len` zeroed values of `precision`'s real type, for `what` ([`DeviceBuf::zeroed`]).
-    pub fn zeroed(
-        ctx: &Arc<CudaContext>,
-        precision: Precision,
-        len: usize,
-        what: &str,
-    ) -> Result<Self> {
-        Ok(match precision {
-            Precision::F64 => Self::F64(DeviceBuf::zeroed(ctx, len, what)?),
-            Precision::F32 | Precision::F32Naive => Self::F32(DeviceBuf::zeroed(ctx, len, what)?),
-        })
-    }
-
-    /// Uninitialised values for `what`, as many and of the same type as `self`'s.
-    pub fn new_like(&self, ctx: &Arc<CudaContext>, what: &str) -> Result<Self> {
-        Ok(match self {
-            Self::F64(b) => Self::F64(DeviceBuf::new(ctx, b.len(), what)?),
-            Self::F32(b) => Self::F32(DeviceBuf::new(ctx, b.len(), what)?),
-        })
-    }
-
     /// Number of values.
     pub fn len(&self) -> usize {
         match self {

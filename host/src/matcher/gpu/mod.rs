@@ -392,12 +392,8 @@ unsafe fn launch<A: KernelArgs>(
     args: A,
 ) -> std::result::Result<(), DriverError> {
     stream.context().bind_to_thread()?;
-    let grid = Grid {
-        blocks: grid,
-        block: BLOCK,
-    };
     // SAFETY: as the caller promises; the stream's context is current.
-    unsafe { k.launch(stream, grid, args) }
+    unsafe { k.launch(stream, Grid::new(grid, BLOCK), args) }
 }
 
 /// [`launch`]es `k` on `stream` with one warp per row of `rows` ([`warp_rows_grid`]); a
