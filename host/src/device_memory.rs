@@ -131,10 +131,8 @@ impl<T: bytemuck::Pod> DeviceBuf<T> {
     /// memory), so `data` may change afterwards.
     pub fn upload_on(stream: &Arc<CudaStream>, data: &[T], what: &str) -> Result<Self> {
         let buf = Self::on_stream(stream, data.len(), what)?;
-        // SAFETY: the destination is this allocation (`data.len()` values), usable on
-        // `stream`; `data` stays borrowed until the stream is synchronised below.
-        unsafe { result::memcpy_htod_async(buf.ptr, data, stream.cu_stream()) }
-            .cuda(&format!("uploading {what}"))?;
+        // SAFETY: `data` stays borrowed until the stream is synchronised below.
+        unsafe { buf.upload_async(0, data, stream) }.cuda(&format!("uploading {what}"))?;
         stream.synchronize().cuda(&format!("uploading {what}"))?;
         Ok(buf)
     }

@@ -27,15 +27,6 @@ pub(crate) struct Kernel<A> {
     _args: PhantomData<fn(A)>,
 }
 
-impl<A> Clone for Kernel<A> {
-    fn clone(&self) -> Self {
-        Self {
-            function: self.function.clone(),
-            _args: PhantomData,
-        }
-    }
-}
-
 /// The shape of a launch: `blocks` (x, y) of `block` threads, with no dynamic shared
 /// memory; cooperative or not.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -133,5 +124,36 @@ impl<A: KernelArgs> Kernel<A> {
                 cudarc::driver::result::launch_kernel(f, blocks, block, 0, s, params)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use cluda_gpu::args::{
+        EntryArgs, EtaCubeArgs, EtaImageArgs, MatchV1DistancesArgs, MatchV4RescoreArgs, NarrowArgs,
+    };
+
+    use super::Grid;
+
+    fn entry<A: EntryArgs>() -> &'static str {
+        A::ENTRY
+    }
+
+    /// A struct of one kernel loads that kernel: the trait's name is the struct's.
+    #[test]
+    fn a_struct_names_its_kernel() {
+        assert_eq!(entry::<MatchV1DistancesArgs>(), "cluda_match_v1_distances");
+        assert_eq!(entry::<MatchV4RescoreArgs>(), MatchV4RescoreArgs::ENTRY);
+        assert_eq!(entry::<EtaCubeArgs>(), "cluda_eta_cube");
+        assert_eq!(entry::<EtaImageArgs>(), EtaImageArgs::ENTRY);
+        assert_eq!(entry::<NarrowArgs>(), "cluda_counts_to_u32");
+    }
+
+    #[test]
+    fn grids() {
+        let g = Grid::x(7, 256);
+        assert_eq!((g.blocks, g.block, g.cooperative), ((7, 1), 256, false));
+        assert!(g.cooperative().cooperative);
+        assert_eq!(Grid::new((3, 4), 128).blocks, (3, 4));
     }
 }

@@ -12,6 +12,7 @@ mod accumulate;
 mod buffers;
 mod input;
 mod launch;
+mod launch_args;
 mod pipeline;
 mod reals;
 
@@ -81,7 +82,7 @@ impl GpuFinder {
             &device,
             config.precision,
             config.size,
-            launch::Geometry::new(config.rows, config.cols, config.size),
+            launch_args::Geometry::new(config.rows, config.cols, config.size),
             inv,
             config.n_sigma,
             config.threshold == ThresholdMode::Live,

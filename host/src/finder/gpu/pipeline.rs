@@ -33,9 +33,8 @@ use cudarc::driver::{CudaContext, CudaEvent, CudaStream};
 use super::accumulate::DeviceAccum;
 use super::buffers::{DeviceBuf, DeviceState, PinnedBuf};
 use super::input::{CallInput, FeedInput, Input, Source, source_for};
-use super::launch::{
-    Destination, FrameAt, FrameBuffers, Geometry, Kernels, RUN_PLANES, RunBuffers,
-};
+use super::launch::Kernels;
+use super::launch_args::{Destination, FrameAt, FrameBuffers, Geometry, RUN_PLANES, RunBuffers};
 use super::reals::{RealAlloc, RealBuf};
 use super::settings::{Collect, InputMode, Launch, Overflow, PipelineConfig};
 use crate::cluster::{ClusterSize, FrameClusters};
