@@ -30,7 +30,7 @@ use cluda_gpu::args::DevicePtr;
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream};
 
-use super::accumulate::DeviceAccum;
+use super::accumulate::{ChunkRecords, DeviceAccum, DevicePlacer, PlacedOutputs};
 use super::buffers::{DeviceBuf, DeviceState, PinnedBuf};
 use super::input::{CallInput, FeedInput, Input, Source, source_for};
 use super::launch::Kernels;
@@ -42,7 +42,7 @@ use crate::config::Precision;
 use crate::error::{CudaContextExt, Error, Result};
 use crate::finder::feed::FrameFeed;
 use crate::frames::Frames;
-use crate::interpolation::AccumulationPeek;
+use crate::interpolation::{AccumulationPeek, PlacedRow};
 
 /// Per-frame scratch on the device, two of each so that one launch can classify frame k from
 /// one set while it prepares frame k+1 into the other: the zero-padded plane of corrected
@@ -69,6 +69,11 @@ struct Slot {
     pin_out: PinnedBuf<u32>,
     /// Pedestal sums at the start of the chunk.
     ckpt: RealBuf,
+    /// Where each record's placed row goes on the device, and comes down to (while rows are
+    /// placed: [`Pipeline::place_rows`]), a row per record of room.
+    rows: Option<(DeviceBuf<PlacedRow>, PinnedBuf<PlacedRow>)>,
+    /// Recorded after the chunk's rows were placed.
+    placed: CudaEvent,
     up: Vec<CudaEvent>,
     done: Vec<CudaEvent>,
     dl: Vec<CudaEvent>,
@@ -162,6 +167,9 @@ pub(crate) struct Pipeline {
     accum: Option<DeviceAccum>,
     /// Requests for a copy of `accum`'s counts, answered between chunks.
     peek: Option<Arc<AccumulationPeek>>,
+    /// Places every record right after its chunk's kernels, for rows handed out with the
+    /// clusters (compact results only).
+    placer: Option<DevicePlacer>,
 }
 
 impl Pipeline {
@@ -220,6 +228,7 @@ impl Pipeline {
             times_us: Vec::new(),
             accum: None,
             peek: None,
+            placer: None,
         })
     }
 
@@ -252,6 +261,9 @@ impl Pipeline {
     /// slot (but at least one frame), rounded down to a multiple of the stream count.
     fn plan_chunk(&self, staged: bool) -> usize {
         let mut per_frame = 4 * self.frame_words();
+        if self.placer.is_some() {
+            per_frame += size_of::<PlacedRow>() * self.cap;
+        }
         if staged {
             per_frame += 2 * self.geom.pixels as usize;
         }
@@ -265,8 +277,10 @@ impl Pipeline {
     /// unless the present ones already fit. Must only be called with no work in flight.
     fn ensure_slots(&mut self, frames: usize, staged: bool) -> Result<()> {
         let depth = self.cfg.depth;
+        let placing = self.placer.is_some();
         let fits = self.slots.len() == depth
             && self.slots.iter().all(|s| s.frames >= frames)
+            && self.slots.iter().all(|s| !placing || s.rows.is_some())
             && (!staged || self.slots_staged);
         if fits {
             return Ok(());
@@ -312,6 +326,17 @@ impl Pipeline {
             dev_out: DeviceBuf::new(ctx, out_words, "cluster results")?,
             pin_out: PinnedBuf::new(ctx, out_words, false, "cluster results")?,
             ckpt: self.reals.uninit(2 * px, "a pedestal checkpoint")?,
+            rows: match self.placer {
+                Some(_) => {
+                    let room = frames * self.cap;
+                    Some((
+                        DeviceBuf::new(ctx, room, "placed photons")?,
+                        PinnedBuf::new(ctx, room, false, "placed photons")?,
+                    ))
+                }
+                None => None,
+            },
+            placed: ctx.new_event(None).cuda("creating an event")?,
             up: events(None, frames)?,
             done: events(None, frames)?,
             dl: events(None, frames)?,
@@ -531,7 +556,36 @@ impl Pipeline {
         } else {
             self.launch_per_frame(job, slot, &bufs)?;
         }
+        self.place(job, slot)?;
         self.download(job, slot)
+    }
+
+    /// The records of the chunk in `slot` (compact results), as the eta kernels read them.
+    fn chunk_records(&self, job: Job, slot: &Slot) -> ChunkRecords {
+        ChunkRecords {
+            out: slot.dev_out.ptr(),
+            frames: job.n as u32,
+            records_at: (slot.frames + 1) as u32,
+            room: (slot.frames * self.cap) as u32,
+        }
+    }
+
+    /// Queues the placement of chunk `job`'s records (when rows are asked for) on the compute
+    /// stream, right after its kernels, and marks it done with the slot's `placed` event. An
+    /// overflowing chunk's records are not placed (the kernel sees the count over the room);
+    /// a chunk redone is placed again.
+    fn place(&self, job: Job, slot: &Slot) -> Result<()> {
+        let (Some(placer), Some((rows, _))) = (&self.placer, &slot.rows) else {
+            return Ok(());
+        };
+        placer.launch(
+            &self.compute,
+            self.chunk_records(job, slot),
+            PlacedOutputs::rows(rows.ptr()),
+        )?;
+        slot.placed
+            .record(&self.compute)
+            .cuda("recording a placement event")
     }
 
     /// Queues the accumulation of a checked chunk's records (when one is asked for), on the
@@ -541,13 +595,30 @@ impl Pipeline {
             return Ok(());
         };
         let slot = &self.slots[job.slot];
-        acc.launch(
-            &self.compute,
-            slot.dev_out.ptr(),
-            job.n as u32,
-            (slot.frames + 1) as u32,
-            (slot.frames * self.cap) as u32,
-        )
+        acc.launch(&self.compute, self.chunk_records(job, slot))
+    }
+
+    /// Starts placing every chunk's records on the device from the next call on, for rows
+    /// handed out with the clusters (`Some`), or stops (`None`). Whether rows will come:
+    /// `false` without compact results (the records are not in one buffer). Must only be
+    /// called between calls (the slots are remade with room for the rows).
+    pub fn place_rows(
+        &mut self,
+        device: &crate::cuda::Device,
+        rules: Option<&crate::interpolation::PlaceRows>,
+    ) -> Result<bool> {
+        self.placer = None;
+        let Some(rules) = rules else {
+            return Ok(false);
+        };
+        if !self.cfg.compact {
+            return Ok(false);
+        }
+        self.ctx.bind_to_thread().cuda("binding the CUDA context")?;
+        let placer = DevicePlacer::new(device, &self.compute, rules, self.size)?;
+        // The uploads ran on the compute stream, which every launch follows.
+        self.placer = Some(placer);
+        Ok(true)
     }
 
     /// Starts accumulating `what` from every chunk found from now on; `false` without compact
@@ -868,6 +939,10 @@ impl Pipeline {
                 // downloads, queued behind its kernels, and this one must not wait for them.
                 let s = &self.fetch;
                 dtoh(&slot.pin_out, &slot.dev_out, rec_off, total * rw, s)?;
+                if let (Some(_), Some((rows, pinned))) = (&self.placer, &slot.rows) {
+                    s.wait(&slot.placed).cuda("waiting for the placement")?;
+                    dtoh(pinned, rows, 0, total, s)?;
+                }
                 s.synchronize().cuda("waiting for results")?;
             }
         } else {
@@ -938,11 +1013,17 @@ impl Pipeline {
                 &out[k * fw + 1..k * fw + 1 + n * rw]
             }
         };
+        // Rows placed on the device: frame k's are its records' (compact results only).
+        let rows = match (&self.placer, &slot.rows) {
+            (Some(_), Some((_, pinned))) if compact => Some(pinned.as_slice()),
+            _ => None,
+        };
+        let rows_of = |k: usize| rows.map(|r| &r[out[k] as usize..out[k + 1] as usize]);
         match self.cfg.collect {
             Collect::ZeroCopy => {
                 for k in 0..job.n {
-                    visit(FrameClusters::new(number(k), size, words(k)))
-                        .map_err(|e| Stop::Visitor(k, e))?;
+                    let fc = attach(FrameClusters::new(number(k), size, words(k)), rows_of(k))?;
+                    visit(fc).map_err(|e| Stop::Visitor(k, e))?;
                 }
             }
             Collect::Owned => {
@@ -954,8 +1035,9 @@ impl Pipeline {
                 }
                 let mut from = 0;
                 for (k, &end) in self.owned_ends.iter().enumerate() {
-                    visit(FrameClusters::new(number(k), size, &self.owned[from..end]))
-                        .map_err(|e| Stop::Visitor(k, e))?;
+                    let fc = FrameClusters::new(number(k), size, &self.owned[from..end]);
+                    let fc = attach(fc, rows_of(k))?;
+                    visit(fc).map_err(|e| Stop::Visitor(k, e))?;
                     from = end;
                 }
             }
@@ -1046,21 +1128,33 @@ fn copy_parallel(dst: &mut [u16], src: &[u16]) {
         .for_each(|(d, s)| d.copy_from_slice(s));
 }
 
+/// `fc` with its placed rows, when there are any.
+fn attach<'a>(
+    fc: FrameClusters<'a>,
+    rows: Option<&'a [PlacedRow]>,
+) -> Result<FrameClusters<'a>, Stop> {
+    match rows {
+        Some(r) => fc.with_placed(r).map_err(Stop::Error),
+        None => Ok(fc),
+    }
+}
+
 /// Device-to-device copy of all of the pedestal sums `src` into `dst`, queued on `stream`.
 fn copy_dtod(dst: &RealBuf, src: &RealBuf, stream: &CudaStream) -> Result<()> {
     dst.copy_from_async(src, stream, "the pedestal")
 }
 
-/// Queues a download of words `from .. from + words` of `src` into the same words of `dst`.
-fn dtoh(
-    dst: &PinnedBuf<u32>,
-    src: &DeviceBuf<u32>,
+/// Queues a download of elements `from .. from + len` of `src` into the same elements of
+/// `dst`.
+fn dtoh<T: bytemuck::Pod>(
+    dst: &PinnedBuf<T>,
+    src: &DeviceBuf<T>,
     from: usize,
-    words: usize,
+    len: usize,
     stream: &CudaStream,
 ) -> Result<()> {
-    assert!(from + words <= dst.len());
+    assert!(from + len <= dst.len());
     // SAFETY: the destination range lies inside the pinned buffer, which outlives the copy
     // (the owner synchronises before freeing or reading it).
-    unsafe { src.download_async(from, dst.ptr_at(from), words, stream) }.cuda("downloading results")
+    unsafe { src.download_async(from, dst.ptr_at(from), len, stream) }.cuda("downloading results")
 }
