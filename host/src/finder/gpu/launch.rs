@@ -281,7 +281,7 @@ impl Kernels {
                     "no run kernel covers this frame size; use one launch per frame",
                 ));
             };
-            let args = run_args(&k.k, frames, &buf.ptrs()?, &run.ptrs()?, dst);
+            let args = run_args(&k.k, &buf.ptrs()?, &run.ptrs(frames)?, dst);
             let grid = Grid::x(kernel.grid, BLOCK);
             // SAFETY: every pointer is a live device buffer of the sizes the geometry and
             // destination imply; the grid fits on the device at once (checked at load, and by

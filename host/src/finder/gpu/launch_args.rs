@@ -235,9 +235,13 @@ pub(crate) fn step_args<R: Copy>(
     )
 }
 
-/// [`RunBuffers`] as the run kernels of real type `R` take them.
+/// What a run launch reads and writes besides a frame launch's, as the run kernels of real
+/// type `R` take it: its frames, and its [`RunBuffers`].
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct RunPtrs<R> {
+    /// The first frame, and how many.
+    frames: DevicePtr<u16>,
+    n: u32,
     planes: DevicePtr<R>,
     /// Values per plane.
     plane_len: u32,
@@ -245,9 +249,11 @@ pub(crate) struct RunPtrs<R> {
 }
 
 impl RunBuffers<'_> {
-    /// The pointers, in the kernels' real type `R`.
-    pub fn ptrs<R: DeviceReal>(&self) -> Result<RunPtrs<R>> {
+    /// The pointers of a launch over `n` frames from `frames`, in the kernels' real type `R`.
+    pub fn ptrs<R: DeviceReal>(&self, (frames, n): (DevicePtr<u16>, u32)) -> Result<RunPtrs<R>> {
         Ok(RunPtrs {
+            frames,
+            n,
             planes: self.planes.get::<R>()?.ptr(),
             plane_len: (self.planes.len() / RUN_PLANES) as u32,
             work: self.work.ptr(),
@@ -255,17 +261,16 @@ impl RunBuffers<'_> {
     }
 }
 
-/// The run arguments of `n` frames at `frames`.
+/// The run arguments of `run`'s frames.
 pub(crate) fn run_args<R: Copy>(
     k: &Constants<R>,
-    (frames, n): (DevicePtr<u16>, u32),
     buf: &FramePtrs<R>,
     run: &RunPtrs<R>,
     dst: &Destination,
 ) -> RunArgs<R> {
     frame_args!(RunArgs, k, buf, dst, {
-        frames,
-        n,
+        frames: run.frames,
+        n: run.n,
         frozen_std: buf.frozen_std,
         planes: run.planes,
         plane_len: run.plane_len,
@@ -394,11 +399,13 @@ mod tests {
     fn run_arguments_take_each_value_once() {
         let (k, buf, dst) = sample(0.5f32, 3.0);
         let run = RunPtrs {
+            frames: ptr(1),
+            n: 23,
             planes: ptr(20),
             plane_len: 21,
             work: ptr(22),
         };
-        let a = run_args(&k, (ptr(1), 23), &buf, &run, &dst);
+        let a = run_args(&k, &buf, &run, &dst);
         assert_eq!((a.frames.addr(), a.n), (1, 23));
         assert_eq!(
             [a.base.addr(), a.a.addr(), a.b.addr(), a.frozen_std.addr()],
