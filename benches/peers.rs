@@ -5,7 +5,8 @@
 //! ```text
 //! tools/aare-build                 # once: builds aare-find from aare's PyPI sdist
 //! cargo bench --bench peers -- [--frames 20000] [--pedestal-frames 1000] [--sizes 3,9]
-//!     [--devices cpu,gpu] [--rounds 3] [--threads N] [--single] [--check-frames N]
+//!     [--devices cpu,gpu] [--rounds 3] [--threads N] [--single] [--threshold live|frozen]
+//!     [--check-frames N]
 //!     [--aare PATH]... [--cluda PATH] [--data-dir DIR] [--out DIR]
 //! ```
 //!
@@ -15,7 +16,8 @@
 //!   `--threads N` threads (default: every core). Once per `--aare PATH` (e.g. the portable
 //!   and the `--native` build of tools/aare-build).
 //! - `cluda find --device D` for each of `--devices` (default `cpu`), clusters counted, not
-//!   written (`--threads N` passed to the CPU finder when given).
+//!   written (`--threads N` passed to the CPU finder when given), with `--threshold` (default
+//!   `live`, cluda's default; `frozen` is aare's threshold, so that both find the same clusters).
 //! - with `--single`: aare's `ClusterFinder` on one thread and `cluda find --device cpu
 //!   --threads 1`.
 //!
@@ -52,6 +54,7 @@ struct Opts {
     rounds: usize,
     threads: Option<usize>,
     single: bool,
+    threshold: String,
     check_frames: Option<usize>,
     aare: Vec<PathBuf>,
     cluda: PathBuf,
@@ -74,6 +77,7 @@ fn options() -> Result<Opts, String> {
         rounds: 3,
         threads: None,
         single: false,
+        threshold: "live".into(),
         check_frames: None,
         aare: Vec::new(),
         cluda: beside(&exe, "cluda").unwrap_or_else(|| env!("CARGO_BIN_EXE_cluda").into()),
@@ -100,6 +104,7 @@ fn options() -> Result<Opts, String> {
                     .collect::<Result<_, _>>()?
             }
             "--devices" => o.devices = v.split(',').map(str::to_owned).collect(),
+            "--threshold" if v == "live" || v == "frozen" => o.threshold = v,
             "--aare" => o.aare.push(v.into()),
             "--cluda" => o.cluda = v.into(),
             "--data-dir" => o.data_dir = v.into(),
@@ -150,10 +155,11 @@ enum Who {
         threads: Option<usize>,
         single: bool,
     },
-    /// `cluda find` on a device, with `--threads` when given.
+    /// `cluda find` on a device, with `--threads` when given, and `--threshold`.
     Cluda {
         device: String,
         threads: Option<usize>,
+        threshold: String,
     },
 }
 
@@ -196,12 +202,21 @@ impl Who {
             }
             Who::Cluda {
                 device,
-                threads: Some(1),
-            } => format!("cluda find --device {device} --threads 1"),
-            Who::Cluda { device, threads } if device == "cpu" => {
-                format!("cluda find --device cpu, {}", t(*threads))
+                threads,
+                threshold,
+            } => {
+                let frozen = if threshold == "live" {
+                    ""
+                } else {
+                    " --threshold frozen"
+                };
+                let on = match threads {
+                    Some(1) => " --threads 1".to_owned(),
+                    _ if device == "cpu" => format!(", {}", t(*threads)),
+                    _ => String::new(),
+                };
+                format!("cluda find --device {device}{frozen}{on}")
             }
-            Who::Cluda { device, .. } => format!("cluda find --device {device}"),
         }
     }
 
@@ -220,9 +235,14 @@ impl Who {
                     c.args(["--threads", &n.to_string()]);
                 }
             }
-            Who::Cluda { device, threads } => {
+            Who::Cluda {
+                device,
+                threads,
+                threshold,
+            } => {
                 c = Command::new(&o.cluda);
                 c.args(["find", "--timing", "--device", device]);
+                c.args(["--threshold", threshold]);
                 if let Some(n) = threads {
                     c.args(["--threads", &n.to_string()]);
                 }
@@ -356,14 +376,9 @@ fn check(o: &Opts, frames: usize, md: &mut String) -> Result<bool, String> {
             let who = Who::Cluda {
                 device: device.clone(),
                 threads: None,
+                threshold: "frozen".into(),
             };
-            let extra = [
-                "--threshold",
-                "frozen",
-                "--overwrite",
-                "--out",
-                path_str(&ours)?,
-            ];
+            let extra = ["--overwrite", "--out", path_str(&ours)?];
             let c = who.run(o, &ped, &data, size, &extra)?;
             let got = std::fs::read(&ours).map_err(|e| format!("{}: {e}", ours.display()))?;
             let verdict = match got.iter().zip(&want).position(|(x, y)| x != y) {
@@ -430,6 +445,7 @@ fn bench() -> Result<(), String> {
     rows.extend(o.devices.iter().map(|d| Who::Cluda {
         device: d.clone(),
         threads: o.threads.filter(|_| d == "cpu"),
+        threshold: o.threshold.clone(),
     }));
     if o.single {
         rows.push(Who::Aare {
@@ -440,6 +456,7 @@ fn bench() -> Result<(), String> {
         rows.push(Who::Cluda {
             device: "cpu".into(),
             threads: Some(1),
+            threshold: o.threshold.clone(),
         });
     }
     // runs[size][row]: one Run per round.
@@ -469,25 +486,31 @@ fn bench() -> Result<(), String> {
         }
     }
 
-    let args: Vec<String> = std::env::args()
+    // The command as bench-results records it: without `--out` (where this run wrote).
+    let mut args: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| a != "--bench")
         .collect();
+    if let Some(at) = args.iter().position(|a| a == "--out") {
+        args.drain(at..(at + 2).min(args.len()));
+    }
     let mut md = format!(
         "# aare beside cluda\n\ncommand: `cargo bench --bench peers -- {}`\n\n\
          host: {}. {} frames of 400x400 (`cluda gen`), {} pedestal frames, n_sigma 5, F64, \
-         the files page-cached and mapped by both. `us/frame`: the data phase (first data frame \
-         to last cluster counted; median, min-max of {} rounds, interleaved, a fresh process \
-         each); `wall`: the whole process (median).\n\naare: {}\n",
+         cluda's threshold {} (aare's is frozen), the files page-cached and mapped by both. \
+         `us/frame`: the data phase (first data frame to last cluster counted; median, min-max \
+         of {} rounds, interleaved, a fresh process each); `wall`: the whole process \
+         (median).\n\naare: {}\n",
         args.join(" "),
         cpu(),
         o.frames,
         o.pedestal_frames,
+        o.threshold,
         o.rounds,
         runs[0][0][0].line
     );
     for (si, &size) in o.sizes.iter().enumerate() {
-        let reference = rows.iter().position(|w| matches!(w, Who::Cluda { device, threads } if device == "cpu" && *threads != Some(1)));
+        let reference = rows.iter().position(|w| matches!(w, Who::Cluda { device, threads, .. } if device == "cpu" && *threads != Some(1)));
         let base = reference.map(|r| {
             spread(
                 &runs[si][r]
