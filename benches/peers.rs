@@ -33,6 +33,9 @@
 //! writes cluda's, on every device of `--devices`; the files must be byte-identical. A
 //! difference fails the bench after the tables are written.
 //!
+//! `--cluda`: by default `$CLUDA_BIN`, the `cluda` cargo built, or the one beside this bench;
+//! `--aare`: by default `$AARE_FIND`, the `aare-find` beside this bench, or tools/aare-build's.
+//!
 //! On the GPU machine (no Rust there): here `tools/gpu-pack && tools/aare-build --stage`, there
 //! `.gpu/bin/peers --devices gpu,cpu --out DIR` (it finds `cluda` and `aare-find` beside it).
 //!
@@ -44,6 +47,9 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
+
+use support::cli::cluda_bin;
+use support::peers::{aare_find, field};
 
 /// The bench's options (see the module's documentation).
 struct Opts {
@@ -68,7 +74,6 @@ fn number(flag: &str, v: &str) -> Result<usize, String> {
 }
 
 fn options() -> Result<Opts, String> {
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let mut o = Opts {
         frames: 20_000,
         pedestal_frames: 1000,
@@ -80,7 +85,7 @@ fn options() -> Result<Opts, String> {
         threshold: "live".into(),
         check_frames: None,
         aare: Vec::new(),
-        cluda: beside(&exe, "cluda").unwrap_or_else(|| env!("CARGO_BIN_EXE_cluda").into()),
+        cluda: cluda_bin(),
         data_dir: std::env::temp_dir().join("cluda-peers"),
         out: PathBuf::from("bench-results/peers"),
     };
@@ -125,25 +130,10 @@ fn options() -> Result<Opts, String> {
     }
     if o.aare.is_empty() {
         o.aare.push(
-            beside(&exe, "aare-find")
-                .or_else(|| built_aare(&exe))
-                .ok_or("aare-find not found: run tools/aare-build (or pass --aare PATH)")?,
+            aare_find().ok_or("aare-find not found: run tools/aare-build (or pass --aare PATH)")?,
         );
     }
     Ok(o)
-}
-
-/// `name` in the folder of `exe`, when it is there (the executables staged in `.gpu/bin/`).
-fn beside(exe: &Path, name: &str) -> Option<PathBuf> {
-    Some(exe.with_file_name(name)).filter(|p| p.is_file())
-}
-
-/// tools/aare-build's executable, `<target>/aare/aare-find`, found above this bench's
-/// executable (`<target>/release/deps/peers-*`).
-fn built_aare(exe: &Path) -> Option<PathBuf> {
-    exe.ancestors()
-        .map(|dir| dir.join("aare").join("aare-find"))
-        .find(|p| p.is_file())
 }
 
 /// Who runs: one row of the tables.
@@ -170,12 +160,6 @@ struct Run {
     clusters: u64,
     /// The summary line (aare-find's, or cluda's) for the record.
     line: String,
-}
-
-/// The value of `key=` in a line of `key=value` words.
-fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
-    line.split_whitespace()
-        .find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
 }
 
 impl Who {
