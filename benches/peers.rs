@@ -36,8 +36,9 @@
 //! `--cluda`: by default `$CLUDA_BIN`, the `cluda` cargo built, or the one beside this bench;
 //! `--aare`: by default `$AARE_FIND`, the `aare-find` beside this bench, or tools/aare-build's.
 //!
-//! On the GPU machine (no Rust there): here `tools/gpu-pack && tools/aare-build --stage`, there
-//! `.gpu/bin/peers --devices gpu,cpu --out DIR` (it finds `cluda` and `aare-find` beside it).
+//! On the GPU machine (no Rust there): here `tools/gpu-pack tools/gpu-user-path &&
+//! tools/aare-build --stage`, there `tools/gpu-user-path peers` (or `.gpu/bin/peers --devices
+//! gpu,cpu --out DIR`: it finds `cluda` and `aare-find` beside it).
 //!
 //! Results: `peers.md` (tables, command, CPU, aare's version) and `peers.csv` (one row per
 //! run: `size,run,round,us_per_frame,wall_s,clusters`) under `--out`
