@@ -122,7 +122,7 @@ impl FrameFeed for TestFeed<'_> {
         self.out += 1;
         self.lent += 1;
         self.most_out = self.most_out.max(self.out);
-        FedChunk::new(store, k, px).map(Some)
+        FedChunk::new(store, k, px, cluda::FrameNumber(at as u64)).map(Some)
     }
 
     fn give_back(&mut self, chunk: FedChunk) {

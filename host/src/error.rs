@@ -55,8 +55,9 @@ pub enum Error {
         "frame {frame} holds {found} clusters, more than the limit of {limit} per frame; raise the cap (or let the finder grow it): the pedestal was put back to before the call (or the chunk, when streaming)"
     )]
     ClusterLimit {
-        /// The frame that overflowed: its index within the call, or, from a `find_feed`, its
-        /// chunk's number for it (the source's frame number from the engine).
+        /// The frame that overflowed, by its number ([`crate::Frames::number`]: its index
+        /// within the call unless numbered; from a `find_feed`, its chunk's number for it,
+        /// the source's frame number from the engine).
         frame: crate::frame_number::FrameNumber,
         /// Clusters that frame holds.
         found: usize,

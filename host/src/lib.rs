@@ -185,6 +185,6 @@ pub use error::{Error, Result};
 #[cfg(feature = "gpu")]
 pub use finder::gpu::GpuFinder;
 pub use finder::{ClusterFinder, CpuFinder};
-pub use frame_number::FrameNumber;
+pub use frame_number::{FrameNumber, FrameNumbers};
 pub use frames::Frames;
 pub use pedestal::Pedestal;

@@ -43,7 +43,8 @@ use std::time::{Duration, Instant};
 use crate::cluster::FrameClusters;
 use crate::error::{Error, Result};
 use crate::finder::ClusterFinder;
-use crate::finder::feed::{Chunk, FedChunk, FrameFeed, FrameStore};
+use crate::finder::feed::{Chunk, ChunkNumbers, FedChunk, FrameFeed, FrameStore};
+use crate::frame_number::FrameNumber;
 use crate::io::{FrameSource, MappedFrames};
 use sink::{FnSink, InputEvents, Sink, SinkEvents};
 pub use slice_source::SliceSource;
@@ -395,7 +396,6 @@ pub fn find_streams(
                                 let from = m.offset + next_mapped * pixels * 2;
                                 let range = from..from + k * pixels * 2;
                                 let first = m.first_number + next_mapped as u64;
-                                numbers.extend(first..first + k as u64);
                                 next_mapped += k;
                                 // A file that shrank since it was mapped (or whose map
                                 // already read zeros for pages it lost): an error naming
@@ -430,6 +430,7 @@ pub fn find_streams(
                                             range,
                                             entry,
                                         },
+                                        ChunkNumbers::From(FrameNumber(first)),
                                     ))
                                 }
                             }
@@ -437,7 +438,14 @@ pub fn find_streams(
                                 match source
                                     .fill(&mut store.samples_mut()[..slot_len], &mut numbers)
                                 {
-                                    Ok(k) => Ok((k, Chunk::Slot(store))),
+                                    // The source numbers every frame it delivers.
+                                    Ok(k) => Ok((
+                                        k,
+                                        Chunk::Slot(store),
+                                        ChunkNumbers::Listed(
+                                            numbers.iter().map(|&n| FrameNumber(n)).collect(),
+                                        ),
+                                    )),
                                     Err(e) => {
                                         // Kept for the next input.
                                         spare = Some(Some(store));
@@ -451,18 +459,15 @@ pub fn find_streams(
                         };
                         busy += t.elapsed();
                         match got {
-                            Ok((0, chunk)) => {
+                            Ok((0, chunk, _)) => {
                                 spare = Some(chunk.into_store());
                                 break Message::End { busy, bytes };
                             }
-                            Ok((k, chunk)) => {
+                            Ok((k, chunk, numbers)) => {
                                 bytes += (k * pixels * 2) as u64;
-                                // A source that numbers no frames leaves them their index
-                                // in the stream.
-                                let fed = FedChunk::of(chunk, k, pixels).and_then(|c| {
-                                    if numbers.is_empty() { Ok(c) } else { c.numbered(numbers.iter().map(|&n| crate::FrameNumber(n)).collect()) }
-                                });
-                                let msg = match fed {
+                                // A source that does not number each frame it delivers
+                                // fails its input here, naming the count.
+                                let msg = match FedChunk::of(chunk, k, pixels, numbers) {
                                     Ok(fed) => Message::Chunk(fed),
                                     Err(error) => break Message::Failed { error, busy, bytes },
                                 };

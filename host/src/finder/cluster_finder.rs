@@ -29,8 +29,8 @@ pub(crate) type FindChunk<'a> =
     dyn FnMut(Frames<'_>, &mut dyn FnMut(FrameClusters<'_>) -> Result<()>) -> Result<()> + 'a;
 
 /// The default [`ClusterFinder::find_feed`]: `find` (a `find_each`) over every chunk of
-/// `feed` in turn, its frames named by their chunk's numbers ([`super::feed::FedChunk::number`]), each
-/// chunk given back after its call (also when the call fails).
+/// `feed` in turn, as [`Frames`] with the chunk's numbers ([`super::feed::FedChunk::view`]),
+/// each chunk given back after its call (also when the call fails).
 pub(crate) fn each_chunk(
     feed: &mut dyn FrameFeed,
     rows: usize,
@@ -38,32 +38,12 @@ pub(crate) fn each_chunk(
     visit: &mut dyn FnMut(FrameClusters<'_>) -> Result<()>,
     find: &mut FindChunk<'_>,
 ) -> Result<()> {
-    let mut first = crate::FrameNumber(0);
     while let Some(chunk) = feed.next_chunk()? {
-        let n = chunk.frames();
-        let result = Frames::new(chunk.samples(), n, rows, cols)
-            .and_then(|frames| {
-                find(frames, &mut |fc| {
-                    let number = chunk.number(fc.frame.get() as usize, first);
-                    visit(FrameClusters::new(number, fc.size(), fc.words()))
-                })
-            })
-            .map_err(|e| match e {
-                // The call named the frame by its index in the chunk.
-                crate::Error::ClusterLimit {
-                    frame,
-                    found,
-                    limit,
-                } => crate::Error::ClusterLimit {
-                    frame: chunk.number(frame.get() as usize, first),
-                    found,
-                    limit,
-                },
-                e => e,
-            });
+        let result = chunk
+            .view(rows, cols)
+            .and_then(|frames| find(frames, visit));
         feed.give_back(chunk);
         result?;
-        first = first.after(n);
     }
     Ok(())
 }
@@ -117,14 +97,17 @@ pub trait ClusterFinder {
     }
 
     /// Finds the clusters of every frame and hands each frame's clusters, borrowed, to `visit`
-    /// in frame order, allocating nothing per frame. If `visit` fails, the frames before the
-    /// failing one stay consumed (their pedestal updates are kept) and its error is returned
-    /// as [`crate::Error::Visitor`] or as is.
+    /// in frame order, each named by the frame's number ([`FrameClusters::frame`] is
+    /// [`Frames::number`]: its index unless the frames were numbered), allocating nothing per
+    /// frame. If `visit` fails, the frames before the failing one stay consumed (their
+    /// pedestal updates are kept) and its error is returned as [`crate::Error::Visitor`] or
+    /// as is.
     ///
     /// # Errors
     /// * [`crate::Error::PedestalNotReady`] before the pedestal holds N frames;
     /// * [`crate::Error::Shape`] when the frames are not `rows x cols`;
-    /// * [`crate::Error::ClusterLimit`] when a frame holds more clusters than a fixed cap (GPU);
+    /// * [`crate::Error::ClusterLimit`] when a frame holds more clusters than a fixed cap (GPU;
+    ///   it names the frame by its number);
     /// * [`crate::Error::Visitor`] or the visitor's own error when `visit` fails;
     /// * CUDA errors ([`crate::Error::Cuda`], [`crate::Error::OutOfDeviceMemory`]) on a GPU
     ///   finder.
@@ -136,10 +119,8 @@ pub trait ClusterFinder {
 
     /// Finds the clusters of every frame `feed` lends, chunk after chunk, and hands each
     /// frame's clusters to `visit` in order, each named by its chunk's number for it
-    /// ([`FrameClusters::frame`] is [`crate::finder::feed::FedChunk::number`]: the frame's own
-    /// number, or its index in the stream, counted from 0 at the first chunk's first frame,
-    /// when the chunk has no numbers). Every chunk
-    /// taken is given back once the finder no longer reads it; the chunks the finder holds
+    /// ([`FrameClusters::frame`] is from [`crate::finder::feed::FedChunk::numbers`]). Every
+    /// chunk taken is given back once the finder no longer reads it; the chunks the finder holds
     /// at once are few (a GPU finder: those its pipeline has in flight, at most its depth).
     ///
     /// The same results as one [`ClusterFinder::find_each`] over all the frames, whatever

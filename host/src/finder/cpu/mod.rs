@@ -290,11 +290,7 @@ fn run<R: Unit, const S: usize>(
     let band = &mut Band::new::<S>(0, rows, &setup);
     for i in 0..frames.len() {
         band_pass::<R, S>(isa, &setup, band, &frozen_t, frames.frame(i), maps);
-        visit(FrameClusters::new(
-            crate::FrameNumber(i as u64),
-            config.size,
-            &band.out,
-        ))?;
+        visit(FrameClusters::new(frames.number(i), config.size, &band.out))?;
     }
     Ok(())
 }

@@ -347,6 +347,7 @@ impl Pipeline {
         let lock = UntilIdle::new(&self.ctx, lock);
         let mut input = CallInput {
             data,
+            numbers: frames.numbers(),
             frame_len: self.geom.pixels as usize,
             src,
         };
@@ -418,7 +419,7 @@ impl Pipeline {
                     part: p.part,
                     opens: p.opens,
                 };
-                input.numbers(next, p.n, &mut self.slots[rr].numbers);
+                input.numbers(next, p.n, &mut self.slots[rr].numbers)?;
                 rr = (rr + 1) % depth;
                 self.submit(job, state, true)?;
                 inflight.push_back(job);
@@ -458,11 +459,9 @@ impl Pipeline {
                             self.compute.synchronize().cuda("restoring the pedestal")?;
                             let slot = &self.slots[job.slot];
                             return Err(Error::ClusterLimit {
-                                frame: slot
-                                    .numbers
-                                    .get(frame)
-                                    .copied()
-                                    .unwrap_or(crate::FrameNumber((job.start + frame) as u64)),
+                                frame: slot.numbers.get(frame).copied().ok_or_else(|| {
+                                    Error::Internal("the overflowing frame has no number".into())
+                                })?,
                                 found,
                                 limit,
                             });
@@ -938,10 +937,11 @@ impl Pipeline {
         let out = slot.pin_out.as_slice();
         let compact = self.cfg.compact;
         let number = |k: usize| {
-            slot.numbers
-                .get(k)
-                .copied()
-                .unwrap_or(crate::FrameNumber((job.start + k) as u64))
+            slot.numbers.get(k).copied().ok_or_else(|| {
+                Stop::Error(Error::Internal(format!(
+                    "frame {k} of a chunk has no number"
+                )))
+            })
         };
         let words = |k: usize| -> &[u32] {
             if compact {
@@ -955,7 +955,7 @@ impl Pipeline {
         match self.cfg.collect {
             Collect::ZeroCopy => {
                 for k in 0..job.n {
-                    visit(FrameClusters::new(number(k), size, words(k)))
+                    visit(FrameClusters::new(number(k)?, size, words(k)))
                         .map_err(|e| Stop::Visitor(k, e))?;
                 }
             }
@@ -968,7 +968,7 @@ impl Pipeline {
                 }
                 let mut from = 0;
                 for (k, &end) in self.owned_ends.iter().enumerate() {
-                    visit(FrameClusters::new(number(k), size, &self.owned[from..end]))
+                    visit(FrameClusters::new(number(k)?, size, &self.owned[from..end]))
                         .map_err(|e| Stop::Visitor(k, e))?;
                     from = end;
                 }
