@@ -389,7 +389,7 @@ fn a_failing_feed_finishes_the_frames_before_it() {
 /// Frames in memory numbered from `first`, delivered at most `most` per read (a source that
 /// fills its slots partly).
 struct Numbered {
-    inner: MemorySource,
+    inner: MemorySource<'static>,
     first: u64,
     most: usize,
 }

@@ -25,8 +25,8 @@ use numpy::{PyArrayMethods, PyUntypedArrayMethods};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 
-use cluda::engine::{EngineConfig, RingSlots, SliceSource, find_stream_with};
-use cluda::io::FrameSource;
+use cluda::engine::{EngineConfig, RingSlots, find_stream_with};
+use cluda::io::{FrameSource, MemorySource};
 use cluda::io::raw::RawReader;
 use cluda::{ClusterFinder, ClusterSize, Error, FrameClusters, Frames};
 
@@ -180,7 +180,7 @@ impl Input {
         f: impl FnOnce(&mut (dyn FrameSource + Send)) -> Result<T, Error>,
     ) -> Result<T, Error> {
         if let Some((data, rows, cols)) = self.memory() {
-            return f(&mut SliceSource::new(data, rows, cols)?);
+            return f(&mut MemorySource::new(data, rows, cols)?);
         }
         match self {
             Input::Source { source, .. } => f(source.as_mut()),

@@ -36,7 +36,6 @@ pub mod report;
 pub mod rows;
 pub mod run;
 pub mod sink;
-pub mod slice_source;
 
 use std::time::{Duration, Instant};
 
@@ -47,7 +46,6 @@ use crate::finder::feed::{Chunk, ChunkNumbers, FedChunk, FrameFeed, FrameStore};
 use crate::frame_number::FrameNumber;
 use crate::io::{FrameSource, MappedFrames};
 use sink::{FnSink, InputEvents, Sink, SinkEvents};
-pub use slice_source::SliceSource;
 
 /// How the engine reads ahead.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

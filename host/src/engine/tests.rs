@@ -147,7 +147,7 @@ fn a_visitor_error_stops_the_run() {
 /// Frames in memory numbered `first`, `first + step`, ... (e.g. 100, 102, 104: gaps, as a
 /// raw file with lost frames has), at most 3 per read (slots filled in part).
 struct Offset {
-    inner: MemorySource,
+    inner: MemorySource<'static>,
     first: u64,
     step: u64,
 }
@@ -342,7 +342,7 @@ fn a_frame_number_past_i32_max_fails_the_cluster_file_naming_the_frame() {
 /// saying so (no frame is named by a guess).
 #[test]
 fn a_source_that_numbers_no_frames_is_refused() {
-    struct Unnumbered(MemorySource);
+    struct Unnumbered(MemorySource<'static>);
     impl FrameSource for Unnumbered {
         fn rows(&self) -> usize {
             self.0.rows()
@@ -460,7 +460,7 @@ fn a_npy_file_read_or_mapped_gives_the_same_clusters() {
 
 /// A source that fails with an I/O error after `ok` frames.
 struct FailsAfter {
-    inner: MemorySource,
+    inner: MemorySource<'static>,
     ok: usize,
     read: usize,
 }
@@ -612,7 +612,7 @@ fn a_kept_ring_is_reused_between_runs() {
     let mut first_ptrs = Vec::new();
     // Frames 0..10, then 10..30, through one kept ring.
     for (from, to) in [(0, 10), (10, 30)] {
-        let mut src = SliceSource::new(&data[from * px..to * px], rows, cols).expect("src");
+        let mut src = MemorySource::new(&data[from * px..to * px], rows, cols).expect("src");
         find_stream_with(&mut f, &mut src, cfg, &mut ring, &mut |n, fc| {
             got.push((n + from as u64, fc.words().to_vec()));
             Ok(())
@@ -635,7 +635,7 @@ fn a_kept_ring_is_reused_between_runs() {
     assert!(got == want);
     // A visitor error: the ring may be lost; the next run still works.
     let mut f = finder(rows, cols, &dark);
-    let mut src = SliceSource::new(&data, rows, cols).expect("src");
+    let mut src = MemorySource::new(&data[..], rows, cols).expect("src");
     let e = find_stream_with(&mut f, &mut src, cfg, &mut ring, &mut |_, fc| {
         if fc.frame == 5 {
             Err(Error::param("visitor", "stop"))
@@ -645,7 +645,7 @@ fn a_kept_ring_is_reused_between_runs() {
     });
     assert!(e.is_err());
     let mut f = finder(rows, cols, &dark);
-    let mut src = SliceSource::new(&data, rows, cols).expect("src");
+    let mut src = MemorySource::new(&data[..], rows, cols).expect("src");
     let mut again = Vec::new();
     find_stream_with(&mut f, &mut src, cfg, &mut ring, &mut |n, fc| {
         again.push((n, fc.words().to_vec()));
