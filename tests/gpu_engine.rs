@@ -10,7 +10,7 @@
 //! (`find_stream`) runs the same way from its ring of page-locked slots.
 
 use cluda::cluster::ClusterSize;
-use cluda::engine::{EngineConfig, find_stream};
+use cluda::engine::{EngineConfig, FedFinder, find_stream};
 use cluda::finder::feed::{FedChunk, FrameFeed, FrameStore};
 use cluda::finder::gpu::{GpuFinder, InputMode, Launch, Overflow, PipelineConfig};
 use cluda::io::{FrameSource, MemorySource};

@@ -4,7 +4,7 @@
 use super::*;
 use crate::cluster::ClusterSize;
 use crate::config::FinderConfig;
-use crate::finder::CpuFinder;
+use crate::finder::{ClusterFinder, CpuFinder};
 use crate::frames::Frames;
 use crate::generate::{GenConfig, Generator};
 use crate::io::MemorySource;
@@ -219,6 +219,9 @@ impl ClusterFinder for Overflowing {
     ) -> Result<()> {
         self.inner.find_each(frames, visit)
     }
+}
+
+impl FedFinder for Overflowing {
     fn find_feed(
         &mut self,
         feed: &mut dyn FrameFeed,

@@ -1,5 +1,6 @@
 //! Chunks of frames lent to a finder one after another: the pull side of the engine's ring,
-//! behind [`crate::ClusterFinder::find_feed`]: the contract between a finder and what feeds it.
+//! behind `find_feed` (`crate::engine::feeding::FedFinder::find_feed`): the contract between
+//! a finder and what feeds it.
 //!
 //! A feed hands out [`FedChunk`]s in frame order; the finder reads them (a GPU finder uploads
 //! them while it finds earlier ones) and gives each back once nothing reads it any more. The
@@ -14,6 +15,7 @@
 //! chunk boundary drained the pipeline (upload, kernels, download and collection ran one after
 //! another at each boundary). Pulled chunks flow through one pipeline instead.
 
+use crate::cluster::FrameClusters;
 use crate::error::{Error, Result};
 use crate::frame_number::{FrameNumber, FrameNumbers};
 use crate::frames::Frames;
@@ -35,34 +37,39 @@ impl FrameStore for Vec<u16> {
     }
 }
 
+/// Memory a feed lends that is not a store of its own (the engine: a piece of a mapped file,
+/// page-locked in place or not): the chunk's samples while it is lent, and the feed's entry
+/// it stands for once given back.
+pub(crate) trait LentMemory: Send {
+    /// The samples, to read.
+    fn samples(&self) -> &[u16];
+    /// The feed's entry back (a store or a token), the memory released first (e.g.
+    /// unpinned).
+    fn release(self: Box<Self>) -> Option<Box<dyn FrameStore>>;
+}
+
 /// Where a chunk's frames are.
 pub(crate) enum Chunk {
-    /// A slot of the ring, filled by the reader; it goes back to the reader afterwards.
+    /// A store of the feed (a slot of the engine's ring, filled by its reader); it goes back
+    /// to the feed afterwards.
     Slot(Box<dyn FrameStore>),
-    /// A piece of a mapped file, page-locked while the guard lives (or not at all), with the
-    /// ring's entry it stands for (a slot or a token), which goes back to the reader.
-    Mapped {
-        /// Dropped first (fields drop in order): unlocked before the map can go.
-        _pin: Option<Box<dyn Send>>,
-        map: std::sync::Arc<crate::io::GuardedMap>,
-        range: std::ops::Range<usize>,
-        entry: Option<Box<dyn FrameStore>>,
-    },
+    /// Memory lent otherwise ([`LentMemory`]).
+    Lent(Box<dyn LentMemory>),
 }
 
 impl Chunk {
     pub(crate) fn samples(&self) -> &[u16] {
         match self {
             Chunk::Slot(s) => s.samples(),
-            Chunk::Mapped { map, range, .. } => bytemuck::cast_slice(&map[range.clone()]),
+            Chunk::Lent(m) => m.samples(),
         }
     }
 
-    /// The ring's entry back (a mapped chunk is unpinned here).
+    /// The feed's entry back (lent memory is released here).
     pub(crate) fn into_store(self) -> Option<Box<dyn FrameStore>> {
         match self {
             Chunk::Slot(s) => Some(s),
-            Chunk::Mapped { entry, .. } => entry,
+            Chunk::Lent(m) => m.release(),
         }
     }
 }
@@ -89,7 +96,8 @@ impl FedChunk {
     /// The first `frames` frames of `frame_len` samples each in `store` (any further samples
     /// are not part of the chunk), numbered `first`, `first + 1`, ... (e.g. their index in
     /// the stream; [`FedChunk::numbered`] gives them numbers of their own). A store from the
-    /// finder's [`crate::ClusterFinder::frame_store`] is read fastest (page-locked for a GPU).
+    /// finder's `frame_store` (`crate::engine::feeding::FedFinder::frame_store`) is read
+    /// fastest (page-locked for a GPU).
     ///
     /// # Errors
     /// [`Error::Shape`] when `store` holds fewer than `frames x frame_len` samples.
@@ -177,8 +185,8 @@ impl FedChunk {
         &self.chunk.samples()[..self.len]
     }
 
-    /// The memory back, to fill again (`None` for a piece of a mapped file, which has nothing
-    /// to reuse).
+    /// The memory back, to fill again (`None` for lent memory with nothing to reuse, e.g. a
+    /// piece of a mapped file).
     pub fn into_store(self) -> Option<Box<dyn FrameStore>> {
         self.chunk.into_store()
     }
@@ -186,6 +194,33 @@ impl FedChunk {
     pub(crate) fn into_chunk(self) -> Chunk {
         self.chunk
     }
+}
+
+/// A `find_each` over one chunk's frames, handing each frame's clusters to the visitor.
+pub(crate) type FindChunk<'a> =
+    dyn FnMut(Frames<'_>, &mut dyn FnMut(FrameClusters<'_>) -> Result<()>) -> Result<()> + 'a;
+
+/// `find_feed` one chunk at a time: `find` (a `find_each`) over every chunk of `feed` in
+/// turn, as [`Frames`] with the chunk's numbers ([`FedChunk::view`]), each chunk given back
+/// after its call (also when the call fails).
+///
+/// # Errors
+/// The feed's, and the first error of `find`.
+pub(crate) fn each_chunk(
+    feed: &mut dyn FrameFeed,
+    rows: usize,
+    cols: usize,
+    visit: &mut dyn FnMut(FrameClusters<'_>) -> Result<()>,
+    find: &mut FindChunk<'_>,
+) -> Result<()> {
+    while let Some(chunk) = feed.next_chunk()? {
+        let result = chunk
+            .view(rows, cols)
+            .and_then(|frames| find(frames, visit));
+        feed.give_back(chunk);
+        result?;
+    }
+    Ok(())
 }
 
 /// Chunks of frames, lent in frame order (see the module docs).
