@@ -6,7 +6,7 @@
 //! and kind of chunk memory; every chunk must go back exactly once, and nothing may read a
 //! chunk after it went back (the test feeds overwrite each chunk given back and reuse it for
 //! the next, so a late read would change the clusters). Overflows (grow and fail), failing
-//! visitors and failing feeds leave what `ClusterFinder::find_feed` documents. The engine
+//! visitors and failing feeds leave what `FedFinder::find_feed` documents. The engine
 //! (`find_stream`) runs the same way from its ring of page-locked slots.
 
 use cluda::cluster::ClusterSize;

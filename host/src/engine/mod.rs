@@ -13,10 +13,11 @@
 //! file into the slot: one copy on the host), the finder takes full slots in order and gives
 //! each back once it no longer reads it (the CPU finder: after its clusters are visited).
 //! How the engine feeds a finder is [`feeding::FedFinder`]'s: the slots are whatever the
-//! finder reads fastest ([`FedFinder::frame_store`]): page-locked memory for the GPU finder, so uploads
-//! run at DMA speed with no per-call registration; plain memory for the CPU finder. When the
-//! finder is slower than the source, the reader waits for a free slot; when the source is
-//! slower, the finder waits for a full one. Either way at most `slots` chunks exist.
+//! finder reads fastest ([`FedFinder::frame_store`]): page-locked memory for the GPU
+//! finder, so uploads run at DMA speed with no per-call registration; plain memory for the
+//! CPU finder. When the finder is slower than the source, the reader waits for a free slot;
+//! when the source is slower, the finder waits for a full one. Either way at most `slots`
+//! chunks exist.
 //!
 //! The finder pulls the full slots itself ([`FedFinder::find_feed`], the ring being a
 //! [`FrameFeed`]): a GPU finder keeps its pipeline going from one slot to the next

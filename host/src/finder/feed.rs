@@ -249,8 +249,9 @@ pub trait FrameFeed {
 }
 
 /// A feed over frames already in memory, numbered by their index, cut into chunks of at
-/// most `chunk` frames, each copied into a store of the finder's choice (page-locked for a GPU finder) and reused:
-/// `stores` of them circulate. For callers whose frames arrive in pieces and for tests.
+/// most `chunk` frames, each copied into a store of the finder's choice (page-locked for a
+/// GPU finder) and reused: `stores` of them circulate. For callers whose frames arrive in
+/// pieces and for tests.
 pub struct ChunkedFeed<'a> {
     data: &'a [u16],
     frame_len: usize,

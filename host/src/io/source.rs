@@ -60,7 +60,7 @@ pub trait FrameSource {
     /// How many threads a source that reads in parallel (a `.npy` file: positioned reads of
     /// disjoint parts of each chunk) may use from now on; sources that read on one thread
     /// ignore it. The engine's callers set what the finder asks for
-    /// ([`crate::ClusterFinder::read_threads`]).
+    /// ([`crate::engine::FedFinder::read_threads`]).
     fn set_read_threads(&mut self, _threads: usize) {}
 
     /// The threads this source reads with (1 for sources that read on one thread).

@@ -172,8 +172,8 @@ impl GpuFinder {
     /// the returned guard is dropped, so that calls on them upload by DMA straight from that
     /// memory, with no staging copy and no registration per call: the zero-copy way for
     /// frames the caller already has (for frames still to be read, [`PinnedFrames`] or
-    /// [`ClusterFinder::frame_store`] give page-locked memory to read them into). Locking
-    /// costs about as much as allocating page-locked memory, once. Only memory this crate
+    /// [`crate::engine::FedFinder::frame_store`] give page-locked memory to read them into).
+    /// Locking costs about as much as allocating page-locked memory, once. Only memory this crate
     /// page-locked counts as such, in one range that covers a call's frames: the call holds
     /// that range locked until its uploads are done (dropping the guard during a call
     /// unlocks the memory only when the call ends), which it could not do for memory locked
