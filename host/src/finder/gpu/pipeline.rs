@@ -375,6 +375,7 @@ impl Pipeline {
         let lock = UntilIdle::new(&self.ctx, lock);
         let mut input = CallInput {
             data,
+            numbers: frames.numbers(),
             frame_len: self.geom.pixels as usize,
             src,
         };
@@ -445,7 +446,7 @@ impl Pipeline {
                     part: p.part,
                     opens: p.opens,
                 };
-                input.numbers(next, p.n, &mut self.slots[rr].numbers);
+                input.numbers(next, p.n, &mut self.slots[rr].numbers)?;
                 rr = (rr + 1) % depth;
                 self.submit(job, state, true)?;
                 inflight.push_back(job);
@@ -485,11 +486,9 @@ impl Pipeline {
                             self.compute.synchronize().cuda("restoring the pedestal")?;
                             let slot = &self.slots[job.slot];
                             return Err(Error::ClusterLimit {
-                                frame: slot
-                                    .numbers
-                                    .get(frame)
-                                    .copied()
-                                    .unwrap_or(crate::FrameNumber((job.start + frame) as u64)),
+                                frame: slot.numbers.get(frame).copied().ok_or_else(|| {
+                                    Error::Internal("the overflowing frame has no number".into())
+                                })?,
                                 found,
                                 limit,
                             });
@@ -999,10 +998,11 @@ impl Pipeline {
         let out = slot.pin_out.as_slice();
         let compact = self.cfg.compact;
         let number = |k: usize| {
-            slot.numbers
-                .get(k)
-                .copied()
-                .unwrap_or(crate::FrameNumber((job.start + k) as u64))
+            slot.numbers.get(k).copied().ok_or_else(|| {
+                Stop::Error(Error::Internal(format!(
+                    "frame {k} of a chunk has no number"
+                )))
+            })
         };
         let words = |k: usize| -> &[u32] {
             if compact {
@@ -1022,7 +1022,7 @@ impl Pipeline {
         match self.cfg.collect {
             Collect::ZeroCopy => {
                 for k in 0..job.n {
-                    let fc = attach(FrameClusters::new(number(k), size, words(k)), rows_of(k))?;
+                    let fc = attach(FrameClusters::new(number(k)?, size, words(k)), rows_of(k))?;
                     visit(fc).map_err(|e| Stop::Visitor(k, e))?;
                 }
             }
@@ -1035,7 +1035,7 @@ impl Pipeline {
                 }
                 let mut from = 0;
                 for (k, &end) in self.owned_ends.iter().enumerate() {
-                    let fc = FrameClusters::new(number(k), size, &self.owned[from..end]);
+                    let fc = FrameClusters::new(number(k)?, size, &self.owned[from..end]);
                     let fc = attach(fc, rows_of(k))?;
                     visit(fc).map_err(|e| Stop::Visitor(k, e))?;
                     from = end;
