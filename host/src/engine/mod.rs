@@ -39,6 +39,7 @@ pub mod report;
 pub mod rows;
 pub mod run;
 pub mod sink;
+mod stats;
 
 use std::time::{Duration, Instant};
 
@@ -49,6 +50,7 @@ use crate::frame_number::FrameNumber;
 use crate::io::{FrameSource, MappedFrames};
 pub use feeding::{FedFinder, open_finder};
 use sink::{FnSink, InputEvents, Sink, SinkEvents};
+pub use stats::EngineStats;
 
 /// How the engine reads ahead.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -162,29 +164,6 @@ impl RingSlots {
     pub fn alloc_time(&self) -> Duration {
         self.alloc
     }
-}
-
-/// Where the time of a run went, for `--timing`.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct EngineStats {
-    /// Frames found.
-    pub frames: u64,
-    /// Bytes of frames read by the source.
-    pub read_bytes: u64,
-    /// Time the reader thread spent filling slots.
-    pub read_busy: Duration,
-    /// Time the finder spent waiting for a full slot (the source was the slower side).
-    pub waited_for_input: Duration,
-    /// Time in the finder's calls, visitor included.
-    pub find: Duration,
-    /// Time in the visitor (the sink's share of `find`).
-    pub visit: Duration,
-    /// Time to allocate the ring's slots (page-locked memory on a GPU) in the engine; zero
-    /// when they were allocated ahead ([`RingSlots`]).
-    pub alloc: Duration,
-    /// Wall time of the data phase: from the first chunk asked for to the last one found
-    /// (the ring's allocation before it is [`EngineStats::alloc`]).
-    pub wall: Duration,
 }
 
 /// What the reader thread sends the finder's side, in order.

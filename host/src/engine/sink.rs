@@ -6,7 +6,7 @@
 //! ([`super::imaging`]), the stream's outputs and a caller's own visitor ([`FnSink`]) are
 //! sinks, and [`SinkEvents`] drives any sink the one way every run does.
 
-use super::EngineStats;
+use super::stats::EngineStats;
 use crate::cluster::FrameClusters;
 use crate::error::Result;
 use crate::finder::ClusterFinder;
