@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use cluda::io::npy::{self, read_u16_frames, write_array};
 use cluda::io::read_cluster_file;
 use cluda::{ClusterFinder, ClusterSize, CpuFinder, FinderConfig, ThresholdMode};
-use support::cli::{Cli, s, text};
+use support::cli::{Cli, find_args, gen_args, s, text};
 
 /// The binary under test.
 const CLUDA: Cli = Cli(env!("CARGO_BIN_EXE_cluda"));
@@ -95,27 +95,26 @@ fn gen_find_matches_the_library() {
         [("3", "1", "live", "1"), ("5", "2", "frozen", "3")]
     {
         let clust = dir.path().join(format!("c{cluster}.clust"));
-        let out = CLUDA.run(&[
-            "find",
-            "--pedestal",
-            s(&ped),
-            "--data",
-            s(&data),
-            "--cluster",
-            cluster,
-            "--nsigma",
-            "4.5",
-            "--threshold",
-            threshold,
-            "--device",
-            "cpu",
-            "--threads",
-            threads,
-            "--read-threads",
-            read_threads,
-            "--out",
-            s(&clust),
-        ]);
+        let out = CLUDA.run(&find_args(
+            &ped,
+            &data,
+            &[
+                "--cluster",
+                cluster,
+                "--nsigma",
+                "4.5",
+                "--threshold",
+                threshold,
+                "--device",
+                "cpu",
+                "--threads",
+                threads,
+                "--read-threads",
+                read_threads,
+                "--out",
+                s(&clust),
+            ],
+        ));
         assert!(out.status.success(), "{}", text(&out.stderr));
         assert!(
             !text(&out.stderr).contains("not kept"),
@@ -153,15 +152,7 @@ fn find_without_out_and_other_precisions() {
     let dir = tempfile::tempdir().unwrap();
     let (ped, data) = CLUDA.gen_small(dir.path());
     for precision in ["f32", "f32-naive"] {
-        let out = CLUDA.run(&[
-            "find",
-            "--pedestal",
-            s(&ped),
-            "--data",
-            s(&data),
-            "--precision",
-            precision,
-        ]);
+        let out = CLUDA.run(&find_args(&ped, &data, &["--precision", precision]));
         assert!(out.status.success(), "{}", text(&out.stderr));
         let pairs = parse_summary(text(&out.stdout).trim_end());
         assert_eq!(value(&pairs, "precision"), precision);
@@ -617,17 +608,7 @@ fn find_on_raw_acquisitions_equals_find_on_npy() {
     let ped_raw = write_raw(d, "ped", &pa.data, 24, 36, &(0..40).collect::<Vec<_>>());
     let data_raw = write_raw(d, "run", &da.data, 24, 36, &(0..12).collect::<Vec<_>>());
     let find = |p: &Path, x: &Path, out: &Path| {
-        let o = CLUDA.run(&[
-            "find",
-            "--pedestal",
-            s(p),
-            "--data",
-            s(x),
-            "--out",
-            s(out),
-            "--device",
-            "cpu",
-        ]);
+        let o = CLUDA.run(&find_args(p, x, &["--out", s(out), "--device", "cpu"]));
         assert!(o.status.success(), "{}", text(&o.stderr));
         assert!(!text(&o.stderr).contains("warning"), "{}", text(&o.stderr));
         parse_summary(text(&o.stdout).trim_end())
@@ -676,17 +657,11 @@ fn raw_frame_numbers_and_gaps_reach_the_cluster_file_and_stderr() {
     let numbers: Vec<u64> = (100..105).chain(107..114).collect();
     let data_raw = write_raw(d, "gappy", &da.data, 24, 36, &numbers);
     let (raw_out, npy_out) = (d.join("g.clust"), d.join("n.clust"));
-    let o = CLUDA.run(&[
-        "find",
-        "--pedestal",
-        s(&ped),
-        "--data",
-        s(&data_raw),
-        "--out",
-        s(&raw_out),
-        "--device",
-        "cpu",
-    ]);
+    let o = CLUDA.run(&find_args(
+        &ped,
+        &data_raw,
+        &["--out", s(&raw_out), "--device", "cpu"],
+    ));
     assert!(o.status.success(), "{}", text(&o.stderr));
     let err = text(&o.stderr);
     assert!(err.contains("warning: data file"), "{err}");
@@ -694,17 +669,11 @@ fn raw_frame_numbers_and_gaps_reach_the_cluster_file_and_stderr() {
         err.contains("missing frame numbers: 2 in 1 gap(s), first: 105..=106"),
         "{err}"
     );
-    let o = CLUDA.run(&[
-        "find",
-        "--pedestal",
-        s(&ped),
-        "--data",
-        s(&data),
-        "--out",
-        s(&npy_out),
-        "--device",
-        "cpu",
-    ]);
+    let o = CLUDA.run(&find_args(
+        &ped,
+        &data,
+        &["--out", s(&npy_out), "--device", "cpu"],
+    ));
     assert!(o.status.success(), "{}", text(&o.stderr));
     let (na, ba) = read_cluster_file(&npy_out, ClusterSize::S3).unwrap();
     let (nb, bb) = read_cluster_file(&raw_out, ClusterSize::S3).unwrap();
@@ -717,20 +686,10 @@ fn raw_frame_numbers_and_gaps_reach_the_cluster_file_and_stderr() {
 fn gen_raw_then_find() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let o = CLUDA.run(&[
-        "gen",
-        "--out",
-        s(d),
-        "--frames",
-        "9",
-        "--pedestal-frames",
-        "20",
-        "--rows",
-        "16",
-        "--cols",
-        "20",
-        "--raw",
-    ]);
+    let o = CLUDA.run(&gen_args(
+        d,
+        "--frames 9 --pedestal-frames 20 --rows 16 --cols 20 --raw",
+    ));
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert!(text(&o.stdout).contains("data_master_0.json (9 frames of 16 x 20"));
     let clust = d.join("c.clust");
@@ -845,17 +804,7 @@ fn find_on_roi_raw_acquisitions_equals_find_on_npy_of_roi_shape() {
     npy::write_u16_3d(&ped_npy, 40, 18, 28, &pc).unwrap();
     npy::write_u16_3d(&data_npy, 12, 18, 28, &dc).unwrap();
     let find = |p: &Path, x: &Path, out: &Path| {
-        let o = CLUDA.run(&[
-            "find",
-            "--pedestal",
-            s(p),
-            "--data",
-            s(x),
-            "--out",
-            s(out),
-            "--device",
-            "cpu",
-        ]);
+        let o = CLUDA.run(&find_args(p, x, &["--out", s(out), "--device", "cpu"]));
         assert!(o.status.success(), "{}", text(&o.stderr));
         assert!(!text(&o.stderr).contains("warning"), "{}", text(&o.stderr));
         parse_summary(text(&o.stdout).trim_end())
@@ -876,15 +825,7 @@ fn find_on_roi_raw_acquisitions_equals_find_on_npy_of_roi_shape() {
     j.as_object_mut().unwrap().remove("Receiver Rois");
     std::fs::write(&data_raw, j.to_string()).unwrap();
     fails(
-        &[
-            "find",
-            "--pedestal",
-            s(&ped_raw),
-            "--data",
-            s(&data_raw),
-            "--out",
-            s(&d.join("x.clust")),
-        ],
+        &find_args(&ped_raw, &data_raw, &["--out", s(&d.join("x.clust"))]),
         "run_d0_f0_0.raw: 7840 bytes is not a whole number of 1840-byte records",
     );
     assert!(!d.join("x.clust").exists());
@@ -963,17 +904,7 @@ fn gen_raw_with_a_roi_then_find() {
         ),
         (ped_npy, data_npy, &npy_out),
     ] {
-        let o = CLUDA.run(&[
-            "find",
-            "--pedestal",
-            s(&p),
-            "--data",
-            s(&x),
-            "--out",
-            s(out),
-            "--device",
-            "cpu",
-        ]);
+        let o = CLUDA.run(&find_args(&p, &x, &["--out", s(out), "--device", "cpu"]));
         assert!(o.status.success(), "{}", text(&o.stderr));
         assert!(!text(&o.stderr).contains("warning"), "{}", text(&o.stderr));
         assert_eq!(
@@ -1033,20 +964,19 @@ fn plot_writes_four_pngs_for_find_and_demo() {
         "pedestal_noise.png",
     ];
     for (i, args) in [
-        vec![
-            "find",
-            "--pedestal",
-            s(&ped),
-            "--data",
-            s(&data),
-            "--device",
-            "cpu",
-            "--spectrum-range",
-            "-100:1500",
-            "--spectrum-bins",
-            "80",
-            "--spectrum-log",
-        ],
+        find_args(
+            &ped,
+            &data,
+            &[
+                "--device",
+                "cpu",
+                "--spectrum-range",
+                "-100:1500",
+                "--spectrum-bins",
+                "80",
+                "--spectrum-log",
+            ],
+        ),
         vec![
             "demo",
             "--frames",

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use cluda::io::npy::{read_u16_frames, write_u16_3d};
 use cluda::io::raw::{DetectorType, RawWriter, RawWriterConfig};
-use support::cli::{Cli, s, text};
+use support::cli::{Cli, find_args, gen_args, s, text};
 use support::files::{listing, no_temporaries, sparse_npy, sum, wait_for};
 
 /// The binary under test.
@@ -70,15 +70,7 @@ fn an_output_that_is_an_input_is_refused_and_the_input_kept() {
     let before = listing(d);
     for out in [&data, &ped, &link, &twisted] {
         CLUDA.fails(
-            &[
-                "find",
-                "--pedestal",
-                s(&ped),
-                "--data",
-                s(&data),
-                "--out",
-                s(out),
-            ],
+            &find_args(&ped, &data, &["--out", s(out)]),
             &["`out`", s(out), "refusing to overwrite an input"],
         );
         assert_eq!((sum(&ped), sum(&data)), (ps, ds), "{}", out.display());
@@ -94,15 +86,7 @@ fn an_output_that_is_an_input_is_refused_and_the_input_kept() {
     let before = listing(d);
     for out in raws.iter().chain([&master]) {
         CLUDA.fails(
-            &[
-                "find",
-                "--pedestal",
-                s(&ped),
-                "--data",
-                s(&master),
-                "--out",
-                s(out),
-            ],
+            &find_args(&ped, &master, &["--out", s(out)]),
             &["refusing to overwrite an input", s(out)],
         );
     }
@@ -156,18 +140,11 @@ fn a_failed_run_leaves_the_old_output_and_no_temporary_file() {
     std::fs::write(&out, b"the previous run's clusters").unwrap();
     let before = listing(d);
     let err = CLUDA.fails(
-        &[
-            "find",
-            "--pedestal",
-            s(&ped),
-            "--data",
-            s(&master),
-            "--out",
-            s(&out),
-            "--overwrite",
-            "--device",
-            "cpu",
-        ],
+        &find_args(
+            &ped,
+            &master,
+            &["--out", s(&out), "--overwrite", "--device", "cpu"],
+        ),
         &["frame number 3000000000", "i32"],
     );
     assert!(err.contains("c.clust was not written"), "{err}");
@@ -190,19 +167,11 @@ fn a_signal_stops_find_at_a_frame_boundary_and_removes_its_output() {
         (libc::SIGTERM, 143, "SIGTERM"),
     ] {
         let out = d.join("c.clust");
-        let child = CLUDA.spawn(&[
-            "find",
-            "--pedestal",
-            s(&ped),
-            "--data",
-            s(&data),
-            "--out",
-            s(&out),
-            "--device",
-            "cpu",
-            "--threads",
-            "1",
-        ]);
+        let child = CLUDA.spawn(&find_args(
+            &ped,
+            &data,
+            &["--out", s(&out), "--device", "cpu", "--threads", "1"],
+        ));
         wait_for(d, ".c.clust."); // its temporary file: it is writing c.clust
         std::thread::sleep(Duration::from_millis(300));
         // SAFETY: signalling the child this test started.
@@ -222,19 +191,10 @@ fn a_signal_stops_find_at_a_frame_boundary_and_removes_its_output() {
 fn an_interrupted_gen_leaves_no_npy_promising_missing_frames() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let child = CLUDA.spawn(&[
-        "gen",
-        "--out",
-        s(d),
-        "--frames",
-        "1000000000000",
-        "--pedestal-frames",
-        "2",
-        "--rows",
-        "16",
-        "--cols",
-        "16",
-    ]);
+    let child = CLUDA.spawn(&gen_args(
+        d,
+        "--frames 1000000000000 --pedestal-frames 2 --rows 16 --cols 16",
+    ));
     // The set is written in a staging directory; its data file appears there.
     let start = Instant::now();
     while !listing(d).iter().any(|n| n.starts_with(".cluda-stage.")) {
@@ -259,19 +219,10 @@ fn an_interrupted_gen_leaves_no_npy_promising_missing_frames() {
 fn two_finds_on_one_output_leave_one_whole_file() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let o = CLUDA.run(&[
-        "gen",
-        "--out",
-        s(d),
-        "--frames",
-        "1500",
-        "--pedestal-frames",
-        "20",
-        "--rows",
-        "64",
-        "--cols",
-        "64",
-    ]);
+    let o = CLUDA.run(&gen_args(
+        d,
+        "--frames 1500 --pedestal-frames 20 --rows 64 --cols 64",
+    ));
     assert!(o.status.success(), "{}", text(&o.stderr));
     let (ped, data) = (d.join("pedestal.npy"), d.join("data.npy"));
     let reference = d.join("ref.clust");
@@ -312,15 +263,7 @@ fn two_finds_on_one_output_leave_one_whole_file() {
 
 /// The CLI's `warning:` for a raw data input, after a successful run.
 fn raw_warning(ped: &Path, master: &Path) -> (String, String) {
-    let o = CLUDA.run(&[
-        "find",
-        "--pedestal",
-        s(ped),
-        "--data",
-        s(master),
-        "--device",
-        "cpu",
-    ]);
+    let o = CLUDA.run(&find_args(ped, master, &["--device", "cpu"]));
     let err = text(&o.stderr);
     assert!(o.status.success(), "{err}");
     assert!(err.contains("warning: data file"), "{err}");
@@ -406,15 +349,7 @@ fn huge_valid_inputs_are_named_errors_not_aborts() {
         let huge = d.join("huge.npy");
         sparse_npy(&huge, "<u2", &[1, 65536, 65536]);
         CLUDA.fails(
-            &[
-                "find",
-                "--pedestal",
-                s(&huge),
-                "--data",
-                s(&huge),
-                "--device",
-                "cpu",
-            ],
+            &find_args(&huge, &huge, &["--device", "cpu"]),
             &["65536 x 65536 pixels", "bytes of memory", "available"],
         );
         let e = cluda::Pedestal::new(65536, 65536, 1, cluda::Precision::F64).unwrap_err();
@@ -515,17 +450,7 @@ fn fifos_and_absurd_options_are_refused_promptly() {
     let g = d.join("g");
     std::fs::create_dir_all(g.join("data.npy")).unwrap();
     CLUDA.fails(
-        &[
-            "gen",
-            "--out",
-            s(&g),
-            "--frames",
-            "2",
-            "--rows",
-            "8",
-            "--cols",
-            "8",
-        ],
+        &gen_args(&g, "--frames 2 --rows 8 --cols 8"),
         &["`out`", "data.npy is a directory"],
     );
     assert_eq!(listing(&g), ["data.npy"]);

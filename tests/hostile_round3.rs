@@ -28,7 +28,7 @@ fn slow_inputs(d: &Path, frames: u64) -> (PathBuf, PathBuf) {
 }
 
 /// `find --pedestal ped --data data... --device cpu --threads 1 extra...`.
-fn find_args<'a>(ped: &'a Path, data: &[&'a Path], extra: &[&'a str]) -> Vec<&'a str> {
+fn find_one_thread<'a>(ped: &'a Path, data: &[&'a Path], extra: &[&'a str]) -> Vec<&'a str> {
     let mut a = vec!["find", "--pedestal", s(ped), "--data"];
     a.extend(data.iter().map(|p| s(p)));
     a.extend(["--device", "cpu", "--threads", "1"]);
@@ -61,7 +61,11 @@ fn find_out_does_not_replace_a_name_that_appeared() {
         if overwrite {
             extra.push("--overwrite");
         }
-        let p = spawn(logs.path(), "find", &find_args(&ped, &[&data], &extra));
+        let p = spawn(
+            logs.path(),
+            "find",
+            &find_one_thread(&ped, &[&data], &extra),
+        );
         wait_for(d, ".o.clust.");
         while_paused(&p, || std::fs::write(&out, b"theirs").expect("write"));
         let o = p.wait(Duration::from_secs(120));
@@ -84,7 +88,7 @@ fn two_finds_on_one_new_output_one_fails() {
     let d = dir.path();
     let (ped, data) = slow_inputs(d, 1500);
     let out = d.join("o.clust");
-    let args = find_args(&ped, &[&data], &["--out", s(&out)]);
+    let args = find_one_thread(&ped, &[&data], &["--out", s(&out)]);
     let logs = tempfile::tempdir().expect("logs");
     let (x, y) = (
         spawn(logs.path(), "x", &args),
@@ -118,7 +122,7 @@ fn out_dir_takes_the_next_free_name_when_one_appeared() {
     let p = spawn(
         logs.path(),
         "find",
-        &find_args(&ped, &[&data, &data, &ped], &["--out-dir", s(&o_dir)]),
+        &find_one_thread(&ped, &[&data, &data, &ped], &["--out-dir", s(&o_dir)]),
     );
     wait_for(&o_dir, ".a.clust.");
     while_paused(&p, || {
@@ -219,7 +223,7 @@ fn plots_are_not_replaced_without_overwrite() {
     let p = spawn(
         logs.path(),
         "find",
-        &find_args(&ped, &[&data], &["--plot", s(&pl)]),
+        &find_one_thread(&ped, &[&data], &["--plot", s(&pl)]),
     );
     wait_for(&pl, ".cluda-plots.");
     while_paused(&p, || {
@@ -238,7 +242,7 @@ fn plots_are_not_replaced_without_overwrite() {
     let q = d.join("q");
     std::fs::create_dir(&q).expect("mkdir");
     std::os::unix::fs::symlink(d.join("elsewhere.png"), q.join("hitmap.png")).expect("symlink");
-    let base = find_args(&small_ped, &[&small_data], &["--plot", s(&q)]);
+    let base = find_one_thread(&small_ped, &[&small_data], &["--plot", s(&q)]);
     let o = spawn(logs.path(), "find2", &base).wait(Duration::from_secs(60));
     failed_naming(&o, &["hitmap.png", "--overwrite"]);
     assert!(!d.join("elsewhere.png").exists());
@@ -277,7 +281,7 @@ fn plots_are_not_replaced_without_overwrite() {
     let o = spawn(
         logs.path(),
         "find4",
-        &find_args(&small_ped, &[&small_data], &["--overwrite"]),
+        &find_one_thread(&small_ped, &[&small_data], &["--overwrite"]),
     )
     .wait(Duration::from_secs(60));
     assert_eq!(o.status.code(), Some(1), "{}", o.stderr);

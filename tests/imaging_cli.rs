@@ -12,27 +12,26 @@ use cluda::interpolation::{
 use cluda::io::npy::read_array;
 use cluda::io::{npz, read_cluster_file};
 use cluda::{ClusterBatch, ClusterSize};
-use support::cli::{Cli, s, text};
+use support::cli::{Cli, find_args, s, text};
 
 const CLUDA: Cli = Cli(env!("CARGO_BIN_EXE_cluda"));
 
 /// The clusters `find --out` writes for these inputs (3x3 unless `cluster`).
 fn found(dir: &Path, ped: &Path, data: &Path, cluster: &str) -> (Vec<i32>, ClusterBatch) {
     let out = dir.join(format!("c{cluster}.clust"));
-    CLUDA.ok(&[
-        "find",
-        "--pedestal",
-        s(ped),
-        "--data",
-        s(data),
-        "--cluster",
-        cluster,
-        "--out",
-        s(&out),
-        "--overwrite",
-        "--device",
-        "cpu",
-    ]);
+    CLUDA.ok(&find_args(
+        ped,
+        data,
+        &[
+            "--cluster",
+            cluster,
+            "--out",
+            s(&out),
+            "--overwrite",
+            "--device",
+            "cpu",
+        ],
+    ));
     let size = ClusterSize::from_side(cluster.parse().unwrap()).unwrap();
     read_cluster_file(&out, size).unwrap()
 }

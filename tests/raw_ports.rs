@@ -15,6 +15,7 @@ use cluda::io::raw::{
     DetectorHeader, DetectorType, FrameDiscardPolicy, RawMaster, RawReader, RawWriter,
     RawWriterConfig, Roi,
 };
+use support::cli::{find_args, gen_args};
 use support::stream::*;
 
 const LIMIT: Duration = Duration::from_secs(120);
@@ -307,17 +308,7 @@ fn a_port_file_cut_off_or_absent_is_named() {
     let done = spawn(
         d,
         "find",
-        &[
-            "find",
-            "--pedestal",
-            s(&master),
-            "--data",
-            s(&master),
-            "--out",
-            s(&out),
-            "--device",
-            "cpu",
-        ],
+        &find_args(&master, &master, &["--out", s(&out), "--device", "cpu"]),
     )
     .wait(LIMIT);
     assert!(!done.status.success());
@@ -440,16 +431,7 @@ fn unsupported_geometries_are_refused_naming_the_key() {
 
 /// `cluda gen` into `dir` with `extra` arguments (400 x 400 MOENCH frames).
 fn generate(dir: &Path, extra: &[&str]) {
-    let mut args = vec![
-        "gen",
-        "--out",
-        s(dir),
-        "--raw",
-        "--frames",
-        "60",
-        "--pedestal-frames",
-        "100",
-    ];
+    let mut args = gen_args(dir, "--raw --frames 60 --pedestal-frames 100");
     args.extend_from_slice(extra);
     spawn(dir.parent().expect("parent"), "gen", &args).wait_ok(LIMIT);
 }
@@ -546,17 +528,7 @@ fn find_on_two_ports_warns_of_a_lost_part_with_its_port() {
     let done = spawn(
         d,
         "find",
-        &[
-            "find",
-            "--pedestal",
-            s(&master),
-            "--data",
-            s(&master),
-            "--out",
-            s(&out),
-            "--device",
-            "cpu",
-        ],
+        &find_args(&master, &master, &["--out", s(&out), "--device", "cpu"]),
     )
     .wait_ok(LIMIT);
     assert!(done.stderr.contains("warning"), "{}", done.stderr);

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use cluda::io::npy::{read_u16_frames, write_u16_3d};
-use support::cli::{Cli, s, text};
+use support::cli::{Cli, find_args, gen_args, s, text};
 
 const CLUDA: Cli = Cli(env!("CARGO_BIN_EXE_cluda"));
 
@@ -54,21 +54,10 @@ fn records(path: &Path) -> Vec<Rec> {
 
 /// `gen` into `dir` with the test's detector and seed, and `extra` arguments.
 fn generate(dir: &Path, extra: &[&str]) {
-    let mut args = vec![
-        "gen",
-        "--out",
-        s(dir),
-        "--frames",
-        "15",
-        "--pedestal-frames",
-        "60",
-        "--rows",
-        "40",
-        "--cols",
-        "36",
-        "--seed",
-        "11",
-    ];
+    let mut args = gen_args(
+        dir,
+        "--frames 15 --pedestal-frames 60 --rows 40 --cols 36 --seed 11",
+    );
     args.extend_from_slice(extra);
     let o = CLUDA.run(&args);
     assert!(o.status.success(), "{}", text(&o.stderr));
@@ -92,17 +81,11 @@ fn crop_npy(from: &Path, to: &Path) -> PathBuf {
 
 /// `find` of `data` with `pedestal` into `out` on the CPU; returns stderr.
 fn find(pedestal: &Path, data: &Path, out: &Path) -> String {
-    let o = CLUDA.run(&[
-        "find",
-        "--pedestal",
-        s(pedestal),
-        "--data",
-        s(data),
-        "--out",
-        s(out),
-        "--device",
-        "cpu",
-    ]);
+    let o = CLUDA.run(&find_args(
+        pedestal,
+        data,
+        &["--out", s(out), "--device", "cpu"],
+    ));
     let err = text(&o.stderr);
     assert!(o.status.success(), "{err}");
     assert!(!err.contains("warning"), "{err}");
@@ -262,19 +245,10 @@ fn a_pedestal_of_another_shape_names_both_shapes_and_the_roi() {
     let d = dir.path();
     let (other, raw) = (d.join("other"), d.join("raw"));
     generate(&raw, &["--raw", "--roi", "7,26,5,30"]);
-    let o = CLUDA.run(&[
-        "gen",
-        "--out",
-        s(&other),
-        "--frames",
-        "2",
-        "--pedestal-frames",
-        "10",
-        "--rows",
-        "30",
-        "--cols",
-        "30",
-    ]);
+    let o = CLUDA.run(&gen_args(
+        &other,
+        "--frames 2 --pedestal-frames 10 --rows 30 --cols 30",
+    ));
     assert!(o.status.success(), "{}", text(&o.stderr));
     let out = d.join("x.clust");
     CLUDA.fails(
@@ -342,15 +316,7 @@ fn records_not_of_the_masters_size_are_an_error() {
     ] {
         let ped = master.with_file_name("pedestal_master_0.json");
         CLUDA.fails(
-            &[
-                "find",
-                "--pedestal",
-                s(&ped),
-                "--data",
-                s(master),
-                "--out",
-                s(&d.join("x.clust")),
-            ],
+            &find_args(&ped, master, &["--out", s(&d.join("x.clust"))]),
             &[
                 file,
                 &format!("{len} bytes is not a whole number of {record}-byte records"),

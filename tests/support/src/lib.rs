@@ -21,6 +21,10 @@
 //! - [`stream`]: `cluda stream`, `replay` and `find` as processes with bounded waits and
 //!   signals, generated `.npy` inputs and the stream's summary lines (stream, raw and hostile
 //!   tests).
+//! - [`relay`]: a stream fed by a replay, and the checks the stream tests share (no fault, an
+//!   interrupted acquisition, a slow consumer, the live sub-pixel image).
+//! - [`publish`]: publishers of one's own messages to a stream under test, and frames with
+//!   edited headers, when cluda is built with its `stream` feature.
 //!
 //! Its `cluda` is the library the tests link (one copy), so its types are the tests' types.
 
@@ -36,5 +40,10 @@ cluda::if_gpu! {
 pub mod matcher;
 pub mod oracle;
 pub mod pool_source;
+// With cluda's `stream` feature (followed as `gpu` is, above).
+cluda::if_stream! {
+    pub mod publish;
+}
+pub mod relay;
 pub mod rss;
 pub mod stream;
