@@ -7,7 +7,6 @@
 //! of a cluster larger than 3x3 are those of its central 3x3 (aare's `reduce_to_3x3`; aare's
 //! own code calls an undefined `reduce_cluster_to_3x3`), and a value outside the first or last
 //! edge is flagged (aare reads bin 0 below the first edge and past its tables above the last).
-
 //!
 //! One module a topic: [`etas`], [`bins`], [`maps`], [`photons`] (placement and cube counts),
 //! [`edges`] (default edges), [`files`] (files and images); the generators they share here.

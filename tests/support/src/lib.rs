@@ -15,6 +15,7 @@
 //! - [`pool_source`]: a generator-like frame source cycling a pool (long-run tests, stream
 //!   bench).
 //! - [`rss`]: resident memory sampled along a stream (long-run tests).
+//! - [`bench`]: a bench's `main` (an error reported, exit 1) and its comma-separated lists.
 //! - [`cli`]: running the `cluda` binary and checking its errors (CLI tests).
 //! - [`files`]: a file's checksum, a folder's names, no temporary left, a name appearing
 //!   mid-run; sparse `.npy` inputs (hostile tests).
@@ -28,6 +29,7 @@
 //!
 //! Its `cluda` is the library the tests link (one copy), so its types are the tests' types.
 
+pub mod bench;
 pub mod cases;
 pub mod cli;
 pub mod files;
