@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use cluda::io::npy::{read_u16_frames, write_u16_3d};
 use cluda::io::raw::{DetectorType, RawWriter, RawWriterConfig};
-use support::cli::{Cli, find_args, gen_args, s, text};
+use support::cli::{Cli, find_args, gen_args, match_args, s, text};
 use support::files::{listing, no_temporaries, sparse_npy, sum, wait_for};
 
 /// The binary under test.
@@ -100,17 +100,7 @@ fn an_output_that_is_an_input_is_refused_and_the_input_kept() {
     cluda::matcher::write_descriptors(&desc, &rows).unwrap();
     let sd = sum(&desc);
     CLUDA.fails(
-        &[
-            "match",
-            "--lhs",
-            s(&desc),
-            "--rhs",
-            s(&desc),
-            "--version",
-            "cpu",
-            "--out",
-            s(&desc),
-        ],
+        &match_args(&desc, &desc, &["--version", "cpu", "--out", s(&desc)]),
         &["`out`", "refusing to overwrite an input"],
     );
     assert_eq!(sum(&desc), sd);
@@ -361,15 +351,7 @@ fn huge_valid_inputs_are_named_errors_not_aborts() {
         let lhs = d.join("lhs.npy");
         sparse_npy(&lhs, "<f4", &[n, 128]);
         CLUDA.fails(
-            &[
-                "match",
-                "--lhs",
-                s(&lhs),
-                "--rhs",
-                s(&lhs),
-                "--version",
-                "cpu",
-            ],
+            &match_args(&lhs, &lhs, &["--version", "cpu"]),
             &["lhs.npy", "bytes of memory"],
         );
         let e = cluda::matcher::read_descriptors(&lhs).unwrap_err();

@@ -8,14 +8,18 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use support::cli::match_args;
 use support::files::{listing, no_temporaries, sparse_npy, wait_for};
 use support::stream::{Done, Proc, s, spawn, spawn_replay, spawn_stream, summaries};
 
-/// Pauses `p` (SIGSTOP), runs `meanwhile`, resumes it (SIGCONT): what another program does
-/// while the run is between its start-up checks and its final rename.
-fn while_paused(p: &Proc, meanwhile: impl FnOnce()) {
+/// Waits until `p` writes (a name starting with `prefix` appears in `dir`: its temporary
+/// file), then pauses it (SIGSTOP), writes `theirs` to `file` and resumes it (SIGCONT): another
+/// program's file appearing under a name the run may take, while the run is between its
+/// start-up checks and its final rename.
+fn theirs_appears(p: &Proc, (dir, prefix): (&Path, &str), file: &Path) {
+    wait_for(dir, prefix);
     assert!(p.signal(libc::SIGSTOP), "SIGSTOP");
-    meanwhile();
+    std::fs::write(file, b"theirs").expect("write");
     assert!(p.signal(libc::SIGCONT), "SIGCONT");
 }
 
@@ -66,8 +70,7 @@ fn find_out_does_not_replace_a_name_that_appeared() {
             "find",
             &find_one_thread(&ped, &[&data], &extra),
         );
-        wait_for(d, ".o.clust.");
-        while_paused(&p, || std::fs::write(&out, b"theirs").expect("write"));
+        theirs_appears(&p, (d, ".o.clust."), &out);
         let o = p.wait(Duration::from_secs(120));
         if overwrite {
             assert!(o.status.success(), "{}", o.stderr);
@@ -124,10 +127,7 @@ fn out_dir_takes_the_next_free_name_when_one_appeared() {
         "find",
         &find_one_thread(&ped, &[&data, &data, &ped], &["--out-dir", s(&o_dir)]),
     );
-    wait_for(&o_dir, ".a.clust.");
-    while_paused(&p, || {
-        std::fs::write(o_dir.join("a.clust"), b"theirs").expect("write")
-    });
+    theirs_appears(&p, (&o_dir, ".a.clust."), &o_dir.join("a.clust"));
     let o = p.wait(Duration::from_secs(180));
     assert!(o.status.success(), "{}", o.stderr);
     assert_eq!(
@@ -178,17 +178,7 @@ fn match_out_does_not_replace_a_name_that_appeared() {
     let p = spawn(
         logs.path(),
         "match",
-        &[
-            "match",
-            "--lhs",
-            s(&lhs),
-            "--rhs",
-            s(&lhs),
-            "--version",
-            "cpu",
-            "--out",
-            s(&m),
-        ],
+        &match_args(&lhs, &lhs, &["--version", "cpu", "--out", s(&m)]),
     );
     // Its start-up checks are done once it says which version runs.
     let start = Instant::now();
@@ -225,10 +215,7 @@ fn plots_are_not_replaced_without_overwrite() {
         "find",
         &find_one_thread(&ped, &[&data], &["--plot", s(&pl)]),
     );
-    wait_for(&pl, ".cluda-plots.");
-    while_paused(&p, || {
-        std::fs::write(pl.join("spectrum.png"), b"theirs").expect("write")
-    });
+    theirs_appears(&p, (&pl, ".cluda-plots."), &pl.join("spectrum.png"));
     let o = p.wait(Duration::from_secs(180));
     failed_naming(&o, &["spectrum.png", "--overwrite"]);
     assert_eq!(
@@ -327,10 +314,7 @@ fn the_stream_takes_the_next_free_name_when_one_appeared() {
         port,
         &["--data", s(&data), "--rate", "150", "--no-drop"],
     );
-    wait_for(&sd, ".run_0.clust.");
-    while_paused(&stream, || {
-        std::fs::write(sd.join("run_0.clust"), b"theirs").expect("write")
-    });
+    theirs_appears(&stream, (&sd, ".run_0.clust."), &sd.join("run_0.clust"));
     replay.wait_ok(Duration::from_secs(120));
     let o = stream.wait(Duration::from_secs(120));
     assert!(o.status.success(), "{}", o.stderr);

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use cluda::io::npy::{self, write_array};
-use support::cli::{s, text};
+use support::cli::{match_args, s, text};
 
 use crate::*;
 
@@ -68,17 +68,11 @@ fn match_on_the_cpu_equals_the_library() {
     write_descriptors(&pl, &lhs);
     write_descriptors(&pr, &rhs);
 
-    let out = CLUDA.run(&[
-        "match",
-        "--lhs",
-        s(&pl),
-        "--rhs",
-        s(&pr),
-        "--version",
-        "cpu",
-        "--out",
-        s(&po),
-    ]);
+    let out = CLUDA.run(&match_args(
+        &pl,
+        &pr,
+        &["--version", "cpu", "--out", s(&po)],
+    ));
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert!(out.status.success(), "{stderr}");
     assert!(

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use support::cli::{find_args, gen_args, s, text};
+use support::cli::{find_args, gen_args, match_args, s, text};
 use support::files::{listing, sum};
 use support::stream::spawn_scratch;
 
@@ -71,17 +71,7 @@ fn outputs_never_collide_or_silently_replace() {
     cluda::io::npy::write_f32_2d(&lhs, 3, 128, &[0.5; 384]).expect("descriptors");
     let m = d.join("m.npy");
     std::fs::write(&m, b"older matches").expect("write");
-    let args = [
-        "match",
-        "--lhs",
-        s(&lhs),
-        "--rhs",
-        s(&lhs),
-        "--version",
-        "cpu",
-        "--out",
-        s(&m),
-    ];
+    let args = match_args(&lhs, &lhs, &["--version", "cpu", "--out", s(&m)]);
     fails(&args, &["m.npy exists", "--overwrite"]);
     assert_eq!(std::fs::read(&m).expect("read"), b"older matches");
     let mut again = args.to_vec();
@@ -93,17 +83,16 @@ fn outputs_never_collide_or_silently_replace() {
         [3, 2]
     );
     fails(
-        &[
-            "match",
-            "--lhs",
-            s(&lhs),
-            "--rhs",
-            s(&lhs),
-            "--version",
-            "cpu",
-            "--out",
-            &format!("{}/", s(&d.join("y"))),
-        ],
+        &match_args(
+            &lhs,
+            &lhs,
+            &[
+                "--version",
+                "cpu",
+                "--out",
+                &format!("{}/", s(&d.join("y"))),
+            ],
+        ),
         &["names a directory"],
     );
     assert_eq!((sum(&ped), sum(&data)), sums);

@@ -144,7 +144,25 @@ pub fn words(line: &str) -> Vec<&str> {
 /// `find --pedestal PEDESTAL --data DATA`, then `more`: the arguments of most `cluda find`
 /// runs.
 pub fn find_args<'a>(pedestal: &'a Path, data: &'a Path, more: &[&'a str]) -> Vec<&'a str> {
-    let mut args = vec!["find", "--pedestal", s(pedestal), "--data", s(data)];
+    run_args("find", pedestal, data, more)
+}
+
+/// `COMMAND --pedestal PEDESTAL --data DATA`, then `more`: the arguments of a `cluda find`,
+/// `eta` or `image` run.
+pub fn run_args<'a>(
+    command: &'a str,
+    pedestal: &'a Path,
+    data: &'a Path,
+    more: &[&'a str],
+) -> Vec<&'a str> {
+    let mut args = vec![command, "--pedestal", s(pedestal), "--data", s(data)];
+    args.extend_from_slice(more);
+    args
+}
+
+/// `match --lhs LHS --rhs RHS`, then `more`: the arguments of a `cluda match` run.
+pub fn match_args<'a>(lhs: &'a Path, rhs: &'a Path, more: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["match", "--lhs", s(lhs), "--rhs", s(rhs)];
     args.extend_from_slice(more);
     args
 }
