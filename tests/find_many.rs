@@ -137,17 +137,11 @@ fn many_inputs_each_equal_to_its_single_run_and_a_failure_stays_with_its_input()
     }
     // A second run into the same directory never replaces the first one's files.
     let out_dir = d.join("out-cpu");
-    CLUDA.ok(&[
-        "find",
-        "--pedestal",
-        s(&ped),
-        "--data",
-        s(&d.join("a/data.npy")),
-        "--out-dir",
-        s(&out_dir),
-        "--device",
-        "cpu",
-    ]);
+    CLUDA.ok(&find_args(
+        &ped,
+        &d.join("a/data.npy"),
+        &["--out-dir", s(&out_dir), "--device", "cpu"],
+    ));
     assert!(out_dir.join("data_3.clust").exists());
 }
 

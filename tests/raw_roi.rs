@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use cluda::io::npy::{read_u16_frames, write_u16_3d};
-use support::cli::{Cli, find_args, gen_args, s, text};
+use support::cli::{Cli, find_args, gen_args, run_args, s, text};
 
 const CLUDA: Cli = Cli(env!("CARGO_BIN_EXE_cluda"));
 
@@ -162,17 +162,11 @@ fn roi_clusters_are_those_of_the_cut_frames_in_detector_coordinates() {
     );
     // The same through the many-input path (`--out-dir`).
     let many = d.join("many");
-    let o = CLUDA.run(&[
-        "find",
-        "--pedestal",
-        s(&full.join("pedestal.npy")),
-        "--data",
-        s(&raw.join("data_master_0.json")),
-        "--out-dir",
-        s(&many),
-        "--device",
-        "cpu",
-    ]);
+    let o = CLUDA.run(&find_args(
+        &full.join("pedestal.npy"),
+        &raw.join("data_master_0.json"),
+        &["--out-dir", s(&many), "--device", "cpu"],
+    ));
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert!(
         text(&o.stderr).contains("the pedestal is cut down to the ROI's 26 x 20 pixels"),
@@ -190,17 +184,12 @@ fn roi_clusters_are_those_of_the_cut_frames_in_detector_coordinates() {
         std::fs::read(&raw_out).unwrap()
     );
     // `eta` says its cube is the ROI's own coordinates.
-    let o = CLUDA.run(&[
+    let o = CLUDA.run(&run_args(
         "eta",
-        "--pedestal",
-        s(&full.join("pedestal.npy")),
-        "--data",
-        s(&raw.join("data_master_0.json")),
-        "--out",
-        s(&d.join("eta.npz")),
-        "--device",
-        "cpu",
-    ]);
+        &full.join("pedestal.npy"),
+        &raw.join("data_master_0.json"),
+        &["--out", s(&d.join("eta.npz")), "--device", "cpu"],
+    ));
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert!(
         text(&o.stderr).contains(
@@ -252,15 +241,11 @@ fn a_pedestal_of_another_shape_names_both_shapes_and_the_roi() {
     assert!(o.status.success(), "{}", text(&o.stderr));
     let out = d.join("x.clust");
     CLUDA.fails(
-        &[
-            "find",
-            "--pedestal",
-            s(&other.join("pedestal.npy")),
-            "--data",
-            s(&raw.join("data_master_0.json")),
-            "--out",
-            s(&out),
-        ],
+        &find_args(
+            &other.join("pedestal.npy"),
+            &raw.join("data_master_0.json"),
+            &["--out", s(&out)],
+        ),
         &[
             "30 x 30 frames (as in the pedestal)",
             "26 x 20 frames, the receiver ROI [7, 26, 5, 30] (xmin, xmax, ymin, ymax) of a \
@@ -272,15 +257,11 @@ fn a_pedestal_of_another_shape_names_both_shapes_and_the_roi() {
     let shifted = d.join("shifted");
     generate(&shifted, &["--raw", "--roi", "8,27,5,30"]);
     CLUDA.fails(
-        &[
-            "find",
-            "--pedestal",
-            s(&shifted.join("pedestal_master_0.json")),
-            "--data",
-            s(&raw.join("data_master_0.json")),
-            "--out",
-            s(&out),
-        ],
+        &find_args(
+            &shifted.join("pedestal_master_0.json"),
+            &raw.join("data_master_0.json"),
+            &["--out", s(&out)],
+        ),
         &[
             "frames of the pedestal's receiver ROI [8, 27, 5, 30] (xmin, xmax, ymin, ymax)",
             "frames of the receiver ROI [7, 26, 5, 30]: other pixels",

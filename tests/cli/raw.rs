@@ -133,15 +133,11 @@ fn gen_raw_then_find() {
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert!(text(&o.stdout).contains("data_master_0.json (9 frames of 16 x 20"));
     let clust = d.join("c.clust");
-    let o = CLUDA.run(&[
-        "find",
-        "--pedestal",
-        s(&d.join("pedestal_master_0.json")),
-        "--data",
-        s(&d.join("data_master_0.json")),
-        "--out",
-        s(&clust),
-    ]);
+    let o = CLUDA.run(&find_args(
+        &d.join("pedestal_master_0.json"),
+        &d.join("data_master_0.json"),
+        &["--out", s(&clust)],
+    ));
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert_eq!(
         value(&parse_summary(text(&o.stdout).trim_end()), "frames"),
@@ -151,13 +147,11 @@ fn gen_raw_then_find() {
     let (numbers, _) = read_cluster_file(&clust, ClusterSize::S3).unwrap();
     assert_eq!(numbers, (1..=9).collect::<Vec<i32>>());
     fails(
-        &[
-            "find",
-            "--pedestal",
-            s(&d.join("nope_master_0.json")),
-            "--data",
-            s(&d.join("data_master_0.json")),
-        ],
+        &find_args(
+            &d.join("nope_master_0.json"),
+            &d.join("data_master_0.json"),
+            &[],
+        ),
         "nope_master_0.json",
     );
 }

@@ -191,15 +191,11 @@ fn gen_raw_over_a_longer_acquisition_leaves_none_of_its_files() {
             "pedestal_master_0.json"
         ]
     );
-    let o = CLUDA.run(&[
-        "find",
-        "--pedestal",
-        s(&d.join("pedestal_master_0.json")),
-        "--data",
-        s(&d.join("data_master_0.json")),
-        "--device",
-        "cpu",
-    ]);
+    let o = CLUDA.run(&find_args(
+        &d.join("pedestal_master_0.json"),
+        &d.join("data_master_0.json"),
+        &["--device", "cpu"],
+    ));
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert!(
         text(&o.stdout).starts_with("frames=3 "),
