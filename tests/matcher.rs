@@ -235,15 +235,6 @@ fn reference_matches_the_public_entry_point() {
     assert_eq!(matcher::DIM, 128);
 }
 
-fn descriptors(max_rows: usize) -> impl Strategy<Value = Vec<Descriptor>> {
-    // Small integers make ties and exact zeros common; floats cover the general case.
-    let value = prop_oneof![(-3i32..4).prop_map(|v| v as f32), -10.0f32..10.0];
-    prop::collection::vec(
-        prop::collection::vec(value, D).prop_map(|v| std::array::from_fn(|k| v[k])),
-        1..max_rows,
-    )
-}
-
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
     #[test]

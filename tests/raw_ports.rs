@@ -12,34 +12,13 @@ use std::time::Duration;
 
 use cluda::Error;
 use cluda::io::raw::{
-    DetectorHeader, DetectorType, FrameDiscardPolicy, RawMaster, RawReader, RawWriter,
-    RawWriterConfig, Roi,
+    DetectorHeader, DetectorType, RawMaster, RawReader, RawWriter, RawWriterConfig, Roi,
 };
 use support::cli::{find_args, gen_args};
+use support::raw::{pattern, small_detector};
 use support::stream::*;
 
 const LIMIT: Duration = Duration::from_secs(120);
-
-/// A small generic detector, `rows x cols`, one data file per `max` frames.
-fn small(rows: usize, cols: usize, max: u64) -> RawWriterConfig {
-    RawWriterConfig {
-        rows,
-        cols,
-        detector: DetectorType::Generic16,
-        max_frames_per_file: max,
-        version: 7.2,
-        frame_padding: true,
-        frame_discard_policy: FrameDiscardPolicy::NoDiscard,
-        packets_per_frame: 2,
-    }
-}
-
-/// Frame `k`'s known pattern.
-fn pattern(k: u64, px: usize) -> Vec<u16> {
-    (0..px)
-        .map(|i| (k as usize * 1000 + i * 7) as u16)
-        .collect()
-}
 
 /// Every frame of `master`, with their frame numbers, and the reader (at its end).
 fn read_all(master: &Path) -> (Vec<u16>, Vec<u64>, RawReader) {
@@ -67,8 +46,8 @@ fn two_ports_read_as_the_frames_written_as_one() {
     let dir = tempfile::tempdir().expect("dir");
     let d = dir.path();
     // 6 rows x 5 columns, 4 frames per file: 10 frames make files f0..f2 in each port.
-    let one = write(d, "one", small(6, 5, 4), 1, 10);
-    let two = write(d, "two", small(6, 5, 4), 2, 10);
+    let one = write(d, "one", small_detector(6, 5, 4, 2), 1, 10);
+    let two = write(d, "two", small_detector(6, 5, 4, 2), 2, 10);
     for port in 0..2 {
         for (f, frames) in [(0, 4u64), (1, 4), (2, 2)] {
             let p = d.join(format!("two_d{port}_f{f}_0.raw"));
@@ -147,7 +126,7 @@ fn moench_two_interfaces_are_400_by_200_ports_of_25_packets() {
 
 /// Two ports where port 1 lost frame 4 and packets of frame 7, and both lost frame 9.
 fn lossy(dir: &Path) -> PathBuf {
-    let c = small(4, 3, 0);
+    let c = small_detector(4, 3, 0, 2);
     let mut w = RawWriter::create(dir, "lossy", 0, c)
         .expect("create")
         .ports(2)
@@ -233,7 +212,7 @@ fn a_part_lost_in_one_port_is_an_incomplete_frame_naming_the_port() {
 #[test]
 fn ports_that_lost_different_frames_leave_none_missing_at_the_end() {
     let dir = tempfile::tempdir().expect("dir");
-    let mut w = RawWriter::create(dir.path(), "apart", 0, small(4, 3, 0))
+    let mut w = RawWriter::create(dir.path(), "apart", 0, small_detector(4, 3, 0, 2))
         .expect("create")
         .ports(2)
         .expect("ports");
@@ -265,7 +244,7 @@ fn ports_that_lost_different_frames_leave_none_missing_at_the_end() {
 fn a_port_file_cut_off_or_absent_is_named() {
     let dir = tempfile::tempdir().expect("dir");
     let d = dir.path();
-    let master = write(d, "cut", small(4, 3, 0), 2, 5);
+    let master = write(d, "cut", small_detector(4, 3, 0, 2), 2, 5);
     let d1 = d.join("cut_d1_f0_0.raw");
     let record = 112 + 6 * 2;
     let f = std::fs::OpenOptions::new()
@@ -320,7 +299,7 @@ fn a_port_file_cut_off_or_absent_is_named() {
 fn headers_that_place_a_part_elsewhere_are_reported() {
     let dir = tempfile::tempdir().expect("dir");
     let d = dir.path();
-    let mut w = RawWriter::create(d, "odd", 0, small(4, 3, 0))
+    let mut w = RawWriter::create(d, "odd", 0, small_detector(4, 3, 0, 2))
         .expect("create")
         .ports(2)
         .expect("ports");
@@ -413,7 +392,7 @@ fn unsupported_geometries_are_refused_naming_the_key() {
     }
     // The writer refuses what the reader would.
     let dir = tempfile::tempdir().expect("dir");
-    let w = RawWriter::create(dir.path(), "x", 0, small(5, 3, 0)).expect("create");
+    let w = RawWriter::create(dir.path(), "x", 0, small_detector(5, 3, 0, 2)).expect("create");
     let e = w.ports(2).expect_err("5 rows in 2 ports");
     assert!(
         e.to_string().contains("5 rows do not split into 2 ports"),
@@ -425,7 +404,7 @@ fn unsupported_geometries_are_refused_naming_the_key() {
         ymin: 0,
         ymax: 1,
     });
-    let w = RawWriter::create(dir.path(), "x", 0, small(4, 3, 0)).expect("create");
+    let w = RawWriter::create(dir.path(), "x", 0, small_detector(4, 3, 0, 2)).expect("create");
     assert!(w.ports(2).and_then(|w| w.roi(roi)).is_err());
 }
 

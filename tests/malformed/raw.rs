@@ -3,11 +3,11 @@
 
 use std::path::{Path, PathBuf};
 
-use cluda::io::raw::{
-    DetectorType, FrameDiscardPolicy, RawMaster, RawReader, RawWriter, RawWriterConfig,
-};
+use cluda::io::raw::{RawMaster, RawReader, RawWriter};
 use cluda::{ClusterSize, Error, FinderConfig};
 use serde_json::{Value, json};
+
+use support::raw::small_detector;
 
 use crate::{Kind, kind, temp_dir};
 
@@ -44,17 +44,7 @@ fn parse(bytes: &[u8]) -> Error {
 /// A tiny valid acquisition (4 x 6, `max` frames per file) with `frames` frames; returns the
 /// master path.
 fn acquisition(dir: &Path, frames: u64, max: u64) -> PathBuf {
-    let cfg = RawWriterConfig {
-        rows: 4,
-        cols: 6,
-        detector: DetectorType::Generic16,
-        max_frames_per_file: max,
-        version: 7.2,
-        frame_padding: true,
-        frame_discard_policy: FrameDiscardPolicy::NoDiscard,
-        packets_per_frame: 1,
-    };
-    let mut w = RawWriter::create(dir, "run", 0, cfg).unwrap();
+    let mut w = RawWriter::create(dir, "run", 0, small_detector(4, 6, max, 1)).unwrap();
     for k in 1..=frames {
         w.write_frame(k, &[k as u16; 24]).unwrap();
     }

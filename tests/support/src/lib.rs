@@ -14,6 +14,7 @@
 //!   adversarial), the f64 acceptance check and V2's bit-exact CPU reference.
 //! - [`pool_source`]: a generator-like frame source cycling a pool (long-run tests, stream
 //!   bench).
+//! - [`raw`]: small raw acquisitions with known pixels (raw, raw-port and malformed tests).
 //! - [`rss`]: resident memory sampled along a stream (long-run tests).
 //! - [`bench`]: a bench's `main` (an error reported, exit 1) and its comma-separated lists.
 //! - [`cli`]: running the `cluda` binary and checking its errors (CLI tests).
@@ -42,6 +43,7 @@ cluda::if_gpu! {
 pub mod matcher;
 pub mod oracle;
 pub mod pool_source;
+pub mod raw;
 // With cluda's `stream` feature (followed as `gpu` is, above).
 cluda::if_stream! {
     pub mod publish;
