@@ -9,9 +9,10 @@ use std::process::{Child, Output};
 use std::time::{Duration, Instant};
 
 use cluda::io::npy::{read_u16_frames, write_u16_3d};
-use cluda::io::raw::{DetectorType, RawWriter, RawWriterConfig};
+use cluda::io::raw::RawWriter;
 use support::cli::{Cli, find_args, gen_args, match_args, s, text};
 use support::files::{listing, no_temporaries, sparse_npy, sum, wait_for};
+use support::raw::gen_small_config;
 
 /// The binary under test.
 const CLUDA: Cli = Cli(env!("CARGO_BIN_EXE_cluda"));
@@ -35,13 +36,8 @@ fn wait_at_most(mut child: Child, limit: Duration) -> Output {
 
 /// A raw acquisition of `frames` generic 24 x 36 frames numbered from 1, `per_file` per file.
 fn raw_acquisition(dir: &Path, base: &str, frames: usize, per_file: u64) -> PathBuf {
-    let config = RawWriterConfig {
-        rows: 24,
-        cols: 36,
-        detector: DetectorType::Generic16,
-        max_frames_per_file: per_file,
-        ..RawWriterConfig::moench03()
-    };
+    let mut config = gen_small_config();
+    config.max_frames_per_file = per_file;
     let mut w = RawWriter::create(dir, base, 0, config).unwrap();
     let g = cluda::generate::Generator::new(cluda::generate::GenConfig::new(24, 36, 3)).unwrap();
     for i in 0..frames {
@@ -114,12 +110,7 @@ fn a_failed_run_leaves_the_old_output_and_no_temporary_file() {
     let (ped, _) = CLUDA.gen_small(d);
     // Frame number 3e9 does not fit the cluster file's i32: an error after two frames were
     // written.
-    let config = RawWriterConfig {
-        rows: 24,
-        cols: 36,
-        detector: DetectorType::Generic16,
-        ..RawWriterConfig::moench03()
-    };
+    let config = gen_small_config();
     let mut w = RawWriter::create(d, "big", 0, config).unwrap();
     let frame = read_u16_frames(&ped).unwrap().data[..24 * 36].to_vec();
     for n in [1, 2, 3_000_000_000] {

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use cluda::io::npy::{self, read_u16_frames, write_array};
+use cluda::io::npy::{self, write_array};
 use cluda::io::read_cluster_file;
 use cluda::{ClusterFinder, ClusterSize, CpuFinder, FinderConfig, ThresholdMode};
 use support::cli::{find_args, s, text};
@@ -14,11 +14,7 @@ use crate::*;
 #[test]
 fn gen_find_matches_the_library() {
     let dir = tempfile::tempdir().unwrap();
-    let (ped, data) = CLUDA.gen_small(dir.path());
-    let (pa, da) = (
-        read_u16_frames(&ped).unwrap(),
-        read_u16_frames(&data).unwrap(),
-    );
+    let (ped, data, pa, da) = small_frames(dir.path());
     assert_eq!(
         (pa.shape.clone(), da.shape.clone()),
         (vec![40, 24, 36], vec![12, 24, 36])

@@ -5,12 +5,22 @@
 //! One module a command: [`find`] (with `gen` and `demo`), [`matching`], [`raw`] (raw
 //! acquisitions), [`plots`].
 
+use std::path::PathBuf;
+
+use cluda::io::npy::{NpyArray, read_u16_frames};
 use support::cli::Cli;
 
 mod find;
 mod matching;
 mod plots;
 mod raw;
+
+/// Small generated inputs in `dir` ([`Cli::gen_small`]): their paths and their frames.
+fn small_frames(dir: &std::path::Path) -> (PathBuf, PathBuf, NpyArray<u16>, NpyArray<u16>) {
+    let (ped, data) = CLUDA.gen_small(dir);
+    let (pa, da) = (read_u16_frames(&ped), read_u16_frames(&data));
+    (ped, data, pa.unwrap(), da.unwrap())
+}
 
 /// The binary under test.
 const CLUDA: Cli = Cli(env!("CARGO_BIN_EXE_cluda"));

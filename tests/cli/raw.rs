@@ -9,6 +9,7 @@ use cluda::io::read_cluster_file;
 use support::cli::{find_args, gen_args, s, text};
 
 use crate::*;
+use support::raw::gen_small_config;
 
 /// Writes `frames` (`n x rows x cols`) as a raw acquisition `<dir>/<base>_master_0.json` with
 /// the given header frame numbers (one per frame); returns the master's path.
@@ -39,11 +40,7 @@ fn write_raw(
 fn find_on_raw_acquisitions_equals_find_on_npy() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let (ped, data) = CLUDA.gen_small(d);
-    let (pa, da) = (
-        read_u16_frames(&ped).unwrap(),
-        read_u16_frames(&data).unwrap(),
-    );
+    let (ped, data, pa, da) = small_frames(d);
     // Frame numbers 0.. as the .npy path numbers them; several data files (7 frames each).
     let ped_raw = write_raw(d, "ped", &pa.data, 24, 36, &(0..40).collect::<Vec<_>>());
     let data_raw = write_raw(d, "run", &da.data, 24, 36, &(0..12).collect::<Vec<_>>());
@@ -195,14 +192,10 @@ fn shift_cluster_file(bytes: &[u8], cells: usize, dx: u16, dy: u16) -> Vec<u8> {
 /// under a master that names no ROI are refused with the file named, exit code 1.
 #[test]
 fn find_on_roi_raw_acquisitions_equals_find_on_npy_of_roi_shape() {
-    use cluda::io::raw::{DetectorType, RawWriter, RawWriterConfig, Roi};
+    use cluda::io::raw::{RawWriter, Roi};
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let (ped, data) = CLUDA.gen_small(d);
-    let (pa, da) = (
-        read_u16_frames(&ped).unwrap(),
-        read_u16_frames(&data).unwrap(),
-    );
+    let (_, _, pa, da) = small_frames(d);
     // Columns 3..=30 of rows 2..=19 of the 24 x 36 frames: 18 x 28.
     let roi = Roi {
         xmin: 3,
@@ -215,14 +208,9 @@ fn find_on_roi_raw_acquisitions_equals_find_on_npy_of_roi_shape() {
         crop_frames(&da.data, 36, 24, roi),
     );
     let write = |base: &str, frames: &[u16], version: f64| {
-        let config = RawWriterConfig {
-            rows: 24,
-            cols: 36,
-            detector: DetectorType::Generic16,
-            max_frames_per_file: 7,
-            version,
-            ..RawWriterConfig::moench03()
-        };
+        let mut config = gen_small_config();
+        config.max_frames_per_file = 7;
+        config.version = version;
         let mut w = RawWriter::create(d, base, 0, config)
             .unwrap()
             .roi(Some(roi))

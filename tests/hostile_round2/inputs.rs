@@ -8,6 +8,7 @@ use support::files::{listing, sparse_npy, sum};
 use support::stream::spawn_scratch;
 
 use crate::{CLUDA, fails};
+use support::raw::gen_small_config;
 
 /// The library caps CPU threads as the command line does: a million threads is an error
 /// naming `threads`, returned at once (Python's `ClusterFinder(..., threads=10**6)` started
@@ -31,16 +32,11 @@ fn the_library_caps_thread_counts() {
 /// docs call it (it was read without a word).
 #[test]
 fn a_raw_master_with_total_frames_0_is_an_error() {
-    use cluda::io::raw::{DetectorType, RawWriter, RawWriterConfig};
+    use cluda::io::raw::RawWriter;
     let dir = tempfile::tempdir().expect("dir");
     let d = dir.path();
     let (ped, _) = CLUDA.gen_small(d);
-    let config = RawWriterConfig {
-        rows: 24,
-        cols: 36,
-        detector: DetectorType::Generic16,
-        ..RawWriterConfig::moench03()
-    };
+    let config = gen_small_config();
     let mut w = RawWriter::create(d, "z", 0, config).expect("writer");
     for n in 1..=4u64 {
         w.write_frame(n, &vec![4600; 24 * 36]).expect("frame");

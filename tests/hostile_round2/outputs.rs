@@ -10,6 +10,7 @@ use support::files::{listing, sum};
 use support::stream::spawn_scratch;
 
 use crate::{CLUDA, fails};
+use support::raw::gen_small_config;
 
 /// `--out` into the `--plot` directory under a plot's name, `--out x/`, and an existing
 /// result without `--overwrite`: refused before any work, nothing written, inputs kept; with
@@ -157,16 +158,11 @@ fn gen_replaces_a_set_only_when_told() {
 /// removed with it (they were read as the new acquisition's continuation).
 #[test]
 fn gen_raw_over_a_longer_acquisition_leaves_none_of_its_files() {
-    use cluda::io::raw::{DetectorType, RawWriter, RawWriterConfig};
+    use cluda::io::raw::RawWriter;
     let dir = tempfile::tempdir().expect("dir");
     let d = dir.path();
-    let config = RawWriterConfig {
-        rows: 24,
-        cols: 36,
-        detector: DetectorType::Generic16,
-        max_frames_per_file: 2,
-        ..RawWriterConfig::moench03()
-    };
+    let mut config = gen_small_config();
+    config.max_frames_per_file = 2;
     let mut w = RawWriter::create(d, "data", 0, config).expect("writer");
     for n in 1..=6u64 {
         w.write_frame(n, &vec![n as u16; 24 * 36]).expect("frame");

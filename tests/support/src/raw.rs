@@ -21,6 +21,19 @@ pub fn small_detector(rows: usize, cols: usize, max: u64, packets: u32) -> RawWr
     }
 }
 
+/// The configuration of a receiver writing frames of [`Cli::gen_small`]'s shape (24 x 36,
+/// generic 16-bit), MOENCH 03's in all else.
+///
+/// [`Cli::gen_small`]: crate::cli::Cli::gen_small
+pub fn gen_small_config() -> RawWriterConfig {
+    RawWriterConfig {
+        rows: 24,
+        cols: 36,
+        detector: DetectorType::Generic16,
+        ..RawWriterConfig::moench03()
+    }
+}
+
 /// Frame `k`'s known pattern of `px` pixels.
 pub fn pattern(k: u64, px: usize) -> Vec<u16> {
     (0..px)
