@@ -4,7 +4,6 @@
 //! streamed as two parts on two endpoints give the same file too (ignored without a GPU; run on
 //! the GPU host with `--include-ignored`).
 
-use std::path::Path;
 use std::time::Duration;
 
 use support::relay::{LiveImage, no_faults, relay, stream_args};
@@ -12,49 +11,57 @@ use support::stream::*;
 
 const LIMIT: Duration = Duration::from_secs(300);
 
-/// Streams `data` (2,000 frames of 400 x 400) on the GPU to `cluda stream` on `parts`
-/// endpoints, once for each of `acquisitions` acquisitions, with the finder's `options`
-/// (`--cluster`, ...): every acquisition is counted whole with none of [`FAULTS`] or of
+/// 2,000 MOENCH frames (400 x 400, after 1,000 dark ones) streamed on the GPU to `cluda
+/// stream` on `parts` endpoints, once for each of `acquisitions` acquisitions, 3x3 and 9x9 with
+/// the finder's `options`: every acquisition is counted whole with none of [`FAULTS`] or of
 /// `more_faults`, on the GPU, and its cluster file is byte for byte `cluda find`'s on the CPU
 /// with the same options.
 ///
 /// [`FAULTS`]: support::relay::FAULTS
 fn gpu_stream_equals_find(
-    (d, dark, data): (&Path, &Path, &Path),
     (parts, acquisitions): (usize, usize),
     options: &[&str],
     more_faults: &[&str],
 ) {
-    let size = options[1];
-    let name = format!("parts{parts}-{}", options.join(""));
-    let out = d.join(&name);
-    let (n, a) = (parts.to_string(), acquisitions.to_string());
-    let args = stream_args(dark, "gpu", &a, options);
-    let replay = [
-        "--data",
-        s(data),
-        "--acquisitions",
-        &a,
-        "--interfaces",
-        &n,
-        "--no-drop",
-    ];
-    let run = relay((d, &name), parts, &out, &args, &replay, LIMIT);
-    let done = &run.stream;
-    assert!(done.stderr.contains("device: gpu"), "{}", done.stderr);
-    assert_eq!(run.sums.len(), acquisitions, "{}", done.stdout);
-    let want = find_bytes(d, dark, data, &[&["--device", "cpu"], options].concat());
-    for (m, i) in run.sums.iter().zip(0..) {
-        assert_eq!(num(m, "frames"), 2000, "{}", done.stdout);
-        assert_eq!(m["device"], "gpu");
-        no_faults(m, more_faults, &done.stderr);
-        let got = std::fs::read(out.join(format!("run_{i}.clust"))).expect("file");
-        assert!(
-            got == want,
-            "size {size}, {parts} part(s), acquisition {i}: GPU stream differs from CPU find"
+    let (dir, dark, data) = dark_and_data((400, 400), 1000, 2000);
+    let d = dir.path();
+    for size in ["3", "9"] {
+        let options = [&["--cluster", size][..], options].concat();
+        let name = format!("parts{parts}-{}", options.join(""));
+        let out = d.join(&name);
+        let (n, a) = (parts.to_string(), acquisitions.to_string());
+        let args = stream_args(&dark, "gpu", &a, &options);
+        let replay = [
+            "--data",
+            s(&data),
+            "--acquisitions",
+            &a,
+            "--interfaces",
+            &n,
+            "--no-drop",
+        ];
+        let run = relay((d, &name), parts, &out, &args, &replay, LIMIT);
+        let done = &run.stream;
+        assert!(done.stderr.contains("device: gpu"), "{}", done.stderr);
+        assert_eq!(run.sums.len(), acquisitions, "{}", done.stdout);
+        let want = find_bytes(
+            d,
+            &dark,
+            &data,
+            &[&["--device", "cpu"], &options[..]].concat(),
         );
+        for (m, i) in run.sums.iter().zip(0..) {
+            assert_eq!(num(m, "frames"), 2000, "{}", done.stdout);
+            assert_eq!(m["device"], "gpu");
+            no_faults(m, more_faults, &done.stderr);
+            let got = std::fs::read(out.join(format!("run_{i}.clust"))).expect("file");
+            assert!(
+                got == want,
+                "size {size}, {parts} part(s), acquisition {i}: GPU stream differs from CPU find"
+            );
+        }
+        eprintln!("size {size}, {parts} part(s): {}", done.stdout.trim());
     }
-    eprintln!("size {size}, {parts} part(s): {}", done.stdout.trim());
 }
 
 /// 2,000 MOENCH frames in each of two acquisitions (3x3 and 9x9): the GPU stream's files are
@@ -62,11 +69,7 @@ fn gpu_stream_equals_find(
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn gpu_stream_equals_cpu_find() {
-    let (dir, dark, data) = dark_and_data((400, 400), 1000, 2000);
-    for size in ["3", "9"] {
-        let inputs = (dir.path(), dark.as_path(), data.as_path());
-        gpu_stream_equals_find(inputs, (1, 2), &["--cluster", size], &[]);
-    }
+    gpu_stream_equals_find((1, 2), &[], &[]);
 }
 
 /// The same frames sent as two parts (`replay --interfaces 2`: 400 x 200 halves on two ports,
@@ -76,12 +79,7 @@ fn gpu_stream_equals_cpu_find() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn gpu_two_part_stream_equals_cpu_find() {
-    let (dir, dark, data) = dark_and_data((400, 400), 1000, 2000);
-    for size in ["3", "9"] {
-        let inputs = (dir.path(), dark.as_path(), data.as_path());
-        let options = ["--cluster", size, "--precision", "f64"];
-        gpu_stream_equals_find(inputs, (2, 1), &options, &["late"]);
-    }
+    gpu_stream_equals_find((2, 1), &["--precision", "f64"], &["late"]);
 }
 
 /// The GPU finder kept from one acquisition to the next while the shape stays (its device

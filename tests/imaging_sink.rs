@@ -360,15 +360,8 @@ fn per_pixel_maps_of_another_shape_are_refused_by_name() {
     let m = dir.path().join("m.npy");
     let g = dir.path().join("g.npy");
     // A 3 x 4 bool mask, written by hand (npy 1.0: header padded to 64 bytes).
-    let mut header = "{'descr': '|b1', 'fortran_order': False, 'shape': (3, 4), }".to_string();
-    while !(10 + header.len() + 1).is_multiple_of(64) {
-        header.push(' ');
-    }
-    header.push('\n');
-    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
-    bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
-    bytes.extend_from_slice(header.as_bytes());
-    bytes.extend_from_slice(&[0u8; 12]);
+    let dict = "{'descr': '|b1', 'fortran_order': False, 'shape': (3, 4), }";
+    let bytes = support::files::npy_bytes(dict, &[0u8; 12]);
     std::fs::write(&m, bytes).unwrap();
     cluda::io::npy::write_array(&g, &[3, 4], &[1.0f64; 12]).unwrap();
     assert!(read_mask_for(Some(&m), (3, 4)).unwrap().is_some());

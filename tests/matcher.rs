@@ -8,6 +8,7 @@ use cluda::matcher::{
     self, Descriptor, MatchVersion, cpu, match_nearest, read_descriptors, write_descriptors,
 };
 use proptest::prelude::*;
+use support::files::npy_bytes;
 use support::matcher::*;
 
 fn tmp(name: &str) -> PathBuf {
@@ -172,17 +173,7 @@ fn npy_round_trip_and_errors() {
     write_descriptors(&empty, &[]).expect("write empty");
     assert!(read_descriptors(&empty).expect("read empty").is_empty());
 
-    let header = |dict: &str| {
-        let mut h = dict.to_string();
-        while !(10 + h.len() + 1).is_multiple_of(64) {
-            h.push(' ');
-        }
-        h.push('\n');
-        let mut out = b"\x93NUMPY\x01\x00".to_vec();
-        out.extend_from_slice(&(h.len() as u16).to_le_bytes());
-        out.extend_from_slice(h.as_bytes());
-        out
-    };
+    let header = |dict: &str| npy_bytes(dict, &[]);
     let cases: Vec<(&str, Vec<u8>, &str)> = vec![
         (
             "f8.npy",

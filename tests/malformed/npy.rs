@@ -1,25 +1,13 @@
 //! `.npy` inputs: each malformed one gets its specific error and allocates nothing large.
 
-use crate::{Expect, alloc_track, check_read, temp_dir};
+use support::files::npy_bytes;
 
-/// A `.npy` file with a version 1.0 header padded like NumPy's.
-fn npy(header: &str, body: &[u8]) -> Vec<u8> {
-    let mut h = header.to_string();
-    while !(10 + h.len() + 1).is_multiple_of(64) {
-        h.push(' ');
-    }
-    h.push('\n');
-    let mut b = b"\x93NUMPY\x01\x00".to_vec();
-    b.extend_from_slice(&(h.len() as u16).to_le_bytes());
-    b.extend_from_slice(h.as_bytes());
-    b.extend_from_slice(body);
-    b
-}
+use crate::{Expect, alloc_track, check_read, temp_dir};
 
 /// `.npy` inputs for `read_u16_frames` (and `NpyFrames`), with what each must give.
 fn npy_cases() -> Vec<(&'static str, Vec<u8>, Expect)> {
     let u2 = |shape: &str, body: &[u8]| {
-        npy(
+        npy_bytes(
             &format!("{{'descr': '<u2', 'fortran_order': False, 'shape': {shape}, }}"),
             body,
         )
@@ -51,7 +39,7 @@ fn npy_cases() -> Vec<(&'static str, Vec<u8>, Expect)> {
         ),
         (
             "wrong dtype f8",
-            npy(
+            npy_bytes(
                 "{'descr': '<f8', 'fortran_order': False, 'shape': (1, 2, 2), }",
                 &[0; 32],
             ),
@@ -59,7 +47,7 @@ fn npy_cases() -> Vec<(&'static str, Vec<u8>, Expect)> {
         ),
         (
             "fortran order",
-            npy(
+            npy_bytes(
                 "{'descr': '<u2', 'fortran_order': True, 'shape': (1, 2, 2), }",
                 &[0; 8],
             ),
@@ -122,18 +110,18 @@ fn npy_cases() -> Vec<(&'static str, Vec<u8>, Expect)> {
         ),
         (
             "no shape key",
-            npy("{'descr': '<u2', 'fortran_order': False, }", &[0; 8]),
+            npy_bytes("{'descr': '<u2', 'fortran_order': False, }", &[0; 8]),
             Err("the header dict has no 'shape' key"),
         ),
         (
             "header not a dict",
-            npy("[1, 2, 3]", &[0; 8]),
+            npy_bytes("[1, 2, 3]", &[0; 8]),
             Err("expected '{' at byte 0, found '['"),
         ),
         // Accepted forms, read exactly.
         (
             "big-endian u2",
-            npy(
+            npy_bytes(
                 "{'descr': '>u2', 'fortran_order': False, 'shape': (1, 2, 2), }",
                 &[0; 8],
             ),

@@ -19,7 +19,8 @@
 //! - [`bench`]: a bench's `main` (an error reported, exit 1) and its comma-separated lists.
 //! - [`cli`]: running the `cluda` binary and checking its errors (CLI tests).
 //! - [`files`]: a file's checksum, a folder's names, no temporary left, a name appearing
-//!   mid-run; sparse `.npy` inputs (hostile tests).
+//!   mid-run; sparse `.npy` inputs and `.npy` bytes written by hand (hostile, malformed and
+//!   matcher tests).
 //! - [`stream`]: `cluda stream`, `replay` and `find` as processes with bounded waits and
 //!   signals, generated `.npy` inputs and the stream's summary lines (stream, raw and hostile
 //!   tests).
