@@ -2,16 +2,37 @@
 //! consumer too slow for its sender, SIGINT mid-acquisition, a lost end message, a broken
 //! stride in a sampled stream.
 
+use std::path::PathBuf;
+
 use cluda::ClusterSize;
 use cluda::generate::{GenConfig, Generator};
 use cluda::io::read_cluster_file;
-use cluda::stream::ZmqHeader;
+use cluda::stream::{Publisher, ZmqHeader};
 use support::cli::words;
 use support::publish::{frame_bytes, send, subscribed};
 use support::relay::{interrupted, no_faults, slow_consumer};
 use support::stream::*;
 
 use crate::{LIMIT, SHAPE};
+
+/// A stream of messages of the test's own: starts `cluda stream` on the CPU with `options`
+/// (output files `name.*` in a temporary directory, clusters in its `out`) and a publisher of
+/// generated MOENCH-sized frames (40 x 160: 12800 bytes, 2 packets of 6400; generator seed
+/// `seed`) it has subscribed to. Returns the directory, `out`, the generator, the publisher
+/// and the stream.
+fn own_messages(
+    name: &str,
+    seed: u64,
+    options: &str,
+) -> (tempfile::TempDir, PathBuf, Generator, Publisher, Proc) {
+    let dir = tempfile::tempdir().expect("dir");
+    let g = Generator::new(GenConfig::new(40, 160, seed)).expect("generator");
+    let port = free_port();
+    let out = dir.path().join("out");
+    let stream = spawn_stream(dir.path(), name, port, &out, &words(options));
+    let p = subscribed(port, 1).remove(0);
+    (dir, out, g, p, stream)
+}
 
 /// Every fault of a stream is counted in its acquisition's summary and reported on stderr with
 /// its frame number, and the stream goes on: a gap, incomplete frames (completeImage 0, too few
@@ -20,16 +41,9 @@ use crate::{LIMIT, SHAPE};
 /// acquisition that starts without the previous one's end message.
 #[test]
 fn every_fault_is_counted_and_reported() {
-    let dir = tempfile::tempdir().expect("dir");
-    let d = dir.path();
-    // 40 x 160 frames of a MOENCH: 12800 bytes, 2 packets of 6400.
+    let options = "--pedestal-frames 10 --device cpu --acquisitions 3 --on-full block";
+    let (_dir, out, g, mut p, stream) = own_messages("faults", 3, options);
     let (rows, cols) = (40usize, 160usize);
-    let g = Generator::new(GenConfig::new(rows, cols, 3)).expect("generator");
-    let port = free_port();
-    let out = d.join("out");
-    let args = words("--pedestal-frames 10 --device cpu --acquisitions 3 --on-full block");
-    let stream = spawn_stream(d, "faults", port, &out, &args);
-    let mut p = subscribed(port, 1).remove(0);
     // Before any acquisition: a message that is not a header (counted in the next one).
     p.send_parts(&[b"garbage"]).expect("send");
     // Acquisition 1 (fileIndex 0): pedestal 0..9, then faults among data frames.
@@ -168,15 +182,8 @@ fn sigint_finishes_the_acquisition() {
 /// written.
 #[test]
 fn a_lost_end_message_ends_the_acquisition_when_idle() {
-    let dir = tempfile::tempdir().expect("dir");
-    let d = dir.path();
-    let (rows, cols) = (40usize, 160usize);
-    let g = Generator::new(GenConfig::new(rows, cols, 5)).expect("generator");
-    let port = free_port();
-    let out = d.join("out");
-    let args = words("--pedestal-frames 10 --device cpu --acquisitions 1 --idle-end 1");
-    let stream = spawn_stream(d, "idle", port, &out, &args);
-    let mut p = subscribed(port, 1).remove(0);
+    let options = "--pedestal-frames 10 --device cpu --acquisitions 1 --idle-end 1";
+    let (_dir, out, g, mut p, stream) = own_messages("idle", 5, options);
     for n in 0..15 {
         send(&mut p, &g, n, n >= 10, |_| {});
     }
@@ -202,14 +209,8 @@ fn a_lost_end_message_ends_the_acquisition_when_idle() {
 /// headers' `rx_roi` (not the whole frame) is stated once: each frame is cut down to it.
 #[test]
 fn a_broken_stride_is_reported_missing() {
-    let dir = tempfile::tempdir().expect("dir");
-    let d = dir.path();
-    let g = Generator::new(GenConfig::new(40, 160, 3)).expect("generator");
-    let port = free_port();
-    let out = d.join("out");
-    let args = words("--pedestal-frames 4 --device cpu --acquisitions 1 --on-full block");
-    let stream = spawn_stream(d, "broken", port, &out, &args);
-    let mut p = subscribed(port, 1).remove(0);
+    let options = "--pedestal-frames 4 --device cpu --acquisitions 1 --on-full block";
+    let (_dir, _, g, mut p, stream) = own_messages("broken", 3, options);
     for n in [0u64, 2, 4, 6, 8, 10, 12, 18, 20, 22] {
         // The receiver's files hold an ROI; its stream carries whole frames.
         send(&mut p, &g, n, n >= 8, |h| h.rx_roi = Some([0, 79, 0, 39]));
