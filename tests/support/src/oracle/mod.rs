@@ -13,7 +13,7 @@
 //!   rounded once to `f32`, then `f32` window updates of `y = x - X0`;
 //! - [`Arith::Naive`]: raw `f32` sums (the scheme docs/semantics.md says cancels catastrophically).
 //!
-//! [`aare`] is the oracle of aare's eta interpolation (tests/interpolation.rs).
+//! [`aare`] is the oracle of aare's eta interpolation (tests/interpolation/).
 
 pub mod aare;
 
