@@ -365,6 +365,11 @@ fn a_raw_data_file_names_its_master() {
     }
 }
 
+/// The keys written out in `list`, `", "`-separated, in order.
+fn keys(list: &str) -> Vec<&str> {
+    list.split(", ").collect()
+}
+
 /// The top-level keys of a master file's text, in order (lines indented by exactly 4 spaces).
 fn top_keys(text: &str) -> Vec<String> {
     text.lines()
@@ -377,23 +382,11 @@ fn top_keys(text: &str) -> Vec<String> {
 fn masters_have_the_receivers_keys_in_its_order() {
     // The receiver-written masters of aare's RawMasterFile tests, "Parse Moench 7.2 master
     // (SW 8.0.0)" (image order) and "(SW 7.0.3)" (ADC order): their keys, in their order.
-    let common = [
-        "Version",
-        "Timestamp",
-        "Detector Type",
-        "Timing Mode",
-        "Geometry",
-        "Image Size in bytes",
-        "Pixels",
-        "Max Frames Per File",
-        "Frame Discard Policy",
-        "Frame Padding",
-        "Scan Parameters",
-        "Total Frames",
-        "Receiver Roi",
-        "Exptime",
-        "Period",
-    ];
+    let common = keys(
+        "Version, Timestamp, Detector Type, Timing Mode, Geometry, Image Size in bytes, \
+         Pixels, Max Frames Per File, Frame Discard Policy, Frame Padding, \
+         Scan Parameters, Total Frames, Receiver Roi, Exptime, Period",
+    );
     let sw8 = ["Number of UDP Interfaces", "Number of rows"];
     let sw7 = ["Ten Giga", "ADC Mask", "Analog Samples"];
     let end = ["Frames in File", "Frame Header Format"];
@@ -448,28 +441,13 @@ fn format_8_masters_have_the_10x_receivers_keys_in_its_order() {
     w.write_frame(1, &vec![3u16; 160_000]).unwrap();
     let master = w.finish(None).unwrap();
     let text = std::fs::read_to_string(&master).unwrap();
-    let want = [
-        "Version",
-        "Timestamp",
-        "Detector Type",
-        "Timing Mode",
-        "Geometry",
-        "Image Size",
-        "Pixels",
-        "Max Frames Per File",
-        "Frame Discard Policy",
-        "Frame Padding",
-        "Scan Parameters",
-        "Total Frames",
-        "Receiver Rois",
-        "Exposure Time",
-        "Acquisition Period",
-        "Number of UDP Interfaces",
-        "Number of Rows",
-        "Readout Speed",
-        "Frames in File",
-        "Additional JSON Header",
-    ];
+    let want = keys(
+        "Version, Timestamp, Detector Type, Timing Mode, Geometry, Image Size, Pixels, \
+         Max Frames Per File, Frame Discard Policy, Frame Padding, Scan Parameters, \
+         Total Frames, Receiver Rois, Exposure Time, Acquisition Period, \
+         Number of UDP Interfaces, Number of Rows, Readout Speed, Frames in File, \
+         Additional JSON Header",
+    );
     assert_eq!(top_keys(&text), want, "{text}");
     assert!(text.starts_with("{\n    \"Version\": 8.0,\n"), "{text}");
     assert!(

@@ -16,6 +16,7 @@ use cluda::io::raw::{
 };
 use support::cli::{find_args, gen_args};
 use support::raw::{pattern, small_detector};
+use support::relay::{cluster_files, relay, stream_args};
 use support::stream::*;
 
 const LIMIT: Duration = Duration::from_secs(120);
@@ -445,51 +446,24 @@ fn gen_two_interfaces_finds_what_one_port_finds_and_replays_into_a_two_part_stre
 
     // replay --interfaces 2 of the two-port files into a two-endpoint stream.
     let d = top.path();
-    let port = free_ports(2);
     let out = d.join("out");
     let pedestal = two.join("pedestal_master_0.json");
-    let stream = spawn_parts_stream(
-        d,
-        "stream",
-        port,
-        2,
-        &out,
-        &[
-            "--pedestal",
-            s(&pedestal),
-            "--device",
-            "cpu",
-            "--acquisitions",
-            "1",
-            "--on-full",
-            "block",
-        ],
-    );
+    let args = stream_args(&pedestal, "cpu", "1", &[]);
     let data = two.join("data_master_0.json");
-    let replay = spawn_replay(
-        d,
-        "replay",
-        port,
-        &["--data", s(&data), "--no-drop", "--interfaces", "2"],
-    )
-    .wait_ok(LIMIT);
+    let replay = ["--data", s(&data), "--no-drop", "--interfaces", "2"];
+    let run = relay((d, "stream"), 2, &out, &args, &replay, LIMIT);
+    let replayed = &run.replay.stdout;
     assert!(
-        replay.stdout.starts_with("acquisitions=1 frames=60 "),
-        "{}",
-        replay.stdout
+        replayed.starts_with("acquisitions=1 frames=60 "),
+        "{replayed}"
     );
-    let done = stream.wait_ok(LIMIT);
-    let sums = summaries(&done.stdout);
+    let (done, sums) = (&run.stream, &run.sums);
     assert_eq!(sums.len(), 1, "{}", done.stdout);
     assert_eq!(num(&sums[0], "frames"), 60, "{}", done.stderr);
     for k in ["missing", "incomplete", "mismatched", "dropped", "late"] {
         assert_eq!(num(&sums[0], k), 0, "{k}: {}", done.stderr);
     }
-    let files: Vec<PathBuf> = std::fs::read_dir(&out)
-        .expect("out dir")
-        .map(|e| e.expect("entry").path())
-        .filter(|p| p.extension().is_some_and(|x| x == "clust"))
-        .collect();
+    let files = cluster_files(&out);
     assert_eq!(files.len(), 1, "{files:?}");
     let got = std::fs::read(&files[0]).expect("stream's file");
     assert!(

@@ -234,11 +234,10 @@ fn a_pedestal_of_another_shape_names_both_shapes_and_the_roi() {
     let d = dir.path();
     let (other, raw) = (d.join("other"), d.join("raw"));
     generate(&raw, &["--raw", "--roi", "7,26,5,30"]);
-    let o = CLUDA.run(&gen_args(
+    CLUDA.ok(&gen_args(
         &other,
         "--frames 2 --pedestal-frames 10 --rows 30 --cols 30",
     ));
-    assert!(o.status.success(), "{}", text(&o.stderr));
     let out = d.join("x.clust");
     CLUDA.fails(
         &find_args(
@@ -311,7 +310,8 @@ fn records_not_of_the_masters_size_are_an_error() {
 /// ROI's own raw pedestal, the cluster file is byte for byte `find`'s on the ROI's raw files.
 #[test]
 fn stream_with_rx_roi_writes_finds_cluster_file_of_the_roi_files() {
-    use support::stream::{find_bytes, free_port, num, spawn_replay, spawn_stream, summaries};
+    use support::relay::{cluster_files, relay, stream_args};
+    use support::stream::{find_bytes, num};
     let limit = Duration::from_secs(120);
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
@@ -335,34 +335,13 @@ fn stream_with_rx_roi_writes_finds_cluster_file_of_the_roi_files() {
     .iter()
     .enumerate()
     {
-        let port = free_port();
         let out = d.join(format!("out{k}"));
-        let stream = spawn_stream(
-            d,
-            &format!("stream{k}"),
-            port,
-            &out,
-            &[
-                "--pedestal",
-                s(pedestal),
-                "--device",
-                "cpu",
-                "--acquisitions",
-                "1",
-                "--on-full",
-                "block",
-            ],
-        );
+        let args = stream_args(pedestal, "cpu", "1", &[]);
         let data = full.join("data_master_0.json");
-        spawn_replay(
-            d,
-            &format!("replay{k}"),
-            port,
-            &["--data", s(&data), "--no-drop", "--rx-roi", "7,26,5,30"],
-        )
-        .wait_ok(limit);
-        let done = stream.wait_ok(limit);
-        let sums = summaries(&done.stdout);
+        let replay = ["--data", s(&data), "--no-drop", "--rx-roi", "7,26,5,30"];
+        let name = format!("stream{k}");
+        let run = relay((d, &name), 1, &out, &args, &replay, limit);
+        let (done, sums) = (&run.stream, &run.sums);
         assert_eq!(sums.len(), 1, "{}", done.stdout);
         assert_eq!(num(&sums[0], "frames"), 15, "{}", done.stderr);
         for c in ["missing", "incomplete", "mismatched", "dropped"] {
@@ -376,11 +355,7 @@ fn stream_with_rx_roi_writes_finds_cluster_file_of_the_roi_files() {
             "{}",
             done.stderr
         );
-        let files: Vec<PathBuf> = std::fs::read_dir(&out)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|x| x == "clust"))
-            .collect();
+        let files = cluster_files(&out);
         assert_eq!(files.len(), 1, "{files:?}");
         assert!(
             std::fs::read(&files[0]).unwrap() == want,

@@ -3,11 +3,20 @@
 
 use crate::*;
 
+/// Reads every frame of `frames` into `buf`, a chunk at a time, with `threads` threads;
+/// us/frame.
+fn fill_time(frames: &mut NpyFrames, buf: &mut [u16], threads: usize) -> Result<f64, String> {
+    let n = frames.len();
+    let t = Instant::now();
+    while frames.fill(buf, threads).map_err(|e| e.to_string())? > 0 {}
+    Ok(t.elapsed().as_secs_f64() * 1e6 / n as f64)
+}
+
 /// The read floor: the data file into the finder's kind of memory, chunk by chunk, with the
 /// threads the CLI reads with for that device; us/frame.
 pub(crate) fn read_floor(data: &Path, device: &str) -> Result<f64, String> {
     let mut frames = NpyFrames::open(data).map_err(|e| e.to_string())?;
-    let (rows, cols, n) = (frames.rows(), frames.cols(), frames.len());
+    let (rows, cols) = (frames.rows(), frames.cols());
     let cfg = cluda::engine::EngineConfig::for_frames(rows, cols);
     let finder = floor_finder(device, rows, cols)?;
     let mut store = finder
@@ -15,13 +24,7 @@ pub(crate) fn read_floor(data: &Path, device: &str) -> Result<f64, String> {
         .map_err(|e| e.to_string())?;
     // As many threads as `cluda find` reads with for this device.
     let threads = finder.read_threads();
-    let t = Instant::now();
-    while frames
-        .fill(store.samples_mut(), threads)
-        .map_err(|e| e.to_string())?
-        > 0
-    {}
-    Ok(t.elapsed().as_secs_f64() * 1e6 / n as f64)
+    fill_time(&mut frames, store.samples_mut(), threads)
 }
 
 /// The file path's floor with the memory bus shared: the reader's threads fill a ring of
@@ -123,19 +126,13 @@ pub(crate) fn pinned_store(
 /// The read floor into write-combined page-locked memory (see [`read_floor`]); us/frame.
 pub(crate) fn read_floor_write_combined(data: &Path) -> Result<f64, String> {
     let mut frames = NpyFrames::open(data).map_err(|e| e.to_string())?;
-    let (rows, cols, n) = (frames.rows(), frames.cols(), frames.len());
+    let (rows, cols) = (frames.rows(), frames.cols());
     let cfg = cluda::engine::EngineConfig::for_frames(rows, cols);
     let finder =
         cluda::GpuFinder::new(cluda::FinderConfig::new(rows, cols)).map_err(|e| e.to_string())?;
     let mut store = pinned_store(&finder, cfg.chunk * rows * cols, cols, true)?;
     let threads = cluda::io::readahead::read_threads();
-    let t = Instant::now();
-    while frames
-        .fill(store.samples_mut(), threads)
-        .map_err(|e| e.to_string())?
-        > 0
-    {}
-    Ok(t.elapsed().as_secs_f64() * 1e6 / n as f64)
+    fill_time(&mut frames, store.samples_mut(), threads)
 }
 
 /// The library path: `find_each` over every frame in one call on a fresh finder (no

@@ -123,12 +123,11 @@ fn raw_frame_numbers_and_gaps_reach_the_cluster_file_and_stderr() {
 fn gen_raw_then_find() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let o = CLUDA.run(&gen_args(
+    let made = CLUDA.ok(&gen_args(
         d,
         "--frames 9 --pedestal-frames 20 --rows 16 --cols 20 --raw",
     ));
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    assert!(text(&o.stdout).contains("data_master_0.json (9 frames of 16 x 20"));
+    assert!(made.contains("data_master_0.json (9 frames of 16 x 20"));
     let clust = d.join("c.clust");
     let o = CLUDA.run(&find_args(
         &d.join("pedestal_master_0.json"),

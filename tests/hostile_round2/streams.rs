@@ -4,16 +4,19 @@
 
 use std::time::{Duration, Instant};
 
+use cluda::generate::{GenConfig, Generator};
+use cluda::stream::ZmqHeader;
 use support::cli::text;
 use support::files::{listing, sum};
+use support::publish::{frame_bytes, subscribed};
+use support::relay::{relay, stream_args};
+use support::stream::*;
 
 /// One acquisition with frame numbers running past the cluster file's i32 and a 300-character
 /// `fname`: the frames above i32::MAX are reported and skipped, the rest written under a
 /// shortened name, and the stream goes on (it stopped with exit 1 and lost the file).
 #[test]
 fn a_stream_survives_frame_numbers_above_i32_and_long_names() {
-    use support::relay::{relay, stream_args};
-    use support::stream::*;
     let (dir, dark, data) = dark_and_data((16, 24), 40, 20);
     let d = dir.path();
     let sums = (sum(&dark), sum(&data));
@@ -63,10 +66,6 @@ fn a_stream_survives_frame_numbers_above_i32_and_long_names() {
 /// acquisition never arrived).
 #[test]
 fn an_oversized_message_is_reported_and_the_stream_goes_on() {
-    use cluda::generate::{GenConfig, Generator};
-    use cluda::stream::ZmqHeader;
-    use support::publish::{frame_bytes, subscribed};
-    use support::stream::*;
     let dir = tempfile::tempdir().expect("dir");
     let d = dir.path();
     let shape = (16, 24);
@@ -117,7 +116,6 @@ fn an_oversized_message_is_reported_and_the_stream_goes_on() {
 /// the frame size (it was three chunks of 64 frames, 6 GiB, and the stream aborted).
 #[test]
 fn a_stream_of_large_frames_fits_a_6_gb_address_space() {
-    use support::stream::*;
     let (dir, dark, data) = dark_and_data((4000, 4000), 2, 3);
     let d = dir.path();
     let port = free_port();
@@ -146,7 +144,6 @@ fn a_stream_of_large_frames_fits_a_6_gb_address_space() {
 /// acquisition is written (the stream stopped with exit 1 before). No temporary file is left.
 #[test]
 fn a_stream_survives_a_file_it_cannot_write() {
-    use support::stream::*;
     let dir = tempfile::tempdir().expect("dir");
     let d = dir.path();
     let shape = (48, 64);

@@ -317,22 +317,9 @@ pub fn finder_kept_while_the_shape_stays(
     let b = write_acquisition(d, "b", other, dark, data);
     let port = free_port();
     let out = d.join("out");
-    let stream = spawn_stream(
-        d,
-        "shapes",
-        port,
-        &out,
-        &[
-            "--pedestal-frames",
-            "60",
-            "--device",
-            device,
-            "--acquisitions",
-            "4",
-            "--on-full",
-            "block",
-        ],
-    );
+    let mut args = vec!["--pedestal-frames", "60", "--device", device];
+    args.extend(["--acquisitions", "4", "--on-full", "block"]);
+    let stream = spawn_stream(d, "shapes", port, &out, &args);
     spawn_replay(
         d,
         "replay-shapes",
