@@ -36,8 +36,8 @@ use pyo3::exceptions::{
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
-use cluda::engine::{EngineConfig, RingSlots};
-use cluda::finder::select::{DeviceChoice, open_finder};
+use cluda::engine::{EngineConfig, RingSlots, open_finder};
+use cluda::finder::select::DeviceChoice;
 use cluda::generate::{GenConfig, Generator};
 use cluda::io::raw::RawReader;
 use cluda::io::{ClusterFileReader, Existing, FrameSource, NpyFrames, write_cluster_frames};

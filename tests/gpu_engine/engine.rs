@@ -6,7 +6,7 @@ use crate::*;
 /// Frames in memory numbered from `first`, delivered at most `most` per read (a source that
 /// fills its slots partly).
 struct Numbered {
-    inner: MemorySource,
+    inner: MemorySource<'static>,
     first: u64,
     most: usize,
 }

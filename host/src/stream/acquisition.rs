@@ -27,12 +27,13 @@ use super::receiver::{Message, ReceiverConfig};
 use super::source::{Acquisition, AcquisitionCounts, Ending, FaultKind, Reporter, StreamEvent};
 use crate::cluster::FrameClusters;
 use crate::config::FindOptions;
+use crate::engine::feeding::{FedFinder, open_finder};
 use crate::engine::imaging::{CubeSink, ImagingOutputs, ImagingSink};
 use crate::engine::sink::{FnSink, Sink, Sinks};
 use crate::engine::{EngineConfig, EngineStats, RingSlots, find_stream_into};
 use crate::error::{Error, Result};
 use crate::finder::ClusterFinder;
-use crate::finder::select::{DeviceChoice, open_finder};
+use crate::finder::select::DeviceChoice;
 use crate::frames::Frames;
 use crate::io::atomic::{MAX_SUFFIX, suffixed};
 use crate::io::raw::Roi;
@@ -486,7 +487,7 @@ pub fn run(
         frame,
         image: mut live_image,
     } = callbacks;
-    let mut finder: Option<Box<dyn ClusterFinder + Send>> = None;
+    let mut finder: Option<Box<dyn FedFinder + Send>> = None;
     // The ring's chunk follows the frame size (EngineConfig::for_frames: at most 96 MiB a
     // chunk), never more than --chunk frames: 64 chunks of 4000 x 4000 frames were 6 GiB.
     let engine = |(rows, cols): (usize, usize)| EngineConfig {

@@ -18,6 +18,8 @@
 //! - [`rss`]: resident memory sampled along a stream (long-run tests).
 //! - [`bench`]: a bench's `main` (an error reported, exit 1) and its comma-separated lists.
 //! - [`cli`]: running the `cluda` binary and checking its errors (CLI tests).
+//! - [`peers`]: where tools/aare-build's `aare-find` is, and its summary line (aare finder
+//!   test, peers bench).
 //! - [`files`]: a file's checksum, a folder's names, no temporary left, a name appearing
 //!   mid-run; sparse `.npy` inputs and `.npy` bytes written by hand (hostile, malformed and
 //!   matcher tests).
@@ -43,6 +45,7 @@ cluda::if_gpu! {
 }
 pub mod matcher;
 pub mod oracle;
+pub mod peers;
 pub mod pool_source;
 pub mod raw;
 // With cluda's `stream` feature (followed as `gpu` is, above).
