@@ -134,6 +134,14 @@ struct Row {
     clusters_per_frame: f64,
 }
 
+impl Row {
+    /// The minor page faults of the runs, `/`-separated.
+    fn faults_list(&self) -> String {
+        let faults: Vec<String> = self.faults.iter().map(u64::to_string).collect();
+        faults.join("/")
+    }
+}
+
 fn civil_date() -> String {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -303,25 +311,13 @@ fn median(v: &[f64]) -> f64 {
 }
 
 fn markdown_row(r: &Row) -> String {
+    let (size, threads, warm, median) = (r.size, r.threads, r.warm_us, r.median_us);
+    let (cpu, cold, per_frame) = (r.cpu_us, r.cold_us, r.clusters_per_frame);
+    let (precision, mode, faults) = (r.precision.name(), r.mode.name(), r.faults_list());
+    let (fps, spread) = (1e6 / warm, 100.0 * r.spread);
+    let speedup = r.speedup.map_or("-".into(), |s| format!("{s:.2}x"));
     format!(
-        "| {} | {} | {} | {} | {:.1} | {:.0} | {:.1} | {:.0} | {:.1} | {:.1}% | {} | {:.1} | {} |",
-        r.size,
-        r.precision.name(),
-        r.mode.name(),
-        r.threads,
-        r.warm_us,
-        1e6 / r.warm_us,
-        r.clusters_per_frame,
-        r.cpu_us,
-        r.cold_us,
-        100.0 * r.spread,
-        r.faults
-            .iter()
-            .map(|f| f.to_string())
-            .collect::<Vec<_>>()
-            .join("/"),
-        r.median_us,
-        r.speedup.map_or("-".into(), |s| format!("{s:.2}x"))
+        "| {size} | {precision} | {mode} | {threads} | {warm:.1} | {fps:.0} | {per_frame:.1} | {cpu:.0} | {cold:.1} | {spread:.1}% | {faults} | {median:.1} | {speedup} |"
     )
 }
 
@@ -376,26 +372,23 @@ fn write_results(o: &Options, rows: &[Row]) {
     );
     for r in rows {
         let _ = writeln!(md, "{}", markdown_row(r));
+        let Row {
+            size,
+            threads,
+            warm_us,
+            median_us,
+            cpu_us,
+            cold_us,
+            clusters_per_frame,
+            spread,
+            ..
+        } = r;
+        let (precision, mode, faults) = (r.precision.name(), r.mode.name(), r.faults_list());
+        let fps = 1e6 / warm_us;
+        let speedup = r.speedup.map_or(String::new(), |s| format!("{s:.3}"));
         let _ = writeln!(
             csv,
-            "{},{},{},{},{:.2},{:.1},{:.2},{:.1},{:.2},{:.4},{},{:.2},{}",
-            r.size,
-            r.precision.name(),
-            r.mode.name(),
-            r.threads,
-            r.warm_us,
-            1e6 / r.warm_us,
-            r.clusters_per_frame,
-            r.cpu_us,
-            r.cold_us,
-            r.spread,
-            r.faults
-                .iter()
-                .map(|f| f.to_string())
-                .collect::<Vec<_>>()
-                .join("/"),
-            r.median_us,
-            r.speedup.map_or(String::new(), |s| format!("{s:.3}"))
+            "{size},{precision},{mode},{threads},{warm_us:.2},{fps:.1},{clusters_per_frame:.2},{cpu_us:.1},{cold_us:.2},{spread:.4},{faults},{median_us:.2},{speedup}"
         );
     }
     for (name, text) in [("cpu.md", md), ("cpu.csv", csv)] {

@@ -95,10 +95,7 @@ fn median(v: &mut [f64]) -> f64 {
 }
 
 fn main() {
-    if let Err(e) = run() {
-        eprintln!("imaging bench: {e}");
-        std::process::exit(1);
-    }
+    support::bench::main("imaging bench", run);
 }
 
 /// The pedestal and data files of `frames` generated frames under `--data-dir` (generated
@@ -142,11 +139,7 @@ fn run() -> Result<(), String> {
     let mut md = format!(
         "# Eta interpolation: what the user waits for\n\n`cargo bench --bench imaging -- --frames {} --sizes {} --rounds {} --cpu-frames {}{}`\n\n400 x 400 frames, 1000 pedestal frames, `.npy` page-cached, F64; wall time of the whole command, median of {} interleaved rounds; outputs to tmpfs.\n\n| size | row | frames | median s | us/frame | ratio | reference | summary |\n|---|---|---|---|---|---|---|---|\n",
         o.frames,
-        o.sizes
-            .iter()
-            .map(|s| s.to_string())
-            .collect::<Vec<_>>()
-            .join(","),
+        support::bench::comma_list(&o.sizes),
         o.rounds,
         o.cpu_frames,
         if o.cpu_only { " --cpu-only" } else { "" },

@@ -112,10 +112,7 @@ fn parse() -> Result<Opts, String> {
 }
 
 fn main() {
-    if let Err(e) = run() {
-        eprintln!("interp_step bench: {e}");
-        std::process::exit(1);
-    }
+    support::bench::main("interp_step bench", run);
 }
 
 fn err(e: impl std::fmt::Display) -> String {

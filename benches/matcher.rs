@@ -105,6 +105,31 @@ struct Row {
     v4: Option<(f64, u32, usize, usize)>,
 }
 
+/// The rows of `version` (labelled `"<name> tile RxC overlap"` or `"... 1 stream"`) with the
+/// tilings `(rows, cols, overlap)`.
+fn tile_configs(
+    name: &str,
+    version: MatchVersion,
+    tiles: &[(usize, usize, bool)],
+) -> Vec<(String, MatchVersion, Option<V3Tiling>)> {
+    tiles
+        .iter()
+        .map(|&(rows, cols, overlap)| {
+            let streams = if overlap { " overlap" } else { " 1 stream" };
+            let tiling = V3Tiling {
+                rows,
+                cols,
+                overlap,
+            };
+            (
+                format!("{name} tile {rows}x{cols}{streams}"),
+                version,
+                Some(tiling),
+            )
+        })
+        .collect()
+}
+
 fn main() {
     let dev = match Device::open(0) {
         Ok(d) => d,
@@ -127,39 +152,36 @@ fn main() {
         let reps = if n * m > 16384 * 16384 { 3 } else { 7 };
         let io = (n + m) as f64 * 512.0 + n as f64 * 8.0;
         let mat = n as f64 * m as f64 * 4.0;
-        match bare_sgemm_ms(&mut matcher, &lhs, &rhs, reps) {
-            Ok(ms) => {
-                floors.push((n, m, ms));
-                rows.push(Row {
-                    label: "bare cuBLAS SGEMM".into(),
-                    n,
-                    m,
-                    wall_ms: f64::NAN,
-                    device_ms: ms,
-                    bytes: (n + m) as f64 * 512.0 + mat,
-                    recomputed: 0,
-                    bad: None,
-                    v4: None,
-                });
+        let bare = [
+            (
+                bare_sgemm_ms(&mut matcher, &lhs, &rhs, reps),
+                "SGEMM",
+                &mut floors,
+            ),
+            (
+                bare_tf32_ms(&mut matcher, &lhs, &rhs, reps),
+                "TF32 GEMM",
+                &mut tf32_floors,
+            ),
+        ];
+        for (measured, name, floor) in bare {
+            match measured {
+                Ok(ms) => {
+                    floor.push((n, m, ms));
+                    rows.push(Row {
+                        label: format!("bare cuBLAS {name}"),
+                        n,
+                        m,
+                        wall_ms: f64::NAN,
+                        device_ms: ms,
+                        bytes: (n + m) as f64 * 512.0 + mat,
+                        recomputed: 0,
+                        bad: None,
+                        v4: None,
+                    });
+                }
+                Err(e) => eprintln!("bare {name} failed: {e}"),
             }
-            Err(e) => eprintln!("bare SGEMM failed: {e}"),
-        }
-        match bare_tf32_ms(&mut matcher, &lhs, &rhs, reps) {
-            Ok(ms) => {
-                tf32_floors.push((n, m, ms));
-                rows.push(Row {
-                    label: "bare cuBLAS TF32 GEMM".into(),
-                    n,
-                    m,
-                    wall_ms: f64::NAN,
-                    device_ms: ms,
-                    bytes: (n + m) as f64 * 512.0 + mat,
-                    recomputed: 0,
-                    bad: None,
-                    v4: None,
-                })
-            }
-            Err(e) => eprintln!("bare TF32 GEMM failed: {e}"),
         }
         let mut configs: Vec<(String, MatchVersion, Option<V3Tiling>)> = vec![
             ("v1".into(), MatchVersion::V1, None),
@@ -172,60 +194,40 @@ fn main() {
             configs.push((label.into(), MatchVersion::V4, None));
         }
         if si == 0 {
-            for (r, c, o) in [
-                (8192, 16384, true),
-                (16384, 16384, true),
-                (16384, 4096, true),
-                (2048, 16384, true),
-                (4096, 16384, false),
-                // Tiles whose two buffers fit in the H200's 50 MB L2: the fold reads what the
-                // GEMM just wrote from L2 instead of HBM.
-                (1024, 4096, true),
-                (2048, 2048, true),
-                (512, 8192, true),
-            ] {
-                let label = format!(
-                    "v4 tile {r}x{c}{}",
-                    if o { " overlap" } else { " 1 stream" }
-                );
-                configs.push((
-                    label,
-                    MatchVersion::V4,
-                    Some(V3Tiling {
-                        rows: r,
-                        cols: c,
-                        overlap: o,
-                    }),
-                ));
-            }
+            configs.extend(tile_configs(
+                "v4",
+                MatchVersion::V4,
+                &[
+                    (8192, 16384, true),
+                    (16384, 16384, true),
+                    (16384, 4096, true),
+                    (2048, 16384, true),
+                    (4096, 16384, false),
+                    // Tiles whose two buffers fit in the H200's 50 MB L2: the fold reads what
+                    // the GEMM just wrote from L2 instead of HBM.
+                    (1024, 4096, true),
+                    (2048, 2048, true),
+                    (512, 8192, true),
+                ],
+            ));
         }
         let mut v2_matches: Option<Vec<Match>> = None;
         if si == 0 {
-            for (r, c, o) in [
-                (4096, 16384, false),
-                (16384, 2048, true),
-                (16384, 2048, false),
-                (16384, 4096, true),
-                (8192, 1024, true),
-                (4096, 2048, true),
-                (2048, 4096, false),
-                (8192, 16384, true),
-                (16384, 16384, false),
-            ] {
-                let label = format!(
-                    "v3 tile {r}x{c}{}",
-                    if o { " overlap" } else { " 1 stream" }
-                );
-                configs.push((
-                    label,
-                    MatchVersion::V3,
-                    Some(V3Tiling {
-                        rows: r,
-                        cols: c,
-                        overlap: o,
-                    }),
-                ));
-            }
+            configs.extend(tile_configs(
+                "v3",
+                MatchVersion::V3,
+                &[
+                    (4096, 16384, false),
+                    (16384, 2048, true),
+                    (16384, 2048, false),
+                    (16384, 4096, true),
+                    (8192, 1024, true),
+                    (4096, 2048, true),
+                    (2048, 4096, false),
+                    (8192, 16384, true),
+                    (16384, 16384, false),
+                ],
+            ));
         }
         for (label, v, tiling) in configs {
             if let Some(t) = tiling {

@@ -409,10 +409,7 @@ fn cpu() -> String {
 }
 
 fn main() {
-    if let Err(e) = bench() {
-        eprintln!("peers: {e}");
-        std::process::exit(1);
-    }
+    support::bench::main("peers", bench);
 }
 
 fn bench() -> Result<(), String> {

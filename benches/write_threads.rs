@@ -22,10 +22,7 @@ use cluda::cluster::ClusterBatch;
 use cluda::io::ClusterFileWriter;
 
 fn main() {
-    if let Err(e) = run() {
-        eprintln!("write_threads: {e}");
-        std::process::exit(1);
-    }
+    support::bench::main("write_threads", run);
 }
 
 fn run() -> Result<(), String> {

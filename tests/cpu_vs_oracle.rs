@@ -285,14 +285,7 @@ fn generated_cases_exercise_every_rule() {
         let c = strategy.new_tree(&mut runner).unwrap().current();
         let (ped, data) = c.frames();
         let (o, _) = oracle_run(&c, Arith::F64, &ped, &data);
-        let s = o.stats;
-        total.negative += s.negative;
-        total.centre_by_max += s.centre_by_max;
-        total.centre_by_total += s.centre_by_total;
-        total.not_max += s.not_max;
-        total.tied_centres += s.tied_centres;
-        total.pedestal += s.pedestal;
-        total.edge_centres += s.edge_centres;
+        total += &o.stats;
     }
     println!("rule counts over 300 generated cases: {total:?}");
     assert!(total.negative > 0, "{total:?}");

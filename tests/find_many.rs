@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use cluda::io::npy::{read_u16_frames, write_u16_3d};
 use cluda::io::read_cluster_file;
-use support::cli::{Cli, s, text};
+use support::cli::{Cli, find_args, s, text};
 
 const CLUDA: Cli = Cli(env!("CARGO_BIN_EXE_cluda"));
 
@@ -37,19 +37,12 @@ fn generate(dir: &Path, frames: usize, seed: u64, raw: bool) {
 
 /// The cluster file of `data` found alone.
 fn alone(pedestal: &Path, data: &Path, out: &Path, extra: &[&str]) -> Vec<u8> {
-    let mut args = vec![
-        "find",
-        "--pedestal",
-        s(pedestal),
-        "--data",
-        s(data),
-        "--out",
-        s(out),
-        // The single runs share one output file, replaced on purpose.
-        "--overwrite",
-        "--device",
-        "cpu",
-    ];
+    // The single runs share one output file, replaced on purpose.
+    let mut args = find_args(
+        pedestal,
+        data,
+        &["--out", s(out), "--overwrite", "--device", "cpu"],
+    );
     args.extend_from_slice(extra);
     CLUDA.ok(&args);
     std::fs::read(out).expect("single-run output")
@@ -144,17 +137,11 @@ fn many_inputs_each_equal_to_its_single_run_and_a_failure_stays_with_its_input()
     }
     // A second run into the same directory never replaces the first one's files.
     let out_dir = d.join("out-cpu");
-    CLUDA.ok(&[
-        "find",
-        "--pedestal",
-        s(&ped),
-        "--data",
-        s(&d.join("a/data.npy")),
-        "--out-dir",
-        s(&out_dir),
-        "--device",
-        "cpu",
-    ]);
+    CLUDA.ok(&find_args(
+        &ped,
+        &d.join("a/data.npy"),
+        &["--out-dir", s(&out_dir), "--device", "cpu"],
+    ));
     assert!(out_dir.join("data_3.clust").exists());
 }
 
@@ -173,21 +160,20 @@ fn carry_pedestal_is_one_stream_of_frames() {
     write_u16_3d(&p1, 10, rows, cols, &data[..10 * px]).expect("write");
     write_u16_3d(&p2, n - 10, rows, cols, &data[10 * px..]).expect("write");
     let out_dir = d.join("out");
-    CLUDA.ok(&[
-        "find",
-        "--pedestal",
-        s(&ped),
-        "--data",
-        s(&p1),
-        s(&p2),
-        "--out-dir",
-        s(&out_dir),
-        "--carry-pedestal",
-        "--device",
-        "cpu",
-        "--cluster",
-        "5",
-    ]);
+    CLUDA.ok(&find_args(
+        &ped,
+        &p1,
+        &[
+            s(&p2),
+            "--out-dir",
+            s(&out_dir),
+            "--carry-pedestal",
+            "--device",
+            "cpu",
+            "--cluster",
+            "5",
+        ],
+    ));
     let whole = alone(&ped, &all, &d.join("whole.clust"), &["--cluster", "5"]);
     std::fs::write(d.join("whole2.clust"), &whole).expect("write");
     let read = |p: &Path, shift: i64| -> Vec<(i64, Vec<u32>)> {
@@ -207,20 +193,19 @@ fn carry_pedestal_is_one_stream_of_frames() {
     // Without carrying, the second half starts from the pedestal afresh: a different result
     // than the whole stream's frames 10.. (the pedestal moved during the first half).
     let fresh = d.join("fresh");
-    CLUDA.ok(&[
-        "find",
-        "--pedestal",
-        s(&ped),
-        "--data",
-        s(&p1),
-        s(&p2),
-        "--out-dir",
-        s(&fresh),
-        "--device",
-        "cpu",
-        "--cluster",
-        "5",
-    ]);
+    CLUDA.ok(&find_args(
+        &ped,
+        &p1,
+        &[
+            s(&p2),
+            "--out-dir",
+            s(&fresh),
+            "--device",
+            "cpu",
+            "--cluster",
+            "5",
+        ],
+    ));
     let alone2 = alone(&ped, &p2, &d.join("alone2.clust"), &["--cluster", "5"]);
     assert_eq!(
         std::fs::read(fresh.join("second.clust")).expect("read"),

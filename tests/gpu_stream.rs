@@ -6,69 +6,70 @@
 
 use std::time::Duration;
 
+use support::relay::{LiveImage, no_faults, relay, stream_args};
 use support::stream::*;
 
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn gpu_stream_equals_cpu_find() {
-    let dir = tempfile::tempdir().expect("dir");
+const LIMIT: Duration = Duration::from_secs(300);
+
+/// 2,000 MOENCH frames (400 x 400, after 1,000 dark ones) streamed on the GPU to `cluda
+/// stream` on `parts` endpoints, once for each of `acquisitions` acquisitions, 3x3 and 9x9 with
+/// the finder's `options`: every acquisition is counted whole with none of [`FAULTS`] or of
+/// `more_faults`, on the GPU, and its cluster file is byte for byte `cluda find`'s on the CPU
+/// with the same options.
+///
+/// [`FAULTS`]: support::relay::FAULTS
+fn gpu_stream_equals_find(
+    (parts, acquisitions): (usize, usize),
+    options: &[&str],
+    more_faults: &[&str],
+) {
+    let (dir, dark, data) = dark_and_data((400, 400), 1000, 2000);
     let d = dir.path();
-    let shape = (400, 400);
-    let dark = write_frames(d, "dark", shape, 0, 1000, false);
-    let data = write_frames(d, "data", shape, 1000, 2000, true);
     for size in ["3", "9"] {
-        let port = free_port();
-        let out = d.join(format!("out{size}"));
-        let stream = spawn_stream(
-            d,
-            &format!("stream{size}"),
-            port,
-            &out,
-            &[
-                "--pedestal",
-                s(&dark),
-                "--device",
-                "gpu",
-                "--cluster",
-                size,
-                "--acquisitions",
-                "2",
-                "--on-full",
-                "block",
-            ],
-        );
-        spawn_replay(
-            d,
-            &format!("replay{size}"),
-            port,
-            &["--data", s(&data), "--acquisitions", "2", "--no-drop"],
-        )
-        .wait_ok(Duration::from_secs(300));
-        let done = stream.wait_ok(Duration::from_secs(300));
+        let options = [&["--cluster", size][..], options].concat();
+        let name = format!("parts{parts}-{}", options.join(""));
+        let out = d.join(&name);
+        let (n, a) = (parts.to_string(), acquisitions.to_string());
+        let args = stream_args(&dark, "gpu", &a, &options);
+        let replay = [
+            "--data",
+            s(&data),
+            "--acquisitions",
+            &a,
+            "--interfaces",
+            &n,
+            "--no-drop",
+        ];
+        let run = relay((d, &name), parts, &out, &args, &replay, LIMIT);
+        let done = &run.stream;
         assert!(done.stderr.contains("device: gpu"), "{}", done.stderr);
-        let sums = summaries(&done.stdout);
-        assert_eq!(sums.len(), 2, "{}", done.stdout);
-        let want = find_bytes(d, &dark, &data, &["--device", "cpu", "--cluster", size]);
-        for (m, i) in sums.iter().zip(0..) {
+        assert_eq!(run.sums.len(), acquisitions, "{}", done.stdout);
+        let want = find_bytes(
+            d,
+            &dark,
+            &data,
+            &[&["--device", "cpu"], &options[..]].concat(),
+        );
+        for (m, i) in run.sums.iter().zip(0..) {
             assert_eq!(num(m, "frames"), 2000, "{}", done.stdout);
             assert_eq!(m["device"], "gpu");
-            for k in [
-                "missing",
-                "incomplete",
-                "mismatched",
-                "malformed",
-                "dropped",
-            ] {
-                assert_eq!(num(m, k), 0, "{k}: {}", done.stderr);
-            }
+            no_faults(m, more_faults, &done.stderr);
             let got = std::fs::read(out.join(format!("run_{i}.clust"))).expect("file");
             assert!(
                 got == want,
-                "size {size}, acquisition {i}: GPU stream differs from CPU find"
+                "size {size}, {parts} part(s), acquisition {i}: GPU stream differs from CPU find"
             );
         }
-        eprintln!("size {size}: {}", done.stdout.trim());
+        eprintln!("size {size}, {parts} part(s): {}", done.stdout.trim());
     }
+}
+
+/// 2,000 MOENCH frames in each of two acquisitions (3x3 and 9x9): the GPU stream's files are
+/// `cluda find`'s on the CPU.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_stream_equals_cpu_find() {
+    gpu_stream_equals_find((1, 2), &[], &[]);
 }
 
 /// The same frames sent as two parts (`replay --interfaces 2`: 400 x 200 halves on two ports,
@@ -78,71 +79,7 @@ fn gpu_stream_equals_cpu_find() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn gpu_two_part_stream_equals_cpu_find() {
-    let dir = tempfile::tempdir().expect("dir");
-    let d = dir.path();
-    let shape = (400, 400);
-    let dark = write_frames(d, "dark", shape, 0, 1000, false);
-    let data = write_frames(d, "data", shape, 1000, 2000, true);
-    for size in ["3", "9"] {
-        let port = free_ports(2);
-        let out = d.join(format!("parts{size}"));
-        let stream = spawn_parts_stream(
-            d,
-            &format!("parts{size}"),
-            port,
-            2,
-            &out,
-            &[
-                "--pedestal",
-                s(&dark),
-                "--device",
-                "gpu",
-                "--cluster",
-                size,
-                "--precision",
-                "f64",
-                "--acquisitions",
-                "1",
-                "--on-full",
-                "block",
-            ],
-        );
-        spawn_replay(
-            d,
-            &format!("replay-parts{size}"),
-            port,
-            &["--data", s(&data), "--interfaces", "2", "--no-drop"],
-        )
-        .wait_ok(Duration::from_secs(300));
-        let done = stream.wait_ok(Duration::from_secs(300));
-        assert!(done.stderr.contains("device: gpu"), "{}", done.stderr);
-        let sums = summaries(&done.stdout);
-        assert_eq!(sums.len(), 1, "{}", done.stdout);
-        let m = &sums[0];
-        assert_eq!(num(m, "frames"), 2000, "{}", done.stdout);
-        for k in [
-            "missing",
-            "incomplete",
-            "mismatched",
-            "malformed",
-            "dropped",
-            "late",
-        ] {
-            assert_eq!(num(m, k), 0, "{k}: {}", done.stderr);
-        }
-        let want = find_bytes(
-            d,
-            &dark,
-            &data,
-            &["--device", "cpu", "--cluster", size, "--precision", "f64"],
-        );
-        let got = std::fs::read(out.join("run_0.clust")).expect("file");
-        assert!(
-            got == want,
-            "size {size}: two-part GPU stream differs from CPU find"
-        );
-        eprintln!("size {size}, two parts: {}", done.stdout.trim());
-    }
+    gpu_stream_equals_find((2, 1), &["--precision", "f64"], &["late"]);
 }
 
 /// The GPU finder kept from one acquisition to the next while the shape stays (its device
@@ -161,79 +98,27 @@ fn gpu_finder_kept_while_the_shape_stays() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn gpu_stream_live_image_is_refreshed_and_equals_cpu_image() {
-    let dir = tempfile::tempdir().expect("dir");
-    let d = dir.path();
-    let shape = (400, 400);
-    let dark = write_frames(d, "dark", shape, 0, 1000, false);
-    let data = write_frames(d, "data", shape, 1000, 1200, true);
-    let want = wanted_image(d, &dark, &data, "5", true);
-    let (cube, want_image) = (want.cube, want.image);
-    let want_plots = want.plots.expect("plots");
-    let port = free_port();
-    let out = d.join("out");
-    let plots = d.join("plots");
-    let stream = spawn_stream(
-        d,
-        "stream",
-        port,
-        &out,
-        &[
-            "--pedestal",
-            s(&dark),
-            "--device",
-            "gpu",
-            "--acquisitions",
-            "1",
-            "--on-full",
-            "block",
-            "--eta",
-            s(&cube),
-            "--subpixels",
-            "5",
-            "--plot",
-            s(&plots),
-            "--plot-every",
-            "0.5",
-        ],
-    );
     // 1,200 frames at 300 Hz: four seconds of refreshes every 0.5 s.
-    let replay = spawn_replay(
-        d,
-        "replay",
-        port,
-        &["--data", s(&data), "--rate", "300", "--no-drop"],
-    );
-    let png = plots.join("image.png");
-    let seen = png_versions(&stream, &png, Duration::from_secs(120));
-    assert!(replay.wait(Duration::from_secs(300)).status.success());
-    let done = stream.wait_ok(Duration::from_secs(300));
+    let run = LiveImage {
+        shape: (400, 400),
+        frames: (1000, 1200),
+        device: "gpu",
+        subpixels: "5",
+        every: "0.5",
+        rate: "300",
+        watch: Duration::from_secs(120),
+        limit: LIMIT,
+    }
+    .run();
+    let done = &run.done;
     assert!(done.stderr.contains("device: gpu"), "{}", done.stderr);
-    assert!(!done.stderr.contains("not drawn"), "{}", done.stderr);
     assert!(
         !done.stderr.contains("no more live copies"),
         "{}",
         done.stderr
     );
-    assert!(
-        seen.len() >= 2,
-        "image.png was drawn {} times before the acquisition ended, not refreshed: {}",
-        seen.len(),
-        done.stderr
-    );
     println!(
         "image.png drawn {} times while the acquisition ran",
-        seen.len()
-    );
-    let got = std::fs::read(&png).expect("the final image.png");
-    let want = std::fs::read(want_plots.join("image.png")).expect("cluda image's image.png");
-    assert!(
-        got == want,
-        "the final image.png differs from cluda image --plot's"
-    );
-    let got = std::fs::read(out.join("run_0.image.npy")).expect("the live image");
-    assert!(
-        got == std::fs::read(&want_image).unwrap(),
-        "the stream's image differs from cluda image's: {}",
-        done.stderr
+        run.seen.len()
     );
 }

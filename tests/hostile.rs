@@ -9,9 +9,10 @@ use std::process::{Child, Output};
 use std::time::{Duration, Instant};
 
 use cluda::io::npy::{read_u16_frames, write_u16_3d};
-use cluda::io::raw::{DetectorType, RawWriter, RawWriterConfig};
-use support::cli::{Cli, s, text};
+use cluda::io::raw::RawWriter;
+use support::cli::{Cli, find_args, gen_args, match_args, s, text};
 use support::files::{listing, no_temporaries, sparse_npy, sum, wait_for};
+use support::raw::gen_small_config;
 
 /// The binary under test.
 const CLUDA: Cli = Cli(env!("CARGO_BIN_EXE_cluda"));
@@ -35,13 +36,8 @@ fn wait_at_most(mut child: Child, limit: Duration) -> Output {
 
 /// A raw acquisition of `frames` generic 24 x 36 frames numbered from 1, `per_file` per file.
 fn raw_acquisition(dir: &Path, base: &str, frames: usize, per_file: u64) -> PathBuf {
-    let config = RawWriterConfig {
-        rows: 24,
-        cols: 36,
-        detector: DetectorType::Generic16,
-        max_frames_per_file: per_file,
-        ..RawWriterConfig::moench03()
-    };
+    let mut config = gen_small_config();
+    config.max_frames_per_file = per_file;
     let mut w = RawWriter::create(dir, base, 0, config).unwrap();
     let g = cluda::generate::Generator::new(cluda::generate::GenConfig::new(24, 36, 3)).unwrap();
     for i in 0..frames {
@@ -70,15 +66,7 @@ fn an_output_that_is_an_input_is_refused_and_the_input_kept() {
     let before = listing(d);
     for out in [&data, &ped, &link, &twisted] {
         CLUDA.fails(
-            &[
-                "find",
-                "--pedestal",
-                s(&ped),
-                "--data",
-                s(&data),
-                "--out",
-                s(out),
-            ],
+            &find_args(&ped, &data, &["--out", s(out)]),
             &["`out`", s(out), "refusing to overwrite an input"],
         );
         assert_eq!((sum(&ped), sum(&data)), (ps, ds), "{}", out.display());
@@ -94,15 +82,7 @@ fn an_output_that_is_an_input_is_refused_and_the_input_kept() {
     let before = listing(d);
     for out in raws.iter().chain([&master]) {
         CLUDA.fails(
-            &[
-                "find",
-                "--pedestal",
-                s(&ped),
-                "--data",
-                s(&master),
-                "--out",
-                s(out),
-            ],
+            &find_args(&ped, &master, &["--out", s(out)]),
             &["refusing to overwrite an input", s(out)],
         );
     }
@@ -116,17 +96,7 @@ fn an_output_that_is_an_input_is_refused_and_the_input_kept() {
     cluda::matcher::write_descriptors(&desc, &rows).unwrap();
     let sd = sum(&desc);
     CLUDA.fails(
-        &[
-            "match",
-            "--lhs",
-            s(&desc),
-            "--rhs",
-            s(&desc),
-            "--version",
-            "cpu",
-            "--out",
-            s(&desc),
-        ],
+        &match_args(&desc, &desc, &["--version", "cpu", "--out", s(&desc)]),
         &["`out`", "refusing to overwrite an input"],
     );
     assert_eq!(sum(&desc), sd);
@@ -140,12 +110,7 @@ fn a_failed_run_leaves_the_old_output_and_no_temporary_file() {
     let (ped, _) = CLUDA.gen_small(d);
     // Frame number 3e9 does not fit the cluster file's i32: an error after two frames were
     // written.
-    let config = RawWriterConfig {
-        rows: 24,
-        cols: 36,
-        detector: DetectorType::Generic16,
-        ..RawWriterConfig::moench03()
-    };
+    let config = gen_small_config();
     let mut w = RawWriter::create(d, "big", 0, config).unwrap();
     let frame = read_u16_frames(&ped).unwrap().data[..24 * 36].to_vec();
     for n in [1, 2, 3_000_000_000] {
@@ -156,18 +121,11 @@ fn a_failed_run_leaves_the_old_output_and_no_temporary_file() {
     std::fs::write(&out, b"the previous run's clusters").unwrap();
     let before = listing(d);
     let err = CLUDA.fails(
-        &[
-            "find",
-            "--pedestal",
-            s(&ped),
-            "--data",
-            s(&master),
-            "--out",
-            s(&out),
-            "--overwrite",
-            "--device",
-            "cpu",
-        ],
+        &find_args(
+            &ped,
+            &master,
+            &["--out", s(&out), "--overwrite", "--device", "cpu"],
+        ),
         &["frame number 3000000000", "i32"],
     );
     assert!(err.contains("c.clust was not written"), "{err}");
@@ -190,19 +148,11 @@ fn a_signal_stops_find_at_a_frame_boundary_and_removes_its_output() {
         (libc::SIGTERM, 143, "SIGTERM"),
     ] {
         let out = d.join("c.clust");
-        let child = CLUDA.spawn(&[
-            "find",
-            "--pedestal",
-            s(&ped),
-            "--data",
-            s(&data),
-            "--out",
-            s(&out),
-            "--device",
-            "cpu",
-            "--threads",
-            "1",
-        ]);
+        let child = CLUDA.spawn(&find_args(
+            &ped,
+            &data,
+            &["--out", s(&out), "--device", "cpu", "--threads", "1"],
+        ));
         wait_for(d, ".c.clust."); // its temporary file: it is writing c.clust
         std::thread::sleep(Duration::from_millis(300));
         // SAFETY: signalling the child this test started.
@@ -222,19 +172,10 @@ fn a_signal_stops_find_at_a_frame_boundary_and_removes_its_output() {
 fn an_interrupted_gen_leaves_no_npy_promising_missing_frames() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let child = CLUDA.spawn(&[
-        "gen",
-        "--out",
-        s(d),
-        "--frames",
-        "1000000000000",
-        "--pedestal-frames",
-        "2",
-        "--rows",
-        "16",
-        "--cols",
-        "16",
-    ]);
+    let child = CLUDA.spawn(&gen_args(
+        d,
+        "--frames 1000000000000 --pedestal-frames 2 --rows 16 --cols 16",
+    ));
     // The set is written in a staging directory; its data file appears there.
     let start = Instant::now();
     while !listing(d).iter().any(|n| n.starts_with(".cluda-stage.")) {
@@ -259,20 +200,10 @@ fn an_interrupted_gen_leaves_no_npy_promising_missing_frames() {
 fn two_finds_on_one_output_leave_one_whole_file() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let o = CLUDA.run(&[
-        "gen",
-        "--out",
-        s(d),
-        "--frames",
-        "1500",
-        "--pedestal-frames",
-        "20",
-        "--rows",
-        "64",
-        "--cols",
-        "64",
-    ]);
-    assert!(o.status.success(), "{}", text(&o.stderr));
+    CLUDA.ok(&gen_args(
+        d,
+        "--frames 1500 --pedestal-frames 20 --rows 64 --cols 64",
+    ));
     let (ped, data) = (d.join("pedestal.npy"), d.join("data.npy"));
     let reference = d.join("ref.clust");
     let args = |out: &Path| {
@@ -312,15 +243,7 @@ fn two_finds_on_one_output_leave_one_whole_file() {
 
 /// The CLI's `warning:` for a raw data input, after a successful run.
 fn raw_warning(ped: &Path, master: &Path) -> (String, String) {
-    let o = CLUDA.run(&[
-        "find",
-        "--pedestal",
-        s(ped),
-        "--data",
-        s(master),
-        "--device",
-        "cpu",
-    ]);
+    let o = CLUDA.run(&find_args(ped, master, &["--device", "cpu"]));
     let err = text(&o.stderr);
     assert!(o.status.success(), "{err}");
     assert!(err.contains("warning: data file"), "{err}");
@@ -406,15 +329,7 @@ fn huge_valid_inputs_are_named_errors_not_aborts() {
         let huge = d.join("huge.npy");
         sparse_npy(&huge, "<u2", &[1, 65536, 65536]);
         CLUDA.fails(
-            &[
-                "find",
-                "--pedestal",
-                s(&huge),
-                "--data",
-                s(&huge),
-                "--device",
-                "cpu",
-            ],
+            &find_args(&huge, &huge, &["--device", "cpu"]),
             &["65536 x 65536 pixels", "bytes of memory", "available"],
         );
         let e = cluda::Pedestal::new(65536, 65536, 1, cluda::Precision::F64).unwrap_err();
@@ -426,15 +341,7 @@ fn huge_valid_inputs_are_named_errors_not_aborts() {
         let lhs = d.join("lhs.npy");
         sparse_npy(&lhs, "<f4", &[n, 128]);
         CLUDA.fails(
-            &[
-                "match",
-                "--lhs",
-                s(&lhs),
-                "--rhs",
-                s(&lhs),
-                "--version",
-                "cpu",
-            ],
+            &match_args(&lhs, &lhs, &["--version", "cpu"]),
             &["lhs.npy", "bytes of memory"],
         );
         let e = cluda::matcher::read_descriptors(&lhs).unwrap_err();
@@ -515,17 +422,7 @@ fn fifos_and_absurd_options_are_refused_promptly() {
     let g = d.join("g");
     std::fs::create_dir_all(g.join("data.npy")).unwrap();
     CLUDA.fails(
-        &[
-            "gen",
-            "--out",
-            s(&g),
-            "--frames",
-            "2",
-            "--rows",
-            "8",
-            "--cols",
-            "8",
-        ],
+        &gen_args(&g, "--frames 2 --rows 8 --cols 8"),
         &["`out`", "data.npy is a directory"],
     );
     assert_eq!(listing(&g), ["data.npy"]);

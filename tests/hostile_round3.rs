@@ -8,27 +8,47 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use support::cli::match_args;
 use support::files::{listing, no_temporaries, sparse_npy, wait_for};
-use support::stream::{Done, Proc, s, spawn, spawn_replay, spawn_stream, summaries};
+use support::stream::{Done, Proc, s, spawn, spawn_replay, spawn_scratch, spawn_stream, summaries};
 
-/// Pauses `p` (SIGSTOP), runs `meanwhile`, resumes it (SIGCONT): what another program does
-/// while the run is between its start-up checks and its final rename.
-fn while_paused(p: &Proc, meanwhile: impl FnOnce()) {
+/// Waits until `p` writes (a name starting with `prefix` appears in `dir`: its temporary
+/// file), then pauses it (SIGSTOP), writes `theirs` to `file` and resumes it (SIGCONT): another
+/// program's file appearing under a name the run may take, while the run is between its
+/// start-up checks and its final rename.
+fn theirs_appears(p: &Proc, (dir, prefix): (&Path, &str), file: &Path) {
+    wait_for(dir, prefix);
     assert!(p.signal(libc::SIGSTOP), "SIGSTOP");
-    meanwhile();
+    std::fs::write(file, b"theirs").expect("write");
     assert!(p.signal(libc::SIGCONT), "SIGCONT");
 }
 
-/// A pedestal and a data input that take `cluda find --device cpu --threads 1` a few seconds.
-fn slow_inputs(d: &Path, frames: u64) -> (PathBuf, PathBuf) {
-    let (ped, data) = (d.join("ped.npy"), d.join("a.npy"));
+/// Fails the test unless the run `o` failed naming every one of `want` ([`failed_naming`]) and
+/// `file` still holds what another program wrote there ([`kept_theirs`]).
+#[track_caller]
+fn failed_keeping_theirs(o: &Done, want: &[&str], file: &Path) {
+    failed_naming(o, want);
+    kept_theirs(file);
+}
+
+/// Fails the test unless `file` still holds what another program wrote there (`theirs`).
+#[track_caller]
+fn kept_theirs(file: &Path) {
+    assert_eq!(std::fs::read(file).expect("read"), b"theirs");
+}
+
+/// A temporary directory with a pedestal and a data input of `frames` frames that take
+/// `cluda find --device cpu --threads 1` a few seconds.
+fn slow_inputs(frames: u64) -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().expect("dir");
+    let (ped, data) = (dir.path().join("ped.npy"), dir.path().join("a.npy"));
     sparse_npy(&ped, "<u2", &[4, 400, 400]);
     sparse_npy(&data, "<u2", &[frames, 400, 400]);
-    (ped, data)
+    (dir, ped, data)
 }
 
 /// `find --pedestal ped --data data... --device cpu --threads 1 extra...`.
-fn find_args<'a>(ped: &'a Path, data: &[&'a Path], extra: &[&'a str]) -> Vec<&'a str> {
+fn find_one_thread<'a>(ped: &'a Path, data: &[&'a Path], extra: &[&'a str]) -> Vec<&'a str> {
     let mut a = vec!["find", "--pedestal", s(ped), "--data"];
     a.extend(data.iter().map(|p| s(p)));
     a.extend(["--device", "cpu", "--threads", "1"]);
@@ -50,27 +70,23 @@ fn failed_naming(o: &Done, want: &[&str]) {
 /// `--overwrite` the same race ends with the run's file.
 #[test]
 fn find_out_does_not_replace_a_name_that_appeared() {
-    let dir = tempfile::tempdir().expect("dir");
+    let (dir, ped, data) = slow_inputs(3000);
     let d = dir.path();
-    let (ped, data) = slow_inputs(d, 3000);
     let out = d.join("o.clust");
-    let logs = tempfile::tempdir().expect("logs");
     for overwrite in [false, true] {
         let _ = std::fs::remove_file(&out);
         let mut extra = vec!["--out", s(&out)];
         if overwrite {
             extra.push("--overwrite");
         }
-        let p = spawn(logs.path(), "find", &find_args(&ped, &[&data], &extra));
-        wait_for(d, ".o.clust.");
-        while_paused(&p, || std::fs::write(&out, b"theirs").expect("write"));
+        let p = spawn_scratch(&find_one_thread(&ped, &[&data], &extra));
+        theirs_appears(&p, (d, ".o.clust."), &out);
         let o = p.wait(Duration::from_secs(120));
         if overwrite {
             assert!(o.status.success(), "{}", o.stderr);
             assert_ne!(std::fs::read(&out).expect("read"), b"theirs");
         } else {
-            failed_naming(&o, &["o.clust", "--overwrite", "was not written"]);
-            assert_eq!(std::fs::read(&out).expect("read"), b"theirs");
+            failed_keeping_theirs(&o, &["o.clust", "--overwrite", "was not written"], &out);
         }
         no_temporaries(d);
     }
@@ -80,16 +96,11 @@ fn find_out_does_not_replace_a_name_that_appeared() {
 /// fails naming it (both exited 0 before, the second replacing the first's file).
 #[test]
 fn two_finds_on_one_new_output_one_fails() {
-    let dir = tempfile::tempdir().expect("dir");
+    let (dir, ped, data) = slow_inputs(1500);
     let d = dir.path();
-    let (ped, data) = slow_inputs(d, 1500);
     let out = d.join("o.clust");
-    let args = find_args(&ped, &[&data], &["--out", s(&out)]);
-    let logs = tempfile::tempdir().expect("logs");
-    let (x, y) = (
-        spawn(logs.path(), "x", &args),
-        spawn(logs.path(), "y", &args),
-    );
+    let args = find_one_thread(&ped, &[&data], &["--out", s(&out)]);
+    let (x, y) = (spawn_scratch(&args), spawn_scratch(&args));
     let (x, y) = (
         x.wait(Duration::from_secs(120)),
         y.wait(Duration::from_secs(120)),
@@ -108,28 +119,20 @@ fn two_finds_on_one_new_output_one_fails() {
 /// `a_2_2.clust`. A dangling symlink at a name counts as a file (it got replaced before).
 #[test]
 fn out_dir_takes_the_next_free_name_when_one_appeared() {
-    let dir = tempfile::tempdir().expect("dir");
+    let (dir, ped, data) = slow_inputs(2000);
     let d = dir.path();
-    let (ped, data) = slow_inputs(d, 2000);
     let o_dir = d.join("o");
     std::fs::create_dir(&o_dir).expect("mkdir");
     std::os::unix::fs::symlink(d.join("nowhere"), o_dir.join("ped.clust")).expect("symlink");
-    let logs = tempfile::tempdir().expect("logs");
-    let p = spawn(
-        logs.path(),
-        "find",
-        &find_args(&ped, &[&data, &data, &ped], &["--out-dir", s(&o_dir)]),
-    );
-    wait_for(&o_dir, ".a.clust.");
-    while_paused(&p, || {
-        std::fs::write(o_dir.join("a.clust"), b"theirs").expect("write")
-    });
+    let p = spawn_scratch(&find_one_thread(
+        &ped,
+        &[&data, &data, &ped],
+        &["--out-dir", s(&o_dir)],
+    ));
+    theirs_appears(&p, (&o_dir, ".a.clust."), &o_dir.join("a.clust"));
     let o = p.wait(Duration::from_secs(180));
     assert!(o.status.success(), "{}", o.stderr);
-    assert_eq!(
-        std::fs::read(o_dir.join("a.clust")).expect("read"),
-        b"theirs"
-    );
+    kept_theirs(&o_dir.join("a.clust"));
     let link = std::fs::symlink_metadata(o_dir.join("ped.clust")).expect("the link");
     assert!(link.file_type().is_symlink(), "the symlink was replaced");
     assert!(!d.join("nowhere").exists(), "written through the symlink");
@@ -170,22 +173,11 @@ fn match_out_does_not_replace_a_name_that_appeared() {
     let lhs = d.join("lhs.npy");
     cluda::io::npy::write_f32_2d(&lhs, n, 128, &rows).expect("descriptors");
     let m = d.join("m.npy");
-    let logs = tempfile::tempdir().expect("logs");
-    let p = spawn(
-        logs.path(),
-        "match",
-        &[
-            "match",
-            "--lhs",
-            s(&lhs),
-            "--rhs",
-            s(&lhs),
-            "--version",
-            "cpu",
-            "--out",
-            s(&m),
-        ],
-    );
+    let p = spawn_scratch(&match_args(
+        &lhs,
+        &lhs,
+        &["--version", "cpu", "--out", s(&m)],
+    ));
     // Its start-up checks are done once it says which version runs.
     let start = Instant::now();
     while !std::fs::read_to_string(&p.stderr)
@@ -200,8 +192,7 @@ fn match_out_does_not_replace_a_name_that_appeared() {
     }
     std::fs::write(&m, b"theirs").expect("write");
     let o = p.wait(Duration::from_secs(300));
-    failed_naming(&o, &["m.npy", "--overwrite"]);
-    assert_eq!(std::fs::read(&m).expect("read"), b"theirs");
+    failed_keeping_theirs(&o, &["m.npy", "--overwrite"], &m);
     no_temporaries(d);
 }
 
@@ -210,26 +201,17 @@ fn match_out_does_not_replace_a_name_that_appeared() {
 /// which is accepted with `--plot` alone (it required `--out`), for `demo` too.
 #[test]
 fn plots_are_not_replaced_without_overwrite() {
-    let dir = tempfile::tempdir().expect("dir");
+    let (dir, ped, data) = slow_inputs(2500);
     let d = dir.path();
-    let (ped, data) = slow_inputs(d, 2500);
     let pl = d.join("pl");
     std::fs::create_dir(&pl).expect("mkdir");
-    let logs = tempfile::tempdir().expect("logs");
-    let p = spawn(
-        logs.path(),
-        "find",
-        &find_args(&ped, &[&data], &["--plot", s(&pl)]),
-    );
-    wait_for(&pl, ".cluda-plots.");
-    while_paused(&p, || {
-        std::fs::write(pl.join("spectrum.png"), b"theirs").expect("write")
-    });
+    let p = spawn_scratch(&find_one_thread(&ped, &[&data], &["--plot", s(&pl)]));
+    theirs_appears(&p, (&pl, ".cluda-plots."), &pl.join("spectrum.png"));
     let o = p.wait(Duration::from_secs(180));
-    failed_naming(&o, &["spectrum.png", "--overwrite"]);
-    assert_eq!(
-        std::fs::read(pl.join("spectrum.png")).expect("read"),
-        b"theirs"
+    failed_keeping_theirs(
+        &o,
+        &["spectrum.png", "--overwrite"],
+        &pl.join("spectrum.png"),
     );
     no_temporaries(&pl);
 
@@ -238,8 +220,8 @@ fn plots_are_not_replaced_without_overwrite() {
     let q = d.join("q");
     std::fs::create_dir(&q).expect("mkdir");
     std::os::unix::fs::symlink(d.join("elsewhere.png"), q.join("hitmap.png")).expect("symlink");
-    let base = find_args(&small_ped, &[&small_data], &["--plot", s(&q)]);
-    let o = spawn(logs.path(), "find2", &base).wait(Duration::from_secs(60));
+    let base = find_one_thread(&small_ped, &[&small_data], &["--plot", s(&q)]);
+    let o = spawn_scratch(&base).wait(Duration::from_secs(60));
     failed_naming(&o, &["hitmap.png", "--overwrite"]);
     assert!(!d.join("elsewhere.png").exists());
     let demo = [
@@ -257,12 +239,12 @@ fn plots_are_not_replaced_without_overwrite() {
         "--plot",
         s(&q),
     ];
-    let o = spawn(logs.path(), "demo", &demo).wait(Duration::from_secs(60));
+    let o = spawn_scratch(&demo).wait(Duration::from_secs(60));
     failed_naming(&o, &["hitmap.png", "--overwrite"]);
     // --overwrite with --plot alone.
     let mut again = base.clone();
     again.push("--overwrite");
-    let o = spawn(logs.path(), "find3", &again).wait(Duration::from_secs(60));
+    let o = spawn_scratch(&again).wait(Duration::from_secs(60));
     assert!(o.status.success(), "{}", o.stderr);
     assert!(
         std::fs::symlink_metadata(q.join("hitmap.png"))
@@ -271,14 +253,14 @@ fn plots_are_not_replaced_without_overwrite() {
     );
     let mut demo = demo.to_vec();
     demo.push("--overwrite");
-    let o = spawn(logs.path(), "demo2", &demo).wait(Duration::from_secs(60));
+    let o = spawn_scratch(&demo).wait(Duration::from_secs(60));
     assert!(o.status.success(), "{}", o.stderr);
     // --overwrite still needs something to replace.
-    let o = spawn(
-        logs.path(),
-        "find4",
-        &find_args(&small_ped, &[&small_data], &["--overwrite"]),
-    )
+    let o = spawn_scratch(&find_one_thread(
+        &small_ped,
+        &[&small_data],
+        &["--overwrite"],
+    ))
     .wait(Duration::from_secs(60));
     assert_eq!(o.status.code(), Some(1), "{}", o.stderr);
     no_temporaries(&q);
@@ -323,10 +305,7 @@ fn the_stream_takes_the_next_free_name_when_one_appeared() {
         port,
         &["--data", s(&data), "--rate", "150", "--no-drop"],
     );
-    wait_for(&sd, ".run_0.clust.");
-    while_paused(&stream, || {
-        std::fs::write(sd.join("run_0.clust"), b"theirs").expect("write")
-    });
+    theirs_appears(&stream, (&sd, ".run_0.clust."), &sd.join("run_0.clust"));
     replay.wait_ok(Duration::from_secs(120));
     let o = stream.wait(Duration::from_secs(120));
     assert!(o.status.success(), "{}", o.stderr);
@@ -335,10 +314,7 @@ fn the_stream_takes_the_next_free_name_when_one_appeared() {
     let file = PathBuf::from(&sums[0]["file"]);
     assert_ne!(file, sd.join("run_0.clust"), "{}", o.stdout);
     assert!(file.starts_with(&sd) && file.exists(), "{}", o.stdout);
-    assert_eq!(
-        std::fs::read(sd.join("run_0.clust")).expect("read"),
-        b"theirs"
-    );
+    kept_theirs(&sd.join("run_0.clust"));
     let (_, batch) =
         cluda::io::read_cluster_file(&file, cluda::ClusterSize::S3).expect("a cluster file");
     assert_eq!(batch.frames(), 300, "every data frame is in the file");
@@ -357,10 +333,10 @@ fn the_stream_takes_the_next_free_name_when_one_appeared() {
     let a: Vec<&str> = a.iter().map(String::as_str).collect();
     let o = spawn_stream(d, "plots", support::stream::free_port(), &sd, &a)
         .wait(Duration::from_secs(60));
-    failed_naming(&o, &["spectrum.png", "--overwrite"]);
-    assert_eq!(
-        std::fs::read(pl.join("spectrum.png")).expect("read"),
-        b"theirs"
+    failed_keeping_theirs(
+        &o,
+        &["spectrum.png", "--overwrite"],
+        &pl.join("spectrum.png"),
     );
 }
 

@@ -3,7 +3,7 @@
 //! options (so the commands see exactly those clusters), several inputs add up, and bad
 //! parameters are named errors.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use cluda::interpolation::files::{read_cube, write_cube};
 use cluda::interpolation::{
@@ -12,27 +12,48 @@ use cluda::interpolation::{
 use cluda::io::npy::read_array;
 use cluda::io::{npz, read_cluster_file};
 use cluda::{ClusterBatch, ClusterSize};
-use support::cli::{Cli, s, text};
+use support::cli::{Cli, find_args, run_args, s, text};
 
 const CLUDA: Cli = Cli(env!("CARGO_BIN_EXE_cluda"));
+
+/// Small generated inputs in `dir` ([`Cli::gen_small`]) and `cluda eta`'s cube of them on the
+/// CPU (`dir/eta.npz`): the pedestal, the data and the cube.
+fn inputs_and_cube(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    let (ped, data) = CLUDA.gen_small(dir);
+    let cube = dir.join("eta.npz");
+    CLUDA.ok(&run_args(
+        "eta",
+        &ped,
+        &data,
+        &["--out", s(&cube), "--device", "cpu"],
+    ));
+    (ped, data, cube)
+}
+
+/// Runs `cluda image` on `ped` and `data` with the eta cube `cube`, then `more` options,
+/// expecting success; returns its stdout.
+fn image(ped: &Path, data: &Path, cube: &Path, more: &[&str]) -> String {
+    let mut args = run_args("image", ped, data, &["--eta", s(cube)]);
+    args.extend_from_slice(more);
+    CLUDA.ok(&args)
+}
 
 /// The clusters `find --out` writes for these inputs (3x3 unless `cluster`).
 fn found(dir: &Path, ped: &Path, data: &Path, cluster: &str) -> (Vec<i32>, ClusterBatch) {
     let out = dir.join(format!("c{cluster}.clust"));
-    CLUDA.ok(&[
-        "find",
-        "--pedestal",
-        s(ped),
-        "--data",
-        s(data),
-        "--cluster",
-        cluster,
-        "--out",
-        s(&out),
-        "--overwrite",
-        "--device",
-        "cpu",
-    ]);
+    CLUDA.ok(&find_args(
+        ped,
+        data,
+        &[
+            "--cluster",
+            cluster,
+            "--out",
+            s(&out),
+            "--overwrite",
+            "--device",
+            "cpu",
+        ],
+    ));
     let size = ClusterSize::from_side(cluster.parse().unwrap()).unwrap();
     read_cluster_file(&out, size).unwrap()
 }
@@ -49,21 +70,21 @@ fn eta_cube_is_the_cube_of_find_out_every_kind() {
     ] {
         let (_, batch) = found(dir.path(), &ped, &data, cluster);
         let out = dir.path().join(format!("{kind}.npz"));
-        let line = CLUDA.ok(&[
+        let line = CLUDA.ok(&run_args(
             "eta",
-            "--pedestal",
-            s(&ped),
-            "--data",
-            s(&data),
-            "--cluster",
-            cluster,
-            "--eta-kind",
-            kind,
-            "--out",
-            s(&out),
-            "--device",
-            "cpu",
-        ]);
+            &ped,
+            &data,
+            &[
+                "--cluster",
+                cluster,
+                "--eta-kind",
+                kind,
+                "--out",
+                s(&out),
+                "--device",
+                "cpu",
+            ],
+        ));
         let k = EtaKind::ALL.into_iter().find(|k| k.name() == kind).unwrap();
         let mut want = EtaCube::new(CubeAxes::default_for(k)).unwrap();
         for fc in batch.iter_frames() {
@@ -95,42 +116,30 @@ fn eta_cube_is_the_cube_of_find_out_every_kind() {
 #[test]
 fn image_and_photons_are_the_library_placement_of_find_out() {
     let dir = tempfile::tempdir().unwrap();
-    let (ped, data) = CLUDA.gen_small(dir.path());
-    let cube_path = dir.path().join("eta.npz");
-    CLUDA.ok(&[
-        "eta",
-        "--pedestal",
-        s(&ped),
-        "--data",
-        s(&data),
-        "--out",
-        s(&cube_path),
-        "--device",
-        "cpu",
-    ]);
+    let (ped, data, cube_path) = inputs_and_cube(dir.path());
     let (numbers, batch) = found(dir.path(), &ped, &data, "3");
     for (maps, n) in [("cumulative", "4"), ("rosenblatt", "7")] {
         let img = dir.path().join(format!("{maps}.npy"));
         let tif = dir.path().join(format!("{maps}.tif"));
         let ph = dir.path().join(format!("{maps}.photons.npy"));
         let args = |out: &Path, photons: Option<&Path>| {
-            let mut a = vec![
+            let mut a = run_args(
                 "image",
-                "--pedestal",
-                s(&ped),
-                "--data",
-                s(&data),
-                "--eta",
-                s(&cube_path),
-                "--maps",
-                maps,
-                "--subpixels",
-                n,
-                "--out",
-                s(out),
-                "--device",
-                "cpu",
-            ];
+                &ped,
+                &data,
+                &[
+                    "--eta",
+                    s(&cube_path),
+                    "--maps",
+                    maps,
+                    "--subpixels",
+                    n,
+                    "--out",
+                    s(out),
+                    "--device",
+                    "cpu",
+                ],
+            );
             if let Some(p) = photons {
                 a.extend(["--photons", s(p)]);
             }
@@ -187,61 +196,40 @@ fn image_and_photons_are_the_library_placement_of_find_out() {
 #[test]
 fn several_inputs_add_into_one_image_and_photons_go_to_out_dir() {
     let dir = tempfile::tempdir().unwrap();
-    let (ped, data) = CLUDA.gen_small(dir.path());
+    let (ped, data, cube) = inputs_and_cube(dir.path());
     let data2 = dir.path().join("data2.npy");
     std::fs::copy(&data, &data2).unwrap();
-    let cube = dir.path().join("eta.npz");
-    CLUDA.ok(&[
-        "eta",
-        "--pedestal",
-        s(&ped),
-        "--data",
-        s(&data),
-        "--out",
-        s(&cube),
-        "--device",
-        "cpu",
-    ]);
     let one = dir.path().join("one.npy");
     let two = dir.path().join("two.npy");
     let od = dir.path().join("ph");
     let pl = dir.path().join("pl");
-    CLUDA.ok(&[
-        "image",
-        "--pedestal",
-        s(&ped),
-        "--data",
-        s(&data),
-        "--eta",
-        s(&cube),
-        "--out",
-        s(&one),
-        "--plot",
-        s(&pl),
-        "--device",
-        "cpu",
-    ]);
+    image(
+        &ped,
+        &data,
+        &cube,
+        &["--out", s(&one), "--plot", s(&pl), "--device", "cpu"],
+    );
     assert!(
         std::fs::read(pl.join("image.png"))
             .unwrap()
             .starts_with(b"\x89PNG")
     );
-    CLUDA.ok(&[
+    CLUDA.ok(&run_args(
         "image",
-        "--pedestal",
-        s(&ped),
-        "--data",
-        s(&data),
-        s(&data2),
-        "--eta",
-        s(&cube),
-        "--out",
-        s(&two),
-        "--out-dir",
-        s(&od),
-        "--device",
-        "cpu",
-    ]);
+        &ped,
+        &data,
+        &[
+            s(&data2),
+            "--eta",
+            s(&cube),
+            "--out",
+            s(&two),
+            "--out-dir",
+            s(&od),
+            "--device",
+            "cpu",
+        ],
+    ));
     let (a, b) = (
         read_array::<u32>(&one).unwrap(),
         read_array::<u32>(&two).unwrap(),
@@ -253,18 +241,12 @@ fn several_inputs_add_into_one_image_and_photons_go_to_out_dir() {
     assert!(od.join("data.photons.npy").exists() && od.join("data2.photons.npy").exists());
     // And the cube of two inputs is twice the cube of one.
     let cube2 = dir.path().join("eta2.npz");
-    CLUDA.ok(&[
+    CLUDA.ok(&run_args(
         "eta",
-        "--pedestal",
-        s(&ped),
-        "--data",
-        s(&data),
-        s(&data2),
-        "--out",
-        s(&cube2),
-        "--device",
-        "cpu",
-    ]);
+        &ped,
+        &data,
+        &[s(&data2), "--out", s(&cube2), "--device", "cpu"],
+    ));
     let (_, c1, _) = read_cube(&cube, None).unwrap();
     let (_, c2, _) = read_cube(&cube2, None).unwrap();
     assert!(c1.iter().zip(&c2).all(|(x, y)| 2.0 * x == *y));
@@ -273,37 +255,17 @@ fn several_inputs_add_into_one_image_and_photons_go_to_out_dir() {
 #[test]
 fn bad_parameters_are_named_errors() {
     let dir = tempfile::tempdir().unwrap();
-    let (ped, data) = CLUDA.gen_small(dir.path());
-    let (p, d) = (s(&ped), s(&data));
-    let cube = dir.path().join("eta.npz");
+    let (ped, data, cube) = inputs_and_cube(dir.path());
     let c = s(&cube);
-    CLUDA.ok(&[
-        "eta",
-        "--pedestal",
-        p,
-        "--data",
-        d,
-        "--out",
-        c,
-        "--device",
-        "cpu",
-    ]);
     let img = dir.path().join("i.npy");
     let i = s(&img);
     for n in ["0", "33"] {
-        let out = CLUDA.run(&[
+        let out = CLUDA.run(&run_args(
             "image",
-            "--pedestal",
-            p,
-            "--data",
-            d,
-            "--eta",
-            c,
-            "--subpixels",
-            n,
-            "--out",
-            i,
-        ]);
+            &ped,
+            &data,
+            &["--eta", c, "--subpixels", n, "--out", i],
+        ));
         assert!(!out.status.success(), "--subpixels {n} is refused");
         assert!(
             text(&out.stderr).contains("1 to 32"),
@@ -312,40 +274,26 @@ fn bad_parameters_are_named_errors() {
         );
     }
     CLUDA.fails(
-        &["image", "--pedestal", p, "--data", d, "--eta", c],
+        &run_args("image", &ped, &data, &["--eta", c]),
         &["nothing to write"],
     );
+    CLUDA.fails(&run_args("eta", &ped, &data, &["--out", c]), &["exists"]);
     CLUDA.fails(
-        &["eta", "--pedestal", p, "--data", d, "--out", c],
-        &["exists"],
-    );
-    CLUDA.fails(
-        &[
+        &run_args(
             "image",
-            "--pedestal",
-            p,
-            "--data",
-            d,
-            d,
-            "--eta",
-            c,
-            "--photons",
-            i,
-        ],
+            &ped,
+            &data,
+            &[s(&data), "--eta", c, "--photons", i],
+        ),
         &["--out-dir"],
     );
     CLUDA.fails(
-        &[
+        &run_args(
             "image",
-            "--pedestal",
-            p,
-            "--data",
-            d,
-            "--eta",
-            c,
-            "--out",
-            s(&dir.path().join("i.png")),
-        ],
+            &ped,
+            &data,
+            &["--eta", c, "--out", s(&dir.path().join("i.png"))],
+        ),
         &[".npy or .tif"],
     );
     // A cube with an extra key, or edges that do not match its shape.
@@ -365,17 +313,7 @@ fn bad_parameters_are_named_errors() {
     )
     .unwrap();
     CLUDA.fails(
-        &[
-            "image",
-            "--pedestal",
-            p,
-            "--data",
-            d,
-            "--eta",
-            s(&bad),
-            "--out",
-            i,
-        ],
+        &run_args("image", &ped, &data, &["--eta", s(&bad), "--out", i]),
         &["bad.npz", "unexpected array `extra`"],
     );
     npz::write_f64(
@@ -391,17 +329,7 @@ fn bad_parameters_are_named_errors() {
     .unwrap();
     let _ = std::fs::remove_file(dir.path().join("bad.json"));
     CLUDA.fails(
-        &[
-            "image",
-            "--pedestal",
-            p,
-            "--data",
-            d,
-            "--eta",
-            s(&bad),
-            "--out",
-            i,
-        ],
+        &run_args("image", &ped, &data, &["--eta", s(&bad), "--out", i]),
         &["bad.npz", "shape"],
     );
     assert!(!img.exists(), "no image written on an error");
@@ -429,25 +357,17 @@ fn write_mask(path: &Path, rows: usize, cols: usize, bad: impl Fn(usize, usize) 
 fn a_mask_keeps_bad_pixels_out_of_the_cube_and_the_image() {
     let dir = tempfile::tempdir().unwrap();
     let (ped, data) = CLUDA.gen_small(dir.path());
-    let (p, d) = (s(&ped), s(&data));
     let all = dir.path().join("all.npy");
     write_mask(&all, 24, 36, |_, _| true);
     let half = dir.path().join("half.npy");
     write_mask(&half, 24, 36, |_, c| c < 18);
     let cube = dir.path().join("eta.npz");
-    let line = CLUDA.ok(&[
+    let line = CLUDA.ok(&run_args(
         "eta",
-        "--pedestal",
-        p,
-        "--data",
-        d,
-        "--out",
-        s(&cube),
-        "--mask",
-        s(&all),
-        "--device",
-        "cpu",
-    ]);
+        &ped,
+        &data,
+        &["--out", s(&cube), "--mask", s(&all), "--device", "cpu"],
+    ));
     assert!(line.contains(" inside=0 "), "{line}");
     let (_, batch) = found(dir.path(), &ped, &data, "3");
     assert!(
@@ -455,36 +375,29 @@ fn a_mask_keeps_bad_pixels_out_of_the_cube_and_the_image() {
         "{line}"
     );
     let full = dir.path().join("full.npz");
-    CLUDA.ok(&[
+    CLUDA.ok(&run_args(
         "eta",
-        "--pedestal",
-        p,
-        "--data",
-        d,
-        "--out",
-        s(&full),
-        "--device",
-        "cpu",
-    ]);
+        &ped,
+        &data,
+        &["--out", s(&full), "--device", "cpu"],
+    ));
     let img = dir.path().join("i.npy");
     let ph = dir.path().join("ph.npy");
-    let line = CLUDA.ok(&[
-        "image",
-        "--pedestal",
-        p,
-        "--data",
-        d,
-        "--eta",
-        s(&full),
-        "--out",
-        s(&img),
-        "--photons",
-        s(&ph),
-        "--mask",
-        s(&half),
-        "--device",
-        "cpu",
-    ]);
+    let line = image(
+        &ped,
+        &data,
+        &full,
+        &[
+            "--out",
+            s(&img),
+            "--photons",
+            s(&ph),
+            "--mask",
+            s(&half),
+            "--device",
+            "cpu",
+        ],
+    );
     assert!(!line.contains(" masked=0 "), "{line}");
     let got = read_array::<u32>(&img).unwrap();
     // Photons of masked pixels (columns < 18) are never counted: their sub-pixels stay 0,
@@ -498,19 +411,19 @@ fn a_mask_keeps_bad_pixels_out_of_the_cube_and_the_image() {
     let wrong = dir.path().join("wrong.npy");
     write_mask(&wrong, 24, 35, |_, _| false);
     CLUDA.fails(
-        &[
+        &run_args(
             "image",
-            "--pedestal",
-            p,
-            "--data",
-            d,
-            "--eta",
-            s(&full),
-            "--out",
-            s(&dir.path().join("j.npy")),
-            "--mask",
-            s(&wrong),
-        ],
+            &ped,
+            &data,
+            &[
+                "--eta",
+                s(&full),
+                "--out",
+                s(&dir.path().join("j.npy")),
+                "--mask",
+                s(&wrong),
+            ],
+        ),
         &["mask", "24 x 35"],
     );
 }
@@ -537,37 +450,17 @@ fn photon_rows(path: &Path) -> Vec<(f64, f64, f64, u8)> {
 #[test]
 fn a_gain_map_divides_values_before_eta_and_energy() {
     let dir = tempfile::tempdir().unwrap();
-    let (ped, data) = CLUDA.gen_small(dir.path());
-    let (p, d) = (s(&ped), s(&data));
-    let cube = dir.path().join("eta.npz");
-    CLUDA.ok(&[
-        "eta",
-        "--pedestal",
-        p,
-        "--data",
-        d,
-        "--out",
-        s(&cube),
-        "--device",
-        "cpu",
-    ]);
+    let (ped, data, cube) = inputs_and_cube(dir.path());
     // Gain 1 everywhere: v / 1 = v, and f64 sums of these integers are exact: the same cube.
     let one = dir.path().join("one.npy");
     write_gain(&one, 24, 36, |_, _| 1.0);
     let cube1 = dir.path().join("eta1.npz");
-    CLUDA.ok(&[
+    CLUDA.ok(&run_args(
         "eta",
-        "--pedestal",
-        p,
-        "--data",
-        d,
-        "--out",
-        s(&cube1),
-        "--gain",
-        s(&one),
-        "--device",
-        "cpu",
-    ]);
+        &ped,
+        &data,
+        &["--out", s(&cube1), "--gain", s(&one), "--device", "cpu"],
+    ));
     assert_eq!(
         read_cube(&cube, None).unwrap().1,
         read_cube(&cube1, None).unwrap().1
@@ -578,34 +471,18 @@ fn a_gain_map_divides_values_before_eta_and_energy() {
     let two = dir.path().join("two.npy");
     write_gain(&two, 24, 36, |_, _| 2.0);
     let (ph0, ph2) = (dir.path().join("p0.npy"), dir.path().join("p2.npy"));
-    CLUDA.ok(&[
-        "image",
-        "--pedestal",
-        p,
-        "--data",
-        d,
-        "--eta",
-        s(&cube),
-        "--photons",
-        s(&ph0),
-        "--device",
-        "cpu",
-    ]);
-    CLUDA.ok(&[
-        "image",
-        "--pedestal",
-        p,
-        "--data",
-        d,
-        "--eta",
-        s(&cube),
-        "--photons",
-        s(&ph2),
-        "--gain",
-        s(&two),
-        "--device",
-        "cpu",
-    ]);
+    image(
+        &ped,
+        &data,
+        &cube,
+        &["--photons", s(&ph0), "--device", "cpu"],
+    );
+    image(
+        &ped,
+        &data,
+        &cube,
+        &["--photons", s(&ph2), "--gain", s(&two), "--device", "cpu"],
+    );
     let (a, b) = (photon_rows(&ph0), photon_rows(&ph2));
     assert_eq!(a.len(), b.len());
     assert!(!a.is_empty());
@@ -625,33 +502,23 @@ fn a_gain_map_divides_values_before_eta_and_energy() {
         |r, c| if (r, c) == (3, 5) { 0.0 } else { 1.0 },
     );
     CLUDA.fails(
-        &[
+        &run_args(
             "eta",
-            "--pedestal",
-            p,
-            "--data",
-            d,
-            "--out",
-            s(&dir.path().join("e.npz")),
-            "--gain",
-            s(&bad),
-        ],
+            &ped,
+            &data,
+            &["--out", s(&dir.path().join("e.npz")), "--gain", s(&bad)],
+        ),
         &["row 3, column 5", "above 0"],
     );
     let small = dir.path().join("small.npy");
     write_gain(&small, 24, 30, |_, _| 1.0);
     CLUDA.fails(
-        &[
+        &run_args(
             "eta",
-            "--pedestal",
-            p,
-            "--data",
-            d,
-            "--out",
-            s(&dir.path().join("e.npz")),
-            "--gain",
-            s(&small),
-        ],
+            &ped,
+            &data,
+            &["--out", s(&dir.path().join("e.npz")), "--gain", s(&small)],
+        ),
         &["gain", "24 x 30"],
     );
 }

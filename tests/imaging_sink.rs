@@ -48,6 +48,23 @@ fn frames(frames: usize, seed: u64) -> Vec<Vec<u32>> {
 }
 
 /// Maps from a cube of the clusters of `data`.
+/// An imaging sink of `ROWS x COLS` frames placing with `maps` (no mask, no energy window,
+/// photons placed on the placement worker): an image of `subpixels` when asked for, the
+/// photons of each input to `photons`, existing files `claim`ed.
+fn new_sink(
+    maps: Arc<Interpolator>,
+    subpixels: Option<u32>,
+    photons: Vec<Option<PhotonDestination>>,
+    claim: Claim,
+) -> ImagingSink {
+    let outputs = ImagingOutputs {
+        subpixels,
+        photons,
+        claim,
+    };
+    ImagingSink::new(ROWS, COLS, maps, None, None, outputs, true).unwrap()
+}
+
 fn maps(data: &[Vec<u32>]) -> Arc<Interpolator> {
     let axes = CubeAxes::default_for(EtaKind::Eta2);
     let mut cube = EtaCube::new(axes.clone()).unwrap();
@@ -131,20 +148,12 @@ fn photons_of_many_batches_come_back_in_order_and_exact() {
     let (want, want_img) = by_hand(&maps, &data, 4);
     let path = dir.path().join("p.npy");
     for threads in [1, 3] {
-        let mut sink = ImagingSink::new(
-            ROWS,
-            COLS,
+        let mut sink = new_sink(
             maps.clone(),
-            None,
-            None,
-            ImagingOutputs {
-                subpixels: Some(4),
-                photons: vec![Some(PhotonDestination::File(path.clone()))],
-                claim: Claim::Replace,
-            },
-            true,
+            Some(4),
+            vec![Some(PhotonDestination::File(path.clone()))],
+            Claim::Replace,
         )
-        .unwrap()
         .with_threads(threads)
         .unwrap();
         let mut f = finder();
@@ -170,20 +179,7 @@ fn a_failed_input_leaves_image_and_photons_as_they_were() {
     let paths: Vec<_> = (0..3)
         .map(|k| Some(PhotonDestination::File(dir.path().join(format!("{k}.npy")))))
         .collect();
-    let mut sink = ImagingSink::new(
-        ROWS,
-        COLS,
-        maps.clone(),
-        None,
-        None,
-        ImagingOutputs {
-            subpixels: Some(3),
-            photons: paths.clone(),
-            claim: Claim::Refuse,
-        },
-        true,
-    )
-    .unwrap();
+    let mut sink = new_sink(maps.clone(), Some(3), paths.clone(), Claim::Refuse);
     let mut f = finder();
     // The first input fails half-way: it had the image lent.
     feed(&mut sink, &mut f, 0, &a, Some(1500));
@@ -218,20 +214,7 @@ fn a_failed_input_leaves_image_and_photons_as_they_were() {
 fn snapshots_mid_input_count_every_frame_handed_over() {
     let (a, b) = (frames(3000, 31), frames(2000, 37));
     let maps = maps(&a);
-    let mut sink = ImagingSink::new(
-        ROWS,
-        COLS,
-        maps.clone(),
-        None,
-        None,
-        ImagingOutputs {
-            subpixels: Some(3),
-            photons: Vec::new(),
-            claim: Claim::Refuse,
-        },
-        true,
-    )
-    .unwrap();
+    let mut sink = new_sink(maps.clone(), Some(3), Vec::new(), Claim::Refuse);
     let mut f = finder();
     // Waits for the worker's copy.
     let copy = |sink: &mut ImagingSink| -> SubpixelImage {
@@ -289,22 +272,7 @@ fn snapshots_mid_input_count_every_frame_handed_over() {
 #[test]
 fn absurd_placement_threads_are_refused() {
     let data = frames(10, 3);
-    let make = || {
-        ImagingSink::new(
-            ROWS,
-            COLS,
-            maps(&data),
-            None,
-            None,
-            ImagingOutputs {
-                subpixels: Some(2),
-                photons: vec![],
-                claim: Claim::Refuse,
-            },
-            true,
-        )
-        .unwrap()
-    };
+    let make = || new_sink(maps(&data), Some(2), vec![], Claim::Refuse);
     for bad in [0, 1 << 20] {
         let e = make().with_threads(bad).err().expect("refused");
         assert!(e.to_string().contains("threads"), "{e}");
@@ -322,25 +290,17 @@ fn photons_kept_in_memory_are_the_files_rows_and_a_failed_input_has_none() {
     // Input 0 in memory, 1 fails half-way (memory), 2 to a file, 3 in memory again; photons
     // only for the last sink (no image).
     for subpixels in [Some(2), None] {
-        let mut sink = ImagingSink::new(
-            ROWS,
-            COLS,
+        let mut sink = new_sink(
             maps.clone(),
-            None,
-            None,
-            ImagingOutputs {
-                subpixels,
-                photons: vec![
-                    Some(PhotonDestination::Memory),
-                    Some(PhotonDestination::Memory),
-                    Some(PhotonDestination::File(file.clone())),
-                    Some(PhotonDestination::Memory),
-                ],
-                claim: Claim::Replace,
-            },
-            true,
+            subpixels,
+            vec![
+                Some(PhotonDestination::Memory),
+                Some(PhotonDestination::Memory),
+                Some(PhotonDestination::File(file.clone())),
+                Some(PhotonDestination::Memory),
+            ],
+            Claim::Replace,
         )
-        .unwrap()
         .with_threads(3)
         .unwrap();
         let mut f = finder();
@@ -380,20 +340,12 @@ fn a_gain_map_of_another_shape_is_refused_without_an_image_too() {
         cluda::interpolation::GainMap::new(ROWS, COLS + 1, vec![1.0; ROWS * (COLS + 1)]).unwrap(),
     );
     for subpixels in [Some(2), None] {
-        let e = ImagingSink::new(
-            ROWS,
-            COLS,
+        let e = new_sink(
             maps(&data),
-            None,
-            None,
-            ImagingOutputs {
-                subpixels,
-                photons: vec![Some(PhotonDestination::Memory)],
-                claim: Claim::Refuse,
-            },
-            true,
+            subpixels,
+            vec![Some(PhotonDestination::Memory)],
+            Claim::Refuse,
         )
-        .unwrap()
         .with_gain(Some(gain.clone()))
         .err()
         .expect("refused");
@@ -408,15 +360,8 @@ fn per_pixel_maps_of_another_shape_are_refused_by_name() {
     let m = dir.path().join("m.npy");
     let g = dir.path().join("g.npy");
     // A 3 x 4 bool mask, written by hand (npy 1.0: header padded to 64 bytes).
-    let mut header = "{'descr': '|b1', 'fortran_order': False, 'shape': (3, 4), }".to_string();
-    while !(10 + header.len() + 1).is_multiple_of(64) {
-        header.push(' ');
-    }
-    header.push('\n');
-    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
-    bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
-    bytes.extend_from_slice(header.as_bytes());
-    bytes.extend_from_slice(&[0u8; 12]);
+    let dict = "{'descr': '|b1', 'fortran_order': False, 'shape': (3, 4), }";
+    let bytes = support::files::npy_bytes(dict, &[0u8; 12]);
     std::fs::write(&m, bytes).unwrap();
     cluda::io::npy::write_array(&g, &[3, 4], &[1.0f64; 12]).unwrap();
     assert!(read_mask_for(Some(&m), (3, 4)).unwrap().is_some());

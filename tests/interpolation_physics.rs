@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use cluda::generate::Illumination;
 use cluda::io::read_cluster_file;
 use cluda::{ClusterBatch, ClusterSize};
-use support::cli::{Cli, s};
+use support::cli::{Cli, find_args, run_args, s};
 
 const CLUDA: Cli = Cli(env!("CARGO_BIN_EXE_cluda"));
 
@@ -80,38 +80,32 @@ impl Set {
     /// `find --out`'s clusters (3x3, CPU).
     fn clusters(&self) -> (Vec<i32>, ClusterBatch) {
         let out = self.dir.join("c.clust");
-        CLUDA.ok(&[
-            "find",
-            "--pedestal",
-            s(&self.ped()),
-            "--data",
-            s(&self.data()),
-            "--out",
-            s(&out),
-            "--device",
-            "cpu",
-        ]);
+        CLUDA.ok(&find_args(
+            &self.ped(),
+            &self.data(),
+            &["--out", s(&out), "--device", "cpu"],
+        ));
         read_cluster_file(&out, ClusterSize::from_side(3).unwrap()).unwrap()
     }
 
     /// `image --photons`'s photons through the cube `eta`.
     fn photons(&self, eta: &Path) -> Vec<Row> {
         let (img, ph) = (self.dir.join("image.npy"), self.dir.join("photons.npy"));
-        CLUDA.ok(&[
+        CLUDA.ok(&run_args(
             "image",
-            "--pedestal",
-            s(&self.ped()),
-            "--data",
-            s(&self.data()),
-            "--eta",
-            s(eta),
-            "--out",
-            s(&img),
-            "--photons",
-            s(&ph),
-            "--device",
-            "cpu",
-        ]);
+            &self.ped(),
+            &self.data(),
+            &[
+                "--eta",
+                s(eta),
+                "--out",
+                s(&img),
+                "--photons",
+                s(&ph),
+                "--device",
+                "cpu",
+            ],
+        ));
         read_rows(&ph, 33)
     }
 
@@ -353,17 +347,12 @@ fn interpolation_against_the_truth() {
     // The cube, from a flat field of its own.
     let cube_set = Set::generate(root, "cube", 101, "flat", 1000);
     let eta = root.join("eta.npz");
-    CLUDA.ok(&[
+    CLUDA.ok(&run_args(
         "eta",
-        "--pedestal",
-        s(&cube_set.ped()),
-        "--data",
-        s(&cube_set.data()),
-        "--out",
-        s(&eta),
-        "--device",
-        "cpu",
-    ]);
+        &cube_set.ped(),
+        &cube_set.data(),
+        &["--out", s(&eta), "--device", "cpu"],
+    ));
 
     // 1. Flat field.
     let flat = Set::generate(root, "flat", 102, "flat", 400);
@@ -574,17 +563,11 @@ fn gen_truth_numbers_frames_as_find_does() {
     );
     // The raw acquisition's cluster file numbers frames from 1, as the truth does.
     let out = dir("raw.clust");
-    CLUDA.ok(&[
-        "find",
-        "--pedestal",
-        s(&dir("raw").join("pedestal_master_0.json")),
-        "--data",
-        s(&dir("raw").join("data_master_0.json")),
-        "--out",
-        s(&out),
-        "--device",
-        "cpu",
-    ]);
+    CLUDA.ok(&find_args(
+        &dir("raw").join("pedestal_master_0.json"),
+        &dir("raw").join("data_master_0.json"),
+        &["--out", s(&out), "--device", "cpu"],
+    ));
     let (numbers, _) = read_cluster_file(&out, ClusterSize::from_side(3).unwrap()).unwrap();
     assert_eq!(numbers, (1..=6).collect::<Vec<i32>>());
 }

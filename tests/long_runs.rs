@@ -13,7 +13,7 @@
 use std::time::Instant;
 
 use cluda::generate::{GenConfig, Generator};
-use cluda::{ClusterFinder, CpuFinder, FinderConfig, Frames, Precision};
+use cluda::{ClusterFinder, CpuFinder, FinderConfig, FrameClusters, Frames, Precision};
 use rayon::prelude::*;
 use support::rss::rss_mib;
 
@@ -30,6 +30,29 @@ fn generate(g: &Generator, first: u64, count: usize, photons: bool, out: &mut [u
     out.par_chunks_mut(ROWS * COLS)
         .enumerate()
         .for_each(|(i, f)| g.frame_into(first + i as u64, photons, f));
+}
+
+/// Finds `total` frames through `find(found, visit)`, which finds the frames after the `found`
+/// so far (visiting each frame's clusters with `visit`) and returns how many it found: the
+/// clusters are counted and resident memory sampled ([`Rss`], warm after `warm_after` frames),
+/// then the run is reported and its memory checked.
+fn flat_memory(
+    total: u64,
+    warm_after: u64,
+    mut find: impl FnMut(u64, &mut dyn FnMut(FrameClusters<'_>) -> cluda::Result<()>) -> usize,
+) {
+    let mut rss = Rss::new(warm_after);
+    let (mut frames, mut clusters) = (0u64, 0u64);
+    let start = Instant::now();
+    while frames < total {
+        let k = find(frames, &mut |fc| {
+            clusters += fc.len() as u64;
+            Ok(())
+        });
+        frames += k as u64;
+        rss.sample(frames);
+    }
+    rss.finish(frames, clusters, start.elapsed().as_secs_f64());
 }
 
 fn frames_wanted(default: u64) -> u64 {
@@ -104,23 +127,14 @@ fn cpu_streams_200k_frames_with_flat_memory() {
     drop(dark);
 
     const CHUNK: usize = 250;
-    let mut rss = Rss::new(10_000);
-    let (mut frames, mut clusters) = (0u64, 0u64);
-    let start = Instant::now();
-    while frames < total {
+    flat_memory(total, 10_000, |frames, visit| {
         let at = (frames % POOL as u64) as usize;
         let k = CHUNK.min(POOL - at).min((total - frames) as usize);
         let chunk = &pool[at * ROWS * COLS..(at + k) * ROWS * COLS];
-        finder
-            .find_each(Frames::new(chunk, k, ROWS, COLS).unwrap(), &mut |fc| {
-                clusters += fc.len() as u64;
-                Ok(())
-            })
-            .unwrap();
-        frames += k as u64;
-        rss.sample(frames);
-    }
-    rss.finish(frames, clusters, start.elapsed().as_secs_f64());
+        let chunk = Frames::new(chunk, k, ROWS, COLS).unwrap();
+        finder.find_each(chunk, visit).unwrap();
+        k
+    });
 }
 
 #[test]
@@ -153,21 +167,11 @@ fn gpu_zero_copy_1m_frames_with_flat_memory() {
     finder.reserve(POOL).unwrap();
 
     let pool = pinned.frames().unwrap();
-    let mut rss = Rss::new(50_000);
-    let (mut frames, mut clusters) = (0u64, 0u64);
-    let start = Instant::now();
-    while frames < total {
+    flat_memory(total, 50_000, |frames, visit| {
         let k = POOL.min((total - frames) as usize);
-        finder
-            .find_each(pool.range(0, k), &mut |fc| {
-                clusters += fc.len() as u64;
-                Ok(())
-            })
-            .unwrap();
-        frames += k as u64;
-        rss.sample(frames);
-    }
-    rss.finish(frames, clusters, start.elapsed().as_secs_f64());
+        finder.find_each(pool.range(0, k), visit).unwrap();
+        k
+    });
 }
 
 #[test]

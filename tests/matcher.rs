@@ -8,6 +8,7 @@ use cluda::matcher::{
     self, Descriptor, MatchVersion, cpu, match_nearest, read_descriptors, write_descriptors,
 };
 use proptest::prelude::*;
+use support::files::npy_bytes;
 use support::matcher::*;
 
 fn tmp(name: &str) -> PathBuf {
@@ -172,17 +173,7 @@ fn npy_round_trip_and_errors() {
     write_descriptors(&empty, &[]).expect("write empty");
     assert!(read_descriptors(&empty).expect("read empty").is_empty());
 
-    let header = |dict: &str| {
-        let mut h = dict.to_string();
-        while !(10 + h.len() + 1).is_multiple_of(64) {
-            h.push(' ');
-        }
-        h.push('\n');
-        let mut out = b"\x93NUMPY\x01\x00".to_vec();
-        out.extend_from_slice(&(h.len() as u16).to_le_bytes());
-        out.extend_from_slice(h.as_bytes());
-        out
-    };
+    let header = |dict: &str| npy_bytes(dict, &[]);
     let cases: Vec<(&str, Vec<u8>, &str)> = vec![
         (
             "f8.npy",
@@ -233,15 +224,6 @@ fn reference_matches_the_public_entry_point() {
         cpu::match_cpu(&lhs, &rhs).expect("b")
     );
     assert_eq!(matcher::DIM, 128);
-}
-
-fn descriptors(max_rows: usize) -> impl Strategy<Value = Vec<Descriptor>> {
-    // Small integers make ties and exact zeros common; floats cover the general case.
-    let value = prop_oneof![(-3i32..4).prop_map(|v| v as f32), -10.0f32..10.0];
-    prop::collection::vec(
-        prop::collection::vec(value, D).prop_map(|v| std::array::from_fn(|k| v[k])),
-        1..max_rows,
-    )
 }
 
 proptest! {

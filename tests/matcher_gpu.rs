@@ -224,14 +224,6 @@ fn errors_are_clear_on_the_gpu_too() {
     );
 }
 
-fn descriptors(max_rows: usize) -> impl Strategy<Value = Vec<Descriptor>> {
-    let value = prop_oneof![(-3i32..4).prop_map(|v| v as f32), -10.0f32..10.0];
-    prop::collection::vec(
-        prop::collection::vec(value, D).prop_map(|v| std::array::from_fn(|k| v[k])),
-        1..max_rows,
-    )
-}
-
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(32))]
     #[test]

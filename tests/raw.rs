@@ -8,9 +8,9 @@ use cluda::Error;
 use cluda::generate::{GenConfig, Generator};
 use cluda::io::open_frames;
 use cluda::io::raw::{
-    DetectorHeader, DetectorType, FrameDiscardPolicy, HEADER_BYTES, RawMaster, RawReader,
-    RawWriter, RawWriterConfig,
+    DetectorHeader, DetectorType, HEADER_BYTES, RawMaster, RawReader, RawWriter, RawWriterConfig,
 };
+use support::raw::{pattern, patterned, small_detector};
 
 /// A fresh, empty directory under the system temp dir, removed on drop.
 fn temp_dir(tag: &str) -> tempfile::TempDir {
@@ -20,35 +20,10 @@ fn temp_dir(tag: &str) -> tempfile::TempDir {
         .expect("temp dir")
 }
 
-/// A small detector (4 rows x 6 columns), image order, `max` frames per file.
-fn small(max: u64) -> RawWriterConfig {
-    RawWriterConfig {
-        rows: 4,
-        cols: 6,
-        detector: DetectorType::Generic16,
-        max_frames_per_file: max,
-        version: 7.2,
-        frame_padding: true,
-        frame_discard_policy: FrameDiscardPolicy::NoDiscard,
-        packets_per_frame: 1,
-    }
-}
-
-/// Frame `k`'s known pattern.
-fn pattern(k: u64, px: usize) -> Vec<u16> {
-    (0..px)
-        .map(|i| (k as usize * 1000 + i * 7) as u16)
-        .collect()
-}
-
 #[test]
 fn round_trip_over_several_data_files() {
     let dir = temp_dir("multi");
-    let mut w = RawWriter::create(dir.path(), "run", 3, small(3)).unwrap();
-    for k in 1..=10 {
-        w.write_frame(k, &pattern(k, 24)).unwrap();
-    }
-    let master = w.finish(None).unwrap();
+    let master = patterned(dir.path(), ("run", 3), small_detector(4, 6, 3, 1), 1..=10);
     assert_eq!(master, dir.path().join("run_master_3.json"));
     // 10 frames at 3 per file: f0, f1, f2 with 3 frames, f3 with 1, each record 112 + 48 bytes.
     for (f, frames) in [(0, 3u64), (1, 3), (2, 3), (3, 1)] {
@@ -162,7 +137,7 @@ fn moench03_image_order_and_adc_order_round_trip() {
 #[test]
 fn a_dropped_frame_is_reported_and_nothing_shifts() {
     let dir = temp_dir("drop");
-    let mut w = RawWriter::create(dir.path(), "run", 0, small(2)).unwrap();
+    let mut w = RawWriter::create(dir.path(), "run", 0, small_detector(4, 6, 2, 1)).unwrap();
     // The receiver discarded frame 4 (and 8..=9): the files hold 1, 2, 3, 5, 6, 7, 10.
     let numbers = [1u64, 2, 3, 5, 6, 7, 10];
     for &k in &numbers {
@@ -198,7 +173,7 @@ fn lost_packets_are_reported_and_skipped_unless_asked_for() {
     let dir = temp_dir("packets");
     let cfg = RawWriterConfig {
         packets_per_frame: 4,
-        ..small(0)
+        ..small_detector(4, 6, 0, 1)
     };
     let mut w = RawWriter::create(dir.path(), "run", 0, cfg).unwrap();
     w.write_frame(1, &pattern(1, 24)).unwrap();
@@ -248,11 +223,7 @@ fn lost_packets_are_reported_and_skipped_unless_asked_for() {
 #[test]
 fn a_truncated_final_file_is_reported_with_its_file_and_frame() {
     let dir = temp_dir("trunc");
-    let mut w = RawWriter::create(dir.path(), "run", 0, small(3)).unwrap();
-    for k in 1..=7 {
-        w.write_frame(k, &pattern(k, 24)).unwrap();
-    }
-    let mp = w.finish(None).unwrap();
+    let mp = patterned(dir.path(), ("run", 0), small_detector(4, 6, 3, 1), 1..=7);
     let last = dir.path().join("run_d0_f2_0.raw");
     // The last file holds frame 7; cut it inside the pixels (header complete).
     let f = std::fs::OpenOptions::new().write(true).open(&last).unwrap();
@@ -305,11 +276,7 @@ fn a_truncated_final_file_is_reported_with_its_file_and_frame() {
 #[test]
 fn a_file_shrinking_while_read_is_an_error_naming_it() {
     let dir = temp_dir("shrink");
-    let mut w = RawWriter::create(dir.path(), "run", 0, small(0)).unwrap();
-    for k in 1..=4 {
-        w.write_frame(k, &pattern(k, 24)).unwrap();
-    }
-    let mp = w.finish(None).unwrap();
+    let mp = patterned(dir.path(), ("run", 0), small_detector(4, 6, 0, 1), 1..=4);
     let mut r = RawReader::open(&mp).unwrap();
     let p = dir.path().join("run_d0_f0_0.raw");
     std::fs::OpenOptions::new()
@@ -332,11 +299,12 @@ fn a_file_shrinking_while_read_is_an_error_naming_it() {
 #[test]
 fn open_frames_streams_a_raw_acquisition_and_refuses_other_files() {
     let dir = temp_dir("source");
-    let mut w = RawWriter::create(dir.path(), "run", 5, small(2)).unwrap();
-    for k in [3u64, 4, 6] {
-        w.write_frame(k, &pattern(k, 24)).unwrap();
-    }
-    let mp = w.finish(None).unwrap();
+    let mp = patterned(
+        dir.path(),
+        ("run", 5),
+        small_detector(4, 6, 2, 1),
+        [3u64, 4, 6],
+    );
     let mut src = open_frames(&mp).unwrap();
     assert_eq!((src.rows(), src.cols(), src.remaining_hint()), (4, 6, 3));
     let (mut frames, mut numbers) = (Vec::new(), Vec::new());
@@ -397,6 +365,11 @@ fn a_raw_data_file_names_its_master() {
     }
 }
 
+/// The keys written out in `list`, `", "`-separated, in order.
+fn keys(list: &str) -> Vec<&str> {
+    list.split(", ").collect()
+}
+
 /// The top-level keys of a master file's text, in order (lines indented by exactly 4 spaces).
 fn top_keys(text: &str) -> Vec<String> {
     text.lines()
@@ -409,23 +382,11 @@ fn top_keys(text: &str) -> Vec<String> {
 fn masters_have_the_receivers_keys_in_its_order() {
     // The receiver-written masters of aare's RawMasterFile tests, "Parse Moench 7.2 master
     // (SW 8.0.0)" (image order) and "(SW 7.0.3)" (ADC order): their keys, in their order.
-    let common = [
-        "Version",
-        "Timestamp",
-        "Detector Type",
-        "Timing Mode",
-        "Geometry",
-        "Image Size in bytes",
-        "Pixels",
-        "Max Frames Per File",
-        "Frame Discard Policy",
-        "Frame Padding",
-        "Scan Parameters",
-        "Total Frames",
-        "Receiver Roi",
-        "Exptime",
-        "Period",
-    ];
+    let common = keys(
+        "Version, Timestamp, Detector Type, Timing Mode, Geometry, Image Size in bytes, \
+         Pixels, Max Frames Per File, Frame Discard Policy, Frame Padding, \
+         Scan Parameters, Total Frames, Receiver Roi, Exptime, Period",
+    );
     let sw8 = ["Number of UDP Interfaces", "Number of rows"];
     let sw7 = ["Ten Giga", "ADC Mask", "Analog Samples"];
     let end = ["Frames in File", "Frame Header Format"];
@@ -480,28 +441,13 @@ fn format_8_masters_have_the_10x_receivers_keys_in_its_order() {
     w.write_frame(1, &vec![3u16; 160_000]).unwrap();
     let master = w.finish(None).unwrap();
     let text = std::fs::read_to_string(&master).unwrap();
-    let want = [
-        "Version",
-        "Timestamp",
-        "Detector Type",
-        "Timing Mode",
-        "Geometry",
-        "Image Size",
-        "Pixels",
-        "Max Frames Per File",
-        "Frame Discard Policy",
-        "Frame Padding",
-        "Scan Parameters",
-        "Total Frames",
-        "Receiver Rois",
-        "Exposure Time",
-        "Acquisition Period",
-        "Number of UDP Interfaces",
-        "Number of Rows",
-        "Readout Speed",
-        "Frames in File",
-        "Additional JSON Header",
-    ];
+    let want = keys(
+        "Version, Timestamp, Detector Type, Timing Mode, Geometry, Image Size, Pixels, \
+         Max Frames Per File, Frame Discard Policy, Frame Padding, Scan Parameters, \
+         Total Frames, Receiver Rois, Exposure Time, Acquisition Period, \
+         Number of UDP Interfaces, Number of Rows, Readout Speed, Frames in File, \
+         Additional JSON Header",
+    );
     assert_eq!(top_keys(&text), want, "{text}");
     assert!(text.starts_with("{\n    \"Version\": 8.0,\n"), "{text}");
     assert!(
@@ -550,7 +496,7 @@ fn receiver_roi_files_are_read_as_the_roi() {
             rows: 8,
             cols: 10,
             version,
-            ..small(3)
+            ..small_detector(4, 6, 3, 1)
         };
         let mut w = RawWriter::create(dir.path(), "run", 0, config)
             .unwrap()

@@ -12,33 +12,14 @@ use std::time::Duration;
 
 use cluda::Error;
 use cluda::io::raw::{
-    DetectorHeader, DetectorType, FrameDiscardPolicy, RawMaster, RawReader, RawWriter,
-    RawWriterConfig, Roi,
+    DetectorHeader, DetectorType, RawMaster, RawReader, RawWriter, RawWriterConfig, Roi,
 };
+use support::cli::{find_args, gen_args};
+use support::raw::{pattern, small_detector};
+use support::relay::{cluster_files, relay, stream_args};
 use support::stream::*;
 
 const LIMIT: Duration = Duration::from_secs(120);
-
-/// A small generic detector, `rows x cols`, one data file per `max` frames.
-fn small(rows: usize, cols: usize, max: u64) -> RawWriterConfig {
-    RawWriterConfig {
-        rows,
-        cols,
-        detector: DetectorType::Generic16,
-        max_frames_per_file: max,
-        version: 7.2,
-        frame_padding: true,
-        frame_discard_policy: FrameDiscardPolicy::NoDiscard,
-        packets_per_frame: 2,
-    }
-}
-
-/// Frame `k`'s known pattern.
-fn pattern(k: u64, px: usize) -> Vec<u16> {
-    (0..px)
-        .map(|i| (k as usize * 1000 + i * 7) as u16)
-        .collect()
-}
 
 /// Every frame of `master`, with their frame numbers, and the reader (at its end).
 fn read_all(master: &Path) -> (Vec<u16>, Vec<u64>, RawReader) {
@@ -66,8 +47,8 @@ fn two_ports_read_as_the_frames_written_as_one() {
     let dir = tempfile::tempdir().expect("dir");
     let d = dir.path();
     // 6 rows x 5 columns, 4 frames per file: 10 frames make files f0..f2 in each port.
-    let one = write(d, "one", small(6, 5, 4), 1, 10);
-    let two = write(d, "two", small(6, 5, 4), 2, 10);
+    let one = write(d, "one", small_detector(6, 5, 4, 2), 1, 10);
+    let two = write(d, "two", small_detector(6, 5, 4, 2), 2, 10);
     for port in 0..2 {
         for (f, frames) in [(0, 4u64), (1, 4), (2, 2)] {
             let p = d.join(format!("two_d{port}_f{f}_0.raw"));
@@ -146,7 +127,7 @@ fn moench_two_interfaces_are_400_by_200_ports_of_25_packets() {
 
 /// Two ports where port 1 lost frame 4 and packets of frame 7, and both lost frame 9.
 fn lossy(dir: &Path) -> PathBuf {
-    let c = small(4, 3, 0);
+    let c = small_detector(4, 3, 0, 2);
     let mut w = RawWriter::create(dir, "lossy", 0, c)
         .expect("create")
         .ports(2)
@@ -232,7 +213,7 @@ fn a_part_lost_in_one_port_is_an_incomplete_frame_naming_the_port() {
 #[test]
 fn ports_that_lost_different_frames_leave_none_missing_at_the_end() {
     let dir = tempfile::tempdir().expect("dir");
-    let mut w = RawWriter::create(dir.path(), "apart", 0, small(4, 3, 0))
+    let mut w = RawWriter::create(dir.path(), "apart", 0, small_detector(4, 3, 0, 2))
         .expect("create")
         .ports(2)
         .expect("ports");
@@ -264,7 +245,7 @@ fn ports_that_lost_different_frames_leave_none_missing_at_the_end() {
 fn a_port_file_cut_off_or_absent_is_named() {
     let dir = tempfile::tempdir().expect("dir");
     let d = dir.path();
-    let master = write(d, "cut", small(4, 3, 0), 2, 5);
+    let master = write(d, "cut", small_detector(4, 3, 0, 2), 2, 5);
     let d1 = d.join("cut_d1_f0_0.raw");
     let record = 112 + 6 * 2;
     let f = std::fs::OpenOptions::new()
@@ -307,17 +288,7 @@ fn a_port_file_cut_off_or_absent_is_named() {
     let done = spawn(
         d,
         "find",
-        &[
-            "find",
-            "--pedestal",
-            s(&master),
-            "--data",
-            s(&master),
-            "--out",
-            s(&out),
-            "--device",
-            "cpu",
-        ],
+        &find_args(&master, &master, &["--out", s(&out), "--device", "cpu"]),
     )
     .wait(LIMIT);
     assert!(!done.status.success());
@@ -329,7 +300,7 @@ fn a_port_file_cut_off_or_absent_is_named() {
 fn headers_that_place_a_part_elsewhere_are_reported() {
     let dir = tempfile::tempdir().expect("dir");
     let d = dir.path();
-    let mut w = RawWriter::create(d, "odd", 0, small(4, 3, 0))
+    let mut w = RawWriter::create(d, "odd", 0, small_detector(4, 3, 0, 2))
         .expect("create")
         .ports(2)
         .expect("ports");
@@ -422,7 +393,7 @@ fn unsupported_geometries_are_refused_naming_the_key() {
     }
     // The writer refuses what the reader would.
     let dir = tempfile::tempdir().expect("dir");
-    let w = RawWriter::create(dir.path(), "x", 0, small(5, 3, 0)).expect("create");
+    let w = RawWriter::create(dir.path(), "x", 0, small_detector(5, 3, 0, 2)).expect("create");
     let e = w.ports(2).expect_err("5 rows in 2 ports");
     assert!(
         e.to_string().contains("5 rows do not split into 2 ports"),
@@ -434,22 +405,13 @@ fn unsupported_geometries_are_refused_naming_the_key() {
         ymin: 0,
         ymax: 1,
     });
-    let w = RawWriter::create(dir.path(), "x", 0, small(4, 3, 0)).expect("create");
+    let w = RawWriter::create(dir.path(), "x", 0, small_detector(4, 3, 0, 2)).expect("create");
     assert!(w.ports(2).and_then(|w| w.roi(roi)).is_err());
 }
 
 /// `cluda gen` into `dir` with `extra` arguments (400 x 400 MOENCH frames).
 fn generate(dir: &Path, extra: &[&str]) {
-    let mut args = vec![
-        "gen",
-        "--out",
-        s(dir),
-        "--raw",
-        "--frames",
-        "60",
-        "--pedestal-frames",
-        "100",
-    ];
+    let mut args = gen_args(dir, "--raw --frames 60 --pedestal-frames 100");
     args.extend_from_slice(extra);
     spawn(dir.parent().expect("parent"), "gen", &args).wait_ok(LIMIT);
 }
@@ -484,51 +446,24 @@ fn gen_two_interfaces_finds_what_one_port_finds_and_replays_into_a_two_part_stre
 
     // replay --interfaces 2 of the two-port files into a two-endpoint stream.
     let d = top.path();
-    let port = free_ports(2);
     let out = d.join("out");
     let pedestal = two.join("pedestal_master_0.json");
-    let stream = spawn_parts_stream(
-        d,
-        "stream",
-        port,
-        2,
-        &out,
-        &[
-            "--pedestal",
-            s(&pedestal),
-            "--device",
-            "cpu",
-            "--acquisitions",
-            "1",
-            "--on-full",
-            "block",
-        ],
-    );
+    let args = stream_args(&pedestal, "cpu", "1", &[]);
     let data = two.join("data_master_0.json");
-    let replay = spawn_replay(
-        d,
-        "replay",
-        port,
-        &["--data", s(&data), "--no-drop", "--interfaces", "2"],
-    )
-    .wait_ok(LIMIT);
+    let replay = ["--data", s(&data), "--no-drop", "--interfaces", "2"];
+    let run = relay((d, "stream"), 2, &out, &args, &replay, LIMIT);
+    let replayed = &run.replay.stdout;
     assert!(
-        replay.stdout.starts_with("acquisitions=1 frames=60 "),
-        "{}",
-        replay.stdout
+        replayed.starts_with("acquisitions=1 frames=60 "),
+        "{replayed}"
     );
-    let done = stream.wait_ok(LIMIT);
-    let sums = summaries(&done.stdout);
+    let (done, sums) = (&run.stream, &run.sums);
     assert_eq!(sums.len(), 1, "{}", done.stdout);
     assert_eq!(num(&sums[0], "frames"), 60, "{}", done.stderr);
     for k in ["missing", "incomplete", "mismatched", "dropped", "late"] {
         assert_eq!(num(&sums[0], k), 0, "{k}: {}", done.stderr);
     }
-    let files: Vec<PathBuf> = std::fs::read_dir(&out)
-        .expect("out dir")
-        .map(|e| e.expect("entry").path())
-        .filter(|p| p.extension().is_some_and(|x| x == "clust"))
-        .collect();
+    let files = cluster_files(&out);
     assert_eq!(files.len(), 1, "{files:?}");
     let got = std::fs::read(&files[0]).expect("stream's file");
     assert!(
@@ -546,17 +481,7 @@ fn find_on_two_ports_warns_of_a_lost_part_with_its_port() {
     let done = spawn(
         d,
         "find",
-        &[
-            "find",
-            "--pedestal",
-            s(&master),
-            "--data",
-            s(&master),
-            "--out",
-            s(&out),
-            "--device",
-            "cpu",
-        ],
+        &find_args(&master, &master, &["--out", s(&out), "--device", "cpu"]),
     )
     .wait_ok(LIMIT);
     assert!(done.stderr.contains("warning"), "{}", done.stderr);

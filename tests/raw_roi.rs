@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use cluda::io::npy::{read_u16_frames, write_u16_3d};
-use support::cli::{Cli, s, text};
+use support::cli::{Cli, find_args, gen_args, run_args, s, text};
 
 const CLUDA: Cli = Cli(env!("CARGO_BIN_EXE_cluda"));
 
@@ -54,21 +54,10 @@ fn records(path: &Path) -> Vec<Rec> {
 
 /// `gen` into `dir` with the test's detector and seed, and `extra` arguments.
 fn generate(dir: &Path, extra: &[&str]) {
-    let mut args = vec![
-        "gen",
-        "--out",
-        s(dir),
-        "--frames",
-        "15",
-        "--pedestal-frames",
-        "60",
-        "--rows",
-        "40",
-        "--cols",
-        "36",
-        "--seed",
-        "11",
-    ];
+    let mut args = gen_args(
+        dir,
+        "--frames 15 --pedestal-frames 60 --rows 40 --cols 36 --seed 11",
+    );
     args.extend_from_slice(extra);
     let o = CLUDA.run(&args);
     assert!(o.status.success(), "{}", text(&o.stderr));
@@ -92,17 +81,11 @@ fn crop_npy(from: &Path, to: &Path) -> PathBuf {
 
 /// `find` of `data` with `pedestal` into `out` on the CPU; returns stderr.
 fn find(pedestal: &Path, data: &Path, out: &Path) -> String {
-    let o = CLUDA.run(&[
-        "find",
-        "--pedestal",
-        s(pedestal),
-        "--data",
-        s(data),
-        "--out",
-        s(out),
-        "--device",
-        "cpu",
-    ]);
+    let o = CLUDA.run(&find_args(
+        pedestal,
+        data,
+        &["--out", s(out), "--device", "cpu"],
+    ));
     let err = text(&o.stderr);
     assert!(o.status.success(), "{err}");
     assert!(!err.contains("warning"), "{err}");
@@ -179,17 +162,11 @@ fn roi_clusters_are_those_of_the_cut_frames_in_detector_coordinates() {
     );
     // The same through the many-input path (`--out-dir`).
     let many = d.join("many");
-    let o = CLUDA.run(&[
-        "find",
-        "--pedestal",
-        s(&full.join("pedestal.npy")),
-        "--data",
-        s(&raw.join("data_master_0.json")),
-        "--out-dir",
-        s(&many),
-        "--device",
-        "cpu",
-    ]);
+    let o = CLUDA.run(&find_args(
+        &full.join("pedestal.npy"),
+        &raw.join("data_master_0.json"),
+        &["--out-dir", s(&many), "--device", "cpu"],
+    ));
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert!(
         text(&o.stderr).contains("the pedestal is cut down to the ROI's 26 x 20 pixels"),
@@ -207,17 +184,12 @@ fn roi_clusters_are_those_of_the_cut_frames_in_detector_coordinates() {
         std::fs::read(&raw_out).unwrap()
     );
     // `eta` says its cube is the ROI's own coordinates.
-    let o = CLUDA.run(&[
+    let o = CLUDA.run(&run_args(
         "eta",
-        "--pedestal",
-        s(&full.join("pedestal.npy")),
-        "--data",
-        s(&raw.join("data_master_0.json")),
-        "--out",
-        s(&d.join("eta.npz")),
-        "--device",
-        "cpu",
-    ]);
+        &full.join("pedestal.npy"),
+        &raw.join("data_master_0.json"),
+        &["--out", s(&d.join("eta.npz")), "--device", "cpu"],
+    ));
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert!(
         text(&o.stderr).contains(
@@ -262,31 +234,17 @@ fn a_pedestal_of_another_shape_names_both_shapes_and_the_roi() {
     let d = dir.path();
     let (other, raw) = (d.join("other"), d.join("raw"));
     generate(&raw, &["--raw", "--roi", "7,26,5,30"]);
-    let o = CLUDA.run(&[
-        "gen",
-        "--out",
-        s(&other),
-        "--frames",
-        "2",
-        "--pedestal-frames",
-        "10",
-        "--rows",
-        "30",
-        "--cols",
-        "30",
-    ]);
-    assert!(o.status.success(), "{}", text(&o.stderr));
+    CLUDA.ok(&gen_args(
+        &other,
+        "--frames 2 --pedestal-frames 10 --rows 30 --cols 30",
+    ));
     let out = d.join("x.clust");
     CLUDA.fails(
-        &[
-            "find",
-            "--pedestal",
-            s(&other.join("pedestal.npy")),
-            "--data",
-            s(&raw.join("data_master_0.json")),
-            "--out",
-            s(&out),
-        ],
+        &find_args(
+            &other.join("pedestal.npy"),
+            &raw.join("data_master_0.json"),
+            &["--out", s(&out)],
+        ),
         &[
             "30 x 30 frames (as in the pedestal)",
             "26 x 20 frames, the receiver ROI [7, 26, 5, 30] (xmin, xmax, ymin, ymax) of a \
@@ -298,15 +256,11 @@ fn a_pedestal_of_another_shape_names_both_shapes_and_the_roi() {
     let shifted = d.join("shifted");
     generate(&shifted, &["--raw", "--roi", "8,27,5,30"]);
     CLUDA.fails(
-        &[
-            "find",
-            "--pedestal",
-            s(&shifted.join("pedestal_master_0.json")),
-            "--data",
-            s(&raw.join("data_master_0.json")),
-            "--out",
-            s(&out),
-        ],
+        &find_args(
+            &shifted.join("pedestal_master_0.json"),
+            &raw.join("data_master_0.json"),
+            &["--out", s(&out)],
+        ),
         &[
             "frames of the pedestal's receiver ROI [8, 27, 5, 30] (xmin, xmax, ymin, ymax)",
             "frames of the receiver ROI [7, 26, 5, 30]: other pixels",
@@ -342,15 +296,7 @@ fn records_not_of_the_masters_size_are_an_error() {
     ] {
         let ped = master.with_file_name("pedestal_master_0.json");
         CLUDA.fails(
-            &[
-                "find",
-                "--pedestal",
-                s(&ped),
-                "--data",
-                s(master),
-                "--out",
-                s(&d.join("x.clust")),
-            ],
+            &find_args(&ped, master, &["--out", s(&d.join("x.clust"))]),
             &[
                 file,
                 &format!("{len} bytes is not a whole number of {record}-byte records"),
@@ -364,7 +310,8 @@ fn records_not_of_the_masters_size_are_an_error() {
 /// ROI's own raw pedestal, the cluster file is byte for byte `find`'s on the ROI's raw files.
 #[test]
 fn stream_with_rx_roi_writes_finds_cluster_file_of_the_roi_files() {
-    use support::stream::{find_bytes, free_port, num, spawn_replay, spawn_stream, summaries};
+    use support::relay::{cluster_files, relay, stream_args};
+    use support::stream::{find_bytes, num};
     let limit = Duration::from_secs(120);
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
@@ -388,34 +335,13 @@ fn stream_with_rx_roi_writes_finds_cluster_file_of_the_roi_files() {
     .iter()
     .enumerate()
     {
-        let port = free_port();
         let out = d.join(format!("out{k}"));
-        let stream = spawn_stream(
-            d,
-            &format!("stream{k}"),
-            port,
-            &out,
-            &[
-                "--pedestal",
-                s(pedestal),
-                "--device",
-                "cpu",
-                "--acquisitions",
-                "1",
-                "--on-full",
-                "block",
-            ],
-        );
+        let args = stream_args(pedestal, "cpu", "1", &[]);
         let data = full.join("data_master_0.json");
-        spawn_replay(
-            d,
-            &format!("replay{k}"),
-            port,
-            &["--data", s(&data), "--no-drop", "--rx-roi", "7,26,5,30"],
-        )
-        .wait_ok(limit);
-        let done = stream.wait_ok(limit);
-        let sums = summaries(&done.stdout);
+        let replay = ["--data", s(&data), "--no-drop", "--rx-roi", "7,26,5,30"];
+        let name = format!("stream{k}");
+        let run = relay((d, &name), 1, &out, &args, &replay, limit);
+        let (done, sums) = (&run.stream, &run.sums);
         assert_eq!(sums.len(), 1, "{}", done.stdout);
         assert_eq!(num(&sums[0], "frames"), 15, "{}", done.stderr);
         for c in ["missing", "incomplete", "mismatched", "dropped"] {
@@ -429,11 +355,7 @@ fn stream_with_rx_roi_writes_finds_cluster_file_of_the_roi_files() {
             "{}",
             done.stderr
         );
-        let files: Vec<PathBuf> = std::fs::read_dir(&out)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|x| x == "clust"))
-            .collect();
+        let files = cluster_files(&out);
         assert_eq!(files.len(), 1, "{files:?}");
         assert!(
             std::fs::read(&files[0]).unwrap() == want,

@@ -12,6 +12,9 @@ use cluda::ClusterSize;
 use cluda::generate::{GenConfig, Generator};
 use cluda::io::read_cluster_file;
 use cluda::stream::{Publisher, ZmqHeader};
+use support::cli::words;
+use support::publish::subscribed;
+use support::relay::{interrupted, no_faults, relay, slow_consumer, stream_args};
 use support::stream::*;
 
 const LIMIT: Duration = Duration::from_secs(120);
@@ -24,60 +27,24 @@ const SHAPE: (usize, usize) = (48, 64);
 #[test]
 fn parts_replayed_and_streamed_equal_find() {
     for (parts, cluster) in [(2usize, "3"), (4, "9")] {
-        let dir = tempfile::tempdir().expect("dir");
+        let (dir, dark, data) = dark_and_data(SHAPE, 300, 1000);
         let d = dir.path();
-        let dark = write_frames(d, "dark", SHAPE, 0, 300, false);
-        let data = write_frames(d, "data", SHAPE, 300, 1000, true);
-        let port = free_ports(parts);
         let out = d.join("out");
-        let stream = spawn_parts_stream(
-            d,
-            "stream",
-            port,
-            parts,
-            &out,
-            &[
-                "--pedestal",
-                s(&dark),
-                "--device",
-                "cpu",
-                "--cluster",
-                cluster,
-                "--acquisitions",
-                "1",
-                "--on-full",
-                "block",
-            ],
-        );
+        let args = stream_args(&dark, "cpu", "1", &["--cluster", cluster]);
         let n = parts.to_string();
-        let replay = spawn_replay(
-            d,
-            "replay",
-            port,
-            &["--data", s(&data), "--no-drop", "--interfaces", &n],
-        )
-        .wait_ok(LIMIT);
+        let replay = ["--data", s(&data), "--no-drop", "--interfaces", &n];
+        let run = relay((d, "stream"), parts, &out, &args, &replay, LIMIT);
+        let replayed = &run.replay.stdout;
         assert!(
-            replay.stdout.starts_with("acquisitions=1 frames=1000 "),
-            "{}",
-            replay.stdout
+            replayed.starts_with("acquisitions=1 frames=1000 "),
+            "{replayed}"
         );
-        let done = stream.wait_ok(LIMIT);
-        let sums = summaries(&done.stdout);
-        assert_eq!(sums.len(), 1, "{}", done.stdout);
-        let m = &sums[0];
+        let done = &run.stream;
+        assert_eq!(run.sums.len(), 1, "{}", done.stdout);
+        let m = &run.sums[0];
         assert_eq!(num(m, "frames"), 1000, "{}", done.stderr);
-        for k in [
-            "missing",
-            "incomplete",
-            "mismatched",
-            "malformed",
-            "dropped",
-            "restarts",
-            "late",
-        ] {
-            assert_eq!(num(m, k), 0, "{parts} parts, {k}: {}", done.stderr);
-        }
+        let context = format!("{parts} parts: {}", done.stderr);
+        no_faults(m, &["restarts", "late"], &context);
         assert_eq!(m["end"], "end");
         let want = find_bytes(d, &dark, &data, &["--device", "cpu", "--cluster", cluster]);
         let got = std::fs::read(out.join("run_0.clust")).expect("stream's file");
@@ -86,21 +53,6 @@ fn parts_replayed_and_streamed_equal_find() {
             "{parts} parts: the cluster file differs from find's"
         );
     }
-}
-
-/// Publishers bound to `n` loopback ports from `port` on, once the stream has subscribed.
-fn subscribed(port: u16, n: usize) -> Vec<Publisher> {
-    (0..n as u16)
-        .map(|i| {
-            let mut p = Publisher::bind(&loopback(port + i), 1000, true).expect("bind");
-            assert_eq!(
-                p.wait_for_subscribers(1, Duration::from_secs(30))
-                    .expect("wait"),
-                1
-            );
-            p
-        })
-        .collect()
 }
 
 /// Sends part `e` (of 2: the top and bottom halves) of generated frame `content`, numbered
@@ -143,23 +95,8 @@ fn lost_late_and_wrong_parts_and_interleaved_acquisitions() {
     let g = Generator::new(GenConfig::new(SHAPE.0, SHAPE.1, 7)).expect("generator");
     let port = free_ports(2);
     let out = d.join("out");
-    let stream = spawn_parts_stream(
-        d,
-        "stream",
-        port,
-        2,
-        &out,
-        &[
-            "--pedestal",
-            s(&dark),
-            "--device",
-            "cpu",
-            "--acquisitions",
-            "2",
-            "--on-full",
-            "block",
-        ],
-    );
+    let args = stream_args(&dark, "cpu", "2", &[]);
+    let stream = spawn_parts_stream(d, "stream", port, 2, &out, &args);
     let mut pubs = subscribed(port, 2);
     let a = ("a", 0);
     let b = ("a", 1);
@@ -269,27 +206,10 @@ fn sigint_finishes_a_parts_acquisition() {
         port,
         &["--data", s(&data), "--rate", "200", "--interfaces", "2"],
     );
-    let until = Instant::now() + Duration::from_secs(60);
-    while std::fs::read_dir(&out).map_or(0, |d| d.count()) == 0 {
-        assert!(Instant::now() < until, "no data phase within 60 s");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(500));
-    stream.interrupt();
-    let done = stream.wait(LIMIT);
-    let mut replay = replay;
-    let _ = replay.child.kill();
-    let _ = replay.child.wait();
-    assert_eq!(done.status.code(), Some(0), "{}", done.stderr);
-    let sums = summaries(&done.stdout);
-    assert_eq!(sums.len(), 1, "{}", done.stdout);
-    let m = &sums[0];
-    assert_eq!(m["end"], "interrupted");
-    let frames = num(m, "frames");
-    assert!(frames > 0 && frames < 1980, "{}", done.stdout);
+    let (done, m) = interrupted(stream, replay, &out, LIMIT);
     // A frame whose second part was still on its way when the signal came is reported
     // incomplete (never dropped unreported); at 200 frames/s, at most the last one or two.
-    let incomplete = num(m, "incomplete");
+    let incomplete = num(&m, "incomplete");
     assert!(incomplete <= 2, "{}", done.stderr);
     assert_eq!(
         done.stderr.matches("never arrived; skipped").count() as u64,
@@ -297,10 +217,6 @@ fn sigint_finishes_a_parts_acquisition() {
         "{}",
         done.stderr
     );
-    let (numbers, batch) =
-        read_cluster_file(&out.join("run_0.clust"), ClusterSize::S3).expect("a valid file");
-    assert_eq!(numbers, (20..20 + frames as i32).collect::<Vec<_>>());
-    assert_eq!(batch.total() as u64, num(m, "clusters"));
 }
 
 /// A consumer too slow for two endpoints: the receiving threads drop parts when the queue is
@@ -309,62 +225,16 @@ fn sigint_finishes_a_parts_acquisition() {
 /// frames sent.
 #[test]
 fn a_slow_consumer_of_parts_reports_its_drops() {
-    let dir = tempfile::tempdir().expect("dir");
-    let d = dir.path();
-    let data = write_frames(d, "data", SHAPE, 0, 300, true);
-    let port = free_ports(2);
-    let out = d.join("out");
-    let stream = spawn_parts_stream(
-        d,
-        "slow",
-        port,
-        2,
-        &out,
-        &[
-            "--pedestal-frames",
-            "5",
-            "--device",
-            "cpu",
-            "--acquisitions",
-            "1",
-            "--queue",
-            "4",
-            "--chunk",
-            "1",
-            "--slow-sink-us",
-            "20000",
-        ],
-    );
-    spawn_replay(
-        d,
-        "replay",
-        port,
-        &["--data", s(&data), "--rate", "1000", "--interfaces", "2"],
-    )
-    .wait_ok(LIMIT);
-    let done = stream.wait_ok(LIMIT);
-    let sums = summaries(&done.stdout);
-    let m = &sums[0];
-    let dropped = num(m, "dropped");
-    assert!(dropped > 100, "{}", done.stdout);
+    let (done, m) = slow_consumer(2, LIMIT);
     for k in ["missing", "incomplete", "late", "mismatched", "malformed"] {
-        assert_eq!(num(m, k), 0, "{k}: {}", done.stderr);
+        assert_eq!(num(&m, k), 0, "{k}: {}", done.stderr);
     }
-    assert_eq!(
-        num(m, "frames") + num(m, "pedestal_frames") + dropped,
-        300,
-        "{}",
-        done.stdout
-    );
     assert!(
         done.stderr
             .contains("was dropped by cluda: its queue was full"),
         "{}",
         done.stderr
     );
-    let (numbers, _) = read_cluster_file(&out.join("run_0.clust"), ClusterSize::S3).expect("read");
-    assert_eq!(numbers.len() as u64, num(m, "frames"));
-    assert!(numbers.windows(2).all(|w| w[0] < w[1]));
 }
 
 /// An endpoint that stalls (sends nothing more, not even its end message): the frames waiting
@@ -378,25 +248,11 @@ fn a_stalled_endpoint_gives_its_frames_up_after_the_part_wait() {
     let g = Generator::new(GenConfig::new(SHAPE.0, SHAPE.1, 7)).expect("generator");
     let port = free_ports(2);
     let out = d.join("out");
-    let stream = spawn_parts_stream(
-        d,
-        "stream",
-        port,
-        2,
-        &out,
-        &[
-            "--pedestal",
-            s(&dark),
-            "--device",
-            "cpu",
-            "--acquisitions",
-            "1",
-            "--part-wait-ms",
-            "100",
-            "--idle-end",
-            "1",
-        ],
-    );
+    let mut args = vec!["--pedestal", s(&dark)];
+    args.extend(words(
+        "--device cpu --acquisitions 1 --part-wait-ms 100 --idle-end 1",
+    ));
+    let stream = spawn_parts_stream(d, "stream", port, 2, &out, &args);
     let mut pubs = subscribed(port, 2);
     let started = Instant::now();
     for f in 0..10u64 {

@@ -156,6 +156,20 @@ pub mod stream;
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeDoctests;
 
+/// Expands the items given to it: [`if_gpu!`] and [`if_stream!`] where cluda has the feature.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __items {
+    ($($item:item)*) => { $($item)* };
+}
+
+/// Expands to nothing: [`if_gpu!`] and [`if_stream!`] where cluda lacks the feature.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __no_items {
+    ($($item:item)*) => {};
+}
+
 /// Expands the items given to it when cluda is built with its `gpu` feature, to nothing
 /// otherwise.
 ///
@@ -164,19 +178,19 @@ pub struct ReadmeDoctests;
 /// features need not name them (a feature naming a dev-dependency breaks `cargo install`).
 #[doc(hidden)]
 #[cfg(feature = "gpu")]
-#[macro_export]
-macro_rules! if_gpu {
-    ($($item:item)*) => { $($item)* };
-}
-
-/// Expands the items given to it when cluda is built with its `gpu` feature, to nothing
-/// otherwise (here: nothing, cluda is built without `gpu`).
+pub use __items as if_gpu;
 #[doc(hidden)]
 #[cfg(not(feature = "gpu"))]
-#[macro_export]
-macro_rules! if_gpu {
-    ($($item:item)*) => {};
-}
+pub use __no_items as if_gpu;
+
+/// Expands the items given to it when cluda is built with its `stream` feature, to nothing
+/// otherwise: [`if_gpu!`] for the ZMQ stream (the test-support crate's publishers).
+#[doc(hidden)]
+#[cfg(feature = "stream")]
+pub use __items as if_stream;
+#[doc(hidden)]
+#[cfg(not(feature = "stream"))]
+pub use __no_items as if_stream;
 
 /// The `ndarray` crate cluda is built with. Use `cluda::ndarray` to build the views that
 /// [`Frames::from_array3`] and [`Frames::from_array2`] take, so that your code and cluda cannot

@@ -135,6 +135,46 @@ pub fn user_error(
     err.to_string()
 }
 
+/// The words of options written out as one line (`"--device cpu --acquisitions 1"`), as
+/// arguments: fixed options read as a user types them.
+pub fn words(line: &str) -> Vec<&str> {
+    line.split_whitespace().collect()
+}
+
+/// `find --pedestal PEDESTAL --data DATA`, then `more`: the arguments of most `cluda find`
+/// runs.
+pub fn find_args<'a>(pedestal: &'a Path, data: &'a Path, more: &[&'a str]) -> Vec<&'a str> {
+    run_args("find", pedestal, data, more)
+}
+
+/// `COMMAND --pedestal PEDESTAL --data DATA`, then `more`: the arguments of a `cluda find`,
+/// `eta` or `image` run.
+pub fn run_args<'a>(
+    command: &'a str,
+    pedestal: &'a Path,
+    data: &'a Path,
+    more: &[&'a str],
+) -> Vec<&'a str> {
+    let mut args = vec![command, "--pedestal", s(pedestal), "--data", s(data)];
+    args.extend_from_slice(more);
+    args
+}
+
+/// `match --lhs LHS --rhs RHS`, then `more`: the arguments of a `cluda match` run.
+pub fn match_args<'a>(lhs: &'a Path, rhs: &'a Path, more: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["match", "--lhs", s(lhs), "--rhs", s(rhs)];
+    args.extend_from_slice(more);
+    args
+}
+
+/// `gen --out DIR`, then the options written out in `options` (`"--frames 9 --raw"`, see
+/// [`words`]): the arguments of a `cluda gen` run.
+pub fn gen_args<'a>(dir: &'a Path, options: &'a str) -> Vec<&'a str> {
+    let mut args = vec!["gen", "--out", s(dir)];
+    args.extend(words(options));
+    args
+}
+
 /// Bytes (a process's stdout or stderr) as text, invalid UTF-8 replaced.
 pub fn text(b: impl AsRef<[u8]>) -> String {
     String::from_utf8_lossy(b.as_ref()).into_owned()

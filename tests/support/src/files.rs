@@ -1,6 +1,6 @@
 //! What the hostile tests check on the file system: a file's bytes unchanged, the names in a
-//! folder (nothing added, no temporary left), a name appearing while a run writes; and large
-//! `.npy` inputs that cost no disk.
+//! folder (nothing added, no temporary left), a name appearing while a run writes; large
+//! `.npy` inputs that cost no disk, and `.npy` files written by hand.
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
@@ -61,17 +61,26 @@ pub fn sparse_npy(path: &Path, descr: &str, shape: &[u64]) {
         "{{'descr': '{descr}', 'fortran_order': False, 'shape': ({}{comma}), }}",
         dims.join(", ")
     );
-    let mut header = dict.into_bytes();
-    while (10 + header.len() + 1) % 64 != 0 {
-        header.push(b' ');
-    }
-    header.push(b'\n');
-    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
-    bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
-    bytes.extend_from_slice(&header);
+    let bytes = npy_bytes(&dict, &[]);
     let size = if descr.ends_with('2') { 2 } else { 4 };
     let data: u64 = shape.iter().product::<u64>() * size;
     let f = std::fs::File::create(path).expect("create");
     std::io::Write::write_all(&mut &f, &bytes).expect("header");
     f.set_len(bytes.len() as u64 + data).expect("set_len");
+}
+
+/// A `.npy` file's bytes: a version 1.0 header holding `dict` (`{'descr': '<u2', ...}`),
+/// padded with spaces to a multiple of 64 bytes as NumPy pads it, then `body`. For inputs
+/// written by hand: malformed, or of a type no writer of cluda's writes.
+pub fn npy_bytes(dict: &str, body: &[u8]) -> Vec<u8> {
+    let mut h = dict.to_string();
+    while !(10 + h.len() + 1).is_multiple_of(64) {
+        h.push(' ');
+    }
+    h.push('\n');
+    let mut b = b"\x93NUMPY\x01\x00".to_vec();
+    b.extend_from_slice(&(h.len() as u16).to_le_bytes());
+    b.extend_from_slice(h.as_bytes());
+    b.extend_from_slice(body);
+    b
 }

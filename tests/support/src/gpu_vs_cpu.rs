@@ -1,5 +1,5 @@
 //! The setup that the GPU finder's tests against the CPU reference share
-//! (`tests/gpu_finder.rs`, `tests/gpu_engine.rs`, `tests/gpu_engine_kept_ring.rs`):
+//! (`tests/gpu_finder/`, `tests/gpu_engine/`, `tests/gpu_engine_kept_ring.rs`):
 //! generated dark and data frames of one shape, one device per test binary, and GPU and CPU
 //! finders with the frames' pedestal pushed, so both tests build their finders and their
 //! reference the same way.

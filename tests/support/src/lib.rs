@@ -14,18 +14,26 @@
 //!   adversarial), the f64 acceptance check and V2's bit-exact CPU reference.
 //! - [`pool_source`]: a generator-like frame source cycling a pool (long-run tests, stream
 //!   bench).
+//! - [`raw`]: small raw acquisitions with known pixels (raw, raw-port and malformed tests).
 //! - [`rss`]: resident memory sampled along a stream (long-run tests).
+//! - [`bench`]: a bench's `main` (an error reported, exit 1) and its comma-separated lists.
 //! - [`cli`]: running the `cluda` binary and checking its errors (CLI tests).
 //! - [`peers`]: where tools/aare-build's `aare-find` is, and its summary line (aare finder
 //!   test, peers bench).
 //! - [`files`]: a file's checksum, a folder's names, no temporary left, a name appearing
-//!   mid-run; sparse `.npy` inputs (hostile tests).
+//!   mid-run; sparse `.npy` inputs and `.npy` bytes written by hand (hostile, malformed and
+//!   matcher tests).
 //! - [`stream`]: `cluda stream`, `replay` and `find` as processes with bounded waits and
 //!   signals, generated `.npy` inputs and the stream's summary lines (stream, raw and hostile
 //!   tests).
+//! - [`relay`]: a stream fed by a replay, and the checks the stream tests share (no fault, an
+//!   interrupted acquisition, a slow consumer, the live sub-pixel image).
+//! - [`publish`]: publishers of one's own messages to a stream under test, and frames with
+//!   edited headers, when cluda is built with its `stream` feature.
 //!
 //! Its `cluda` is the library the tests link (one copy), so its types are the tests' types.
 
+pub mod bench;
 pub mod cases;
 pub mod cli;
 pub mod files;
@@ -39,5 +47,11 @@ pub mod matcher;
 pub mod oracle;
 pub mod peers;
 pub mod pool_source;
+pub mod raw;
+// With cluda's `stream` feature (followed as `gpu` is, above).
+cluda::if_stream! {
+    pub mod publish;
+}
+pub mod relay;
 pub mod rss;
 pub mod stream;

@@ -302,3 +302,14 @@ pub fn adversarial(seed: u64) -> Vec<(&'static str, Vec<Descriptor>, Vec<Descrip
     out.push(("mixed scales", mix(300, seed + 13), mix(600, seed + 14)));
     out
 }
+
+/// Random descriptor sets of 1 to `max_rows - 1` rows (proptest): small integers, which make
+/// ties and exact zeros common, and floats for the general case.
+pub fn descriptors(max_rows: usize) -> impl proptest::strategy::Strategy<Value = Vec<Descriptor>> {
+    use proptest::prelude::*;
+    let value = prop_oneof![(-3i32..4).prop_map(|v| v as f32), -10.0f32..10.0];
+    prop::collection::vec(
+        prop::collection::vec(value, D).prop_map(|v| std::array::from_fn(|k| v[k])),
+        1..max_rows,
+    )
+}

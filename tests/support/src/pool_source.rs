@@ -3,7 +3,7 @@
 //! [`PoolSource`] hands out the frames of a pool over and over, as many as asked, numbered
 //! from 0, so a run of a million frames (or an endless replay) measures the engine or the
 //! stream, not the generator. Shared by the long-run tests (`tests/engine_memory.rs`,
-//! `tests/long_runs.rs`) and the stream bench (`benches/stream.rs`), so all of them cycle
+//! `tests/long_runs.rs`) and the stream bench (`benches/stream/`), so all of them cycle
 //! frames the same way.
 
 use std::sync::Arc;

@@ -241,6 +241,20 @@ pub fn write_frames(
     p
 }
 
+/// A temporary directory holding `dark` generated dark frames of `shape` (`dark.npy`) and
+/// the `data` frames with photons that follow them (`data.npy`, from frame `dark` on): the
+/// inputs of most stream tests. Returns the directory and the two paths.
+pub fn dark_and_data(
+    shape: (usize, usize),
+    dark: usize,
+    data: usize,
+) -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().expect("dir");
+    let dark_file = write_frames(dir.path(), "dark", shape, 0, dark, false);
+    let data_file = write_frames(dir.path(), "data", shape, dark as u64, data, true);
+    (dir, dark_file, data_file)
+}
+
 /// Runs `cluda find` on the same pedestal and data (extra finder options in `extra`) and
 /// returns its cluster file's bytes.
 pub fn find_bytes(dir: &Path, pedestal: &Path, data: &Path, extra: &[&str]) -> Vec<u8> {
@@ -303,22 +317,9 @@ pub fn finder_kept_while_the_shape_stays(
     let b = write_acquisition(d, "b", other, dark, data);
     let port = free_port();
     let out = d.join("out");
-    let stream = spawn_stream(
-        d,
-        "shapes",
-        port,
-        &out,
-        &[
-            "--pedestal-frames",
-            "60",
-            "--device",
-            device,
-            "--acquisitions",
-            "4",
-            "--on-full",
-            "block",
-        ],
-    );
+    let mut args = vec!["--pedestal-frames", "60", "--device", device];
+    args.extend(["--acquisitions", "4", "--on-full", "block"]);
+    let stream = spawn_stream(d, "shapes", port, &out, &args);
     spawn_replay(
         d,
         "replay-shapes",

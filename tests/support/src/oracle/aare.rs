@@ -87,13 +87,19 @@ fn calculate_eta2_helper(eta: &mut Eta2, left_x: i64, right_x: i64, bottom_y: i6
     }
 }
 
-/// `calculate_eta2` for a generic `ClusterSizeX x ClusterSizeY` cluster.
-pub fn calculate_eta2(data: &[i64], cluster_size_x: usize, cluster_size_y: usize) -> Eta2 {
+/// How `calculate_eta2` and `calculate_full_eta2` start: an eta holding the largest 2x2 sum,
+/// the index of the cluster's centre (`cluster_center_index`), and the corner `c` of that sum.
+fn eta2_start(data: &[i64], cluster_size_x: usize, cluster_size_y: usize) -> (Eta2, usize, i32) {
     let mut eta = Eta2::default();
     let cluster_center_index = (cluster_size_x / 2) + (cluster_size_y / 2) * cluster_size_x;
     let (max_sum, c) = max_sum_2x2(data, cluster_size_x, cluster_size_y);
     eta.sum = max_sum;
-    let cci = cluster_center_index;
+    (eta, cluster_center_index, c)
+}
+
+/// `calculate_eta2` for a generic `ClusterSizeX x ClusterSizeY` cluster.
+pub fn calculate_eta2(data: &[i64], cluster_size_x: usize, cluster_size_y: usize) -> Eta2 {
+    let (mut eta, cci, c) = eta2_start(data, cluster_size_x, cluster_size_y);
     let sx = cluster_size_x;
     match c {
         C_TOP_LEFT => calculate_eta2_helper(
@@ -132,11 +138,7 @@ pub fn calculate_eta2(data: &[i64], cluster_size_x: usize, cluster_size_y: usize
 
 /// `calculate_full_eta2` for a generic cluster.
 pub fn calculate_full_eta2(data: &[i64], cluster_size_x: usize, cluster_size_y: usize) -> Eta2 {
-    let mut eta = Eta2::default();
-    let cluster_center_index = (cluster_size_x / 2) + (cluster_size_y / 2) * cluster_size_x;
-    let (max_sum, c) = max_sum_2x2(data, cluster_size_x, cluster_size_y);
-    eta.sum = max_sum;
-    let cci = cluster_center_index;
+    let (mut eta, cci, c) = eta2_start(data, cluster_size_x, cluster_size_y);
     let sx = cluster_size_x;
     let sum = eta.sum as f64;
     match c {

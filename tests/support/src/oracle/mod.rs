@@ -13,7 +13,7 @@
 //!   rounded once to `f32`, then `f32` window updates of `y = x - X0`;
 //! - [`Arith::Naive`]: raw `f32` sums (the scheme docs/semantics.md says cancels catastrophically).
 //!
-//! [`aare`] is the oracle of aare's eta interpolation (tests/interpolation.rs).
+//! [`aare`] is the oracle of aare's eta interpolation (tests/interpolation/).
 
 pub mod aare;
 
@@ -92,49 +92,34 @@ pub trait Flt:
     fn wide(self) -> f64;
 }
 
-impl Flt for f64 {
-    const ZERO: Self = 0.0;
-    fn of_f64(v: f64) -> Self {
-        v
-    }
-    fn of_u16(v: u16) -> Self {
-        v as f64
-    }
-    fn fused(a: Self, b: Self, c: Self) -> Self {
-        a.mul_add(b, c)
-    }
-    fn root(self) -> Self {
-        self.sqrt()
-    }
-    fn round_i32(self) -> i32 {
-        self.round() as i32
-    }
-    fn wide(self) -> f64 {
-        self
-    }
+/// [`Flt`] for a float type: plain casts, `mul_add`, `sqrt` and `round`.
+macro_rules! flt {
+    ($($t:ty),*) => {$(
+        impl Flt for $t {
+            const ZERO: Self = 0.0;
+            fn of_f64(v: f64) -> Self {
+                v as $t
+            }
+            fn of_u16(v: u16) -> Self {
+                v as $t
+            }
+            fn fused(a: Self, b: Self, c: Self) -> Self {
+                a.mul_add(b, c)
+            }
+            fn root(self) -> Self {
+                self.sqrt()
+            }
+            fn round_i32(self) -> i32 {
+                self.round() as i32
+            }
+            fn wide(self) -> f64 {
+                self as f64
+            }
+        }
+    )*};
 }
 
-impl Flt for f32 {
-    const ZERO: Self = 0.0;
-    fn of_f64(v: f64) -> Self {
-        v as f32
-    }
-    fn of_u16(v: u16) -> Self {
-        v as f32
-    }
-    fn fused(a: Self, b: Self, c: Self) -> Self {
-        a.mul_add(b, c)
-    }
-    fn root(self) -> Self {
-        self.sqrt()
-    }
-    fn round_i32(self) -> i32 {
-        self.round() as i32
-    }
-    fn wide(self) -> f64 {
-        self as f64
-    }
-}
+flt!(f64, f32);
 
 /// One pixel's pedestal in the `f64` arithmetic (aare's FastPedestal).
 #[derive(Clone, Debug, Default)]
@@ -354,7 +339,7 @@ impl Oracle {
                 classify_frame(&self.p, &c, &t)
             }
         };
-        add_stats(&mut self.stats, &stats);
+        self.stats += &stats;
         // Frame-synchronous: every quiet pixel's raw value goes in after the whole frame.
         for i in quiet {
             self.push(i, frame[i]);
@@ -377,14 +362,17 @@ fn std32(sum: f32, sum2: f32, inv: f32) -> f32 {
     var.sqrt()
 }
 
-fn add_stats(s: &mut RuleStats, o: &RuleStats) {
-    s.negative += o.negative;
-    s.centre_by_max += o.centre_by_max;
-    s.centre_by_total += o.centre_by_total;
-    s.not_max += o.not_max;
-    s.tied_centres += o.tied_centres;
-    s.pedestal += o.pedestal;
-    s.edge_centres += o.edge_centres;
+impl std::ops::AddAssign<&RuleStats> for RuleStats {
+    /// Adds another run's counts rule by rule.
+    fn add_assign(&mut self, o: &RuleStats) {
+        self.negative += o.negative;
+        self.centre_by_max += o.centre_by_max;
+        self.centre_by_total += o.centre_by_total;
+        self.not_max += o.not_max;
+        self.tied_centres += o.tied_centres;
+        self.pedestal += o.pedestal;
+        self.edge_centres += o.edge_centres;
+    }
 }
 
 /// docs/semantics.md sections 2-4 for one frame, given every pixel's `c` and `t`: the clusters in

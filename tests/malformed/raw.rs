@@ -1,25 +1,15 @@
-//! Bad input, proven: a table of malformed inputs, each asserting the specific error (variant
-//! and message fragment), plus inputs that declare huge sizes and must not allocate for them.
-//!
-//! `.npy` and cluster-file cases live in `npy_cases` / `cluster_file_cases` at the bottom;
-//! every case also proves, with a per-thread allocation tracker, that reading it never
-//! allocates more than the bytes present need.
+//! Raw acquisitions (masters and data files) and finder options: a table of malformed
+//! inputs, each with its specific error; declared sizes that must allocate nothing.
 
 use std::path::{Path, PathBuf};
 
-use cluda::io::raw::{
-    DetectorType, FrameDiscardPolicy, RawMaster, RawReader, RawWriter, RawWriterConfig,
-};
+use cluda::io::raw::{RawMaster, RawReader, RawWriter};
 use cluda::{ClusterSize, Error, FinderConfig};
 use serde_json::{Value, json};
 
-/// A fresh, empty directory under the system temp dir, removed on drop.
-fn temp_dir(tag: &str) -> tempfile::TempDir {
-    tempfile::Builder::new()
-        .prefix(&format!("cluda-{tag}-"))
-        .tempdir()
-        .expect("temp dir")
-}
+use support::raw::small_detector;
+
+use crate::{Kind, kind, temp_dir};
 
 /// A valid MOENCH 03 master (receiver software 8, image order).
 fn good_master() -> Value {
@@ -54,41 +44,24 @@ fn parse(bytes: &[u8]) -> Error {
 /// A tiny valid acquisition (4 x 6, `max` frames per file) with `frames` frames; returns the
 /// master path.
 fn acquisition(dir: &Path, frames: u64, max: u64) -> PathBuf {
-    let cfg = RawWriterConfig {
-        rows: 4,
-        cols: 6,
-        detector: DetectorType::Generic16,
-        max_frames_per_file: max,
-        version: 7.2,
-        frame_padding: true,
-        frame_discard_policy: FrameDiscardPolicy::NoDiscard,
-        packets_per_frame: 1,
-    };
-    let mut w = RawWriter::create(dir, "run", 0, cfg).unwrap();
+    let mut w = RawWriter::create(dir, "run", 0, small_detector(4, 6, max, 1)).unwrap();
     for k in 1..=frames {
         w.write_frame(k, &[k as u16; 24]).unwrap();
     }
     w.finish(None).unwrap()
 }
 
+/// Rewrites the master file `mp` with `edit` applied to its JSON.
+fn edit_master(mp: &Path, edit: impl FnOnce(&mut Value)) {
+    let mut m: Value = serde_json::from_slice(&std::fs::read(mp).unwrap()).unwrap();
+    edit(&mut m);
+    std::fs::write(mp, m.to_string()).unwrap();
+}
+
 fn open_err(master: &Path) -> Error {
     match RawReader::open(master) {
         Ok(_) => panic!("opened a bad acquisition {master:?}"),
         Err(e) => e,
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Kind {
-    Format,
-    Param,
-}
-
-fn kind(e: &Error) -> Option<Kind> {
-    match e {
-        Error::Format { .. } => Some(Kind::Format),
-        Error::InvalidParameter { .. } => Some(Kind::Param),
-        _ => None,
     }
 }
 
@@ -286,9 +259,7 @@ fn cases() -> Vec<Case> {
             Box::new(|| {
                 let d = temp_dir("maxff");
                 let mp = acquisition(d.path(), 4, 0);
-                let mut m: Value = serde_json::from_slice(&std::fs::read(&mp).unwrap()).unwrap();
-                m["Max Frames Per File"] = json!(3);
-                std::fs::write(&mp, m.to_string()).unwrap();
+                edit_master(&mp, |m| m["Max Frames Per File"] = json!(3));
                 open_err(&mp)
             }),
             Kind::Format,
@@ -299,10 +270,10 @@ fn cases() -> Vec<Case> {
             Box::new(|| {
                 let d = temp_dir("total");
                 let mp = acquisition(d.path(), 5, 2);
-                let mut m: Value = serde_json::from_slice(&std::fs::read(&mp).unwrap()).unwrap();
-                m["Total Frames"] = json!(3);
-                m["Frames in File"] = json!(3);
-                std::fs::write(&mp, m.to_string()).unwrap();
+                edit_master(&mp, |m| {
+                    m["Total Frames"] = json!(3);
+                    m["Frames in File"] = json!(3);
+                });
                 open_err(&mp)
             }),
             Kind::Format,
@@ -516,9 +487,7 @@ fn every_malformed_input_gets_its_specific_error() {
 fn errors_name_the_file() {
     let d = temp_dir("names");
     let mp = acquisition(d.path(), 4, 0);
-    let mut m: Value = serde_json::from_slice(&std::fs::read(&mp).unwrap()).unwrap();
-    m["Max Frames Per File"] = json!(2);
-    std::fs::write(&mp, m.to_string()).unwrap();
+    edit_master(&mp, |m| m["Max Frames Per File"] = json!(2));
     match open_err(&mp) {
         Error::Format { path, .. } => assert_eq!(path, d.path().join("run_d0_f0_0.raw")),
         e => panic!("{e:?}"),
@@ -581,324 +550,4 @@ fn a_batch_request_reserves_only_for_frames_on_disk() {
         "capacity {}",
         frames.capacity()
     );
-}
-
-/// Largest single allocation made by the current thread since [`largest_reset`] (tests run in
-/// parallel threads, so a process-wide figure would mix them up).
-mod alloc_track {
-    use std::alloc::{GlobalAlloc, Layout, System};
-    use std::cell::Cell;
-
-    thread_local! {
-        static LARGEST: Cell<usize> = const { Cell::new(0) };
-    }
-
-    pub struct Tracking;
-
-    // SAFETY: every method forwards to `System` with the caller's arguments unchanged.
-    unsafe impl GlobalAlloc for Tracking {
-        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-            note(layout.size());
-            // SAFETY: the caller's contract for `alloc`, passed on.
-            unsafe { System.alloc(layout) }
-        }
-        unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-            note(layout.size());
-            // SAFETY: the caller's contract for `alloc_zeroed`, passed on.
-            unsafe { System.alloc_zeroed(layout) }
-        }
-        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-            // SAFETY: the caller's contract for `dealloc`, passed on.
-            unsafe { System.dealloc(ptr, layout) }
-        }
-        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-            note(new_size);
-            // SAFETY: the caller's contract for `realloc`, passed on.
-            unsafe { System.realloc(ptr, layout, new_size) }
-        }
-    }
-
-    fn note(size: usize) {
-        let _ = LARGEST.try_with(|c| c.set(c.get().max(size)));
-    }
-
-    /// Starts a measurement on this thread.
-    pub fn largest_reset() {
-        let _ = LARGEST.try_with(|c| c.set(0));
-    }
-
-    /// The largest single allocation on this thread since [`largest_reset`].
-    pub fn largest() -> usize {
-        LARGEST.try_with(|c| c.get()).unwrap_or(0)
-    }
-}
-
-#[global_allocator]
-static TRACKING: alloc_track::Tracking = alloc_track::Tracking;
-
-/// The most a reader may allocate at once for a tiny input: its 1 MiB read buffer plus slack;
-/// far below what the huge declared sizes would take.
-const SMALL_INPUT_ALLOC: usize = 2 << 20;
-
-/// What reading a case must give: the shape read, or an error containing the fragment.
-type Expect = std::result::Result<Vec<usize>, &'static str>;
-
-/// A `.npy` file with a version 1.0 header padded like NumPy's.
-fn npy(header: &str, body: &[u8]) -> Vec<u8> {
-    let mut h = header.to_string();
-    while !(10 + h.len() + 1).is_multiple_of(64) {
-        h.push(' ');
-    }
-    h.push('\n');
-    let mut b = b"\x93NUMPY\x01\x00".to_vec();
-    b.extend_from_slice(&(h.len() as u16).to_le_bytes());
-    b.extend_from_slice(h.as_bytes());
-    b.extend_from_slice(body);
-    b
-}
-
-/// `.npy` inputs for `read_u16_frames` (and `NpyFrames`), with what each must give.
-fn npy_cases() -> Vec<(&'static str, Vec<u8>, Expect)> {
-    let u2 = |shape: &str, body: &[u8]| {
-        npy(
-            &format!("{{'descr': '<u2', 'fortran_order': False, 'shape': {shape}, }}"),
-            body,
-        )
-    };
-    let mut latin1 = u2("(1, 2, 2)", &[0; 8]);
-    latin1[20] = 0xff;
-    let mut v2 = b"\x93NUMPY\x02\x00".to_vec();
-    let h = "{'descr': '<u2', 'fortran_order': False, 'shape': (1, 1, 2), }\n";
-    v2.extend_from_slice(&(h.len() as u32).to_le_bytes());
-    v2.extend_from_slice(h.as_bytes());
-    v2.extend_from_slice(&[1, 0, 2, 0]);
-    let magic = "does not start with the \\x93NUMPY magic string";
-    vec![
-        ("empty file", vec![], Err(magic)),
-        (
-            "bad magic",
-            b"\x93NUMPX\x01\x00\x10\x00".to_vec(),
-            Err(magic),
-        ),
-        (
-            "truncated header",
-            u2("(1, 2, 2)", &[])[..20].to_vec(),
-            Err("truncated .npy header: it declares 118 header bytes but the file has only 10"),
-        ),
-        (
-            "header length past the end",
-            b"\x93NUMPY\x01\x00\xff\xff{".to_vec(),
-            Err("declares 65535 header bytes but the file has only 1"),
-        ),
-        (
-            "wrong dtype f8",
-            npy(
-                "{'descr': '<f8', 'fortran_order': False, 'shape': (1, 2, 2), }",
-                &[0; 32],
-            ),
-            Err("dtype '<f8' is not supported here: expected uint16"),
-        ),
-        (
-            "fortran order",
-            npy(
-                "{'descr': '<u2', 'fortran_order': True, 'shape': (1, 2, 2), }",
-                &[0; 8],
-            ),
-            Err("Fortran-order array: cluda reads C-order arrays only"),
-        ),
-        (
-            "zero rows",
-            u2("(1, 0, 2)", &[]),
-            Err("frames of shape 0 x 2 have no pixels"),
-        ),
-        (
-            "negative size",
-            u2("(1, -2, 2)", &[0; 8]),
-            Err("expected a non-negative integer at byte 54, found '-'"),
-        ),
-        (
-            "huge declared frames",
-            u2("(1000000000000, 400, 400)", &[0; 64]),
-            Err("needs 320000000000000000 bytes after the 128-byte header, the file holds 64"),
-        ),
-        (
-            "shape product overflows",
-            u2("(18446744073709551615, 400, 400)", &[0; 64]),
-            Err("is too large to address on this machine"),
-        ),
-        (
-            "fewer bytes than the shape",
-            u2("(3, 2, 2)", &[0; 10]),
-            Err("needs 24 bytes after the 128-byte header, the file holds 10"),
-        ),
-        (
-            "text after the dict",
-            u2("(1, 2, 2)", &[0; 8])
-                .into_iter()
-                .take(10)
-                .chain(
-                    "{'descr': '<u2', 'fortran_order': False, 'shape': (1, 2, 2), }x"
-                        .bytes()
-                        .chain(std::iter::repeat_n(b' ', 52))
-                        .chain(*b"\n"),
-                )
-                .chain([0; 8])
-                .collect(),
-            Err("unexpected text after the dict"),
-        ),
-        (
-            "latin-1 byte in the header",
-            latin1,
-            Err("expected a string, True, False or a tuple at byte 10"),
-        ),
-        (
-            "4-D shape",
-            u2("(1, 1, 2, 2)", &[0; 8]),
-            Err("expected a 3-D array"),
-        ),
-        (
-            "1-D shape",
-            u2("(4,)", &[0; 8]),
-            Err("expected a 3-D array"),
-        ),
-        (
-            "no shape key",
-            npy("{'descr': '<u2', 'fortran_order': False, }", &[0; 8]),
-            Err("the header dict has no 'shape' key"),
-        ),
-        (
-            "header not a dict",
-            npy("[1, 2, 3]", &[0; 8]),
-            Err("expected '{' at byte 0, found '['"),
-        ),
-        // Accepted forms, read exactly.
-        (
-            "big-endian u2",
-            npy(
-                "{'descr': '>u2', 'fortran_order': False, 'shape': (1, 2, 2), }",
-                &[0; 8],
-            ),
-            Ok(vec![1, 2, 2]),
-        ),
-        (
-            "2-D shape is one frame",
-            u2("(2, 2)", &[0; 8]),
-            Ok(vec![1, 2, 2]),
-        ),
-        ("version 2.0 header", v2, Ok(vec![1, 1, 2])),
-        ("no frames", u2("(0, 4, 4)", &[]), Ok(vec![0, 4, 4])),
-    ]
-}
-
-#[test]
-fn every_malformed_npy_gets_its_specific_error_and_allocates_nothing_large() {
-    let d = temp_dir("npy");
-    let cases = npy_cases();
-    assert!(cases.len() >= 20, "only {} cases", cases.len());
-    let mut failures = Vec::new();
-    for (i, (name, bytes, want)) in cases.iter().enumerate() {
-        let p = d.path().join(format!("case{i}.npy"));
-        std::fs::write(&p, bytes).unwrap();
-        alloc_track::largest_reset();
-        let got = cluda::io::npy::read_u16_frames(&p).map(|a| {
-            assert_eq!(a.data.len(), a.shape.iter().product::<usize>(), "{name}");
-            a.shape
-        });
-        let streamed = cluda::io::NpyFrames::open(&p).map(|f| vec![f.len(), f.rows(), f.cols()]);
-        let largest = alloc_track::largest();
-        if largest > SMALL_INPUT_ALLOC {
-            failures.push(format!("{name}: allocated {largest} bytes at once"));
-        }
-        match (want, &got) {
-            (Ok(shape), Ok(s)) if s == shape => {}
-            (Err(fragment), Err(e @ Error::Format { path, .. }))
-                if e.to_string().contains(fragment) && path == &p => {}
-            _ => failures.push(format!("{name}: expected {want:?}, got {got:?}")),
-        }
-        if got.is_ok() != streamed.is_ok() {
-            failures.push(format!("{name}: NpyFrames::open disagrees: {streamed:?}"));
-        }
-    }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
-}
-
-/// A 3x3 cluster file frame: number, count, and `count` records (40 bytes each).
-fn clu_frame(number: i32, count: u32, records: usize) -> Vec<u8> {
-    let mut b = number.to_le_bytes().to_vec();
-    b.extend_from_slice(&count.to_le_bytes());
-    for r in 0..records {
-        b.extend_from_slice(&(r as u16).to_le_bytes());
-        b.extend_from_slice(&7u16.to_le_bytes());
-        for k in 0..9i32 {
-            b.extend_from_slice(&(k - 4).to_le_bytes());
-        }
-    }
-    b
-}
-
-/// Cluster-file inputs read as 3x3 clusters (40-byte records): what each must give (the
-/// frame count read, or the error).
-fn cluster_file_cases() -> Vec<(&'static str, Vec<u8>, Expect)> {
-    let cat = |parts: &[Vec<u8>]| parts.concat();
-    vec![
-        (
-            "truncated frame header",
-            vec![1, 0, 0],
-            Err("a frame header at byte 0 needs 8 bytes, only 3 remain"),
-        ),
-        (
-            "n_clusters u32::MAX with no records",
-            clu_frame(0, u32::MAX, 0),
-            Err(
-                "frame 0 at byte 0 declares 4294967295 clusters (171798691800 bytes), only 0 bytes remain",
-            ),
-        ),
-        (
-            "fewer records than n_clusters",
-            cat(&[clu_frame(0, 2, 1), vec![0; 10]]),
-            Err("declares 2 clusters (80 bytes), only 50 bytes remain"),
-        ),
-        (
-            "second frame truncated inside its header",
-            cat(&[clu_frame(3, 1, 1), vec![9, 9]]),
-            Err("a frame header at byte 48 needs 8 bytes, only 2 remain"),
-        ),
-        (
-            "second frame declares too many",
-            cat(&[clu_frame(3, 1, 1), clu_frame(4, 1000, 2)]),
-            Err("frame 4 at byte 48 declares 1000 clusters (40000 bytes), only 80 bytes remain"),
-        ),
-        ("empty file", vec![], Ok(vec![0])),
-        (
-            "three frames, one empty",
-            cat(&[clu_frame(0, 2, 2), clu_frame(1, 0, 0), clu_frame(-5, 1, 1)]),
-            Ok(vec![3]),
-        ),
-    ]
-}
-
-#[test]
-fn every_malformed_cluster_file_gets_its_specific_error_and_allocates_nothing_large() {
-    let d = temp_dir("clu");
-    let mut failures = Vec::new();
-    for (i, (name, bytes, want)) in cluster_file_cases().iter().enumerate() {
-        let p = d.path().join(format!("case{i}.clust"));
-        std::fs::write(&p, bytes).unwrap();
-        alloc_track::largest_reset();
-        let got = cluda::io::read_cluster_file(&p, ClusterSize::S3).map(|(numbers, batch)| {
-            assert_eq!(numbers.len(), batch.frames(), "{name}");
-            vec![numbers.len()]
-        });
-        let largest = alloc_track::largest();
-        if largest > SMALL_INPUT_ALLOC {
-            failures.push(format!("{name}: allocated {largest} bytes at once"));
-        }
-        match (want, &got) {
-            (Ok(n), Ok(g)) if g == n => {}
-            (Err(fragment), Err(e @ Error::Format { path, .. }))
-                if e.to_string().contains(fragment) && path == &p => {}
-            _ => failures.push(format!("{name}: expected {want:?}, got {got:?}")),
-        }
-    }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
