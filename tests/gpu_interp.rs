@@ -8,7 +8,7 @@ use cluda::cluster::ClusterSize;
 use cluda::finder::gpu::{DeviceAccum, DeviceClusters, Overflow, PipelineConfig};
 use cluda::interpolation::{
     Accumulate, AccumulatedCounts, CubeAxes, EnergyWindow, EtaCube, EtaKind, Interpolator, MapKind,
-    PixelMask, Placer, SubpixelImage, Tally,
+    PixelMask, PlaceRows, Placer, SubpixelImage, Tally,
 };
 use cluda::{ClusterBatch, ClusterFinder, Precision, ThresholdMode};
 use support::gpu_vs_cpu::{Data, cpu_finder, device, gpu_finder};
@@ -352,4 +352,120 @@ fn gpu_image_peeks_mid_input_equal_host_counts_so_far() {
         image_of(f.take_accumulated().unwrap().unwrap()) == whole,
         "taken"
     );
+}
+
+/// Rows placed on the device right after each chunk's kernels
+/// (`ClusterFinder::place_rows`): every frame's rows are the host placer's photons of its
+/// clusters, bit for bit (positions, energy, flags), with a mask and a window exercising the
+/// flags, through a regrowing pipeline (overflowing chunks are redone and placed again) and
+/// beside an image counted on the device. Stopping gives frames without rows again.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_placed_rows_equal_host_placement() {
+    let d = data();
+    for (size, kind, map, cap) in [
+        (ClusterSize::S3, EtaKind::Eta2, MapKind::Cumulative, None),
+        (
+            ClusterSize::S3,
+            EtaKind::FullEta2,
+            MapKind::Rosenblatt,
+            Some(4),
+        ),
+        (ClusterSize::S5, EtaKind::Eta3, MapKind::Cumulative, None),
+        (
+            ClusterSize::S9,
+            EtaKind::CrossEta3,
+            MapKind::Rosenblatt,
+            Some(8),
+        ),
+    ] {
+        let axes = CubeAxes::default_for(kind);
+        let (flat, _) = gpu_run(size, &Accumulate::Cube(axes.clone()), None);
+        let cube = host_cube(&axes, &flat);
+        let maps = Arc::new(Interpolator::new(axes, &cube.to_f64(), map).unwrap());
+        let mut bad = vec![false; d.px()];
+        for i in (0..bad.len()).step_by(89) {
+            bad[i] = true;
+        }
+        let mask = Arc::new(PixelMask::new(200, 200, bad).unwrap());
+        let window = Some(EnergyWindow::new(100.0, 700.0).unwrap());
+        let rules = PlaceRows {
+            maps: maps.clone(),
+            window,
+            mask: Some(mask.clone()),
+        };
+        let cfg = d.config(size, Precision::F64, ThresholdMode::Live);
+        let mut pipe = PipelineConfig::default();
+        if let Some(c) = cap {
+            pipe.cap = c;
+            pipe.overflow = Overflow::Grow;
+            pipe.chunk = 16;
+        }
+        let mut f = gpu_finder(&cfg, pipe, d);
+        let image = Accumulate::Image {
+            maps: maps.clone(),
+            subpixels: 4,
+            window,
+            mask: Some(mask.clone()),
+        };
+        assert!(f.accumulate(&image).unwrap(), "the image is counted beside");
+        assert!(
+            f.place_rows(Some(&rules)).unwrap(),
+            "the default pipeline places rows"
+        );
+        let placer = Placer {
+            maps: &maps,
+            window,
+            mask: Some(&mask),
+            gain: None,
+        };
+        let (mut frames, mut rows, mut tally) = (0usize, 0usize, Tally::default());
+        let mut want = Vec::new();
+        f.find_each(d.data(), &mut |fc| {
+            let got = fc.placed().expect("every frame comes with its rows");
+            want.clear();
+            placer.place_frame(fc.frame.get() as i64, &fc, &mut tally, &mut want);
+            assert_eq!(
+                got.len(),
+                want.len(),
+                "frame {}: one row per cluster",
+                fc.frame
+            );
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                let same = g.x.to_bits() == w.x.to_bits()
+                    && g.y.to_bits() == w.y.to_bits()
+                    && g.energy.to_bits() == w.energy.to_bits()
+                    && g.flags == u32::from(w.flags)
+                    && g.pad == 0;
+                assert!(
+                    same,
+                    "frame {} cluster {i}: device {g:?}, host {w:?}",
+                    fc.frame
+                );
+            }
+            frames += 1;
+            rows += got.len();
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(frames, d.data().len());
+        assert!(
+            tally.masked > 0 && tally.window > 0 && tally.inside > 1000,
+            "{size} {kind:?}: mask, window and placement exercised: {tally:?}"
+        );
+        let acc = f.take_accumulated().unwrap().expect("an image");
+        assert_eq!(
+            acc.tally, tally,
+            "{size} {kind:?}: the image's tally beside the rows"
+        );
+        assert!(!f.place_rows(None).unwrap(), "stopping asks for no rows");
+        let mut without = 0;
+        f.find_each(d.data().range(0, 20), &mut |fc| {
+            without += usize::from(fc.placed().is_none());
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(without, 20, "{size} {kind:?}: no rows once stopped");
+        println!("gpu == host placed rows: {size} {kind:?} {map:?} cap {cap:?}: {rows} rows");
+    }
 }

@@ -397,8 +397,9 @@ macro_rules! interp_kernels {
                 /// outside the window.
                 tally: $crate::args::MutPtr<u64>,
             }
-            /// The parameters of `cluda_eta_image`: every record placed through the maps and
-            /// counted into the sub-pixel image when its flags are 0.
+            /// The parameters of `cluda_eta_image`: every record placed through the maps,
+            /// its row written to `photons`, counted into the sub-pixel image when its flags
+            /// are 0, and tallied (each output skipped where its pointer is null).
             cluda_eta_image => EtaImageArgs {
                 out: $crate::args::ConstPtr<u32>,
                 frames: u32,
@@ -427,10 +428,12 @@ macro_rules! interp_kernels {
                 window_lo: f64,
                 window_hi: f64,
                 use_window: u32,
-                /// The image's counts, row-major.
+                /// The image's counts, row-major, or null for none.
                 image: $crate::args::MutPtr<u64>,
-                /// As in `cluda_eta_cube`.
+                /// As in `cluda_eta_cube`, or null for none.
                 tally: $crate::args::MutPtr<u64>,
+                /// One row per record (`room` of them), or null for none.
+                photons: $crate::args::MutPtr<$crate::eta::PlacedRow>,
             }
             /// The parameters of `cluda_counts_to_u32`: 64-bit counts narrowed to `u32`,
             /// saturating (an image's counts come down at half the size).

@@ -344,6 +344,29 @@ pub fn subpixel(p: f64, n: u32, len: usize) -> Option<usize> {
     }
 }
 
+/// One cluster placed on the device, as the image kernel writes it for the host (one row per
+/// record, in record order): the photon's position, its energy and its flags, exactly what the
+/// host's placement computes for the same cluster (a flagged photon holds its pixel's centre).
+/// 32 bytes with no padding, so that rows copy as plain bytes between device and host.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[cfg_attr(
+    not(target_arch = "nvptx64"),
+    derive(bytemuck::Pod, bytemuck::Zeroable)
+)]
+pub struct PlacedRow {
+    /// Column position (pixel `c` spans `[c, c + 1)`).
+    pub x: f64,
+    /// Row position.
+    pub y: f64,
+    /// The eta's sum (the photon's energy).
+    pub energy: f64,
+    /// 0 placed, else the `FLAG_*` bits.
+    pub flags: u32,
+    /// Zero (keeps the row 32 bytes without padding).
+    pub pad: u32,
+}
+
 /// Flag of a photon whose eta lies outside the cube's eta edges (either axis, NaN included).
 pub const FLAG_ETA_OUTSIDE: u8 = 1;
 /// Flag of a photon whose energy lies outside the cube's energy edges.

@@ -6,6 +6,7 @@
 //! the cluster file's on little-endian machines and no per-frame vector is allocated.
 
 use bytemuck::{Pod, Zeroable};
+use cluda_gpu::eta::PlacedRow;
 
 use crate::error::{Error, Result};
 use crate::frame_number::FrameNumber;
@@ -152,13 +153,44 @@ pub struct FrameClusters<'a> {
     pub frame: FrameNumber,
     size: ClusterSize,
     words: &'a [u32],
+    placed: Option<&'a [PlacedRow]>,
 }
 
 impl<'a> FrameClusters<'a> {
     /// Wraps packed records; `words.len()` must be a multiple of the record size.
     pub fn new(frame: FrameNumber, size: ClusterSize, words: &'a [u32]) -> Self {
         debug_assert_eq!(words.len() % size.record_words(), 0);
-        Self { frame, size, words }
+        Self {
+            frame,
+            size,
+            words,
+            placed: None,
+        }
+    }
+
+    /// The same clusters with the rows a finder placed them at on its device
+    /// ([`crate::finder::ClusterFinder::place_rows`]): one per cluster, in their order.
+    ///
+    /// # Errors
+    /// [`Error::Internal`] when there is not one row per cluster.
+    pub fn with_placed(mut self, rows: &'a [PlacedRow]) -> Result<Self> {
+        if rows.len() != self.len() {
+            return Err(Error::Internal(format!(
+                "{} placed rows for {} clusters in frame {}",
+                rows.len(),
+                self.len(),
+                self.frame
+            )));
+        }
+        self.placed = Some(rows);
+        Ok(self)
+    }
+
+    /// The rows the finder placed these clusters at on its device, one per cluster in their
+    /// order, when it was asked to ([`crate::finder::ClusterFinder::place_rows`]); `None`
+    /// otherwise (the caller places them).
+    pub fn placed(&self) -> Option<&'a [PlacedRow]> {
+        self.placed
     }
 
     /// The cluster size.

@@ -126,7 +126,8 @@ impl EtaCubeArgs {
 }
 
 impl EtaImageArgs {
-    /// Places every record of the chunk and counts those with flags 0 into the image.
+    /// Places every record of the chunk: writes its row to `photons`, counts it into the
+    /// image when its flags are 0, and tallies it (each where its pointer is not null).
     ///
     /// # Safety
     /// The struct's documented buffers are live and as large as it says.
@@ -182,24 +183,46 @@ impl EtaImageArgs {
                     flags |= eta::FLAG_WINDOW;
                 }
                 tally.count(flags);
-                if let (Some((ix, iy, ie)), 0) = (at.bins, flags) {
-                    let i = eta::cube_index(ix, iy, ie, ny, ne);
-                    // SAFETY: a bin of the maps.
-                    let (u, v) = unsafe { (*self.ietax.add(i), *self.ietay.add(i)) };
-                    let (x, y) = eta::place(kind, cx, cy, at.corner, u, v);
-                    if let (Some(row), Some(col)) = (
+                let placed = match (at.bins, flags) {
+                    (Some((ix, iy, ie)), 0) => {
+                        let i = eta::cube_index(ix, iy, ie, ny, ne);
+                        // SAFETY: a bin of the maps.
+                        let (u, v) = unsafe { (*self.ietax.add(i), *self.ietay.add(i)) };
+                        Some(eta::place(kind, cx, cy, at.corner, u, v))
+                    }
+                    _ => None,
+                };
+                if let Some((x, y)) = placed
+                    && !self.image.is_null()
+                    && let (Some(row), Some(col)) = (
                         eta::subpixel(y, self.subpixels, h),
                         eta::subpixel(x, self.subpixels, w),
-                    ) {
-                        // SAFETY: a sub-pixel of the `h x w` image.
-                        unsafe { add(self.image.add(row * w + col), 1) };
-                    }
+                    )
+                {
+                    // SAFETY: a sub-pixel of the `h x w` image.
+                    unsafe { add(self.image.add(row * w + col), 1) };
+                }
+                if !self.photons.is_null() {
+                    // A flagged photon holds its pixel's centre, as the host's placement.
+                    let (x, y) = placed.unwrap_or((cx as f64 + 0.5, cy as f64 + 0.5));
+                    let row = eta::PlacedRow {
+                        x,
+                        y,
+                        energy,
+                        flags: flags as u32,
+                        pad: 0,
+                    };
+                    // SAFETY: row `r` of the `room >= total` rows `photons` holds.
+                    unsafe { *self.photons.add(r) = row };
                 }
                 r += grid_threads();
             }
         }
-        // SAFETY: every lane reaches this (the loop above has no early exit).
-        unsafe { tally.flush(self.tally) };
+        if !self.tally.is_null() {
+            // SAFETY: every lane reaches this (the loop above has no early exit, and the
+            // condition is the same for the whole grid).
+            unsafe { tally.flush(self.tally) };
+        }
     }
 }
 

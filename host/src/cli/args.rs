@@ -61,7 +61,7 @@ pub enum Command {
 const ETA_HELP: &str = "Prints one summary line on stdout:\n  frames=N clusters=N inside=N eta_outside=N energy_outside=N masked=N outside_window=N\n  seconds=X us_per_frame=X device=D counted_on=device|host out=PATH\ninside counts the clusters in the cube; a cluster whose eta (either axis, NaN included) or energy\nlies outside the edges is left out and counted. Beside OUT, OUT with .json holds the eta kind,\nthe energy unit and the cluster size.";
 
 /// What `cluda image` prints.
-const IMAGE_HELP: &str = "Prints one summary line on stdout:\n  frames=N clusters=N inside=N eta_outside=N energy_outside=N masked=N outside_window=N\n  counted=N seconds=X us_per_frame=X device=D counted_on=device|host out=PATH\ninside counts the photons placed (flags 0); counted those inside the image. Photon flags (in\n--photons files): 0 placed; 1 eta outside the cube's edges; 2 energy outside; 4 masked centre;\n8 outside --energy-window. A flagged photon's x, y are its pixel's centre.";
+const IMAGE_HELP: &str = "Prints one summary line on stdout:\n  frames=N clusters=N inside=N eta_outside=N energy_outside=N masked=N outside_window=N\n  counted=N seconds=X us_per_frame=X device=D counted_on=device|host\n  [photons_placed_on=device|host] out=PATH\ninside counts the photons placed (flags 0); counted those inside the image. Photon flags (in\n--photons files): 0 placed; 1 eta outside the cube's edges; 2 energy outside; 4 masked centre;\n8 outside --energy-window. A flagged photon's x, y are its pixel's centre.";
 
 /// How an eta cube's axes are chosen (shared by `eta` and, for reading, nothing else).
 #[derive(Args, Debug)]
@@ -189,7 +189,8 @@ pub struct ImageArgs {
     /// With several inputs: one stream of frames (the pedestal goes on).
     #[arg(long)]
     pub carry_pedestal: bool,
-    /// Count on the host even when the GPU could (the same counts; for checks).
+    /// Count the image and place the photons on the host even when the GPU could (the same
+    /// counts and rows; for checks).
     #[arg(long)]
     pub host_counts: bool,
 }

@@ -284,6 +284,14 @@ pub fn run_image(args: &ImageArgs) -> Result<()> {
         }
     }
     line += &format!(" {} counted_on={on}", rate(&totals));
+    if !sink.photon_files().is_empty() {
+        let placed = if sink.placed_on_device() {
+            "device"
+        } else {
+            "host"
+        };
+        line += &format!(" photons_placed_on={placed}");
+    }
     if let Some(out) = &args.out {
         line += &format!(" out={}", out.display());
     }

@@ -22,7 +22,7 @@ use crate::finder::ClusterFinder;
 use crate::interpolation::files::{PhotonWriter, read_mask};
 use crate::interpolation::{
     Accumulate, AccumulatedCounts, AccumulationPeek, CubeAxes, EnergyWindow, EtaCube, GainMap,
-    Interpolator, Photon, PixelMask, SubpixelImage, Tally,
+    Interpolator, Photon, PixelMask, PlaceRows, SubpixelImage, Tally,
 };
 use crate::io::atomic::Claim;
 
@@ -248,6 +248,11 @@ pub struct ImagingSink {
     /// The image's frame shape and sub-pixels (while it is lent, a placeholder stands in).
     geometry: (usize, usize, u32),
     on_device: bool,
+    /// Whether the finder places the current input's photons on its device (the host then
+    /// only copies rows).
+    rows_on_device: bool,
+    /// Whether the last input's were (kept after it ended, for the caller to report).
+    rows_placed_last: bool,
     allow_device: bool,
     photon_outputs: Vec<Option<PhotonDestination>>,
     /// The photons kept in memory of each input that ended whole, until taken.
@@ -304,6 +309,8 @@ impl ImagingSink {
             lent: false,
             geometry: (rows, cols, outputs.subpixels.unwrap_or(1)),
             on_device: false,
+            rows_on_device: false,
+            rows_placed_last: false,
             allow_device,
             kept: vec![None; outputs.photons.len()],
             photon_outputs: outputs.photons,
@@ -477,6 +484,19 @@ impl ImagingSink {
         Ok(Some(SubpixelImage::new(rows, cols, n)?.prefaulted()))
     }
 
+    /// Asks the finder to stop placing rows, if it was asked to.
+    fn stop_rows(&mut self, finder: &mut dyn ClusterFinder) -> Result<()> {
+        if std::mem::take(&mut self.rows_on_device) {
+            finder.place_rows(None)?;
+        }
+        Ok(())
+    }
+
+    /// Whether the last input's photon rows were placed on the finder's device.
+    pub fn placed_on_device(&self) -> bool {
+        self.rows_placed_last
+    }
+
     /// Puts an empty image back where one lent to a failed input was.
     fn restore_lent(&mut self) {
         if !std::mem::take(&mut self.lent) {
@@ -521,6 +541,16 @@ impl Sink for ImagingSink {
             Some(PhotonDestination::Memory) => Some(PhotonList::Memory(Vec::new())),
             None => None,
         };
+        // A photon list from rows the finder places on its device, where it can: the host
+        // then copies rows instead of placing (the image, if any, is counted apart).
+        self.rows_on_device = photons.is_some()
+            && self.allow_device
+            && finder.place_rows(Some(&PlaceRows {
+                maps: self.rules.maps.clone(),
+                window: self.rules.window,
+                mask: self.rules.mask.clone(),
+            }))?;
+        self.rows_placed_last = self.rows_on_device;
         if host_image.is_some() || photons.is_some() {
             let threads = self
                 .threads
@@ -543,6 +573,7 @@ impl Sink for ImagingSink {
     }
 
     fn end(&mut self, input: usize, finder: &mut dyn ClusterFinder) -> Result<()> {
+        self.stop_rows(finder)?;
         let placed = self
             .worker
             .take()
@@ -594,6 +625,7 @@ impl Sink for ImagingSink {
     }
 
     fn abandon(&mut self, _input: usize, finder: &mut dyn ClusterFinder) {
+        let _ = self.stop_rows(finder);
         self.peek = None;
         if self.on_device {
             let _ = finder.take_accumulated();

@@ -28,7 +28,7 @@ use crate::cluster::{ClusterSize, FrameClusters};
 use crate::error::{Error, Result};
 use crate::interpolation::files::PhotonWriter;
 use crate::interpolation::{
-    EnergyWindow, GainMap, Interpolator, Photon, PixelMask, Placer, SubpixelImage, Tally,
+    EnergyWindow, GainMap, Interpolator, Photon, PixelMask, PlacedRow, Placer, SubpixelImage, Tally,
 };
 
 /// Clusters per batch handed to the worker: large enough that splitting it over the pool
@@ -101,10 +101,14 @@ pub struct Placed {
     pub tally: Tally,
 }
 
-/// Frames' packed records, in frame order, with their frame numbers.
+/// Frames' packed records, or the rows the finder placed them at, in frame order, with their
+/// frame numbers.
 struct Batch {
     size: ClusterSize,
     words: Vec<u32>,
+    /// The rows placed on the finder's device, one per cluster, when the frames came with
+    /// them ([`FrameClusters::placed`]); `words` then stays empty.
+    rows: Vec<PlacedRow>,
     /// `starts[i]..starts[i + 1]`: frame `i`'s clusters.
     starts: Vec<usize>,
     numbers: Vec<i64>,
@@ -117,6 +121,7 @@ impl Batch {
         Self {
             size,
             words: Vec::new(),
+            rows: Vec::new(),
             starts: vec![0],
             numbers: Vec::new(),
             snapshot: false,
@@ -130,18 +135,41 @@ impl Batch {
     fn clear(&mut self, size: ClusterSize) {
         self.size = size;
         self.words.clear();
+        self.rows.clear();
         self.starts.clear();
         self.starts.push(0);
         self.numbers.clear();
         self.snapshot = false;
     }
 
-    fn push(&mut self, number: i64, clusters: &FrameClusters<'_>) {
+    /// Whether the batch holds placed rows rather than records.
+    fn placed(&self) -> bool {
+        !self.rows.is_empty()
+    }
+
+    /// Adds a frame: its placed rows where it has them (nothing is left to place but the
+    /// copy into the list), else its records.
+    ///
+    /// # Errors
+    /// [`Error::Internal`] for a frame with rows in a batch of records, or the other way
+    /// round (a finder places every frame of an input or none).
+    fn push(&mut self, number: i64, clusters: &FrameClusters<'_>) -> Result<()> {
         self.size = clusters.size();
-        self.words.extend_from_slice(clusters.words());
+        match clusters.placed() {
+            Some(rows) if self.words.is_empty() => self.rows.extend_from_slice(rows),
+            None if !self.placed() => self.words.extend_from_slice(clusters.words()),
+            _ if clusters.is_empty() => {}
+            _ => {
+                return Err(Error::Internal(format!(
+                    "frame {}: placed rows and records mixed in one input",
+                    clusters.frame
+                )));
+            }
+        }
         let end = self.clusters() + clusters.len();
         self.starts.push(end);
         self.numbers.push(number);
+        Ok(())
     }
 }
 
@@ -251,23 +279,41 @@ fn place_piece(
     p.photons.clear();
     p.indices.clear();
     p.tally = Tally::default();
+    let take = |ph: Photon, p: &mut Piece| {
+        p.tally.count(ph.flags);
+        if ph.flags == 0
+            && let Some(i) = image.and_then(|img| img.index_of(ph.x, ph.y))
+        {
+            // Below the image's length, which fits u32 (at most 12800^2 sub-pixels).
+            p.indices.push(i as u32);
+        }
+        if keep {
+            p.photons.push(ph);
+        }
+    };
+    if batch.placed() {
+        for f in p.frames.clone() {
+            for r in &batch.rows[batch.starts[f]..batch.starts[f + 1]] {
+                let ph = Photon {
+                    frame: batch.numbers[f],
+                    x: r.x,
+                    y: r.y,
+                    energy: r.energy,
+                    // The FLAG_* bits: below 16.
+                    flags: r.flags as u8,
+                };
+                take(ph, p);
+            }
+        }
+        return;
+    }
     let w = batch.size.record_words();
     for f in p.frames.clone() {
         let words = &batch.words[batch.starts[f] * w..batch.starts[f + 1] * w];
         let clusters = FrameClusters::new(crate::FrameNumber(f as u64), batch.size, words);
         let side = batch.size.side();
         for c in clusters.iter() {
-            let ph = placer.place(batch.numbers[f], &c, side);
-            p.tally.count(ph.flags);
-            if ph.flags == 0
-                && let Some(i) = image.and_then(|img| img.index_of(ph.x, ph.y))
-            {
-                // Below the image's length, which fits u32 (at most 12800^2 sub-pixels).
-                p.indices.push(i as u32);
-            }
-            if keep {
-                p.photons.push(ph);
-            }
+            take(placer.place(batch.numbers[f], &c, side), p);
         }
     }
 }
@@ -368,7 +414,7 @@ impl PlacementWorker {
                 self.batch.insert(b)
             }
         };
-        batch.push(number, clusters);
+        batch.push(number, clusters)?;
         if batch.clusters() >= BATCH_CLUSTERS {
             self.hand_over()?;
         }
@@ -461,6 +507,113 @@ pub fn threads_for(cpu_finder: bool) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::FrameNumber;
+    use crate::cluster::pack_xy;
+    use crate::interpolation::{CubeAxes, EtaKind, MapKind};
+
+    /// Frames of 3x3 clusters on 40 x 40 pixels, values from a small generator (some eta
+    /// outside the edges, some energies outside the window).
+    fn frames() -> Vec<Vec<u32>> {
+        let mut seed = 12345u64;
+        let mut next = move || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) as i64
+        };
+        (0..7)
+            .map(|f| {
+                let mut words = Vec::new();
+                for i in 0..(f * 13 % 40) {
+                    words.push(pack_xy((i * 7 % 38 + 1) as u16, (i * 3 % 38 + 1) as u16));
+                    for _ in 0..9 {
+                        words.push((next() % 300 - 20) as i32 as u32);
+                    }
+                }
+                words
+            })
+            .collect()
+    }
+
+    /// What a worker made of the frames, each handed with the rows the host placer gives them
+    /// (as a finder's device hands them) or as records to place.
+    fn run(rules: &PlacementRules, with_rows: bool) -> Placed {
+        let image = SubpixelImage::new(40, 40, 4).unwrap();
+        let mut w = PlacementWorker::start(
+            rules.clone(),
+            3,
+            Some(image),
+            Some(PhotonList::Memory(vec![])),
+        )
+        .unwrap();
+        let placer = rules.placer();
+        for (f, words) in frames().iter().enumerate() {
+            let fc = FrameClusters::new(FrameNumber(100 + f as u64), ClusterSize::S3, words);
+            let rows: Vec<PlacedRow> = fc
+                .iter()
+                .map(|c| {
+                    let p = placer.place(0, &c, 3);
+                    PlacedRow {
+                        x: p.x,
+                        y: p.y,
+                        energy: p.energy,
+                        flags: u32::from(p.flags),
+                        pad: 0,
+                    }
+                })
+                .collect();
+            if with_rows {
+                w.frame(100 + f as i64, &fc.with_placed(&rows).unwrap())
+                    .unwrap();
+            } else {
+                w.frame(100 + f as i64, &fc).unwrap();
+            }
+        }
+        w.finish().unwrap()
+    }
+
+    #[test]
+    fn rows_placed_on_a_device_give_what_placing_on_the_host_gives() {
+        let axes = CubeAxes::default_for(EtaKind::Eta2);
+        let cube: Vec<f64> = (0..axes.bins().unwrap()).map(|i| (i % 5) as f64).collect();
+        let rules = PlacementRules {
+            maps: Arc::new(Interpolator::new(axes, &cube, MapKind::Cumulative).unwrap()),
+            window: Some(EnergyWindow::new(50.0, 900.0).unwrap()),
+            mask: None,
+            gain: None,
+        };
+        let (host, device) = (run(&rules, false), run(&rules, true));
+        let rows = |p: &Placed| match &p.photons {
+            Some(PhotonList::Memory(v)) => v.clone(),
+            _ => panic!("no rows kept"),
+        };
+        let (h, d) = (rows(&host), rows(&device));
+        assert!(h.len() > 100, "{} photons", h.len());
+        assert!(h.iter().any(|p| p.flags == 0) && h.iter().any(|p| p.flags != 0));
+        assert_eq!(h, d, "the photon lists");
+        let first = h[0].frame;
+        assert_eq!(first, 101, "named by their frames' numbers");
+        assert_eq!(host.tally, device.tally);
+        assert!(host.image == device.image, "the images");
+        assert!(host.image.as_ref().is_some_and(|i| i.total() > 0));
+    }
+
+    #[test]
+    fn rows_that_do_not_match_the_clusters_are_refused() {
+        let words = frames().swap_remove(3);
+        let fc = FrameClusters::new(FrameNumber(3), ClusterSize::S3, &words);
+        assert!(fc.len() > 1);
+        let rows = vec![PlacedRow::default(); fc.len() - 1];
+        assert!(fc.with_placed(&rows).is_err(), "one row per cluster");
+        let mut batch = Batch::new(ClusterSize::S3);
+        batch.push(3, &fc).unwrap();
+        let rows = vec![PlacedRow::default(); fc.len()];
+        let placed = fc.with_placed(&rows).unwrap();
+        assert!(
+            batch.push(4, &placed).is_err(),
+            "rows after records in one input"
+        );
+    }
 
     #[test]
     fn placing_keeps_one_core_in_ten_from_eight_cores_on() {

@@ -8,7 +8,7 @@ use crate::cluster::{ClusterBatch, FrameClusters};
 use crate::config::FinderConfig;
 use crate::error::Result;
 use crate::frames::Frames;
-use crate::interpolation::{Accumulate, Accumulated, AccumulationPeek};
+use crate::interpolation::{Accumulate, Accumulated, AccumulationPeek, PlaceRows};
 use crate::io::readahead::read_threads;
 use crate::pedestal::Pedestal;
 
@@ -269,6 +269,21 @@ pub trait ClusterFinder {
     /// [`ClusterFinder::take_accumulated`].
     fn accumulation_peek(&mut self) -> Option<Arc<AccumulationPeek>> {
         None
+    }
+
+    /// Asks the finder to place every cluster it finds from now on through `rules` on its
+    /// device, and hand each frame's rows with its clusters ([`FrameClusters::placed`]: one
+    /// row per cluster, in their order, what [`crate::interpolation::Placer`] computes for
+    /// them, bit for bit), so that the host places nothing. `Some` starts, `None` stops
+    /// (the rows of a frame handed out before stay valid for its visit). `false` when it
+    /// cannot (the default; a GPU pipeline without compacted results): the frames come
+    /// without rows and the caller places them.
+    ///
+    /// # Errors
+    /// A GPU finder's device errors (uploading the maps).
+    fn place_rows(&mut self, rules: Option<&PlaceRows>) -> Result<bool> {
+        let _ = rules;
+        Ok(false)
     }
 
     /// Finds the clusters of every frame and returns them as one owned batch.

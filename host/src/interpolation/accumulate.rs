@@ -32,6 +32,19 @@ pub enum Accumulate {
     },
 }
 
+/// What places each cluster on a finder's device, for rows handed back with the clusters
+/// ([`crate::finder::ClusterFinder::place_rows`]): the maps, and what flags a photon. Pixel
+/// values divided by a gain map are placed on the host only.
+#[derive(Clone, Debug)]
+pub struct PlaceRows {
+    /// The maps photons are placed through.
+    pub maps: Arc<Interpolator>,
+    /// Photons outside it are flagged.
+    pub window: Option<EnergyWindow>,
+    /// Photons centred on a bad pixel are flagged.
+    pub mask: Option<Arc<PixelMask>>,
+}
+
 /// Accumulated counts, C order.
 #[derive(Clone, Debug, PartialEq)]
 pub enum AccumulatedCounts {

@@ -24,7 +24,8 @@ pub mod maps;
 pub mod mask;
 pub mod photon;
 
-pub use accumulate::{Accumulate, Accumulated, AccumulatedCounts, AccumulationPeek};
+pub use accumulate::{Accumulate, Accumulated, AccumulatedCounts, AccumulationPeek, PlaceRows};
+pub use cluda_gpu::eta::PlacedRow;
 pub use cluda_gpu::eta::{Corner, Eta, EtaKind};
 pub use cube::{CubeAxes, EtaCube, Tally};
 pub use edges::Edges;

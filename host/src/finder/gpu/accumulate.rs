@@ -6,6 +6,11 @@
 //! cannot overwrite them first). The counts come down once, when taken (an image's narrowed
 //! to saturated `u32` on the device first, by `cluda_counts_to_u32`: half the bytes to copy).
 //!
+//! The same placing kernel writes each record's photon row for the host when rows are asked
+//! for ([`crate::finder::ClusterFinder::place_rows`]): [`DevicePlacer`], launched by the
+//! pipeline right after a chunk's kernels (a redone chunk is placed again; nothing is
+//! counted), its rows downloaded with the records.
+//!
 //! [`DeviceClusters`] puts clusters found elsewhere on the device in the same layout, so that
 //! [`DeviceAccum::count`] runs the same kernels on them alone (benchmarks time the eta, map
 //! lookup and image step apart from finding; `benches/interp_step.rs`).
@@ -13,6 +18,7 @@
 use std::sync::Arc;
 
 use cluda_gpu::args::{DevicePtr, EtaCubeArgs, EtaImageArgs, NarrowArgs};
+use cluda_gpu::eta::PlacedRow;
 use cudarc::driver::{CudaFunction, CudaStream};
 
 use super::launch::BLOCK;
@@ -20,7 +26,9 @@ use crate::cluster::{ClusterBatch, ClusterSize};
 use crate::cuda::Device;
 use crate::device_memory::DeviceBuf;
 use crate::error::{CudaContextExt, Result};
-use crate::interpolation::{Accumulate, Accumulated, AccumulatedCounts, Tally};
+use crate::interpolation::{
+    Accumulate, Accumulated, AccumulatedCounts, CubeAxes, PlaceRows, Tally,
+};
 
 /// Counters of the tally: clusters, inside, eta outside, energy outside, masked, window.
 const TALLY: usize = 6;
@@ -80,24 +88,205 @@ impl DeviceClusters {
     }
 }
 
+/// A cube's edges on the device, with the eta kind they bin.
+struct DeviceEdges {
+    kind: u32,
+    x: (DeviceBuf, u32),
+    y: (DeviceBuf, u32),
+    e: (DeviceBuf, u32),
+}
+
+impl DeviceEdges {
+    fn upload(stream: &Arc<CudaStream>, axes: &CubeAxes) -> Result<Self> {
+        let up = |v: &[f64], name: &str| -> Result<(DeviceBuf, u32)> {
+            Ok((DeviceBuf::upload_on(stream, v, name)?, v.len() as u32))
+        };
+        Ok(Self {
+            kind: axes.kind as u32,
+            x: up(axes.x.as_slice(), "eta_x edges")?,
+            y: up(axes.y.as_slice(), "eta_y edges")?,
+            e: up(axes.e.as_slice(), "energy edges")?,
+        })
+    }
+}
+
+/// A chunk's compact results on the device: `frames + 1` running counts at `out`, then the
+/// records from word `records_at`, room for `room` of them.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ChunkRecords {
+    /// The results' first word.
+    pub out: u64,
+    /// Frames in the chunk.
+    pub frames: u32,
+    /// Word of the first record.
+    pub records_at: u32,
+    /// Records the results have room for.
+    pub room: u32,
+}
+
+/// Where one launch of the placing kernel puts what it computes; each output is skipped where
+/// its pointer is null.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PlacedOutputs {
+    /// The image's 64-bit counts, `height x width` sub-pixels, `subpixels` per pixel.
+    pub image: DevicePtr<u64>,
+    /// Sub-pixels per pixel, and the image's rows and columns of sub-pixels.
+    pub subpixels: u32,
+    pub height: u32,
+    pub width: u32,
+    /// The six counters of the tally.
+    pub tally: DevicePtr<u64>,
+    /// One [`PlacedRow`] per record.
+    pub photons: DevicePtr<PlacedRow>,
+}
+
+impl PlacedOutputs {
+    /// Rows only, into `photons`.
+    pub fn rows(photons: DevicePtr<PlacedRow>) -> Self {
+        Self {
+            image: DevicePtr::NULL,
+            subpixels: 0,
+            height: 0,
+            width: 0,
+            tally: DevicePtr::NULL,
+            photons,
+        }
+    }
+}
+
+/// What places photons on the device (`cluda_eta_image`): the cube's edges, the maps, the
+/// bad-pixel mask and the energy window. The image accumulation counts through it in the
+/// output stage; the pipeline also launches it right after a chunk's kernels to write each
+/// record's [`PlacedRow`] for the host ([`crate::finder::ClusterFinder::place_rows`]).
+pub(crate) struct DevicePlacer {
+    function: CudaFunction,
+    size: ClusterSize,
+    edges: DeviceEdges,
+    ietax: DeviceBuf,
+    ietay: DeviceBuf,
+    mask: Option<(DeviceBuf, u32, u32)>,
+    window: Option<(f64, f64)>,
+}
+
+impl DevicePlacer {
+    /// Uploads what `rules` place with, for `size` clusters, on `stream`.
+    pub fn new(
+        device: &Device,
+        stream: &Arc<CudaStream>,
+        rules: &PlaceRows,
+        size: ClusterSize,
+    ) -> Result<Self> {
+        let mask = match &rules.mask {
+            Some(m) => {
+                let (r, c) = m.shape();
+                let bytes: Vec<u8> = (0..r * c)
+                    .map(|i| u8::from(m.is_bad((i % c) as u16, (i / c) as u16)))
+                    .collect();
+                Some((
+                    DeviceBuf::upload_on(stream, &bytes, "the mask")?,
+                    r as u32,
+                    c as u32,
+                ))
+            }
+            None => None,
+        };
+        Ok(Self {
+            function: device.function(EtaImageArgs::ENTRY)?,
+            size,
+            edges: DeviceEdges::upload(stream, rules.maps.axes())?,
+            ietax: DeviceBuf::upload_on(stream, rules.maps.ietax(), "the x map")?,
+            ietay: DeviceBuf::upload_on(stream, rules.maps.ietay(), "the y map")?,
+            mask,
+            window: rules.window.map(|w| (w.lo, w.hi)),
+        })
+    }
+
+    /// Queues one launch over the records of `chunk` on `stream`, writing `to`.
+    pub fn launch(
+        &self,
+        stream: &Arc<CudaStream>,
+        chunk: ChunkRecords,
+        to: PlacedOutputs,
+    ) -> Result<()> {
+        let e = &self.edges;
+        let (mask, mask_rows, mask_cols) = match &self.mask {
+            Some((m, r, c)) => (m.at::<u8>(), *r, *c),
+            None => (DevicePtr::NULL, 0, 0),
+        };
+        let (window_lo, window_hi, use_window) = match self.window {
+            Some((lo, hi)) => (lo, hi, 1),
+            None => (0.0, 0.0, 0),
+        };
+        let mut a = EtaImageArgs {
+            out: DevicePtr::new(chunk.out),
+            frames: chunk.frames,
+            records_at: chunk.records_at,
+            room: chunk.room,
+            side: self.size.side() as u32,
+            kind: e.kind,
+            xbins: e.x.0.at(),
+            nx: e.x.1,
+            ybins: e.y.0.at(),
+            ny: e.y.1,
+            ebins: e.e.0.at(),
+            ne: e.e.1,
+            ietax: self.ietax.at(),
+            ietay: self.ietay.at(),
+            subpixels: to.subpixels,
+            height: to.height,
+            width: to.width,
+            mask,
+            mask_rows,
+            mask_cols,
+            window_lo,
+            window_hi,
+            use_window,
+            image: to.image,
+            tally: to.tally,
+            photons: to.photons,
+        };
+        let mut params = a.params();
+        // SAFETY: the struct's fields are the kernel's parameters; every buffer is live (owned
+        // by `self`, the outputs by the caller, the chunk's results by the pipeline's slot,
+        // which the next chunk reuses only after this launch on the same stream) and as large
+        // as the struct's docs say.
+        unsafe {
+            crate::cuda::launch(
+                &self.function,
+                (GRID, 1),
+                BLOCK,
+                stream.cu_stream(),
+                &mut params,
+                false,
+            )
+        }
+        .cuda("launching the photon placement")
+    }
+}
+
+/// How [`DeviceAccum`] counts.
+enum Counting {
+    /// Into an eta cube (`cluda_eta_cube`).
+    Cube {
+        function: CudaFunction,
+        edges: DeviceEdges,
+    },
+    /// Into a sub-pixel image, through the placer; narrowed to `u32` by `narrow` when taken.
+    Image {
+        placer: DevicePlacer,
+        narrow: CudaFunction,
+        subpixels: u32,
+        height: u32,
+        width: u32,
+    },
+}
+
 /// What the device accumulates (an eta cube or a sub-pixel image, [`Accumulate`]), with its
 /// buffers: the finder's pipeline launches it on every checked chunk; [`DeviceAccum::count`]
 /// on clusters already on the device.
 pub struct DeviceAccum {
-    function: CudaFunction,
-    image: bool,
+    counting: Counting,
     size: ClusterSize,
-    kind: u32,
-    edges: [(DeviceBuf, u32); 3],
-    /// The maps, and the image's geometry (image kernels only).
-    maps: Option<(DeviceBuf, DeviceBuf)>,
-    /// The kernel narrowing an image's counts to `u32` (image kernels only).
-    narrow: Option<CudaFunction>,
-    subpixels: u32,
-    height: u32,
-    width: u32,
-    mask: Option<(DeviceBuf, u32, u32)>,
-    window: Option<(f64, f64)>,
     counts: DeviceBuf,
     len: usize,
     tally: DeviceBuf,
@@ -114,36 +303,16 @@ impl DeviceAccum {
         rows: usize,
         cols: usize,
     ) -> Result<Self> {
-        let axes = match what {
-            Accumulate::Cube(a) => a,
-            Accumulate::Image { maps, .. } => maps.axes(),
-        };
-        let up = |v: &[f64], name: &str| -> Result<(DeviceBuf, u32)> {
-            Ok((DeviceBuf::upload_on(stream, v, name)?, v.len() as u32))
-        };
-        let edges = [
-            up(axes.x.as_slice(), "eta_x edges")?,
-            up(axes.y.as_slice(), "eta_y edges")?,
-            up(axes.e.as_slice(), "energy edges")?,
-        ];
         let tally = DeviceBuf::zeroed_on_stream(stream, TALLY * 8, "the tally")?;
-        let kind = axes.kind as u32;
         match what {
             Accumulate::Cube(a) => {
                 let len = a.bins()?;
                 Ok(Self {
-                    function: device.function(EtaCubeArgs::ENTRY)?,
-                    image: false,
+                    counting: Counting::Cube {
+                        function: device.function(EtaCubeArgs::ENTRY)?,
+                        edges: DeviceEdges::upload(stream, a)?,
+                    },
                     size,
-                    kind,
-                    edges,
-                    maps: None,
-                    narrow: None,
-                    subpixels: 0,
-                    height: 0,
-                    width: 0,
-                    mask: None,
-                    window: None,
                     counts: DeviceBuf::zeroed_on_stream(stream, len * 8, "the eta cube")?,
                     len,
                     tally,
@@ -159,36 +328,20 @@ impl DeviceAccum {
                 let n = *subpixels as usize;
                 let (height, width) = (rows * n, cols * n);
                 let len = height * width;
-                let mask = match mask {
-                    Some(m) => {
-                        let (r, c) = m.shape();
-                        let bytes: Vec<u8> = (0..r * c)
-                            .map(|i| u8::from(m.is_bad((i % c) as u16, (i / c) as u16)))
-                            .collect();
-                        Some((
-                            DeviceBuf::upload_on(stream, &bytes, "the mask")?,
-                            r as u32,
-                            c as u32,
-                        ))
-                    }
-                    None => None,
+                let rules = PlaceRows {
+                    maps: maps.clone(),
+                    window: *window,
+                    mask: mask.clone(),
                 };
                 Ok(Self {
-                    function: device.function(EtaImageArgs::ENTRY)?,
-                    image: true,
+                    counting: Counting::Image {
+                        placer: DevicePlacer::new(device, stream, &rules, size)?,
+                        narrow: device.function(NarrowArgs::ENTRY)?,
+                        subpixels: *subpixels,
+                        height: height as u32,
+                        width: width as u32,
+                    },
                     size,
-                    kind,
-                    edges,
-                    maps: Some((
-                        DeviceBuf::upload_on(stream, maps.ietax(), "the x map")?,
-                        DeviceBuf::upload_on(stream, maps.ietay(), "the y map")?,
-                    )),
-                    narrow: Some(device.function(NarrowArgs::ENTRY)?),
-                    subpixels: *subpixels,
-                    height: height as u32,
-                    width: width as u32,
-                    mask,
-                    window: window.map(|w| (w.lo, w.hi)),
                     counts: DeviceBuf::zeroed_on_stream(stream, len * 8, "the sub-pixel image")?,
                     len,
                     tally,
@@ -215,91 +368,70 @@ impl DeviceAccum {
             ));
         }
         let c = clusters;
-        self.launch(stream, c.buf.ptr(), c.frames, c.frames + 1, c.total)
+        self.launch(
+            stream,
+            ChunkRecords {
+                out: c.buf.ptr(),
+                frames: c.frames,
+                records_at: c.frames + 1,
+                room: c.total,
+            },
+        )
     }
 
-    /// Queues the count of a chunk's records on `stream`: `out` the chunk's compact results
-    /// (`frames + 1` running counts, records from word `records_at`), `room` the records it
-    /// had room for.
-    pub(crate) fn launch(
-        &self,
-        stream: &Arc<CudaStream>,
-        out: u64,
-        frames: u32,
-        records_at: u32,
-        room: u32,
-    ) -> Result<()> {
-        let side = self.size.side() as u32;
-        let [(x, nx), (y, ny), (e, ne)] = &self.edges;
-        let cs = stream.cu_stream();
-        let result = if self.image {
-            let (mx, my) = match &self.maps {
-                Some((a, b)) => (a.at::<f64>(), b.at::<f64>()),
-                None => return Err(crate::Error::Internal("image kernel without maps".into())),
-            };
-            let (mask, mr, mc) = match &self.mask {
-                Some((m, r, c)) => (m.at::<u8>(), *r, *c),
-                None => (DevicePtr::NULL, 0, 0),
-            };
-            let (lo, hi, use_window) = match self.window {
-                Some((lo, hi)) => (lo, hi, 1),
-                None => (0.0, 0.0, 0),
-            };
-            let mut a = EtaImageArgs {
-                out: DevicePtr::new(out),
-                frames,
-                records_at,
-                room,
-                side,
-                kind: self.kind,
-                xbins: x.at(),
-                nx: *nx,
-                ybins: y.at(),
-                ny: *ny,
-                ebins: e.at(),
-                ne: *ne,
-                ietax: mx,
-                ietay: my,
-                subpixels: self.subpixels,
-                height: self.height,
-                width: self.width,
-                mask,
-                mask_rows: mr,
-                mask_cols: mc,
-                window_lo: lo,
-                window_hi: hi,
-                use_window,
-                image: self.counts.at(),
-                tally: self.tally.at(),
-            };
-            let mut params = a.params();
-            // SAFETY: the struct's fields are the kernel's parameters; every buffer is live
-            // (owned by `self`, the chunk's results by the pipeline's slot, which the next
-            // chunk reuses only after this launch on the same stream) and as large as the
-            // struct's docs say.
-            unsafe { crate::cuda::launch(&self.function, (GRID, 1), BLOCK, cs, &mut params, false) }
-        } else {
-            let mut a = EtaCubeArgs {
-                out: DevicePtr::new(out),
-                frames,
-                records_at,
-                room,
-                side,
-                kind: self.kind,
-                xbins: x.at(),
-                nx: *nx,
-                ybins: y.at(),
-                ny: *ny,
-                ebins: e.at(),
-                ne: *ne,
-                counts: self.counts.at(),
-                tally: self.tally.at(),
-            };
-            let mut params = a.params();
-            // SAFETY: as for the image launch above.
-            unsafe { crate::cuda::launch(&self.function, (GRID, 1), BLOCK, cs, &mut params, false) }
-        };
-        result.cuda("launching the eta accumulation")
+    /// Queues the count of a chunk's records on `stream`.
+    pub(crate) fn launch(&self, stream: &Arc<CudaStream>, chunk: ChunkRecords) -> Result<()> {
+        match &self.counting {
+            Counting::Image {
+                placer,
+                subpixels,
+                height,
+                width,
+                ..
+            } => placer.launch(
+                stream,
+                chunk,
+                PlacedOutputs {
+                    image: self.counts.at(),
+                    subpixels: *subpixels,
+                    height: *height,
+                    width: *width,
+                    tally: self.tally.at(),
+                    photons: DevicePtr::NULL,
+                },
+            ),
+            Counting::Cube { function, edges } => {
+                let mut a = EtaCubeArgs {
+                    out: DevicePtr::new(chunk.out),
+                    frames: chunk.frames,
+                    records_at: chunk.records_at,
+                    room: chunk.room,
+                    side: self.size.side() as u32,
+                    kind: edges.kind,
+                    xbins: edges.x.0.at(),
+                    nx: edges.x.1,
+                    ybins: edges.y.0.at(),
+                    ny: edges.y.1,
+                    ebins: edges.e.0.at(),
+                    ne: edges.e.1,
+                    counts: self.counts.at(),
+                    tally: self.tally.at(),
+                };
+                let mut params = a.params();
+                // SAFETY: as for [`DevicePlacer::launch`].
+                unsafe {
+                    crate::cuda::launch(
+                        function,
+                        (GRID, 1),
+                        BLOCK,
+                        stream.cu_stream(),
+                        &mut params,
+                        false,
+                    )
+                }
+                .cuda("launching the eta accumulation")
+            }
+        }
     }
 
     /// The image's counts narrowed to saturated `u32` on the device, then downloaded into
@@ -342,15 +474,17 @@ impl DeviceAccum {
     /// [`DeviceAccum::take`]'s: one narrowing launch and a copy of 4 bytes per sub-pixel
     /// (64 MB for 400 x 400 pixels at 10 x 10 sub-pixels: a few ms).
     pub fn peek(&self, stream: &Arc<CudaStream>) -> Result<Accumulated> {
-        let counts = match &self.narrow {
-            None => {
+        let counts = match &self.counting {
+            Counting::Cube { .. } => {
                 let mut counts: Vec<u64> =
                     crate::memory::zeroed_vec(|| "the eta cube's counts".into(), self.len)?;
                 self.counts
                     .download_on(stream, &mut counts, "the accumulated counts")?;
                 AccumulatedCounts::Cube(counts)
             }
-            Some(f) => AccumulatedCounts::Image(self.narrowed(f, stream)?),
+            Counting::Image { narrow, .. } => {
+                AccumulatedCounts::Image(self.narrowed(narrow, stream)?)
+            }
         };
         let mut t = [0u64; TALLY];
         self.tally.download_on(stream, &mut t, "the tally")?;

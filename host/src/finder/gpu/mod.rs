@@ -273,6 +273,12 @@ impl ClusterFinder for GpuFinder {
             .start_accumulating(&self.device, what, rows, cols)
     }
 
+    /// On the device, right after each chunk's kernels, with compacted results (the default
+    /// pipeline): the rows come down with the records.
+    fn place_rows(&mut self, rules: Option<&crate::interpolation::PlaceRows>) -> Result<bool> {
+        self.pipeline.place_rows(&self.device, rules)
+    }
+
     fn take_accumulated(&mut self) -> Result<Option<crate::interpolation::Accumulated>> {
         self.pipeline.take_accumulated()
     }

@@ -30,7 +30,7 @@ use std::sync::Arc;
 use cudarc::driver::sys::{self, CUevent_flags};
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream, result};
 
-use super::accumulate::DeviceAccum;
+use super::accumulate::{ChunkRecords, DeviceAccum, DevicePlacer, PlacedOutputs};
 use super::buffers::{DeviceBuf, DeviceState, PinnedBuf};
 use super::input::{CallInput, FeedInput, Input, Source, source_for};
 use super::launch::{Destination, FrameBuffers, Geometry, Kernels, RUN_PLANES, RunBuffers};
@@ -39,7 +39,7 @@ use crate::cluster::{ClusterSize, FrameClusters};
 use crate::error::{CudaContextExt, Error, Result};
 use crate::finder::feed::FrameFeed;
 use crate::frames::Frames;
-use crate::interpolation::AccumulationPeek;
+use crate::interpolation::{AccumulationPeek, PlacedRow};
 
 /// Per-frame scratch on the device, two of each so that one launch can classify frame k from
 /// one set while it prepares frame k+1 into the other: the zero-padded plane of corrected
@@ -66,6 +66,11 @@ struct Slot {
     pin_out: PinnedBuf<u32>,
     /// Pedestal sums at the start of the chunk.
     ckpt: DeviceBuf,
+    /// Where each record's placed row goes on the device, and comes down to (while rows are
+    /// placed: [`Pipeline::place_rows`]), a row per record of room.
+    rows: Option<(DeviceBuf, PinnedBuf<PlacedRow>)>,
+    /// Recorded after the chunk's rows were placed.
+    placed: CudaEvent,
     up: Vec<CudaEvent>,
     done: Vec<CudaEvent>,
     dl: Vec<CudaEvent>,
@@ -159,6 +164,9 @@ pub(crate) struct Pipeline {
     accum: Option<DeviceAccum>,
     /// Requests for a copy of `accum`'s counts, answered between chunks.
     peek: Option<Arc<AccumulationPeek>>,
+    /// Places every record right after its chunk's kernels, for rows handed out with the
+    /// clusters (compact results only).
+    placer: Option<DevicePlacer>,
 }
 
 impl Pipeline {
@@ -217,6 +225,7 @@ impl Pipeline {
             times_us: Vec::new(),
             accum: None,
             peek: None,
+            placer: None,
         })
     }
 
@@ -249,6 +258,9 @@ impl Pipeline {
     /// slot (but at least one frame), rounded down to a multiple of the stream count.
     fn plan_chunk(&self, staged: bool) -> usize {
         let mut per_frame = 4 * self.frame_words();
+        if self.placer.is_some() {
+            per_frame += size_of::<PlacedRow>() * self.cap;
+        }
         if staged {
             per_frame += 2 * self.geom.pixels as usize;
         }
@@ -262,8 +274,10 @@ impl Pipeline {
     /// unless the present ones already fit. Must only be called with no work in flight.
     fn ensure_slots(&mut self, frames: usize, staged: bool) -> Result<()> {
         let depth = self.cfg.depth;
+        let placing = self.placer.is_some();
         let fits = self.slots.len() == depth
             && self.slots.iter().all(|s| s.frames >= frames)
+            && self.slots.iter().all(|s| !placing || s.rows.is_some())
             && (!staged || self.slots_staged);
         if fits {
             return Ok(());
@@ -309,6 +323,17 @@ impl Pipeline {
             dev_out: DeviceBuf::new(ctx, out_words * 4, "cluster results")?,
             pin_out: PinnedBuf::new(ctx, out_words, false, "cluster results")?,
             ckpt: DeviceBuf::new(ctx, 2 * px * self.elem, "a pedestal checkpoint")?,
+            rows: match self.placer {
+                Some(_) => {
+                    let room = frames * self.cap;
+                    Some((
+                        DeviceBuf::new(ctx, room * size_of::<PlacedRow>(), "placed photons")?,
+                        PinnedBuf::new(ctx, room, false, "placed photons")?,
+                    ))
+                }
+                None => None,
+            },
+            placed: ctx.new_event(None).cuda("creating an event")?,
             up: events(None, frames)?,
             done: events(None, frames)?,
             dl: events(None, frames)?,
@@ -530,7 +555,36 @@ impl Pipeline {
         } else {
             self.launch_per_frame(job, slot, &bufs)?;
         }
+        self.place(job, slot)?;
         self.download(job, slot)
+    }
+
+    /// The records of the chunk in `slot` (compact results), as the eta kernels read them.
+    fn chunk_records(&self, job: Job, slot: &Slot) -> ChunkRecords {
+        ChunkRecords {
+            out: slot.dev_out.ptr(),
+            frames: job.n as u32,
+            records_at: (slot.frames + 1) as u32,
+            room: (slot.frames * self.cap) as u32,
+        }
+    }
+
+    /// Queues the placement of chunk `job`'s records (when rows are asked for) on the compute
+    /// stream, right after its kernels, and marks it done with the slot's `placed` event. An
+    /// overflowing chunk's records are not placed (the kernel sees the count over the room);
+    /// a chunk redone is placed again.
+    fn place(&self, job: Job, slot: &Slot) -> Result<()> {
+        let (Some(placer), Some((rows, _))) = (&self.placer, &slot.rows) else {
+            return Ok(());
+        };
+        placer.launch(
+            &self.compute,
+            self.chunk_records(job, slot),
+            PlacedOutputs::rows(rows.at()),
+        )?;
+        slot.placed
+            .record(&self.compute)
+            .cuda("recording a placement event")
     }
 
     /// Queues the accumulation of a checked chunk's records (when one is asked for), on the
@@ -540,13 +594,30 @@ impl Pipeline {
             return Ok(());
         };
         let slot = &self.slots[job.slot];
-        acc.launch(
-            &self.compute,
-            slot.dev_out.ptr(),
-            job.n as u32,
-            (slot.frames + 1) as u32,
-            (slot.frames * self.cap) as u32,
-        )
+        acc.launch(&self.compute, self.chunk_records(job, slot))
+    }
+
+    /// Starts placing every chunk's records on the device from the next call on, for rows
+    /// handed out with the clusters (`Some`), or stops (`None`). Whether rows will come:
+    /// `false` without compact results (the records are not in one buffer). Must only be
+    /// called between calls (the slots are remade with room for the rows).
+    pub fn place_rows(
+        &mut self,
+        device: &crate::cuda::Device,
+        rules: Option<&crate::interpolation::PlaceRows>,
+    ) -> Result<bool> {
+        self.placer = None;
+        let Some(rules) = rules else {
+            return Ok(false);
+        };
+        if !self.cfg.compact {
+            return Ok(false);
+        }
+        self.ctx.bind_to_thread().cuda("binding the CUDA context")?;
+        let placer = DevicePlacer::new(device, &self.compute, rules, self.size)?;
+        // The uploads ran on the compute stream, which every launch follows.
+        self.placer = Some(placer);
+        Ok(true)
     }
 
     /// Starts accumulating `what` from every chunk found from now on; `false` without compact
@@ -882,6 +953,10 @@ impl Pipeline {
                 let s = &self.fetch;
                 let dev = slot.dev_out.ptr() + 4 * rec_off as u64;
                 dtoh(&slot.pin_out, rec_off, dev, total * rw, s)?;
+                if let (Some(_), Some((rows, pinned))) = (&self.placer, &slot.rows) {
+                    s.wait(&slot.placed).cuda("waiting for the placement")?;
+                    dtoh(pinned, 0, rows.ptr(), total, s)?;
+                }
                 s.synchronize().cuda("waiting for results")?;
             }
         } else {
@@ -952,11 +1027,17 @@ impl Pipeline {
                 &out[k * fw + 1..k * fw + 1 + n * rw]
             }
         };
+        // Rows placed on the device: frame k's are its records' (compact results only).
+        let rows = match (&self.placer, &slot.rows) {
+            (Some(_), Some((_, pinned))) if compact => Some(pinned.as_slice()),
+            _ => None,
+        };
+        let rows_of = |k: usize| rows.map(|r| &r[out[k] as usize..out[k + 1] as usize]);
         match self.cfg.collect {
             Collect::ZeroCopy => {
                 for k in 0..job.n {
-                    visit(FrameClusters::new(number(k), size, words(k)))
-                        .map_err(|e| Stop::Visitor(k, e))?;
+                    let fc = attach(FrameClusters::new(number(k), size, words(k)), rows_of(k))?;
+                    visit(fc).map_err(|e| Stop::Visitor(k, e))?;
                 }
             }
             Collect::Owned => {
@@ -968,8 +1049,9 @@ impl Pipeline {
                 }
                 let mut from = 0;
                 for (k, &end) in self.owned_ends.iter().enumerate() {
-                    visit(FrameClusters::new(number(k), size, &self.owned[from..end]))
-                        .map_err(|e| Stop::Visitor(k, e))?;
+                    let fc = FrameClusters::new(number(k), size, &self.owned[from..end]);
+                    let fc = attach(fc, rows_of(k))?;
+                    visit(fc).map_err(|e| Stop::Visitor(k, e))?;
                     from = end;
                 }
             }
@@ -1060,6 +1142,17 @@ fn copy_parallel(dst: &mut [u16], src: &[u16]) {
         .for_each(|(d, s)| d.copy_from_slice(s));
 }
 
+/// `fc` with its placed rows, when there are any.
+fn attach<'a>(
+    fc: FrameClusters<'a>,
+    rows: Option<&'a [PlacedRow]>,
+) -> Result<FrameClusters<'a>, Stop> {
+    match rows {
+        Some(r) => fc.with_placed(r).map_err(Stop::Error),
+        None => Ok(fc),
+    }
+}
+
 /// Device-to-device copy of all of `src` into `dst`, queued on `stream`.
 fn copy_dtod(dst: &DeviceBuf, src: &DeviceBuf, stream: &CudaStream) -> Result<()> {
     assert!(dst.bytes() >= src.bytes());
@@ -1068,22 +1161,22 @@ fn copy_dtod(dst: &DeviceBuf, src: &DeviceBuf, stream: &CudaStream) -> Result<()
         .cuda("copying the pedestal on the device")
 }
 
-/// Queues a download of `words` words from device address `src` into `dst[at..]`.
-fn dtoh(
-    dst: &PinnedBuf<u32>,
+/// Queues a download of `len` elements from device address `src` into `dst[at..]`.
+fn dtoh<T: bytemuck::Pod>(
+    dst: &PinnedBuf<T>,
     at: usize,
     src: u64,
-    words: usize,
+    len: usize,
     stream: &CudaStream,
 ) -> Result<()> {
-    assert!(at + words <= dst.len());
+    assert!(at + len <= dst.len());
     // SAFETY: the destination range lies inside the pinned buffer, which outlives the copy
     // (the owner synchronises before freeing or reading it).
     unsafe {
         sys::cuMemcpyDtoHAsync_v2(
             dst.ptr_at(at) as *mut c_void,
             src,
-            words * 4,
+            len * size_of::<T>(),
             stream.cu_stream(),
         )
     }
