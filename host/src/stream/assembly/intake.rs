@@ -261,10 +261,7 @@ impl<D: std::ops::Deref<Target = [u8]>> Assembler<D> {
             "frame {number}: its part from {} (frameIndex 0) came again while the frame numbers went on: a duplicate, discarded (not a restart)",
             self.names[e]
         );
-        self.notices.push(Notice {
-            kind: PartFault::Duplicate,
-            message,
-        });
+        self.notice(PartFault::Duplicate, message);
     }
 
     fn late(&mut self, e: usize, number: u64) {
@@ -272,10 +269,7 @@ impl<D: std::ops::Deref<Target = [u8]>> Assembler<D> {
             "frame {number}: its part from {} came after the frame was handed on (whole or given up); discarded",
             self.names[e]
         );
-        self.notices.push(Notice {
-            kind: PartFault::Late,
-            message,
-        });
+        self.notice(PartFault::Late, message);
     }
 
     fn slot(

@@ -8,7 +8,7 @@ use super::events::{Ending, FaultKind};
 use super::faults::fault_kind;
 use crate::error::Result;
 use crate::stream::assembly::Piece;
-use crate::stream::header::HeaderFault;
+use crate::stream::header::{HeaderFault, ZmqHeader};
 use crate::stream::receiver::Message;
 
 impl<'r> Acquisition<'r> {
@@ -145,22 +145,7 @@ impl<'r> Acquisition<'r> {
                 return None;
             }
             let bytes: usize = a.pieces.iter().map(|p| p.data.len()).sum();
-            if let Err(HeaderFault::Mismatch(why) | HeaderFault::Malformed(why)) =
-                header.check_frame(bytes, self.rows, self.cols)
-            {
-                self.fault(
-                    FaultKind::Mismatch,
-                    1,
-                    format!("frame {number}: {why}; skipped"),
-                );
-                return None;
-            }
-            if let Some(why) = header.incomplete() {
-                self.fault(
-                    FaultKind::Incomplete,
-                    1,
-                    format!("frame {number} is incomplete: {why}; skipped"),
-                );
+            if !self.whole_frame(&header, number, bytes) {
                 return None;
             }
             return Some((number, Pixels::Parts(a.pieces), arrived));
@@ -181,15 +166,26 @@ impl<'r> Acquisition<'r> {
             );
             return None;
         }
+        if !self.whole_frame(&header, number, parts[1].len()) {
+            return None;
+        }
+        let data = parts.pop()?;
+        Some((number, Pixels::Whole(data), arrived))
+    }
+
+    /// Whether frame `number`, `bytes` bytes of pixels under `header`, is one to find clusters
+    /// in: its header agrees with its data and does not say it is incomplete. A frame that is
+    /// not is counted and reported as skipped.
+    fn whole_frame(&mut self, header: &ZmqHeader, number: u64, bytes: usize) -> bool {
         if let Err(HeaderFault::Mismatch(why) | HeaderFault::Malformed(why)) =
-            header.check_frame(parts[1].len(), self.rows, self.cols)
+            header.check_frame(bytes, self.rows, self.cols)
         {
             self.fault(
                 FaultKind::Mismatch,
                 1,
                 format!("frame {number}: {why}; skipped"),
             );
-            return None;
+            return false;
         }
         if let Some(why) = header.incomplete() {
             self.fault(
@@ -197,10 +193,9 @@ impl<'r> Acquisition<'r> {
                 1,
                 format!("frame {number} is incomplete: {why}; skipped"),
             );
-            return None;
+            return false;
         }
-        let data = parts.pop()?;
-        Some((number, Pixels::Whole(data), arrived))
+        true
     }
 }
 
