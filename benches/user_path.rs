@@ -282,7 +282,7 @@ fn pinned_store(
     cols: usize,
     write_combined: bool,
 ) -> Result<Box<dyn cluda::finder::feed::FrameStore>, String> {
-    use cluda::ClusterFinder;
+    use cluda::engine::FedFinder;
     if write_combined {
         let rows = samples.div_ceil(cols.max(1));
         cluda::finder::gpu::PinnedFrames::write_combined(finder.gpu(), 1, rows, cols)
@@ -403,11 +403,11 @@ fn floor_finder(
     device: &str,
     rows: usize,
     cols: usize,
-) -> Result<Box<dyn cluda::ClusterFinder + Send>, String> {
+) -> Result<Box<dyn cluda::engine::FedFinder + Send>, String> {
     let config = cluda::FinderConfig::new(rows, cols);
     let dev: cluda::finder::select::DeviceChoice =
         device.parse().map_err(|e: cluda::Error| e.to_string())?;
-    cluda::finder::select::open_finder(config, dev, None)
+    cluda::engine::open_finder(config, dev, None)
         .map(|(f, _)| f)
         .map_err(|e| e.to_string())
 }

@@ -6,11 +6,11 @@
 //! and kind of chunk memory; every chunk must go back exactly once, and nothing may read a
 //! chunk after it went back (the test feeds overwrite each chunk given back and reuse it for
 //! the next, so a late read would change the clusters). Overflows (grow and fail), failing
-//! visitors and failing feeds leave what `ClusterFinder::find_feed` documents. The engine
+//! visitors and failing feeds leave what `FedFinder::find_feed` documents. The engine
 //! (`find_stream`) runs the same way from its ring of page-locked slots.
 
 use cluda::cluster::ClusterSize;
-use cluda::engine::{EngineConfig, find_stream};
+use cluda::engine::{EngineConfig, FedFinder, find_stream};
 use cluda::finder::feed::{FedChunk, FrameFeed, FrameStore};
 use cluda::finder::gpu::{GpuFinder, InputMode, Launch, Overflow, PipelineConfig};
 use cluda::io::{FrameSource, MemorySource};
@@ -122,7 +122,7 @@ impl FrameFeed for TestFeed<'_> {
         self.out += 1;
         self.lent += 1;
         self.most_out = self.most_out.max(self.out);
-        FedChunk::new(store, k, px).map(Some)
+        FedChunk::new(store, k, px, cluda::FrameNumber(at as u64)).map(Some)
     }
 
     fn give_back(&mut self, chunk: FedChunk) {
@@ -389,7 +389,7 @@ fn a_failing_feed_finishes_the_frames_before_it() {
 /// Frames in memory numbered from `first`, delivered at most `most` per read (a source that
 /// fills its slots partly).
 struct Numbered {
-    inner: MemorySource,
+    inner: MemorySource<'static>,
     first: u64,
     most: usize,
 }

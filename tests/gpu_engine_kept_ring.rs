@@ -1,12 +1,13 @@
 //! The engine's kept ring on a GPU (needs a CUDA GPU: ignored elsewhere; run with
-//! `--include-ignored`): runs from borrowed memory ([`SliceSource`]) through one ring of
+//! `--include-ignored`): runs from borrowed memory ([`MemorySource`]) through one ring of
 //! page-locked slots kept between them ([`find_stream_with`], as the Python package's
 //! find calls run), of lengths that do and do not fill the ring, give the CPU's clusters and
 //! pedestal in one call over the same frames, and the same slots come back after each run.
 
 use cluda::cluster::ClusterSize;
-use cluda::engine::{EngineConfig, RingSlots, SliceSource, find_stream_with};
+use cluda::engine::{EngineConfig, RingSlots, find_stream_with};
 use cluda::finder::gpu::PipelineConfig;
+use cluda::io::MemorySource;
 use cluda::{ClusterBatch, ClusterFinder, Precision, ThresholdMode};
 use support::gpu_vs_cpu::{Data, cpu_finder, gpu_finder};
 
@@ -34,8 +35,8 @@ fn runs_through_a_kept_ring_equal_one_cpu_call() {
         let mut frames = 0usize;
         // 1 frame, less than a slot, exactly two slots, then the rest (not a whole slot).
         for (from, to) in [(0, 1), (1, 20), (20, 84), (84, 300)] {
-            let mut src =
-                SliceSource::new(&d.data[from * d.px()..to * d.px()], d.rows, d.cols).expect("src");
+            let mut src = MemorySource::new(&d.data[from * d.px()..to * d.px()], d.rows, d.cols)
+                .expect("src");
             let stats = find_stream_with(&mut gpu, &mut src, engine, &mut ring, &mut |_, fc| {
                 assert_eq!(fc.frame.get() as usize + from, frames, "frames in order");
                 frames += 1;

@@ -333,6 +333,44 @@ fn tiny_cap_grows_and_stays_exact() {
     }
 }
 
+/// A call's frames with numbers of their own (past `i32::MAX` here): every frame's clusters
+/// and an overflow name the frame by its number, with no relabelling after the call.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_numbered_call_names_its_frames_by_their_numbers() {
+    let d = Data::new(48, 80, 11, 30, 25);
+    let cfg = d.config(ClusterSize::S3, Precision::F64, ThresholdMode::Live);
+    let (want, _) = cpu_run(&cfg, &d);
+    let base = cluda::FrameNumber(i32::MAX as u64 + 10);
+    let frames = d.data().numbered_from(base);
+    let mut g = gpu_finder(&cfg, PipelineConfig::default(), &d);
+    let mut seen = Vec::new();
+    g.find_each(frames, &mut |fc| {
+        seen.push(fc.frame);
+        Ok(())
+    })
+    .unwrap();
+    assert!(
+        seen.iter()
+            .copied()
+            .eq((0..want.frames()).map(|i| base.after(i)))
+    );
+    let first = (0..want.frames())
+        .find(|&i| want.frame(i).len() > 2)
+        .unwrap();
+    let pipe = PipelineConfig {
+        cap: 2,
+        overflow: Overflow::Fail,
+        chunk: 4,
+        ..LadderStep::Opt1.config()
+    };
+    let mut g = gpu_finder(&cfg, pipe, &d);
+    match g.find_each(frames, &mut |_| Ok(())).unwrap_err() {
+        Error::ClusterLimit { frame, .. } => assert_eq!(frame, base.after(first)),
+        e => panic!("expected ClusterLimit, got {e}"),
+    }
+}
+
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn tiny_cap_fails_with_counts_and_keeps_the_pedestal() {

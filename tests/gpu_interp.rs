@@ -307,7 +307,7 @@ fn gpu_image_peeks_mid_input_equal_host_counts_so_far() {
     let peek = f
         .accumulation_peek()
         .expect("the GPU pipeline answers peeks");
-    let mut source = cluda::engine::SliceSource::new(&d.data, d.rows, d.cols).unwrap();
+    let mut source = cluda::io::MemorySource::new(&d.data[..], d.rows, d.cols).unwrap();
     let config = cluda::engine::EngineConfig {
         chunk: 16,
         slots: 3,

@@ -3,9 +3,9 @@
 //!
 //! Every field is one PTX parameter of the family's kernels, in field order: a `#[repr(C)]`
 //! struct lays its fields out as CUDA lays out a kernel's parameter list, and the host hands
-//! a launch the address of every field ([`PrepareArgs::params`] and the like). The kernels
-//! take the fields as separate parameters (declared from the same list) rather than the
-//! struct as one by-value parameter, because rustc passes a by-value struct to an
+//! a launch the address of every field ([`KernelArgs::params`], implemented by every struct).
+//! The kernels take the fields as separate parameters (declared from the same list) rather
+//! than the struct as one by-value parameter, because rustc passes a by-value struct to an
 //! `extern "ptx-kernel"` function as an integer array: the pointers inside lose the global
 //! state space LLVM gives a kernel's pointer parameters, and every load and store through
 //! them would become a generic one instead of `ld.global` / `st.global`.
@@ -14,7 +14,7 @@
 //! that declares the struct here and to one that declares the kernels (in `kernels/`). Entry
 //! names are listed once too: `finder_kernels!` (name, real type, window side per family; the
 //! kernels and [`names`] are built from it) and `interp_kernels!` (each kernel with its own
-//! struct and fields; the structs carry the name as `ENTRY`). The matcher's structs are
+//! struct and fields; the structs carry the name as `ENTRY`, and [`EntryArgs`] on the host). The matcher's structs are
 //! declared the same way in [`crate::matcher::args`] and re-exported here. Pointer fields are
 //! [`ConstPtr`]/[`MutPtr`]: raw pointers in the kernels, typed [`DevicePtr`]s on the host.
 
@@ -99,6 +99,29 @@ impl<T> core::fmt::Debug for DevicePtr<T> {
 const _: () = assert!(core::mem::size_of::<DevicePtr<u8>>() == 8);
 #[cfg(not(target_arch = "nvptx64"))]
 const _: () = assert!(core::mem::align_of::<DevicePtr<f64>>() == 8);
+
+/// A kernel's argument struct as the host hands it to a launch: the address of every field,
+/// in order, is the launch's parameter array (the driver copies the values at the launch).
+/// Implemented by every struct declared here, so a launch can take the struct itself
+/// (`cluda::kernel::Kernel`) rather than a parameter array built by hand.
+#[cfg(not(target_arch = "nvptx64"))]
+pub trait KernelArgs {
+    /// The parameter array: one address per field.
+    type Params: AsMut<[*mut core::ffi::c_void]>;
+
+    /// The address of every field, in order: the parameter array of a launch (valid while
+    /// `self` lives and does not move).
+    fn params(&mut self) -> Self::Params;
+}
+
+/// The argument struct of exactly one kernel, which names it: a host loads the kernel by
+/// [`EntryArgs::ENTRY`] and so cannot pair it with another kernel's struct. (The finder's
+/// families have a kernel per real type and window side; their names come from [`names`].)
+#[cfg(not(target_arch = "nvptx64"))]
+pub trait EntryArgs: KernelArgs {
+    /// The kernel's entry name in the PTX.
+    const ENTRY: &'static str;
+}
 
 /// Hands the list of the fields of the prepare kernels to `$cb!`, after the tokens `$pre`.
 #[macro_export]
@@ -309,15 +332,18 @@ macro_rules! args_struct {
             /// The field (parameter) names, in order.
             pub const NAMES: [&'static str; $crate::args::count!($($f)*)] = [$(stringify!($f)),*];
 
-            /// The address of every field, in order: the parameter array of a launch (valid
-            /// while `self` lives and does not move).
-            pub fn params(&mut self) -> [*mut core::ffi::c_void; $crate::args::count!($($f)*)] {
-                [$(&raw mut self.$f as *mut core::ffi::c_void),*]
-            }
-
             /// Offset and size of every field, in order (the parameter layout).
             pub fn layout() -> [(usize, usize); $crate::args::count!($($f)*)] {
                 [$((core::mem::offset_of!(Self, $f), core::mem::size_of::<$ty>())),*]
+            }
+        }
+
+        #[cfg(not(target_arch = "nvptx64"))]
+        impl $(<$g>)? $crate::args::KernelArgs for $name $(<$g>)? {
+            type Params = [*mut core::ffi::c_void; $crate::args::count!($($f)*)];
+
+            fn params(&mut self) -> Self::Params {
+                [$(&raw mut self.$f as *mut core::ffi::c_void),*]
             }
         }
     };
@@ -352,6 +378,11 @@ macro_rules! entry_structs {
             impl $args {
                 /// The kernel's entry name in the PTX.
                 pub const ENTRY: &'static str = stringify!($k);
+            }
+
+            #[cfg(not(target_arch = "nvptx64"))]
+            impl $crate::args::EntryArgs for $args {
+                const ENTRY: &'static str = stringify!($k);
             }
         )*
     };

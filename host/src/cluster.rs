@@ -147,9 +147,9 @@ impl ClusterRef<'_> {
 /// The clusters of one frame, borrowed from a batch or from a finder's result buffer.
 #[derive(Clone, Copy, Debug)]
 pub struct FrameClusters<'a> {
-    /// The frame's number: its index within the call that produced it (`find_each`), or the
-    /// number its chunk gave it (`find_feed`: [`crate::finder::feed::FedChunk::number`], the
-    /// source's frame number from the engine).
+    /// The frame's number, as its frames or chunk gave it (`find_each`:
+    /// [`crate::Frames::number`], its index in the call unless numbered; `find_feed`:
+    /// [`crate::finder::feed::FedChunk::numbers`], the source's frame number from the engine).
     pub frame: FrameNumber,
     size: ClusterSize,
     words: &'a [u32],

@@ -255,42 +255,6 @@ fn compute_capability(ctx: &CudaContext) -> Result<(i32, i32)> {
     Ok((major, minor))
 }
 
-/// Launches kernel `f` on `stream`: `grid` blocks of `block` threads, with `params` the
-/// addresses of the fields of its argument struct (`cluda_gpu::args`, whose `params()` gives
-/// them), as a cooperative launch when `cooperative` (every block resident at once). The one
-/// launch path of the finder's and the matcher's kernels.
-///
-/// # Safety
-///
-/// `params` must be the fields of the argument struct `f` is declared from, alive until the
-/// call returns, with every pointer a live device buffer of the sizes the kernel reads and
-/// writes for this grid; the context of `stream` must be current on this thread.
-pub(crate) unsafe fn launch(
-    f: &CudaFunction,
-    grid: (u32, u32),
-    block: u32,
-    stream: cudarc::driver::sys::CUstream,
-    params: &mut [*mut std::ffi::c_void],
-    cooperative: bool,
-) -> std::result::Result<(), cudarc::driver::DriverError> {
-    let (grid, block) = ((grid.0, grid.1, 1), (block, 1, 1));
-    // SAFETY: as the caller promises.
-    unsafe {
-        if cooperative {
-            cudarc::driver::result::launch_cooperative_kernel(
-                f.cu_function(),
-                grid,
-                block,
-                0,
-                stream,
-                params,
-            )
-        } else {
-            cudarc::driver::result::launch_kernel(f.cu_function(), grid, block, 0, stream, params)
-        }
-    }
-}
-
 /// The `.entry` names in cluda's tuned PTX (used by tests to check the kernel build).
 pub fn ptx_entries() -> Vec<&'static str> {
     ptx_entries_of(PTX)

@@ -49,14 +49,15 @@ pub enum Error {
         need: u32,
     },
     /// A frame held more clusters than a fixed-size result slot could take. The pedestal is
-    /// as it was before the call (when streaming, [`crate::ClusterFinder::find_feed`]: before
+    /// as it was before the call (when streaming, [`crate::engine::FedFinder::find_feed`]: before
     /// the chunk that holds the frame); the visitor may have seen earlier frames of it.
     #[error(
         "frame {frame} holds {found} clusters, more than the limit of {limit} per frame; raise the cap (or let the finder grow it): the pedestal was put back to before the call (or the chunk, when streaming)"
     )]
     ClusterLimit {
-        /// The frame that overflowed: its index within the call, or, from a `find_feed`, its
-        /// chunk's number for it (the source's frame number from the engine).
+        /// The frame that overflowed, by its number ([`crate::Frames::number`]: its index
+        /// within the call unless numbered; from a `find_feed`, its chunk's number for it,
+        /// the source's frame number from the engine).
         frame: crate::frame_number::FrameNumber,
         /// Clusters that frame holds.
         found: usize,

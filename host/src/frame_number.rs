@@ -1,9 +1,11 @@
 //! [`FrameNumber`]: the number a frame is known by, from its source to every output.
 //!
 //! A raw acquisition's frames keep the receiver's header numbers (gaps and all); a `.npy`
-//! file's, a generator's or a caller's frames are numbered by their index. The number rides
-//! with the frames through the engine ([`crate::finder::feed::FedChunk`]) and out with their
-//! clusters ([`crate::FrameClusters::frame`]), so no stage renumbers them. The cluster file
+//! file's, a generator's or a caller's frames are numbered by their index. The numbers ride
+//! with the frames wherever they travel ([`FrameNumbers`]: on [`crate::Frames`], on the
+//! engine's chunks, [`crate::finder::feed::FedChunk`]) and out with their clusters
+//! ([`crate::FrameClusters::frame`], [`crate::Error::ClusterLimit`]), so no stage renumbers
+//! them or relabels what it reports. The cluster file
 //! holds frame numbers as `int32` and photon lists as `int64`: [`FrameNumber::to_file`] and
 //! [`FrameNumber::to_photon_list`] are the one checked conversion each, an error past their
 //! range, never a wrapped number.
@@ -88,6 +90,61 @@ impl std::fmt::Display for FrameNumber {
     }
 }
 
+/// The numbers of a run of frames, in order: consecutive from a first number (a `.npy`
+/// file's, a generator's or a caller's frames; nothing is stored), or one listed per frame (a
+/// raw acquisition's header numbers, gaps and all). Copied with the frames it numbers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FrameNumbers<'a> {
+    /// `first`, `first + 1`, ... (saturating at `u64::MAX`, a number no source delivers).
+    From(FrameNumber),
+    /// One number per frame.
+    Listed(&'a [FrameNumber]),
+}
+
+/// Frames numbered from 0: their index.
+impl Default for FrameNumbers<'_> {
+    fn default() -> Self {
+        Self::From(FrameNumber(0))
+    }
+}
+
+impl<'a> FrameNumbers<'a> {
+    /// The number of frame `k` of the run; `None` past the end of a listed run.
+    pub fn get(&self, k: usize) -> Option<FrameNumber> {
+        match self {
+            Self::From(first) => Some(first.after(k)),
+            Self::Listed(numbers) => numbers.get(k).copied(),
+        }
+    }
+
+    /// The numbers of frames `start .. start + count` of the run; `None` when a listed run
+    /// does not hold them all.
+    pub fn range(&self, start: usize, count: usize) -> Option<Self> {
+        match self {
+            Self::From(first) => Some(Self::From(first.after(start))),
+            Self::Listed(numbers) => numbers
+                .get(start..start.checked_add(count)?)
+                .map(Self::Listed),
+        }
+    }
+
+    /// Checks that the run numbers `frames` frames: always when consecutive, when it lists
+    /// exactly that many numbers otherwise. `what` names the numbers in the error.
+    ///
+    /// # Errors
+    /// [`Error::Shape`] naming `what` when a listed run holds another count of numbers.
+    pub fn expect_frames(&self, frames: usize, what: &str) -> Result<()> {
+        match self {
+            Self::Listed(numbers) if numbers.len() != frames => Err(Error::shape(
+                what,
+                format!("{frames} (one per frame)"),
+                format!("{}", numbers.len()),
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -127,5 +184,27 @@ mod tests {
         assert_eq!(FrameNumber(7).after(3), FrameNumber(10));
         assert_eq!(FrameNumber(u64::MAX - 1).after(5), FrameNumber(u64::MAX));
         assert!(FrameNumber(4) == 4);
+    }
+
+    #[test]
+    fn runs_of_numbers_are_consecutive_or_listed() {
+        let from = FrameNumbers::From(FrameNumber(10));
+        assert_eq!(from.get(5), Some(FrameNumber(15)));
+        assert_eq!(
+            from.range(3, 100),
+            Some(FrameNumbers::From(FrameNumber(13)))
+        );
+        assert!(from.expect_frames(usize::MAX, "x").is_ok());
+        assert_eq!(FrameNumbers::default().get(7), Some(FrameNumber(7)));
+        let list = [FrameNumber(4), FrameNumber(9), FrameNumber(11)];
+        let listed = FrameNumbers::Listed(&list);
+        assert_eq!(listed.get(1), Some(FrameNumber(9)));
+        assert_eq!(listed.get(3), None);
+        assert_eq!(listed.range(1, 2), Some(FrameNumbers::Listed(&list[1..])));
+        assert_eq!(listed.range(2, 2), None);
+        assert_eq!(listed.range(usize::MAX, 2), None);
+        assert!(listed.expect_frames(3, "x").is_ok());
+        let e = listed.expect_frames(2, "chunk frame numbers").unwrap_err();
+        assert!(e.to_string().contains("chunk frame numbers"), "{e}");
     }
 }

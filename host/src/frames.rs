@@ -1,20 +1,26 @@
-//! Borrowed views of detector frames: a contiguous `u16` buffer with a shape.
+//! Borrowed views of detector frames: a contiguous `u16` buffer with a shape, and the
+//! frames' numbers.
 
 use ndarray::{ArrayView2, ArrayView3};
 
 use crate::error::{Error, Result};
+use crate::frame_number::{FrameNumber, FrameNumbers};
 
-/// A borrowed stack of frames, `frames x rows x cols` `u16` samples in C (row-major) order.
+/// A borrowed stack of frames, `frames x rows x cols` `u16` samples in C (row-major) order,
+/// with the frames' numbers.
 ///
 /// Every finder and pedestal entry point takes frames this way, built from a plain slice with
 /// a shape ([`Frames::new`]) or from an ndarray view ([`Frames::from_array3`],
-/// [`Frames::from_array2`]).
+/// [`Frames::from_array2`]). The frames are numbered from 0 (their index) unless told
+/// otherwise ([`Frames::numbered_from`], [`Frames::with_numbers`]); a finder names every frame
+/// by its number ([`crate::FrameClusters::frame`], [`Error::ClusterLimit`]).
 #[derive(Clone, Copy, Debug)]
 pub struct Frames<'a> {
     data: &'a [u16],
     frames: usize,
     rows: usize,
     cols: usize,
+    numbers: FrameNumbers<'a>,
 }
 
 impl<'a> Frames<'a> {
@@ -53,7 +59,27 @@ impl<'a> Frames<'a> {
             frames,
             rows,
             cols,
+            numbers: FrameNumbers::default(),
         })
+    }
+
+    /// The same frames numbered `first`, `first + 1`, ... (e.g. a stream's frames from
+    /// `first` on).
+    pub fn numbered_from(self, first: FrameNumber) -> Self {
+        Self {
+            numbers: FrameNumbers::From(first),
+            ..self
+        }
+    }
+
+    /// The same frames with `numbers` (e.g. a raw acquisition's header numbers, one per
+    /// frame).
+    ///
+    /// # Errors
+    /// [`Error::Shape`] when `numbers` lists other than one number per frame.
+    pub fn with_numbers(self, numbers: FrameNumbers<'a>) -> Result<Self> {
+        numbers.expect_frames(self.frames, "frame numbers")?;
+        Ok(Self { numbers, ..self })
     }
 
     /// One frame of `rows x cols` samples.
@@ -134,7 +160,22 @@ impl<'a> Frames<'a> {
         &self.data[i * n..(i + 1) * n]
     }
 
-    /// Frames `start .. start + count` as a view of the same shape. Panics when out of range.
+    /// The number of frame `i` (its index, unless the frames were numbered otherwise).
+    /// Panics if `i >= len()` for listed numbers (an indexing bug, not user input).
+    pub fn number(&self, i: usize) -> FrameNumber {
+        match self.numbers {
+            FrameNumbers::From(first) => first.after(i),
+            FrameNumbers::Listed(numbers) => numbers[i],
+        }
+    }
+
+    /// The frames' numbers.
+    pub fn numbers(&self) -> FrameNumbers<'a> {
+        self.numbers
+    }
+
+    /// Frames `start .. start + count` as a view of the same shape, with their numbers.
+    /// Panics when out of range.
     pub fn range(&self, start: usize, count: usize) -> Frames<'a> {
         let n = self.pixels();
         Frames {
@@ -142,6 +183,12 @@ impl<'a> Frames<'a> {
             frames: count,
             rows: self.rows,
             cols: self.cols,
+            numbers: match self.numbers {
+                FrameNumbers::From(first) => FrameNumbers::From(first.after(start)),
+                FrameNumbers::Listed(numbers) => {
+                    FrameNumbers::Listed(&numbers[start..start + count])
+                }
+            },
         }
     }
 
@@ -158,5 +205,36 @@ impl<'a> Frames<'a> {
             ));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Frames are numbered by their index unless told otherwise; a range keeps its frames'
+    /// numbers; a list of numbers must hold one per frame.
+    #[test]
+    fn frames_carry_their_numbers() {
+        let data = [0u16; 4 * 6];
+        let f = Frames::new(&data, 4, 2, 3).expect("frames");
+        assert_eq!((f.number(0), f.number(3)), (FrameNumber(0), FrameNumber(3)));
+        let f = f.numbered_from(FrameNumber(100));
+        assert_eq!(f.range(2, 2).number(1), FrameNumber(103));
+        let list = [5, 8, 9, 20].map(FrameNumber);
+        let f = f
+            .with_numbers(FrameNumbers::Listed(&list))
+            .expect("numbered");
+        assert_eq!(f.number(3), FrameNumber(20));
+        let r = f.range(1, 2);
+        assert_eq!(
+            (r.len(), r.number(0), r.number(1)),
+            (2, FrameNumber(8), FrameNumber(9))
+        );
+        assert_eq!(r.numbers(), FrameNumbers::Listed(&list[1..3]));
+        let e = f
+            .with_numbers(FrameNumbers::Listed(&list[..3]))
+            .expect_err("three numbers for four frames");
+        assert!(e.to_string().contains("frame numbers"), "{e}");
     }
 }

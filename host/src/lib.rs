@@ -73,13 +73,15 @@
 //!
 //! [`GpuFinder`] implements the same [`ClusterFinder`] trait. It needs a CUDA driver and
 //! device at run time (cluda builds without CUDA and its GPU code is loaded dynamically);
-//! without one it returns [`Error::NoGpu`]. [`finder::select::open_finder`] picks the device
-//! from a [`finder::select::DeviceChoice`] (`Auto` falls back to the CPU) and says why.
+//! without one it returns [`Error::NoGpu`]. [`engine::open_finder`] picks the device from a
+//! [`finder::select::DeviceChoice`] (`Auto` falls back to the CPU), says why, and opens the
+//! finder to use directly or to feed through the engine ([`engine::FedFinder`]).
 //!
 //! ```no_run
 //! # #[cfg(feature = "gpu")]
 //! # fn main() -> cluda::Result<()> {
-//! use cluda::finder::select::{DeviceChoice, open_finder};
+//! use cluda::engine::open_finder;
+//! use cluda::finder::select::DeviceChoice;
 //! use cluda::{ClusterFinder, FinderConfig, GpuFinder};
 //!
 //! let config = FinderConfig::new(400, 400).pedestal_frames(1000);
@@ -111,7 +113,7 @@
 //! * `stream` (feature `stream`): live cluster finding on a detector's ZMQ stream, and
 //!   replaying files as that stream.
 //! * [`engine`]: the streaming engine: a reader thread, the finder and a write-behind sink,
-//!   overlapped with bounded memory.
+//!   overlapped with bounded memory; how it feeds a finder ([`engine::FedFinder`]).
 //!
 //! # Cargo features
 //!
@@ -137,6 +139,8 @@ pub mod frames;
 pub mod generate;
 pub mod interpolation;
 pub mod io;
+#[cfg(feature = "gpu")]
+pub(crate) mod kernel;
 pub mod matcher;
 pub mod memory;
 pub mod pedestal;
@@ -185,6 +189,6 @@ pub use error::{Error, Result};
 #[cfg(feature = "gpu")]
 pub use finder::gpu::GpuFinder;
 pub use finder::{ClusterFinder, CpuFinder};
-pub use frame_number::FrameNumber;
+pub use frame_number::{FrameNumber, FrameNumbers};
 pub use frames::Frames;
 pub use pedestal::Pedestal;

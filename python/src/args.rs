@@ -1,16 +1,18 @@
 //! Arguments taken from Python: frame arrays borrowed or copied into C order, thread counts,
 //! file inputs, precisions; and the mutex a panic cannot poison.
 
-use cluda::io::NpyFrames;
-use cluda::{Frames, Precision};
+use std::path::PathBuf;
+use std::sync::{Mutex, MutexGuard};
+
 use numpy::{
     Element, PyArrayDescrMethods, PyArrayDyn, PyArrayMethods, PyReadonlyArrayDyn, PyUntypedArray,
     PyUntypedArrayMethods,
 };
 use pyo3::exceptions::{PyMemoryError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use std::path::PathBuf;
-use std::sync::{Mutex, MutexGuard};
+
+use cluda::io::NpyFrames;
+use cluda::{Frames, Precision};
 
 use crate::run;
 use crate::to_py;

@@ -1,15 +1,18 @@
 //! `ClusterFinder`: a finder kept between calls, fed arrays or files.
 
-use cluda::engine::{EngineConfig, RingSlots};
-use cluda::finder::select::{DeviceChoice, open_finder};
-use cluda::io::{FrameSource, NpyFrames};
-use cluda::{ClusterSize, Error, FinderConfig, ThresholdMode};
-use numpy::{PyArray2, PyReadonlyArrayDyn, PyUntypedArrayMethods};
-use pyo3::exceptions::PyValueError;
-use pyo3::prelude::*;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+
+use numpy::{PyArray2, PyReadonlyArrayDyn, PyUntypedArrayMethods};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+
+use cluda::engine::open_finder;
+use cluda::engine::{EngineConfig, RingSlots};
+use cluda::finder::select::DeviceChoice;
+use cluda::io::{FrameSource, NpyFrames};
+use cluda::{ClusterSize, Error, FinderConfig, ThresholdMode};
 
 use crate::args::{Threads, file_input, frames_arg, frames_shape, lock, parse_precision};
 use crate::raw_file::PyRawFile;

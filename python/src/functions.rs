@@ -1,13 +1,15 @@
 //! The module's free functions: `.npy` and cluster files, the generator, the matcher.
 
+use std::path::PathBuf;
+
+use numpy::{PyArray1, PyArrayMethods, PyUntypedArrayMethods};
+use pyo3::exceptions::{PyMemoryError, PyValueError};
+use pyo3::prelude::*;
+
 use cluda::generate::{GenConfig, Generator};
 use cluda::io::{ClusterFileReader, Existing, write_cluster_frames};
 use cluda::matcher::{Descriptor, MatchVersion};
 use cluda::{ClusterSize, Error, FrameClusters};
-use numpy::{PyArray1, PyArrayMethods, PyUntypedArrayMethods};
-use pyo3::exceptions::{PyMemoryError, PyValueError};
-use pyo3::prelude::*;
-use std::path::PathBuf;
 
 use crate::args::{c_aligned, checked_copy, typed_array};
 use crate::results::{cluster_dtype, push_rows, rows_to_numpy};

@@ -1,13 +1,15 @@
 //! `RawFile`: an slsDetector raw acquisition read frame by frame, with its gap report.
 
-use cluda::Error;
-use cluda::io::raw::RawReader;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+
 use numpy::{PyArray1, PyArrayMethods};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard};
+
+use cluda::Error;
+use cluda::io::raw::RawReader;
 
 use crate::to_py;
 

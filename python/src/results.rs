@@ -1,9 +1,10 @@
 //! Results handed to Python: cluster records as a structured numpy array, maps, frame numbers.
 
-use cluda::{ClusterSize, Error, FrameClusters};
 use numpy::{PyArray1, PyArray2, PyArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::PyList;
+
+use cluda::{ClusterSize, Error, FrameClusters};
 
 /// The numpy dtype of result rows for clusters of `cells` values.
 pub(crate) fn cluster_dtype<'py>(py: Python<'py>, cells: usize) -> PyResult<Bound<'py, PyAny>> {

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //!  reader thread                 calling thread                    writer thread
-//!  FrameSource::fill  --full-->  ClusterFinder::find_feed  --bytes-->  WriteBehind
+//!  FrameSource::fill  --full-->  FedFinder::find_feed  --bytes-->  WriteBehind
 //!        ^                 slots       |  visit(frame number, clusters)        |
 //!        +--------free slots-----------+                          buffers back -+
 //! ```
@@ -11,13 +11,15 @@
 //! A fixed ring of `slots` frame buffers circulates between the reader thread and the
 //! finder: the reader fills a free slot with the next chunk of frames (straight from the
 //! file into the slot: one copy on the host), the finder takes full slots in order and gives
-//! each back once it no longer reads it (the CPU finder: after its clusters are visited). The slots are whatever the finder reads
-//! fastest ([`ClusterFinder::frame_store`]): page-locked memory for the GPU finder, so uploads
-//! run at DMA speed with no per-call registration; plain memory for the CPU finder. When the
-//! finder is slower than the source, the reader waits for a free slot; when the source is
-//! slower, the finder waits for a full one. Either way at most `slots` chunks exist.
+//! each back once it no longer reads it (the CPU finder: after its clusters are visited).
+//! How the engine feeds a finder is [`feeding::FedFinder`]'s: the slots are whatever the
+//! finder reads fastest ([`FedFinder::frame_store`]): page-locked memory for the GPU
+//! finder, so uploads run at DMA speed with no per-call registration; plain memory for the
+//! CPU finder. When the finder is slower than the source, the reader waits for a free slot;
+//! when the source is slower, the finder waits for a full one. Either way at most `slots`
+//! chunks exist.
 //!
-//! The finder pulls the full slots itself ([`ClusterFinder::find_feed`], the ring being a
+//! The finder pulls the full slots itself ([`FedFinder::find_feed`], the ring being a
 //! [`FrameFeed`]): a GPU finder keeps its pipeline going from one slot to the next
 //! (the next slot's uploads are queued while the previous one's clusters are collected) and
 //! gives each slot back once the GPU no longer reads it, before its clusters are visited.
@@ -26,6 +28,7 @@
 //! [`crate::io::write_behind::WriteBehind`] leaves the calling thread after a memcpy of each frame's
 //! records, so writing overlaps finding too.
 
+pub mod feeding;
 pub mod imaging;
 pub mod input;
 pub mod outputs;
@@ -36,17 +39,16 @@ pub mod report;
 pub mod rows;
 pub mod run;
 pub mod sink;
-pub mod slice_source;
 
 use std::time::{Duration, Instant};
 
 use crate::cluster::FrameClusters;
 use crate::error::{Error, Result};
-use crate::finder::ClusterFinder;
-use crate::finder::feed::{Chunk, FedChunk, FrameFeed, FrameStore};
+use crate::finder::feed::{Chunk, ChunkNumbers, FedChunk, FrameFeed, FrameStore, LentMemory};
+use crate::frame_number::FrameNumber;
 use crate::io::{FrameSource, MappedFrames};
+pub use feeding::{FedFinder, open_finder};
 use sink::{FnSink, InputEvents, Sink, SinkEvents};
-pub use slice_source::SliceSource;
 
 /// How the engine reads ahead.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -137,11 +139,11 @@ pub struct RingSlots {
 
 impl RingSlots {
     /// The `config.slots` slots of `config.chunk` frames each that [`find_stream_with`] needs
-    /// for `finder` ([`ClusterFinder::frame_store`]).
+    /// for `finder` ([`FedFinder::frame_store`]).
     ///
     /// # Errors
-    /// As [`EngineConfig::validate`] and [`ClusterFinder::frame_store`].
-    pub fn allocate(finder: &dyn ClusterFinder, config: EngineConfig) -> Result<Self> {
+    /// As [`EngineConfig::validate`] and [`FedFinder::frame_store`].
+    pub fn allocate(finder: &dyn FedFinder, config: EngineConfig) -> Result<Self> {
         let (rows, cols) = (finder.config().rows, finder.config().cols);
         config.validate(rows, cols)?;
         let start = Instant::now();
@@ -213,19 +215,19 @@ enum Message {
 /// thread of its own (see the module docs), and hands each frame's clusters with the
 /// source's frame number to `visit` (the clusters' `frame` is that number too), in order.
 ///
-/// The finder pulls the ring's slots through [`ClusterFinder::find_feed`], so a GPU finder
+/// The finder pulls the ring's slots through [`FedFinder::find_feed`], so a GPU finder
 /// does not wait for the GPU between slots.
 ///
 /// # Errors
 /// The first error of the source, the finder or the visitor; the reader thread stops with
-/// it. What stays consumed (pedestal updates kept) is what [`ClusterFinder::find_feed`]
+/// it. What stays consumed (pedestal updates kept) is what [`FedFinder::find_feed`]
 /// says: before an error of the source, every frame it delivered (all found and visited);
 /// with a visitor error at a frame, the frames up to and including it; with
 /// [`Error::ClusterLimit`] (a GPU finder with `Overflow::Fail`; the error names the source's
 /// frame number), the frames before the slot that holds the overflowing frame: the
 /// pedestal is as it was before that slot, though the visitor may have seen frames of it.
 pub fn find_stream(
-    finder: &mut dyn ClusterFinder,
+    finder: &mut dyn FedFinder,
     source: &mut (dyn FrameSource + Send),
     config: EngineConfig,
     visit: &mut dyn FnMut(u64, FrameClusters<'_>) -> Result<()>,
@@ -243,7 +245,7 @@ pub fn find_stream(
 /// # Errors
 /// As [`find_stream`].
 pub fn find_stream_with(
-    finder: &mut dyn ClusterFinder,
+    finder: &mut dyn FedFinder,
     source: &mut (dyn FrameSource + Send),
     config: EngineConfig,
     slots: &mut Option<RingSlots>,
@@ -265,7 +267,7 @@ pub fn find_stream_with(
 /// # Errors
 /// As [`find_stream`], and the sink's (after [`Sink::abandon`]).
 pub fn find_stream_into(
-    finder: &mut dyn ClusterFinder,
+    finder: &mut dyn FedFinder,
     source: &mut (dyn FrameSource + Send),
     config: EngineConfig,
     slots: &mut Option<RingSlots>,
@@ -301,7 +303,7 @@ pub fn find_stream_into(
 /// [`Error::Shape`] when a source's frames are not the finder's shape (before anything
 /// runs), [`EngineConfig::validate`]'s, allocation errors, and `end`'s.
 pub fn find_streams(
-    finder: &mut dyn ClusterFinder,
+    finder: &mut dyn FedFinder,
     sources: &mut [&mut (dyn FrameSource + Send)],
     config: EngineConfig,
     slots: &mut Option<RingSlots>,
@@ -395,7 +397,6 @@ pub fn find_streams(
                                 let from = m.offset + next_mapped * pixels * 2;
                                 let range = from..from + k * pixels * 2;
                                 let first = m.first_number + next_mapped as u64;
-                                numbers.extend(first..first + k as u64);
                                 next_mapped += k;
                                 // A file that shrank since it was mapped (or whose map
                                 // already read zeros for pages it lost): an error naming
@@ -424,12 +425,13 @@ pub fn find_streams(
                                     };
                                     Ok((
                                         k,
-                                        Chunk::Mapped {
-                                            _pin: guard,
+                                        Chunk::Lent(Box::new(MappedChunk {
+                                            pin: guard,
                                             map: m.map.clone(),
                                             range,
                                             entry,
-                                        },
+                                        })),
+                                        ChunkNumbers::From(FrameNumber(first)),
                                     ))
                                 }
                             }
@@ -437,7 +439,14 @@ pub fn find_streams(
                                 match source
                                     .fill(&mut store.samples_mut()[..slot_len], &mut numbers)
                                 {
-                                    Ok(k) => Ok((k, Chunk::Slot(store))),
+                                    // The source numbers every frame it delivers.
+                                    Ok(k) => Ok((
+                                        k,
+                                        Chunk::Slot(store),
+                                        ChunkNumbers::Listed(
+                                            numbers.iter().map(|&n| FrameNumber(n)).collect(),
+                                        ),
+                                    )),
                                     Err(e) => {
                                         // Kept for the next input.
                                         spare = Some(Some(store));
@@ -451,18 +460,15 @@ pub fn find_streams(
                         };
                         busy += t.elapsed();
                         match got {
-                            Ok((0, chunk)) => {
+                            Ok((0, chunk, _)) => {
                                 spare = Some(chunk.into_store());
                                 break Message::End { busy, bytes };
                             }
-                            Ok((k, chunk)) => {
+                            Ok((k, chunk, numbers)) => {
                                 bytes += (k * pixels * 2) as u64;
-                                // A source that numbers no frames leaves them their index
-                                // in the stream.
-                                let fed = FedChunk::of(chunk, k, pixels).and_then(|c| {
-                                    if numbers.is_empty() { Ok(c) } else { c.numbered(numbers.iter().map(|&n| crate::FrameNumber(n)).collect()) }
-                                });
-                                let msg = match fed {
+                                // A source that does not number each frame it delivers
+                                // fails its input here, naming the count.
+                                let msg = match FedChunk::of(chunk, k, pixels, numbers) {
                                     Ok(fed) => Message::Chunk(fed),
                                     Err(error) => break Message::Failed { error, busy, bytes },
                                 };
@@ -554,6 +560,33 @@ pub fn find_streams(
     })
 }
 
+/// A piece of a mapped file lent to the finder, page-locked while the guard lives (or not
+/// at all), with the ring's entry it stands for (a slot or a token), which goes back to the
+/// reader.
+struct MappedChunk {
+    /// The page lock: released before the map can go.
+    pin: Option<Box<dyn Send>>,
+    map: std::sync::Arc<crate::io::GuardedMap>,
+    range: std::ops::Range<usize>,
+    entry: Option<Box<dyn FrameStore>>,
+}
+
+impl LentMemory for MappedChunk {
+    fn samples(&self) -> &[u16] {
+        bytemuck::cast_slice(&self.map[self.range.clone()])
+    }
+
+    fn release(self: Box<Self>) -> Option<Box<dyn FrameStore>> {
+        let MappedChunk {
+            pin, map, entry, ..
+        } = *self;
+        // Unlocked before the map (maybe its last reference) goes.
+        drop(pin);
+        drop(map);
+        entry
+    }
+}
+
 /// What the errors of a mapped input that shrank add: how to avoid the map.
 const SHRANK_HINT: &str = "; nothing of this input is kept (another program truncated it: \
                            --input read reads a file that may change instead of mapping it)";
@@ -573,7 +606,7 @@ fn map_fault(m: &MappedFrames, number: u64) -> Error {
 /// The finder's side of one input of [`find_streams`]: full slots lent to the finder through
 /// `ring`, clusters out, slots back as soon as the finder no longer reads them.
 fn consume(
-    finder: &mut dyn ClusterFinder,
+    finder: &mut dyn FedFinder,
     ring: &mut Ring<'_>,
     visit: &mut dyn FnMut(u64, FrameClusters<'_>) -> Result<()>,
     stats: &mut EngineStats,

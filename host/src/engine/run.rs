@@ -16,6 +16,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use super::feeding::{FedFinder, open_finder};
 use super::input::{Cancel, Input};
 use super::outputs::SessionInputs;
 use super::sink::{FnSink, Sink};
@@ -23,8 +24,7 @@ use super::{EngineConfig, RingSlots};
 use crate::cluster::FrameClusters;
 use crate::config::{FindOptions, FinderConfig};
 use crate::error::{Error, Result};
-use crate::finder::ClusterFinder;
-use crate::finder::select::{DeviceChoice, open_finder};
+use crate::finder::select::DeviceChoice;
 use crate::frames::Frames;
 use crate::io::Claim;
 use crate::pedestal::Pedestal;
@@ -37,7 +37,7 @@ pub use super::report::{RunReport, RunTiming};
 /// How the data frames reach the finder.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum InputPath {
-    /// What the finder reads fastest ([`ClusterFinder::prefers_mapped_input`]): mapped for the
+    /// What the finder reads fastest ([`FedFinder::prefers_mapped_input`]): mapped for the
     /// CPU finder (no reader threads take the cores its band threads run on), read for the
     /// GPU (the default).
     #[default]
@@ -96,7 +96,7 @@ pub struct RunOptions {
     /// How data frames reach the finder.
     pub input: InputPath,
     /// Threads that read each chunk (`None`: what the finder asks for,
-    /// [`ClusterFinder::read_threads`]; for the pedestal, every core up to 16).
+    /// [`FedFinder::read_threads`]; for the pedestal, every core up to 16).
     pub read_threads: Option<usize>,
     /// The cluster file to write (aare's layout), under a temporary name renamed when whole.
     pub cluster_file: Option<PathBuf>,
@@ -161,7 +161,7 @@ pub fn run(
 /// from the pedestal as it was read ([`Session::find`], [`Session::find_all`]), unless told to
 /// carry it on.
 pub struct Session {
-    finder: Box<dyn ClusterFinder + Send>,
+    finder: Box<dyn FedFinder + Send>,
     /// The pedestal as read, for each input to start from.
     pedestal: Pedestal,
     slots: Option<RingSlots>,
@@ -420,7 +420,7 @@ impl Session {
 
 /// A finder opened on the device thread, with the ring it allocated.
 struct Opened {
-    finder: Box<dyn ClusterFinder + Send>,
+    finder: Box<dyn FedFinder + Send>,
     note: String,
     open_time: Duration,
     slots: Option<RingSlots>,
@@ -470,7 +470,7 @@ fn open_device(
 }
 
 /// Reads every frame of `pedestal` into a host pedestal for `config` (what a finder's
-/// `push_pedestal` computes, so [`ClusterFinder::set_pedestal`] gives the same state) with
+/// `push_pedestal` computes, so [`crate::ClusterFinder::set_pedestal`] gives the same state) with
 /// `read_threads` threads, its arithmetic on every core when `parallel`; and how long that
 /// took. `config.pedestal_frames` must be the input's frame count.
 ///

@@ -4,7 +4,7 @@
 use super::*;
 use crate::cluster::ClusterSize;
 use crate::config::FinderConfig;
-use crate::finder::CpuFinder;
+use crate::finder::{ClusterFinder, CpuFinder};
 use crate::frames::Frames;
 use crate::generate::{GenConfig, Generator};
 use crate::io::MemorySource;
@@ -144,19 +144,30 @@ fn a_visitor_error_stops_the_run() {
     assert_eq!(seen, 8);
 }
 
-/// Frames in memory numbered 100, 102, 104, ... (gaps, as a raw file with lost frames
-/// has), at most 3 per read (slots filled in part).
-struct Offset(MemorySource);
+/// Frames in memory numbered `first`, `first + step`, ... (e.g. 100, 102, 104: gaps, as a
+/// raw file with lost frames has), at most 3 per read (slots filled in part).
+struct Offset {
+    inner: MemorySource<'static>,
+    first: u64,
+    step: u64,
+}
+
+impl Offset {
+    fn new(data: Vec<u16>, rows: usize, cols: usize, first: u64, step: u64) -> Self {
+        let inner = MemorySource::new(data, rows, cols).expect("source");
+        Self { inner, first, step }
+    }
+}
 
 impl FrameSource for Offset {
     fn rows(&self) -> usize {
-        self.0.rows()
+        self.inner.rows()
     }
     fn cols(&self) -> usize {
-        self.0.cols()
+        self.inner.cols()
     }
     fn remaining_hint(&self) -> u64 {
-        self.0.remaining_hint()
+        self.inner.remaining_hint()
     }
     fn read_frames(
         &mut self,
@@ -165,8 +176,11 @@ impl FrameSource for Offset {
         numbers: &mut Vec<u64>,
     ) -> Result<usize> {
         let from = numbers.len();
-        let k = self.0.read_frames(n.min(3), frames, numbers)?;
-        numbers[from..].iter_mut().for_each(|x| *x = 100 + 2 * *x);
+        let k = self.inner.read_frames(n.min(3), frames, numbers)?;
+        let (first, step) = (self.first, self.step);
+        numbers[from..]
+            .iter_mut()
+            .for_each(|x| *x = first + step * *x);
         Ok(k)
     }
 }
@@ -205,6 +219,9 @@ impl ClusterFinder for Overflowing {
     ) -> Result<()> {
         self.inner.find_each(frames, visit)
     }
+}
+
+impl FedFinder for Overflowing {
     fn find_feed(
         &mut self,
         feed: &mut dyn FrameFeed,
@@ -216,9 +233,8 @@ impl ClusterFinder for Overflowing {
             held.push_back(chunk);
             if held.len() == 2 {
                 let c = held.pop_front().expect("held");
-                let numbers: Vec<crate::FrameNumber> = (0..c.frames())
-                    .map(|k| c.number(k, crate::FrameNumber(index as u64)))
-                    .collect();
+                let numbers: Vec<crate::FrameNumber> =
+                    (0..c.frames()).filter_map(|k| c.numbers().get(k)).collect();
                 feed.give_back(c);
                 for number in numbers {
                     if index == self.at {
@@ -255,7 +271,7 @@ fn an_overflow_is_named_by_the_source_frame_number() {
             at,
         };
         let data = g.frames(50, 12, true);
-        let mut src = Offset(MemorySource::new(data, rows, cols).expect("source"));
+        let mut src = Offset::new(data, rows, cols, 100, 2);
         let mut seen = Vec::new();
         let cfg = EngineConfig {
             chunk: 5,
@@ -276,6 +292,87 @@ fn an_overflow_is_named_by_the_source_frame_number() {
             "{seen:?}"
         );
     }
+}
+
+/// Frame numbers ride with the frames to the cluster file: a source whose numbers pass
+/// `i32::MAX` fails the run with an error naming that frame and the input (after the frames
+/// before it reached the visitor), and no cluster file is left.
+#[test]
+fn a_frame_number_past_i32_max_fails_the_cluster_file_naming_the_frame() {
+    use super::input::{Input, never_cancel};
+    use super::run::{FinderChoice, RunOptions, run};
+    let (rows, cols) = (16, 16);
+    let g = Generator::new(GenConfig::new(rows, cols, 9)).expect("generator");
+    let dark = MemorySource::new(g.frames(0, 50, false), rows, cols).expect("source");
+    let mut pedestal = Input::from_source("the dark frames", Box::new(dark));
+    let first = i32::MAX as u64 - 2;
+    let numbered = Offset::new(g.frames(50, 6, true), rows, cols, first, 1);
+    let mut data = Input::from_source("the numbered frames", Box::new(numbered));
+    let dir = tempfile::tempdir().expect("dir");
+    let out = dir.path().join("past.clust");
+    let mut options = RunOptions::new(FinderChoice {
+        device: crate::finder::select::DeviceChoice::Cpu,
+        threads: Some(1),
+        ..FinderChoice::default()
+    });
+    options.cluster_file = Some(out.clone());
+    let mut seen = Vec::new();
+    let e = run(
+        &options,
+        &mut pedestal,
+        &mut data,
+        &never_cancel,
+        &mut |n, _| {
+            seen.push(n);
+            Ok(())
+        },
+    )
+    .expect_err("a frame number past i32::MAX");
+    let text = e.to_string();
+    assert!(
+        text.contains("frame number 2147483648 of the numbered frames"),
+        "{text}"
+    );
+    assert!(
+        matches!(e, Error::InvalidParameter { name: "out", .. }),
+        "{e:?}"
+    );
+    assert_eq!(seen, [first, first + 1, first + 2]);
+    assert!(!out.exists(), "no cluster file is left");
+}
+
+/// A source that delivers frames without a number for each fails its input with an error
+/// saying so (no frame is named by a guess).
+#[test]
+fn a_source_that_numbers_no_frames_is_refused() {
+    struct Unnumbered(MemorySource<'static>);
+    impl FrameSource for Unnumbered {
+        fn rows(&self) -> usize {
+            self.0.rows()
+        }
+        fn cols(&self) -> usize {
+            self.0.cols()
+        }
+        fn remaining_hint(&self) -> u64 {
+            self.0.remaining_hint()
+        }
+        fn read_frames(
+            &mut self,
+            n: usize,
+            frames: &mut Vec<u16>,
+            _numbers: &mut Vec<u64>,
+        ) -> Result<usize> {
+            self.0.read_frames(n, frames, &mut Vec::new())
+        }
+    }
+    let (rows, cols) = (16, 16);
+    let g = Generator::new(GenConfig::new(rows, cols, 9)).expect("generator");
+    let mut f = finder(rows, cols, &g.frames(0, 50, false));
+    let data = MemorySource::new(g.frames(50, 4, true), rows, cols).expect("source");
+    let cfg = EngineConfig::for_frames(rows, cols);
+    let e = find_stream(&mut f, &mut Unnumbered(data), cfg, &mut |_, _| Ok(()))
+        .expect_err("frames without numbers");
+    assert!(e.to_string().contains("frame numbers"), "{e}");
 }
 
 /// Absurd settings and a frame shape the finder was not made for are refused by name.
@@ -366,7 +463,7 @@ fn a_npy_file_read_or_mapped_gives_the_same_clusters() {
 
 /// A source that fails with an I/O error after `ok` frames.
 struct FailsAfter {
-    inner: MemorySource,
+    inner: MemorySource<'static>,
     ok: usize,
     read: usize,
 }
@@ -518,7 +615,7 @@ fn a_kept_ring_is_reused_between_runs() {
     let mut first_ptrs = Vec::new();
     // Frames 0..10, then 10..30, through one kept ring.
     for (from, to) in [(0, 10), (10, 30)] {
-        let mut src = SliceSource::new(&data[from * px..to * px], rows, cols).expect("src");
+        let mut src = MemorySource::new(&data[from * px..to * px], rows, cols).expect("src");
         find_stream_with(&mut f, &mut src, cfg, &mut ring, &mut |n, fc| {
             got.push((n + from as u64, fc.words().to_vec()));
             Ok(())
@@ -541,7 +638,7 @@ fn a_kept_ring_is_reused_between_runs() {
     assert!(got == want);
     // A visitor error: the ring may be lost; the next run still works.
     let mut f = finder(rows, cols, &dark);
-    let mut src = SliceSource::new(&data, rows, cols).expect("src");
+    let mut src = MemorySource::new(&data[..], rows, cols).expect("src");
     let e = find_stream_with(&mut f, &mut src, cfg, &mut ring, &mut |_, fc| {
         if fc.frame == 5 {
             Err(Error::param("visitor", "stop"))
@@ -551,7 +648,7 @@ fn a_kept_ring_is_reused_between_runs() {
     });
     assert!(e.is_err());
     let mut f = finder(rows, cols, &dark);
-    let mut src = SliceSource::new(&data, rows, cols).expect("src");
+    let mut src = MemorySource::new(&data[..], rows, cols).expect("src");
     let mut again = Vec::new();
     find_stream_with(&mut f, &mut src, cfg, &mut ring, &mut |n, fc| {
         again.push((n, fc.words().to_vec()));

@@ -1,72 +1,14 @@
-//! The contract every cluster finder keeps ([`ClusterFinder`]), and the default chunk-by-chunk
-//! [`ClusterFinder::find_feed`] built on it.
+//! The contract every cluster finder keeps ([`ClusterFinder`]): the algorithm, apart from
+//! how the streaming engine feeds it (`crate::engine::feeding`).
 
 use std::sync::Arc;
 
-use super::feed::{FrameFeed, FrameStore};
 use crate::cluster::{ClusterBatch, FrameClusters};
 use crate::config::FinderConfig;
 use crate::error::Result;
 use crate::frames::Frames;
 use crate::interpolation::{Accumulate, Accumulated, AccumulationPeek, PlaceRows};
-use crate::io::readahead::read_threads;
 use crate::pedestal::Pedestal;
-
-/// Read threads for a finder that computes on the host's own cores (the CPU finder): 2. It
-/// is about 20 times slower than reading, so two threads keep it fed, and every further one
-/// takes a core its band threads need (on the H200's 16 cores, 16 read threads slowed the
-/// 3x3 CPU run from 99 to 145 us/frame).
-pub const HOST_FINDER_READ_THREADS: usize = 2;
-
-/// Page-locks `bytes` bytes at a pointer until the returned guard is dropped; `None` when the
-/// driver refuses (e.g. a page of them is locked already: a GPU finder then stages that
-/// memory). The memory must stay mapped while the guard lives.
-pub type HostPinner =
-    std::sync::Arc<dyn Fn(*const u8, usize) -> Option<Box<dyn Send>> + Send + Sync>;
-
-/// A `find_each` over one chunk's frames, handing each frame's clusters to the visitor.
-pub(crate) type FindChunk<'a> =
-    dyn FnMut(Frames<'_>, &mut dyn FnMut(FrameClusters<'_>) -> Result<()>) -> Result<()> + 'a;
-
-/// The default [`ClusterFinder::find_feed`]: `find` (a `find_each`) over every chunk of
-/// `feed` in turn, its frames named by their chunk's numbers ([`super::feed::FedChunk::number`]), each
-/// chunk given back after its call (also when the call fails).
-pub(crate) fn each_chunk(
-    feed: &mut dyn FrameFeed,
-    rows: usize,
-    cols: usize,
-    visit: &mut dyn FnMut(FrameClusters<'_>) -> Result<()>,
-    find: &mut FindChunk<'_>,
-) -> Result<()> {
-    let mut first = crate::FrameNumber(0);
-    while let Some(chunk) = feed.next_chunk()? {
-        let n = chunk.frames();
-        let result = Frames::new(chunk.samples(), n, rows, cols)
-            .and_then(|frames| {
-                find(frames, &mut |fc| {
-                    let number = chunk.number(fc.frame.get() as usize, first);
-                    visit(FrameClusters::new(number, fc.size(), fc.words()))
-                })
-            })
-            .map_err(|e| match e {
-                // The call named the frame by its index in the chunk.
-                crate::Error::ClusterLimit {
-                    frame,
-                    found,
-                    limit,
-                } => crate::Error::ClusterLimit {
-                    frame: chunk.number(frame.get() as usize, first),
-                    found,
-                    limit,
-                },
-                e => e,
-            });
-        feed.give_back(chunk);
-        result?;
-        first = first.after(n);
-    }
-    Ok(())
-}
 
 /// What every cluster finder (CPU or GPU) offers, so callers switch devices without changing
 /// code.
@@ -117,14 +59,17 @@ pub trait ClusterFinder {
     }
 
     /// Finds the clusters of every frame and hands each frame's clusters, borrowed, to `visit`
-    /// in frame order, allocating nothing per frame. If `visit` fails, the frames before the
-    /// failing one stay consumed (their pedestal updates are kept) and its error is returned
-    /// as [`crate::Error::Visitor`] or as is.
+    /// in frame order, each named by the frame's number ([`FrameClusters::frame`] is
+    /// [`Frames::number`]: its index unless the frames were numbered), allocating nothing per
+    /// frame. If `visit` fails, the frames before the failing one stay consumed (their
+    /// pedestal updates are kept) and its error is returned as [`crate::Error::Visitor`] or
+    /// as is.
     ///
     /// # Errors
     /// * [`crate::Error::PedestalNotReady`] before the pedestal holds N frames;
     /// * [`crate::Error::Shape`] when the frames are not `rows x cols`;
-    /// * [`crate::Error::ClusterLimit`] when a frame holds more clusters than a fixed cap (GPU);
+    /// * [`crate::Error::ClusterLimit`] when a frame holds more clusters than a fixed cap (GPU;
+    ///   it names the frame by its number);
     /// * [`crate::Error::Visitor`] or the visitor's own error when `visit` fails;
     /// * CUDA errors ([`crate::Error::Cuda`], [`crate::Error::OutOfDeviceMemory`]) on a GPU
     ///   finder.
@@ -133,98 +78,6 @@ pub trait ClusterFinder {
         frames: Frames<'_>,
         visit: &mut dyn FnMut(FrameClusters<'_>) -> Result<()>,
     ) -> Result<()>;
-
-    /// Finds the clusters of every frame `feed` lends, chunk after chunk, and hands each
-    /// frame's clusters to `visit` in order, each named by its chunk's number for it
-    /// ([`FrameClusters::frame`] is [`crate::finder::feed::FedChunk::number`]: the frame's own
-    /// number, or its index in the stream, counted from 0 at the first chunk's first frame,
-    /// when the chunk has no numbers). Every chunk
-    /// taken is given back once the finder no longer reads it; the chunks the finder holds
-    /// at once are few (a GPU finder: those its pipeline has in flight, at most its depth).
-    ///
-    /// The same results as one [`ClusterFinder::find_each`] over all the frames, whatever
-    /// the chunk sizes. The default calls [`ClusterFinder::find_each`] per chunk (right for
-    /// the CPU finder, whose calls end when their work does); the GPU finder overrides it so
-    /// that its pipeline runs on from one chunk into the next, uploading the next chunk while
-    /// it collects the previous one, with no wait for the GPU in between.
-    ///
-    /// What a failure leaves: the frames before it stay consumed (their pedestal updates
-    /// are kept), and
-    /// * an error of the feed: every frame lent before it was found and visited, then the
-    ///   error is returned (a GPU finder finishes the chunks it holds first);
-    /// * a visitor error at a frame: that frame and those before it stay consumed, as with
-    ///   [`ClusterFinder::find_each`];
-    /// * [`crate::Error::ClusterLimit`] (a GPU finder with `Overflow::Fail`): the pedestal is
-    ///   as it was before the *chunk* that holds the overflowing frame (its `frame` is the
-    ///   frame's number, as above); the visitor may have seen that chunk's earlier frames.
-    ///
-    /// # Errors
-    /// As [`ClusterFinder::find_each`] (for each chunk), and the feed's errors.
-    fn find_feed(
-        &mut self,
-        feed: &mut dyn FrameFeed,
-        visit: &mut dyn FnMut(FrameClusters<'_>) -> Result<()>,
-    ) -> Result<()> {
-        let (rows, cols) = (self.config().rows, self.config().cols);
-        each_chunk(feed, rows, cols, visit, &mut |frames, visit| {
-            self.find_each(frames, visit)
-        })
-    }
-
-    /// Memory for `samples` frame samples that this finder reads fastest: page-locked for a
-    /// GPU finder (uploads run at DMA speed), plain memory otherwise. The streaming engine
-    /// ([`crate::engine`]) reads frames straight into it.
-    ///
-    /// # Errors
-    /// [`crate::Error::TooLarge`] when the memory is not available.
-    fn frame_store(&self, samples: usize) -> Result<Box<dyn FrameStore>> {
-        // Zeroed by the allocator: pages are touched only when frames are read into them; an
-        // error, not an abort, when the memory (or the address space) is not there.
-        let store: Vec<u16> = crate::memory::zeroed_vec(
-            || format!("a ring slot of {samples} frame samples"),
-            samples,
-        )?;
-        Ok(Box::new(store))
-    }
-
-    /// A function that page-locks host memory for this finder, when it reads page-locked
-    /// memory faster (a GPU finder: its uploads then read that memory directly); `None` when
-    /// it does not need it. The engine's zero-copy input locks each chunk of a mapped file
-    /// with it, on its reader thread, and drops the guard (unlocking) before the memory goes.
-    fn host_pinner(&self) -> Option<HostPinner> {
-        None
-    }
-
-    /// Whether this finder reads a file's frames fastest from a memory map of the file (the
-    /// engine's zero-copy input, [`crate::engine::EngineConfig::map`]) rather than copied into
-    /// its ring by reader threads. True by default: a finder that computes on the host reads
-    /// the mapped page cache as fast as its own memory, and no reader thread takes a core
-    /// from its band threads (which run in step frame by frame, so one of them sharing its
-    /// core with a reader holds back every band). The GPU finder says false: its uploads
-    /// from page-locked ring slots are faster than from registered page-cache pages.
-    fn prefers_mapped_input(&self) -> bool {
-        true
-    }
-
-    /// Threads a source should read frames with for this finder (see
-    /// [`crate::io::FrameSource::set_read_threads`]): few for a finder that computes on the
-    /// host's cores ([`HOST_FINDER_READ_THREADS`], the default), every core
-    /// up to 16 ([`crate::io::readahead::read_threads`]) for one that computes elsewhere (a GPU).
-    fn read_threads(&self) -> usize {
-        HOST_FINDER_READ_THREADS.min(read_threads())
-    }
-
-    /// Allocates ahead what calls of up to `frames` frames need, so that the first call
-    /// allocates nothing (a GPU finder: device buffers and page-locked result memory; `cluda
-    /// find` does it on the thread that opens the device, while the pedestal is read).
-    /// Processes no frame; the default does nothing.
-    ///
-    /// # Errors
-    /// A GPU finder returns CUDA errors ([`crate::Error::Cuda`],
-    /// [`crate::Error::OutOfDeviceMemory`]).
-    fn reserve(&mut self, _frames: usize) -> Result<()> {
-        Ok(())
-    }
 
     /// Asks the finder to accumulate `what` (an eta cube or a sub-pixel image) from every
     /// cluster it finds from now on, on its device, in its output stage: the clusters then

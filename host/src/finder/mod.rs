@@ -1,5 +1,6 @@
-//! Cluster finders: the trait every device implements, the feed that lends them frames, and
-//! the CPU reference finder.
+//! Cluster finders: the trait every device implements, the feed that lends them frames, the
+//! CPU reference finder and the GPU finder. How the streaming engine feeds them is the
+//! engine's (`crate::engine::feeding`).
 
 mod cluster_finder;
 pub mod cpu;
@@ -8,6 +9,5 @@ pub mod feed;
 pub mod gpu;
 pub mod select;
 
-pub(crate) use cluster_finder::each_chunk;
-pub use cluster_finder::{ClusterFinder, HOST_FINDER_READ_THREADS, HostPinner};
+pub use cluster_finder::ClusterFinder;
 pub use cpu::CpuFinder;

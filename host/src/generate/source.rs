@@ -10,7 +10,7 @@ use crate::io::FrameSource;
 
 /// Frames `first .. first + count` of a generator, made a chunk at a time in parallel and
 /// numbered from 0: on threads of its own once [`FrameSource::set_read_threads`] gave their
-/// number (a run gives what the finder asks for, [`crate::ClusterFinder::read_threads`]:
+/// number (a run gives what the finder asks for, [`crate::engine::FedFinder::read_threads`]:
 /// every core up to 16 for the GPU, 2 for the CPU finder, which leaves them their cores),
 /// else on rayon's global pool. The streaming engine's reader thread then runs ahead of the
 /// finder by up to the ring's slots, and its busy time is the generator's.

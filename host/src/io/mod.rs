@@ -6,6 +6,7 @@ pub mod checks;
 pub mod cluster_file;
 pub mod crop;
 pub mod guarded_map;
+pub mod memory_source;
 pub mod npy;
 pub mod npz;
 pub mod raw;
@@ -23,10 +24,9 @@ pub use cluster_file::{
 };
 pub use crop::Cropped;
 pub use guarded_map::GuardedMap;
+pub use memory_source::MemorySource;
 pub use npy::{
     MappedFrames, NpyArray, NpyFrames, NpyWriter, read_f32_2d, read_u16_frames, write_u16_3d,
 };
-pub use source::{
-    FrameSource, MemorySource, input_files, is_raw_master, open_frames, open_frames_or,
-};
+pub use source::{FrameSource, input_files, is_raw_master, open_frames, open_frames_or};
 pub use staged::StagedSet;

@@ -60,7 +60,7 @@ pub trait FrameSource {
     /// How many threads a source that reads in parallel (a `.npy` file: positioned reads of
     /// disjoint parts of each chunk) may use from now on; sources that read on one thread
     /// ignore it. The engine's callers set what the finder asks for
-    /// ([`crate::ClusterFinder::read_threads`]).
+    /// ([`crate::engine::FedFinder::read_threads`]).
     fn set_read_threads(&mut self, _threads: usize) {}
 
     /// The threads this source reads with (1 for sources that read on one thread).
@@ -226,86 +226,6 @@ impl FrameSource for NpyFrames {
     }
 }
 
-/// Frames already in memory (e.g. a whole `.npy` file), numbered from 0.
-#[derive(Clone, Debug)]
-pub struct MemorySource {
-    data: Vec<u16>,
-    rows: usize,
-    cols: usize,
-    next: usize,
-}
-
-/// Checks that `samples` samples are a whole number of `rows x cols` frames (both at least
-/// 1); returns the frame count. The check of every source over frames in memory.
-///
-/// # Errors
-/// [`Error::Shape`] when `rows` or `cols` is 0 or `samples` is not a whole number of frames.
-pub fn whole_frames(samples: usize, rows: usize, cols: usize) -> Result<usize> {
-    let px = rows.checked_mul(cols).filter(|&p| p > 0).ok_or_else(|| {
-        Error::shape(
-            "frames",
-            "rows >= 1 and cols >= 1",
-            format!("{rows} x {cols}"),
-        )
-    })?;
-    if !samples.is_multiple_of(px) {
-        return Err(Error::shape(
-            "frames",
-            format!("a multiple of {px} samples ({rows} x {cols})"),
-            format!("{samples} samples"),
-        ));
-    }
-    Ok(samples / px)
-}
-
-impl MemorySource {
-    /// `data` holds whole `rows x cols` frames.
-    ///
-    /// # Errors
-    /// [`Error::Shape`] when `rows` or `cols` is 0 or `data` is not a whole number of frames.
-    pub fn new(data: Vec<u16>, rows: usize, cols: usize) -> Result<Self> {
-        whole_frames(data.len(), rows, cols)?;
-        Ok(Self {
-            data,
-            rows,
-            cols,
-            next: 0,
-        })
-    }
-
-    fn frames(&self) -> usize {
-        self.data.len() / (self.rows * self.cols)
-    }
-}
-
-impl FrameSource for MemorySource {
-    fn rows(&self) -> usize {
-        self.rows
-    }
-
-    fn cols(&self) -> usize {
-        self.cols
-    }
-
-    fn remaining_hint(&self) -> u64 {
-        (self.frames() - self.next) as u64
-    }
-
-    fn read_frames(
-        &mut self,
-        n: usize,
-        frames: &mut Vec<u16>,
-        numbers: &mut Vec<u64>,
-    ) -> Result<usize> {
-        let px = self.rows * self.cols;
-        let take = n.min(self.frames() - self.next);
-        frames.extend_from_slice(&self.data[self.next * px..(self.next + take) * px]);
-        numbers.extend((self.next..self.next + take).map(|i| i as u64));
-        self.next += take;
-        Ok(take)
-    }
-}
-
 /// Whether `path` names a raw master file (`*_master_<N>.json`).
 pub fn is_raw_master(path: &Path) -> bool {
     path.file_name()
@@ -334,7 +254,7 @@ pub fn open_frames(path: &Path) -> Result<Box<dyn FrameSource + Send>> {
 }
 
 /// Opens a raw acquisition by its master file, or hands any other path to `other` (e.g. the
-/// `.npy` reader wrapped in a [`MemorySource`]).
+/// `.npy` reader).
 ///
 /// # Errors
 /// As [`open_frames`] for raw master files; otherwise whatever `other` returns.

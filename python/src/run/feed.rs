@@ -1,11 +1,13 @@
 //! What an iteration needs to start, and an array's chunks copied ahead (with the GIL held)
 //! for the iteration's thread.
 
-use cluda::ClusterSize;
-use numpy::{PyArrayMethods, PyUntypedArrayMethods};
-use pyo3::prelude::*;
 use std::sync::Arc;
 use std::sync::mpsc::SyncSender;
+
+use numpy::{PyArrayMethods, PyUntypedArrayMethods};
+use pyo3::prelude::*;
+
+use cluda::ClusterSize;
 
 use super::{Input, Shared};
 

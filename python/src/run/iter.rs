@@ -1,12 +1,14 @@
 //! `find_iter`'s iterator: the engine on a thread of its own, one result array per chunk.
 
-use cluda::{ClusterSize, Error};
-use pyo3::exceptions::PyRuntimeError;
-use pyo3::prelude::*;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
+
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+
+use cluda::{ClusterSize, Error};
 
 use super::feed::{ArrayFeed, FED_AHEAD, Feed, Pending};
 use super::{Input, Shared, Via, find_rows, run};

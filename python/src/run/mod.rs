@@ -18,23 +18,25 @@
 mod feed;
 mod iter;
 
-use cluda::engine::{EngineConfig, RingSlots, SliceSource, find_stream_with};
-use cluda::io::FrameSource;
-use cluda::io::raw::RawReader;
-use cluda::{ClusterFinder, ClusterSize, Error, FrameClusters, Frames};
-pub use iter::FindIter;
-use pyo3::exceptions::PyRuntimeError;
-use pyo3::prelude::*;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
+
+pub use iter::FindIter;
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+
+use cluda::engine::{EngineConfig, FedFinder, RingSlots, find_stream_with};
+use cluda::io::raw::RawReader;
+use cluda::io::{FrameSource, MemorySource};
+use cluda::{ClusterSize, Error, FrameClusters, Frames};
 
 use crate::rows::RowBuf;
 use crate::{frame_number, lock};
 
 /// The state a finder shares with the thread of a running `find_iter`.
 pub struct Shared {
-    pub finder: Mutex<Box<dyn ClusterFinder + Send>>,
+    pub finder: Mutex<Box<dyn FedFinder + Send>>,
     /// Whether the finder runs on a GPU (the engine path pays off there).
     pub gpu: bool,
     /// Data frames found so far: the default number of the next call's first frame.
@@ -50,7 +52,7 @@ pub struct Shared {
 }
 
 impl Shared {
-    pub fn new(finder: Box<dyn ClusterFinder + Send>, gpu: bool) -> Self {
+    pub fn new(finder: Box<dyn FedFinder + Send>, gpu: bool) -> Self {
         Self {
             finder: Mutex::new(finder),
             gpu,
@@ -179,7 +181,7 @@ impl Input {
         f: impl FnOnce(&mut (dyn FrameSource + Send)) -> Result<T, Error>,
     ) -> Result<T, Error> {
         if let Some((data, rows, cols)) = self.memory() {
-            return f(&mut SliceSource::new(data, rows, cols)?);
+            return f(&mut MemorySource::new(data, rows, cols)?);
         }
         match self {
             Input::Source { source, .. } => f(source.as_mut()),

@@ -16,6 +16,8 @@
 //!   bench).
 //! - [`rss`]: resident memory sampled along a stream (long-run tests).
 //! - [`cli`]: running the `cluda` binary and checking its errors (CLI tests).
+//! - [`peers`]: where tools/aare-build's `aare-find` is, and its summary line (aare finder
+//!   test, peers bench).
 //! - [`files`]: a file's checksum, a folder's names, no temporary left, a name appearing
 //!   mid-run; sparse `.npy` inputs (hostile tests).
 //! - [`stream`]: `cluda stream`, `replay` and `find` as processes with bounded waits and
@@ -35,6 +37,7 @@ cluda::if_gpu! {
 }
 pub mod matcher;
 pub mod oracle;
+pub mod peers;
 pub mod pool_source;
 pub mod rss;
 pub mod stream;

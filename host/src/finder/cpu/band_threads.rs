@@ -251,11 +251,7 @@ fn caller<R: Unit, const S: usize>(
             words.extend_from_slice(&lock(&shared.out[k]));
         }
         words.extend_from_slice(&band.out);
-        let visited = visit(FrameClusters::new(
-            crate::FrameNumber(g as u64),
-            job.size,
-            &words,
-        ));
+        let visited = visit(FrameClusters::new(job.frames.number(g), job.size, &words));
         // The buffer goes back to the first band (its next frame's records).
         *lock(&shared.out[0]) = words;
         visited?;

@@ -6,6 +6,7 @@ use crate::config::FinderConfig;
 use crate::error::{Error, Result};
 use crate::finder::feed::{ChunkedFeed, FedChunk, FrameFeed, FrameStore};
 use crate::finder::{ClusterFinder, CpuFinder};
+use crate::frame_number::FrameNumber;
 use crate::frames::Frames;
 use crate::generate::{GenConfig, Generator};
 
@@ -100,10 +101,10 @@ impl FrameFeed for Script {
         let first = self.at;
         self.at += k;
         self.out += 1;
-        let chunk = FedChunk::new(Box::new(store), k, PX)?;
+        let chunk = FedChunk::new(Box::new(store), k, PX, FrameNumber(first as u64))?;
         if self.numbered {
             let numbers = (first..first + k)
-                .map(|i| crate::FrameNumber(500 + 3 * i as u64))
+                .map(|i| FrameNumber(500 + 3 * i as u64))
                 .collect();
             return chunk.numbered(numbers).map(Some);
         }
@@ -140,8 +141,8 @@ fn run_feed(
 }
 
 /// The default `find_feed` gives what one `find_each` gives, for irregular chunks (empty
-/// ones too; chunks without numbers: frames named by their index in the stream), and gives
-/// every chunk back.
+/// ones too; chunks numbered by their frames' index in the stream), and gives every chunk
+/// back.
 #[test]
 fn the_default_feed_path_equals_one_call() {
     let (dark, data) = data(30);
@@ -163,7 +164,7 @@ fn the_default_feed_path_equals_one_call() {
     }
     let mut f = finder(&dark);
     let stores: Vec<Box<dyn FrameStore>> = (0..2)
-        .map(|_| f.frame_store(8 * PX).expect("store"))
+        .map(|_| Box::new(vec![0u16; 8 * PX]) as Box<dyn FrameStore>)
         .collect();
     let mut feed = ChunkedFeed::new(&data, PX, 8, stores).expect("feed");
     let (r, got) = run_feed(&mut f, &mut feed, None);
@@ -193,12 +194,41 @@ fn numbered_chunks_name_their_frames() {
         assert!(got == want, "{sizes:?}");
         assert_eq!(f.pedestal().expect("pedestal"), ped, "{sizes:?}");
     }
-    let chunk = FedChunk::new(Box::new(vec![0u16; 2 * PX]), 2, PX).expect("chunk");
+    let chunk = FedChunk::new(Box::new(vec![0u16; 2 * PX]), 2, PX, FrameNumber(0)).expect("chunk");
     let e = chunk
-        .numbered(vec![crate::FrameNumber(1)])
+        .numbered(vec![FrameNumber(1)])
         .err()
         .expect("one number for two frames");
     assert!(e.to_string().contains("frame numbers"), "{e}");
+}
+
+/// Frames numbered on their own name their clusters by those numbers, on one band and on
+/// several, with the clusters of the same frames numbered by their index.
+#[test]
+fn numbered_frames_name_their_clusters() {
+    let (dark, data) = data(9);
+    let (want, _) = reference(&dark, &data, 9, None);
+    let list: Vec<FrameNumber> = (0..9).map(|i| FrameNumber(7 + i * i)).collect();
+    for threads in [1, 4] {
+        let config = FinderConfig::new(ROWS, COLS)
+            .size(ClusterSize::S3)
+            .pedestal_frames(40);
+        let mut f = CpuFinder::with_threads(config, threads).expect("finder");
+        f.push_pedestal(Frames::new(&dark, 40, ROWS, COLS).expect("dark"))
+            .expect("pedestal");
+        let frames = Frames::new(&data, 9, ROWS, COLS)
+            .and_then(|f| f.with_numbers(crate::FrameNumbers::Listed(&list)))
+            .expect("frames");
+        let mut got = Vec::new();
+        f.find_each(frames, &mut |fc| {
+            got.push((fc.frame, fc.words().to_vec()));
+            Ok(())
+        })
+        .expect("find");
+        let named: Vec<(FrameNumber, Vec<u32>)> =
+            want.iter().map(|(i, w)| (list[*i], w.clone())).collect();
+        assert!(got == named, "{threads} threads");
+    }
 }
 
 /// The CPU finder leaves a core to each thread the feed keeps producing with (fewer
@@ -278,7 +308,7 @@ fn errors_of_the_feed_and_the_visitor_stop_cleanly() {
 /// refused by name.
 #[test]
 fn bad_chunks_are_refused() {
-    let e = FedChunk::new(Box::new(vec![0u16; 10]), 2, 6)
+    let e = FedChunk::new(Box::new(vec![0u16; 10]), 2, 6, FrameNumber(0))
         .err()
         .expect("too small");
     assert!(e.to_string().contains("chunk"), "{e}");
@@ -287,7 +317,7 @@ fn bad_chunks_are_refused() {
     struct Odd;
     impl FrameFeed for Odd {
         fn next_chunk(&mut self) -> Result<Option<FedChunk>> {
-            FedChunk::new(Box::new(vec![0u16; 3 * PX]), 2, PX + 1).map(Some)
+            FedChunk::new(Box::new(vec![0u16; 3 * PX]), 2, PX + 1, FrameNumber(0)).map(Some)
         }
         fn give_back(&mut self, _: FedChunk) {}
     }

@@ -190,27 +190,32 @@ impl ClusterFinder for CpuFinder {
     ) -> Result<()> {
         self.find_with(frames, self.threads, visit)
     }
+}
 
-    /// As the default (one [`ClusterFinder::find_each`] per chunk), with one band thread
-    /// fewer per thread the feed keeps busy producing chunks
-    /// ([`crate::finder::feed::FrameFeed::producer_threads`], at least one band left). The bands
-    /// run in step frame by frame, so a band that shares its core with a reader thread holds
-    /// back every other band for as long as the reader has the core; leaving the readers
-    /// their cores costs a band's share instead.
-    fn find_feed(
+impl CpuFinder {
+    /// Finds the clusters of every frame `feed` lends, one [`ClusterFinder::find_each`] per
+    /// chunk (the frames named by their chunk's numbers), with one band thread fewer per
+    /// thread the feed keeps busy producing chunks
+    /// ([`crate::finder::feed::FrameFeed::producer_threads`], at least one band left): the
+    /// engine's `find_feed` for this finder. The bands run in step frame by frame, so a band
+    /// that shares its core with a reader thread holds back every other band for as long as
+    /// the reader has the core; leaving the readers their cores costs a band's share
+    /// instead.
+    ///
+    /// # Errors
+    /// As [`ClusterFinder::find_each`] (for each chunk), and the feed's errors.
+    pub fn find_feed(
         &mut self,
         feed: &mut dyn crate::finder::feed::FrameFeed,
         visit: &mut dyn FnMut(FrameClusters<'_>) -> Result<()>,
     ) -> Result<()> {
         let threads = self.threads.saturating_sub(feed.producer_threads()).max(1);
         let (rows, cols) = (self.config.rows, self.config.cols);
-        crate::finder::each_chunk(feed, rows, cols, visit, &mut |frames, visit| {
+        crate::finder::feed::each_chunk(feed, rows, cols, visit, &mut |frames, visit| {
             self.find_with(frames, threads, visit)
         })
     }
-}
 
-impl CpuFinder {
     /// [`ClusterFinder::find_each`] with at most `threads` bands.
     fn find_with(
         &mut self,
@@ -290,11 +295,7 @@ fn run<R: Unit, const S: usize>(
     let band = &mut Band::new::<S>(0, rows, &setup);
     for i in 0..frames.len() {
         band_pass::<R, S>(isa, &setup, band, &frozen_t, frames.frame(i), maps);
-        visit(FrameClusters::new(
-            crate::FrameNumber(i as u64),
-            config.size,
-            &band.out,
-        ))?;
+        visit(FrameClusters::new(frames.number(i), config.size, &band.out))?;
     }
     Ok(())
 }

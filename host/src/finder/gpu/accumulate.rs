@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use cluda_gpu::args::{DevicePtr, EtaCubeArgs, EtaImageArgs, NarrowArgs};
 use cluda_gpu::eta::PlacedRow;
-use cudarc::driver::{CudaFunction, CudaStream};
+use cudarc::driver::CudaStream;
 
 use super::launch::BLOCK;
 use crate::cluster::{ClusterBatch, ClusterSize};
@@ -29,6 +29,7 @@ use crate::error::{CudaContextExt, Result};
 use crate::interpolation::{
     Accumulate, Accumulated, AccumulatedCounts, CubeAxes, PlaceRows, Tally,
 };
+use crate::kernel::{Grid, Kernel};
 
 /// Counters of the tally: clusters, inside, eta outside, energy outside, masked, window.
 const TALLY: usize = 6;
@@ -40,7 +41,7 @@ const GRID: u32 = 132 * 4;
 /// batch's `frames + 1` running counts (its offsets, as `u32`), then its records, packed as
 /// the host packs them (centre word, then the `side * side` values).
 pub struct DeviceClusters {
-    buf: DeviceBuf,
+    buf: DeviceBuf<u32>,
     frames: u32,
     total: u32,
     size: ClusterSize,
@@ -91,14 +92,14 @@ impl DeviceClusters {
 /// A cube's edges on the device, with the eta kind they bin.
 struct DeviceEdges {
     kind: u32,
-    x: (DeviceBuf, u32),
-    y: (DeviceBuf, u32),
-    e: (DeviceBuf, u32),
+    x: (DeviceBuf<f64>, u32),
+    y: (DeviceBuf<f64>, u32),
+    e: (DeviceBuf<f64>, u32),
 }
 
 impl DeviceEdges {
     fn upload(stream: &Arc<CudaStream>, axes: &CubeAxes) -> Result<Self> {
-        let up = |v: &[f64], name: &str| -> Result<(DeviceBuf, u32)> {
+        let up = |v: &[f64], name: &str| -> Result<(DeviceBuf<f64>, u32)> {
             Ok((DeviceBuf::upload_on(stream, v, name)?, v.len() as u32))
         };
         Ok(Self {
@@ -115,7 +116,7 @@ impl DeviceEdges {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct ChunkRecords {
     /// The results' first word.
-    pub out: u64,
+    pub out: DevicePtr<u32>,
     /// Frames in the chunk.
     pub frames: u32,
     /// Word of the first record.
@@ -159,12 +160,12 @@ impl PlacedOutputs {
 /// output stage; the pipeline also launches it right after a chunk's kernels to write each
 /// record's [`PlacedRow`] for the host ([`crate::finder::ClusterFinder::place_rows`]).
 pub(crate) struct DevicePlacer {
-    function: CudaFunction,
+    kernel: Kernel<EtaImageArgs>,
     size: ClusterSize,
     edges: DeviceEdges,
-    ietax: DeviceBuf,
-    ietay: DeviceBuf,
-    mask: Option<(DeviceBuf, u32, u32)>,
+    ietax: DeviceBuf<f64>,
+    ietay: DeviceBuf<f64>,
+    mask: Option<(DeviceBuf<u8>, u32, u32)>,
     window: Option<(f64, f64)>,
 }
 
@@ -191,7 +192,7 @@ impl DevicePlacer {
             None => None,
         };
         Ok(Self {
-            function: device.function(EtaImageArgs::ENTRY)?,
+            kernel: Kernel::load(device)?,
             size,
             edges: DeviceEdges::upload(stream, rules.maps.axes())?,
             ietax: DeviceBuf::upload_on(stream, rules.maps.ietax(), "the x map")?,
@@ -210,28 +211,28 @@ impl DevicePlacer {
     ) -> Result<()> {
         let e = &self.edges;
         let (mask, mask_rows, mask_cols) = match &self.mask {
-            Some((m, r, c)) => (m.at::<u8>(), *r, *c),
+            Some((m, r, c)) => (m.ptr(), *r, *c),
             None => (DevicePtr::NULL, 0, 0),
         };
         let (window_lo, window_hi, use_window) = match self.window {
             Some((lo, hi)) => (lo, hi, 1),
             None => (0.0, 0.0, 0),
         };
-        let mut a = EtaImageArgs {
-            out: DevicePtr::new(chunk.out),
+        let a = EtaImageArgs {
+            out: chunk.out,
             frames: chunk.frames,
             records_at: chunk.records_at,
             room: chunk.room,
             side: self.size.side() as u32,
             kind: e.kind,
-            xbins: e.x.0.at(),
+            xbins: e.x.0.ptr(),
             nx: e.x.1,
-            ybins: e.y.0.at(),
+            ybins: e.y.0.ptr(),
             ny: e.y.1,
-            ebins: e.e.0.at(),
+            ebins: e.e.0.ptr(),
             ne: e.e.1,
-            ietax: self.ietax.at(),
-            ietay: self.ietay.at(),
+            ietax: self.ietax.ptr(),
+            ietay: self.ietay.ptr(),
             subpixels: to.subpixels,
             height: to.height,
             width: to.width,
@@ -245,22 +246,11 @@ impl DevicePlacer {
             tally: to.tally,
             photons: to.photons,
         };
-        let mut params = a.params();
-        // SAFETY: the struct's fields are the kernel's parameters; every buffer is live (owned
-        // by `self`, the outputs by the caller, the chunk's results by the pipeline's slot,
-        // which the next chunk reuses only after this launch on the same stream) and as large
-        // as the struct's docs say.
-        unsafe {
-            crate::cuda::launch(
-                &self.function,
-                (GRID, 1),
-                BLOCK,
-                stream.cu_stream(),
-                &mut params,
-                false,
-            )
-        }
-        .cuda("launching the photon placement")
+        // SAFETY: every buffer is live (owned by `self`, the outputs by the caller, the chunk's
+        // results by the pipeline's slot, which the next chunk reuses only after this launch on
+        // the same stream) and as large as the struct's docs say.
+        unsafe { self.kernel.launch(stream, Grid::x(GRID, BLOCK), a) }
+            .cuda("launching the photon placement")
     }
 }
 
@@ -268,13 +258,13 @@ impl DevicePlacer {
 enum Counting {
     /// Into an eta cube (`cluda_eta_cube`).
     Cube {
-        function: CudaFunction,
+        kernel: Kernel<EtaCubeArgs>,
         edges: DeviceEdges,
     },
     /// Into a sub-pixel image, through the placer; narrowed to `u32` by `narrow` when taken.
     Image {
         placer: DevicePlacer,
-        narrow: CudaFunction,
+        narrow: Kernel<NarrowArgs>,
         subpixels: u32,
         height: u32,
         width: u32,
@@ -287,9 +277,9 @@ enum Counting {
 pub struct DeviceAccum {
     counting: Counting,
     size: ClusterSize,
-    counts: DeviceBuf,
+    counts: DeviceBuf<u64>,
     len: usize,
-    tally: DeviceBuf,
+    tally: DeviceBuf<u64>,
 }
 
 impl DeviceAccum {
@@ -303,17 +293,17 @@ impl DeviceAccum {
         rows: usize,
         cols: usize,
     ) -> Result<Self> {
-        let tally = DeviceBuf::zeroed_on_stream(stream, TALLY * 8, "the tally")?;
+        let tally = DeviceBuf::zeroed_on_stream(stream, TALLY, "the tally")?;
         match what {
             Accumulate::Cube(a) => {
                 let len = a.bins()?;
                 Ok(Self {
                     counting: Counting::Cube {
-                        function: device.function(EtaCubeArgs::ENTRY)?,
+                        kernel: Kernel::load(device)?,
                         edges: DeviceEdges::upload(stream, a)?,
                     },
                     size,
-                    counts: DeviceBuf::zeroed_on_stream(stream, len * 8, "the eta cube")?,
+                    counts: DeviceBuf::zeroed_on_stream(stream, len, "the eta cube")?,
                     len,
                     tally,
                 })
@@ -336,13 +326,13 @@ impl DeviceAccum {
                 Ok(Self {
                     counting: Counting::Image {
                         placer: DevicePlacer::new(device, stream, &rules, size)?,
-                        narrow: device.function(NarrowArgs::ENTRY)?,
+                        narrow: Kernel::load(device)?,
                         subpixels: *subpixels,
                         height: height as u32,
                         width: width as u32,
                     },
                     size,
-                    counts: DeviceBuf::zeroed_on_stream(stream, len * 8, "the sub-pixel image")?,
+                    counts: DeviceBuf::zeroed_on_stream(stream, len, "the sub-pixel image")?,
                     len,
                     tally,
                 })
@@ -392,44 +382,34 @@ impl DeviceAccum {
                 stream,
                 chunk,
                 PlacedOutputs {
-                    image: self.counts.at(),
+                    image: self.counts.ptr(),
                     subpixels: *subpixels,
                     height: *height,
                     width: *width,
-                    tally: self.tally.at(),
+                    tally: self.tally.ptr(),
                     photons: DevicePtr::NULL,
                 },
             ),
-            Counting::Cube { function, edges } => {
-                let mut a = EtaCubeArgs {
-                    out: DevicePtr::new(chunk.out),
+            Counting::Cube { kernel, edges } => {
+                let a = EtaCubeArgs {
+                    out: chunk.out,
                     frames: chunk.frames,
                     records_at: chunk.records_at,
                     room: chunk.room,
                     side: self.size.side() as u32,
                     kind: edges.kind,
-                    xbins: edges.x.0.at(),
+                    xbins: edges.x.0.ptr(),
                     nx: edges.x.1,
-                    ybins: edges.y.0.at(),
+                    ybins: edges.y.0.ptr(),
                     ny: edges.y.1,
-                    ebins: edges.e.0.at(),
+                    ebins: edges.e.0.ptr(),
                     ne: edges.e.1,
-                    counts: self.counts.at(),
-                    tally: self.tally.at(),
+                    counts: self.counts.ptr(),
+                    tally: self.tally.ptr(),
                 };
-                let mut params = a.params();
                 // SAFETY: as for [`DevicePlacer::launch`].
-                unsafe {
-                    crate::cuda::launch(
-                        function,
-                        (GRID, 1),
-                        BLOCK,
-                        stream.cu_stream(),
-                        &mut params,
-                        false,
-                    )
-                }
-                .cuda("launching the eta accumulation")
+                unsafe { kernel.launch(stream, Grid::x(GRID, BLOCK), a) }
+                    .cuda("launching the eta accumulation")
             }
         }
     }
@@ -437,24 +417,22 @@ impl DeviceAccum {
     /// The image's counts narrowed to saturated `u32` on the device, then downloaded into
     /// host memory whose pages were mapped first, from every core (a copy into fresh pages
     /// faults them in one at a time).
-    fn narrowed(&self, f: &CudaFunction, stream: &Arc<CudaStream>) -> Result<Vec<u32>> {
-        let narrow = DeviceBuf::on_stream(stream, self.len * 4, "the narrowed image")?;
+    fn narrowed(&self, f: &Kernel<NarrowArgs>, stream: &Arc<CudaStream>) -> Result<Vec<u32>> {
+        let narrow = DeviceBuf::on_stream(stream, self.len, "the narrowed image")?;
         let len = u32::try_from(self.len)
             .map_err(|_| crate::Error::Internal("an image of over 2^32 sub-pixels".into()))?;
-        let mut a = NarrowArgs {
-            counts: self.counts.at(),
+        let a = NarrowArgs {
+            counts: self.counts.ptr(),
             len,
-            narrow: narrow.at(),
+            narrow: narrow.ptr(),
         };
-        let mut params = a.params();
         let grid = self
             .len
             .div_ceil(BLOCK as usize)
             .clamp(1, GRID as usize * 8) as u32;
-        // SAFETY: the struct's fields are the kernel's parameters; `counts` holds `len` u64
-        // and `narrow` `len` u32 (allocated above), both live until the stream is synchronised
-        // by the download below.
-        unsafe { crate::cuda::launch(f, (grid, 1), BLOCK, stream.cu_stream(), &mut params, false) }
+        // SAFETY: `counts` holds `len` u64 and `narrow` `len` u32 (allocated above), both
+        // live until the stream is synchronised by the download below.
+        unsafe { f.launch(stream, Grid::x(grid, BLOCK), a) }
             .cuda("narrowing the image's counts")?;
         let mut out: Vec<u32> =
             crate::memory::zeroed_vec(|| "the device's image counts".into(), self.len)?;

@@ -7,9 +7,11 @@ use std::ffi::c_void;
 use std::ops::Range;
 use std::sync::{Arc, Mutex, Weak};
 
+use cluda_gpu::args::DevicePtr;
 use cudarc::driver::sys;
 use cudarc::driver::{CudaContext, result};
 
+use super::reals::{DeviceReal, RealBuf};
 use crate::error::{CudaContextExt, Error, Result};
 use crate::pedestal::PixelMaps;
 
@@ -248,42 +250,40 @@ pub(crate) fn register(ctx: &Arc<CudaContext>, ptr: *const u8, bytes: usize) -> 
 }
 
 /// The device copy of a ready pedestal: `base`, the sums `a` then `b` in one buffer (so a
-/// checkpoint is one copy), and the frozen std. Elements are `f64` or `f32`.
+/// checkpoint is one copy), and the frozen std, in the pedestal's real type.
+#[derive(Debug)]
 pub(crate) struct DeviceState {
-    pub base: DeviceBuf,
-    pub ab: DeviceBuf,
-    pub frozen_std: DeviceBuf,
+    pub base: RealBuf,
+    pub ab: RealBuf,
+    pub frozen_std: RealBuf,
     pub pixels: usize,
-    pub elem: usize,
 }
 
 impl DeviceState {
     /// Uploads `maps`.
-    pub fn upload<R: bytemuck::Pod>(ctx: &Arc<CudaContext>, maps: &PixelMaps<R>) -> Result<Self> {
+    pub fn upload<R: DeviceReal>(ctx: &Arc<CudaContext>, maps: &PixelMaps<R>) -> Result<Self> {
         let pixels = maps.a.len();
-        let elem = size_of::<R>();
         let state = Self {
-            base: DeviceBuf::new(ctx, pixels * elem, "the pedestal baselines")?,
-            ab: DeviceBuf::new(ctx, 2 * pixels * elem, "the pedestal sums")?,
-            frozen_std: DeviceBuf::new(ctx, pixels * elem, "the frozen pedestal std")?,
+            base: R::wrap(DeviceBuf::new(ctx, pixels, "the pedestal baselines")?),
+            ab: R::wrap(DeviceBuf::new(ctx, 2 * pixels, "the pedestal sums")?),
+            frozen_std: R::wrap(DeviceBuf::new(ctx, pixels, "the frozen pedestal std")?),
             pixels,
-            elem,
         };
         state.fill(ctx, maps)?;
         Ok(state)
     }
 
-    /// Whether `maps` has this state's size and element type, so [`DeviceState::refill`] can
+    /// Whether `maps` has this state's size and real type, so [`DeviceState::refill`] can
     /// take it.
-    pub fn fits<R: bytemuck::Pod>(&self, maps: &PixelMaps<R>) -> bool {
-        self.pixels == maps.a.len() && self.elem == size_of::<R>()
+    pub fn fits<R: DeviceReal>(&self, maps: &PixelMaps<R>) -> bool {
+        self.pixels == maps.a.len() && R::view(&self.ab).is_some()
     }
 
     /// Uploads `maps` into this state's buffers (it [`DeviceState::fits`]; else an internal
     /// error): a stream's next acquisition starts from the same pedestal without allocating
     /// (and freeing) device memory again. Nothing may be reading the state (the finder's
     /// calls end with the GPU idle).
-    pub fn refill<R: bytemuck::Pod>(
+    pub fn refill<R: DeviceReal>(
         &mut self,
         ctx: &Arc<CudaContext>,
         maps: &PixelMaps<R>,
@@ -297,13 +297,16 @@ impl DeviceState {
     }
 
     /// Copies `maps` into the buffers and waits for the copies.
-    fn fill<R: bytemuck::Pod>(&self, ctx: &Arc<CudaContext>, maps: &PixelMaps<R>) -> Result<()> {
-        self.base.upload(&maps.base, "the pedestal baselines")?;
+    fn fill<R: DeviceReal>(&self, ctx: &Arc<CudaContext>, maps: &PixelMaps<R>) -> Result<()> {
+        self.base
+            .get::<R>()?
+            .upload(&maps.base, "the pedestal baselines")?;
         let mut both = Vec::with_capacity(2 * self.pixels);
         both.extend_from_slice(&maps.a);
         both.extend_from_slice(&maps.b);
-        self.ab.upload(&both, "the pedestal sums")?;
+        self.ab.get::<R>()?.upload(&both, "the pedestal sums")?;
         self.frozen_std
+            .get::<R>()?
             .upload(&maps.frozen_std, "the frozen pedestal std")?;
         // Copies from pageable memory may return before their DMA ends, and the finder's
         // streams do not wait for the legacy stream: wait here.
@@ -311,22 +314,24 @@ impl DeviceState {
     }
 
     /// Downloads the sums into `maps` (the baselines and frozen std never change on the GPU).
-    pub fn download<R: bytemuck::Pod>(&self, maps: &mut PixelMaps<R>) -> Result<()> {
+    pub fn download<R: DeviceReal>(&self, maps: &mut PixelMaps<R>) -> Result<()> {
         let mut both = vec![R::zeroed(); 2 * self.pixels];
-        self.ab.download(&mut both, "the pedestal sums")?;
+        self.ab
+            .get::<R>()?
+            .download(&mut both, "the pedestal sums")?;
         maps.a.copy_from_slice(&both[..self.pixels]);
         maps.b.copy_from_slice(&both[self.pixels..]);
         Ok(())
     }
 
-    /// Device address of the sums `a`.
-    pub fn a(&self) -> u64 {
-        self.ab.ptr()
+    /// The sums `a`, as the kernels of real type `R` take them.
+    pub fn a<R: DeviceReal>(&self) -> Result<DevicePtr<R>> {
+        Ok(self.ab.get::<R>()?.ptr())
     }
 
-    /// Device address of the sums `b`.
-    pub fn b(&self) -> u64 {
-        self.ab.ptr() + (self.pixels * self.elem) as u64
+    /// The sums `b`, as the kernels of real type `R` take them.
+    pub fn b<R: DeviceReal>(&self) -> Result<DevicePtr<R>> {
+        Ok(self.ab.get::<R>()?.at(self.pixels))
     }
 }
 

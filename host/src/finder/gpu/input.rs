@@ -52,9 +52,34 @@ pub(crate) trait Input {
     fn release(&mut self, end: usize);
 
     /// Replaces `out` with the numbers the frames of the piece at `next` (`n` frames, as
-    /// [`Input::piece`] gave them) are reported by: their index in the call, or their
-    /// chunk's numbers ([`FedChunk::number`]). Asked while the piece's frames are held.
-    fn numbers(&self, next: usize, n: usize, out: &mut Vec<crate::FrameNumber>);
+    /// [`Input::piece`] gave them) are reported by: the call's frames' numbers
+    /// ([`Frames::number`]), or their chunk's ([`FedChunk::numbers`]). Asked while the piece's
+    /// frames are held.
+    ///
+    /// # Errors
+    /// [`Error::Internal`] when the piece's frames are not held (a scheduling bug).
+    fn numbers(&self, next: usize, n: usize, out: &mut Vec<crate::FrameNumber>) -> Result<()>;
+}
+
+/// Replaces `out` with numbers `from .. from + n` of `numbers`.
+///
+/// # Errors
+/// [`Error::Internal`] when `numbers` does not hold them all.
+fn numbers_into(
+    numbers: crate::FrameNumbers<'_>,
+    from: usize,
+    n: usize,
+    out: &mut Vec<crate::FrameNumber>,
+) -> Result<()> {
+    out.clear();
+    for k in from..from + n {
+        out.push(
+            numbers
+                .get(k)
+                .ok_or_else(|| Error::Internal(format!("frame {k} of a piece has no number")))?,
+        );
+    }
+    Ok(())
 }
 
 /// How to read caller memory under `mode`, with the hold that keeps it page-locked while
@@ -94,6 +119,8 @@ pub(crate) fn source_for(
 /// The frames of one call, borrowed for it.
 pub(crate) struct CallInput<'a> {
     pub data: &'a [u16],
+    /// The frames' numbers.
+    pub numbers: crate::FrameNumbers<'a>,
     /// Samples per frame.
     pub frame_len: usize,
     pub src: Source,
@@ -116,9 +143,8 @@ impl Input for CallInput<'_> {
 
     fn release(&mut self, _end: usize) {}
 
-    fn numbers(&self, next: usize, n: usize, out: &mut Vec<crate::FrameNumber>) {
-        out.clear();
-        out.extend((next..next + n).map(|i| crate::FrameNumber(i as u64)));
+    fn numbers(&self, next: usize, n: usize, out: &mut Vec<crate::FrameNumber>) -> Result<()> {
+        numbers_into(self.numbers, next, n, out)
     }
 }
 
@@ -268,21 +294,15 @@ impl Input for FeedInput<'_> {
         }
     }
 
-    fn numbers(&self, next: usize, n: usize, out: &mut Vec<crate::FrameNumber>) {
-        out.clear();
-        // A piece lies within one chunk; frames no longer held (never asked for) keep their
-        // stream index.
-        let held = self
+    fn numbers(&self, next: usize, n: usize, out: &mut Vec<crate::FrameNumber>) -> Result<()> {
+        // A piece lies within one chunk.
+        let h = self
             .held
             .iter()
-            .find(|h| (h.first..h.end()).contains(&next));
-        out.extend((next..next + n).map(|i| {
-            match held {
-                Some(h) if i < h.end() => h
-                    .chunk
-                    .number(i - h.first, crate::FrameNumber(h.first as u64)),
-                _ => crate::FrameNumber(i as u64),
-            }
-        }));
+            .find(|h| (h.first..h.end()).contains(&next))
+            .ok_or_else(|| {
+                Error::Internal(format!("frame {next} of the stream is not held any more"))
+            })?;
+        numbers_into(h.chunk.numbers(), next - h.first, n, out)
     }
 }

@@ -12,9 +12,9 @@ mod accumulate;
 mod buffers;
 mod input;
 mod launch;
+mod launch_args;
 mod pipeline;
-
-use cluda_gpu::real::Real;
+mod reals;
 
 pub use accumulate::{DeviceAccum, DeviceClusters};
 pub use pipeline::KernelTime;
@@ -30,6 +30,7 @@ use crate::pedestal::{Pedestal, PixelMaps, ReadyState};
 use buffers::{DeviceState, PinnedBuf};
 use launch::{Kernels, Scalar};
 use pipeline::Pipeline;
+use reals::DeviceReal;
 
 /// The GPU cluster finder.
 pub struct GpuFinder {
@@ -71,17 +72,17 @@ impl GpuFinder {
             config.pedestal_frames,
             config.precision,
         )?;
-        let (inv, elem) = match config.precision {
-            Precision::F64 => (Scalar::F64(1.0 / config.pedestal_frames as f64), 8),
+        let inv = match config.precision {
+            Precision::F64 => Scalar::F64(1.0 / config.pedestal_frames as f64),
             Precision::F32 | Precision::F32Naive => {
-                (Scalar::F32(1.0f32 / config.pedestal_frames as f32), 4)
+                Scalar::F32(1.0f32 / config.pedestal_frames as f32)
             }
         };
         let kernels = Kernels::load(
             &device,
             config.precision,
             config.size,
-            launch::Geometry::new(config.rows, config.cols, config.size).tiles,
+            launch_args::Geometry::new(config.rows, config.cols, config.size),
             inv,
             config.n_sigma,
             config.threshold == ThresholdMode::Live,
@@ -92,9 +93,8 @@ impl GpuFinder {
             pipeline,
             kernels,
             config.rows,
-            config.cols,
             config.size,
-            elem,
+            config.precision,
         )?;
         Ok(Self {
             config,
@@ -136,12 +136,44 @@ impl GpuFinder {
         self.pipeline.reserve(frames)
     }
 
+    /// Finds the clusters of every frame `feed` lends in one pipeline through all its chunks
+    /// (the engine's `find_feed` for this finder): chunk i+1's uploads are queued before
+    /// chunk i's results are collected, and no chunk boundary waits for the GPU. A chunk goes
+    /// back to the feed once its last frames' results are in and their room is checked
+    /// (before they are visited); the finder holds at most as many chunks as it has chunks
+    /// in flight (`depth`). Chunks that are not page-locked are read as the input mode says
+    /// (staged by default, [`InputMode::Auto`]; registered while held with
+    /// [`InputMode::Registered`]), as for `find_each`. Frames are named by their chunk's
+    /// numbers.
+    ///
+    /// # Errors
+    /// As [`ClusterFinder::find_each`] (for each chunk), and the feed's errors; an overflow
+    /// with [`Overflow::Fail`] leaves the pedestal as it was before the chunk that holds the
+    /// frame.
+    pub fn find_feed(
+        &mut self,
+        feed: &mut dyn crate::finder::feed::FrameFeed,
+        visit: &mut dyn FnMut(FrameClusters<'_>) -> Result<()>,
+    ) -> Result<()> {
+        self.run_with_state(|pipeline, state| pipeline.run_feed(state, feed, visit))
+    }
+
+    /// A function that page-locks host memory for this finder's context until the guard it
+    /// returns is dropped (`None` when the driver refuses, e.g. a page of it is locked
+    /// already); usable on any thread (the engine's reader locks mapped chunks with it).
+    pub fn page_locker(
+        &self,
+    ) -> impl Fn(*const u8, usize) -> Option<Box<dyn Send>> + Send + Sync + 'static {
+        let ctx = self.device.context().clone();
+        move |ptr, bytes| buffers::register(&ctx, ptr, bytes).map(|r| Box::new(r) as Box<dyn Send>)
+    }
+
     /// Page-locks the caller's frames in place (registers them with the CUDA driver) until
     /// the returned guard is dropped, so that calls on them upload by DMA straight from that
     /// memory, with no staging copy and no registration per call: the zero-copy way for
     /// frames the caller already has (for frames still to be read, [`PinnedFrames`] or
-    /// [`ClusterFinder::frame_store`] give page-locked memory to read them into). Locking
-    /// costs about as much as allocating page-locked memory, once. Only memory this crate
+    /// [`crate::engine::FedFinder::frame_store`] give page-locked memory to read them into).
+    /// Locking costs about as much as allocating page-locked memory, once. Only memory this crate
     /// page-locked counts as such, in one range that covers a call's frames: the call holds
     /// that range locked until its uploads are done (dropping the guard during a call
     /// unlocks the memory only when the call ends), which it could not do for memory locked
@@ -225,7 +257,7 @@ impl GpuFinder {
 }
 
 fn download(state: &DeviceState, host: &mut Pedestal) -> Result<()> {
-    fn get<R: Real + bytemuck::Pod>(state: &DeviceState, m: &mut PixelMaps<R>) -> Result<()> {
+    fn get<R: DeviceReal>(state: &DeviceState, m: &mut PixelMaps<R>) -> Result<()> {
         state.download(m)
     }
     match host.ready_mut()? {
@@ -241,29 +273,6 @@ impl ClusterFinder for GpuFinder {
 
     fn device(&self) -> String {
         format!("gpu ({})", self.device.name())
-    }
-
-    /// No: uploads from the engine's page-locked slots ran at DMA speed, from registered
-    /// page-cache pages at about 7 GB/s.
-    fn prefers_mapped_input(&self) -> bool {
-        false
-    }
-
-    fn host_pinner(&self) -> Option<crate::finder::HostPinner> {
-        let ctx = self.device.context().clone();
-        Some(std::sync::Arc::new(move |ptr, bytes| {
-            buffers::register(&ctx, ptr, bytes).map(|r| Box::new(r) as Box<dyn Send>)
-        }))
-    }
-
-    /// Every core up to 16: the GPU finds faster than one core copies frames, and the host's
-    /// cores have nothing else to do.
-    fn read_threads(&self) -> usize {
-        crate::io::readahead::read_threads()
-    }
-
-    fn reserve(&mut self, frames: usize) -> Result<()> {
-        GpuFinder::reserve(self, frames)
     }
 
     /// On the device, in the output stage, with compacted results (the default pipeline).
@@ -293,13 +302,6 @@ impl ClusterFinder for GpuFinder {
         &mut self,
     ) -> Option<std::sync::Arc<crate::interpolation::AccumulationPeek>> {
         self.pipeline.accumulation_peek()
-    }
-
-    /// Page-locked memory, so that uploads from it run at DMA speed with no registration.
-    fn frame_store(&self, samples: usize) -> Result<Box<dyn crate::finder::feed::FrameStore>> {
-        let cols = self.config.cols.max(1);
-        let rows = samples.div_ceil(cols);
-        Ok(Box::new(PinnedFrames::new(&self.device, 1, rows, cols)?))
     }
 
     fn push_pedestal(&mut self, frames: Frames<'_>) -> Result<()> {
@@ -345,21 +347,6 @@ impl ClusterFinder for GpuFinder {
     ) -> Result<()> {
         frames.expect_shape(self.config.rows, self.config.cols, "data frames")?;
         self.run_with_state(|pipeline, state| pipeline.run(state, frames, visit))
-    }
-
-    /// One pipeline through all the feed's chunks: chunk i+1's uploads are queued before
-    /// chunk i's results are collected, and no chunk boundary waits for the GPU. A chunk goes
-    /// back to the feed once its last frames' results are in and their room is checked
-    /// (before they are visited); the finder holds at most as many chunks as it has chunks
-    /// in flight (`depth`). Chunks that are not page-locked are read as the input mode says
-    /// (staged by default, [`InputMode::Auto`]; registered while held with
-    /// [`InputMode::Registered`]), as for `find_each`.
-    fn find_feed(
-        &mut self,
-        feed: &mut dyn crate::finder::feed::FrameFeed,
-        visit: &mut dyn FnMut(FrameClusters<'_>) -> Result<()>,
-    ) -> Result<()> {
-        self.run_with_state(|pipeline, state| pipeline.run_feed(state, feed, visit))
     }
 }
 

@@ -24,18 +24,21 @@
 //! are visited; a failing visitor's redo runs from the frames still on the device.
 
 use std::collections::VecDeque;
-use std::ffi::c_void;
 use std::sync::Arc;
 
-use cudarc::driver::sys::{self, CUevent_flags};
-use cudarc::driver::{CudaContext, CudaEvent, CudaStream, result};
+use cluda_gpu::args::DevicePtr;
+use cudarc::driver::sys::CUevent_flags;
+use cudarc::driver::{CudaContext, CudaEvent, CudaStream};
 
 use super::accumulate::{ChunkRecords, DeviceAccum, DevicePlacer, PlacedOutputs};
 use super::buffers::{DeviceBuf, DeviceState, PinnedBuf};
 use super::input::{CallInput, FeedInput, Input, Source, source_for};
-use super::launch::{Destination, FrameBuffers, Geometry, Kernels, RUN_PLANES, RunBuffers};
+use super::launch::Kernels;
+use super::launch_args::{Destination, FrameAt, FrameBuffers, Geometry, RUN_PLANES, RunBuffers};
+use super::reals::{RealAlloc, RealBuf};
 use super::settings::{Collect, InputMode, Launch, Overflow, PipelineConfig};
 use crate::cluster::{ClusterSize, FrameClusters};
+use crate::config::Precision;
 use crate::error::{CudaContextExt, Error, Result};
 use crate::finder::feed::FrameFeed;
 use crate::frames::Frames;
@@ -45,13 +48,13 @@ use crate::interpolation::{AccumulationPeek, PlacedRow};
 /// one set while it prepares frame k+1 into the other: the zero-padded plane of corrected
 /// values, the thresholds and the classify kernel's look-back words.
 struct Work {
-    c_plane: [DeviceBuf; 2],
-    t: [DeviceBuf; 2],
-    status: [DeviceBuf; 2],
+    c_plane: [RealBuf; 2],
+    t: [RealBuf; 2],
+    status: [DeviceBuf<u64>; 2],
     /// The run kernels' planes (zero padding written once, like the two above).
-    run_planes: DeviceBuf,
+    run_planes: RealBuf,
     /// The run kernels' arrival counters, progress flags and per-tile counts.
-    run_work: DeviceBuf,
+    run_work: DeviceBuf<u32>,
 }
 
 /// The buffers of one chunk in flight.
@@ -60,15 +63,15 @@ struct Slot {
     frames: usize,
     /// The numbers the frames of the chunk in the slot are reported by ([`Input::numbers`]).
     numbers: Vec<crate::FrameNumber>,
-    dev_in: DeviceBuf,
+    dev_in: DeviceBuf<u16>,
     pin_in: Option<PinnedBuf<u16>>,
-    dev_out: DeviceBuf,
+    dev_out: DeviceBuf<u32>,
     pin_out: PinnedBuf<u32>,
     /// Pedestal sums at the start of the chunk.
-    ckpt: DeviceBuf,
+    ckpt: RealBuf,
     /// Where each record's placed row goes on the device, and comes down to (while rows are
     /// placed: [`Pipeline::place_rows`]), a row per record of room.
-    rows: Option<(DeviceBuf, PinnedBuf<PlacedRow>)>,
+    rows: Option<(DeviceBuf<PlacedRow>, PinnedBuf<PlacedRow>)>,
     /// Recorded after the chunk's rows were placed.
     placed: CudaEvent,
     up: Vec<CudaEvent>,
@@ -146,8 +149,8 @@ pub(crate) struct Pipeline {
     kernels: Kernels,
     geom: Geometry,
     size: ClusterSize,
-    /// Bytes per pedestal value (8 or 4).
-    elem: usize,
+    /// Allocations in the pedestal's real type (of the device's pedestal and scratch).
+    reals: RealAlloc,
     work: Work,
     /// Current clusters per frame of room (grows on overflow with [`Overflow::Grow`]).
     cap: usize,
@@ -156,7 +159,7 @@ pub(crate) struct Pipeline {
     /// With [`Overflow::Fail`]: the pedestal sums at the start of each part of the input in
     /// flight (the call, or a feed's chunk), indexed by part modulo their count (`depth`:
     /// every part in flight has a chunk in flight).
-    part_ckpts: Vec<DeviceBuf>,
+    part_ckpts: Vec<RealBuf>,
     owned: Vec<u32>,
     owned_ends: Vec<usize>,
     times_us: Vec<KernelTime>,
@@ -170,37 +173,37 @@ pub(crate) struct Pipeline {
 }
 
 impl Pipeline {
-    /// A pipeline for `rows x cols` frames with `size` windows.
+    /// A pipeline running `kernels` on frames of `rows` rows (of the kernels' geometry) with
+    /// `size` windows, the pedestal in `precision`.
     pub fn new(
         ctx: &Arc<CudaContext>,
         cfg: PipelineConfig,
         kernels: Kernels,
         rows: usize,
-        cols: usize,
         size: ClusterSize,
-        elem: usize,
+        precision: Precision,
     ) -> Result<Self> {
         cfg.validate()?;
-        let geom = Geometry::new(rows, cols, size);
+        let geom = kernels.geometry();
         let compute = ctx.new_stream().cuda("creating the compute stream")?;
         let fetch = ctx.new_stream().cuda("creating the result stream")?;
         let tally = ctx.new_stream().cuda("creating the count stream")?;
         let copies = (0..cfg.streams)
             .map(|_| ctx.new_stream().cuda("creating a copy stream"))
             .collect::<Result<Vec<_>>>()?;
-        let plane = || DeviceBuf::zeroed(ctx, geom.plane_len(rows) * elem, "the corrected values");
-        let thresholds = || DeviceBuf::new(ctx, geom.pixels as usize * elem, "the thresholds");
-        let status = || DeviceBuf::zeroed(ctx, geom.status_len() * 8, "the look-back words");
+        let reals = RealAlloc::new(ctx, precision);
+        let plane = || reals.zeroed(geom.plane_len(rows), "the corrected values");
+        let thresholds = || reals.uninit(geom.pixels as usize, "the thresholds");
+        let status = || DeviceBuf::zeroed(ctx, geom.status_len(), "the look-back words");
         let work = Work {
             c_plane: [plane()?, plane()?],
             t: [thresholds()?, thresholds()?],
             status: [status()?, status()?],
-            run_planes: DeviceBuf::zeroed(
-                ctx,
-                RUN_PLANES * geom.plane_len(rows) * elem,
+            run_planes: reals.zeroed(
+                RUN_PLANES * geom.plane_len(rows),
                 "the run kernel's corrected values",
             )?,
-            run_work: DeviceBuf::zeroed(ctx, geom.run_work_len() * 4, "the run kernel's counts")?,
+            run_work: DeviceBuf::zeroed(ctx, geom.run_work_len(), "the run kernel's counts")?,
         };
         // The zeroing ran on the legacy stream; our streams do not wait for it.
         ctx.synchronize().cuda("waiting for the GPU")?;
@@ -215,7 +218,7 @@ impl Pipeline {
             kernels,
             geom,
             size,
-            elem,
+            reals,
             work,
             slots: Vec::new(),
             slots_staged: false,
@@ -314,20 +317,20 @@ impl Pipeline {
         Ok(Slot {
             frames,
             numbers: Vec::with_capacity(frames),
-            dev_in: DeviceBuf::new(ctx, frames * px * 2, "uploaded frames")?,
+            dev_in: DeviceBuf::new(ctx, frames * px, "uploaded frames")?,
             pin_in: if staged {
                 Some(PinnedBuf::new(ctx, frames * px, true, "staged frames")?)
             } else {
                 None
             },
-            dev_out: DeviceBuf::new(ctx, out_words * 4, "cluster results")?,
+            dev_out: DeviceBuf::new(ctx, out_words, "cluster results")?,
             pin_out: PinnedBuf::new(ctx, out_words, false, "cluster results")?,
-            ckpt: DeviceBuf::new(ctx, 2 * px * self.elem, "a pedestal checkpoint")?,
+            ckpt: self.reals.uninit(2 * px, "a pedestal checkpoint")?,
             rows: match self.placer {
                 Some(_) => {
                     let room = frames * self.cap;
                     Some((
-                        DeviceBuf::new(ctx, room * size_of::<PlacedRow>(), "placed photons")?,
+                        DeviceBuf::new(ctx, room, "placed photons")?,
                         PinnedBuf::new(ctx, room, false, "placed photons")?,
                     ))
                 }
@@ -372,6 +375,7 @@ impl Pipeline {
         let lock = UntilIdle::new(&self.ctx, lock);
         let mut input = CallInput {
             data,
+            numbers: frames.numbers(),
             frame_len: self.geom.pixels as usize,
             src,
         };
@@ -420,11 +424,10 @@ impl Pipeline {
         let depth = self.cfg.depth.min(self.slots.len());
         if self.cfg.overflow == Overflow::Fail {
             while self.part_ckpts.len() < depth {
-                self.part_ckpts.push(DeviceBuf::new(
-                    &self.ctx,
-                    state.ab.bytes(),
-                    "a pedestal checkpoint of the input",
-                )?);
+                self.part_ckpts.push(
+                    self.reals
+                        .uninit(state.ab.len(), "a pedestal checkpoint of the input")?,
+                );
             }
         }
         let (mut next, mut rr) = (0usize, 0usize);
@@ -443,7 +446,7 @@ impl Pipeline {
                     part: p.part,
                     opens: p.opens,
                 };
-                input.numbers(next, p.n, &mut self.slots[rr].numbers);
+                input.numbers(next, p.n, &mut self.slots[rr].numbers)?;
                 rr = (rr + 1) % depth;
                 self.submit(job, state, true)?;
                 inflight.push_back(job);
@@ -483,11 +486,9 @@ impl Pipeline {
                             self.compute.synchronize().cuda("restoring the pedestal")?;
                             let slot = &self.slots[job.slot];
                             return Err(Error::ClusterLimit {
-                                frame: slot
-                                    .numbers
-                                    .get(frame)
-                                    .copied()
-                                    .unwrap_or(crate::FrameNumber((job.start + frame) as u64)),
+                                frame: slot.numbers.get(frame).copied().ok_or_else(|| {
+                                    Error::Internal("the overflowing frame has no number".into())
+                                })?,
                                 found,
                                 limit,
                             });
@@ -544,9 +545,8 @@ impl Pipeline {
         }
         let slot = &self.slots[job.slot];
         if self.cfg.compact {
-            // SAFETY: the first word of this slot's result buffer.
-            unsafe { sys::cuMemsetD32Async(slot.dev_out.ptr(), 0, 1, self.compute.cu_stream()) }
-                .result()
+            slot.dev_out
+                .zero_async(0..1, &self.compute)
                 .cuda("clearing the chunk's cluster count")?;
         }
         let bufs = self.frame_buffers(state);
@@ -580,7 +580,7 @@ impl Pipeline {
         placer.launch(
             &self.compute,
             self.chunk_records(job, slot),
-            PlacedOutputs::rows(rows.at()),
+            PlacedOutputs::rows(rows.ptr()),
         )?;
         slot.placed
             .record(&self.compute)
@@ -693,16 +693,13 @@ impl Pipeline {
     }
 
     /// The pedestal state with each of the two sets of per-frame scratch.
-    fn frame_buffers(&self, state: &DeviceState) -> [FrameBuffers; 2] {
+    fn frame_buffers<'a>(&'a self, state: &'a DeviceState) -> [FrameBuffers<'a>; 2] {
         let w = &self.work;
         [0, 1].map(|i| FrameBuffers {
-            base: state.base.ptr(),
-            a: state.a(),
-            b: state.b(),
-            frozen_std: state.frozen_std.ptr(),
-            c_plane: w.c_plane[i].ptr(),
-            t: w.t[i].ptr(),
-            status: w.status[i].ptr(),
+            state,
+            c_plane: &w.c_plane[i],
+            t: &w.t[i],
+            status: &w.status[i],
         })
     }
 
@@ -711,7 +708,6 @@ impl Pipeline {
     /// slot's pinned staging buffer, allocated here if the slot has none).
     fn upload(&mut self, job: Job) -> Result<()> {
         let px = self.geom.pixels as usize;
-        let frame_bytes = 2 * px;
         let (g, groups) = self.groups(job);
         let ctx = self.ctx.clone();
         let slot = &mut self.slots[job.slot];
@@ -747,33 +743,28 @@ impl Pipeline {
             // collected, not freed before the GPU is idle: `Drop for Pipeline`); destination
             // inside `dev_in`.
             unsafe {
-                sys::cuMemcpyHtoDAsync_v2(
-                    slot.dev_in.ptr() + (f0 * frame_bytes) as u64,
-                    host.add(f0 * px) as *const c_void,
-                    m * frame_bytes,
-                    s.cu_stream(),
-                )
+                let src = std::slice::from_raw_parts(host.add(f0 * px), m * px);
+                slot.dev_in.upload_async(f0 * px, src, s)
             }
-            .result()
             .cuda("uploading frames")?;
             slot.up[gi].record(s).cuda("recording an upload event")?;
         }
         Ok(())
     }
 
-    /// Device address of frame `k` of the chunk in `slot`.
-    fn frame_at(&self, slot: &Slot, k: usize) -> u64 {
-        slot.dev_in.ptr() + (k * 2 * self.geom.pixels as usize) as u64
+    /// Frame `k` of the chunk in `slot`, on the device.
+    fn frame_at(&self, slot: &Slot, k: usize) -> DevicePtr<u16> {
+        slot.dev_in.at(k * self.geom.pixels as usize)
     }
 
     /// Where compact results of the chunk in `slot` from its frame `f` on go: after the
     /// running count of the frames before it, into the chunk's one record buffer.
     fn compact_from(&self, slot: &Slot, f: usize) -> Destination {
-        let out = slot.dev_out.ptr();
+        let out = &slot.dev_out;
         Destination {
-            base_in: out + 4 * f as u64,
-            count_out: out + 4 * (f as u64 + 1),
-            records: out + 4 * (slot.frames as u64 + 1),
+            base_in: out.at(f),
+            count_out: out.at(f + 1),
+            records: out.at(slot.frames + 1),
             room: (slot.frames * self.cap) as u32,
         }
     }
@@ -793,28 +784,26 @@ impl Pipeline {
     /// upload, with its flags cleared before it.
     fn launch_per_upload(&self, job: Job, slot: &Slot, buf: &FrameBuffers) -> Result<()> {
         let (g, groups) = self.groups(job);
-        let cs = self.compute.cu_stream();
         let w = &self.work;
         let run = RunBuffers {
-            planes: w.run_planes.ptr(),
-            plane_len: (w.run_planes.bytes() / (RUN_PLANES * self.elem)) as u32,
-            work: w.run_work.ptr(),
+            planes: &w.run_planes,
+            work: &w.run_work,
         };
         for gi in 0..groups {
             let (f0, m) = (gi * g, g.min(job.n - gi * g));
             self.compute
                 .wait(&slot.up[gi])
                 .cuda("waiting for an upload")?;
-            // SAFETY: the run kernels' counters and flags, at the start of their work area
+            // The run kernels' counters and flags, at the start of their work area
             // (`run_work_len` >= `run_flags_len` words).
-            unsafe { sys::cuMemsetD32Async(run.work, 0, self.geom.run_flags_len(), cs) }
-                .result()
+            w.run_work
+                .zero_async(0..self.geom.run_flags_len(), &self.compute)
                 .cuda("clearing the run kernel's flags")?;
             self.mark(&slot.t0, gi)?;
             let dst = self.compact_from(slot, f0);
             let frames = self.frame_at(slot, f0);
             self.kernels
-                .run(cs, &self.geom, frames, m as u32, buf, &run, &dst)?;
+                .run(&self.compute, (frames, m as u32), buf, &run, &dst)?;
             self.mark(&slot.t1, gi)?;
             slot.done[gi]
                 .record(&self.compute)
@@ -828,15 +817,19 @@ impl Pipeline {
     /// frame; or, with event timing, `prepare` and `classify` per frame, timed apart.
     fn launch_per_frame(&self, job: Job, slot: &Slot, bufs: &[FrameBuffers; 2]) -> Result<()> {
         let (g, _) = self.groups(job);
-        let cs = self.compute.cu_stream();
+        let cs = &self.compute;
         let timing = self.cfg.timing;
         let fused = !timing;
+        // Frame k of the chunk with the set of scratch `buf`.
+        let at = |k: usize, buf| FrameAt {
+            frame: self.frame_at(slot, k),
+            buf,
+        };
         if fused {
             self.compute
                 .wait(&slot.up[0])
                 .cuda("waiting for an upload")?;
-            self.kernels
-                .prepare(cs, &self.geom, self.frame_at(slot, 0), &bufs[0])?;
+            self.kernels.prepare(cs, at(0, bufs[0]))?;
         }
         let fw = self.frame_words();
         for k in 0..job.n {
@@ -849,34 +842,33 @@ impl Pipeline {
                     .cuda("waiting for an upload")?;
             }
             self.mark(&slot.t0, k)?;
-            let frame = self.frame_at(slot, k);
             if !fused {
-                self.kernels.prepare(cs, &self.geom, frame, &bufs[0])?;
+                self.kernels.prepare(cs, at(k, bufs[0]))?;
             }
             self.mark(&slot.tm, k)?;
             let dst = if self.cfg.compact {
                 self.compact_from(slot, k)
             } else {
-                let f = slot.dev_out.ptr() + 4 * (k * fw) as u64;
                 Destination {
-                    base_in: 0,
-                    count_out: f,
-                    records: f + 4,
+                    base_in: DevicePtr::NULL,
+                    count_out: slot.dev_out.at(k * fw),
+                    records: slot.dev_out.at(k * fw + 1),
                     room: self.cap as u32,
                 }
             };
             if fused {
+                let buf = bufs[(k + 1) % 2];
                 let next = if k + 1 < job.n {
-                    self.frame_at(slot, k + 1)
+                    at(k + 1, buf)
                 } else {
-                    0
+                    FrameAt {
+                        frame: DevicePtr::NULL,
+                        buf,
+                    }
                 };
-                let (cur, nxt) = (&bufs[k % 2], &bufs[(k + 1) % 2]);
-                self.kernels
-                    .step(cs, &self.geom, frame, cur, &dst, next, nxt)?;
+                self.kernels.step(cs, at(k, bufs[k % 2]), &dst, next)?;
             } else {
-                self.kernels
-                    .classify(cs, &self.geom, frame, &bufs[0], &dst)?;
+                self.kernels.classify(cs, at(k, bufs[0]), &dst)?;
             }
             self.mark(&slot.t1, k)?;
             if k % g == g - 1 || k + 1 == job.n {
@@ -893,13 +885,13 @@ impl Pipeline {
     /// collection), else each upload group's result slots on its copy stream.
     fn download(&self, job: Job, slot: &Slot) -> Result<()> {
         let (g, groups) = self.groups(job);
-        let out = slot.dev_out.ptr();
+        let out = &slot.dev_out;
         if self.cfg.compact {
             // Not on a copy stream: the next chunk's uploads must not queue behind a
             // download that waits for this chunk's kernels.
             let s = &self.tally;
             s.wait(&slot.done[groups - 1]).cuda("waiting for kernels")?;
-            dtoh(&slot.pin_out, 0, out, job.n + 1, s)?;
+            dtoh(&slot.pin_out, out, 0, job.n + 1, s)?;
             slot.dl[0].record(s).cuda("recording a download event")?;
         } else {
             let fw = self.frame_words();
@@ -907,13 +899,7 @@ impl Pipeline {
                 let (f0, m) = (gi * g, g.min(job.n - gi * g));
                 let s = &self.copies[gi % self.copies.len()];
                 s.wait(&slot.done[gi]).cuda("waiting for kernels")?;
-                dtoh(
-                    &slot.pin_out,
-                    f0 * fw,
-                    out + 4 * (f0 * fw) as u64,
-                    m * fw,
-                    s,
-                )?;
+                dtoh(&slot.pin_out, out, f0 * fw, m * fw, s)?;
                 slot.dl[gi].record(s).cuda("recording a download event")?;
             }
         }
@@ -951,11 +937,10 @@ impl Pipeline {
                 // On a stream of its own: the copy streams already hold the next chunk's
                 // downloads, queued behind its kernels, and this one must not wait for them.
                 let s = &self.fetch;
-                let dev = slot.dev_out.ptr() + 4 * rec_off as u64;
-                dtoh(&slot.pin_out, rec_off, dev, total * rw, s)?;
+                dtoh(&slot.pin_out, &slot.dev_out, rec_off, total * rw, s)?;
                 if let (Some(_), Some((rows, pinned))) = (&self.placer, &slot.rows) {
                     s.wait(&slot.placed).cuda("waiting for the placement")?;
-                    dtoh(pinned, 0, rows.ptr(), total, s)?;
+                    dtoh(pinned, rows, 0, total, s)?;
                 }
                 s.synchronize().cuda("waiting for results")?;
             }
@@ -1013,10 +998,11 @@ impl Pipeline {
         let out = slot.pin_out.as_slice();
         let compact = self.cfg.compact;
         let number = |k: usize| {
-            slot.numbers
-                .get(k)
-                .copied()
-                .unwrap_or(crate::FrameNumber((job.start + k) as u64))
+            slot.numbers.get(k).copied().ok_or_else(|| {
+                Stop::Error(Error::Internal(format!(
+                    "frame {k} of a chunk has no number"
+                )))
+            })
         };
         let words = |k: usize| -> &[u32] {
             if compact {
@@ -1036,7 +1022,7 @@ impl Pipeline {
         match self.cfg.collect {
             Collect::ZeroCopy => {
                 for k in 0..job.n {
-                    let fc = attach(FrameClusters::new(number(k), size, words(k)), rows_of(k))?;
+                    let fc = attach(FrameClusters::new(number(k)?, size, words(k)), rows_of(k))?;
                     visit(fc).map_err(|e| Stop::Visitor(k, e))?;
                 }
             }
@@ -1049,7 +1035,7 @@ impl Pipeline {
                 }
                 let mut from = 0;
                 for (k, &end) in self.owned_ends.iter().enumerate() {
-                    let fc = FrameClusters::new(number(k), size, &self.owned[from..end]);
+                    let fc = FrameClusters::new(number(k)?, size, &self.owned[from..end]);
                     let fc = attach(fc, rows_of(k))?;
                     visit(fc).map_err(|e| Stop::Visitor(k, e))?;
                     from = end;
@@ -1153,33 +1139,22 @@ fn attach<'a>(
     }
 }
 
-/// Device-to-device copy of all of `src` into `dst`, queued on `stream`.
-fn copy_dtod(dst: &DeviceBuf, src: &DeviceBuf, stream: &CudaStream) -> Result<()> {
-    assert!(dst.bytes() >= src.bytes());
-    // SAFETY: both ranges lie inside live allocations.
-    unsafe { result::memcpy_dtod_async(dst.ptr(), src.ptr(), src.bytes(), stream.cu_stream()) }
-        .cuda("copying the pedestal on the device")
+/// Device-to-device copy of all of the pedestal sums `src` into `dst`, queued on `stream`.
+fn copy_dtod(dst: &RealBuf, src: &RealBuf, stream: &CudaStream) -> Result<()> {
+    dst.copy_from_async(src, stream, "the pedestal")
 }
 
-/// Queues a download of `len` elements from device address `src` into `dst[at..]`.
+/// Queues a download of elements `from .. from + len` of `src` into the same elements of
+/// `dst`.
 fn dtoh<T: bytemuck::Pod>(
     dst: &PinnedBuf<T>,
-    at: usize,
-    src: u64,
+    src: &DeviceBuf<T>,
+    from: usize,
     len: usize,
     stream: &CudaStream,
 ) -> Result<()> {
-    assert!(at + len <= dst.len());
+    assert!(from + len <= dst.len());
     // SAFETY: the destination range lies inside the pinned buffer, which outlives the copy
     // (the owner synchronises before freeing or reading it).
-    unsafe {
-        sys::cuMemcpyDtoHAsync_v2(
-            dst.ptr_at(at) as *mut c_void,
-            src,
-            len * size_of::<T>(),
-            stream.cu_stream(),
-        )
-    }
-    .result()
-    .cuda("downloading results")
+    unsafe { src.download_async(from, dst.ptr_at(from), len, stream) }.cuda("downloading results")
 }

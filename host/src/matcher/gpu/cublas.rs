@@ -40,7 +40,6 @@ type CreateFn = unsafe extern "C" fn(*mut Handle) -> Status;
 type DestroyFn = unsafe extern "C" fn(Handle) -> Status;
 type SetStreamFn = unsafe extern "C" fn(Handle, *mut c_void) -> Status;
 type SetMathModeFn = unsafe extern "C" fn(Handle, c_int) -> Status;
-#[allow(clippy::type_complexity)]
 type SgemmFn = unsafe extern "C" fn(
     Handle,
     c_int,

@@ -22,15 +22,15 @@ macro_rules! screen_args {
     ($args:ident, $plan:expr, { $($rest:tt)* }) => {{
         let Plan(Sides(lhs, n, rhs, m), r, splits, per) = $plan;
         $args {
-            lhs: lhs.at(),
+            lhs: lhs.ptr(),
             n: n as u32,
-            rhs: rhs.at(),
+            rhs: rhs.ptr(),
             m: m as u32,
             tiles_per_split: per as u32,
             splits: splits as u32,
-            norms_b: r.norms_b.at(),
-            radii_b: r.radii_b.at(),
-            radii_a: r.radii_a.at(),
+            norms_b: r.norms_b.ptr(),
+            radii_b: r.radii_b.ptr(),
+            radii_a: r.radii_a.ptr(),
             $($rest)*
         }
     }};
@@ -54,22 +54,21 @@ impl GpuMatcher {
         let (r, splits, per) = self.plan(p)?;
         // Pass 1 writes every (row, split); the counts start at zero; slots are written
         // before they are counted.
-        let part_tau = DeviceBuf::on_stream(&s, n * splits * 4, "v4's row bounds")?;
-        let counts = DeviceBuf::zeroed_on_stream(&s, n * 4, "v4's candidate counts")?;
-        let slot_i = DeviceBuf::on_stream(&s, n * SLOTS * 4, "v4's candidates")?;
+        let part_tau = DeviceBuf::on_stream(&s, n * splits, "v4's row bounds")?;
+        let counts = DeviceBuf::zeroed_on_stream(&s, n, "v4's candidate counts")?;
+        let slot_i = DeviceBuf::on_stream(&s, n * SLOTS, "v4's candidates")?;
         let grid = (grid_dim(n.div_ceil(128), "left tiles")?, splits as u32);
         for gather in [0u32, 1] {
-            let mut a = screen_args!(MatchV4FusedArgs, Plan(p, &r, splits, per), {
-                part_tau: part_tau.at(),
-                count: counts.at(),
-                slot_i: slot_i.at(),
+            let a = screen_args!(MatchV4FusedArgs, Plan(p, &r, splits, per), {
+                part_tau: part_tau.ptr(),
+                count: counts.ptr(),
+                slot_i: slot_i.ptr(),
                 gather,
             });
             // SAFETY: lhs n x 128, rhs m x 128, right norms and radii >= m, left radii n,
             // partials n x splits, counts n, slots n x SLOTS, as the kernel indexes them; pass
             // 2 runs after pass 1 on the same stream.
-            unsafe { launch(&s, &self.k.v4_fused, grid, &mut a.params()) }
-                .cuda("launching v4's fused kernel")?;
+            unsafe { launch(&s, &self.k.v4_fused, grid, a) }.cuda("launching v4's fused kernel")?;
         }
         self.v4_rescore(p, counts, slot_i)
     }
@@ -80,39 +79,38 @@ impl GpuMatcher {
         let (r, splits, per) = self.plan(p)?;
         // Every (row, split) of the partials is written by the fused kernel, the lists up to
         // their counts; the merge writes every count and the slots up to it.
-        let part_tau = DeviceBuf::on_stream(&s, n * splits * 4, "v4's row bounds")?;
-        let part_cnt = DeviceBuf::on_stream(&s, n * splits * 4, "v4's split counts")?;
-        let part_l = DeviceBuf::on_stream(&s, n * splits * SPLIT_SLOTS * 4, "v4's split lists")?;
-        let part_j = DeviceBuf::on_stream(&s, n * splits * SPLIT_SLOTS * 4, "v4's split lists")?;
-        let counts = DeviceBuf::on_stream(&s, n * 4, "v4's candidate counts")?;
-        let slot_i = DeviceBuf::on_stream(&s, n * SLOTS * 4, "v4's candidates")?;
-        let mut a = screen_args!(MatchV4Fused1Args, Plan(p, &r, splits, per), {
-            part_tau: part_tau.at(),
-            part_cnt: part_cnt.at(),
-            part_l: part_l.at(),
-            part_j: part_j.at(),
+        let part_tau = DeviceBuf::on_stream(&s, n * splits, "v4's row bounds")?;
+        let part_cnt = DeviceBuf::on_stream(&s, n * splits, "v4's split counts")?;
+        let part_l = DeviceBuf::on_stream(&s, n * splits * SPLIT_SLOTS, "v4's split lists")?;
+        let part_j = DeviceBuf::on_stream(&s, n * splits * SPLIT_SLOTS, "v4's split lists")?;
+        let counts = DeviceBuf::on_stream(&s, n, "v4's candidate counts")?;
+        let slot_i = DeviceBuf::on_stream(&s, n * SLOTS, "v4's candidates")?;
+        let a = screen_args!(MatchV4Fused1Args, Plan(p, &r, splits, per), {
+            part_tau: part_tau.ptr(),
+            part_cnt: part_cnt.ptr(),
+            part_l: part_l.ptr(),
+            part_j: part_j.ptr(),
         });
         let grid = (grid_dim(n.div_ceil(128), "left tiles")?, splits as u32);
         // SAFETY: lhs n x 128, rhs m x 128, right norms and radii >= m, left radii n,
         // partials n x splits (lists n x splits x SPLIT_SLOTS), as the kernel indexes them.
-        unsafe { launch(&s, &self.k.v4_fused1, grid, &mut a.params()) }
+        unsafe { launch(&s, &self.k.v4_fused1, grid, a) }
             .cuda("launching v4's one-pass fused kernel")?;
-        let mut a = MatchV4MergeArgs {
-            part_tau: part_tau.at(),
-            part_cnt: part_cnt.at(),
-            part_l: part_l.at(),
-            part_j: part_j.at(),
+        let a = MatchV4MergeArgs {
+            part_tau: part_tau.ptr(),
+            part_cnt: part_cnt.ptr(),
+            part_l: part_l.ptr(),
+            part_j: part_j.ptr(),
             n: n as u32,
             splits: splits as u32,
-            radii_a: r.radii_a.at(),
-            count: counts.at(),
-            slot_i: slot_i.at(),
+            radii_a: r.radii_a.ptr(),
+            count: counts.ptr(),
+            slot_i: slot_i.ptr(),
         };
         let grid = (grid_dim(n.div_ceil(BLOCK as usize), "rows")?, 1);
         // SAFETY: the partials as above, left radii n, counts n, slots n x SLOTS; after the
         // fused kernel on the same stream.
-        unsafe { launch(&s, &self.k.v4_merge, grid, &mut a.params()) }
-            .cuda("launching v4's merge kernel")?;
+        unsafe { launch(&s, &self.k.v4_merge, grid, a) }.cuda("launching v4's merge kernel")?;
         self.v4_rescore(p, counts, slot_i)
     }
 }

@@ -16,10 +16,9 @@ pub mod v4;
 use std::sync::Arc;
 use std::time::Instant;
 
-use std::ffi::c_void;
-
+use cluda_gpu::args::KernelArgs;
 use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
-use cudarc::driver::{CudaEvent, CudaFunction, CudaStream, DriverError};
+use cudarc::driver::{CudaEvent, CudaStream, DriverError};
 
 use self::cublas::Blas;
 use super::tiling::{V3Tiling, V4Kernel};
@@ -27,6 +26,7 @@ use super::types::{Descriptor, Match, MatchVersion, validate};
 use crate::cuda::Device;
 use crate::device_memory::DeviceBuf;
 use crate::error::{CudaContextExt, Error, Result};
+use crate::kernel::{Grid, Kernel};
 
 /// Threads per block of every matcher launch (the kernels' tiles assume it).
 const BLOCK: u32 = cluda_gpu::layout::matcher::BLOCK;
@@ -38,13 +38,13 @@ macro_rules! kernels {
         /// The matcher's kernels, loaded from cluda's PTX module by the entry names of their
         /// argument structs.
         struct Kernels {
-            $($(#[$m])* pub $field: CudaFunction,)*
+            $($(#[$m])* pub $field: Kernel<cluda_gpu::args::$args>,)*
         }
 
         impl Kernels {
             fn load(device: &Device) -> Result<Self> {
                 Ok(Self {
-                    $($(#[$m])* $field: device.function(cluda_gpu::args::$args::ENTRY)?,)*
+                    $($(#[$m])* $field: Kernel::load(device)?,)*
                 })
             }
         }
@@ -82,7 +82,7 @@ pub struct GpuMatcher {
     /// Large scratch buffers (V1's matrix, V3's tiles) kept between calls: stream-ordered
     /// allocations of hundreds of MiB cost more than the work they hold. See
     /// [`GpuMatcher::release_workspace`].
-    workspace: Vec<DeviceBuf>,
+    workspace: Vec<DeviceBuf<f32>>,
     blas: Option<Blas>,
     /// V4's cuBLAS handle, in TF32 tensor-op mode (a handle of its own, so that V3 and the
     /// bare SGEMM never run in TF32).
@@ -146,12 +146,12 @@ impl CandidateStats {
 /// The two sides of a match on the device: the left descriptors and their count `n`, the right
 /// ones and their count `m` (both at least 1).
 #[derive(Clone, Copy)]
-struct Sides<'a>(&'a DeviceBuf, usize, &'a DeviceBuf, usize);
+struct Sides<'a>(&'a DeviceBuf<f32>, usize, &'a DeviceBuf<f32>, usize);
 
 /// Device-side outputs of a version: index (`u32`) and distance (`f32`) per left row.
 struct DeviceResult {
-    pub idx: DeviceBuf,
-    pub dist: DeviceBuf,
+    pub idx: DeviceBuf<u32>,
+    pub dist: DeviceBuf<f32>,
 }
 
 impl DeviceResult {
@@ -159,8 +159,8 @@ impl DeviceResult {
     /// version in errors.
     fn on_stream(s: &Arc<CudaStream>, n: usize, what: &str) -> Result<Self> {
         Ok(Self {
-            idx: DeviceBuf::on_stream(s, n * 4, &format!("{what}'s indices"))?,
-            dist: DeviceBuf::on_stream(s, n * 4, &format!("{what}'s distances"))?,
+            idx: DeviceBuf::on_stream(s, n, &format!("{what}'s indices"))?,
+            dist: DeviceBuf::on_stream(s, n, &format!("{what}'s distances"))?,
         })
     }
 
@@ -183,16 +183,16 @@ impl DeviceResult {
 /// V3's flagged rows (and V4's overflowed rows) on the device: a counter (`u32`) and the
 /// list it counts into (`u32`).
 struct Flags {
-    pub count: DeviceBuf,
-    pub rows: DeviceBuf,
+    pub count: DeviceBuf<u32>,
+    pub rows: DeviceBuf<u32>,
 }
 
 impl Flags {
     /// Room for `n` flagged rows, the counter zeroed; `what` names the version in errors.
     fn on_stream(s: &Arc<CudaStream>, n: usize, what: &str) -> Result<Self> {
         Ok(Self {
-            count: DeviceBuf::zeroed_on_stream(s, 4, &format!("{what}'s flag counter"))?,
-            rows: DeviceBuf::on_stream(s, n * 4, &format!("{what}'s flag list"))?,
+            count: DeviceBuf::zeroed_on_stream(s, 1, &format!("{what}'s flag counter"))?,
+            rows: DeviceBuf::on_stream(s, n, &format!("{what}'s flag list"))?,
         })
     }
 
@@ -200,7 +200,7 @@ impl Flags {
     fn download(&self, s: &Arc<CudaStream>) -> Result<Vec<u32>> {
         let mut count = [0u32];
         self.count.download_on(s, &mut count, "the flag count")?;
-        let count = (count[0] as usize).min(self.rows.bytes() / 4);
+        let count = (count[0] as usize).min(self.rows.len());
         if count == 0 {
             return Ok(Vec::new());
         }
@@ -256,21 +256,20 @@ impl GpuMatcher {
 
     /// A scratch buffer of at least `len` floats: a kept one if large enough, else a new one
     /// (contents undefined). Give it back with [`Self::give_back`].
-    fn take_scratch(&mut self, len: usize, what: &str) -> Result<DeviceBuf> {
-        let bytes = len * size_of::<f32>();
-        if let Some(pos) = self.workspace.iter().position(|b| b.bytes() >= bytes) {
+    fn take_scratch(&mut self, len: usize, what: &str) -> Result<DeviceBuf<f32>> {
+        if let Some(pos) = self.workspace.iter().position(|b| b.len() >= len) {
             return Ok(self.workspace.swap_remove(pos));
         }
         // None fits: free what is kept before allocating (V1's matrix may need all of it).
         self.workspace.clear();
         // Uninitialised: every user writes the part it reads first.
-        DeviceBuf::on_stream(&self.stream, bytes, what)
+        DeviceBuf::on_stream(&self.stream, len, what)
     }
 
     /// Keeps a scratch buffer for the next call (at most two are kept).
-    fn give_back(&mut self, buf: DeviceBuf) {
+    fn give_back(&mut self, buf: DeviceBuf<f32>) {
         self.workspace.push(buf);
-        self.workspace.sort_by_key(|b| std::cmp::Reverse(b.bytes()));
+        self.workspace.sort_by_key(|b| std::cmp::Reverse(b.len()));
         self.workspace.truncate(2);
     }
 
@@ -378,45 +377,41 @@ impl GpuMatcher {
     }
 }
 
-/// Launches matcher kernel `f` on `stream`: `grid` blocks of [`BLOCK`] threads, `params` the
-/// fields of its argument struct (`cluda_gpu::args::Match*Args::params`), through the launch
-/// path the finder uses ([`crate::cuda::launch`]).
+/// Launches matcher kernel `k` on `stream` with `args`: `grid` blocks of [`BLOCK`] threads,
+/// the stream's context bound first.
 ///
 /// # Safety
 ///
-/// As [`crate::cuda::launch`]: `params` are the fields of `f`'s argument struct, alive until
-/// the call returns, every pointer a live device buffer of the sizes `f` reads and writes for
-/// this grid, usable on `stream` (allocated on it, or ordered after it by an event).
-unsafe fn launch(
+/// As [`Kernel::launch`]: every pointer in `args` a live device buffer of the sizes the
+/// kernel reads and writes for this grid, usable on `stream` (allocated on it, or ordered
+/// after it by an event).
+unsafe fn launch<A: KernelArgs>(
     stream: &CudaStream,
-    f: &CudaFunction,
+    k: &Kernel<A>,
     grid: (u32, u32),
-    params: &mut [*mut c_void],
+    args: A,
 ) -> std::result::Result<(), DriverError> {
     stream.context().bind_to_thread()?;
     // SAFETY: as the caller promises; the stream's context is current.
-    unsafe { crate::cuda::launch(f, grid, BLOCK, stream.cu_stream(), params, false) }
+    unsafe { k.launch(stream, Grid::new(grid, BLOCK), args) }
 }
 
-/// [`launch`]es `f` on `stream` with one warp per row of `rows` ([`warp_rows_grid`]); a
+/// [`launch`]es `k` on `stream` with one warp per row of `rows` ([`warp_rows_grid`]); a
 /// failure is "launching `what`".
 ///
 /// # Safety
 ///
 /// As [`launch`], for a grid of one warp per row.
-unsafe fn launch_rows(
+unsafe fn launch_rows<A: KernelArgs>(
     stream: &CudaStream,
-    f: &CudaFunction,
+    k: &Kernel<A>,
     rows: usize,
-    params: &mut [*mut c_void],
+    args: A,
     what: &str,
 ) -> Result<()> {
     let grid = (warp_rows_grid(rows)?, 1);
     // SAFETY: as the caller promises.
-    match unsafe { launch(stream, f, grid, params) } {
-        Ok(()) => Ok(()),
-        Err(e) => Err(e).cuda(&format!("launching {what}")),
-    }
+    unsafe { launch(stream, k, grid, args) }.cuda(&format!("launching {what}"))
 }
 
 /// `$args { lhs, rhs, n (of the [`Sides`] `$p`), $mid, the outputs of `$out` and `$flags` }`:
@@ -426,14 +421,14 @@ macro_rules! rescore_args {
     ($args:ident, $p:expr, $out:expr, $flags:expr, { $($mid:tt)* }) => {{
         let Sides(lhs, n, rhs, _) = $p;
         $args {
-            lhs: lhs.at(),
-            rhs: rhs.at(),
+            lhs: lhs.ptr(),
+            rhs: rhs.ptr(),
             n: n as u32,
             $($mid)*
-            out_idx: $out.idx.at(),
-            out_dist: $out.dist.at(),
-            flag_count: $flags.count.at(),
-            flag_rows: $flags.rows.at(),
+            out_idx: $out.idx.ptr(),
+            out_dist: $out.dist.ptr(),
+            flag_count: $flags.count.ptr(),
+            flag_rows: $flags.rows.ptr(),
         }
     }};
 }

@@ -210,9 +210,9 @@ impl GpuMatcher {
                 unsafe {
                     blas.gemm(
                         gemm_config(rows, cols, ld),
-                        rhs.at::<f32>().add(col0 * 128),
-                        lhs.at::<f32>().add(row0 * 128),
-                        buf.at(),
+                        rhs.at(col0 * 128),
+                        lhs.at(row0 * 128),
+                        buf.ptr(),
                     )
                 }
                 .map_err(blas_err(&running))?;
@@ -221,7 +221,7 @@ impl GpuMatcher {
                     fold_stream.wait(&written).cuda(&after_gemm)?;
                 }
                 let tile = Tile {
-                    at: buf.at(),
+                    at: buf.ptr(),
                     rows,
                     cols,
                     ld,
@@ -258,14 +258,14 @@ pub(super) fn bare_gemm_ms(
     let a = DeviceBuf::upload_on(&s, rhs.as_flattened(), "the SGEMM operand")?;
     let b = DeviceBuf::upload_on(&s, lhs.as_flattened(), "the SGEMM operand")?;
     // Uninitialised: SGEMM with beta = 0 writes every element before it is read.
-    let c = DeviceBuf::on_stream(&s, n * m * 4, "the SGEMM output")?;
+    let c = DeviceBuf::on_stream(&s, n * m, "the SGEMM output")?;
     let gemm = gemm_config(n, m, m);
     let mut times = Vec::with_capacity(reps);
     for rep in 0..=reps {
         let start = matcher.event()?;
         let blas = matcher.blas_for(math)?;
         // SAFETY: a m x 128, b n x 128, c n x m.
-        unsafe { blas.gemm(gemm, a.at(), b.at(), c.at()) }
+        unsafe { blas.gemm(gemm, a.ptr(), b.ptr(), c.ptr()) }
             .map_err(blas_err("running the bare SGEMM"))?;
         let end = matcher.event()?;
         let ms = f64::from(start.elapsed_ms(&end).cuda("timing the bare SGEMM")?);

@@ -52,43 +52,35 @@ impl GpuMatcher {
         // Every element of the matrix is written by the distance kernel before it is read.
         let dist_mat = self.take_scratch(n * m, "v1's distance matrix")?;
         let s = &self.stream;
-        let idx = DeviceBuf::zeroed_on_stream(s, n * 4, "v1's indices")?;
-        let dist = DeviceBuf::zeroed_on_stream(s, n * 4, "v1's distances")?;
+        let idx = DeviceBuf::zeroed_on_stream(s, n, "v1's indices")?;
+        let dist = DeviceBuf::zeroed_on_stream(s, n, "v1's distances")?;
         let (n32, m32) = (n as u32, m as u32);
         let grid = (
             grid_dim(m.div_ceil(128), "right tiles")?,
             grid_dim(n.div_ceil(128), "left tiles")?,
         );
         {
-            let mut a = MatchV1DistancesArgs {
-                lhs: lhs.at(),
+            let a = MatchV1DistancesArgs {
+                lhs: lhs.ptr(),
                 n: n32,
-                rhs: rhs.at(),
+                rhs: rhs.ptr(),
                 m: m32,
-                dist: dist_mat.at(),
+                dist: dist_mat.ptr(),
             };
             // SAFETY: lhs n x 128, rhs m x 128, dist_mat n x m, as the kernel indexes them.
-            unsafe { launch(s, &self.k.v1_distances, grid, &mut a.params()) }
+            unsafe { launch(s, &self.k.v1_distances, grid, a) }
                 .cuda("launching v1's distance kernel")?;
         }
         {
-            let mut a = MatchV1RowminArgs {
-                dist: dist_mat.at(),
+            let a = MatchV1RowminArgs {
+                dist: dist_mat.ptr(),
                 n: n32,
                 m: m32,
-                out_idx: idx.at(),
-                out_dist: dist.at(),
+                out_idx: idx.ptr(),
+                out_dist: dist.ptr(),
             };
             // SAFETY: dist_mat n x m, idx and dist n.
-            unsafe {
-                launch_rows(
-                    s,
-                    &self.k.v1_rowmin,
-                    n,
-                    &mut a.params(),
-                    "v1's row-minimum kernel",
-                )
-            }?;
+            unsafe { launch_rows(s, &self.k.v1_rowmin, n, a, "v1's row-minimum kernel") }?;
         }
         self.give_back(dist_mat);
         Ok(DeviceResult { idx, dist })

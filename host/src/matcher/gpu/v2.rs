@@ -31,40 +31,39 @@ impl GpuMatcher {
         let Sides(lhs, n, rhs, m) = p;
         let s = &self.stream;
         let (splits, per) = split_plan(n, m, self.sms);
-        let part_d = DeviceBuf::zeroed_on_stream(s, n * splits * 4, "v2's partial distances")?;
-        let part_i = DeviceBuf::zeroed_on_stream(s, n * splits * 4, "v2's partial indices")?;
+        let part_d = DeviceBuf::zeroed_on_stream(s, n * splits, "v2's partial distances")?;
+        let part_i = DeviceBuf::zeroed_on_stream(s, n * splits, "v2's partial indices")?;
         let (n32, m32, per32, splits32) = (n as u32, m as u32, per as u32, splits as u32);
         let grid = (grid_dim(n.div_ceil(128), "left tiles")?, splits32);
         {
-            let mut a = MatchV2FusedArgs {
-                lhs: lhs.at(),
+            let a = MatchV2FusedArgs {
+                lhs: lhs.ptr(),
                 n: n32,
-                rhs: rhs.at(),
+                rhs: rhs.ptr(),
                 m: m32,
                 tiles_per_split: per32,
                 splits: splits32,
-                part_dist: part_d.at(),
-                part_idx: part_i.at(),
+                part_dist: part_d.ptr(),
+                part_idx: part_i.ptr(),
             };
             // SAFETY: lhs n x 128, rhs m x 128, partials n x splits, as the kernel indexes
             // them.
-            unsafe { launch(s, &self.k.v2_fused, grid, &mut a.params()) }
-                .cuda("launching v2's fused kernel")?;
+            unsafe { launch(s, &self.k.v2_fused, grid, a) }.cuda("launching v2's fused kernel")?;
         }
-        let idx = DeviceBuf::zeroed_on_stream(s, n * 4, "v2's indices")?;
-        let dist = DeviceBuf::zeroed_on_stream(s, n * 4, "v2's distances")?;
+        let idx = DeviceBuf::zeroed_on_stream(s, n, "v2's indices")?;
+        let dist = DeviceBuf::zeroed_on_stream(s, n, "v2's distances")?;
         {
-            let mut a = MatchMergePartialsArgs {
-                part_dist: part_d.at(),
-                part_idx: part_i.at(),
+            let a = MatchMergePartialsArgs {
+                part_dist: part_d.ptr(),
+                part_idx: part_i.ptr(),
                 n: n32,
                 splits: splits32,
-                out_idx: idx.at(),
-                out_dist: dist.at(),
+                out_idx: idx.ptr(),
+                out_dist: dist.ptr(),
             };
             let grid = (grid_dim(n.div_ceil(BLOCK as usize), "rows")?, 1);
             // SAFETY: partials n x splits, idx and dist n.
-            unsafe { launch(s, &self.k.merge_partials, grid, &mut a.params()) }
+            unsafe { launch(s, &self.k.merge_partials, grid, a) }
                 .cuda("launching v2's merge kernel")?;
         }
         Ok(DeviceResult { idx, dist })

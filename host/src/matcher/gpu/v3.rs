@@ -49,20 +49,20 @@ impl GpuMatcher {
     /// largest as f32 bits added into `max` (one word, zeroed before); `what` names the launch.
     pub(super) fn sqnorms(
         &self,
-        x: &DeviceBuf,
+        x: &DeviceBuf<f32>,
         rows: usize,
-        norms: &DeviceBuf,
-        max: &DeviceBuf,
+        norms: &DeviceBuf<f32>,
+        max: &DeviceBuf<u32>,
         what: &str,
     ) -> Result<()> {
-        let mut a = MatchSqnormsArgs {
-            x: x.at(),
+        let a = MatchSqnormsArgs {
+            x: x.ptr(),
             rows: rows as u32,
-            norms: norms.at(),
-            max_bits: max.at(),
+            norms: norms.ptr(),
+            max_bits: max.ptr(),
         };
         // SAFETY: x rows x 128, norms >= rows, max 1 (the caller's buffers, as documented).
-        unsafe { launch_rows(&self.stream, &self.k.sqnorms, rows, &mut a.params(), what) }
+        unsafe { launch_rows(&self.stream, &self.k.sqnorms, rows, a, what) }
     }
 
     /// V3 on uploaded descriptors (`n`, `m` >= 1). Returns the per-row result and the rows that
@@ -72,56 +72,39 @@ impl GpuMatcher {
         let s = self.stream.clone();
         // Buffers that a kernel writes entirely are left uninitialised (no memset in the timed
         // path); the right norms' padding and the counters must start at zero.
-        let norms_a = DeviceBuf::on_stream(&s, n * 4, "v3's left norms")?;
-        let norms_b =
-            DeviceBuf::zeroed_on_stream(&s, m.next_multiple_of(4) * 4, "v3's right norms")?;
-        let max_a = DeviceBuf::zeroed_on_stream(&s, 4, "v3's norm maximum")?;
-        let max_b = DeviceBuf::zeroed_on_stream(&s, 4, "v3's norm maximum")?;
+        let norms_a = DeviceBuf::on_stream(&s, n, "v3's left norms")?;
+        let norms_b = DeviceBuf::zeroed_on_stream(&s, m.next_multiple_of(4), "v3's right norms")?;
+        let max_a = DeviceBuf::zeroed_on_stream(&s, 1, "v3's norm maximum")?;
+        let max_b = DeviceBuf::zeroed_on_stream(&s, 1, "v3's norm maximum")?;
         self.sqnorms(lhs, n, &norms_a, &max_a, "v3's norm kernel (lhs)")?;
         self.sqnorms(rhs, m, &norms_b, &max_b, "v3's norm kernel (rhs)")?;
         // The first column tile (`first`) writes all four entries of every row.
-        let best_d = DeviceBuf::on_stream(&s, n * K * 4, "v3's candidates")?;
-        let best_i = DeviceBuf::on_stream(&s, n * K * 4, "v3's candidates")?;
+        let best_d = DeviceBuf::on_stream(&s, n * K, "v3's candidates")?;
+        let best_i = DeviceBuf::on_stream(&s, n * K, "v3's candidates")?;
         self.gemm_tiles(Math::Fp32, p, "v3", |k, fold, tile| {
-            let mut a = fold_args!(MatchV3FoldArgs, tile, {
-                norms_b: norms_b.at(),
-                best_d: best_d.at(),
-                best_i: best_i.at(),
+            let a = fold_args!(MatchV3FoldArgs, tile, {
+                norms_b: norms_b.ptr(),
+                best_d: best_d.ptr(),
+                best_i: best_i.ptr(),
                 first: tile.first(),
             });
             // SAFETY: tile rows x ld, norms_b padded to a multiple of 4 >= col0 + ld, best_*
             // n x 4 with row0 + rows <= n; all ready on the fold stream (the driver's waits).
-            unsafe {
-                launch_rows(
-                    fold,
-                    &k.v3_fold,
-                    tile.rows,
-                    &mut a.params(),
-                    "v3's fold kernel",
-                )
-            }
+            unsafe { launch_rows(fold, &k.v3_fold, tile.rows, a, "v3's fold kernel") }
         })?;
         // The rescoring writes every row's index and distance; flag_rows is read only up to
         // the count.
         let out = DeviceResult::on_stream(&s, n, "v3")?;
         let flags = Flags::on_stream(&s, n, "v3")?;
-        let mut a = rescore_args!(MatchV3RescoreArgs, p, out, flags, {
-            norms_a: norms_a.at(),
-            max_bits_b: max_b.at(),
-            best_d: best_d.at(),
-            best_i: best_i.at(),
+        let a = rescore_args!(MatchV3RescoreArgs, p, out, flags, {
+            norms_a: norms_a.ptr(),
+            max_bits_b: max_b.ptr(),
+            best_d: best_d.ptr(),
+            best_i: best_i.ptr(),
         });
         // SAFETY: lhs n x 128, rhs m x 128 (candidate indices < m or u32::MAX), best_* n x 4,
         // idx/dist/flag_rows n, flag_count 1; the folds are done (joined by the driver).
-        unsafe {
-            launch_rows(
-                &s,
-                &self.k.v3_rescore,
-                n,
-                &mut a.params(),
-                "v3's rescoring kernel",
-            )
-        }?;
+        unsafe { launch_rows(&s, &self.k.v3_rescore, n, a, "v3's rescoring kernel") }?;
         Ok((out, flags))
     }
 }

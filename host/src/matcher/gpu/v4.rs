@@ -54,15 +54,15 @@ pub fn bare_tf32_ms(
 pub(super) struct V4Out {
     pub result: DeviceResult,
     pub flags: Flags,
-    pub counts: DeviceBuf,
+    pub counts: DeviceBuf<u32>,
 }
 
 /// V4's norms and radii of both sides, the right ones padded with zero norms to a multiple
 /// of 4.
 pub(super) struct Radii {
-    pub norms_b: DeviceBuf,
-    pub radii_a: DeviceBuf,
-    pub radii_b: DeviceBuf,
+    pub norms_b: DeviceBuf<f32>,
+    pub radii_a: DeviceBuf<f32>,
+    pub radii_b: DeviceBuf<f32>,
 }
 
 impl GpuMatcher {
@@ -90,25 +90,24 @@ impl GpuMatcher {
         let mp = m.next_multiple_of(4);
         // Buffers that a kernel writes entirely are left uninitialised; the right norms'
         // padding and the norm maximum (unused by V4) start at zero.
-        let norms_a = DeviceBuf::on_stream(s, n * 4, "v4's left norms")?;
-        let norms_b = DeviceBuf::zeroed_on_stream(s, mp * 4, "v4's right norms")?;
-        let radii_a = DeviceBuf::on_stream(s, n * 4, "v4's left radii")?;
-        let radii_b = DeviceBuf::on_stream(s, mp * 4, "v4's right radii")?;
-        let max = DeviceBuf::zeroed_on_stream(s, 4, "v4's norm maximum")?;
+        let norms_a = DeviceBuf::on_stream(s, n, "v4's left norms")?;
+        let norms_b = DeviceBuf::zeroed_on_stream(s, mp, "v4's right norms")?;
+        let radii_a = DeviceBuf::on_stream(s, n, "v4's left radii")?;
+        let radii_b = DeviceBuf::on_stream(s, mp, "v4's right radii")?;
+        let max = DeviceBuf::zeroed_on_stream(s, 1, "v4's norm maximum")?;
         for (x, rows, len, norms, radii, what) in [
             (lhs, n, n, &norms_a, &radii_a, "v4's norm kernels (lhs)"),
             (rhs, m, mp, &norms_b, &radii_b, "v4's norm kernels (rhs)"),
         ] {
             self.sqnorms(x, rows, norms, &max, what)?;
-            let mut a = MatchV4RadiiArgs {
-                norms: norms.at(),
+            let a = MatchV4RadiiArgs {
+                norms: norms.ptr(),
                 len: len as u32,
-                radii: radii.at(),
+                radii: radii.ptr(),
             };
             let grid = (grid_dim(len.div_ceil(BLOCK as usize), "radii")?, 1);
             // SAFETY: norms and radii hold `len` floats (the right ones padded with zeros).
-            unsafe { launch(s, &self.k.v4_radii, grid, &mut a.params()) }
-                .cuda(&format!("launching {what}"))?;
+            unsafe { launch(s, &self.k.v4_radii, grid, a) }.cuda(&format!("launching {what}"))?;
         }
         Ok(Radii {
             norms_b,
@@ -124,33 +123,25 @@ impl GpuMatcher {
         let r = self.v4_radii(p)?;
         // The first column tile (`first`) initialises every row's tau and count; slots are
         // written before they are counted.
-        let tau = DeviceBuf::on_stream(&s, n * 4, "v4's row bounds")?;
-        let counts = DeviceBuf::on_stream(&s, n * 4, "v4's candidate counts")?;
-        let slot_d = DeviceBuf::on_stream(&s, n * SLOTS * 4, "v4's candidates")?;
-        let slot_i = DeviceBuf::on_stream(&s, n * SLOTS * 4, "v4's candidates")?;
+        let tau = DeviceBuf::on_stream(&s, n, "v4's row bounds")?;
+        let counts = DeviceBuf::on_stream(&s, n, "v4's candidate counts")?;
+        let slot_d = DeviceBuf::on_stream(&s, n * SLOTS, "v4's candidates")?;
+        let slot_i = DeviceBuf::on_stream(&s, n * SLOTS, "v4's candidates")?;
         self.gemm_tiles(Math::Tf32, p, "v4", |k, fold, tile| {
-            let mut a = fold_args!(MatchV4FoldArgs, tile, {
-                norms_b: r.norms_b.at(),
-                radii_b: r.radii_b.at(),
-                radii_a: r.radii_a.at(),
-                tau: tau.at(),
-                count: counts.at(),
-                slot_d: slot_d.at(),
-                slot_i: slot_i.at(),
+            let a = fold_args!(MatchV4FoldArgs, tile, {
+                norms_b: r.norms_b.ptr(),
+                radii_b: r.radii_b.ptr(),
+                radii_a: r.radii_a.ptr(),
+                tau: tau.ptr(),
+                count: counts.ptr(),
+                slot_d: slot_d.ptr(),
+                slot_i: slot_i.ptr(),
                 first: tile.first(),
             });
             // SAFETY: tile rows x ld; right norms and radii padded to a multiple of 4 >= col0
             // + ld; per-row arrays n and slots n x SLOTS with row0 + rows <= n; all ready on
             // the fold stream (the driver's waits).
-            unsafe {
-                launch_rows(
-                    fold,
-                    &k.v4_fold,
-                    tile.rows,
-                    &mut a.params(),
-                    "v4's fold kernel",
-                )
-            }
+            unsafe { launch_rows(fold, &k.v4_fold, tile.rows, a, "v4's fold kernel") }
         })?;
         self.v4_rescore(p, counts, slot_i)
     }
@@ -160,28 +151,20 @@ impl GpuMatcher {
     pub(super) fn v4_rescore(
         &self,
         p: Sides<'_>,
-        counts: DeviceBuf,
-        slot_i: DeviceBuf,
+        counts: DeviceBuf<u32>,
+        slot_i: DeviceBuf<u32>,
     ) -> Result<V4Out> {
         let (s, n) = (&self.stream, p.1);
         let out = DeviceResult::on_stream(s, n, "v4")?;
         let flags = Flags::on_stream(s, n, "v4")?;
-        let mut a = rescore_args!(MatchV4RescoreArgs, p, out, flags, {
-            count: counts.at(),
-            slot_i: slot_i.at(),
+        let a = rescore_args!(MatchV4RescoreArgs, p, out, flags, {
+            count: counts.ptr(),
+            slot_i: slot_i.ptr(),
         });
         // SAFETY: lhs n x 128, rhs m x 128 (slot indices < m), counts n, slots n x SLOTS,
         // idx/dist/flag_rows n, flag_count 1; the candidates are complete (in the stream's
         // order).
-        unsafe {
-            launch_rows(
-                s,
-                &self.k.v4_rescore,
-                n,
-                &mut a.params(),
-                "v4's rescoring kernel",
-            )
-        }?;
+        unsafe { launch_rows(s, &self.k.v4_rescore, n, a, "v4's rescoring kernel") }?;
         Ok(V4Out {
             result: out,
             flags,

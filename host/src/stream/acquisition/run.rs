@@ -12,12 +12,11 @@ use super::naming::{check_out_dir, commit_names, image_name};
 use super::settings::{PedestalPlan, StreamSettings};
 use super::summary::{AcquisitionKind, AcquisitionSummary, AcquisitionTiming, StreamTotals};
 use crate::cluster::FrameClusters;
+use crate::engine::feeding::{FedFinder, open_finder};
 use crate::engine::imaging::{CubeSink, ImagingOutputs, ImagingSink};
 use crate::engine::sink::{FnSink, Sink, Sinks};
 use crate::engine::{EngineConfig, RingSlots, find_stream_into};
 use crate::error::{Error, Result};
-use crate::finder::ClusterFinder;
-use crate::finder::select::open_finder;
 use crate::frames::Frames;
 use crate::io::FrameSource;
 use crate::io::raw::Roi;
@@ -49,7 +48,7 @@ pub fn run(
         frame,
         image: mut live_image,
     } = callbacks;
-    let mut finder: Option<Box<dyn ClusterFinder + Send>> = None;
+    let mut finder: Option<Box<dyn FedFinder + Send>> = None;
     // The ring's chunk follows the frame size (EngineConfig::for_frames: at most 96 MiB a
     // chunk), never more than --chunk frames: 64 chunks of 4000 x 4000 frames were 6 GiB.
     let engine = |(rows, cols): (usize, usize)| EngineConfig {

@@ -1,22 +1,25 @@
-//! Frames the caller already holds in memory, borrowed, as a [`FrameSource`] for the engine.
+//! Frames in memory, owned or borrowed, as a [`FrameSource`]: the one in-memory source.
 //!
-//! [`crate::io::MemorySource`] owns its frames (a `Vec`); a caller that holds them in memory
-//! it does not own (a numpy array, a memory map) lends them here instead, and the engine
-//! copies each chunk into its ring (page-locked slots on a GPU) on several threads at once:
-//! one core copies at a fraction of the memory bus's speed, and the finder's thread then only
+//! A caller that owns its frames hands over a `Vec`; one that holds them in memory it does
+//! not own (a numpy array, a memory map) lends a slice. Either way the engine copies each
+//! chunk into its ring (page-locked slots on a GPU) on several threads at once: one core
+//! copies at a fraction of the memory bus's speed, and the finder's thread then only
 //! collects clusters.
 
-use crate::error::Result;
-use crate::io::FrameSource;
+use std::borrow::Cow;
+
+use super::source::FrameSource;
+use crate::error::{Error, Result};
 
 /// Parts smaller than this are copied on one thread (a thread costs more than it saves).
 const MIN_PART_BYTES: usize = 4 << 20;
 
-/// Borrowed `rows x cols` u16 frames, numbered from 0, copied into the engine's slots by up
-/// to [`FrameSource::read_threads`] threads.
+/// `rows x cols` u16 frames in memory (owned or borrowed), numbered from 0, copied into the
+/// engine's slots by up to [`FrameSource::read_threads`] threads (every core up to 16 unless
+/// set).
 #[derive(Clone, Debug)]
-pub struct SliceSource<'a> {
-    data: &'a [u16],
+pub struct MemorySource<'a> {
+    data: Cow<'a, [u16]>,
     rows: usize,
     cols: usize,
     /// Frames delivered so far.
@@ -24,29 +27,54 @@ pub struct SliceSource<'a> {
     threads: usize,
 }
 
-impl<'a> SliceSource<'a> {
-    /// `data` holds whole `rows x cols` frames, C order.
+/// Checks that `samples` samples are a whole number of `rows x cols` frames (both at least
+/// 1); returns the frame count.
+///
+/// # Errors
+/// [`Error::Shape`] when `rows` or `cols` is 0 or `samples` is not a whole number of frames.
+pub fn whole_frames(samples: usize, rows: usize, cols: usize) -> Result<usize> {
+    let px = rows.checked_mul(cols).filter(|&p| p > 0).ok_or_else(|| {
+        Error::shape(
+            "frames",
+            "rows >= 1 and cols >= 1",
+            format!("{rows} x {cols}"),
+        )
+    })?;
+    if !samples.is_multiple_of(px) {
+        return Err(Error::shape(
+            "frames",
+            format!("a multiple of {px} samples ({rows} x {cols})"),
+            format!("{samples} samples"),
+        ));
+    }
+    Ok(samples / px)
+}
+
+impl<'a> MemorySource<'a> {
+    /// `data` (a `Vec` handed over, or a slice lent) holds whole `rows x cols` frames, C
+    /// order.
     ///
     /// # Errors
-    /// [`crate::Error::Shape`] when `rows` or `cols` is 0 or `data` is not a whole number of
+    /// [`Error::Shape`] when `rows` or `cols` is 0 or `data` is not a whole number of
     /// frames.
-    pub fn new(data: &'a [u16], rows: usize, cols: usize) -> Result<Self> {
-        crate::io::source::whole_frames(data.len(), rows, cols)?;
+    pub fn new(data: impl Into<Cow<'a, [u16]>>, rows: usize, cols: usize) -> Result<Self> {
+        let data = data.into();
+        whole_frames(data.len(), rows, cols)?;
         Ok(Self {
             data,
             rows,
             cols,
             next: 0,
-            threads: crate::io::readahead::read_threads(),
+            threads: super::readahead::read_threads(),
         })
     }
 
-    /// Frames in the slice.
+    /// Frames in memory.
     pub fn len(&self) -> usize {
         self.data.len() / (self.rows * self.cols)
     }
 
-    /// Whether the slice holds no frame.
+    /// Whether it holds no frame.
     pub fn is_empty(&self) -> bool {
         self.data.is_empty()
     }
@@ -57,7 +85,7 @@ impl<'a> SliceSource<'a> {
     }
 
     /// The next `k` frames' samples, and the frame numbers appended to `numbers`.
-    fn take(&mut self, max_frames: usize, numbers: &mut Vec<u64>) -> &'a [u16] {
+    fn take(&mut self, max_frames: usize, numbers: &mut Vec<u64>) -> &[u16] {
         let px = self.rows * self.cols;
         let k = max_frames.min(self.len() - self.next);
         let from = self.next * px;
@@ -85,7 +113,7 @@ fn copy_parallel(dst: &mut [u16], src: &[u16], threads: usize) {
     });
 }
 
-impl FrameSource for SliceSource<'_> {
+impl FrameSource for MemorySource<'_> {
     fn rows(&self) -> usize {
         self.rows
     }
@@ -111,8 +139,9 @@ impl FrameSource for SliceSource<'_> {
 
     fn fill(&mut self, dst: &mut [u16], numbers: &mut Vec<u64>) -> Result<usize> {
         let before = numbers.len();
+        let threads = self.threads;
         let src = self.take(dst.len() / (self.rows * self.cols), numbers);
-        copy_parallel(&mut dst[..src.len()], src, self.threads);
+        copy_parallel(&mut dst[..src.len()], src, threads);
         Ok(numbers.len() - before)
     }
 
@@ -138,7 +167,7 @@ mod tests {
             .map(|i| (i * 7 % 65521) as u16)
             .collect();
         for (slot, threads) in [(1, 1), (3, 4), (40, 16), (64, 3)] {
-            let mut src = SliceSource::new(&data, rows, cols).expect("source");
+            let mut src = MemorySource::new(&data[..], rows, cols).expect("source");
             src.set_read_threads(threads);
             let (mut got, mut numbers) = (Vec::new(), Vec::new());
             let mut dst = vec![0u16; slot * rows * cols];
@@ -153,7 +182,7 @@ mod tests {
             assert_eq!(numbers, (0..40).collect::<Vec<u64>>());
             assert_eq!(src.remaining_hint(), 0);
         }
-        let mut src = SliceSource::new(&data, rows, cols).expect("source");
+        let mut src = MemorySource::new(data.clone(), rows, cols).expect("source");
         let (mut frames, mut numbers) = (Vec::new(), Vec::new());
         assert_eq!(
             src.read_frames(3, &mut frames, &mut numbers).expect("read"),
@@ -165,10 +194,10 @@ mod tests {
     /// Partial frames and empty frame shapes are refused by name.
     #[test]
     fn bad_shapes_are_refused() {
-        let e = SliceSource::new(&[0u16; 7], 2, 3).expect_err("partial frame");
+        let e = MemorySource::new(&[0u16; 7][..], 2, 3).expect_err("partial frame");
         assert!(e.to_string().contains("frames"), "{e}");
-        let e = SliceSource::new(&[], 0, 3).expect_err("no pixels");
+        let e = MemorySource::new(Vec::new(), 0, 3).expect_err("no pixels");
         assert!(e.to_string().contains("rows >= 1"), "{e}");
-        assert!(SliceSource::new(&[], 2, 3).expect("empty").is_empty());
+        assert!(MemorySource::new(&[][..], 2, 3).expect("empty").is_empty());
     }
 }
