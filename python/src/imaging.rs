@@ -53,19 +53,31 @@ fn array_values<T: numpy::Element + Copy>(
     Ok((shape, a.as_array().iter().copied().collect()))
 }
 
+/// The per-pixel map `arg` (option `option`: a file read by `read`, or an array made into
+/// one by `build`), checked against the frames' shape `frames`.
+fn pixel_map_of<T: numpy::Element + Copy, M>(
+    option: &'static str,
+    arg: Option<PixelMapArg<'_, T>>,
+    frames: (usize, usize),
+    read: impl FnOnce(Option<&Path>, (usize, usize)) -> Result<Option<Arc<M>>>,
+    build: impl FnOnce(usize, usize, Vec<T>) -> Result<M>,
+) -> Result<Option<Arc<M>>> {
+    match arg {
+        None => Ok(None),
+        Some(PixelMapArg::Path(p)) => read(Some(&p), frames),
+        Some(PixelMapArg::Array(a)) => {
+            let ((rows, cols), values) = array_values(option, &a, frames)?;
+            Ok(Some(Arc::new(build(rows, cols, values)?)))
+        }
+    }
+}
+
 /// The bad-pixel mask `mask`, checked against the frames' shape `frames`.
 fn mask_of(
     mask: Option<PixelMapArg<'_, bool>>,
     frames: (usize, usize),
 ) -> Result<Option<Arc<PixelMask>>> {
-    match mask {
-        None => Ok(None),
-        Some(PixelMapArg::Path(p)) => read_mask_for(Some(&p), frames),
-        Some(PixelMapArg::Array(a)) => {
-            let ((rows, cols), bad) = array_values("mask", &a, frames)?;
-            Ok(Some(Arc::new(PixelMask::new(rows, cols, bad)?)))
-        }
-    }
+    pixel_map_of("mask", mask, frames, read_mask_for, PixelMask::new)
 }
 
 /// The gain map `gain` (ADU per keV), checked against the frames' shape `frames`.
@@ -73,14 +85,7 @@ fn gain_of(
     gain: Option<PixelMapArg<'_, f64>>,
     frames: (usize, usize),
 ) -> Result<Option<Arc<GainMap>>> {
-    match gain {
-        None => Ok(None),
-        Some(PixelMapArg::Path(p)) => read_gain_for(Some(&p), frames),
-        Some(PixelMapArg::Array(a)) => {
-            let ((rows, cols), g) = array_values("gain", &a, frames)?;
-            Ok(Some(Arc::new(GainMap::new(rows, cols, g)?)))
-        }
-    }
+    pixel_map_of("gain", gain, frames, read_gain_for, GainMap::new)
 }
 
 /// Input `input`'s photon rows as a 1-D `uint8` array of 33-byte rows that owns them (no

@@ -17,7 +17,8 @@ use cluda::ClusterSize;
 use cluda::interpolation::{CubeAxes, Edges, EtaKind, EtaKindArg, Interpolator, MapKind};
 use cluda_gpu::eta;
 
-use crate::{to_py, typed_array};
+use crate::args::typed_array;
+use crate::to_py;
 
 /// Bytes of one photon row: `x`, `y`, `energy` (`<f8`), `flags` (`u1`), packed.
 pub const PHOTON_ROW: usize = 25;

@@ -5,7 +5,8 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Poisson, StandardNormal};
 
-use super::{BINS, Generator, splitmix};
+use super::Generator;
+use super::generator::{BINS, splitmix};
 
 /// Frame `k` of `g` into `out`, as the generator made it before it was optimised.
 pub(super) fn frame_into(g: &Generator, k: u64, photons: bool, out: &mut [u16]) {

@@ -25,17 +25,22 @@
 //! of the allowed set offers a bounded write-behind writer with positioned parallel writes
 //! and error propagation, hence this small one.
 
+mod pool;
+#[cfg(test)]
+mod tests;
+mod workers;
+
+pub use pool::BUFFER_BYTES;
+use pool::{keep_buffers, new_buffer};
 use std::fs::File;
 use std::io::{self, Seek, SeekFrom, Write};
-use std::os::unix::fs::FileExt;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-
-/// Bytes per buffer handed to a writer thread.
-pub const BUFFER_BYTES: usize = 8 << 20;
+pub use workers::WriteStats;
+use workers::{Failure, Job, positioned_loop, writer_loop};
 
 /// Most writer threads a [`WriteBehind`] accepts.
 pub const MAX_WRITE_THREADS: usize = 64;
@@ -44,28 +49,6 @@ pub const MAX_WRITE_THREADS: usize = 64;
 /// queued at the file while the other thread waits for its next buffer; more threads help only
 /// on file systems that write one file in parallel (see the module docs).
 pub const DEFAULT_WRITE_THREADS: usize = 2;
-
-/// What the caller sends to the writer threads.
-enum Job {
-    /// Bytes to write next (sequential) or at an offset (positioned); the buffer comes back
-    /// on the return channel.
-    Bytes(u64, Vec<u8>),
-    /// Flush the inner writer and acknowledge (sequential only).
-    Flush,
-}
-
-/// What the writer threads did, for [`WriteBehind::finish`].
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct WriteStats {
-    /// Bytes written.
-    pub bytes: u64,
-    /// Time the writer threads spent in writes and flushes, added over the threads.
-    pub busy: Duration,
-    /// Time the caller spent waiting for a free buffer (the disk was the slower side).
-    pub waited: Duration,
-    /// Writer threads.
-    pub threads: usize,
-}
 
 /// A writer a [`WriteBehind`] can write at offsets: a file, or something that owns one.
 pub trait PositionedSink: Write + Seek + Send + 'static {
@@ -97,41 +80,6 @@ enum Mode<W> {
         /// Puts the writer's position at the end of what the threads wrote.
         seek: fn(&mut W, u64) -> io::Result<()>,
     },
-}
-
-/// The first error of the positioned threads.
-#[derive(Default)]
-struct Failure {
-    failed: AtomicBool,
-    first: Mutex<Option<io::Error>>,
-}
-
-impl Failure {
-    fn set(&self, e: io::Error) {
-        if let Ok(mut first) = self.first.lock() {
-            first.get_or_insert(e);
-        }
-        self.failed.store(true, Ordering::Release);
-    }
-
-    fn is_set(&self) -> bool {
-        self.failed.load(Ordering::Acquire)
-    }
-
-    /// The first error (moved out once; a copy of its kind and text afterwards).
-    fn error(&self) -> io::Error {
-        match self.first.lock() {
-            Ok(mut first) => match first.take() {
-                Some(e) => {
-                    let copy = io::Error::new(e.kind(), e.to_string());
-                    *first = Some(copy);
-                    e
-                }
-                None => io::Error::other("a writer thread stopped"),
-            },
-            Err(_) => io::Error::other("a writer thread panicked"),
-        }
-    }
 }
 
 fn seek_to<S: Seek>(s: &mut S, at: u64) -> io::Result<()> {
@@ -464,46 +412,6 @@ impl<W: Write + Send + 'static> Write for WriteBehind<W> {
     }
 }
 
-/// Buffers of finished writers, kept for the next one: a process that writes many files one
-/// after another (`cluda find --out-dir`, a stream's acquisitions) would otherwise take the
-/// page faults of fresh buffers for every file (measured on the H200: about 20 ms per
-/// 1,000-frame 3x3 cluster file, a third of its data phase). At most [`POOL_BUFFERS`] are
-/// kept.
-static POOL: std::sync::Mutex<Vec<Vec<u8>>> = std::sync::Mutex::new(Vec::new());
-
-/// Most buffers [`POOL`] keeps (128 MiB): two writers' worth (a writer holds at most
-/// `depth + threads + 1`, 7 by default), because a stream commits one acquisition's file while
-/// the next one's writer starts, and the buffers the first still holds would otherwise be new
-/// (page-faulted) ones for the second.
-const POOL_BUFFERS: usize = 16;
-
-/// An empty buffer of [`BUFFER_BYTES`] capacity: a kept one (its pages already touched) when
-/// there is one.
-fn new_buffer() -> Vec<u8> {
-    let kept = POOL.lock().ok().and_then(|mut p| p.pop());
-    match kept {
-        Some(mut b) => {
-            b.clear();
-            b
-        }
-        None => Vec::with_capacity(BUFFER_BYTES),
-    }
-}
-
-/// Gives buffers back to [`POOL`] (up to its bound; the rest are freed).
-fn keep_buffers(buffers: impl IntoIterator<Item = Vec<u8>>) {
-    if let Ok(mut p) = POOL.lock() {
-        for b in buffers {
-            if p.len() >= POOL_BUFFERS {
-                break;
-            }
-            if b.capacity() == BUFFER_BYTES {
-                p.push(b);
-            }
-        }
-    }
-}
-
 impl<W: Write + Send + 'static> Drop for WriteBehind<W> {
     fn drop(&mut self) {
         // Unfinished (an error elsewhere): stop the threads; what they held is written or
@@ -534,215 +442,5 @@ impl<W: Write + Send + 'static> Drop for WriteBehind<W> {
                 .chain(std::iter::once(current))
                 .chain(returned),
         );
-    }
-}
-
-/// The sequential writer thread: writes every buffer in order, returns it, stops at the first
-/// error.
-fn writer_loop<W: Write>(
-    mut inner: W,
-    jobs: Receiver<Job>,
-    returned: SyncSender<Vec<u8>>,
-    acks: SyncSender<io::Result<()>>,
-) -> (W, io::Result<()>, WriteStats) {
-    let mut stats = WriteStats {
-        threads: 1,
-        ..WriteStats::default()
-    };
-    for job in jobs {
-        let t = Instant::now();
-        match job {
-            Job::Bytes(_, b) => {
-                if let Err(e) = inner.write_all(&b) {
-                    return (inner, Err(e), stats);
-                }
-                stats.bytes += b.len() as u64;
-                stats.busy += t.elapsed();
-                // The caller may have stopped taking buffers back; that is not an error.
-                let _ = returned.try_send(b);
-            }
-            Job::Flush => {
-                let r = inner.flush();
-                stats.busy += t.elapsed();
-                let failed = r
-                    .as_ref()
-                    .err()
-                    .map(|e| io::Error::new(e.kind(), e.to_string()));
-                let _ = acks.send(r);
-                if let Some(e) = failed {
-                    return (inner, Err(e), stats);
-                }
-            }
-        }
-    }
-    let r = inner.flush();
-    (inner, r, stats)
-}
-
-/// A positioned writer thread: writes each buffer it takes at its offset and gives it back;
-/// after the first error (of any thread) it only gives buffers back.
-fn positioned_loop(
-    file: &File,
-    jobs: &Mutex<Receiver<Job>>,
-    returned: &SyncSender<Vec<u8>>,
-    failure: &Failure,
-) -> WriteStats {
-    let mut stats = WriteStats::default();
-    loop {
-        let job = match jobs.lock() {
-            Ok(rx) => rx.recv(),
-            Err(_) => break,
-        };
-        let Ok(Job::Bytes(at, b)) = job else { break };
-        if !failure.is_set() {
-            let t = Instant::now();
-            match file.write_all_at(&b, at) {
-                Ok(()) => {
-                    stats.bytes += b.len() as u64;
-                    stats.busy += t.elapsed();
-                }
-                Err(e) => failure.set(io::Error::new(
-                    e.kind(),
-                    format!("writing {} bytes at byte {at}: {e}", b.len()),
-                )),
-            }
-        }
-        let _ = returned.try_send(b);
-    }
-    stats
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Bytes arrive in order and complete, across buffer boundaries and flushes.
-    #[test]
-    fn writes_everything_in_order() {
-        let mut w = WriteBehind::new(Vec::new(), 2).expect("thread");
-        let mut want = Vec::new();
-        for i in 0..5000u32 {
-            let chunk: Vec<u8> = (0..(i % 7919)).map(|k| (k ^ i) as u8).collect();
-            w.write_all(&chunk).expect("write");
-            want.extend_from_slice(&chunk);
-            if i % 1000 == 0 {
-                w.flush().expect("flush");
-            }
-        }
-        let (got, stats) = w.finish().expect("finish");
-        assert_eq!(stats.bytes as usize, want.len());
-        assert!(got == want, "bytes differ");
-    }
-
-    /// A writer that fails after `left` bytes.
-    struct Failing {
-        left: usize,
-    }
-
-    impl Write for Failing {
-        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-            if self.left == 0 {
-                return Err(io::Error::new(io::ErrorKind::StorageFull, "disk full"));
-            }
-            let n = buf.len().min(self.left);
-            self.left -= n;
-            Ok(n)
-        }
-        fn flush(&mut self) -> io::Result<()> {
-            Ok(())
-        }
-    }
-
-    /// The inner writer's error reaches the caller (on a later write, a flush or finish),
-    /// with its kind, and nothing hangs.
-    #[test]
-    fn an_inner_error_reaches_the_caller() {
-        let mut w = WriteBehind::new(Failing { left: 3 << 20 }, 1).expect("thread");
-        let block = vec![7u8; 1 << 20];
-        let mut failed = None;
-        for _ in 0..64 {
-            if let Err(e) = w.write_all(&block) {
-                failed = Some(e);
-                break;
-            }
-        }
-        let e = match failed {
-            Some(e) => e,
-            None => w.finish().err().expect("finish fails"),
-        };
-        assert_eq!(e.kind(), io::ErrorKind::StorageFull, "{e}");
-    }
-
-    /// Bytes for the positioned tests: pieces of many lengths, across buffer boundaries.
-    fn pieces() -> Vec<Vec<u8>> {
-        (0..3000u32)
-            .map(|i| (0..(i * 37 % 20011)).map(|k| (k ^ (i * 7)) as u8).collect())
-            .collect()
-    }
-
-    /// Positioned writes by 1, 2 and 4 threads leave exactly the bytes of a sequential write,
-    /// after what the file already held, across flushes; the position ends after them.
-    #[test]
-    fn positioned_threads_write_the_same_bytes() {
-        let dir = tempfile::tempdir().expect("dir");
-        let pieces = pieces();
-        let mut want = b"header".to_vec();
-        for p in &pieces {
-            want.extend_from_slice(p);
-        }
-        for threads in [1, 2, 4] {
-            let path = dir.path().join(format!("t{threads}.bin"));
-            let mut file = File::create(&path).expect("create");
-            file.write_all(b"header").expect("header");
-            let mut w = WriteBehind::positioned(file, threads, 2).expect("threads");
-            for (i, p) in pieces.iter().enumerate() {
-                w.write_all(p).expect("write");
-                if i % 700 == 0 {
-                    w.flush().expect("flush");
-                }
-            }
-            let (mut file, stats) = w.finish().expect("finish");
-            assert_eq!(stats.threads, threads);
-            assert_eq!(stats.bytes as usize, want.len() - 6);
-            file.write_all(b"!").expect("append");
-            drop(file);
-            let got = std::fs::read(&path).expect("read");
-            assert!(
-                got[..want.len()] == want[..],
-                "{threads} threads: bytes differ"
-            );
-            assert_eq!(&got[want.len()..], b"!", "{threads} threads: position");
-        }
-    }
-
-    /// A failing positioned write (a read-only handle) reaches the caller with its kind and
-    /// the offset, and nothing hangs; thread counts out of range are refused.
-    #[test]
-    fn a_positioned_error_reaches_the_caller() {
-        let dir = tempfile::tempdir().expect("dir");
-        let path = dir.path().join("ro.bin");
-        std::fs::write(&path, b"").expect("create");
-        let file = File::open(&path).expect("open read-only");
-        let mut w = WriteBehind::positioned(file, 3, 1).expect("threads");
-        let block = vec![7u8; 1 << 20];
-        let mut failed = None;
-        for _ in 0..64 {
-            if let Err(e) = w.write_all(&block) {
-                failed = Some(e);
-                break;
-            }
-        }
-        let e = match failed {
-            Some(e) => e,
-            None => w.finish().expect_err("finish fails"),
-        };
-        assert!(e.to_string().contains("at byte"), "{e}");
-        for bad in [0, MAX_WRITE_THREADS + 1] {
-            let file = File::create(dir.path().join("x.bin")).expect("create");
-            let e = WriteBehind::positioned(file, bad, 1)
-                .err()
-                .expect("refused");
-            assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
-        }
     }
 }
