@@ -368,7 +368,7 @@ run_fields!(args_struct;
 );
 
 /// Declares the argument structs of a `[name => ArgsStruct { fields }, ...]` kernel list (the
-/// matcher's, `crate::matcher::args`, and [`interp_kernels`]'s), each with its kernel's entry
+/// matcher's, `crate::matcher::args`, and `interp_kernels`'s), each with its kernel's entry
 /// name.
 macro_rules! entry_structs {
     ([$($(#[$m:meta])* $k:ident => $args:ident { $($fields:tt)* })*]) => {

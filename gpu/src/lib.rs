@@ -1,6 +1,6 @@
 //! Device side of cluda: the per-pixel cluster-finding algorithm, written once, and the kernels.
 //!
-//! Everything outside [`kernels`] is plain Rust using only `core` that compiles both for the
+//! Everything outside `kernels` is plain Rust using only `core` that compiles both for the
 //! host (the CPU finder calls it) and for `nvptx64-nvidia-cuda` (the kernels call it), so the
 //! CPU and GPU finders perform the same floating-point operations in the same order. The
 //! top-level `build.rs` compiles this crate to PTX with the pinned nightly; the host crate

@@ -97,7 +97,7 @@ impl EngineConfig {
     /// Checks the settings, naming the bad one.
     ///
     /// # Errors
-    /// [`Error::Param`] for a zero chunk, fewer than 2 slots, or a ring larger than
+    /// [`Error::InvalidParameter`] for a zero chunk, fewer than 2 slots, or a ring larger than
     /// [`EngineConfig::MAX_RING_BYTES`] for `rows x cols` frames.
     pub fn validate(&self, rows: usize, cols: usize) -> Result<()> {
         if self.chunk == 0 {

@@ -1,6 +1,6 @@
 //! What each input of a [`super::run::Session`] writes itself: its cluster file (aare's
 //! layout, under a temporary name renamed when whole) and its plots (drawn into a staging
-//! directory, renamed into place when the input ends). [`SessionInputs`] are the engine's
+//! directory, renamed into place when the input ends). `SessionInputs` are the engine's
 //! events of a session's run: they open an input's outputs when it begins, write each
 //! frame, commit when it ends, tell the caller's [`Sink`] in the same order, and hand each
 //! input's [`RunReport`] on.

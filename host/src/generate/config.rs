@@ -121,7 +121,7 @@ impl Illumination {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
 pub struct TruePhoton {
-    /// The frame: the generator's frame index `k` from [`Generator::frame_with_truth`]; `gen`
+    /// The frame: the generator's frame index `k` from [`Generator::frame_with_truth`](crate::generate::Generator::frame_with_truth); `gen`
     /// writes the number the frame has in the file it writes (as `find` numbers it).
     pub frame: i64,
     /// Column position of the charge cloud's centre, in cluda's convention (pixel column `c`

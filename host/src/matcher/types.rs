@@ -27,7 +27,7 @@ pub struct Match {
     pub distance: f32,
 }
 
-/// Which implementation [`match_nearest`] uses.
+/// Which implementation [`match_nearest`](crate::matcher::match_nearest) uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum MatchVersion {
     /// CPU reference (rayon).

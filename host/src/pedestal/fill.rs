@@ -14,7 +14,7 @@ impl Pedestal {
     /// Pushes every pixel of every frame (dark frames: no photons expected).
     ///
     /// # Errors
-    /// [`Error::Shape`] when the frames are not the pedestal's `rows x cols`; nothing is pushed.
+    /// [`Error::Shape`](crate::error::Error::Shape) when the frames are not the pedestal's `rows x cols`; nothing is pushed.
     pub fn push_frames(&mut self, frames: Frames<'_>) -> Result<()> {
         self.push_frames_with(frames, true)
     }
@@ -54,7 +54,7 @@ impl Pedestal {
     /// Pushes one `rows x cols` frame into every pixel.
     ///
     /// # Errors
-    /// [`Error::Shape`] when `frame` does not hold `rows x cols` samples; nothing changes.
+    /// [`Error::Shape`](crate::error::Error::Shape) when `frame` does not hold `rows x cols` samples; nothing changes.
     pub fn push_frame(&mut self, frame: &[u16]) -> Result<()> {
         self.push_frames(Frames::single(frame, self.rows, self.cols)?)
     }

@@ -10,7 +10,7 @@ impl Pedestal {
     /// The mean (dark level) of every pixel, in ADU. Errors before the pedestal is ready.
     ///
     /// # Errors
-    /// [`Error::PedestalNotReady`] until the pedestal holds its `n` frames.
+    /// [`Error::PedestalNotReady`](crate::error::Error::PedestalNotReady) until the pedestal holds its `n` frames.
     pub fn mean_map(&self) -> Result<Array2<f64>> {
         self.map(|m| match m {
             ReadyState::F64(m) => Box::new(move |p| m.mean(p)),
@@ -21,7 +21,7 @@ impl Pedestal {
     /// The standard deviation (noise) of every pixel's current window, in ADU.
     ///
     /// # Errors
-    /// [`Error::PedestalNotReady`] until the pedestal holds its `n` frames.
+    /// [`Error::PedestalNotReady`](crate::error::Error::PedestalNotReady) until the pedestal holds its `n` frames.
     pub fn std_map(&self) -> Result<Array2<f64>> {
         self.map(|m| match m {
             ReadyState::F64(m) => Box::new(move |p| m.std(p)),
@@ -32,7 +32,7 @@ impl Pedestal {
     /// The standard deviation frozen when the pedestal became ready (frozen thresholds use it).
     ///
     /// # Errors
-    /// [`Error::PedestalNotReady`] until the pedestal holds its `n` frames.
+    /// [`Error::PedestalNotReady`](crate::error::Error::PedestalNotReady) until the pedestal holds its `n` frames.
     pub fn frozen_std_map(&self) -> Result<Array2<f64>> {
         self.map(|m| match m {
             ReadyState::F64(m) => Box::new(move |p| m.frozen_std[p]),

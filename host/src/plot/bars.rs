@@ -14,7 +14,7 @@ use crate::error::Result;
 /// ADU; `log` draws the counts on a logarithmic axis.
 ///
 /// # Errors
-/// [`Error::Format`] naming `path` when plotters cannot draw or write the PNG (for example an
+/// [`Error::Format`](crate::error::Error::Format) naming `path` when plotters cannot draw or write the PNG (for example an
 /// unwritable directory).
 pub fn spectrum_png(path: &Path, hist: &Histogram, title: &str, log: bool) -> Result<()> {
     register_font()?;

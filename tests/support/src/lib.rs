@@ -16,7 +16,7 @@
 //!   bench).
 //! - [`raw`]: small raw acquisitions with known pixels (raw, raw-port and malformed tests).
 //! - [`rss`]: resident memory sampled along a stream (long-run tests).
-//! - [`bench`]: a bench's `main` (an error reported, exit 1) and its comma-separated lists.
+//! - [`bench`](mod@bench): a bench's `main` (an error reported, exit 1) and its comma-separated lists.
 //! - [`cli`]: running the `cluda` binary and checking its errors (CLI tests).
 //! - [`peers`]: where tools/aare-build's `aare-find` is, and its summary line (aare finder
 //!   test, peers bench).

@@ -23,7 +23,7 @@ pub fn host_tag() -> String {
     format!("{hash:08x}")
 }
 
-/// The pid in `entry`, when `entry` is a temporary name of [`AtomicFile`] for the final name
+/// The pid in `entry`, when `entry` is a temporary name of [`AtomicFile`](super::AtomicFile) for the final name
 /// `name` written on the host `host` (`.<name>.<pid>@<host>.<random>.tmp`, `<random>`
 /// alphanumeric); `None` for anything else (another final name, another host, an older
 /// cluda's `.<name>.<pid>.<random>.tmp`).
@@ -63,7 +63,7 @@ fn process_exists(pid: i32) -> bool {
 /// one). Returns the paths removed. Best effort: anything that cannot be read, locked or
 /// removed is left as it is, and nothing here fails a write.
 ///
-/// [`AtomicFile::create_claiming`] calls it for every output, so a task that a Dask worker
+/// [`AtomicFile::create_claiming`](super::AtomicFile::create_claiming) calls it for every output, so a task that a Dask worker
 /// was killed in leaves no `.in2.clust.<pid>@<host>.<random>.tmp` behind once the task runs
 /// again (on any worker of the same host).
 pub fn remove_stale_temporaries(path: &Path) -> Vec<PathBuf> {

@@ -49,7 +49,7 @@ impl NpyFrames {
     /// Opens `path` and checks its header: `uint16`, C order, 3-D or 2-D (one frame).
     ///
     /// # Errors
-    /// [`Error::Io`] or [`Error::Format`] as for [`read_u16_frames`], from the header alone.
+    /// [`Error::Io`] or [`Error::Format`] as for [`read_u16_frames`](super::read::read_u16_frames), from the header alone.
     pub fn open(path: &Path) -> Result<Self> {
         let (file, h, _) = open_checked::<u16>(
             path,

@@ -7,7 +7,7 @@
 //! `float64` (`'<f8'`/`'>f8'`); arrays must be in C order. The data must be exactly as long
 //! as the shape says: the declared size is checked against the file's length *before*
 //! anything is allocated, so a corrupt header declaring 10^12 frames is an error, not an
-//! allocation. Every failure is an [`Error::Format`] or [`Error::Io`] naming the file.
+//! allocation. Every failure is an [`Error::Format`](crate::error::Error::Format) or [`Error::Io`](crate::error::Error::Io) naming the file.
 //!
 //! Frame stacks are `frames x rows x cols` (3-D); a 2-D `rows x cols` array is one frame.
 //! [`NpyFrames`] reads them a chunk of frames at a time, so files larger than memory can be

@@ -39,7 +39,7 @@ impl NpyArray<u16> {
 /// Reads a whole array of element type `T` and any dimensionality (C order).
 ///
 /// # Errors
-/// [`Error::Io`] or [`Error::Format`] as for [`read_header`], and [`Error::Format`] when the
+/// [`Error::Io`] or [`Error::Format`] as for [`read_header`](super::header::read_header), and [`Error::Format`] when the
 /// element type is not `T`.
 pub fn read_array<T: Element>(path: &Path) -> Result<NpyArray<T>> {
     let (mut file, h, n) = open_checked::<T>(path, &[0, 1, 2, 3, 4, 5, 6, 7, 8], "an array")?;

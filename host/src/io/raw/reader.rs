@@ -14,13 +14,13 @@
 //! backwards. A frame keeps its own number: nothing is shifted. With a receiver ROI the
 //! frames are the ROI's (see [`super::roi`]).
 //!
-//! Single-port data (master "Geometry" 1 x 1) is read by one [`super::port`] reader: batches
+//! Single-port data (master "Geometry" 1 x 1) is read by one `port` reader: batches
 //! ([`RawReader::next_frames`], and [`crate::io::FrameSource::fill`] for the streaming engine)
 //! read runs of records with vectored positioned reads on several threads (see
 //! [`super::records`]), each image straight into its place in the caller's buffer.
 //! Frames split over several ports (a MOENCH read out through two UDP interfaces: "Geometry"
 //! 1 x 2, files `_d0_` and `_d1_`) are read by one such reader per port, in step, and put
-//! together by frame number ([`super::ports`]); a part lost in one port makes its frame
+//! together by frame number (`ports`); a part lost in one port makes its frame
 //! incomplete, reported with the port.
 
 use std::path::Path;

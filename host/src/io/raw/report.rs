@@ -1,7 +1,7 @@
 //! What the raw reader found: each frame's [`FrameInfo`], and the [`GapReport`] of
 //! everything missing, partial, out of order or truncated (per port when a frame is split
 //! over several ports). Kept apart from the reading so that the single-port reader
-//! ([`super::port`]), the port assembly ([`super::ports`]) and the public reader share it.
+//! (`port`), the port assembly (`ports`) and the public reader share it.
 
 use std::path::PathBuf;
 

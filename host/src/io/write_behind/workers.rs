@@ -18,7 +18,7 @@ pub(super) enum Job {
     Flush,
 }
 
-/// What the writer threads did, for [`WriteBehind::finish`].
+/// What the writer threads did, for [`WriteBehind::finish`](super::WriteBehind::finish).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct WriteStats {
     /// Bytes written.

@@ -63,7 +63,7 @@ const CUBLAS_DEFAULT_MATH: c_int = 0;
 /// accumulation (V4's screen).
 const CUBLAS_TF32_TENSOR_OP_MATH: c_int = 3;
 
-/// The arithmetic a [`Blas`] handle's SGEMM uses.
+/// The arithmetic a `Blas` handle's SGEMM uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Math {
     /// Plain FP32 (`CUBLAS_DEFAULT_MATH`): V3 and the bare SGEMM.

@@ -21,7 +21,7 @@ pub struct Callbacks<'a> {
     /// Every data frame's clusters with the frame shape, after they were written (e.g. for
     /// plots).
     pub frame: &'a mut dyn FnMut((usize, usize), &FrameClusters<'_>),
-    /// With a sub-pixel image per acquisition ([`StreamImaging::image`]): a live view of it,
+    /// With a sub-pixel image per acquisition ([`StreamImaging::image`](super::StreamImaging::image)): a live view of it,
     /// given a copy while the acquisition runs and its final image when it ended whole;
     /// `None`: no copies are made (the image is still written beside the cluster file).
     pub image: Option<LiveImage<'a>>,

@@ -1,7 +1,7 @@
 //! Live cluster finding, acquisition after acquisition: the pedestal of each, the finder, the
 //! cluster file it is written to, and its summary.
 //!
-//! Per acquisition of the stream ([`run`]):
+//! Per acquisition of the stream ([`run()`]):
 //!
 //! 1. wait for its first frame; its header gives the frame shape (the finder is opened for
 //!    it, or reopened when the shape changed), `fname` and `fileIndex` name the file;

@@ -57,7 +57,7 @@ pub struct AcquisitionTiming {
     /// From its first frame taken off the queue to its first data frame asked of the engine:
     /// the acquisition's set-up (the finder opened when the shape changed, the pedestal set,
     /// the cluster file created; the pedestal's own frames with
-    /// [`PedestalPlan::FirstFrames`]).
+    /// [`PedestalPlan::FirstFrames`](super::PedestalPlan::FirstFrames)).
     pub setup: Duration,
     /// The engine's phases over the data frames ([`EngineStats`]: `waited_for_input` is time
     /// the finder waited for frames, i.e. the stream was the slower side).

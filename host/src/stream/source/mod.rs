@@ -1,4 +1,4 @@
-//! One acquisition of a ZMQ stream as a [`FrameSource`]: frames are checked, counted and copied
+//! One acquisition of a ZMQ stream as a [`FrameSource`](crate::io::FrameSource): frames are checked, counted and copied
 //! into the engine's slots; everything wrong is counted and reported, and the stream goes on.
 //!
 //! The acquisition ends at the sender's end-of-acquisition header, at a frame that starts

@@ -51,10 +51,10 @@ impl<'r> Acquisition<'r> {
     /// Delivers every frame cut down to `roi` (detector pixels, both ends inclusive; the
     /// frames sent are still checked whole): what the receiver writes to its raw files with
     /// `rx_roi`. The frames are then of the ROI's shape and lie at its corner
-    /// ([`FrameSource::origin`]). Before the first frame.
+    /// ([`FrameSource::origin`](crate::io::FrameSource::origin)). Before the first frame.
     ///
     /// # Errors
-    /// [`Error::Shape`] when `roi` does not lie inside the acquisition's frames.
+    /// [`Error::Shape`](crate::error::Error::Shape) when `roi` does not lie inside the acquisition's frames.
     pub fn crop_to(&mut self, roi: Roi) -> Result<()> {
         if !roi.fits(self.rows, self.cols) {
             return Err(crate::Error::shape(
