@@ -229,12 +229,7 @@ fn a_slow_consumer_of_parts_reports_its_drops() {
     for k in ["missing", "incomplete", "late", "mismatched", "malformed"] {
         assert_eq!(num(&m, k), 0, "{k}: {}", done.stderr);
     }
-    assert!(
-        done.stderr
-            .contains("was dropped by cluda: its queue was full"),
-        "{}",
-        done.stderr
-    );
+    done.assert_stderr_has(&["was dropped by cluda: its queue was full"]);
 }
 
 /// An endpoint that stalls (sends nothing more, not even its end message): the frames waiting
