@@ -55,9 +55,8 @@ fn mkfifo(path: &Path) {
 
 #[test]
 fn an_output_that_is_an_input_is_refused_and_the_input_kept() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, ped, data) = CLUDA.small_set();
     let d = dir.path();
-    let (ped, data) = CLUDA.gen_small(d);
     let link = d.join("link.npy");
     std::os::unix::fs::symlink(&data, &link).unwrap();
     let name = d.file_name().unwrap().to_str().unwrap();
@@ -105,9 +104,8 @@ fn an_output_that_is_an_input_is_refused_and_the_input_kept() {
 
 #[test]
 fn a_failed_run_leaves_the_old_output_and_no_temporary_file() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, ped, _) = CLUDA.small_set();
     let d = dir.path();
-    let (ped, _) = CLUDA.gen_small(d);
     // Frame number 3e9 does not fit the cluster file's i32: an error after two frames were
     // written.
     let config = gen_small_config();
@@ -252,9 +250,8 @@ fn raw_warning(ped: &Path, master: &Path) -> (String, String) {
 
 #[test]
 fn lost_raw_frames_are_reported() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, ped, _) = CLUDA.small_set();
     let d = dir.path();
-    let (ped, _) = CLUDA.gen_small(d);
 
     // A missing `_f1_` data file: 10 of 50 frames readable.
     let master = raw_acquisition(d, "a", 50, 10);
@@ -300,9 +297,8 @@ fn lost_raw_frames_are_reported() {
 
 #[test]
 fn detector_types_cluda_does_not_read_are_refused() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, ped, _) = CLUDA.small_set();
     let d = dir.path();
-    let (ped, _) = CLUDA.gen_small(d);
     let master = raw_acquisition(d, "jf", 5, 0);
     let text_json = std::fs::read_to_string(&master)
         .unwrap()
@@ -351,9 +347,8 @@ fn huge_valid_inputs_are_named_errors_not_aborts() {
 
 #[test]
 fn fifos_and_absurd_options_are_refused_promptly() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, ped, data) = CLUDA.small_set();
     let d = dir.path();
-    let (ped, data) = CLUDA.gen_small(d);
     let fifo = d.join("fifo.npy");
     mkfifo(&fifo);
     let fifo_master = d.join("f_master_0.json");

@@ -194,9 +194,8 @@ fn negative_values_name_their_option() {
 /// period beyond one: errors naming the option (they panicked, exit 101).
 #[test]
 fn durations_from_huge_or_tiny_floats_are_errors() {
-    let dir = tempfile::tempdir().expect("dir");
+    let (dir, _, data) = CLUDA.small_set();
     let d = dir.path();
-    let (_, data) = CLUDA.gen_small(d);
     for rate in ["1e-300", "5e-20", "0", "1e8"] {
         let o = CLUDA.run(&[
             "replay",
@@ -241,9 +240,7 @@ fn durations_from_huge_or_tiny_floats_are_errors() {
 /// a signal ends either within a second.
 #[test]
 fn replay_waits_end_on_a_signal() {
-    let dir = tempfile::tempdir().expect("dir");
-    let d = dir.path();
-    let (_, data) = CLUDA.gen_small(d);
+    let (_dir, _, data) = CLUDA.small_set();
     let port = support::stream::free_port();
     let ep = format!("tcp://127.0.0.1:{port}");
     for (extra, sig, code) in [
@@ -279,9 +276,8 @@ fn replay_waits_end_on_a_signal() {
 /// `--spectrum-range=-1e308:1e308` made MAX - MIN overflow and the plot spin forever.
 #[test]
 fn an_overflowing_spectrum_range_is_refused_at_once() {
-    let dir = tempfile::tempdir().expect("dir");
+    let (dir, ped, data) = CLUDA.small_set();
     let d = dir.path();
-    let (ped, data) = CLUDA.gen_small(d);
     for range in ["-1e308:1e308", "0:1e300", "-1e13:0", "0:1e-9"] {
         let t = Instant::now();
         let o = CLUDA.run(&find_args(
