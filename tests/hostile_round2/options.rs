@@ -197,7 +197,7 @@ fn durations_from_huge_or_tiny_floats_are_errors() {
     let (dir, _, data) = CLUDA.small_set();
     let d = dir.path();
     for rate in ["1e-300", "5e-20", "0", "1e8"] {
-        let o = CLUDA.run(&[
+        let args = [
             "replay",
             "--zmq",
             "tcp://127.0.0.1:1",
@@ -205,29 +205,23 @@ fn durations_from_huge_or_tiny_floats_are_errors() {
             s(&data),
             "--rate",
             rate,
-        ]);
-        let err = text(&o.stderr);
-        assert_eq!(o.status.code(), Some(1), "{err}");
-        assert!(err.contains("--rate") && err.contains("0.001"), "{err}");
+        ];
+        CLUDA.fails(&args, &["--rate", "0.001"]);
     }
+    let (out_dir, plots) = (d.join("o"), d.join("p"));
     for every in ["1e300", "1e20", "0.01", "nan"] {
-        let o = CLUDA.run(&[
+        let args = [
             "stream",
             "--zmq",
             "tcp://127.0.0.1:1",
             "--out-dir",
-            s(&d.join("o")),
+            s(&out_dir),
             "--plot",
-            s(&d.join("p")),
+            s(&plots),
             "--plot-every",
             every,
-        ]);
-        let err = text(&o.stderr);
-        assert_eq!(o.status.code(), Some(1), "{err}");
-        assert!(
-            err.contains("--plot-every must be between 0.1 and 86400"),
-            "{err}"
-        );
+        ];
+        CLUDA.fails(&args, &["--plot-every must be between 0.1 and 86400"]);
     }
     // The library refuses the same rates.
     for rate in [1e-300, 5e-20, f64::NAN] {
