@@ -71,21 +71,8 @@ impl Cli {
     /// Small generated inputs in `dir` (`cluda gen`: 40 dark frames and 12 data frames of
     /// 24 x 36, seed 5); returns the paths of the pedestal and the data `.npy`.
     pub fn gen_small(&self, dir: &Path) -> (PathBuf, PathBuf) {
-        let out = self.run(&[
-            "gen",
-            "--out",
-            s(dir),
-            "--frames",
-            "12",
-            "--pedestal-frames",
-            "40",
-            "--rows",
-            "24",
-            "--cols",
-            "36",
-            "--seed",
-            "5",
-        ]);
+        let options = "--frames 12 --pedestal-frames 40 --rows 24 --cols 36 --seed 5";
+        let out = self.run(&gen_args(dir, options));
         assert!(out.status.success(), "{}", text(&out.stderr));
         let stdout = text(&out.stdout);
         assert!(
