@@ -174,85 +174,51 @@ fn run() -> Result<(), String> {
             v.extend(["--device".to_string(), "cpu".to_string()]);
             v
         };
-        // (row, subcommand, (pedestal, data), options after the shared ones, frames, reference row)
-        let spec = [
-            ("find", "find", (&p, &d), vec![], o.frames, "find"),
-            (
-                "eta",
-                "eta",
-                (&p, &d),
-                vec!["--out".into(), t("e.npz")],
-                o.frames,
-                "find",
-            ),
-            (
-                "image N=4",
-                "image",
-                (&p, &d),
-                image("4", t("i4.npy")),
-                o.frames,
-                "find",
-            ),
-            (
-                "image N=10",
-                "image",
-                (&p, &d),
-                image("10", t("i10.npy")),
-                o.frames,
-                "find",
-            ),
-            (
-                "find --out",
-                "find",
-                (&p, &d),
-                vec!["--out".into(), t("c.clust")],
-                o.frames,
-                "find --out",
-            ),
-            (
-                "image --photons",
-                "image",
-                (&p, &d),
-                vec![
-                    "--eta".into(),
-                    cube.clone(),
-                    "--photons".into(),
-                    t("ph.npy"),
-                ],
-                o.frames,
-                "find --out",
-            ),
+        let out = |file: &str| vec!["--out".to_string(), t(file)];
+        let photons = |more: &[&str]| -> Vec<String> {
+            let mut v = vec![
+                "--eta".into(),
+                cube.clone(),
+                "--photons".into(),
+                t("ph.npy"),
+            ];
+            v.extend(more.iter().map(|m| m.to_string()));
+            v
+        };
+        // (row, subcommand, options after the shared ones, reference row): the GPU's rows on
+        // the data, then the CPU's on its shorter data.
+        let gpu = [
+            ("find", "find", vec![], "find"),
+            ("eta", "eta", out("e.npz"), "find"),
+            ("image N=4", "image", image("4", t("i4.npy")), "find"),
+            ("image N=10", "image", image("10", t("i10.npy")), "find"),
+            ("find --out", "find", out("c.clust"), "find --out"),
+            ("image --photons", "image", photons(&[]), "find --out"),
             (
                 "image --photons --host-counts",
                 "image",
-                (&p, &d),
-                vec![
-                    "--eta".into(),
-                    cube.clone(),
-                    "--photons".into(),
-                    t("ph.npy"),
-                    "--host-counts".into(),
-                ],
-                o.frames,
+                photons(&["--host-counts"]),
                 "find --out",
             ),
-            (
-                "cpu find",
-                "find",
-                (&pc, &dc),
-                cpu(vec![]),
-                o.cpu_frames,
-                "cpu find",
-            ),
+        ];
+        let cpu_rows = [
+            ("cpu find", "find", cpu(vec![]), "cpu find"),
             (
                 "cpu image N=4",
                 "image",
-                (&pc, &dc),
                 cpu(image("4", t("ci4.npy"))),
-                o.cpu_frames,
                 "cpu find",
             ),
         ];
+        // (row, subcommand, (pedestal, data), options after the shared ones, frames, reference row)
+        let spec = (gpu
+            .into_iter()
+            .map(|(n, c, e, r)| (n, c, (&p, &d), e, o.frames, r)))
+        .chain(
+            cpu_rows
+                .into_iter()
+                .map(|(n, c, e, r)| (n, c, (&pc, &dc), e, o.cpu_frames, r)),
+        );
         // Every row: the subcommand, the pedestal, its data and the cluster size, then its
         // own options; a row that writes replaces its output of the round before.
         let rows: Vec<(&str, Vec<String>, usize, &str)> = spec

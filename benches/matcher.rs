@@ -105,16 +105,37 @@ struct Row {
     v4: Option<(f64, u32, usize, usize)>,
 }
 
-/// The rows of `version` (labelled `"<name> tile RxC overlap"` or `"... 1 stream"`) with the
-/// tilings `(rows, cols, overlap)`.
+/// The tilings timed on the first size, `(name, version, rows, cols, overlap)`: V4's, then V3's.
+const TILES: [(&str, MatchVersion, usize, usize, bool); 17] = [
+    ("v4", MatchVersion::V4, 8192, 16384, true),
+    ("v4", MatchVersion::V4, 16384, 16384, true),
+    ("v4", MatchVersion::V4, 16384, 4096, true),
+    ("v4", MatchVersion::V4, 2048, 16384, true),
+    ("v4", MatchVersion::V4, 4096, 16384, false),
+    // Tiles whose two buffers fit in the H200's 50 MB L2: the fold reads what the GEMM just
+    // wrote from L2 instead of HBM.
+    ("v4", MatchVersion::V4, 1024, 4096, true),
+    ("v4", MatchVersion::V4, 2048, 2048, true),
+    ("v4", MatchVersion::V4, 512, 8192, true),
+    ("v3", MatchVersion::V3, 4096, 16384, false),
+    ("v3", MatchVersion::V3, 16384, 2048, true),
+    ("v3", MatchVersion::V3, 16384, 2048, false),
+    ("v3", MatchVersion::V3, 16384, 4096, true),
+    ("v3", MatchVersion::V3, 8192, 1024, true),
+    ("v3", MatchVersion::V3, 4096, 2048, true),
+    ("v3", MatchVersion::V3, 2048, 4096, false),
+    ("v3", MatchVersion::V3, 8192, 16384, true),
+    ("v3", MatchVersion::V3, 16384, 16384, false),
+];
+
+/// The rows of the tilings `(name, version, rows, cols, overlap)` (labelled
+/// `"<name> tile RxC overlap"` or `"... 1 stream"`).
 fn tile_configs(
-    name: &str,
-    version: MatchVersion,
-    tiles: &[(usize, usize, bool)],
+    tiles: &[(&str, MatchVersion, usize, usize, bool)],
 ) -> Vec<(String, MatchVersion, Option<V3Tiling>)> {
     tiles
         .iter()
-        .map(|&(rows, cols, overlap)| {
+        .map(|&(name, version, rows, cols, overlap)| {
             let streams = if overlap { " overlap" } else { " 1 stream" };
             let tiling = V3Tiling {
                 rows,
@@ -194,41 +215,9 @@ fn main() {
             configs.push((label.into(), MatchVersion::V4, None));
         }
         if si == 0 {
-            configs.extend(tile_configs(
-                "v4",
-                MatchVersion::V4,
-                &[
-                    (8192, 16384, true),
-                    (16384, 16384, true),
-                    (16384, 4096, true),
-                    (2048, 16384, true),
-                    (4096, 16384, false),
-                    // Tiles whose two buffers fit in the H200's 50 MB L2: the fold reads what
-                    // the GEMM just wrote from L2 instead of HBM.
-                    (1024, 4096, true),
-                    (2048, 2048, true),
-                    (512, 8192, true),
-                ],
-            ));
+            configs.extend(tile_configs(&TILES));
         }
         let mut v2_matches: Option<Vec<Match>> = None;
-        if si == 0 {
-            configs.extend(tile_configs(
-                "v3",
-                MatchVersion::V3,
-                &[
-                    (4096, 16384, false),
-                    (16384, 2048, true),
-                    (16384, 2048, false),
-                    (16384, 4096, true),
-                    (8192, 1024, true),
-                    (4096, 2048, true),
-                    (2048, 4096, false),
-                    (8192, 16384, true),
-                    (16384, 16384, false),
-                ],
-            ));
-        }
         for (label, v, tiling) in configs {
             if let Some(t) = tiling {
                 matcher.set_v3_tiling(t).expect("tiling");
@@ -317,18 +306,16 @@ fn main() {
     for r in &rows {
         let flops = 2.0 * r.n as f64 * r.m as f64 * 128.0;
         let gflops = flops / (r.device_ms * 1e-3) / 1e9;
-        let floor = floors
-            .iter()
-            .find(|f| f.0 == r.n && f.1 == r.m)
-            .map(|f| f.2)
-            .unwrap_or(f64::NAN);
-        let ratio = r.device_ms / floor;
-        let tf32 = tf32_floors
-            .iter()
-            .find(|f| f.0 == r.n && f.1 == r.m)
-            .map(|f| f.2)
-            .unwrap_or(f64::NAN);
-        let ratio_tf32 = r.device_ms / tf32;
+        // The bare GEMM's time at this row's shape (NaN where none was timed).
+        let floor_of = |floors: &[(usize, usize, f64)]| {
+            floors
+                .iter()
+                .find(|f| f.0 == r.n && f.1 == r.m)
+                .map(|f| f.2)
+                .unwrap_or(f64::NAN)
+        };
+        let ratio = r.device_ms / floor_of(&floors);
+        let ratio_tf32 = r.device_ms / floor_of(&tf32_floors);
         let (cand, over, differ, cand_csv) = match r.v4 {
             Some((mean, max, over, differ)) => (
                 format!("{mean:.2}, {max}"),

@@ -3,7 +3,6 @@
 //! after 15,000 frames against the end (a few seconds; the GPU's million-frame version is in
 //! `long_runs.rs`). Its own test target, so no other test's allocations share the process.
 
-use cluda::engine::{EngineConfig, find_stream};
 use cluda::generate::{GenConfig, Generator};
 use cluda::{ClusterFinder, CpuFinder, FinderConfig, Frames};
 use support::pool_source::PoolSource;
@@ -21,21 +20,12 @@ fn cpu_engine_streams_150k_frames_with_flat_memory() {
         .expect("pedestal");
     let mut source = PoolSource::new(rows, cols, 77, dark as u64, 500, total);
     let mut rss = RssTrack::new(total / 10, 5_000);
-    let (mut seen, mut clusters, mut last) = (0u64, 0u64, None);
-    let stats = find_stream(
-        &mut finder,
-        &mut source,
-        EngineConfig::for_frames(rows, cols),
-        &mut |number, fc| {
-            assert_eq!(number, seen, "frames arrive in order");
-            seen += 1;
-            clusters += fc.len() as u64;
-            rss.frame(seen);
-            last = Some(number);
-            Ok(())
-        },
-    )
-    .expect("stream");
-    assert_eq!((stats.frames, seen, last), (total, total, Some(total - 1)));
-    rss.check("cpu engine", total, clusters, 2.0);
+    let s = rss
+        .stream(&mut finder, &mut source, (rows, cols))
+        .expect("stream");
+    assert_eq!(
+        (s.stats.frames, s.seen, s.last),
+        (total, total, Some(total - 1))
+    );
+    rss.check("cpu engine", total, s.clusters, 2.0);
 }

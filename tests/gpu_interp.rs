@@ -5,7 +5,7 @@
 use std::sync::{Arc, OnceLock};
 
 use cluda::cluster::ClusterSize;
-use cluda::finder::gpu::{DeviceAccum, DeviceClusters, Overflow, PipelineConfig};
+use cluda::finder::gpu::{DeviceAccum, DeviceClusters, GpuFinder, Overflow, PipelineConfig};
 use cluda::interpolation::{
     Accumulate, AccumulatedCounts, CubeAxes, EnergyWindow, EtaCube, EtaKind, Interpolator, MapKind,
     PixelMask, PlaceRows, Placer, SubpixelImage, Tally,
@@ -26,15 +26,7 @@ fn gpu_run(
     what: &Accumulate,
     cap: Option<usize>,
 ) -> (ClusterBatch, cluda::interpolation::Accumulated) {
-    let d = data();
-    let cfg = d.config(size, Precision::F64, ThresholdMode::Live);
-    let mut pipe = PipelineConfig::default();
-    if let Some(c) = cap {
-        pipe.cap = c;
-        pipe.overflow = Overflow::Grow;
-        pipe.chunk = 16;
-    }
-    let mut f = gpu_finder(&cfg, pipe, d);
+    let mut f = finder(size, cap);
     assert!(
         f.accumulate(what).unwrap(),
         "the default pipeline accumulates on the device"
@@ -43,7 +35,7 @@ fn gpu_run(
         !f.accumulate(what).unwrap(),
         "a second accumulation is declined while the first is under way"
     );
-    let batch = f.find(d.data()).unwrap();
+    let batch = f.find(data().data()).unwrap();
     let acc = f
         .take_accumulated()
         .unwrap()
@@ -54,6 +46,42 @@ fn gpu_run(
         "taking stops accumulating"
     );
     (batch, acc)
+}
+
+/// The GPU finder of `size` over [`data`]; `cap` small (with chunks of 16 frames that regrow)
+/// forces the pipeline to regrow and redo chunks on the way.
+fn finder(size: ClusterSize, cap: Option<usize>) -> GpuFinder {
+    let d = data();
+    let cfg = d.config(size, Precision::F64, ThresholdMode::Live);
+    let mut pipe = PipelineConfig::default();
+    if let Some(c) = cap {
+        pipe.cap = c;
+        pipe.overflow = Overflow::Grow;
+        pipe.chunk = 16;
+    }
+    gpu_finder(&cfg, pipe, d)
+}
+
+/// What placing needs, for the clusters of `size` with `kind`'s eta and `map`'s maps: the maps
+/// (from the host's cube of the GPU's clusters), a mask of every `mask_step`-th pixel and the
+/// 100..700 energy window (so both the mask's and the window's flags are exercised).
+fn maps_mask_window(
+    size: ClusterSize,
+    kind: EtaKind,
+    map: MapKind,
+    mask_step: usize,
+) -> (Arc<Interpolator>, Arc<PixelMask>, Option<EnergyWindow>) {
+    let axes = CubeAxes::default_for(kind);
+    let (flat, _) = gpu_run(size, &Accumulate::Cube(axes.clone()), None);
+    let cube = host_cube(&axes, &flat);
+    let maps = Arc::new(Interpolator::new(axes, &cube.to_f64(), map).unwrap());
+    let mut bad = vec![false; data().px()];
+    for i in (0..bad.len()).step_by(mask_step) {
+        bad[i] = true;
+    }
+    let mask = Arc::new(PixelMask::new(200, 200, bad).unwrap());
+    let window = Some(EnergyWindow::new(100.0, 700.0).unwrap());
+    (maps, mask, window)
 }
 
 fn host_cube(axes: &CubeAxes, batch: &ClusterBatch) -> EtaCube {
@@ -106,23 +134,13 @@ fn gpu_eta_cube_with_energy_bins_and_regrow_equals_host() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn gpu_image_equals_host_maps_masks_windows() {
-    let d = data();
     for (size, kind, map, n) in [
         (ClusterSize::S3, EtaKind::Eta2, MapKind::Cumulative, 4),
         (ClusterSize::S3, EtaKind::FullEta2, MapKind::Rosenblatt, 10),
         (ClusterSize::S5, EtaKind::Eta3, MapKind::Cumulative, 1),
         (ClusterSize::S9, EtaKind::CrossEta3, MapKind::Rosenblatt, 32),
     ] {
-        let axes = CubeAxes::default_for(kind);
-        let (flat, _) = gpu_run(size, &Accumulate::Cube(axes.clone()), None);
-        let cube = host_cube(&axes, &flat);
-        let maps = Arc::new(Interpolator::new(axes, &cube.to_f64(), map).unwrap());
-        let mut bad = vec![false; d.px()];
-        for i in (0..bad.len()).step_by(97) {
-            bad[i] = true;
-        }
-        let mask = Arc::new(PixelMask::new(200, 200, bad).unwrap());
-        let window = Some(EnergyWindow::new(100.0, 700.0).unwrap());
+        let (maps, mask, window) = maps_mask_window(size, kind, map, 97);
         let what = Accumulate::Image {
             maps: maps.clone(),
             subpixels: n,
@@ -379,29 +397,13 @@ fn gpu_placed_rows_equal_host_placement() {
             Some(8),
         ),
     ] {
-        let axes = CubeAxes::default_for(kind);
-        let (flat, _) = gpu_run(size, &Accumulate::Cube(axes.clone()), None);
-        let cube = host_cube(&axes, &flat);
-        let maps = Arc::new(Interpolator::new(axes, &cube.to_f64(), map).unwrap());
-        let mut bad = vec![false; d.px()];
-        for i in (0..bad.len()).step_by(89) {
-            bad[i] = true;
-        }
-        let mask = Arc::new(PixelMask::new(200, 200, bad).unwrap());
-        let window = Some(EnergyWindow::new(100.0, 700.0).unwrap());
+        let (maps, mask, window) = maps_mask_window(size, kind, map, 89);
         let rules = PlaceRows {
             maps: maps.clone(),
             window,
             mask: Some(mask.clone()),
         };
-        let cfg = d.config(size, Precision::F64, ThresholdMode::Live);
-        let mut pipe = PipelineConfig::default();
-        if let Some(c) = cap {
-            pipe.cap = c;
-            pipe.overflow = Overflow::Grow;
-            pipe.chunk = 16;
-        }
-        let mut f = gpu_finder(&cfg, pipe, d);
+        let mut f = finder(size, cap);
         let image = Accumulate::Image {
             maps: maps.clone(),
             subpixels: 4,

@@ -55,9 +55,8 @@ fn mkfifo(path: &Path) {
 
 #[test]
 fn an_output_that_is_an_input_is_refused_and_the_input_kept() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, ped, data) = CLUDA.small_set();
     let d = dir.path();
-    let (ped, data) = CLUDA.gen_small(d);
     let link = d.join("link.npy");
     std::os::unix::fs::symlink(&data, &link).unwrap();
     let name = d.file_name().unwrap().to_str().unwrap();
@@ -105,9 +104,8 @@ fn an_output_that_is_an_input_is_refused_and_the_input_kept() {
 
 #[test]
 fn a_failed_run_leaves_the_old_output_and_no_temporary_file() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, ped, _) = CLUDA.small_set();
     let d = dir.path();
-    let (ped, _) = CLUDA.gen_small(d);
     // Frame number 3e9 does not fit the cluster file's i32: an error after two frames were
     // written.
     let config = gen_small_config();
@@ -241,30 +239,28 @@ fn two_finds_on_one_output_leave_one_whole_file() {
     no_temporaries(d);
 }
 
-/// The CLI's `warning:` for a raw data input, after a successful run.
-fn raw_warning(ped: &Path, master: &Path) -> (String, String) {
+/// The CLI's `warning:` for a raw data input of 50 frames, after a successful run that found
+/// `found` frames and warned of the `missing` at the end.
+fn raw_warning(ped: &Path, master: &Path, found: u64, missing: u64) -> String {
     let o = CLUDA.run(&find_args(ped, master, &["--device", "cpu"]));
-    let err = text(&o.stderr);
+    let (out, err) = (text(&o.stdout), text(&o.stderr));
     assert!(o.status.success(), "{err}");
     assert!(err.contains("warning: data file"), "{err}");
-    (text(&o.stdout), err)
+    assert!(out.starts_with(&format!("frames={found} ")), "{out}");
+    let lost = format!("frames missing at the end: {missing} of the 50");
+    assert!(err.contains(&lost), "{err}");
+    err
 }
 
 #[test]
 fn lost_raw_frames_are_reported() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, ped, _) = CLUDA.small_set();
     let d = dir.path();
-    let (ped, _) = CLUDA.gen_small(d);
 
     // A missing `_f1_` data file: 10 of 50 frames readable.
     let master = raw_acquisition(d, "a", 50, 10);
     std::fs::remove_file(d.join("a_d0_f1_0.raw")).unwrap();
-    let (out, err) = raw_warning(&ped, &master);
-    assert!(out.starts_with("frames=10 "), "{out}");
-    assert!(
-        err.contains("frames missing at the end: 40 of the 50"),
-        "{err}"
-    );
+    let err = raw_warning(&ped, &master, 10, 40);
     assert!(err.contains("frame numbers 11..=50"), "{err}");
     assert!(err.contains("a_d0_f1_0.raw: data file missing"), "{err}");
 
@@ -278,31 +274,20 @@ fn lost_raw_frames_are_reported() {
         .unwrap()
         .set_len(len / 10 * 3)
         .unwrap();
-    let (out, err) = raw_warning(&ped, &master);
-    assert!(out.starts_with("frames=43 "), "{out}");
-    assert!(
-        err.contains("frames missing at the end: 7 of the 50"),
-        "{err}"
-    );
+    let err = raw_warning(&ped, &master, 43, 7);
     assert!(err.contains("frame numbers 44..=50"), "{err}");
 
     // A 0-byte data file.
     let master = raw_acquisition(d, "c", 50, 0);
     std::fs::write(d.join("c_d0_f0_0.raw"), b"").unwrap();
-    let (out, err) = raw_warning(&ped, &master);
-    assert!(out.starts_with("frames=0 "), "{out}");
-    assert!(
-        err.contains("frames missing at the end: 50 of the 50"),
-        "{err}"
-    );
+    raw_warning(&ped, &master, 0, 50);
     no_temporaries(d);
 }
 
 #[test]
 fn detector_types_cluda_does_not_read_are_refused() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, ped, _) = CLUDA.small_set();
     let d = dir.path();
-    let (ped, _) = CLUDA.gen_small(d);
     let master = raw_acquisition(d, "jf", 5, 0);
     let text_json = std::fs::read_to_string(&master)
         .unwrap()
@@ -351,9 +336,8 @@ fn huge_valid_inputs_are_named_errors_not_aborts() {
 
 #[test]
 fn fifos_and_absurd_options_are_refused_promptly() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, ped, data) = CLUDA.small_set();
     let d = dir.path();
-    let (ped, data) = CLUDA.gen_small(d);
     let fifo = d.join("fifo.npy");
     mkfifo(&fifo);
     let fifo_master = d.join("f_master_0.json");

@@ -5,6 +5,7 @@
 //! stream take the next free suffix. Plots already there are not replaced without
 //! `--overwrite`, which now works with `--plot` alone.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -54,6 +55,34 @@ fn find_one_thread<'a>(ped: &'a Path, data: &[&'a Path], extra: &[&'a str]) -> V
     a.extend(["--device", "cpu", "--threads", "1"]);
     a.extend_from_slice(extra);
     a
+}
+
+/// Runs the command `args` to its end while another program puts its file at `file` once the
+/// run writes in `dir` ([`theirs_appears`]).
+fn racing_theirs(args: &[&str], (dir, prefix): (&Path, &str), file: &Path) -> Done {
+    let p = spawn_scratch(args);
+    theirs_appears(&p, (dir, prefix), file);
+    p.wait(Duration::from_secs(180))
+}
+
+/// A new directory `name` in `parent`.
+fn new_dir(parent: &Path, name: &str) -> PathBuf {
+    let dir = parent.join(name);
+    std::fs::create_dir(&dir).expect("mkdir");
+    dir
+}
+
+/// The one acquisition summary of a stream that ended `end` with the 10 frames of
+/// [`half_frames_stream`] reported incomplete; fails the test otherwise.
+#[track_caller]
+fn one_summary_ending(o: &Done, end: &str) -> HashMap<String, String> {
+    assert!(o.status.success(), "{}", o.stderr);
+    let mut sums = summaries(&o.stdout);
+    assert_eq!(sums.len(), 1, "{}\n{}", o.stdout, o.stderr);
+    let sum = sums.remove(0);
+    assert_eq!(sum["end"], end, "{}", o.stdout);
+    assert_eq!(support::stream::num(&sum, "incomplete"), 10, "{}", o.stdout);
+    sum
 }
 
 #[track_caller]
@@ -121,16 +150,10 @@ fn two_finds_on_one_new_output_one_fails() {
 fn out_dir_takes_the_next_free_name_when_one_appeared() {
     let (dir, ped, data) = slow_inputs(2000);
     let d = dir.path();
-    let o_dir = d.join("o");
-    std::fs::create_dir(&o_dir).expect("mkdir");
+    let o_dir = new_dir(d, "o");
     std::os::unix::fs::symlink(d.join("nowhere"), o_dir.join("ped.clust")).expect("symlink");
-    let p = spawn_scratch(&find_one_thread(
-        &ped,
-        &[&data, &data, &ped],
-        &["--out-dir", s(&o_dir)],
-    ));
-    theirs_appears(&p, (&o_dir, ".a.clust."), &o_dir.join("a.clust"));
-    let o = p.wait(Duration::from_secs(180));
+    let args = find_one_thread(&ped, &[&data, &data, &ped], &["--out-dir", s(&o_dir)]);
+    let o = racing_theirs(&args, (&o_dir, ".a.clust."), &o_dir.join("a.clust"));
     assert!(o.status.success(), "{}", o.stderr);
     kept_theirs(&o_dir.join("a.clust"));
     let link = std::fs::symlink_metadata(o_dir.join("ped.clust")).expect("the link");
@@ -203,11 +226,9 @@ fn match_out_does_not_replace_a_name_that_appeared() {
 fn plots_are_not_replaced_without_overwrite() {
     let (dir, ped, data) = slow_inputs(2500);
     let d = dir.path();
-    let pl = d.join("pl");
-    std::fs::create_dir(&pl).expect("mkdir");
-    let p = spawn_scratch(&find_one_thread(&ped, &[&data], &["--plot", s(&pl)]));
-    theirs_appears(&p, (&pl, ".cluda-plots."), &pl.join("spectrum.png"));
-    let o = p.wait(Duration::from_secs(180));
+    let pl = new_dir(d, "pl");
+    let args = find_one_thread(&ped, &[&data], &["--plot", s(&pl)]);
+    let o = racing_theirs(&args, (&pl, ".cluda-plots."), &pl.join("spectrum.png"));
     failed_keeping_theirs(
         &o,
         &["spectrum.png", "--overwrite"],
@@ -217,8 +238,7 @@ fn plots_are_not_replaced_without_overwrite() {
 
     // Already there at start-up: refused before any work, a symlink included.
     let (small_ped, small_data) = support_gen(d);
-    let q = d.join("q");
-    std::fs::create_dir(&q).expect("mkdir");
+    let q = new_dir(d, "q");
     std::os::unix::fs::symlink(d.join("elsewhere.png"), q.join("hitmap.png")).expect("symlink");
     let base = find_one_thread(&small_ped, &[&small_data], &["--plot", s(&q)]);
     let o = spawn_scratch(&base).wait(Duration::from_secs(60));
@@ -268,8 +288,7 @@ fn plots_are_not_replaced_without_overwrite() {
 
 /// Small generated inputs (`cluda gen`, 24 x 36) in `d/small`.
 fn support_gen(d: &Path) -> (PathBuf, PathBuf) {
-    let small = d.join("small");
-    std::fs::create_dir(&small).expect("mkdir");
+    let small = new_dir(d, "small");
     support::cli::Cli(env!("CARGO_BIN_EXE_cluda")).gen_small(&small)
 }
 
@@ -321,8 +340,7 @@ fn the_stream_takes_the_next_free_name_when_one_appeared() {
     no_temporaries(&sd);
 
     // Live plots: an existing spectrum.png is refused at start-up, unless --overwrite.
-    let pl = d.join("pl");
-    std::fs::create_dir(&pl).expect("mkdir");
+    let pl = new_dir(d, "pl");
     std::fs::write(pl.join("spectrum.png"), b"theirs").expect("write");
     let args = |extra: &[&str]| {
         let mut a = vec!["--pedestal", s(&dark), "--device", "cpu", "--plot", s(&pl)];
@@ -392,17 +410,8 @@ fn a_silent_endpoint_does_not_hold_the_stream_past_idle_end() {
     replay.wait_ok(Duration::from_secs(60));
     let t = Instant::now();
     let o = stream.wait(Duration::from_secs(30));
-    assert!(o.status.success(), "{}", o.stderr);
     assert!(t.elapsed() < Duration::from_secs(20), "{:?}", t.elapsed());
-    let sums = summaries(&o.stdout);
-    assert_eq!(sums.len(), 1, "{}\n{}", o.stdout, o.stderr);
-    assert_eq!(sums[0]["end"], "idle", "{}", o.stdout);
-    assert_eq!(
-        support::stream::num(&sums[0], "incomplete"),
-        10,
-        "{}",
-        o.stdout
-    );
+    one_summary_ending(&o, "idle");
     assert!(o.stderr.contains("never arrived"), "{}", o.stderr);
     let o = spawn(
         d,
@@ -433,16 +442,7 @@ fn sigint_reports_the_frames_waiting_for_parts() {
     std::thread::sleep(Duration::from_millis(1500));
     stream.interrupt();
     let o = stream.wait(Duration::from_secs(30));
-    assert!(o.status.success(), "{}", o.stderr);
-    let sums = summaries(&o.stdout);
-    assert_eq!(sums.len(), 1, "{}\n{}", o.stdout, o.stderr);
-    assert_eq!(sums[0]["end"], "interrupted", "{}", o.stdout);
-    assert_eq!(
-        support::stream::num(&sums[0], "incomplete"),
-        10,
-        "{}",
-        o.stdout
-    );
-    let file = PathBuf::from(&sums[0]["file"]);
+    let sum = one_summary_ending(&o, "interrupted");
+    let file = PathBuf::from(&sum["file"]);
     assert!(file.exists(), "{}", o.stdout);
 }

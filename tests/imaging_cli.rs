@@ -300,38 +300,26 @@ fn bad_parameters_are_named_errors() {
     let axes = CubeAxes::default_for(EtaKind::Eta2);
     let bad = dir.path().join("bad.npz");
     let xb = axes.x.as_slice().to_vec();
-    npz::write_f64(
-        &bad,
-        &[
-            ("etacube", &[201, 201, 1], &vec![1.0; 201 * 201]),
+    // bad.npz: a cube of `rows` x 201 x 1 and the default edges, then `more` arrays; then
+    // `image` with it fails naming the file and `want`.
+    let bad_cube = |rows: usize, more: &[(&str, &[usize], &[f64])], want: &str| {
+        let (cube, shape) = (vec![1.0; rows * 201], [rows, 201, 1]);
+        let mut arrays: Vec<(&str, &[usize], &[f64])> = vec![
+            ("etacube", &shape, &cube),
             ("xbins", &[202], &xb),
             ("ybins", &[202], &xb),
             ("ebins", &[2], &[0.0, f64::INFINITY]),
-            ("extra", &[1], &[0.0]),
-        ],
-        cluda::io::atomic::Claim::Replace,
-    )
-    .unwrap();
-    CLUDA.fails(
-        &run_args("image", &ped, &data, &["--eta", s(&bad), "--out", i]),
-        &["bad.npz", "unexpected array `extra`"],
-    );
-    npz::write_f64(
-        &bad,
-        &[
-            ("etacube", &[200, 201, 1], &vec![1.0; 200 * 201]),
-            ("xbins", &[202], &xb),
-            ("ybins", &[202], &xb),
-            ("ebins", &[2], &[0.0, f64::INFINITY]),
-        ],
-        cluda::io::atomic::Claim::Replace,
-    )
-    .unwrap();
-    let _ = std::fs::remove_file(dir.path().join("bad.json"));
-    CLUDA.fails(
-        &run_args("image", &ped, &data, &["--eta", s(&bad), "--out", i]),
-        &["bad.npz", "shape"],
-    );
+        ];
+        arrays.extend_from_slice(more);
+        npz::write_f64(&bad, &arrays, cluda::io::atomic::Claim::Replace).unwrap();
+        let _ = std::fs::remove_file(dir.path().join("bad.json"));
+        CLUDA.fails(
+            &run_args("image", &ped, &data, &["--eta", s(&bad), "--out", i]),
+            &["bad.npz", want],
+        );
+    };
+    bad_cube(201, &[("extra", &[1], &[0.0])], "unexpected array `extra`");
+    bad_cube(200, &[], "shape");
     assert!(!img.exists(), "no image written on an error");
     // write_cube then read back is the same cube.
     let mut e = EtaCube::new(axes).unwrap();

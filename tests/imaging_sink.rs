@@ -174,8 +174,7 @@ fn a_failed_input_leaves_image_and_photons_as_they_were() {
     let dir = tempfile::tempdir().unwrap();
     let (a, b) = (frames(3000, 11), frames(3000, 23));
     let maps = maps(&a);
-    let (_, img_b) = by_hand(&maps, &b, 3);
-    let (pb, _) = by_hand(&maps, &b, 3);
+    let (pb, img_b) = by_hand(&maps, &b, 3);
     let paths: Vec<_> = (0..3)
         .map(|k| Some(PhotonDestination::File(dir.path().join(format!("{k}.npy")))))
         .collect();

@@ -32,6 +32,17 @@ fn generate(g: &Generator, first: u64, count: usize, photons: bool, out: &mut [u
         .for_each(|(i, f)| g.frame_into(first + i as u64, photons, f));
 }
 
+/// `finder` with its pedestal window filled: the first `DARK` frames of `g`, without photons
+/// (freed once pushed).
+fn with_dark<F: ClusterFinder>(mut finder: F, g: &Generator) -> F {
+    let mut dark = vec![0u16; DARK * ROWS * COLS];
+    generate(g, 0, DARK, false, &mut dark);
+    finder
+        .push_pedestal(Frames::new(&dark, DARK, ROWS, COLS).unwrap())
+        .unwrap();
+    finder
+}
+
 /// Finds `total` frames through `find(found, visit)`, which finds the frames after the `found`
 /// so far (visiting each frame's clusters with `visit`) and returns how many it found: the
 /// clusters are counted and resident memory sampled ([`Rss`], warm after `warm_after` frames),
@@ -114,17 +125,11 @@ impl Rss {
 fn cpu_streams_200k_frames_with_flat_memory() {
     let total = frames_wanted(200_000);
     let g = Generator::new(GenConfig::new(ROWS, COLS, 2026)).unwrap();
-    let mut dark = vec![0u16; DARK * ROWS * COLS];
-    generate(&g, 0, DARK, false, &mut dark);
     let mut pool = vec![0u16; POOL * ROWS * COLS];
     generate(&g, DARK as u64, POOL, true, &mut pool);
 
     let config = FinderConfig::new(ROWS, COLS).pedestal_frames(DARK as u32);
-    let mut finder = CpuFinder::new(config).unwrap();
-    finder
-        .push_pedestal(Frames::new(&dark, DARK, ROWS, COLS).unwrap())
-        .unwrap();
-    drop(dark);
+    let mut finder = with_dark(CpuFinder::new(config).unwrap(), &g);
 
     const CHUNK: usize = 250;
     flat_memory(total, 10_000, |frames, visit| {
@@ -150,8 +155,6 @@ fn gpu_zero_copy_1m_frames_with_flat_memory() {
     let pipeline = step.config();
     assert_eq!(pipeline.collect, Collect::ZeroCopy);
     let g = Generator::new(GenConfig::new(ROWS, COLS, 2026)).unwrap();
-    let mut dark = vec![0u16; DARK * ROWS * COLS];
-    generate(&g, 0, DARK, false, &mut dark);
     let mut pinned = PinnedFrames::new(&device, POOL, ROWS, COLS).unwrap();
     generate(&g, DARK as u64, POOL, true, pinned.as_mut_slice());
 
@@ -159,11 +162,7 @@ fn gpu_zero_copy_1m_frames_with_flat_memory() {
         .pedestal_frames(DARK as u32)
         .precision(step.precision());
     assert_eq!(step.precision(), Precision::F32);
-    let mut finder = GpuFinder::on_device(device, config, pipeline).unwrap();
-    finder
-        .push_pedestal(Frames::new(&dark, DARK, ROWS, COLS).unwrap())
-        .unwrap();
-    drop(dark);
+    let mut finder = with_dark(GpuFinder::on_device(device, config, pipeline).unwrap(), &g);
     finder.reserve(POOL).unwrap();
 
     let pool = pinned.frames().unwrap();
@@ -177,39 +176,24 @@ fn gpu_zero_copy_1m_frames_with_flat_memory() {
 #[test]
 #[ignore = "needs a CUDA GPU; long"]
 fn gpu_engine_1m_frames_with_flat_memory() {
-    use cluda::engine::{EngineConfig, find_stream};
     use cluda::finder::gpu::GpuFinder;
     use support::pool_source::PoolSource;
-    use support::rss::RssTrack;
+    use support::rss::{RssTrack, Streamed};
 
     let total = frames_wanted(1_000_000);
     let g = Generator::new(GenConfig::new(ROWS, COLS, 2026)).unwrap();
-    let mut dark = vec![0u16; DARK * ROWS * COLS];
-    generate(&g, 0, DARK, false, &mut dark);
     // The finder `cluda find --device gpu` opens: F64, the default pipeline (opt10).
     let config = FinderConfig::new(ROWS, COLS).pedestal_frames(DARK as u32);
-    let mut finder = GpuFinder::new(config).unwrap();
-    finder
-        .push_pedestal(Frames::new(&dark, DARK, ROWS, COLS).unwrap())
-        .unwrap();
-    drop(dark);
+    let mut finder = with_dark(GpuFinder::new(config).unwrap(), &g);
     let mut source = PoolSource::new(ROWS, COLS, 2026, DARK as u64, POOL, total);
     let mut rss = RssTrack::new((total / 10).min(100_000), 50_000);
-    let (mut seen, mut clusters) = (0u64, 0u64);
     let start = Instant::now();
-    let stats = find_stream(
-        &mut finder,
-        &mut source,
-        EngineConfig::for_frames(ROWS, COLS),
-        &mut |number, fc| {
-            assert_eq!(number, seen, "frames arrive in order");
-            seen += 1;
-            clusters += fc.len() as u64;
-            rss.frame(seen);
-            Ok(())
-        },
-    )
-    .unwrap();
+    let Streamed {
+        stats,
+        seen,
+        clusters,
+        ..
+    } = rss.stream(&mut finder, &mut source, (ROWS, COLS)).unwrap();
     assert_eq!((stats.frames, seen), (total, total));
     println!(
         "seconds={:.1} us_per_frame={:.2}",

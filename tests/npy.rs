@@ -242,150 +242,65 @@ fn header_versions_quotes_and_big_endian() {
     assert_eq!(read_f32_2d(&p).unwrap().data, vec![1.5, -3.25]);
 }
 
+/// A version 1.0 `.npy` header dict of C-order `<u2` with the shape written `shape`.
+fn u2_dict(shape: &str) -> String {
+    format!("{{'descr': '<u2', 'fortran_order': False, 'shape': {shape}, }}")
+}
+
+/// Bad `.npy` files, each `(file name, bytes, fragment of the error naming it)`: one a line.
+#[rustfmt::skip]
+fn bad_files() -> Vec<(&'static str, Vec<u8>, &'static str)> {
+    // A version 1.0 file of C-order `<u2` with the shape written `shape`, then `body`.
+    let u2 = |shape: &str, body: &[u8]| raw_npy(1, &u2_dict(shape), body);
+    let eight = le_u16(&[7; 8]);
+    vec![
+        ("dtype.npy", raw_npy(1, "{'descr': '<i4', 'fortran_order': False, 'shape': (1, 2, 2), }", &[0; 16]),
+            "dtype '<i4' is not supported here: expected uint16 ('<u2', or '>u2' big-endian)"),
+        ("u1.npy", raw_npy(1, "{'descr': '|u1', 'fortran_order': False, 'shape': (1, 2, 2), }", &[0; 4]),
+            "dtype '|u1' is not supported"),
+        ("fortran.npy", raw_npy(1, "{'descr': '<u2', 'fortran_order': True, 'shape': (2, 2, 2), }", &eight),
+            "Fortran-order array: cluda reads C-order arrays only"),
+        ("4d.npy", u2("(1, 2, 2, 2)", &eight),
+            "expected a 3-D array (frames x rows x cols) or a 2-D array (one frame), got a 4-D array of shape (1, 2, 2, 2)"),
+        ("1d.npy", u2("(8,)", &eight), "got a 1-D array of shape (8,)"),
+        ("0d.npy", u2("()", &eight[..2]), "got a 0-D array of shape ()"),
+        ("empty_rows.npy", u2("(3, 0, 4)", &[]), "have no pixels"),
+        ("short.npy", u2("(2, 2, 2)", &eight[..15]), "truncated data: shape (2, 2, 2) of uint16 needs 16 bytes after the"),
+        ("long.npy", u2("(1, 2, 2)", &eight), "8 bytes after the data that shape (1, 2, 2) of uint16 declares"),
+        ("huge.npy", u2("(1000000000000, 400, 400)", &eight),
+            "truncated data: shape (1000000000000, 400, 400) of uint16 needs 320000000000000000 bytes"),
+        ("overflow.npy", u2("(100000000000, 100000000000, 100000)", &eight), "too large to address"),
+        ("magic.npy", b"PK\x03\x04 not numpy at all".to_vec(), "not a NumPy .npy file"),
+        ("tiny.npy", b"\x93NUM".to_vec(), "not a NumPy .npy file"),
+        ("version.npy", raw_npy(4, &u2_dict("(1, 2, 2)"), &eight), "unsupported .npy format version 4.0"),
+        ("cut_header.npy", u2("(1, 2, 2)", &[])[..40].to_vec(), "truncated .npy header"),
+        ("cut_len.npy", b"\x93NUMPY\x01\x00\x10".to_vec(), "truncated .npy header"),
+        ("garbage.npy", raw_npy(1, "{'descr': '<u2', 'fortran_order': False, 'shape': (1, 2, 2) x", &eight),
+            "bad .npy header"),
+        ("nodict.npy", raw_npy(1, "hello", &eight), "bad .npy header: expected '{'"),
+        ("missing.npy", raw_npy(1, "{'descr': '<u2', 'shape': (1, 2, 2), }", &eight),
+            "bad .npy header: the header dict has no 'fortran_order' key"),
+        ("extra.npy", raw_npy(1, "{'descr': '<u2', 'fortran_order': False, 'shape': (1, 2, 2), 'x': True}", &eight),
+            "bad .npy header: unexpected key 'x'"),
+        ("negative.npy", u2("(1, -2, 2)", &eight), "bad .npy header: expected a non-negative integer"),
+        ("structured.npy", raw_npy(1, "{'descr': [('a', '<u2')], 'fortran_order': False, 'shape': (1,), }", &eight),
+            "(structured dtypes) are not supported"),
+    ]
+}
+
 #[test]
 fn every_bad_file_is_a_named_error() {
     let dir = tempfile::tempdir().unwrap();
-    let d = |dict: &str| format!("{{'descr': '<u2', 'fortran_order': False, 'shape': {dict}, }}");
     let eight = le_u16(&[7; 8]);
-    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
-        (
-            "dtype.npy",
-            raw_npy(
-                1,
-                "{'descr': '<i4', 'fortran_order': False, 'shape': (1, 2, 2), }",
-                &[0; 16],
-            ),
-            "dtype '<i4' is not supported here: expected uint16 ('<u2', or '>u2' big-endian)",
-        ),
-        (
-            "u1.npy",
-            raw_npy(
-                1,
-                "{'descr': '|u1', 'fortran_order': False, 'shape': (1, 2, 2), }",
-                &[0; 4],
-            ),
-            "dtype '|u1' is not supported",
-        ),
-        (
-            "fortran.npy",
-            raw_npy(
-                1,
-                "{'descr': '<u2', 'fortran_order': True, 'shape': (2, 2, 2), }",
-                &eight,
-            ),
-            "Fortran-order array: cluda reads C-order arrays only",
-        ),
-        (
-            "4d.npy",
-            raw_npy(1, &d("(1, 2, 2, 2)"), &eight),
-            "expected a 3-D array (frames x rows x cols) or a 2-D array (one frame), got a 4-D array of shape (1, 2, 2, 2)",
-        ),
-        (
-            "1d.npy",
-            raw_npy(1, &d("(8,)"), &eight),
-            "got a 1-D array of shape (8,)",
-        ),
-        (
-            "0d.npy",
-            raw_npy(1, &d("()"), &eight[..2]),
-            "got a 0-D array of shape ()",
-        ),
-        (
-            "empty_rows.npy",
-            raw_npy(1, &d("(3, 0, 4)"), &[]),
-            "have no pixels",
-        ),
-        (
-            "short.npy",
-            raw_npy(1, &d("(2, 2, 2)"), &eight[..15]),
-            "truncated data: shape (2, 2, 2) of uint16 needs 16 bytes after the",
-        ),
-        (
-            "long.npy",
-            raw_npy(1, &d("(1, 2, 2)"), &eight),
-            "8 bytes after the data that shape (1, 2, 2) of uint16 declares",
-        ),
-        (
-            "huge.npy",
-            raw_npy(1, &d("(1000000000000, 400, 400)"), &eight),
-            "truncated data: shape (1000000000000, 400, 400) of uint16 needs 320000000000000000 bytes",
-        ),
-        (
-            "overflow.npy",
-            raw_npy(1, &d("(100000000000, 100000000000, 100000)"), &eight),
-            "too large to address",
-        ),
-        (
-            "magic.npy",
-            b"PK\x03\x04 not numpy at all".to_vec(),
-            "not a NumPy .npy file",
-        ),
-        ("tiny.npy", b"\x93NUM".to_vec(), "not a NumPy .npy file"),
-        (
-            "version.npy",
-            raw_npy(4, &d("(1, 2, 2)"), &eight),
-            "unsupported .npy format version 4.0",
-        ),
-        (
-            "cut_header.npy",
-            raw_npy(1, &d("(1, 2, 2)"), &[])[..40].to_vec(),
-            "truncated .npy header",
-        ),
-        (
-            "cut_len.npy",
-            b"\x93NUMPY\x01\x00\x10".to_vec(),
-            "truncated .npy header",
-        ),
-        (
-            "garbage.npy",
-            raw_npy(
-                1,
-                "{'descr': '<u2', 'fortran_order': False, 'shape': (1, 2, 2) x",
-                &eight,
-            ),
-            "bad .npy header",
-        ),
-        (
-            "nodict.npy",
-            raw_npy(1, "hello", &eight),
-            "bad .npy header: expected '{'",
-        ),
-        (
-            "missing.npy",
-            raw_npy(1, "{'descr': '<u2', 'shape': (1, 2, 2), }", &eight),
-            "bad .npy header: the header dict has no 'fortran_order' key",
-        ),
-        (
-            "extra.npy",
-            raw_npy(
-                1,
-                "{'descr': '<u2', 'fortran_order': False, 'shape': (1, 2, 2), 'x': True}",
-                &eight,
-            ),
-            "bad .npy header: unexpected key 'x'",
-        ),
-        (
-            "negative.npy",
-            raw_npy(1, &d("(1, -2, 2)"), &eight),
-            "bad .npy header: expected a non-negative integer",
-        ),
-        (
-            "structured.npy",
-            raw_npy(
-                1,
-                "{'descr': [('a', '<u2')], 'fortran_order': False, 'shape': (1,), }",
-                &eight,
-            ),
-            "(structured dtypes) are not supported",
-        ),
-    ];
+    let cases = bad_files();
+    assert_eq!(cases.len(), 22);
     for (name, bytes, want) in cases {
         let p = put(dir.path(), name, &bytes);
         let msg = format_err(NpyFrames::open(&p), &p);
         assert!(msg.contains(want), "{name}: {msg}");
     }
     // A header length beyond the file, and one beyond the limit.
-    let mut b = raw_npy(2, &d("(1, 2, 2)"), &eight);
+    let mut b = raw_npy(2, &u2_dict("(1, 2, 2)"), &eight);
     b[8..12].copy_from_slice(&u32::MAX.to_le_bytes());
     let p = put(dir.path(), "hlen.npy", &b);
     assert!(format_err(NpyFrames::open(&p), &p).contains("more than the 1048576 bytes"));

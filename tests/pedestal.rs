@@ -45,28 +45,22 @@ fn assert_maps_equal(p: &Pedestal, o: &Oracle, what: &str) -> Result<(), TestCas
         for c in 0..cols {
             let i = r * cols + c;
             let ctx = || format!("{what}: {:?} pixel ({c}, {r})", p.precision());
-            prop_assert_eq!(
-                bits(mean[(r, c)]),
-                bits(o.mean(i)),
-                "mean {} vs {}; {}",
-                mean[(r, c)],
-                o.mean(i),
-                ctx()
-            );
-            prop_assert_eq!(
-                bits(std[(r, c)]),
-                bits(o.std(i)),
-                "std {} vs {}; {}",
-                std[(r, c)],
-                o.std(i),
-                ctx()
-            );
-            prop_assert_eq!(
-                bits(frozen[(r, c)]),
-                bits(o.frozen_std(i)),
-                "frozen std; {}",
-                ctx()
-            );
+            for (name, map, want) in [
+                ("mean", &mean, o.mean(i)),
+                ("std", &std, o.std(i)),
+                ("frozen std", &frozen, o.frozen_std(i)),
+            ] {
+                let got = map[(r, c)];
+                prop_assert_eq!(
+                    bits(got),
+                    bits(want),
+                    "{} {} vs {}; {}",
+                    name,
+                    got,
+                    want,
+                    ctx()
+                );
+            }
         }
     }
     Ok(())

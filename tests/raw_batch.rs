@@ -36,6 +36,34 @@ struct Acq {
     remove: Option<usize>,
 }
 
+impl Acq {
+    /// An undamaged image-ordered acquisition of `shape` (rows, cols) frames, `per_file` a
+    /// file, numbered on from `first`.
+    fn small(shape: (usize, usize), (per_file, first): (u64, u64), recs: Vec<Rec>) -> Acq {
+        Acq {
+            adc: false,
+            rows: shape.0,
+            cols: shape.1,
+            per_file,
+            first,
+            recs,
+            tails: vec![],
+            remove: None,
+        }
+    }
+}
+
+/// `n` frames numbered one after the other, no packet lost.
+fn in_order(n: usize) -> Vec<Rec> {
+    vec![
+        Rec {
+            step: 1,
+            lost: false
+        };
+        n
+    ]
+}
+
 fn rec() -> impl Strategy<Value = Rec> {
     let step = prop_oneof![
         8 => Just(1i64),
@@ -218,14 +246,8 @@ fn count_from_the_middle_is_what_is_left() {
         })
         .collect();
     let a = Acq {
-        adc: false,
-        rows: 3,
-        cols: 2,
-        per_file: 4,
-        first: 0,
-        recs,
         tails: vec![(2, 130)],
-        remove: None,
+        ..Acq::small((3, 2), (4, 0), recs)
     };
     let master = write(dir.path(), &a);
     let mut r = RawReader::open_allowing_partial_records(&master).expect("open");
@@ -252,20 +274,8 @@ fn count_from_the_middle_is_what_is_left() {
 fn fill_to_the_end_books_the_tail_header() {
     let dir = tempfile::tempdir().expect("dir");
     let a = Acq {
-        adc: false,
-        rows: 2,
-        cols: 2,
-        per_file: 3,
-        first: 10,
-        recs: vec![
-            Rec {
-                step: 1,
-                lost: false
-            };
-            5
-        ],
         tails: vec![(1, 118)],
-        remove: None,
+        ..Acq::small((2, 2), (3, 10), in_order(5))
     };
     let master = write(dir.path(), &a);
     let mut r = RawReader::open_allowing_partial_records(&master).expect("open");
@@ -287,22 +297,7 @@ fn open_fds() -> usize {
 #[test]
 fn batches_across_many_files_do_not_pile_up_handles() {
     let dir = tempfile::tempdir().expect("dir");
-    let a = Acq {
-        adc: false,
-        rows: 1,
-        cols: 2,
-        per_file: 1,
-        first: 0,
-        recs: vec![
-            Rec {
-                step: 1,
-                lost: false
-            };
-            300
-        ],
-        tails: vec![],
-        remove: None,
-    };
+    let a = Acq::small((1, 2), (1, 0), in_order(300));
     let master = write(dir.path(), &a);
     let mut r = RawReader::open_allowing_partial_records(&master).expect("open");
     let before = open_fds();

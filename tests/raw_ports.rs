@@ -452,11 +452,7 @@ fn gen_two_interfaces_finds_what_one_port_finds_and_replays_into_a_two_part_stre
     let data = two.join("data_master_0.json");
     let replay = ["--data", s(&data), "--no-drop", "--interfaces", "2"];
     let run = relay((d, "stream"), 2, &out, &args, &replay, LIMIT);
-    let replayed = &run.replay.stdout;
-    assert!(
-        replayed.starts_with("acquisitions=1 frames=60 "),
-        "{replayed}"
-    );
+    run.assert_replayed(1, 60);
     let (done, sums) = (&run.stream, &run.sums);
     assert_eq!(sums.len(), 1, "{}", done.stdout);
     assert_eq!(num(&sums[0], "frames"), 60, "{}", done.stderr);

@@ -239,12 +239,13 @@ fn a_pedestal_of_another_shape_names_both_shapes_and_the_roi() {
         "--frames 2 --pedestal-frames 10 --rows 30 --cols 30",
     ));
     let out = d.join("x.clust");
-    CLUDA.fails(
-        &find_args(
-            &other.join("pedestal.npy"),
-            &raw.join("data_master_0.json"),
-            &["--out", s(&out)],
-        ),
+    let data = raw.join("data_master_0.json");
+    // `find` of the ROI's data with `pedestal` fails naming every one of `want`.
+    let refused = |pedestal: &Path, want: &[&str]| {
+        CLUDA.fails(&find_args(pedestal, &data, &["--out", s(&out)]), want);
+    };
+    refused(
+        &other.join("pedestal.npy"),
         &[
             "30 x 30 frames (as in the pedestal)",
             "26 x 20 frames, the receiver ROI [7, 26, 5, 30] (xmin, xmax, ymin, ymax) of a \
@@ -255,12 +256,8 @@ fn a_pedestal_of_another_shape_names_both_shapes_and_the_roi() {
     // A raw pedestal of another ROI of the same shape holds other pixels: refused too.
     let shifted = d.join("shifted");
     generate(&shifted, &["--raw", "--roi", "8,27,5,30"]);
-    CLUDA.fails(
-        &find_args(
-            &shifted.join("pedestal_master_0.json"),
-            &raw.join("data_master_0.json"),
-            &["--out", s(&out)],
-        ),
+    refused(
+        &shifted.join("pedestal_master_0.json"),
         &[
             "frames of the pedestal's receiver ROI [8, 27, 5, 30] (xmin, xmax, ymin, ymax)",
             "frames of the receiver ROI [7, 26, 5, 30]: other pixels",

@@ -34,11 +34,7 @@ fn parts_replayed_and_streamed_equal_find() {
         let n = parts.to_string();
         let replay = ["--data", s(&data), "--no-drop", "--interfaces", &n];
         let run = relay((d, "stream"), parts, &out, &args, &replay, LIMIT);
-        let replayed = &run.replay.stdout;
-        assert!(
-            replayed.starts_with("acquisitions=1 frames=1000 "),
-            "{replayed}"
-        );
+        run.assert_replayed(1, 1000);
         let done = &run.stream;
         assert_eq!(run.sums.len(), 1, "{}", done.stdout);
         let m = &run.sums[0];
@@ -229,12 +225,7 @@ fn a_slow_consumer_of_parts_reports_its_drops() {
     for k in ["missing", "incomplete", "late", "mismatched", "malformed"] {
         assert_eq!(num(&m, k), 0, "{k}: {}", done.stderr);
     }
-    assert!(
-        done.stderr
-            .contains("was dropped by cluda: its queue was full"),
-        "{}",
-        done.stderr
-    );
+    done.assert_stderr_has(&["was dropped by cluda: its queue was full"]);
 }
 
 /// An endpoint that stalls (sends nothing more, not even its end message): the frames waiting

@@ -59,12 +59,7 @@ fn parse() -> Result<Opts, String> {
         let num = |v: String| v.parse::<usize>().map_err(|e| format!("{v}: {e}"));
         match a.as_str() {
             "--bench" => {}
-            "--sizes" => {
-                o.sizes = val()?
-                    .split(',')
-                    .map(|s| s.parse().map_err(|e| format!("{s}: {e}")))
-                    .collect::<Result<_, _>>()?
-            }
+            "--sizes" => o.sizes = support::bench::parse_list(&val()?)?,
             "--frames" => o.frames = num(val()?)?,
             "--pedestal-frames" => o.pedestal_frames = num(val()?)?,
             "--cpu-frames" => o.cpu_frames = num(val()?)?,

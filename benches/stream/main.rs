@@ -173,12 +173,7 @@ fn parse() -> Result<Opts, String> {
                     return Err("--fraction must be in (0, 1]".into());
                 }
             }
-            "--sizes" => {
-                o.sizes = val()?
-                    .split(',')
-                    .map(|s| s.parse().map_err(|e| format!("{s}: {e}")))
-                    .collect::<Result<_, _>>()?
-            }
+            "--sizes" => o.sizes = support::bench::parse_list(&val()?)?,
             "--device" => o.device = val()?.parse().map_err(|e: cluda::Error| e.to_string())?,
             "--tmp" => o.tmp = val()?.into(),
             "--back-to-back" => {

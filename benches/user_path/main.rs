@@ -104,12 +104,7 @@ fn parse() -> Result<Opts, String> {
             "--bench" => {}
             "--frames" => o.frames = num(val()?)?,
             "--pedestal-frames" => o.pedestal_frames = num(val()?)?,
-            "--sizes" => {
-                o.sizes = val()?
-                    .split(',')
-                    .map(|s| s.parse().map_err(|e| format!("{s}: {e}")))
-                    .collect::<Result<_, _>>()?
-            }
+            "--sizes" => o.sizes = support::bench::parse_list(&val()?)?,
             "--devices" => o.devices = val()?.split(',').map(String::from).collect(),
             "--inputs" => o.inputs = val()?.split(',').map(String::from).collect(),
             "--caches" => o.caches = val()?.split(',').map(String::from).collect(),

@@ -6,7 +6,7 @@ use std::path::Path;
 use cluda::io::npy::{self, write_array};
 use cluda::io::read_cluster_file;
 use cluda::{ClusterFinder, ClusterSize, CpuFinder, FinderConfig, ThresholdMode};
-use support::cli::{find_args, s, text};
+use support::cli::{find_args, s, text, words};
 
 use crate::*;
 
@@ -105,19 +105,9 @@ fn find_without_out_and_other_precisions() {
 
 #[test]
 fn demo_prints_summary_and_spectrum() {
-    let out = CLUDA.run(&[
-        "demo",
-        "--frames",
-        "20",
-        "--pedestal-frames",
-        "50",
-        "--rows",
-        "64",
-        "--cols",
-        "64",
-        "--threads",
-        "1",
-    ]);
+    let out = CLUDA.run(&words(
+        "demo --frames 20 --pedestal-frames 50 --rows 64 --cols 64 --threads 1",
+    ));
     assert!(out.status.success(), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
     let mut lines = stdout.lines();

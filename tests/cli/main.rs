@@ -45,6 +45,21 @@ fn key_values(line: &str, keys: &[&str]) -> Vec<(String, String)> {
     pairs
 }
 
+/// Whether `v` is a non-empty run of decimal digits.
+fn digits(v: &str) -> bool {
+    !v.is_empty() && v.bytes().all(|c| c.is_ascii_digit())
+}
+
+/// Fails the test unless the value `v` of the summary `line` is a decimal with digits before
+/// its point and `n` after it.
+#[track_caller]
+fn assert_decimals(v: &str, n: usize, line: &str) {
+    let (a, b) = v
+        .split_once('.')
+        .unwrap_or_else(|| panic!("`{v}` in `{line}`"));
+    assert!(digits(a) && digits(b) && b.len() == n, "{line}");
+}
+
 /// Checks the summary line's keys, their order and each value's form; returns the values.
 fn parse_summary(line: &str) -> Vec<(String, String)> {
     let keys = [
@@ -59,25 +74,10 @@ fn parse_summary(line: &str) -> Vec<(String, String)> {
         "input_us_per_frame",
     ];
     let pairs = key_values(line, &keys);
-    let decimals = |v: &str, n: usize| {
-        let (a, b) = v
-            .split_once('.')
-            .unwrap_or_else(|| panic!("`{v}` in `{line}`"));
-        assert!(
-            !a.is_empty() && a.bytes().all(|c| c.is_ascii_digit()),
-            "{line}"
-        );
-        assert!(
-            b.len() == n && b.bytes().all(|c| c.is_ascii_digit()),
-            "{line}"
-        );
-    };
+    let decimals = |v: &str, n: usize| assert_decimals(v, n, line);
     for (k, v) in &pairs {
         match k.as_str() {
-            "frames" | "clusters" => assert!(
-                v.bytes().all(|c| c.is_ascii_digit()) && !v.is_empty(),
-                "{line}"
-            ),
+            "frames" | "clusters" => assert!(digits(v), "{line}"),
             "seconds" => decimals(v, 3),
             "clusters_per_frame" | "us_per_frame" | "fps" | "input_us_per_frame" => decimals(v, 1),
             _ => assert!(!v.is_empty(), "{line}"),

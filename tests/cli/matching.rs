@@ -37,16 +37,10 @@ fn parse_match_summary(line: &str) -> Vec<(String, String)> {
         "recomputed",
     ];
     let pairs = key_values(line, &keys);
-    let digits = |v: &str| !v.is_empty() && v.bytes().all(|c| c.is_ascii_digit());
     for (k, v) in &pairs {
         match k.as_str() {
             "lhs" | "rhs" | "recomputed" => assert!(digits(v), "{line}"),
-            "seconds" | "ms" => {
-                let (a, b) = v
-                    .split_once('.')
-                    .unwrap_or_else(|| panic!("`{v}` in `{line}`"));
-                assert!(digits(a) && digits(b) && b.len() == 3, "{line}");
-            }
+            "seconds" | "ms" => assert_decimals(v, 3, line),
             "version" => assert!(["v1", "v2", "v3", "cpu"].contains(&v.as_str()), "{line}"),
             _ => assert!(
                 v.len() >= 3 && v.starts_with('"') && v.ends_with('"'),

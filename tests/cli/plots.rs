@@ -14,9 +14,8 @@ fn png_size(bytes: &[u8]) -> (u32, u32) {
 
 #[test]
 fn plot_writes_four_pngs_for_find_and_demo() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, ped, data) = CLUDA.small_set();
     let d = dir.path();
-    let (ped, data) = CLUDA.gen_small(d);
     let names = [
         "spectrum.png",
         "hitmap.png",

@@ -85,9 +85,8 @@ fn find_on_raw_acquisitions_equals_find_on_npy() {
 
 #[test]
 fn raw_frame_numbers_and_gaps_reach_the_cluster_file_and_stderr() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, ped, data) = CLUDA.small_set();
     let d = dir.path();
-    let (ped, data) = CLUDA.gen_small(d);
     let da = read_u16_frames(&data).unwrap();
     // Header numbers start at 100 and skip 105 and 106: the data has 12 frames but two gaps'
     // worth of numbers are missing, which cluda reports without shifting frames.

@@ -52,9 +52,8 @@ fn feeds_equal_one_cpu_call_for_every_chunking_pipeline_and_memory() {
                     let mut feed = TestFeed::new(&g, &d, &sizes, memory, pipe.depth);
                     let (r, got) = feed_run(&mut g, &mut feed, None);
                     r.unwrap_or_else(|e| panic!("{what}: {e}"));
-                    assert!(got == want, "{what}: clusters differ");
-                    assert_eq!(g.pedestal().unwrap(), ped, "{what}: pedestal");
-                    assert_eq!((feed.lent, feed.back), (sizes.len(), sizes.len()), "{what}");
+                    assert_fed_as_cpu((&g, &feed, &got), (&want, &ped), &what);
+                    assert_eq!(feed.lent, sizes.len(), "{what}");
                     assert!(feed.most_out <= pipe.depth, "{what}");
                 }
             }
@@ -107,10 +106,9 @@ fn a_feed_overflow_grows_and_stays_exact() {
             let mut feed = TestFeed::new(&g, &d, &sizes, Memory::Pinned, step.config().depth);
             let (r, got) = feed_run(&mut g, &mut feed, None);
             r.unwrap();
-            assert!(got == want, "{} {sizes:?}", step.name());
-            assert_eq!(g.pedestal().unwrap(), ped);
+            let what = format!("{} {sizes:?}", step.name());
+            assert_fed_as_cpu((&g, &feed, &got), (&want, &ped), &what);
             assert!(g.cap() > 1, "the cap grew");
-            assert_eq!(feed.lent, feed.back);
         }
     }
 }
@@ -191,9 +189,7 @@ fn a_failing_visitor_keeps_the_frames_up_to_it() {
                 let (r, got) = feed_run(&mut g, &mut feed, Some(fail));
                 assert!(r.unwrap_err().to_string().contains("stop"), "{what}");
                 let (want, ped) = cpu(&cfg, &d, 30, Some(fail));
-                assert!(got == want, "{what}");
-                assert_eq!(g.pedestal().unwrap(), ped, "{what}");
-                assert_eq!(feed.lent, feed.back, "{what}");
+                assert_fed_as_cpu((&g, &feed, &got), (&want, &ped), &what);
             }
         }
     }
@@ -214,9 +210,8 @@ fn a_failing_feed_finishes_the_frames_before_it() {
             let (r, got) = feed_run(&mut g, &mut feed, None);
             assert!(r.unwrap_err().to_string().contains("the input broke"));
             let (want, ped) = cpu(&cfg, &d, feed.before(fail), None);
-            assert!(got == want, "{} feed fails at chunk {fail}", step.name());
-            assert_eq!(g.pedestal().unwrap(), ped);
-            assert_eq!(feed.lent, feed.back);
+            let what = format!("{} feed fails at chunk {fail}", step.name());
+            assert_fed_as_cpu((&g, &feed, &got), (&want, &ped), &what);
         }
     }
 }

@@ -164,6 +164,19 @@ fn feed_run(
     (r, b)
 }
 
+/// Fails the test unless the feed's run (`got`, `g` after it) gave the CPU's clusters `want`,
+/// left the CPU's pedestal `ped` and had every chunk `feed` lent given back.
+#[track_caller]
+fn assert_fed_as_cpu(
+    (g, feed, got): (&GpuFinder, &TestFeed<'_>, &ClusterBatch),
+    (want, ped): (&ClusterBatch, &Pedestal),
+    what: &str,
+) {
+    assert!(got == want, "{what}");
+    assert_eq!(&g.pedestal().unwrap(), ped, "{what}");
+    assert_eq!(feed.lent, feed.back, "{what}");
+}
+
 /// Chunkings: one chunk, single frames, empty chunks, chunks that do and do not divide the
 /// pipeline's chunks, a last partial chunk.
 fn chunkings(n: usize) -> Vec<Vec<usize>> {

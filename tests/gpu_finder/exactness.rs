@@ -56,11 +56,9 @@ fn moench_400x400_sizes_precisions_modes_equal_cpu() {
         let cfg = d.config(size, p, mode);
         let (want, ped) = cpu_run(&cfg, d);
         let what = format!("{size} {} {}", p.name(), mode.name());
-        let mut g = gpu_finder(&cfg, PipelineConfig::default(), d);
-        let got = g.find(d.data()).unwrap();
+        let pipe = PipelineConfig::default();
+        let g = gpu_equals_cpu((&cfg, pipe), d, (&want, &ped), &what);
         eprintln!("{what}: {} clusters, gpu cap now {}", want.total(), g.cap());
-        same(&want, &got, &what);
-        assert_eq!(g.pedestal().unwrap(), ped, "{what}: pedestal");
     }
 }
 
@@ -68,8 +66,7 @@ fn moench_400x400_sizes_precisions_modes_equal_cpu() {
 #[ignore = "needs a CUDA GPU"]
 fn pinned_input_and_kernel_timing() {
     let d = moench();
-    let mut pinned = PinnedFrames::new(&device(), d.data_n, d.rows, d.cols).unwrap();
-    pinned.as_mut_slice().copy_from_slice(&d.data);
+    let pinned = pinned_copy(d);
     for (size, p) in [
         (ClusterSize::S3, Precision::F64),
         (ClusterSize::S3, Precision::F32),
@@ -129,10 +126,7 @@ fn full_matrix_on_odd_shapes_equals_cpu() {
                             mode.name(),
                             step.name()
                         );
-                        let mut g = gpu_finder(&cfg, step.config(), &d);
-                        let got = g.find(d.data()).unwrap();
-                        same(&want, &got, &what);
-                        assert_eq!(g.pedestal().unwrap(), ped, "{what}: pedestal");
+                        gpu_equals_cpu((&cfg, step.config()), &d, (&want, &ped), &what);
                     }
                 }
             }

@@ -30,6 +30,28 @@ fn moench() -> &'static Data {
     D.get_or_init(|| Data::new(400, 400, 2026, 1000, 2000))
 }
 
+/// `d`'s data frames copied into page-locked memory of the test device.
+fn pinned_copy(d: &Data) -> PinnedFrames {
+    let mut pinned = PinnedFrames::new(&device(), d.data_n, d.rows, d.cols).unwrap();
+    pinned.as_mut_slice().copy_from_slice(&d.data);
+    pinned
+}
+
+/// The GPU finder (`cfg`, `pipe`) over every data frame of `d` in one call: fails the test
+/// unless it gives the CPU's clusters `want` and leaves its pedestal `ped`; returns the finder.
+fn gpu_equals_cpu(
+    (cfg, pipe): (&FinderConfig, PipelineConfig),
+    d: &Data,
+    (want, ped): (&ClusterBatch, &cluda::Pedestal),
+    what: &str,
+) -> GpuFinder {
+    let mut g = gpu_finder(cfg, pipe, d);
+    let got = g.find(d.data()).unwrap();
+    same(want, &got, what);
+    assert_eq!(&g.pedestal().unwrap(), ped, "{what}: pedestal");
+    g
+}
+
 /// The CPU over every data frame in one call: the clusters and the pedestal after.
 fn cpu_run(cfg: &FinderConfig, d: &Data) -> (ClusterBatch, cluda::Pedestal) {
     let mut f = cpu_finder(cfg, d);
@@ -126,10 +148,8 @@ fn tiny_cap_grows_and_stays_exact() {
             overflow: Overflow::Grow,
             ..step.config()
         };
-        let mut g = gpu_finder(&cfg, pipe, &d);
-        let got = g.find(d.data()).unwrap();
-        same(&want, &got, &format!("grow {}", step.name()));
-        assert_eq!(g.pedestal().unwrap(), ped);
+        let what = format!("grow {}", step.name());
+        let g = gpu_equals_cpu((&cfg, pipe), &d, (&want, &ped), &what);
         assert!(g.cap() > 1, "the cap grew");
     }
 }
@@ -140,8 +160,7 @@ fn tiny_cap_grows_and_stays_exact() {
 #[ignore = "needs a CUDA GPU"]
 fn ladder_pass_times() {
     let d = moench();
-    let mut pinned = PinnedFrames::new(&device(), d.data_n, d.rows, d.cols).unwrap();
-    pinned.as_mut_slice().copy_from_slice(&d.data);
+    let pinned = pinned_copy(d);
     for size in [ClusterSize::S3, ClusterSize::S9] {
         let mut line = format!("{size} us/frame:");
         let mut want = [0usize; 2];

@@ -33,9 +33,8 @@ fn the_library_caps_thread_counts() {
 #[test]
 fn a_raw_master_with_total_frames_0_is_an_error() {
     use cluda::io::raw::RawWriter;
-    let dir = tempfile::tempdir().expect("dir");
+    let (dir, ped, _) = CLUDA.small_set();
     let d = dir.path();
-    let (ped, _) = CLUDA.gen_small(d);
     let config = gen_small_config();
     let mut w = RawWriter::create(d, "z", 0, config).expect("writer");
     for n in 1..=4u64 {

@@ -194,11 +194,10 @@ fn negative_values_name_their_option() {
 /// period beyond one: errors naming the option (they panicked, exit 101).
 #[test]
 fn durations_from_huge_or_tiny_floats_are_errors() {
-    let dir = tempfile::tempdir().expect("dir");
+    let (dir, _, data) = CLUDA.small_set();
     let d = dir.path();
-    let (_, data) = CLUDA.gen_small(d);
     for rate in ["1e-300", "5e-20", "0", "1e8"] {
-        let o = CLUDA.run(&[
+        let args = [
             "replay",
             "--zmq",
             "tcp://127.0.0.1:1",
@@ -206,29 +205,23 @@ fn durations_from_huge_or_tiny_floats_are_errors() {
             s(&data),
             "--rate",
             rate,
-        ]);
-        let err = text(&o.stderr);
-        assert_eq!(o.status.code(), Some(1), "{err}");
-        assert!(err.contains("--rate") && err.contains("0.001"), "{err}");
+        ];
+        CLUDA.fails(&args, &["--rate", "0.001"]);
     }
+    let (out_dir, plots) = (d.join("o"), d.join("p"));
     for every in ["1e300", "1e20", "0.01", "nan"] {
-        let o = CLUDA.run(&[
+        let args = [
             "stream",
             "--zmq",
             "tcp://127.0.0.1:1",
             "--out-dir",
-            s(&d.join("o")),
+            s(&out_dir),
             "--plot",
-            s(&d.join("p")),
+            s(&plots),
             "--plot-every",
             every,
-        ]);
-        let err = text(&o.stderr);
-        assert_eq!(o.status.code(), Some(1), "{err}");
-        assert!(
-            err.contains("--plot-every must be between 0.1 and 86400"),
-            "{err}"
-        );
+        ];
+        CLUDA.fails(&args, &["--plot-every must be between 0.1 and 86400"]);
     }
     // The library refuses the same rates.
     for rate in [1e-300, 5e-20, f64::NAN] {
@@ -241,9 +234,7 @@ fn durations_from_huge_or_tiny_floats_are_errors() {
 /// a signal ends either within a second.
 #[test]
 fn replay_waits_end_on_a_signal() {
-    let dir = tempfile::tempdir().expect("dir");
-    let d = dir.path();
-    let (_, data) = CLUDA.gen_small(d);
+    let (_dir, _, data) = CLUDA.small_set();
     let port = support::stream::free_port();
     let ep = format!("tcp://127.0.0.1:{port}");
     for (extra, sig, code) in [
@@ -279,9 +270,8 @@ fn replay_waits_end_on_a_signal() {
 /// `--spectrum-range=-1e308:1e308` made MAX - MIN overflow and the plot spin forever.
 #[test]
 fn an_overflowing_spectrum_range_is_refused_at_once() {
-    let dir = tempfile::tempdir().expect("dir");
+    let (dir, ped, data) = CLUDA.small_set();
     let d = dir.path();
-    let (ped, data) = CLUDA.gen_small(d);
     for range in ["-1e308:1e308", "0:1e300", "-1e13:0", "0:1e-9"] {
         let t = Instant::now();
         let o = CLUDA.run(&find_args(

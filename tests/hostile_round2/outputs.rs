@@ -17,9 +17,8 @@ use support::raw::gen_small_config;
 /// `--overwrite` the result is replaced.
 #[test]
 fn outputs_never_collide_or_silently_replace() {
-    let dir = tempfile::tempdir().expect("dir");
+    let (dir, ped, data) = CLUDA.small_set();
     let d = dir.path();
-    let (ped, data) = CLUDA.gen_small(d);
     let sums = (sum(&ped), sum(&data));
     let pl = d.join("pl");
     std::fs::create_dir(&pl).expect("mkdir");
@@ -128,9 +127,8 @@ fn an_unwritable_out_dir_is_refused_at_start_up() {
 /// unchanged), replaced whole with it; `--out` naming a file says "not a directory".
 #[test]
 fn gen_replaces_a_set_only_when_told() {
-    let dir = tempfile::tempdir().expect("dir");
+    let (dir, ped, data) = CLUDA.small_set();
     let d = dir.path();
-    let (ped, data) = CLUDA.gen_small(d);
     let sums = (sum(&ped), sum(&data));
     let again = gen_args(
         d,

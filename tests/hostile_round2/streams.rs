@@ -2,6 +2,7 @@
 //! i32 and long names, an oversized message, frames larger than the address space allowed,
 //! a file it cannot write.
 
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use cluda::generate::{GenConfig, Generator};
@@ -43,12 +44,7 @@ fn a_stream_survives_frame_numbers_above_i32_and_long_names() {
     assert_eq!(sums_line.len(), 1, "{}", done.stdout);
     assert_eq!(num(&sums_line[0], "frames"), 8, "{}", done.stdout);
     assert_eq!(num(&sums_line[0], "malformed"), 12, "{}", done.stdout);
-    assert!(
-        done.stderr
-            .contains("frame 2147483648: its frame number is above 2147483647"),
-        "{}",
-        done.stderr
-    );
+    done.assert_stderr_has(&["frame 2147483648: its frame number is above 2147483647"]);
     let name = format!(
         "{}_0.clust",
         "y".repeat(cluda::stream::acquisition::MAX_PREFIX)
@@ -102,14 +98,29 @@ fn an_oversized_message_is_reported_and_the_stream_goes_on() {
     }
     p.send_end().expect("end");
     let done = stream.wait_ok(Duration::from_secs(60));
-    assert!(
-        done.stderr.contains("was dropped") && done.stderr.contains("1048576 bytes"),
-        "{}",
-        done.stderr
-    );
+    done.assert_stderr_has(&["was dropped", "1048576 bytes"]);
     let sums_line = summaries(&done.stdout);
     assert_eq!(num(&sums_line[0], "frames"), 5, "{}", done.stdout);
     assert_eq!(listing(&out), ["run_0.clust"]);
+}
+
+/// `cluda stream` (CPU, a blocking queue) of `acquisitions` acquisitions from `port` into
+/// `out` with the pedestal `dark`, started by `sh` in `d` after the shell commands `limits`
+/// (its output in `d/stream.out` and `.err`).
+fn limited_stream(
+    d: &Path,
+    limits: &str,
+    (port, out, dark): (u16, &Path, &Path),
+    acquisitions: u32,
+) -> Proc {
+    let script = format!(
+        "{limits} && exec {} stream --zmq {} --out-dir {} --pedestal {} --device cpu --acquisitions {acquisitions} --on-full block",
+        s(&cluda_bin()),
+        loopback(port),
+        s(out),
+        s(dark),
+    );
+    spawn_sh(d, "stream", &script)
 }
 
 /// Three valid 4000 x 4000 frames streamed under a 6 GB address-space limit: the ring follows
@@ -120,14 +131,7 @@ fn a_stream_of_large_frames_fits_a_6_gb_address_space() {
     let d = dir.path();
     let port = free_port();
     let out = d.join("out");
-    let script = format!(
-        "ulimit -v 6000000 && exec {} stream --zmq {} --out-dir {} --pedestal {} --device cpu --acquisitions 1 --on-full block",
-        s(&cluda_bin()),
-        loopback(port),
-        s(&out),
-        s(&dark),
-    );
-    let child = spawn_sh(d, "stream", &script);
+    let child = limited_stream(d, "ulimit -v 6000000", (port, &out, &dark), 1);
     spawn_replay(d, "replay", port, &["--data", s(&data), "--no-drop"])
         .wait_ok(Duration::from_secs(120));
     let o = child.wait(Duration::from_secs(120));
@@ -154,14 +158,7 @@ fn a_stream_survives_a_file_it_cannot_write() {
     let out = d.join("out");
     std::fs::create_dir(&out).expect("out");
     // SIGXFSZ ignored (inherited through exec): a write past the limit fails with EFBIG.
-    let script = format!(
-        "trap '' XFSZ; ulimit -f 16 && exec {} stream --zmq {} --out-dir {} --pedestal {} --device cpu --acquisitions 2 --on-full block",
-        s(&cluda_bin()),
-        loopback(port),
-        s(&out),
-        s(&dark),
-    );
-    let child = spawn_sh(d, "stream", &script);
+    let child = limited_stream(d, "trap '' XFSZ; ulimit -f 16", (port, &out, &dark), 2);
     spawn_replay(
         d,
         "replay",

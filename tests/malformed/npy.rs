@@ -4,22 +4,44 @@ use support::files::npy_bytes;
 
 use crate::{Expect, alloc_track, check_read, temp_dir};
 
+/// A version 1.0 `.npy` file of C-order `<u2` with the shape written `shape` (a Python
+/// tuple, as NumPy writes it) and `body_len` zero bytes after the header.
+fn u2(shape: &str, body_len: usize) -> Vec<u8> {
+    let dict = format!("{{'descr': '<u2', 'fortran_order': False, 'shape': {shape}, }}");
+    npy_bytes(&dict, &vec![0; body_len])
+}
+
+/// A version 1.0 `.npy` file of a 1 x 2 x 2 array of `descr` in `order` (`False`: C order),
+/// with `body_len` zero bytes after the header.
+fn one_2x2(descr: &str, order: &str, body_len: usize) -> Vec<u8> {
+    let dict = format!("{{'descr': '{descr}', 'fortran_order': {order}, 'shape': (1, 2, 2), }}");
+    npy_bytes(&dict, &vec![0; body_len])
+}
+
 /// `.npy` inputs for `read_u16_frames` (and `NpyFrames`), with what each must give.
 fn npy_cases() -> Vec<(&'static str, Vec<u8>, Expect)> {
-    let u2 = |shape: &str, body: &[u8]| {
-        npy_bytes(
-            &format!("{{'descr': '<u2', 'fortran_order': False, 'shape': {shape}, }}"),
-            body,
-        )
-    };
-    let mut latin1 = u2("(1, 2, 2)", &[0; 8]);
+    let mut latin1 = u2("(1, 2, 2)", 8);
     latin1[20] = 0xff;
     let mut v2 = b"\x93NUMPY\x02\x00".to_vec();
     let h = "{'descr': '<u2', 'fortran_order': False, 'shape': (1, 1, 2), }\n";
     v2.extend_from_slice(&(h.len() as u32).to_le_bytes());
     v2.extend_from_slice(h.as_bytes());
     v2.extend_from_slice(&[1, 0, 2, 0]);
+    // The dict followed by `x`, padded to the header length the file declares.
+    let text_after: Vec<u8> = u2("(1, 2, 2)", 8)
+        .into_iter()
+        .take(10)
+        .chain(
+            "{'descr': '<u2', 'fortran_order': False, 'shape': (1, 2, 2), }x"
+                .bytes()
+                .chain(std::iter::repeat_n(b' ', 52))
+                .chain(*b"\n"),
+        )
+        .chain([0; 8])
+        .collect();
     let magic = "does not start with the \\x93NUMPY magic string";
+    let huge = "needs 320000000000000000 bytes after the 128-byte header, the file holds 64";
+    let truncated = "truncated .npy header: it declares 118 header bytes but the file has only 10";
     vec![
         ("empty file", vec![], Err(magic)),
         (
@@ -29,8 +51,8 @@ fn npy_cases() -> Vec<(&'static str, Vec<u8>, Expect)> {
         ),
         (
             "truncated header",
-            u2("(1, 2, 2)", &[])[..20].to_vec(),
-            Err("truncated .npy header: it declares 118 header bytes but the file has only 10"),
+            u2("(1, 2, 2)", 0)[..20].to_vec(),
+            Err(truncated),
         ),
         (
             "header length past the end",
@@ -39,58 +61,42 @@ fn npy_cases() -> Vec<(&'static str, Vec<u8>, Expect)> {
         ),
         (
             "wrong dtype f8",
-            npy_bytes(
-                "{'descr': '<f8', 'fortran_order': False, 'shape': (1, 2, 2), }",
-                &[0; 32],
-            ),
+            one_2x2("<f8", "False", 32),
             Err("dtype '<f8' is not supported here: expected uint16"),
         ),
         (
             "fortran order",
-            npy_bytes(
-                "{'descr': '<u2', 'fortran_order': True, 'shape': (1, 2, 2), }",
-                &[0; 8],
-            ),
+            one_2x2("<u2", "True", 8),
             Err("Fortran-order array: cluda reads C-order arrays only"),
         ),
         (
             "zero rows",
-            u2("(1, 0, 2)", &[]),
+            u2("(1, 0, 2)", 0),
             Err("frames of shape 0 x 2 have no pixels"),
         ),
         (
             "negative size",
-            u2("(1, -2, 2)", &[0; 8]),
+            u2("(1, -2, 2)", 8),
             Err("expected a non-negative integer at byte 54, found '-'"),
         ),
         (
             "huge declared frames",
-            u2("(1000000000000, 400, 400)", &[0; 64]),
-            Err("needs 320000000000000000 bytes after the 128-byte header, the file holds 64"),
+            u2("(1000000000000, 400, 400)", 64),
+            Err(huge),
         ),
         (
             "shape product overflows",
-            u2("(18446744073709551615, 400, 400)", &[0; 64]),
+            u2("(18446744073709551615, 400, 400)", 64),
             Err("is too large to address on this machine"),
         ),
         (
             "fewer bytes than the shape",
-            u2("(3, 2, 2)", &[0; 10]),
+            u2("(3, 2, 2)", 10),
             Err("needs 24 bytes after the 128-byte header, the file holds 10"),
         ),
         (
             "text after the dict",
-            u2("(1, 2, 2)", &[0; 8])
-                .into_iter()
-                .take(10)
-                .chain(
-                    "{'descr': '<u2', 'fortran_order': False, 'shape': (1, 2, 2), }x"
-                        .bytes()
-                        .chain(std::iter::repeat_n(b' ', 52))
-                        .chain(*b"\n"),
-                )
-                .chain([0; 8])
-                .collect(),
+            text_after,
             Err("unexpected text after the dict"),
         ),
         (
@@ -100,14 +106,10 @@ fn npy_cases() -> Vec<(&'static str, Vec<u8>, Expect)> {
         ),
         (
             "4-D shape",
-            u2("(1, 1, 2, 2)", &[0; 8]),
+            u2("(1, 1, 2, 2)", 8),
             Err("expected a 3-D array"),
         ),
-        (
-            "1-D shape",
-            u2("(4,)", &[0; 8]),
-            Err("expected a 3-D array"),
-        ),
+        ("1-D shape", u2("(4,)", 8), Err("expected a 3-D array")),
         (
             "no shape key",
             npy_bytes("{'descr': '<u2', 'fortran_order': False, }", &[0; 8]),
@@ -121,19 +123,12 @@ fn npy_cases() -> Vec<(&'static str, Vec<u8>, Expect)> {
         // Accepted forms, read exactly.
         (
             "big-endian u2",
-            npy_bytes(
-                "{'descr': '>u2', 'fortran_order': False, 'shape': (1, 2, 2), }",
-                &[0; 8],
-            ),
+            one_2x2(">u2", "False", 8),
             Ok(vec![1, 2, 2]),
         ),
-        (
-            "2-D shape is one frame",
-            u2("(2, 2)", &[0; 8]),
-            Ok(vec![1, 2, 2]),
-        ),
+        ("2-D shape is one frame", u2("(2, 2)", 8), Ok(vec![1, 2, 2])),
         ("version 2.0 header", v2, Ok(vec![1, 1, 2])),
-        ("no frames", u2("(0, 4, 4)", &[]), Ok(vec![0, 4, 4])),
+        ("no frames", u2("(0, 4, 4)", 0), Ok(vec![0, 4, 4])),
     ]
 }
 

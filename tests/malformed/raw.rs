@@ -22,18 +22,6 @@ fn good_master() -> Value {
     })
 }
 
-/// `good_master` with `key` set to `value` (`Value::Null` removes it).
-fn master_with(key: &str, value: Value) -> Vec<u8> {
-    let mut m = good_master();
-    let o = m.as_object_mut().unwrap();
-    if value.is_null() {
-        o.remove(key);
-    } else {
-        o.insert(key.into(), value);
-    }
-    m.to_string().into_bytes()
-}
-
 fn parse(bytes: &[u8]) -> Error {
     match RawMaster::parse("run_master_0.json", bytes) {
         Ok(m) => panic!("accepted a bad master: {m:?}"),
@@ -65,404 +53,285 @@ fn open_err(master: &Path) -> Error {
     }
 }
 
-type Case = (&'static str, Box<dyn Fn() -> Error>, Kind, &'static str);
+/// A case: its name, what gives its error, the error's kind and a fragment of its message.
+type Case = (String, Box<dyn Fn() -> Error>, Kind, String);
 
-fn cases() -> Vec<Case> {
-    let mut v: Vec<Case> = vec![
-        // Master file: encoding and structure.
+/// Masters that are [`good_master`] with some keys set (`null`: removed), each row
+/// `[name, {key: value, ...}, fragment of the format error]`.
+fn master_edits() -> Value {
+    json!([
+        // Missing keys and wrong types.
+        ["missing Pixels", {"Pixels": null}, "missing key \"Pixels\""],
+        ["missing image size", {"Image Size in bytes": null}, "missing key \"Image Size in bytes\""],
+        ["missing Total Frames", {"Total Frames": null}, "missing key \"Total Frames\""],
+        ["Version as a string", {"Version": "7.2"}, "key \"Version\": must be a number, got a string"],
+        ["Pixels x as a string", {"Pixels": {"x": "400", "y": 400}},
+            "key \"Pixels\": must be a non-negative integer, got a string"],
+        ["Pixels not an object", {"Pixels": [400, 400]}, "key \"Pixels\": must be an object"],
+        ["Detector Type a number", {"Detector Type": 3},
+            "key \"Detector Type\": must be a string, got a number"],
+        // Zero, negative, fractional and huge sizes.
+        ["zero Pixels x", {"Pixels": {"x": 0, "y": 400}}, "\"x\" must be in 1..=65536, got 0"],
+        ["negative Pixels y", {"Pixels": {"x": 400, "y": -400}},
+            "must be a non-negative integer, got -400"],
+        ["huge Pixels", {"Pixels": {"x": 1_000_000_000_000u64, "y": 400}},
+            "\"x\" must be in 1..=65536, got 1000000000000"],
+        ["negative Max Frames Per File", {"Max Frames Per File": -1},
+            "key \"Max Frames Per File\": must be a non-negative integer, got -1"],
+        ["fractional Total Frames", {"Total Frames": 1.5},
+            "key \"Total Frames\": must be a non-negative integer, got 1.5"],
+        ["huge image size", {"Image Size in bytes": u64::MAX}, "disagrees with \"Pixels\" 400 x 400"],
+        // Values cluda cannot read.
+        ["32-bit frames", {"Dynamic Range": 32}, "32-bit pixels; cluda reads 16-bit frames only"],
+        ["unknown discard policy", {"Frame Discard Policy": "sometimes"},
+            "`sometimes` is not one of nodiscard"],
+        ["more ports than any detector has", {"Geometry": {"x": 1, "y": 65}},
+            "key \"Geometry\": \"y\" must be in 1..=64, got 65"],
+        // 400-row ports said to be read out through 2 interfaces: 800-row modules.
+        ["a MOENCH module's rows over ports that do not stack to 400",
+            {"Geometry": {"x": 1, "y": 2}, "Number of UDP Interfaces": 2},
+            "\"Geometry\" 1 x 2, \"Number of UDP Interfaces\" 2"],
+        ["unpadded partial frames", {"Frame Padding": 0, "Frame Discard Policy": "nodiscard"},
+            "\"Frame Padding\" 0 with \"Frame Discard Policy\" nodiscard"],
+        ["Moench with unknown analog samples", {"Analog Samples": 1234}, "not MOENCH 03"],
+        // Receiver ROIs.
+        ["several receiver ROIs", {"Version": 8.0, "Receiver Rois": [
+                {"xmin": 0, "xmax": 99, "ymin": 0, "ymax": 399},
+                {"xmin": 200, "xmax": 299, "ymin": 0, "ymax": 399}]},
+            "key \"Receiver Rois\": 2 receiver ROIs ([0, 99, 0, 399], [200, 299, 0, 399]); \
+             cluda reads acquisitions with one ROI only"],
+        ["receiver ROI outside the detector",
+            {"Receiver Roi": {"xmin": 0, "xmax": 400, "ymin": 0, "ymax": 399}},
+            "key \"Receiver Roi\": ROI [0, 400, 0, 399] (xmin, xmax, ymin, ymax; inclusive) \
+             does not lie inside"],
+        ["receiver ROI bound negative",
+            {"Receiver Roi": {"xmin": -5, "xmax": 10, "ymin": 0, "ymax": 399}},
+            "key \"Receiver Roi\": \"xmin\" is -5"],
+        ["receiver ROI on ADC-ordered MOENCH 03", {"Analog Samples": 5000,
+                "Frame Discard Policy": "nodiscard",
+                "Receiver Roi": {"xmin": 0, "xmax": 199, "ymin": 0, "ymax": 399}},
+            "receiver ROI [0, 199, 0, 399] on ADC-ordered MOENCH 03 data"],
+        ["image size neither the detector's nor the ROI's", {"Image Size in bytes": 1000,
+                "Receiver Roi": {"xmin": 0, "xmax": 199, "ymin": 0, "ymax": 399}},
+            "and with the receiver ROI [0, 199, 0, 399] (400 x 200 pixels, 160000 bytes)"],
+    ])
+}
+
+/// The cases of [`master_edits`]: each edited master parsed, a format error expected.
+fn master_edit_cases() -> Vec<Case> {
+    let rows = master_edits();
+    let rows = rows.as_array().expect("master_edits is an array");
+    let text = |v: &Value| v.as_str().expect("a string").to_string();
+    rows.iter()
+        .map(|row| {
+            let mut m = good_master();
+            for (key, value) in row[1].as_object().expect("the edits are an object") {
+                let o = m.as_object_mut().expect("good_master is an object");
+                match value {
+                    Value::Null => o.remove(key),
+                    v => o.insert(key.clone(), v.clone()),
+                };
+            }
+            let bytes = m.to_string().into_bytes();
+            let make: Box<dyn Fn() -> Error> = Box::new(move || parse(&bytes));
+            (text(&row[0]), make, Kind::Format, text(&row[2]))
+        })
+        .collect()
+}
+
+/// Master files broken below their JSON: their bytes or their name.
+fn master_byte_cases() -> Vec<Case> {
+    let good = good_master().to_string().into_bytes();
+    let mut not_utf8 = good.clone();
+    not_utf8[20] = 0xff;
+    let truncated = good[..good.len() / 2].to_vec();
+    let master = "run_master_0.json";
+    [
         (
             "master not UTF-8",
-            Box::new(|| {
-                let mut b = good_master().to_string().into_bytes();
-                b[20] = 0xff;
-                parse(&b)
-            }),
-            Kind::Format,
+            master,
+            not_utf8,
             "not UTF-8 text (invalid byte at offset 20)",
         ),
-        (
-            "master truncated",
-            Box::new(|| {
-                let b = good_master().to_string().into_bytes();
-                parse(&b[..b.len() / 2])
-            }),
-            Kind::Format,
-            "not valid JSON",
-        ),
-        (
-            "master empty",
-            Box::new(|| parse(b"")),
-            Kind::Format,
-            "not valid JSON",
-        ),
+        ("master truncated", master, truncated, "not valid JSON"),
+        ("master empty", master, vec![], "not valid JSON"),
         (
             "master is an array",
-            Box::new(|| parse(b"[1, 2]")),
-            Kind::Format,
+            master,
+            b"[1, 2]".to_vec(),
             "not a JSON object",
         ),
         (
             "bad master file name",
-            Box::new(|| {
-                RawMaster::parse("run.json", &master_with("Version", json!(7.2))).unwrap_err()
-            }),
-            Kind::Format,
+            "run.json",
+            good,
             "file name is not <base>_master_<N>.json",
         ),
-        // Missing keys and wrong types.
-        (
-            "missing Pixels",
-            Box::new(|| parse(&master_with("Pixels", Value::Null))),
-            Kind::Format,
-            "missing key \"Pixels\"",
-        ),
-        (
-            "missing image size",
-            Box::new(|| parse(&master_with("Image Size in bytes", Value::Null))),
-            Kind::Format,
-            "missing key \"Image Size in bytes\"",
-        ),
-        (
-            "missing Total Frames",
-            Box::new(|| parse(&master_with("Total Frames", Value::Null))),
-            Kind::Format,
-            "missing key \"Total Frames\"",
-        ),
-        (
-            "Version as a string",
-            Box::new(|| parse(&master_with("Version", json!("7.2")))),
-            Kind::Format,
-            "key \"Version\": must be a number, got a string",
-        ),
-        (
-            "Pixels x as a string",
-            Box::new(|| parse(&master_with("Pixels", json!({"x": "400", "y": 400})))),
-            Kind::Format,
-            "key \"Pixels\": must be a non-negative integer, got a string",
-        ),
-        (
-            "Pixels not an object",
-            Box::new(|| parse(&master_with("Pixels", json!([400, 400])))),
-            Kind::Format,
-            "key \"Pixels\": must be an object",
-        ),
-        (
-            "Detector Type a number",
-            Box::new(|| parse(&master_with("Detector Type", json!(3)))),
-            Kind::Format,
-            "key \"Detector Type\": must be a string, got a number",
-        ),
-        // Zero, negative, fractional and huge sizes.
-        (
-            "zero Pixels x",
-            Box::new(|| parse(&master_with("Pixels", json!({"x": 0, "y": 400})))),
-            Kind::Format,
-            "\"x\" must be in 1..=65536, got 0",
-        ),
-        (
-            "negative Pixels y",
-            Box::new(|| parse(&master_with("Pixels", json!({"x": 400, "y": -400})))),
-            Kind::Format,
-            "must be a non-negative integer, got -400",
-        ),
-        (
-            "huge Pixels",
-            Box::new(|| {
-                parse(&master_with(
-                    "Pixels",
-                    json!({"x": 1_000_000_000_000u64, "y": 400}),
-                ))
-            }),
-            Kind::Format,
-            "\"x\" must be in 1..=65536, got 1000000000000",
-        ),
-        (
-            "negative Max Frames Per File",
-            Box::new(|| parse(&master_with("Max Frames Per File", json!(-1)))),
-            Kind::Format,
-            "key \"Max Frames Per File\": must be a non-negative integer, got -1",
-        ),
-        (
-            "fractional Total Frames",
-            Box::new(|| parse(&master_with("Total Frames", json!(1.5)))),
-            Kind::Format,
-            "key \"Total Frames\": must be a non-negative integer, got 1.5",
-        ),
-        (
-            "huge image size",
-            Box::new(|| parse(&master_with("Image Size in bytes", json!(u64::MAX)))),
-            Kind::Format,
-            "disagrees with \"Pixels\" 400 x 400",
-        ),
-        // Values cluda cannot read.
-        (
-            "32-bit frames",
-            Box::new(|| parse(&master_with("Dynamic Range", json!(32)))),
-            Kind::Format,
-            "32-bit pixels; cluda reads 16-bit frames only",
-        ),
-        (
-            "unknown discard policy",
-            Box::new(|| parse(&master_with("Frame Discard Policy", json!("sometimes")))),
-            Kind::Format,
-            "`sometimes` is not one of nodiscard",
-        ),
-        (
-            "more ports than any detector has",
-            Box::new(|| parse(&master_with("Geometry", json!({"x": 1, "y": 65})))),
-            Kind::Format,
-            "key \"Geometry\": \"y\" must be in 1..=64, got 65",
-        ),
-        (
-            "a MOENCH module's rows over ports that do not stack to 400",
-            Box::new(|| {
-                // 400-row ports said to be read out through 2 interfaces: 800-row modules.
-                let mut m = good_master();
-                m["Geometry"] = json!({"x": 1, "y": 2});
-                m["Number of UDP Interfaces"] = json!(2);
-                parse(m.to_string().as_bytes())
-            }),
-            Kind::Format,
-            "\"Geometry\" 1 x 2, \"Number of UDP Interfaces\" 2",
-        ),
-        (
-            "unpadded partial frames",
-            Box::new(|| {
-                let mut m = good_master();
-                m["Frame Padding"] = json!(0);
-                m["Frame Discard Policy"] = json!("nodiscard");
-                parse(m.to_string().as_bytes())
-            }),
-            Kind::Format,
-            "\"Frame Padding\" 0 with \"Frame Discard Policy\" nodiscard",
-        ),
-        (
-            "Moench with unknown analog samples",
-            Box::new(|| parse(&master_with("Analog Samples", json!(1234)))),
-            Kind::Format,
-            "not MOENCH 03",
-        ),
-        // Data files that disagree with the master.
+    ]
+    .into_iter()
+    .map(|(name, file, bytes, fragment)| {
+        let make: Box<dyn Fn() -> Error> = Box::new(move || match RawMaster::parse(file, &bytes) {
+            Ok(m) => panic!("accepted a bad master: {m:?}"),
+            Err(e) => e,
+        });
+        (name.to_string(), make, Kind::Format, fragment.to_string())
+    })
+    .collect()
+}
+
+/// What spoils a tiny acquisition: given its directory and its master's path.
+type Spoil = fn(&Path, &Path);
+
+/// Acquisitions (`frames` frames, `max` per file) spoiled after writing: data files that
+/// disagree with the master, or whose size is not a whole number of the master's records.
+fn acquisition_cases() -> Vec<Case> {
+    let rows: [(&str, u64, u64, Spoil, &str); 6] = [
         (
             "no data file",
-            Box::new(|| {
-                let d = temp_dir("nodata");
-                let mp = acquisition(d.path(), 2, 10);
-                std::fs::remove_file(d.path().join("run_d0_f0_0.raw")).unwrap();
-                open_err(&mp)
-            }),
-            Kind::Format,
+            2,
+            10,
+            |d, _| std::fs::remove_file(d.join("run_d0_f0_0.raw")).unwrap(),
             "no data file: expected",
         ),
         (
             "file holds more frames than Max Frames Per File",
-            Box::new(|| {
-                let d = temp_dir("maxff");
-                let mp = acquisition(d.path(), 4, 0);
-                edit_master(&mp, |m| m["Max Frames Per File"] = json!(3));
-                open_err(&mp)
-            }),
-            Kind::Format,
+            4,
+            0,
+            |_, mp| edit_master(mp, |m| m["Max Frames Per File"] = json!(3)),
             "holds 4 frames (160 bytes per record), more than the master's \"Max Frames Per File\" 3",
         ),
         (
             "files hold more frames than Total Frames",
-            Box::new(|| {
-                let d = temp_dir("total");
-                let mp = acquisition(d.path(), 5, 2);
-                edit_master(&mp, |m| {
+            5,
+            2,
+            |_, mp| {
+                edit_master(mp, |m| {
                     m["Total Frames"] = json!(3);
                     m["Frames in File"] = json!(3);
-                });
-                open_err(&mp)
-            }),
-            Kind::Format,
+                })
+            },
             "the data files hold 5 frames, more than the 3",
         ),
         (
             "data file is a directory",
-            Box::new(|| {
-                let d = temp_dir("dirdata");
-                let mp = acquisition(d.path(), 2, 10);
-                std::fs::remove_file(d.path().join("run_d0_f0_0.raw")).unwrap();
-                std::fs::create_dir(d.path().join("run_d0_f0_0.raw")).unwrap();
-                open_err(&mp)
-            }),
-            Kind::Format,
+            2,
+            10,
+            |d, _| {
+                std::fs::remove_file(d.join("run_d0_f0_0.raw")).unwrap();
+                std::fs::create_dir(d.join("run_d0_f0_0.raw")).unwrap();
+            },
             "data file is not a regular file",
         ),
         (
-            "master file of 17 MiB",
-            Box::new(|| {
-                let d = temp_dir("bigmaster");
-                let mp = d.path().join("run_master_0.json");
-                std::fs::File::create(&mp)
-                    .unwrap()
-                    .set_len(17 << 20)
-                    .unwrap();
-                RawMaster::open(&mp).unwrap_err()
-            }),
-            Kind::Format,
-            "far too large for a master file",
-        ),
-        // Data files whose size is not a whole number of the master's records.
-        (
             "data file not a whole number of records",
-            Box::new(|| {
-                let d = temp_dir("tail");
-                let mp = acquisition(d.path(), 3, 0);
-                let p = d.path().join("run_d0_f0_0.raw");
-                let f = std::fs::OpenOptions::new().append(true).open(&p).unwrap();
-                std::io::Write::write_all(&mut &f, &[0u8; 10]).unwrap();
-                open_err(&mp)
-            }),
-            Kind::Format,
+            3,
+            0,
+            |d, _| {
+                let f = std::fs::OpenOptions::new()
+                    .append(true)
+                    .open(d.join("run_d0_f0_0.raw"));
+                std::io::Write::write_all(&mut &f.unwrap(), &[0u8; 10]).unwrap();
+            },
             "run_d0_f0_0.raw: 490 bytes is not a whole number of 160-byte records (112-byte \
              header + 4 x 6 pixels",
         ),
+        // The receiver wrote 2 x 6 ROI records (136 bytes); the master names no ROI.
         (
             "ROI files under a master that names no ROI",
-            Box::new(|| {
-                // The receiver wrote 2 x 6 ROI records (136 bytes); the master names no ROI.
-                let d = temp_dir("roinoname");
-                let mp = acquisition(d.path(), 5, 0);
-                std::fs::write(d.path().join("run_d0_f0_0.raw"), vec![0u8; 5 * 136]).unwrap();
-                open_err(&mp)
-            }),
-            Kind::Format,
+            5,
+            0,
+            |d, _| std::fs::write(d.join("run_d0_f0_0.raw"), vec![0u8; 5 * 136]).unwrap(),
             "680 bytes is not a whole number of 160-byte records",
         ),
-        // Receiver ROIs.
-        (
-            "several receiver ROIs",
-            Box::new(|| {
-                let mut m = good_master();
-                m["Version"] = json!(8.0);
-                m["Receiver Rois"] = json!([
-                    {"xmin": 0, "xmax": 99, "ymin": 0, "ymax": 399},
-                    {"xmin": 200, "xmax": 299, "ymin": 0, "ymax": 399}
-                ]);
-                parse(m.to_string().as_bytes())
-            }),
-            Kind::Format,
-            "key \"Receiver Rois\": 2 receiver ROIs ([0, 99, 0, 399], [200, 299, 0, 399]); \
-             cluda reads acquisitions with one ROI only",
-        ),
-        (
-            "receiver ROI outside the detector",
-            Box::new(|| {
-                let mut m = good_master();
-                m["Receiver Roi"] = json!({"xmin": 0, "xmax": 400, "ymin": 0, "ymax": 399});
-                parse(m.to_string().as_bytes())
-            }),
-            Kind::Format,
-            "key \"Receiver Roi\": ROI [0, 400, 0, 399] (xmin, xmax, ymin, ymax; inclusive) \
-             does not lie inside",
-        ),
-        (
-            "receiver ROI bound negative",
-            Box::new(|| {
-                let mut m = good_master();
-                m["Receiver Roi"] = json!({"xmin": -5, "xmax": 10, "ymin": 0, "ymax": 399});
-                parse(m.to_string().as_bytes())
-            }),
-            Kind::Format,
-            "key \"Receiver Roi\": \"xmin\" is -5",
-        ),
-        (
-            "receiver ROI on ADC-ordered MOENCH 03",
-            Box::new(|| {
-                let mut m = good_master();
-                m["Analog Samples"] = json!(5000);
-                m["Frame Discard Policy"] = json!("nodiscard");
-                m["Receiver Roi"] = json!({"xmin": 0, "xmax": 199, "ymin": 0, "ymax": 399});
-                parse(m.to_string().as_bytes())
-            }),
-            Kind::Format,
-            "receiver ROI [0, 199, 0, 399] on ADC-ordered MOENCH 03 data",
-        ),
-        (
-            "image size neither the detector's nor the ROI's",
-            Box::new(|| {
-                let mut m = good_master();
-                m["Receiver Roi"] = json!({"xmin": 0, "xmax": 199, "ymin": 0, "ymax": 399});
-                m["Image Size in bytes"] = json!(1000);
-                parse(m.to_string().as_bytes())
-            }),
-            Kind::Format,
-            "and with the receiver ROI [0, 199, 0, 399] (400 x 200 pixels, 160000 bytes)",
-        ),
-        // Finder configuration.
-        (
-            "nsigma NaN",
-            Box::new(|| {
-                FinderConfig::new(400, 400)
-                    .n_sigma(f64::NAN)
-                    .validate()
-                    .unwrap_err()
-            }),
-            Kind::Param,
-            "must be finite and >= 0, got NaN",
-        ),
-        (
-            "nsigma negative",
-            Box::new(|| {
-                FinderConfig::new(400, 400)
-                    .n_sigma(-1.0)
-                    .validate()
-                    .unwrap_err()
-            }),
-            Kind::Param,
-            "must be finite and >= 0, got -1",
-        ),
-        (
-            "nsigma infinite",
-            Box::new(|| {
-                FinderConfig::new(400, 400)
-                    .n_sigma(f64::INFINITY)
-                    .validate()
-                    .unwrap_err()
-            }),
-            Kind::Param,
-            "must be finite and >= 0, got inf",
-        ),
-        (
-            "zero pedestal frames",
-            Box::new(|| {
-                FinderConfig::new(400, 400)
-                    .pedestal_frames(0)
-                    .validate()
-                    .unwrap_err()
-            }),
-            Kind::Param,
-            "the pedestal window needs at least one frame",
-        ),
-        (
-            "zero-sized frames",
-            Box::new(|| FinderConfig::new(0, 400).validate().unwrap_err()),
-            Kind::Param,
-            "at least one pixel, got 0 x 400",
-        ),
-        (
-            "cluster size 4",
-            Box::new(|| ClusterSize::from_side(4).unwrap_err()),
-            Kind::Param,
-            "cluster size 4 is not supported",
-        ),
-        (
-            "cluster size 0",
-            Box::new(|| ClusterSize::from_side(0).unwrap_err()),
-            Kind::Param,
-            "cluster size 0 is not supported",
-        ),
-        (
-            "cluster size 11",
-            Box::new(|| ClusterSize::from_side(11).unwrap_err()),
-            Kind::Param,
-            "cluster size 11 is not supported",
-        ),
     ];
-    v.shrink_to_fit();
+    rows.into_iter()
+        .map(|(name, frames, max, spoil, fragment)| {
+            let make: Box<dyn Fn() -> Error> = Box::new(move || {
+                let d = temp_dir("acq");
+                let mp = acquisition(d.path(), frames, max);
+                spoil(d.path(), &mp);
+                open_err(&mp)
+            });
+            (name.to_string(), make, Kind::Format, fragment.to_string())
+        })
+        .collect()
+}
+
+/// A master file of 17 MiB, refused before it is read.
+fn huge_master_case() -> Case {
+    let make: Box<dyn Fn() -> Error> = Box::new(|| {
+        let d = temp_dir("bigmaster");
+        let mp = d.path().join("run_master_0.json");
+        std::fs::File::create(&mp)
+            .unwrap()
+            .set_len(17 << 20)
+            .unwrap();
+        RawMaster::open(&mp).unwrap_err()
+    });
+    let fragment = "far too large for a master file";
+    (
+        "master file of 17 MiB".into(),
+        make,
+        Kind::Format,
+        fragment.into(),
+    )
+}
+
+/// Finder configurations and cluster sizes that are refused as parameters.
+fn parameter_cases() -> Vec<Case> {
+    let mut v: Vec<Case> = Vec::new();
+    let mut add = |name: String, make: Box<dyn Fn() -> Error>, fragment: String| {
+        v.push((name, make, Kind::Param, fragment));
+    };
+    for (name, n_sigma, got) in [
+        ("nsigma NaN", f64::NAN, "NaN"),
+        ("nsigma negative", -1.0, "-1"),
+        ("nsigma infinite", f64::INFINITY, "inf"),
+    ] {
+        let make = move || {
+            FinderConfig::new(400, 400)
+                .n_sigma(n_sigma)
+                .validate()
+                .unwrap_err()
+        };
+        add(
+            name.into(),
+            Box::new(make),
+            format!("must be finite and >= 0, got {got}"),
+        );
+    }
+    let make = || {
+        FinderConfig::new(400, 400)
+            .pedestal_frames(0)
+            .validate()
+            .unwrap_err()
+    };
+    let fragment = "the pedestal window needs at least one frame";
+    add(
+        "zero pedestal frames".into(),
+        Box::new(make),
+        fragment.into(),
+    );
+    let make = || FinderConfig::new(0, 400).validate().unwrap_err();
+    add(
+        "zero-sized frames".into(),
+        Box::new(make),
+        "at least one pixel, got 0 x 400".into(),
+    );
+    for side in [4, 0, 11] {
+        let make = move || ClusterSize::from_side(side).unwrap_err();
+        let fragment = format!("cluster size {side} is not supported");
+        add(format!("cluster size {side}"), Box::new(make), fragment);
+    }
+    v
+}
+
+fn cases() -> Vec<Case> {
+    let mut v = master_byte_cases();
+    v.extend(master_edit_cases());
+    v.extend(acquisition_cases());
+    v.push(huge_master_case());
+    v.extend(parameter_cases());
     v
 }
 

@@ -20,11 +20,7 @@ fn replay_to_stream_equals_find() {
     let args = stream_args(&dark, "cpu", "1", &[]);
     let replay = ["--data", s(&data), "--no-drop"];
     let run = relay((d, "stream"), 1, &out, &args, &replay, LIMIT);
-    let replayed = &run.replay.stdout;
-    assert!(
-        replayed.starts_with("acquisitions=1 frames=2000 "),
-        "{replayed}"
-    );
+    run.assert_replayed(1, 2000);
     let done = &run.stream;
     assert_eq!(run.sums.len(), 1, "{}", done.stdout);
     let m = &run.sums[0];
@@ -131,12 +127,7 @@ fn a_sender_gone_after_its_end_is_a_note_not_a_warning() {
         assert_eq!(m["end"], "end");
     }
     assert!(!done.stderr.contains("warning"), "{}", done.stderr);
-    assert!(
-        done.stderr
-            .contains("went away after the end of an acquisition"),
-        "{}",
-        done.stderr
-    );
+    done.assert_stderr_has(&["went away after the end of an acquisition"]);
 }
 
 /// A raw acquisition (master file and data file) replayed keeps its headers' frame numbers
@@ -214,11 +205,7 @@ fn a_sampled_stream_is_not_a_loss() {
         "2",
     ];
     let run = relay((d, "sampled"), 1, &out, &args, &replay, LIMIT);
-    let replayed = &run.replay.stdout;
-    assert!(
-        replayed.starts_with("acquisitions=2 frames=200 "),
-        "{replayed}"
-    );
+    run.assert_replayed(2, 200);
     let (done, sums) = (&run.stream, &run.sums);
     assert_eq!(sums.len(), 2, "{}\n{}", done.stdout, done.stderr);
     for (m, name) in sums.iter().zip(["run_0.clust", "run_1.clust"]) {
@@ -255,10 +242,5 @@ fn a_sampled_stream_is_not_a_loss() {
         (num(&sums[0], "missing"), num(&sums[0], "sampled")),
         (198, 0)
     );
-    assert!(
-        done.stderr
-            .contains("missing: frames 1-2 missing (2 frames never arrived"),
-        "{}",
-        done.stderr
-    );
+    done.assert_stderr_has(&["missing: frames 1-2 missing (2 frames never arrived"]);
 }

@@ -60,24 +60,19 @@ impl Cli {
         )
     }
 
+    /// A fresh temporary directory holding [`Cli::gen_small`]'s inputs; returns it with the
+    /// paths of the pedestal and the data `.npy`.
+    pub fn small_set(&self) -> (tempfile::TempDir, PathBuf, PathBuf) {
+        let dir = tempfile::tempdir().expect("dir");
+        let (ped, data) = self.gen_small(dir.path());
+        (dir, ped, data)
+    }
+
     /// Small generated inputs in `dir` (`cluda gen`: 40 dark frames and 12 data frames of
     /// 24 x 36, seed 5); returns the paths of the pedestal and the data `.npy`.
     pub fn gen_small(&self, dir: &Path) -> (PathBuf, PathBuf) {
-        let out = self.run(&[
-            "gen",
-            "--out",
-            s(dir),
-            "--frames",
-            "12",
-            "--pedestal-frames",
-            "40",
-            "--rows",
-            "24",
-            "--cols",
-            "36",
-            "--seed",
-            "5",
-        ]);
+        let options = "--frames 12 --pedestal-frames 40 --rows 24 --cols 36 --seed 5";
+        let out = self.run(&gen_args(dir, options));
         assert!(out.status.success(), "{}", text(&out.stderr));
         let stdout = text(&out.stdout);
         assert!(

@@ -59,6 +59,17 @@ pub struct Relayed {
     pub sums: Vec<HashMap<String, String>>,
 }
 
+impl Relayed {
+    /// Fails the test unless the replay says it sent `acquisitions` acquisitions of `frames`
+    /// frames in all (its summary line's start).
+    #[track_caller]
+    pub fn assert_replayed(&self, acquisitions: usize, frames: u64) {
+        let replayed = &self.replay.stdout;
+        let want = format!("acquisitions={acquisitions} frames={frames} ");
+        assert!(replayed.starts_with(&want), "{replayed}");
+    }
+}
+
 /// Starts `cluda stream` on `parts` loopback endpoints (`--out-dir out`, then the options
 /// `stream`), replays into it (`cluda replay` with the options `replay`, which say
 /// `--interfaces` for several parts) and waits (at most `limit` each) for both to succeed.

@@ -2,6 +2,21 @@
 //!
 //! Shared by the long-run tests (`tests/engine_memory.rs`, `tests/long_runs.rs`).
 
+use cluda::engine::{EngineConfig, EngineStats, FedFinder, find_stream};
+use cluda::io::FrameSource;
+
+/// What [`RssTrack::stream`] saw of a stream.
+pub struct Streamed {
+    /// The engine's statistics.
+    pub stats: EngineStats,
+    /// Frames visited.
+    pub seen: u64,
+    /// Clusters found in them.
+    pub clusters: u64,
+    /// The last frame number visited.
+    pub last: Option<u64>,
+}
+
 /// Resident memory of this process in MiB (Linux: /proc/self/statm).
 pub fn rss_mib() -> f64 {
     let statm = std::fs::read_to_string("/proc/self/statm").expect("/proc/self/statm");
@@ -44,6 +59,37 @@ impl RssTrack {
             self.warm.get_or_insert(now);
             self.peak = self.peak.max(now);
         }
+    }
+
+    /// Streams all of `source` through `finder` with the engine sized for `rows x cols`
+    /// frames, checking that the frames arrive in order and sampling resident memory after
+    /// each ([`RssTrack::frame`]).
+    pub fn stream(
+        &mut self,
+        finder: &mut dyn FedFinder,
+        source: &mut (dyn FrameSource + Send),
+        (rows, cols): (usize, usize),
+    ) -> cluda::Result<Streamed> {
+        let (mut seen, mut clusters, mut last) = (0u64, 0u64, None);
+        let stats = find_stream(
+            finder,
+            source,
+            EngineConfig::for_frames(rows, cols),
+            &mut |number, fc| {
+                assert_eq!(number, seen, "frames arrive in order");
+                seen += 1;
+                clusters += fc.len() as u64;
+                self.frame(seen);
+                last = Some(number);
+                Ok(())
+            },
+        )?;
+        Ok(Streamed {
+            stats,
+            seen,
+            clusters,
+            last,
+        })
     }
 
     /// Prints `what frames=... rss_warm_mib=... rss_peak_mib=... rss_final_mib=...` and

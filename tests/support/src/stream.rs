@@ -37,6 +37,17 @@ pub struct Done {
     pub stderr: String,
 }
 
+impl Done {
+    /// Fails the test (showing the whole standard error) unless the process's standard error
+    /// holds every one of `fragments`.
+    #[track_caller]
+    pub fn assert_stderr_has(&self, fragments: &[&str]) {
+        for f in fragments {
+            assert!(self.stderr.contains(f), "`{f}` not in: {}", self.stderr);
+        }
+    }
+}
+
 /// Starts `cluda args...` with its output in `dir/<name>.out` and `.err`.
 pub fn spawn(dir: &Path, name: &str, args: &[&str]) -> Proc {
     let mut command = Command::new(cluda_bin());

@@ -302,41 +302,26 @@ impl Oracle {
     pub fn find_frame(&mut self, frame: &[u16]) -> Vec<OCluster> {
         assert!(self.ready(), "oracle: pedestal not ready");
         assert_eq!(frame.len(), self.p.rows * self.p.cols);
+        let frozen = self.p.frozen;
         let (out, quiet, stats) = match &self.peds {
             Peds::F64(px) => {
                 let inv = self.n_inv64;
-                let c: Vec<f64> = (0..frame.len())
-                    .map(|i| frame[i] as f64 - px[i].sum * inv)
-                    .collect();
-                let t: Vec<f64> = (0..frame.len())
-                    .map(|i| {
-                        let s = if self.p.frozen {
-                            px[i].frozen_std
-                        } else {
-                            std64(px[i].sum, px[i].sum2, inv)
-                        };
-                        self.p.n_sigma * s
-                    })
-                    .collect();
-                classify_frame(&self.p, &c, &t)
+                let corrected = |i: usize, x: u16| x as f64 - px[i].sum * inv;
+                let std = |i: usize| match frozen {
+                    true => px[i].frozen_std,
+                    false => std64(px[i].sum, px[i].sum2, inv),
+                };
+                classify_with(&self.p, frame, corrected, std, self.p.n_sigma)
             }
             Peds::F32 { px, .. } => {
                 let inv = self.n_inv32;
                 // The crate's form: c = (x - X0) - m.
-                let c: Vec<f32> = (0..frame.len())
-                    .map(|i| (frame[i] as f32 - px[i].base) - px[i].a * inv)
-                    .collect();
-                let t: Vec<f32> = (0..frame.len())
-                    .map(|i| {
-                        let s = if self.p.frozen {
-                            px[i].frozen_std
-                        } else {
-                            std32(px[i].a, px[i].b, inv)
-                        };
-                        self.p.n_sigma as f32 * s
-                    })
-                    .collect();
-                classify_frame(&self.p, &c, &t)
+                let corrected = |i: usize, x: u16| (x as f32 - px[i].base) - px[i].a * inv;
+                let std = |i: usize| match frozen {
+                    true => px[i].frozen_std,
+                    false => std32(px[i].a, px[i].b, inv),
+                };
+                classify_with(&self.p, frame, corrected, std, self.p.n_sigma as f32)
             }
         };
         self.stats += &stats;
@@ -346,6 +331,20 @@ impl Oracle {
         }
         out
     }
+}
+
+/// [`classify_frame`] of `frame` with pixel `i`'s corrected value `corrected(i, x)` for its
+/// sample `x` and its threshold `n_sigma * std(i)`, in one precision.
+fn classify_with<T: Flt>(
+    p: &Params,
+    frame: &[u16],
+    corrected: impl Fn(usize, u16) -> T,
+    std: impl Fn(usize) -> T,
+    n_sigma: T,
+) -> (Vec<OCluster>, Vec<usize>, RuleStats) {
+    let c: Vec<T> = (0..frame.len()).map(|i| corrected(i, frame[i])).collect();
+    let t: Vec<T> = (0..frame.len()).map(|i| n_sigma * std(i)).collect();
+    classify_frame(p, &c, &t)
 }
 
 fn std64(sum: f64, sum2: f64, inv: f64) -> f64 {
