@@ -1,4 +1,6 @@
-//! The run: acquisition after acquisition through the streaming engine.
+//! The run: acquisition after acquisition, each an input of the engine's session for its frame
+//! shape ([`Session`]): the stream's policy (subscribing, dark acquisitions, the pedestal plan,
+//! naming, commits, live callbacks) here, the finding there.
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
