@@ -9,7 +9,6 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 use cluda::engine::open_finder;
-use cluda::engine::{EngineConfig, RingSlots};
 use cluda::finder::select::DeviceChoice;
 use cluda::io::{FrameSource, NpyFrames};
 use cluda::{ClusterSize, Error, FinderConfig, ThresholdMode};
@@ -121,27 +120,17 @@ impl PyClusterFinder {
         config.validate().map_err(to_py)?;
         let choice: DeviceChoice = device.parse().map_err(to_py)?;
         let cfg = config.clone();
-        let (finder, note, ring) = py
+        let session = py
             .allow_threads(move || -> Result<_, Error> {
-                let (mut finder, note) = open_finder(cfg, choice, threads)?;
-                // A GPU finder allocates at once, as `cluda find` does at start-up, the
-                // engine's ring (page-locked: about 0.3 s for 400x400 frames) and its
-                // pipeline's buffers, so that no find call pays for them.
-                let ring = if finder.device().starts_with("gpu") {
-                    let (rows, cols) = (finder.config().rows, finder.config().cols);
-                    let engine = EngineConfig::for_frames(rows, cols);
-                    finder.reserve(engine.chunk)?;
-                    Some(RingSlots::allocate(finder.as_ref(), engine)?)
-                } else {
-                    None
-                };
-                Ok((finder, note, ring))
+                let (finder, note) = open_finder(cfg, choice, threads)?;
+                // Set up as `cluda find` sets up its run (a GPU's ring and buffers at once).
+                run::session(finder, note)
             })
             .map_err(to_py)?;
-        let device = finder.device();
+        let device = session.device();
+        let note = session.device_note().to_string();
         let gpu = device.starts_with("gpu");
-        let shared = run::Shared::new(finder, gpu);
-        *lock(&shared.ring) = ring;
+        let shared = run::Shared::new(session, gpu);
         Ok(Self {
             shared: Arc::new(shared),
             device,
@@ -202,7 +191,7 @@ impl PyClusterFinder {
     #[getter]
     fn is_ready(&self, py: Python<'_>) -> PyResult<bool> {
         self.shared.check_free()?;
-        Ok(py.allow_threads(|| lock(&self.shared.finder).is_ready()))
+        Ok(py.allow_threads(|| lock(&self.shared.session).finder().is_ready()))
     }
 
     /// Data frames found so far (the number the next `find` call's first frame gets).
@@ -223,7 +212,7 @@ impl PyClusterFinder {
         self.shared.check_free()?;
         let arg = frames_arg(frames, "frames")?;
         let frames = arg.frames()?;
-        py.allow_threads(|| lock(&self.shared.finder).push_pedestal(frames))
+        py.allow_threads(|| lock(&self.shared.session).finder_mut().push_pedestal(frames))
             .map_err(to_py)
     }
 
@@ -318,7 +307,7 @@ impl PyClusterFinder {
     fn pedestal_mean<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArray2<f64>>> {
         self.shared.check_free()?;
         let map = py
-            .allow_threads(|| lock(&self.shared.finder).pedestal()?.mean_map())
+            .allow_threads(|| lock(&self.shared.session).finder().pedestal()?.mean_map())
             .map_err(to_py)?;
         map_to_numpy(py, map)
     }
@@ -327,7 +316,7 @@ impl PyClusterFinder {
     fn pedestal_std<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArray2<f64>>> {
         self.shared.check_free()?;
         let map = py
-            .allow_threads(|| lock(&self.shared.finder).pedestal()?.std_map())
+            .allow_threads(|| lock(&self.shared.session).finder().pedestal()?.std_map())
             .map_err(to_py)?;
         map_to_numpy(py, map)
     }

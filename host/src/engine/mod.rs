@@ -24,6 +24,10 @@
 //! (the next slot's uploads are queued while the previous one's clusters are collected) and
 //! gives each slot back once the GPU no longer reads it, before its clusters are visited.
 //!
+//! A run is assembled by a [`session::Session`] (a finder opened once, its pedestal, its ring
+//! and settings; any [`FrameSource`] into any [`sink::Sink`]): `cluda find`, `cluda demo`,
+//! the stream's acquisitions and the Python package all run through one.
+//!
 //! The cluster sink is the caller's visitor; a cluster file written through
 //! [`crate::io::write_behind::WriteBehind`] leaves the calling thread after a memcpy of each frame's
 //! records, so writing overlaps finding too.
@@ -38,6 +42,7 @@ pub mod plan;
 pub mod report;
 pub mod rows;
 pub mod run;
+pub mod session;
 pub mod sink;
 mod stats;
 
@@ -128,9 +133,9 @@ impl EngineConfig {
     }
 }
 
-/// The slots of an engine's ring, allocated ahead of [`find_stream_with`]: page-locked memory
-/// on a GPU takes a noticeable part of a short run's start-up, and can be allocated while
-/// the pedestal is read.
+/// The slots of an engine's ring, allocated ahead of a run ([`find_stream_with`],
+/// [`session::Session`]): page-locked memory on a GPU takes a noticeable part of a short
+/// run's start-up, and can be allocated while the pedestal is read.
 pub struct RingSlots {
     stores: Vec<Box<dyn FrameStore>>,
     /// Samples per slot.
@@ -218,8 +223,10 @@ pub fn find_stream(
 /// the thread that opened the device while the pedestal was pushed) and kept for the next
 /// run: `slots` is taken when it fits `config` (else the ring is allocated here;
 /// [`EngineStats::alloc`] counts only that) and holds the ring again afterwards when every
-/// slot came back. One finder running the engine many times (the Python package's calls)
-/// keeps its ring this way: page-locked slots cost about 0.3 s to allocate on an H200.
+/// slot came back: page-locked slots cost about 0.3 s to allocate on an H200. A finder that
+/// runs the engine many times (the stream's acquisitions, the Python package's calls) is
+/// better held by a [`session::Session`], which keeps its ring, its pedestal and its
+/// settings; this and [`find_stream`] are the bare engine loop under it.
 ///
 /// # Errors
 /// As [`find_stream`].
@@ -241,11 +248,11 @@ pub fn find_stream_with(
 
 /// One input into `sink`, driven as every run drives a sink ([`SinkEvents`]: begin, its
 /// frames, then end, or abandon when anything failed), through a ring kept in `slots` as in
-/// [`find_stream_with`]. The stream's acquisitions run this way.
+/// [`find_stream_with`]: what [`session::Session::find_into`] runs.
 ///
 /// # Errors
 /// As [`find_stream`], and the sink's (after [`Sink::abandon`]).
-pub fn find_stream_into(
+fn find_stream_into(
     finder: &mut dyn FedFinder,
     source: &mut (dyn FrameSource + Send),
     config: EngineConfig,
@@ -276,12 +283,13 @@ pub fn find_stream_into(
 /// [`InputEvents::frame`] for each frame in order, then [`InputEvents::end`] with the
 /// input's statistics or the error that stopped it (the source's, the finder's or the
 /// events'). An error of one input does not stop the others; an error returned by `end`
-/// stops the run and is returned. `slots` as in [`find_stream_with`].
+/// stops the run and is returned. `slots` as in [`find_stream_with`]. What
+/// [`session::Session::find_all`] runs.
 ///
 /// # Errors
 /// [`Error::Shape`] when a source's frames are not the finder's shape (before anything
 /// runs), [`EngineConfig::validate`]'s, allocation errors, and `end`'s.
-pub fn find_streams(
+fn find_streams(
     finder: &mut dyn FedFinder,
     sources: &mut [&mut (dyn FrameSource + Send)],
     config: EngineConfig,
@@ -691,3 +699,6 @@ impl FrameFeed for Ring<'_> {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod session_tests;

@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 
 use super::feeding::{FedFinder, open_finder};
 use super::input::{Cancel, Input};
-use super::outputs::SessionInputs;
-use super::sink::{FnSink, Sink};
+use super::session::RingPlan;
+use super::sink::FnSink;
 use super::{EngineConfig, RingSlots};
 use crate::cluster::FrameClusters;
 use crate::config::{FindOptions, FinderConfig};
@@ -33,6 +33,7 @@ pub use super::outputs::InputOutputs;
 #[cfg(feature = "plot")]
 pub use super::outputs::{PLOT_FILES, PlotOutput, check_not_a_plot, check_plot_dir};
 pub use super::report::{RunReport, RunTiming};
+pub use super::session::Session;
 
 /// How the data frames reach the finder.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -156,26 +157,6 @@ pub fn run(
     Ok(report)
 }
 
-/// A finder opened with its pedestal, ready for any number of data inputs of one frame shape:
-/// the device opened once, the pedestal read once, the ring allocated once. Each input starts
-/// from the pedestal as it was read ([`Session::find`], [`Session::find_all`]), unless told to
-/// carry it on.
-pub struct Session {
-    finder: Box<dyn FedFinder + Send>,
-    /// The pedestal as read, for each input to start from.
-    pedestal: Pedestal,
-    slots: Option<RingSlots>,
-    engine: EngineConfig,
-    read_threads: Option<usize>,
-    rows: usize,
-    cols: usize,
-    note: String,
-    /// Start-up timing, for the first input's report.
-    startup: RunTiming,
-    /// Gap warnings of the pedestal input.
-    warnings: Vec<String>,
-}
-
 /// Checks that every data input has the pedestal's frame shape.
 fn check_shapes(pedestal: &Input<'_>, data: &[&Input<'_>]) -> Result<()> {
     let (rows, cols) = (pedestal.frames.rows(), pedestal.frames.cols());
@@ -270,22 +251,14 @@ impl Session {
             },
             slots,
             engine,
+            ring: RingPlan::Kept,
             read_threads: options.read_threads,
             rows,
             cols,
             note,
             warnings: pedestal.gap_warning().into_iter().collect(),
+            scratch: Vec::new(),
         })
-    }
-
-    /// The finder's device, as it describes itself.
-    pub fn device(&self) -> String {
-        self.finder.device()
-    }
-
-    /// Why that device (e.g. "no GPU found, using the CPU").
-    pub fn device_note(&self) -> &str {
-        &self.note
     }
 
     /// Finds the clusters of every frame of `data`, starting from the pedestal as the
@@ -323,98 +296,6 @@ impl Session {
             },
         )?;
         report.unwrap_or_else(|| Err(Error::Internal("the session ended no input".into())))
-    }
-
-    /// Finds every input of `data` in turn through one ring, the next input read while the
-    /// current one is found. Input `k` writes `outputs(k)` and starts from the pedestal as the
-    /// session read it, or with `carry` from where the input before it left it (the inputs
-    /// are then one stream of frames; the first input starts from where the session is).
-    /// Each input's results go to `sink` ([`Sink::begin`], [`Sink::frame`] for each frame's
-    /// clusters, then [`Sink::end`] or, when the input failed, [`Sink::abandon`]); each
-    /// input's report (or the error that stopped it: its reading, writing, or the sink's) to
-    /// `done(k, report)`. One input's error does not stop the others.
-    ///
-    /// # Errors
-    /// A data input of another frame shape (before anything runs); `cancel`'s and `done`'s,
-    /// which stop the run.
-    pub fn find_all(
-        &mut self,
-        data: &mut [Input<'_>],
-        outputs: &mut dyn FnMut(usize) -> Result<InputOutputs>,
-        carry: bool,
-        cancel: Cancel<'_>,
-        sink: &mut dyn Sink,
-        done: &mut dyn FnMut(usize, Result<RunReport>) -> Result<()>,
-    ) -> Result<()> {
-        for d in data.iter() {
-            if (d.frames.rows(), d.frames.cols()) != (self.rows, self.cols) {
-                return Err(super::input::shape_mismatch(
-                    d,
-                    "the pedestal",
-                    (self.rows, self.cols),
-                ));
-            }
-        }
-        let read_threads = self
-            .read_threads
-            .unwrap_or_else(|| self.finder.read_threads());
-        for d in data.iter_mut() {
-            d.frames.set_read_threads(read_threads);
-        }
-        let describe: Vec<String> = data.iter().map(|d| d.describe.clone()).collect();
-        // Where each input's frames lie on the detector: its cluster file is written in
-        // detector coordinates (a raw acquisition with a receiver ROI: moved by the ROI's
-        // corner); plots and sinks see the frames' own coordinates.
-        let origins: Vec<(usize, usize)> = data.iter().map(|d| d.frames.origin()).collect();
-        let mut sources: Vec<&mut (dyn crate::io::FrameSource + Send)> = Vec::new();
-        for d in data.iter_mut() {
-            sources.push(&mut *d.frames);
-        }
-        let mut events = SessionInputs::new(cancel, &self.pedestal, sink, outputs, done);
-        events.carry = carry;
-        events.describe = describe;
-        events.origins = origins;
-        events.startup = std::mem::take(&mut self.startup);
-        events.read_threads = read_threads;
-        events.shape = (self.rows, self.cols);
-        let result = super::find_streams(
-            self.finder.as_mut(),
-            &mut sources,
-            self.engine,
-            &mut self.slots,
-            &mut events,
-        );
-        drop(sources);
-        for d in data.iter() {
-            if let Some(w) = d.gap_warning() {
-                self.warnings.push(w);
-            }
-        }
-        result
-    }
-
-    /// Puts the pedestal back as the session read it, so that the next input (of
-    /// [`Session::find`] or the first of [`Session::find_all`], which start from where the
-    /// session is) starts from it afresh, as if it were the session's first.
-    ///
-    /// # Errors
-    /// The device's.
-    pub fn restart_pedestal(&mut self) -> Result<()> {
-        self.finder.set_pedestal(self.pedestal.clone())
-    }
-
-    /// Warnings gathered so far and not yet handed out (gap reports of the pedestal and of
-    /// data inputs that lost frames), emptied by the call.
-    pub fn take_warnings(&mut self) -> Vec<String> {
-        std::mem::take(&mut self.warnings)
-    }
-
-    /// Releases the device (its memory, the context); how long that took.
-    pub fn close(self) -> Duration {
-        let released = Instant::now();
-        drop(self.finder);
-        drop(self.slots);
-        released.elapsed()
     }
 }
 

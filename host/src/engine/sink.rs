@@ -1,8 +1,8 @@
 //! Where a run's results go: the [`Sink`] trait, one set of named callbacks per input of a
 //! run (begin, each frame's clusters, end or abandon), and [`InputEvents`], what the engine
-//! itself tells the one who drives it ([`super::find_streams`]): the same callbacks, with
-//! each input's statistics or the error that stopped it. The cluster file and the plots are
-//! written by [`super::run::Session`] itself; eta cubes, photon lists and sub-pixel images
+//! itself tells the one who drives it (the engine's loop under a [`super::session::Session`]):
+//! the same callbacks, with each input's statistics or the error that stopped it. The cluster
+//! file and the plots are written by the session itself; eta cubes, photon lists and sub-pixel images
 //! ([`super::imaging`]), the stream's outputs and a caller's own visitor ([`FnSink`]) are
 //! sinks, and [`SinkEvents`] drives any sink the one way every run does.
 
@@ -11,7 +11,8 @@ use crate::cluster::FrameClusters;
 use crate::error::Result;
 use crate::finder::ClusterFinder;
 
-/// What the engine tells its driver about a run of several inputs ([`super::find_streams`]),
+/// What the engine tells its driver about a run of several inputs (the loop under
+/// [`super::session::Session::find_all`]),
 /// input by input, in order: `begin`, then `frame` for each of the input's frames, then
 /// `end` with the input's statistics or the error that stopped it (its reading, the finder's,
 /// or one of these callbacks').

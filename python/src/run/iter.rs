@@ -176,7 +176,6 @@ fn iterate(
 /// The iteration's thread over an array: finds each chunk copied for it (`chunks`, in order;
 /// the frame numbers go on from one to the next as `frames_found` does) and sends its rows,
 /// or the error; ends after the last chunk or when no more come.
-#[allow(clippy::too_many_arguments)]
 fn iterate_copies(
     shared: Arc<Shared>,
     chunks: Receiver<(Vec<u16>, bool)>,

@@ -26,7 +26,9 @@ pub use iter::FindIter;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 
-use cluda::engine::{EngineConfig, FedFinder, RingSlots, find_stream_with};
+use cluda::engine::session::{RingPlan, Session};
+use cluda::engine::sink::FnSink;
+use cluda::engine::{EngineConfig, FedFinder};
 use cluda::io::raw::RawReader;
 use cluda::io::{FrameSource, MemorySource};
 use cluda::{ClusterSize, Error, FrameClusters, Frames};
@@ -36,29 +38,28 @@ use crate::{frame_number, lock};
 
 /// The state a finder shares with the thread of a running `find_iter`.
 pub struct Shared {
-    pub finder: Mutex<Box<dyn FedFinder + Send>>,
+    /// The finder, the pedestal it carries from call to call and the engine's ring (kept
+    /// between runs on a GPU: page-locked memory takes about 1 s per GiB to allocate, more
+    /// than a short run), as `cluda find` assembles its run ([`session`]).
+    pub session: Mutex<Session>,
     /// Whether the finder runs on a GPU (the engine path pays off there).
     pub gpu: bool,
     /// Data frames found so far: the default number of the next call's first frame.
     pub found: AtomicI64,
     /// Seconds the last find call spent in Rust (f64 bits).
     pub last_find: AtomicI64,
-    /// The engine's ring, kept between runs (page-locked memory on a GPU takes about 1 s per
-    /// GiB to allocate: more than a short run).
-    pub ring: Mutex<Option<RingSlots>>,
     /// A `find_iter` thread holds the finder: other calls are refused instead of waiting
     /// for an iteration that may wait for them.
     pub iterating: AtomicBool,
 }
 
 impl Shared {
-    pub fn new(finder: Box<dyn FedFinder + Send>, gpu: bool) -> Self {
+    pub fn new(session: Session, gpu: bool) -> Self {
         Self {
-            finder: Mutex::new(finder),
+            session: Mutex::new(session),
             gpu,
             found: AtomicI64::new(0),
             last_find: AtomicI64::new(0),
-            ring: Mutex::new(None),
             iterating: AtomicBool::new(false),
         }
     }
@@ -191,12 +192,10 @@ impl Input {
     }
 }
 
-/// Where a run's clusters go: `(stream index, frame number, clusters)` per frame, in order.
-pub type Sink<'a> = dyn FnMut(usize, i32, FrameClusters<'_>) -> Result<(), Error> + 'a;
-
 /// Finds the clusters of every frame of `input` with the shared finder, numbering frame `i`
 /// `first + i` (`first` defaults to the frames found so far; a raw acquisition's frames keep
-/// their header numbers instead, [`Input::numbered`]), and hands them to `sink`.
+/// their header numbers instead, [`Input::numbered`]), and hands them to `sink` as
+/// `(stream index, frame number, clusters)`, frame by frame in order.
 /// Returns the frames found. The finder's frame count moves on by the frames consumed, also
 /// when the run fails part-way (a failure of the sink or of the input).
 pub fn run(
@@ -204,9 +203,9 @@ pub fn run(
     input: &mut Input,
     first: Option<i64>,
     via: Via,
-    sink: &mut Sink<'_>,
+    sink: &mut dyn FnMut(usize, i32, FrameClusters<'_>) -> Result<(), Error>,
 ) -> Result<u64, Error> {
-    let mut finder = lock(&shared.finder);
+    let mut session = lock(&shared.session);
     let found = shared.found.load(Ordering::Acquire);
     let numbered = input.numbered();
     if numbered && first.is_some() {
@@ -231,50 +230,33 @@ pub fn run(
         };
         sink(index, number, fc)
     };
-    let (rows, cols) = (finder.config().rows, finder.config().cols);
-    let full = EngineConfig::for_frames(rows, cols);
     let in_place = match via {
         // Fewer frames than one slot gain nothing from reading ahead: one call on them.
-        Via::Auto => !shared.gpu || input.hint() < full.chunk as u64,
+        Via::Auto => !shared.gpu || input.hint() < session.engine().chunk as u64,
         Via::Engine => false,
         Via::Direct => true,
     };
     let result = match input.memory() {
         Some((data, rows, cols)) if in_place => {
             let n = data.len() / (rows * cols).max(1);
-            Frames::new(data, n, rows, cols)
-                .and_then(|f| finder.find_each(f, &mut |fc| visit(fc.frame.get() as usize, 0, fc)))
-        }
-        _ => {
-            // A GPU finder keeps its (page-locked) ring between runs, whatever their length;
-            // a CPU finder's plain ring is made for each run, no larger than it needs.
-            let config = if shared.gpu {
-                full
-            } else {
-                full.capped(input.hint())
-            };
-            // A file is mapped where the finder reads a map fastest (the CPU finder: no
-            // reader threads taking its cores), as `cluda find` does; a source that cannot be
-            // mapped is read as before.
-            let config = EngineConfig {
-                map: finder.prefers_mapped_input(),
-                ..config
-            };
-            let threads = finder.read_threads();
-            input.with_source(|src| {
-                src.set_read_threads(threads);
-                let (mut kept, mut own) = (lock(&shared.ring), None);
-                let ring = if shared.gpu { &mut *kept } else { &mut own };
-                // The engine names frames by their numbers (`fc.frame` too): the stream index
-                // is counted here, frames coming in order.
-                let mut index = 0usize;
-                find_stream_with(finder.as_mut(), src, config, ring, &mut |n, fc| {
-                    index += 1;
-                    visit(index - 1, n, fc)
-                })
-                .map(|_| ())
+            Frames::new(data, n, rows, cols).and_then(|f| {
+                session
+                    .finder_mut()
+                    .find_each(f, &mut |fc| visit(fc.frame.get() as usize, 0, fc))
             })
         }
+        // The session's engine, as `cluda find` runs it (its ring, map and read threads as
+        // [`session`] set them up).
+        _ => input.with_source(|src| {
+            // The engine names frames by their numbers (`fc.frame` too): the stream index is
+            // counted here, frames coming in order.
+            let mut index = 0usize;
+            let mut sink = FnSink(|_, fc: &FrameClusters<'_>| {
+                index += 1;
+                visit(index - 1, fc.frame.get(), *fc)
+            });
+            session.find_into(src, &mut sink).map(|_| ())
+        }),
     };
     // A call that consumed no frame (refused, or failed at once) leaves the count alone.
     if frames > 0 || result.is_ok() {
@@ -286,6 +268,26 @@ pub fn run(
         Ordering::Relaxed,
     );
     result.map(|()| frames)
+}
+
+/// The session of a new finder (`note`: why its device), set up as `cluda find` sets up its
+/// run: a file is mapped where the finder reads a map fastest (the CPU finder: no reader
+/// threads taking its cores), else read; a GPU finder allocates the engine's ring
+/// (page-locked: about 0.3 s for 400x400 frames) and its pipeline's buffers at once and keeps
+/// them, so that no find call pays for them; a CPU finder's plain ring is made for each run,
+/// no larger than it needs.
+pub fn session(finder: Box<dyn FedFinder + Send>, note: String) -> Result<Session, Error> {
+    let (rows, cols) = (finder.config().rows, finder.config().cols);
+    let engine = EngineConfig {
+        map: finder.prefers_mapped_input(),
+        ..EngineConfig::for_frames(rows, cols)
+    };
+    let ring = if finder.device().starts_with("gpu") {
+        RingPlan::Kept
+    } else {
+        RingPlan::PerInput
+    };
+    Session::with_finder(finder, note, engine, ring)
 }
 
 /// One run into one result array's rows (or, with `keep` false, only counting clusters).

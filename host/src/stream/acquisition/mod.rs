@@ -1,5 +1,6 @@
-//! Live cluster finding, acquisition after acquisition: the pedestal of each, the finder, the
-//! cluster file it is written to, and its summary.
+//! Live cluster finding, acquisition after acquisition: the stream's source and policy (which
+//! acquisition is dark, which pedestal each starts from, where its clusters go, its summary);
+//! the finding itself is the engine's session's, as for `cluda find`.
 //!
 //! Per acquisition of the stream ([`run()`]):
 //!
@@ -10,9 +11,10 @@
 //!    ([`PedestalPlan::Fixed`]), or the acquisition's own first N frames
 //!    ([`PedestalPlan::FirstFrames`]). With the first two, every data acquisition starts
 //!    from that same pedestal, so its clusters are those `cluda find` gives with it;
-//! 3. every further frame through the streaming engine ([`crate::engine::find_stream_into`]: the
-//!    acquisition is its source, the cluster file its sink), with the frame's `frameNumber`
-//!    as its number in the file;
+//! 3. every further frame through the streaming engine ([`crate::engine::session::Session`],
+//!    one per frame shape, [`Session::find_into`](crate::engine::session::Session::find_into):
+//!    the acquisition is its source, the cluster file, the live image and the cube its sinks),
+//!    with the frame's `frameNumber` as its number in the file;
 //! 4. the file is committed (renamed into place) and the summary handed to the caller.
 
 mod commits;

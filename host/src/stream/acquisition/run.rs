@@ -1,9 +1,11 @@
-//! The run: acquisition after acquisition through the streaming engine.
+//! The run: acquisition after acquisition, each an input of the engine's session for its frame
+//! shape ([`Session`]): the stream's policy (subscribing, dark acquisitions, the pedestal plan,
+//! naming, commits, live callbacks) here, the finding there.
 
-use std::collections::HashSet;
-use std::sync::Arc;
+use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use super::commits::{Commits, Committing, create_writer};
 use super::inbox::Inbox;
@@ -12,12 +14,13 @@ use super::naming::{check_out_dir, commit_names, image_name};
 use super::settings::{PedestalPlan, StreamSettings};
 use super::summary::{AcquisitionKind, AcquisitionSummary, AcquisitionTiming, StreamTotals};
 use crate::cluster::FrameClusters;
-use crate::engine::feeding::{FedFinder, open_finder};
+use crate::config::FinderConfig;
+use crate::engine::EngineConfig;
+use crate::engine::feeding::open_finder;
 use crate::engine::imaging::{CubeSink, ImagingOutputs, ImagingSink};
+use crate::engine::session::{RingPlan, Session};
 use crate::engine::sink::{FnSink, Sink, Sinks};
-use crate::engine::{EngineConfig, RingSlots, find_stream_into};
 use crate::error::{Error, Result};
-use crate::frames::Frames;
 use crate::io::FrameSource;
 use crate::io::raw::Roi;
 use crate::pedestal::Pedestal;
@@ -48,20 +51,9 @@ pub fn run(
         frame,
         image: mut live_image,
     } = callbacks;
-    let mut finder: Option<Box<dyn FedFinder + Send>> = None;
-    // The ring's chunk follows the frame size (EngineConfig::for_frames: at most 96 MiB a
-    // chunk), never more than --chunk frames: 64 chunks of 4000 x 4000 frames were 6 GiB.
-    let engine = |(rows, cols): (usize, usize)| EngineConfig {
-        chunk: settings
-            .chunk
-            .clamp(1, EngineConfig::for_frames(rows, cols).chunk),
-        slots: 3,
-        map: false,
-    };
-    // The next acquisition's ring, allocated while no frames are coming (page-locked memory on
-    // a GPU takes about 1 s per GiB): at start when the shape is known, then after each
-    // acquisition.
-    let mut ring: Option<RingSlots> = None;
+    // The finder, its ring and its pedestal, for the current frame shape: every acquisition
+    // is an input of it.
+    let mut session: Option<Session> = None;
     let mut saved = match &settings.pedestal {
         PedestalPlan::Fixed(p) => Some(p.clone()),
         _ => None,
@@ -70,13 +62,7 @@ pub fn run(
         // The shape is known: open the device before subscribing, so the first frames do not
         // wait for it (opening a GPU takes a good part of a second).
         let config = settings.finder.config(p.rows(), p.cols(), p.window());
-        let (f, why) = open_finder(config, settings.device, settings.threads)?;
-        note(&why);
-        ring = Some(RingSlots::allocate(
-            f.as_ref(),
-            engine((p.rows(), p.cols())),
-        )?);
-        finder = Some(f);
+        session = Some(open_session(settings, config, note)?);
     }
     let mut receiver = receiver;
     if let Some(p) = &saved {
@@ -101,9 +87,6 @@ pub fn run(
         Some((axes, _)) => Some(CubeSink::new(axes.clone(), true)?),
         None => None,
     };
-    // A chunk's frames for the pedestal (and for draining), kept from one acquisition to the
-    // next while the shape stays: a new one would fault its pages in again.
-    let mut buf: Vec<u16> = Vec::new();
     // The cluster file of the last data acquisition, committed while the next one starts.
     let mut commits = Commits::default();
     let mut totals = StreamTotals::default();
@@ -178,11 +161,11 @@ pub fn run(
             _ => settings.pedestal_frames,
         };
         let config = settings.finder.config(shape.0, shape.1, window);
-        if finder
-            .as_ref()
-            .is_none_or(|f| (f.config().rows, f.config().cols) != shape)
-        {
-            if finder.is_some() {
+        if session.as_ref().is_none_or(|s| {
+            let c = s.finder().config();
+            (c.rows, c.cols) != shape
+        }) {
+            if session.is_some() {
                 note(&format!(
                     "acquisition {}: frames of {} x {}: the finder is reopened for them",
                     first.file_index, shape.0, shape.1
@@ -192,14 +175,15 @@ pub fn run(
                     dark_done = 0;
                 }
             }
-            let (f, why) = open_finder(config.clone(), settings.device, settings.threads)?;
-            note(&why);
-            finder = Some(f);
+            // The old finder and its ring go first: both at once could be more than memory
+            // holds.
+            drop(session.take());
+            session = Some(open_session(settings, config.clone(), note)?);
         }
-        let Some(finder) = finder.as_mut() else {
+        let Some(session) = session.as_mut() else {
             return Err(Error::Internal("no finder after opening one".into()));
         };
-        let device = finder
+        let device = session
             .device()
             .split_whitespace()
             .next()
@@ -249,20 +233,15 @@ pub fn run(
             timing: AcquisitionTiming::default(),
             device,
         };
-        let pixels = shape.0 * shape.1;
         let mut last_done: Option<std::time::Instant> = None;
         let mut committing: Option<Committing> = None;
-        let chunk = engine(shape).chunk;
-        if buf.len() != chunk * pixels {
-            // The old one freed first: both at once could be more than memory holds.
-            buf.clear();
-            buf.shrink_to_fit();
-            buf = crate::memory::zeroed_vec(
-                || format!("a chunk of {chunk} frames of {} x {}", shape.0, shape.1),
-                chunk * pixels,
-            )?;
-        }
-        let mut numbers = Vec::new();
+        // Each chunk of pedestal frames: the lag of its last frame, and when it was done.
+        let arrivals = acq.arrivals();
+        let mut worst_lag = out.worst_lag;
+        let mut pushed = |numbers: &[u64]| {
+            worst_lag = worst_lag.max(claim_lag(&arrivals, numbers.last().copied()));
+            last_done = Some(std::time::Instant::now());
+        };
         if dark {
             // Every frame of a dark acquisition into the pedestal, carried over from the dark
             // acquisitions before it.
@@ -270,17 +249,8 @@ pub fn run(
                 Some(p) => p,
                 None => Pedestal::new(shape.0, shape.1, config.pedestal_frames, config.precision)?,
             };
-            loop {
-                numbers.clear();
-                let k = acq.fill(&mut buf, &mut numbers)?;
-                if k == 0 {
-                    break;
-                }
-                pedestal.push_frames(Frames::new(&buf[..k * pixels], k, shape.0, shape.1)?)?;
-                out.pedestal_frames += k as u64;
-                out.worst_lag = out.worst_lag.max(claim_lag(&acq, numbers.last().copied()));
-                last_done = Some(std::time::Instant::now());
-            }
+            out.pedestal_frames += session.add_dark(&mut acq, &mut pedestal, &mut pushed)?;
+            out.worst_lag = worst_lag;
             dark_done += 1;
             out.kind = AcquisitionKind::Dark;
             note(&format!(
@@ -298,36 +268,15 @@ pub fn run(
         } else {
             // The pedestal this acquisition starts from.
             match (&settings.pedestal, &saved) {
+                // The acquisition's own first N frames.
                 (PedestalPlan::FirstFrames, _) => {
-                    finder.set_pedestal(Pedestal::new(
-                        shape.0,
-                        shape.1,
-                        config.pedestal_frames,
-                        config.precision,
-                    )?)?;
-                    while !finder.is_ready() && !acq.ended() {
-                        numbers.clear();
-                        let want = (config.pedestal_frames as u64 - out.pedestal_frames)
-                            .min(chunk as u64) as usize;
-                        let k = acq.fill(&mut buf[..want * pixels], &mut numbers)?;
-                        if k == 0 {
-                            break;
-                        }
-                        finder.push_pedestal(Frames::new(
-                            &buf[..k * pixels],
-                            k,
-                            shape.0,
-                            shape.1,
-                        )?)?;
-                        out.pedestal_frames += k as u64;
-                        out.worst_lag = out.worst_lag.max(claim_lag(&acq, numbers.last().copied()));
-                        last_done = Some(std::time::Instant::now());
-                    }
+                    out.pedestal_frames += session.learn_pedestal(&mut acq, &mut pushed)?;
+                    out.worst_lag = worst_lag;
                 }
-                (_, Some(p)) => finder.reset_pedestal(p)?,
+                (_, Some(p)) => session.start_from(p)?,
                 (_, None) => return Err(Error::Internal("no pedestal to start from".into())),
             }
-            if finder.is_ready() {
+            if session.finder().is_ready() {
                 match create_writer(&settings.out_dir, &first, &mut used, &report) {
                     Some((path, mut writer)) => {
                         let arrivals = acq.arrivals();
@@ -412,13 +361,7 @@ pub fn run(
                             sinks.push(c);
                         }
                         sinks.push(&mut tell);
-                        let result = find_stream_into(
-                            finder.as_mut(),
-                            &mut acq,
-                            engine(shape),
-                            &mut ring,
-                            &mut Sinks(sinks),
-                        );
+                        let result = session.find_into(&mut acq, &mut Sinks(sinks));
                         drop(live);
                         if let (Ok(_), Some(img)) =
                             (&result, image_sink.as_ref().and_then(|s| s.image()))
@@ -485,7 +428,7 @@ pub fn run(
                                     first.file_index,
                                     path.display()
                                 )));
-                                drain(&mut acq, &mut buf)?;
+                                session.discard(&mut acq)?;
                             }
                             Err(e) => {
                                 drop(writer);
@@ -500,7 +443,7 @@ pub fn run(
                         out.first_lag = first_lag;
                     }
                     // Reported by create_writer: nowhere to write this acquisition's clusters.
-                    None => drain(&mut acq, &mut buf)?,
+                    None => session.discard(&mut acq)?,
                 }
             } else {
                 out.kind = AcquisitionKind::Short;
@@ -538,16 +481,13 @@ pub fn run(
         if stop.load(Ordering::SeqCst) {
             break;
         }
-        if ring.is_none()
-            && settings
-                .acquisitions
-                .is_none_or(|k| totals.acquisitions < k)
+        // The next acquisition's ring, allocated while no frames are coming (page-locked
+        // memory on a GPU takes about 1 s per GiB) when this one's did not all come back.
+        if settings
+            .acquisitions
+            .is_none_or(|k| totals.acquisitions < k)
         {
-            let c = finder.config();
-            ring = Some(RingSlots::allocate(
-                finder.as_ref(),
-                engine((c.rows, c.cols)),
-            )?);
+            session.ensure_ring()?;
         }
     }
     commits.finish(&mut totals, &report, summary)?;
@@ -639,23 +579,30 @@ fn roi_note(
     })
 }
 
-/// Takes (and discards) what is left of an acquisition whose clusters cannot be written, so
-/// its frames do not start the next one.
-fn drain(acq: &mut Acquisition<'_>, buf: &mut [u16]) -> Result<()> {
-    let mut numbers = Vec::new();
-    while !acq.ended() {
-        numbers.clear();
-        if acq.fill(buf, &mut numbers)? == 0 {
-            break;
-        }
-    }
-    Ok(())
+/// A session for frames of `config`'s shape: the finder opened on the settings' device (the
+/// note says which), its ring allocated now, while no frames are coming. The ring's chunk
+/// follows the frame size ([`EngineConfig::for_frames`]: at most 96 MiB a chunk), never more
+/// than `--chunk` frames: 64 chunks of 4000 x 4000 frames were 6 GiB.
+fn open_session(
+    settings: &StreamSettings,
+    config: FinderConfig,
+    note: &mut dyn FnMut(&str),
+) -> Result<Session> {
+    let engine = EngineConfig {
+        chunk: settings
+            .chunk
+            .clamp(1, EngineConfig::for_frames(config.rows, config.cols).chunk),
+        slots: 3,
+        map: false,
+    };
+    let (finder, why) = open_finder(config, settings.device, settings.threads)?;
+    note(&why);
+    Session::with_finder(finder, why, engine, RingPlan::Kept)
 }
 
-/// The lag of the last frame pushed into a pedestal: the time since it arrived; clears the
-/// arrivals claimed.
-fn claim_lag(acq: &Acquisition<'_>, last: Option<u64>) -> Duration {
-    let arrivals = acq.arrivals();
+/// The lag of the last frame pushed into a pedestal: the time since it arrived (`arrivals`:
+/// the acquisition's, [`Acquisition::arrivals`]); clears the arrivals claimed.
+fn claim_lag(arrivals: &Mutex<VecDeque<(u64, Instant)>>, last: Option<u64>) -> Duration {
     let Ok(mut a) = arrivals.lock() else {
         return Duration::ZERO;
     };
