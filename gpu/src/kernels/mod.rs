@@ -24,15 +24,16 @@
 
 /// Declares the kernels of one family, one per `name(real type[, window side])` of the list
 /// in brackets (the family's list in `crate::args::finder_kernels`, which hands it over): each
-/// takes the family's fields (`$fields!`, in `crate::args`) as its parameters, gathers them
-/// into the family's argument struct and calls `$body::<R[, S]>(args[, scratch])`, with a
-/// shared scratch array of `$bytes` bytes per block when one is asked for (`[generic $bytes]`
-/// hands over its generic address, `[window $bytes]` its shared-window address).
+/// takes the family's fields (`crate::finder_fields!($fields; ..)`, in `crate::args`) as its
+/// parameters, gathers them into the family's argument struct and calls
+/// `$body::<R[, S]>(args[, scratch])`, with a shared scratch array of `$bytes` bytes per block
+/// when one is asked for (`[generic $bytes]` hands over its generic address, `[window $bytes]`
+/// its shared-window address).
 macro_rules! entry {
     ($fields:ident; $(#[$m:meta])* $args:ident => $body:ident $shared:tt; []) => {};
     ($fields:ident; $(#[$m:meta])* $args:ident => $body:ident $shared:tt;
         [$k:ident($t:ty $(, $s:literal)?) $(, $($rest:tt)*)?]) => {
-        crate::$fields!(entry_one; $(#[$m])* $k [$t] [$($s)?] $args $body $shared);
+        crate::finder_fields!($fields; entry_one; $(#[$m])* $k [$t] [$($s)?] $args $body $shared);
         crate::kernels::entry!($fields; $(#[$m])* $args => $body $shared; [$($($rest)*)?]);
     };
 }
