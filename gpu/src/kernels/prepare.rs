@@ -99,9 +99,9 @@ unsafe fn prepare<R: Real>(p: &Prepare<R>) {
     }
 }
 
-/// A prepare kernel.
+/// A prepare kernel (no scratch array).
 #[inline(always)]
-unsafe fn prepare_entry<R: Real>(k: PrepareArgs<R>) {
+unsafe fn prepare_entry<R: Real>(k: PrepareArgs<R>, _scratch: ()) {
     // SAFETY: the kernel's contract (its arguments as its docs require), passed on.
     unsafe { prepare::<R>(&Prepare::new(k)) }
 }
