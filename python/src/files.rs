@@ -315,9 +315,17 @@ pub struct FileSession {
     /// `None` once closed; with whether an input ran since the pedestal was read or put
     /// back (its pedestal is then where that input left it).
     session: Mutex<Option<(Session, bool)>>,
+    /// The pedestal's path.
+    #[pyo3(get)]
     pedestal: PathBuf,
+    /// `(rows, cols)` of every frame.
+    #[pyo3(get)]
     shape: (usize, usize),
+    /// The finder's device, as it describes itself.
+    #[pyo3(get)]
     device: String,
+    /// Why that device (e.g. "no GPU found, using the CPU").
+    #[pyo3(get, name = "device_note")]
     note: String,
 }
 
@@ -423,29 +431,5 @@ impl FileSession {
                 s.close();
             }
         });
-    }
-
-    /// The finder's device, as it describes itself.
-    #[getter]
-    fn device(&self) -> String {
-        self.device.clone()
-    }
-
-    /// Why that device (e.g. "no GPU found, using the CPU").
-    #[getter]
-    fn device_note(&self) -> String {
-        self.note.clone()
-    }
-
-    /// The pedestal's path.
-    #[getter]
-    fn pedestal(&self) -> PathBuf {
-        self.pedestal.clone()
-    }
-
-    /// `(rows, cols)` of every frame.
-    #[getter]
-    fn shape(&self) -> (usize, usize) {
-        self.shape
     }
 }
