@@ -10,12 +10,13 @@
 //! state space LLVM gives a kernel's pointer parameters, and every load and store through
 //! them would become a generic one instead of `ld.global` / `st.global`.
 //!
-//! A `*_fields!` macro holds each family's field list once; it hands the list to a macro
-//! that declares the struct here and to one that declares the kernels (in `kernels/`). Entry
-//! names are listed once too: `finder_kernels!` (name, real type, window side per family; the
-//! kernels and [`names`] are built from it) and `interp_kernels!` (each kernel with its own
-//! struct and fields; the structs carry the name as `ENTRY`, and [`EntryArgs`] on the host). The matcher's structs are
-//! declared the same way in [`crate::matcher::args`] and re-exported here. Pointer fields are
+//! `finder_fields!` holds each family's field list once (the groups several share, once
+//! too); it hands the list to a macro that declares the struct here and to one that declares
+//! the kernels (in `kernels/`). Entry names are listed once too: `finder_kernels!` (name, real
+//! type, window side per family; the kernels and [`names`] are built from it) and
+//! `interp_kernels!` (each kernel with its own struct and fields; the structs carry the name
+//! as `ENTRY`, and [`EntryArgs`] on the host). The matcher's structs are declared the same way
+//! in [`crate::matcher::args`] and re-exported here. Pointer fields are
 //! [`ConstPtr`]/[`MutPtr`]: raw pointers in the kernels, typed [`DevicePtr`]s on the host.
 
 /// A pointer parameter the kernel reads through: `*const T` in the kernels, a [`DevicePtr`]
@@ -123,11 +124,64 @@ pub trait EntryArgs: KernelArgs {
     const ENTRY: &'static str;
 }
 
-/// Hands the list of the fields of the prepare kernels to `$cb!`, after the tokens `$pre`.
+/// Hands the fields of a kernel family of the cluster finder to `$cb!`, after the tokens
+/// `$pre`: the one list the family's struct (here) and its kernels (`gpu/src/kernels/`) are
+/// declared from. The families: `prepare`, `classify`, `step_next` (what a step kernel has
+/// beyond the classify kernels': what it needs to prepare the next frame, a prepare launch's
+/// inputs and outputs for the other plane), `step` (the classify fields, then the next
+/// frame's), `step_parts` (the same as two lists, each in braces) and `run`. The field groups
+/// several families share (the pedestal state, the frame's geometry, the record output) are
+/// written once, in the first arm, and spliced in where the families' fields stand.
 #[macro_export]
 #[doc(hidden)]
-macro_rules! prepare_fields {
-    ($($cb:ident)::+; $($pre:tt)*) => {
+macro_rules! finder_fields {
+    (step; $($cb:ident)::+; $($pre:tt)*) => {
+        $crate::finder_fields!(step_parts; $crate::finder_fields; @join [$($cb)::+] [$($pre)*]);
+    };
+    (step_parts; $($cb:ident)::+; $($pre:tt)*) => {
+        $crate::finder_fields!(classify; $crate::finder_fields; @next [$($cb)::+] [$($pre)*]);
+    };
+    ($family:ident; $($cb:ident)::+; $($pre:tt)*) => {
+        $crate::finder_fields! { @groups $family [$($cb)::+] [$($pre)*]
+            {
+                /// Pedestal baseline.
+                base: $crate::args::ConstPtr<R>,
+                /// Pedestal sums (updated for quiet pixels).
+                a: $crate::args::MutPtr<R>,
+                b: $crate::args::MutPtr<R>,
+            }
+            {
+                /// Columns per frame.
+                cols: u32,
+                /// Pixels per frame.
+                pixels: u32,
+                /// Row stride of the padded plane.
+                stride: u32,
+            }
+            {
+                /// Clusters already in the record buffer (compact results), or null.
+                base_in: $crate::args::ConstPtr<u32>,
+                /// Where `*base_in` plus the clusters found goes (the run kernels: after
+                /// each frame, a running total).
+                count_out: $crate::args::MutPtr<u32>,
+                /// The record buffer.
+                records: $crate::args::MutPtr<u32>,
+                /// Records the buffer has room for (records past it are counted, not
+                /// written).
+                room: u32,
+            }
+        }
+    };
+    // `step_parts`, given the classify fields: asks for the next frame's.
+    (@next [$($cb:ident)::+] [$($pre:tt)*] { $($classify:tt)* }) => {
+        $crate::finder_fields!(step_next; $($cb)::+; $($pre)* { $($classify)* });
+    };
+    // `step`, given both lists: hands their concatenation on.
+    (@join [$($cb:ident)::+] [$($pre:tt)*] { $($classify:tt)* } { $($next:tt)* }) => {
+        $($cb)::+! { $($pre)* { $($classify)* $($next)* } }
+    };
+    (@groups prepare [$($cb:ident)::+] [$($pre:tt)*] {$($pedestal:tt)*} {$($geometry:tt)*}
+        {$($output:tt)*}) => {
         $($cb)::+! { $($pre)* {
             /// The raw frame.
             frame: $crate::args::ConstPtr<u16>,
@@ -138,12 +192,7 @@ macro_rules! prepare_fields {
             b: $crate::args::ConstPtr<R>,
             /// Standard deviation frozen when the pedestal became ready (frozen thresholds).
             frozen_std: $crate::args::ConstPtr<R>,
-            /// Columns per frame.
-            cols: u32,
-            /// Pixels per frame.
-            pixels: u32,
-            /// Row stride of the padded plane.
-            stride: u32,
+            $($geometry)*
             /// Padding (window radius) of the plane.
             r: u32,
             /// 1 / N, the pedestal window's reciprocal.
@@ -162,56 +211,28 @@ macro_rules! prepare_fields {
             n_status: u32,
         } }
     };
-}
-
-/// Hands the list of the fields of the classify kernels to `$cb!`, after the tokens `$pre`.
-#[macro_export]
-#[doc(hidden)]
-macro_rules! classify_fields {
-    ($($cb:ident)::+; $($pre:tt)*) => {
+    (@groups classify [$($cb:ident)::+] [$($pre:tt)*] {$($pedestal:tt)*} {$($geometry:tt)*}
+        {$($output:tt)*}) => {
         $($cb)::+! { $($pre)* {
             /// The raw frame.
             frame: $crate::args::ConstPtr<u16>,
-            /// Pedestal baseline.
-            base: $crate::args::ConstPtr<R>,
-            /// Pedestal sums (updated for quiet pixels).
-            a: $crate::args::MutPtr<R>,
-            b: $crate::args::MutPtr<R>,
+            $($pedestal)*
             /// The frame's padded plane of corrected values.
             c: $crate::args::ConstPtr<R>,
             /// The frame's thresholds.
             t: $crate::args::ConstPtr<R>,
-            /// Columns per frame.
-            cols: u32,
-            /// Pixels per frame.
-            pixels: u32,
-            /// Row stride of the padded plane.
-            stride: u32,
+            $($geometry)*
             /// Tiles (blocks) per frame.
             tiles: u32,
             /// 1 / N.
             inv: R,
             /// Look-back words: the ticket, then one per tile (zeroed by the last prepare).
             status: $crate::args::MutPtr<u64>,
-            /// Clusters already in the record buffer (compact results), or null.
-            base_in: $crate::args::ConstPtr<u32>,
-            /// Where `*base_in` plus this frame's clusters goes.
-            count_out: $crate::args::MutPtr<u32>,
-            /// The record buffer.
-            records: $crate::args::MutPtr<u32>,
-            /// Records the buffer has room for.
-            room: u32,
+            $($output)*
         } }
     };
-}
-
-/// Hands the list of the fields a step kernel has beyond the classify kernels' to `$cb!`,
-/// after the tokens `$pre`: what it needs to prepare the next frame (a prepare launch's inputs
-/// and outputs, for the other plane).
-#[macro_export]
-#[doc(hidden)]
-macro_rules! step_next_fields {
-    ($($cb:ident)::+; $($pre:tt)*) => {
+    (@groups step_next [$($cb:ident)::+] [$($pre:tt)*] {$($pedestal:tt)*} {$($geometry:tt)*}
+        {$($output:tt)*}) => {
         $($cb)::+! { $($pre)* {
             /// The next raw frame to prepare, or null for none.
             next_frame: $crate::args::ConstPtr<u16>,
@@ -229,50 +250,13 @@ macro_rules! step_next_fields {
             status_next: $crate::args::MutPtr<u64>,
         } }
     };
-}
-
-/// Hands the list of the fields of the step kernels to `$cb!`, after the tokens `$pre`: the
-/// classify fields ([`classify_fields`]), then the next frame's ([`step_next_fields`]).
-#[macro_export]
-#[doc(hidden)]
-macro_rules! step_fields {
-    ($($cb:ident)::+; $($pre:tt)*) => {
-        $crate::classify_fields!($crate::__step_fields_1; [$($cb)::+] [$($pre)*]);
-    };
-}
-
-/// [`step_fields`], given the classify fields: asks for the next frame's.
-#[macro_export]
-#[doc(hidden)]
-macro_rules! __step_fields_1 {
-    ([$($cb:ident)::+] [$($pre:tt)*] { $($classify:tt)* }) => {
-        $crate::step_next_fields!($crate::__step_fields_2; [$($cb)::+] [$($pre)*] { $($classify)* });
-    };
-}
-
-/// [`step_fields`], given both lists: hands their concatenation to `$cb!`.
-#[macro_export]
-#[doc(hidden)]
-macro_rules! __step_fields_2 {
-    ([$($cb:ident)::+] [$($pre:tt)*] { $($classify:tt)* } { $($next:tt)* }) => {
-        $($cb)::+! { $($pre)* { $($classify)* $($next)* } }
-    };
-}
-
-/// Hands the list of the fields of the run kernels to `$cb!`, after the tokens `$pre`.
-#[macro_export]
-#[doc(hidden)]
-macro_rules! run_fields {
-    ($($cb:ident)::+; $($pre:tt)*) => {
+    (@groups run [$($cb:ident)::+] [$($pre:tt)*] {$($pedestal:tt)*} {$($geometry:tt)*}
+        {$($output:tt)*}) => {
         $($cb)::+! { $($pre)* {
             /// `n` raw frames, one after another.
             frames: $crate::args::ConstPtr<u16>,
             n: u32,
-            /// Pedestal baseline.
-            base: $crate::args::ConstPtr<R>,
-            /// Pedestal sums (loaded once, stored once at the end).
-            a: $crate::args::MutPtr<R>,
-            b: $crate::args::MutPtr<R>,
+            $($pedestal)*
             /// Standard deviation frozen when the pedestal became ready.
             frozen_std: $crate::args::ConstPtr<R>,
             /// [`crate::layout::PLANES`] padded planes, `plane_len` elements apart.
@@ -281,12 +265,7 @@ macro_rules! run_fields {
             /// The work area: arrival counters, progress flags (both zeroed before the
             /// launch), then per-tile counts (see `crate::layout`).
             work: $crate::args::MutPtr<u32>,
-            /// Columns per frame.
-            cols: u32,
-            /// Pixels per frame.
-            pixels: u32,
-            /// Row stride of the padded planes.
-            stride: u32,
+            $($geometry)*
             /// Tiles (blocks) per frame: the grid.
             tiles: u32,
             /// Padding (window radius) of the planes.
@@ -297,14 +276,7 @@ macro_rules! run_fields {
             n_sigma: R,
             /// 1: live thresholds, 0: frozen ones.
             live: u32,
-            /// Clusters already in the record buffer before the first frame, or null.
-            base_in: $crate::args::ConstPtr<u32>,
-            /// `count_out[k]`: clusters in the buffer after frame k (running total).
-            count_out: $crate::args::MutPtr<u32>,
-            /// The record buffer.
-            records: $crate::args::MutPtr<u32>,
-            /// Records the buffer has room for (records past it are counted, not written).
-            room: u32,
+            $($output)*
         } }
     };
 }
@@ -350,19 +322,19 @@ macro_rules! args_struct {
 }
 pub(crate) use args_struct;
 
-prepare_fields!(args_struct;
+finder_fields!(prepare; args_struct;
     /// The parameters of `cluda_prepare_*`: corrected values and thresholds of one frame.
     PrepareArgs<R>
 );
-classify_fields!(args_struct;
+finder_fields!(classify; args_struct;
     /// The parameters of `cluda_classify_*`: one frame's classification and records.
     ClassifyArgs<R>
 );
-step_fields!(args_struct;
+finder_fields!(step; args_struct;
     /// The parameters of `cluda_step_*`: classify one frame, prepare the next.
     StepArgs<R>
 );
-run_fields!(args_struct;
+finder_fields!(run; args_struct;
     /// The parameters of `cluda_run1_*`: many frames in one cooperative launch.
     RunArgs<R>
 );
@@ -394,34 +366,40 @@ pub(crate) use entry_structs;
 /// argument structs are built from this one list. Both read a chunk's compact results as the
 /// finder left them on the device (`frames + 1` running counts, then the packed records
 /// from word `records_at`) and do nothing when the chunk overflowed its room; both run in
-/// blocks of [`crate::layout::BLOCK`] threads over the records, grid-stride.
+/// blocks of [`crate::layout::BLOCK`] threads over the records, grid-stride. The fields both
+/// have first (the chunk and the edges of the bins) are written once, in the first arm.
 #[macro_export]
 #[doc(hidden)]
 macro_rules! interp_kernels {
     ($($cb:ident)::+; $($pre:tt)*) => {
+        $crate::interp_kernels! { @chunk [$($cb)::+] [$($pre)*] {
+            /// The chunk's compact results: running counts, then records.
+            out: $crate::args::ConstPtr<u32>,
+            /// Frames of the chunk (`out[frames]` is its record count).
+            frames: u32,
+            /// Word offset of the first record in `out`.
+            records_at: u32,
+            /// Records the chunk had room for (more: it overflowed; nothing is counted).
+            room: u32,
+            /// Cluster side (3, 5, 7, 9).
+            side: u32,
+            /// The eta kind (`EtaKind as u32`).
+            kind: u32,
+            /// Edges of eta_x, eta_y and energy, and their counts.
+            xbins: $crate::args::ConstPtr<f64>,
+            nx: u32,
+            ybins: $crate::args::ConstPtr<f64>,
+            ny: u32,
+            ebins: $crate::args::ConstPtr<f64>,
+            ne: u32,
+        } }
+    };
+    (@chunk [$($cb:ident)::+] [$($pre:tt)*] {$($chunk:tt)*}) => {
         $($cb)::+! { $($pre)* [
             /// The parameters of `cluda_eta_cube`: every record's eta counted into its bin of
             /// the cube (integer atomics), the tally of what was left out.
             cluda_eta_cube => EtaCubeArgs {
-                /// The chunk's compact results: running counts, then records.
-                out: $crate::args::ConstPtr<u32>,
-                /// Frames of the chunk (`out[frames]` is its record count).
-                frames: u32,
-                /// Word offset of the first record in `out`.
-                records_at: u32,
-                /// Records the chunk had room for (more: it overflowed; nothing is counted).
-                room: u32,
-                /// Cluster side (3, 5, 7, 9).
-                side: u32,
-                /// The eta kind (`EtaKind as u32`).
-                kind: u32,
-                /// Edges of eta_x, eta_y and energy, and their counts.
-                xbins: $crate::args::ConstPtr<f64>,
-                nx: u32,
-                ybins: $crate::args::ConstPtr<f64>,
-                ny: u32,
-                ebins: $crate::args::ConstPtr<f64>,
-                ne: u32,
+                $($chunk)*
                 /// The cube's counts, `(nx-1) x (ny-1) x (ne-1)`, C order.
                 counts: $crate::args::MutPtr<u64>,
                 /// Six counters: clusters, inside, eta outside, energy outside, masked,
@@ -432,18 +410,7 @@ macro_rules! interp_kernels {
             /// its row written to `photons`, counted into the sub-pixel image when its flags
             /// are 0, and tallied (each output skipped where its pointer is null).
             cluda_eta_image => EtaImageArgs {
-                out: $crate::args::ConstPtr<u32>,
-                frames: u32,
-                records_at: u32,
-                room: u32,
-                side: u32,
-                kind: u32,
-                xbins: $crate::args::ConstPtr<f64>,
-                nx: u32,
-                ybins: $crate::args::ConstPtr<f64>,
-                ny: u32,
-                ebins: $crate::args::ConstPtr<f64>,
-                ne: u32,
+                $($chunk)*
                 /// The maps, C order like the cube.
                 ietax: $crate::args::ConstPtr<f64>,
                 ietay: $crate::args::ConstPtr<f64>,
@@ -495,13 +462,14 @@ macro_rules! part_struct {
     };
 }
 
-step_next_fields!(part_struct;
+finder_fields!(step_next; part_struct;
     /// What a step launch has beyond a classify launch's arguments: the next frame to
     /// prepare, and where its plane, thresholds and look-back words go.
     StepNext
 );
 
-/// Declares [`StepArgs::join`] from the classify fields and the next frame's.
+/// Declares [`StepArgs::join`] and [`StepArgs::split`] from the classify fields and the next
+/// frame's (`step_parts`).
 macro_rules! step_join {
     ({ $($(#[$cm:meta])* $cf:ident: $ct:ty,)* } { $($(#[$nm:meta])* $nf:ident: $nt:ty,)* }) => {
         impl<R> StepArgs<R> {
@@ -512,18 +480,20 @@ macro_rules! step_join {
                     $($nf: next.$nf,)*
                 }
             }
+
+            /// The two parts [`StepArgs::join`] joined: a step kernel classifies its frame as
+            /// a classify kernel does, with the first.
+            pub fn split(self) -> (ClassifyArgs<R>, StepNext<R>) {
+                (
+                    ClassifyArgs { $($cf: self.$cf,)* },
+                    StepNext { $($nf: self.$nf,)* },
+                )
+            }
         }
     };
 }
 
-/// [`step_join`], given the classify fields: asks for the next frame's.
-macro_rules! step_join_1 {
-    ({ $($classify:tt)* }) => {
-        step_next_fields!(step_join; { $($classify)* });
-    };
-}
-
-classify_fields!(step_join_1;);
+finder_fields!(step_parts; step_join;);
 
 /// Hands the cluster finder's kernels of one family to `$cb!`, after the tokens `$pre`, as
 /// `[name(real type[, window side]), ...]`: the one list the kernels are declared from

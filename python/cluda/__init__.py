@@ -61,6 +61,7 @@ from ._common import (
     PathLike,
     _whole,
     _file_of,
+    _finder_options,
     _paths,
     _summary,
 )

@@ -38,6 +38,22 @@ def _whole(name: str, value, bits: int = 64, minimum: int = 0):
     return value
 
 
+def _finder_options(
+    cluster_size, n_sigma, precision, threshold, device, threads
+) -> Dict[str, Any]:
+    """The finder's options of ``find_files``, ``eta_cube``, ``image`` and ``cluda.dask``, as
+    keyword arguments of the extension module's functions (which check them further), the
+    whole numbers checked by ``_whole`` first."""
+    return dict(
+        cluster_size=_whole("cluster_size", cluster_size),
+        n_sigma=n_sigma,
+        precision=precision,
+        threshold=threshold,
+        device=device,
+        threads=None if threads is None else _whole("threads", threads),
+    )
+
+
 def _file_of(frames) -> Optional[Tuple[str, int]]:
     """``(path, data offset)`` of the ``.npy`` file that a memory-mapped array may show in
     full (``np.load(path, mmap_mode="r")`` or ``"r+"``), for the finder to read the file

@@ -22,6 +22,7 @@ from ._common import (
     _DEVICE,
     PathLike,
     _whole,
+    _finder_options,
     _paths,
     _summary,
 )
@@ -80,13 +81,8 @@ def find_files(
         _paths(inputs),
         os.fspath(pedestal),
         os.fspath(out_dir),
-        _whole("cluster_size", cluster_size),
-        n_sigma,
-        precision,
-        threshold,
-        device,
-        None if threads is None else _whole("threads", threads),
-        carry_pedestal,
+        **_finder_options(cluster_size, n_sigma, precision, threshold, device, threads),
+        carry_pedestal=carry_pedestal,
     )
     return [_summary(r) for r in rows]
 

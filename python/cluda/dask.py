@@ -46,9 +46,9 @@ from . import (
     _THRESHOLD,
     PathLike,
     _cluda,
+    _finder_options,
     _paths,
     _summary,
-    _whole,
 )
 
 __all__ = ["find_files"]
@@ -139,14 +139,7 @@ def find_files(
     paths = _paths(inputs)
     pedestal = os.path.abspath(os.fspath(pedestal))
     out_dir = os.path.abspath(os.fspath(out_dir))
-    options = dict(
-        cluster_size=_whole("cluster_size", cluster_size),
-        n_sigma=n_sigma,
-        precision=precision,
-        threshold=threshold,
-        device=device,
-        threads=None if threads is None else _whole("threads", threads),
-    )
+    options = _finder_options(cluster_size, n_sigma, precision, threshold, device, threads)
     # Checked here, before any task, by the same code as the workers'.
     _cluda.check_options(**options)
     plan = _cluda.plan_outputs(paths, pedestal, out_dir)

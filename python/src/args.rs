@@ -199,6 +199,7 @@ pub(crate) fn file_input(
     })
 }
 
+/// The precision named `s` (`f64`, `f32`, `f32-naive`; also `f32naive` and `f32_naive`).
 pub(crate) fn parse_precision(s: &str) -> PyResult<Precision> {
     let s = match s {
         "f32naive" | "f32_naive" => "f32-naive",

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use pyo3::exceptions::PyKeyboardInterrupt;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::types::PyList;
 
 use cluda::engine::input::Input;
 use cluda::engine::plan::{Plan, Planned, plan};
@@ -22,7 +22,9 @@ use cluda::{ClusterSize, Error, FindOptions, ThresholdMode};
 
 use crate::{Threads, defaults, lock, parse_precision, to_py};
 
-/// What became of one input: the summary `find_files` returns for it (as a dict).
+/// What became of one input: the summary `find_files` returns for it, as a dict of its
+/// fields, in their order (`IntoPyObject`).
+#[derive(IntoPyObject)]
 struct Outcome {
     input: PathBuf,
     output: Option<PathBuf>,
@@ -52,31 +54,19 @@ impl Outcome {
             error: Some(e.to_string()),
         }
     }
-
-    fn into_dict<'py>(self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let d = PyDict::new(py);
-        d.set_item("input", self.input)?;
-        d.set_item("output", self.output)?;
-        d.set_item("frames", self.frames)?;
-        d.set_item("clusters", self.clusters)?;
-        d.set_item("seconds", self.seconds)?;
-        d.set_item("input_seconds", self.input_seconds)?;
-        d.set_item("device", self.device)?;
-        d.set_item("warning", self.warning)?;
-        d.set_item("error", self.error)?;
-        Ok(d)
-    }
 }
 
-/// The finder's options from the Python arguments, checked.
+/// The finder's options from the Python arguments (those of `find_files`, `FileSession`,
+/// `eta_cube` and `image`), checked as a finder checks them, before anything is read.
 pub(crate) fn finder_choice(
     cluster_size: usize,
     n_sigma: f64,
     precision: &str,
     threshold: &str,
     device: &str,
-    threads: Option<usize>,
+    threads: Option<Threads>,
 ) -> PyResult<RunOptions> {
+    let threads = threads.map(|t| t.0);
     if threads == Some(0) {
         return Err(to_py(Error::param("threads", "must be at least 1")));
     }
@@ -153,15 +143,7 @@ pub fn check_options(
     device: &str,
     threads: Option<Threads>,
 ) -> PyResult<()> {
-    finder_choice(
-        cluster_size,
-        n_sigma,
-        precision,
-        threshold,
-        device,
-        threads.map(|t| t.0),
-    )
-    .map(drop)
+    finder_choice(cluster_size, n_sigma, precision, threshold, device, threads).map(drop)
 }
 
 /// Runs the opened inputs of `planned` through `session`, each writing its cluster file;
@@ -237,6 +219,24 @@ fn run_inputs(
         .collect()
 }
 
+/// The inputs of `find_files` planned against the pedestal `ped` (opened from `pedestal`):
+/// each opened and checked against the pedestal's frame shape, its cluster file named in
+/// `out_dir`; a pedestal of the whole detector is cut down to the data's receiver ROI.
+fn plan_in(
+    ped: &mut Input,
+    pedestal: &Path,
+    inputs: &[PathBuf],
+    out_dir: &Path,
+) -> Result<Vec<Planned>, Error> {
+    let shape = (ped.frames.rows(), ped.frames.cols());
+    let mut fitted = plan(pedestal, shape, inputs, Some(out_dir), "out_dir")?;
+    fitted.fit(ped)?;
+    let Plan {
+        inputs: planned, ..
+    } = fitted;
+    Ok(planned)
+}
+
 /// `cluda.find_files` (internal: the Python function documents it): every input of `inputs`
 /// found after the pedestal `pedestal`, each to its cluster file in `out_dir`; a list of
 /// per-input summaries.
@@ -259,25 +259,12 @@ pub fn find_files<'py>(
     threads: Option<Threads>,
     carry_pedestal: bool,
 ) -> PyResult<Bound<'py, PyList>> {
-    let options = finder_choice(
-        cluster_size,
-        n_sigma,
-        precision,
-        threshold,
-        device,
-        threads.map(|t| t.0),
-    )?;
+    let options = finder_choice(cluster_size, n_sigma, precision, threshold, device, threads)?;
     let signals = PySignals::new();
     let outcomes = py
         .allow_threads(|| -> Result<Vec<Outcome>, Error> {
             let mut ped = Input::count_exactly(&pedestal, "pedestal", &|| signals.check())?;
-            let shape = (ped.frames.rows(), ped.frames.cols());
-            let mut fitted = plan(&pedestal, shape, &inputs, Some(&out_dir), "out_dir")?;
-            // A pedestal of the whole detector is cut down to the data's receiver ROI.
-            fitted.fit(&mut ped)?;
-            let Plan {
-                inputs: planned, ..
-            } = fitted;
+            let planned = plan_in(&mut ped, &pedestal, &inputs, &out_dir)?;
             let longest = planned
                 .iter()
                 .filter_map(|p| p.input.as_ref().ok().map(|d| d.len))
@@ -305,13 +292,7 @@ pub fn plan_outputs(
 ) -> PyResult<Vec<(Option<PathBuf>, Option<String>)>> {
     py.allow_threads(|| -> Result<_, Error> {
         let mut ped = Input::open(&pedestal, "pedestal")?;
-        let shape = (ped.frames.rows(), ped.frames.cols());
-        let mut fitted = plan(&pedestal, shape, &inputs, Some(&out_dir), "out_dir")?;
-        fitted.fit(&mut ped)?;
-        let Plan {
-            inputs: planned, ..
-        } = fitted;
-        Ok(planned
+        Ok(plan_in(&mut ped, &pedestal, &inputs, &out_dir)?
             .into_iter()
             .map(|p| (p.cluster_file, p.input.err().map(|e| e.to_string())))
             .collect())
@@ -322,7 +303,7 @@ pub fn plan_outputs(
 fn summaries<'py>(py: Python<'py>, outcomes: Vec<Outcome>) -> PyResult<Bound<'py, PyList>> {
     let list = PyList::empty(py);
     for o in outcomes {
-        list.append(o.into_dict(py)?)?;
+        list.append(o)?;
     }
     Ok(list)
 }
@@ -334,9 +315,17 @@ pub struct FileSession {
     /// `None` once closed; with whether an input ran since the pedestal was read or put
     /// back (its pedestal is then where that input left it).
     session: Mutex<Option<(Session, bool)>>,
+    /// The pedestal's path.
+    #[pyo3(get)]
     pedestal: PathBuf,
+    /// `(rows, cols)` of every frame.
+    #[pyo3(get)]
     shape: (usize, usize),
+    /// The finder's device, as it describes itself.
+    #[pyo3(get)]
     device: String,
+    /// Why that device (e.g. "no GPU found, using the CPU").
+    #[pyo3(get, name = "device_note")]
     note: String,
 }
 
@@ -360,14 +349,7 @@ impl FileSession {
         threads: Option<Threads>,
         longest: Option<u64>,
     ) -> PyResult<Self> {
-        let options = finder_choice(
-            cluster_size,
-            n_sigma,
-            precision,
-            threshold,
-            device,
-            threads.map(|t| t.0),
-        )?;
+        let options = finder_choice(cluster_size, n_sigma, precision, threshold, device, threads)?;
         let signals = PySignals::new();
         let (session, shape) = py
             .allow_threads(|| -> Result<_, Error> {
@@ -449,29 +431,5 @@ impl FileSession {
                 s.close();
             }
         });
-    }
-
-    /// The finder's device, as it describes itself.
-    #[getter]
-    fn device(&self) -> String {
-        self.device.clone()
-    }
-
-    /// Why that device (e.g. "no GPU found, using the CPU").
-    #[getter]
-    fn device_note(&self) -> String {
-        self.note.clone()
-    }
-
-    /// The pedestal's path.
-    #[getter]
-    fn pedestal(&self) -> PathBuf {
-        self.pedestal.clone()
-    }
-
-    /// `(rows, cols)` of every frame.
-    #[getter]
-    fn shape(&self) -> (usize, usize) {
-        self.shape
     }
 }

@@ -197,14 +197,7 @@ pub fn eta_cube<'py>(
     Bound<'py, PyArray1<f64>>,
     Bound<'py, PyDict>,
 )> {
-    let options = finder_choice(
-        cluster_size,
-        n_sigma,
-        precision,
-        threshold,
-        device,
-        threads.map(|t| t.0),
-    )?;
+    let options = finder_choice(cluster_size, n_sigma, precision, threshold, device, threads)?;
     let axes = (|| -> Result<CubeAxes> {
         Ok(CubeAxes {
             kind: EtaKind::Eta2,
@@ -282,14 +275,7 @@ pub fn image<'py>(
             "nothing to make: give subpixels (the image) or photons=True (the photon lists)",
         )));
     }
-    let options = finder_choice(
-        cluster_size,
-        n_sigma,
-        precision,
-        threshold,
-        device,
-        threads.map(|t| t.0),
-    )?;
+    let options = finder_choice(cluster_size, n_sigma, precision, threshold, device, threads)?;
     let window = energy_window
         .map(|(lo, hi)| {
             EnergyWindow::new(lo, hi).map_err(|_| {

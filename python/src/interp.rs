@@ -100,6 +100,29 @@ impl<'a> Rows<'a> {
     }
 }
 
+/// The clusters of `rows` (a uint8 array of whole rows of `layout`), each written by `row`
+/// (given the output, the cluster side, `x`, `y` and the values) as `width` bytes into one
+/// vector with the GIL released, as a 1-D uint8 array.
+fn rows_to_bytes<'py>(
+    py: Python<'py>,
+    rows: &Bound<'py, PyAny>,
+    layout: Layout,
+    width: usize,
+    row: impl Fn(&mut Vec<u8>, usize, u16, u16, &[i32]) + Sync,
+) -> PyResult<Bound<'py, PyArray1<u8>>> {
+    let bytes = typed_array::<u8>(rows, "clusters", "uint8")?.readonly();
+    let rows = Rows::new(bytes.as_slice()?, layout)?;
+    let out = py.allow_threads(|| {
+        let mut out = Vec::with_capacity(rows.len() * width);
+        let mut buf = [0i32; 81];
+        rows.for_each(&mut buf, |cx, cy, data| {
+            row(&mut out, rows.side, cx, cy, data)
+        });
+        out
+    });
+    Ok(PyArray1::from_vec(py, out))
+}
+
 /// The eta kind named `kind` (`eta2`, `full-eta2`, `eta3`, `cross-eta3`).
 fn kind_of(kind: &str) -> PyResult<EtaKind> {
     kind.parse::<EtaKindArg>().map(|k| k.0).map_err(to_py)
@@ -247,30 +270,22 @@ impl PyInterpolator {
     ) -> PyResult<Bound<'py, PyArray1<u8>>> {
         let kind = kind_of(kind)?;
         let maps = self.maps(&format!("interpolate ({})", kind.name()))?;
-        let bytes = typed_array::<u8>(rows, "clusters", "uint8")?.readonly();
-        let rows = Rows::new(bytes.as_slice()?, layout)?;
-        let out = py.allow_threads(|| {
-            let axes = maps.axes();
-            let (xb, yb, eb) = (axes.x.as_slice(), axes.y.as_slice(), axes.e.as_slice());
-            let mut out = Vec::with_capacity(rows.len() * PHOTON_ROW);
-            let mut buf = [0i32; 81];
-            rows.for_each(&mut buf, |cx, cy, data| {
-                let at = eta::locate(kind, data, rows.side, xb, yb, eb);
-                let (x, y) = match at.bins {
-                    Some((ix, iy, ie)) => {
-                        let (u, w) = maps.lookup(ix, iy, ie);
-                        eta::place(kind, cx, cy, at.corner, u, w)
-                    }
-                    None => (cx as f64 + 0.5, cy as f64 + 0.5),
-                };
-                out.extend_from_slice(&x.to_le_bytes());
-                out.extend_from_slice(&y.to_le_bytes());
-                out.extend_from_slice(&at.energy.to_le_bytes());
-                out.push(at.flags);
-            });
-            out
-        });
-        Ok(PyArray1::from_vec(py, out))
+        let axes = maps.axes();
+        let (xb, yb, eb) = (axes.x.as_slice(), axes.y.as_slice(), axes.e.as_slice());
+        rows_to_bytes(py, rows, layout, PHOTON_ROW, |out, side, cx, cy, data| {
+            let at = eta::locate(kind, data, side, xb, yb, eb);
+            let (x, y) = match at.bins {
+                Some((ix, iy, ie)) => {
+                    let (u, w) = maps.lookup(ix, iy, ie);
+                    eta::place(kind, cx, cy, at.corner, u, w)
+                }
+                None => (cx as f64 + 0.5, cy as f64 + 0.5),
+            };
+            out.extend_from_slice(&x.to_le_bytes());
+            out.extend_from_slice(&y.to_le_bytes());
+            out.extend_from_slice(&at.energy.to_le_bytes());
+            out.push(at.flags);
+        })
     }
 
     /// The cube's bins and which maps were built.
@@ -293,19 +308,11 @@ pub fn _etas<'py>(
     layout: Layout,
 ) -> PyResult<Bound<'py, PyArray1<u8>>> {
     let kind = kind_of(kind)?;
-    let bytes = typed_array::<u8>(rows, "clusters", "uint8")?.readonly();
-    let rows = Rows::new(bytes.as_slice()?, layout)?;
-    let out = py.allow_threads(|| {
-        let mut out = Vec::with_capacity(rows.len() * ETA_ROW);
-        let mut buf = [0i32; 81];
-        rows.for_each(&mut buf, |_, _, data| {
-            let e = eta::eta(kind, data, rows.side);
-            out.extend_from_slice(&e.x.to_le_bytes());
-            out.extend_from_slice(&e.y.to_le_bytes());
-            out.extend_from_slice(&(e.corner as i32).to_le_bytes());
-            out.extend_from_slice(&(e.sum as f64).to_le_bytes());
-        });
-        out
-    });
-    Ok(PyArray1::from_vec(py, out))
+    rows_to_bytes(py, rows, layout, ETA_ROW, |out, side, _, _, data| {
+        let e = eta::eta(kind, data, side);
+        out.extend_from_slice(&e.x.to_le_bytes());
+        out.extend_from_slice(&e.y.to_le_bytes());
+        out.extend_from_slice(&(e.corner as i32).to_le_bytes());
+        out.extend_from_slice(&(e.sum as f64).to_le_bytes());
+    })
 }

@@ -18,10 +18,20 @@ use crate::to_py;
 pub(crate) struct PyRawFile {
     /// Shared with a `find_iter` thread that reads the acquisition.
     pub(crate) reader: Arc<Mutex<RawReader>>,
+    /// The master file's path.
+    #[pyo3(get)]
     path: PathBuf,
+    /// Rows per frame.
+    #[pyo3(get)]
     rows: usize,
+    /// Columns per frame.
+    #[pyo3(get)]
     cols: usize,
+    /// Frames the master file says were acquired.
+    #[pyo3(get)]
     total_frames: u64,
+    /// Frame records present in the data files.
+    #[pyo3(get)]
     frames_on_disk: u64,
 }
 
@@ -54,36 +64,6 @@ impl PyRawFile {
             reader: Arc::new(Mutex::new(reader)),
             path: master_path,
         })
-    }
-
-    /// Rows per frame.
-    #[getter]
-    fn rows(&self) -> usize {
-        self.rows
-    }
-
-    /// Columns per frame.
-    #[getter]
-    fn cols(&self) -> usize {
-        self.cols
-    }
-
-    /// Frames the master file says were acquired.
-    #[getter]
-    fn total_frames(&self) -> u64 {
-        self.total_frames
-    }
-
-    /// Frame records present in the data files.
-    #[getter]
-    fn frames_on_disk(&self) -> u64 {
-        self.frames_on_disk
-    }
-
-    /// The master file's path.
-    #[getter]
-    fn path(&self) -> PathBuf {
-        self.path.clone()
     }
 
     /// Reads up to `n` frames: `(frame_numbers uint64 (k,), frames uint16 (k, rows, cols))`.

@@ -27,7 +27,7 @@ use core::sync::atomic::{AtomicU32, Ordering};
 
 use super::prepare::{Prepare, prepare_pixel};
 use super::prims::{ballot, nanosleep, warp_sum};
-use crate::args::{ClassifyArgs, StepArgs};
+use crate::args::{ClassifyArgs, PrepareArgs, StepArgs};
 use crate::classify::{PixelClass, classify};
 use crate::layout::CLASSIFY_SCRATCH_BYTES;
 use crate::lookback::{AGGREGATE, FLAGS, INCLUSIVE};
@@ -194,8 +194,8 @@ pub(crate) unsafe fn classify_frame<R: Real, const S: usize>(
         if let Some(n) = &next {
             // The next frame's prepare for this pixel, from the sums just updated (only this
             // thread writes them), while earlier tiles publish their counts.
-            if p < n.n_status {
-                core::ptr::write_volatile(n.status.add(p as usize), 0);
+            if p < n.k.n_status {
+                core::ptr::write_volatile(n.k.status.add(p as usize), 0);
             }
             if p < g.pixels {
                 let pi = p as usize;
@@ -323,56 +323,46 @@ pub(crate) unsafe fn write_record<R: Real, const S: usize>(
 #[inline(always)]
 unsafe fn classify_entry<R: Real, const S: usize>(k: ClassifyArgs<R>, scratch: u64) {
     // SAFETY: the kernel's contract (its arguments as its docs require), passed on.
-    unsafe {
-        classify_frame::<R, S>(
-            k.frame,
-            k.base,
-            k.a,
-            k.b,
-            k.c,
-            k.t,
-            Geometry {
-                cols: k.cols,
-                pixels: k.pixels,
-                stride: k.stride,
-                tiles: k.tiles,
-                inv: k.inv,
-            },
-            Output {
-                status: k.status,
-                base_in: k.base_in,
-                count_out: k.count_out,
-                records: k.records,
-                room: k.room,
-            },
-            scratch as *mut u32,
-            None,
-        )
-    }
+    unsafe { classify_then::<R, S>(k, scratch, None) }
 }
 
 /// A step kernel: classify this frame, then prepare the next (`next_frame`, if not null) into
 /// the other plane.
 #[inline(always)]
 unsafe fn step_entry<R: Real, const S: usize>(k: StepArgs<R>, scratch: u64) {
+    let (k, n) = k.split();
+    let next = (!n.next_frame.is_null()).then_some(Prepare::new(PrepareArgs {
+        frame: n.next_frame,
+        base: k.base,
+        a: k.a.cast_const(),
+        b: k.b.cast_const(),
+        frozen_std: n.frozen_std,
+        cols: k.cols,
+        pixels: k.pixels,
+        stride: k.stride,
+        r: n.r,
+        inv: k.inv,
+        n_sigma: n.n_sigma,
+        live: n.live,
+        c_plane: n.c_next,
+        t_out: n.t_next,
+        status: n.status_next,
+        n_status: k.tiles + 1,
+    }));
+    // SAFETY: the kernel's contract (its arguments as its docs require), passed on.
+    unsafe { classify_then::<R, S>(k, scratch, next) }
+}
+
+/// A classify or step kernel's body: [`classify_frame`] with the launch's arguments, then
+/// `next` prepared (the step kernels).
+#[inline(always)]
+unsafe fn classify_then<R: Real, const S: usize>(
+    k: ClassifyArgs<R>,
+    scratch: u64,
+    next: Option<Prepare<R>>,
+) {
     // SAFETY: the kernel's contract (its arguments as its docs require), passed on.
     unsafe {
-        let next = (!k.next_frame.is_null()).then_some(Prepare {
-            frame: k.next_frame,
-            base: k.base,
-            frozen_std: k.frozen_std,
-            cols: k.cols,
-            pixels: k.pixels,
-            stride: k.stride,
-            r: k.r,
-            inv: k.inv,
-            n_sigma: k.n_sigma,
-            live: k.live != 0,
-            c_plane: k.c_next,
-            t_out: k.t_next,
-            status: k.status_next,
-            n_status: k.tiles + 1,
-        });
         classify_frame::<R, S>(
             k.frame,
             k.base,
@@ -400,13 +390,13 @@ unsafe fn step_entry<R: Real, const S: usize>(k: StepArgs<R>, scratch: u64) {
     }
 }
 
-crate::finder_kernels! { classify; super::entry; classify_fields;
+crate::finder_kernels! { classify; super::entry; classify;
     /// Classifies one frame with a window of side `S` (the name's last number): records in
     /// row-major order, pedestal update of quiet pixels (see the module docs).
     ClassifyArgs => classify_entry [generic CLASSIFY_SCRATCH_BYTES];
 }
 
-crate::finder_kernels! { step; super::entry; step_fields;
+crate::finder_kernels! { step; super::entry; step;
     /// One launch per frame: classifies this frame as the `cluda_classify_` kernel of the
     /// same type and size does, then prepares the next frame (`next_frame`, if not null)
     /// into the other plane (`c_next`, `t_next`, look-back words `status_next` reset).

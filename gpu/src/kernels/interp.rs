@@ -39,6 +39,28 @@ unsafe fn records(out: *const u32, frames: u32, room: u32) -> Option<u32> {
     if total > room { None } else { Some(total) }
 }
 
+/// Binds what both eta kernels read of their chunk besides its records (`$args` has the chunk
+/// fields, the first group of `interp_kernels!`): the cluster side, the words per record (the
+/// centre, then `side * side` values), the eta kind, the edges of eta_x, eta_y and energy, and
+/// the bins of eta_y and energy (the cube's last two dimensions), to the names given.
+macro_rules! chunk_layout {
+    ($args:ident => $side:ident, $rw:ident, $kind:ident, $xb:ident, $yb:ident, $eb:ident,
+        $ny:ident, $ne:ident) => {
+        let $side = $args.side as usize;
+        let $rw = 1 + $side * $side;
+        let $kind = EtaKind::from_u32($args.kind).unwrap_or(EtaKind::Eta2);
+        // SAFETY: the edges' buffers hold `nx`, `ny`, `ne` values (the kernel's contract).
+        let ($xb, $yb, $eb) = unsafe {
+            (
+                core::slice::from_raw_parts($args.xbins, $args.nx as usize),
+                core::slice::from_raw_parts($args.ybins, $args.ny as usize),
+                core::slice::from_raw_parts($args.ebins, $args.ne as usize),
+            )
+        };
+        let ($ny, $ne) = ($args.ny as usize - 1, $args.ne as usize - 1);
+    };
+}
+
 /// Per-thread tally, summed per warp and added once per warp (six counters, as
 /// `EtaCubeArgs::tally`).
 struct Tally([u32; 6]);
@@ -90,18 +112,7 @@ impl EtaCubeArgs {
         let mut tally = Tally([0; 6]);
         // SAFETY: `out` holds the chunk's counts.
         if let Some(total) = unsafe { records(self.out, self.frames, self.room) } {
-            let side = self.side as usize;
-            let rw = 1 + side * side;
-            let kind = EtaKind::from_u32(self.kind).unwrap_or(EtaKind::Eta2);
-            // SAFETY: the edges' buffers hold `nx`, `ny`, `ne` values.
-            let (xb, yb, eb) = unsafe {
-                (
-                    core::slice::from_raw_parts(self.xbins, self.nx as usize),
-                    core::slice::from_raw_parts(self.ybins, self.ny as usize),
-                    core::slice::from_raw_parts(self.ebins, self.ne as usize),
-                )
-            };
-            let (ny, ne) = (self.ny as usize - 1, self.ne as usize - 1);
+            chunk_layout!(self => side, rw, kind, xb, yb, eb, ny, ne);
             let mut r = super::global_index_x();
             while r < total as usize {
                 // SAFETY: record `r` of `total`, `rw` words from `records_at`.
@@ -135,18 +146,7 @@ impl EtaImageArgs {
         let mut tally = Tally([0; 6]);
         // SAFETY: `out` holds the chunk's counts.
         if let Some(total) = unsafe { records(self.out, self.frames, self.room) } {
-            let side = self.side as usize;
-            let rw = 1 + side * side;
-            let kind = EtaKind::from_u32(self.kind).unwrap_or(EtaKind::Eta2);
-            // SAFETY: the edges' buffers hold `nx`, `ny`, `ne` values.
-            let (xb, yb, eb) = unsafe {
-                (
-                    core::slice::from_raw_parts(self.xbins, self.nx as usize),
-                    core::slice::from_raw_parts(self.ybins, self.ny as usize),
-                    core::slice::from_raw_parts(self.ebins, self.ne as usize),
-                )
-            };
-            let (ny, ne) = (self.ny as usize - 1, self.ne as usize - 1);
+            chunk_layout!(self => side, rw, kind, xb, yb, eb, ny, ne);
             let (h, w) = (self.height as usize, self.width as usize);
             let mut r = super::global_index_x();
             while r < total as usize {

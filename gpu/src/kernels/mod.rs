@@ -24,23 +24,25 @@
 
 /// Declares the kernels of one family, one per `name(real type[, window side])` of the list
 /// in brackets (the family's list in `crate::args::finder_kernels`, which hands it over): each
-/// takes the family's fields (`$fields!`, in `crate::args`) as its parameters, gathers them
-/// into the family's argument struct and calls `$body::<R[, S]>(args[, scratch])`, with a
-/// shared scratch array of `$bytes` bytes per block when one is asked for (`[generic $bytes]`
-/// hands over its generic address, `[window $bytes]` its shared-window address).
+/// takes the family's fields (`crate::finder_fields!($fields; ..)`, in `crate::args`) as its
+/// parameters, gathers them into the family's argument struct and calls
+/// `$body::<R[, S]>(args[, scratch])`, with a shared scratch array of `$bytes` bytes per block
+/// when one is asked for (`[generic $bytes]` hands over its generic address, `[window $bytes]`
+/// its shared-window address).
 macro_rules! entry {
     ($fields:ident; $(#[$m:meta])* $args:ident => $body:ident $shared:tt; []) => {};
     ($fields:ident; $(#[$m:meta])* $args:ident => $body:ident $shared:tt;
         [$k:ident($t:ty $(, $s:literal)?) $(, $($rest:tt)*)?]) => {
-        crate::$fields!(entry_one; $(#[$m])* $k [$t] [$($s)?] $args $body $shared);
+        crate::finder_fields!($fields; entry_one; $(#[$m])* $k [$t] [$($s)?] $args $body $shared);
         crate::kernels::entry!($fields; $(#[$m])* $args => $body $shared; [$($($rest)*)?]);
     };
 }
 pub(crate) use entry;
 
-/// One kernel of [`entry`], given its family's field list.
+/// One kernel of [`entry`], given its family's field list; its body takes the scratch
+/// array's address, or `()` where the family asks for none (the `@scratch` arms).
 macro_rules! entry_one {
-    ($(#[$m:meta])* $k:ident [$t:ty] [$($s:literal)?] $args:ident $body:ident []
+    ($(#[$m:meta])* $k:ident [$t:ty] [$($s:literal)?] $args:ident $body:ident $shared:tt
         { $($(#[$fm:meta])* $f:ident: $ty:ty,)* }) => {
         mod $k {
             use super::*;
@@ -48,31 +50,21 @@ macro_rules! entry_one {
             $(#[$m])*
             #[unsafe(no_mangle)]
             pub unsafe extern "ptx-kernel" fn $k($($f: $ty),*) {
-                let args = $args::<R> { $($f),* };
-                // SAFETY: the kernel's contract (its arguments as its docs require), passed on.
-                unsafe { $body::<R $(, $s)?>(args) }
-            }
-        }
-    };
-    ($(#[$m:meta])* $k:ident [$t:ty] [$($s:literal)?] $args:ident $body:ident [$mode:ident $bytes:expr]
-        { $($(#[$fm:meta])* $f:ident: $ty:ty,)* }) => {
-        mod $k {
-            use super::*;
-            type R = $t;
-            $(#[$m])*
-            #[unsafe(no_mangle)]
-            pub unsafe extern "ptx-kernel" fn $k($($f: $ty),*) {
-                let scratch = crate::kernels::prims::shared_array!(
-                    $mode concat!(stringify!($k), "_scratch"),
-                    $bytes
-                );
+                let scratch = crate::kernels::entry_one!(@scratch $k $shared);
                 let args = $args::<R> { $($f),* };
                 // SAFETY: the kernel's contract (its arguments as its docs require), passed on.
                 unsafe { $body::<R $(, $s)?>(args, scratch) }
             }
         }
     };
+    (@scratch $k:ident []) => {
+        ()
+    };
+    (@scratch $k:ident [$mode:ident $bytes:expr]) => {
+        crate::kernels::prims::shared_array!($mode concat!(stringify!($k), "_scratch"), $bytes)
+    };
 }
+pub(crate) use entry_one;
 
 /// Declares each kernel of a `[name => ArgsStruct { fields }, ...]` list (`interp_kernels!`,
 /// the matcher's `matcher_kernels!`): it takes its struct's fields as its parameters and runs

@@ -12,27 +12,21 @@ use core::arch::asm;
 /// (`mov`), or as a generic address with `generic` (`cvta.shared`). Call once per array, at
 /// the kernel's top; names must be unique in the module.
 macro_rules! shared_array {
-    (window $name:expr, $bytes:expr) => {{
+    (window $name:expr, $bytes:expr) => {
+        $crate::kernels::prims::shared_array!(@declare "mov.u64", $name, $bytes)
+    };
+    (generic $name:expr, $bytes:expr) => {
+        $crate::kernels::prims::shared_array!(@declare "cvta.shared.u64", $name, $bytes)
+    };
+    // The array, and its address by `$ins` (`mov` or `cvta.shared`).
+    (@declare $ins:literal, $name:expr, $bytes:expr) => {{
         let p: u64;
         // SAFETY: declares a new shared array (the caller keeps names unique) and reads its
-        // address; no memory is touched.
+        // address (`cvta.shared` only converts it); no memory is touched.
         unsafe {
             core::arch::asm!(
                 concat!(".shared .align 16 .b8 ", $name, "[{n}];"),
-                concat!("mov.u64 {p}, ", $name, ";"),
-                n = const $bytes,
-                p = out(reg64) p,
-            );
-        }
-        p
-    }};
-    (generic $name:expr, $bytes:expr) => {{
-        let p: u64;
-        // SAFETY: as the `window` form; `cvta.shared` only converts the address.
-        unsafe {
-            core::arch::asm!(
-                concat!(".shared .align 16 .b8 ", $name, "[{n}];"),
-                concat!("cvta.shared.u64 {p}, ", $name, ";"),
+                concat!($ins, " {p}, ", $name, ";"),
                 n = const $bytes,
                 p = out(reg64) p,
             );
@@ -62,54 +56,41 @@ pub(crate) unsafe fn ballot(flag: bool) -> u32 {
     m
 }
 
+/// The `u32` result `{r}` of the one PTX instruction `$ins`, whose inputs `{name}` are the
+/// given 32-bit values, with the `asm!` options `$opt` (none: a warp-synchronous instruction
+/// must not be moved or merged).
+macro_rules! asm_u32 {
+    ($ins:literal, $($name:ident = $v:expr),+ $(; $($opt:ident),*)?) => {{
+        let r: u32;
+        // SAFETY: the instruction's contract is that of the function this expands in, which
+        // its caller keeps (for the warp-synchronous ones: every lane of the warp executes it,
+        // as the full mask says).
+        unsafe {
+            core::arch::asm!($ins, r = out(reg32) r, $($name = in(reg32) $v,)+ $(options($($opt),*))?)
+        };
+        r
+    }};
+}
+// Outside this file for V4's fused kernels' TF32 conversion.
+#[cfg(feature = "experimental")]
+pub(crate) use asm_u32;
+
 /// The (wrapping) sum of `v` over the warp, in every lane (sm_80's `redux`).
 #[inline(always)]
 pub(crate) unsafe fn warp_sum(v: u32) -> u32 {
-    let s: u32;
-    // SAFETY: a warp-synchronous instruction with the full mask, which the caller
-    // guarantees: every lane of the warp executes this call.
-    unsafe {
-        asm!(
-            "redux.sync.add.u32 {s}, {v}, 0xffffffff;",
-            s = out(reg32) s,
-            v = in(reg32) v,
-        );
-    }
-    s
+    asm_u32!("redux.sync.add.u32 {r}, {v}, 0xffffffff;", v = v)
 }
 
 /// Lane `src`'s `v`, in every lane.
 #[inline(always)]
 pub(crate) unsafe fn shfl_idx(v: u32, src: u32) -> u32 {
-    let r: u32;
-    // SAFETY: a warp-synchronous instruction with the full mask, which the caller
-    // guarantees: every lane of the warp executes this call.
-    unsafe {
-        asm!(
-            "shfl.sync.idx.b32 {r}, {v}, {s}, 31, -1;",
-            r = out(reg32) r,
-            v = in(reg32) v,
-            s = in(reg32) src,
-        );
-    }
-    r
+    asm_u32!("shfl.sync.idx.b32 {r}, {v}, {s}, 31, -1;", v = v, s = src)
 }
 
 /// Butterfly shuffle: the `v` of lane `lane ^ mask`, in every lane.
 #[inline(always)]
 pub(crate) unsafe fn shfl_xor_u32(v: u32, mask: u32) -> u32 {
-    let r: u32;
-    // SAFETY: a warp-synchronous instruction with the full mask, which the caller
-    // guarantees: every lane of the warp executes this call.
-    unsafe {
-        asm!(
-            "shfl.sync.bfly.b32 {r}, {v}, {m}, 31, -1;",
-            r = out(reg32) r,
-            v = in(reg32) v,
-            m = in(reg32) mask,
-        );
-    }
-    r
+    asm_u32!("shfl.sync.bfly.b32 {r}, {v}, {m}, 31, -1;", v = v, m = mask)
 }
 
 /// [`shfl_xor_u32`] of an `f32`'s bits.
@@ -119,41 +100,47 @@ pub(crate) unsafe fn shfl_xor_f32(v: f32, mask: u32) -> f32 {
     f32::from_bits(unsafe { shfl_xor_u32(v.to_bits(), mask) })
 }
 
-/// Loads the word at shared-window address `a`.
-#[inline(always)]
-pub(crate) unsafe fn ld_shared_u32(a: u64) -> u32 {
-    let v: u32;
-    // SAFETY: the caller passes an address inside a shared array of this kernel, aligned
-    // for the access.
-    unsafe { asm!("ld.shared.u32 {v}, [{a}];", v = out(reg32) v, a = in(reg64) a) };
-    v
+/// Declares the load `$ld` and the store `$st` of a `$t` (PTX type `$ptx`, in `$reg`
+/// registers) at a shared-window address `a`, which the caller passes inside a shared array of
+/// this kernel, aligned for the access.
+macro_rules! shared_word {
+    ($t:ty, $ptx:literal, $reg:ident, $(#[$lm:meta])* $ld:ident, $(#[$sm:meta])* $st:ident) => {
+        $(#[$lm])*
+        #[inline(always)]
+        pub(crate) unsafe fn $ld(a: u64) -> $t {
+            let v: $t;
+            // SAFETY: the caller passes an address inside a shared array of this kernel,
+            // aligned for the access.
+            unsafe {
+                asm!(concat!("ld.shared.", $ptx, " {v}, [{a}];"), v = out($reg) v, a = in(reg64) a)
+            };
+            v
+        }
+
+        $(#[$sm])*
+        #[inline(always)]
+        pub(crate) unsafe fn $st(a: u64, v: $t) {
+            // SAFETY: the caller passes an address inside a shared array of this kernel,
+            // aligned for the access.
+            unsafe {
+                asm!(concat!("st.shared.", $ptx, " [{a}], {v};"), a = in(reg64) a, v = in($reg) v)
+            };
+        }
+    };
 }
 
-/// Stores `v` at shared-window address `a`.
-#[inline(always)]
-pub(crate) unsafe fn st_shared_u32(a: u64, v: u32) {
-    // SAFETY: the caller passes an address inside a shared array of this kernel, aligned
-    // for the access.
-    unsafe { asm!("st.shared.u32 [{a}], {v};", a = in(reg64) a, v = in(reg32) v) };
-}
-
-/// Loads the 8-byte word at shared-window address `a`.
-#[inline(always)]
-pub(crate) unsafe fn ld_shared_u64(a: u64) -> u64 {
-    let v: u64;
-    // SAFETY: the caller passes an address inside a shared array of this kernel, aligned
-    // for the access.
-    unsafe { asm!("ld.shared.u64 {v}, [{a}];", v = out(reg64) v, a = in(reg64) a) };
-    v
-}
-
-/// Stores the 8-byte word `v` at shared-window address `a`.
-#[inline(always)]
-pub(crate) unsafe fn st_shared_u64(a: u64, v: u64) {
-    // SAFETY: the caller passes an address inside a shared array of this kernel, aligned
-    // for the access.
-    unsafe { asm!("st.shared.u64 [{a}], {v};", a = in(reg64) a, v = in(reg64) v) };
-}
+shared_word!(u32, "u32", reg32,
+    /// Loads the word at shared-window address `a`.
+    ld_shared_u32,
+    /// Stores `v` at shared-window address `a`.
+    st_shared_u32
+);
+shared_word!(u64, "u64", reg64,
+    /// Loads the 8-byte word at shared-window address `a`.
+    ld_shared_u64,
+    /// Stores the 8-byte word `v` at shared-window address `a`.
+    st_shared_u64
+);
 
 /// Four consecutive floats loaded by `$ld` (a `.v4.f32` load instruction) from the address
 /// `$p`, with the `asm!` options `$opt`.

@@ -671,7 +671,7 @@ unsafe fn run_entry_shared<R: Real, const S: usize>(k: RunArgs<R>, scratch: u64)
 const REGISTER_STATE_BYTES: usize = run_shared_bytes(false);
 const SHARED_STATE_BYTES: usize = run_shared_bytes(true);
 
-crate::finder_kernels! { run; super::entry; run_fields;
+crate::finder_kernels! { run; super::entry; run;
     /// Finds `n` consecutive frames in one cooperative launch with a window of side `S` (the
     /// name's last number), one block per tile of 256 pixels: per frame each tile waits only
     /// for the tiles its windows read; records in row-major order after a running total (see
@@ -680,7 +680,7 @@ crate::finder_kernels! { run; super::entry; run_fields;
     RunArgs => run_entry [window REGISTER_STATE_BYTES];
 }
 
-crate::finder_kernels! { run_shared; super::entry; run_fields;
+crate::finder_kernels! { run_shared; super::entry; run;
     /// As the other `cluda_run1_*` kernels, with each pixel's pedestal state in shared memory
     /// between its uses (the module docs say why this one).
     RunArgs => run_entry_shared [window SHARED_STATE_BYTES];

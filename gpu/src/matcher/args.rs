@@ -2,15 +2,20 @@
 //! and read by the kernel, each with its entry name (`ENTRY`), declared (as the finder's, see
 //! [`crate::args`]) from one list that the kernels are declared from too.
 
-/// Hands the field groups several matcher kernels share (in this order: the two sides, the
-/// right side's split, a GEMM tile, V4's radii, the rescored sides, the rescoring's outputs),
-/// each in braces, to `$list!` (`matcher_kernels!` or `matcher_fused_kernels!`) after
-/// `@groups $rest`: their lists splice them in where the fields stand.
+/// Hands the matcher's kernels of one family (`plain`, or `fused`: V4's fused kernels, built
+/// with the feature `experimental` only) to `$cb!`, after the tokens `$pre`, as
+/// `[name => ArgsStruct { fields }, ...]`: the one list the kernels are declared from
+/// (`gpu/src/matcher/kernels/`, each running its struct's `run`) and the host's argument
+/// structs (with the entry name, `ENTRY`) are built from. All launch blocks of
+/// [`crate::layout::matcher::BLOCK`] threads. The field groups several kernels share (in this
+/// order: the two sides, the right side's split, a GEMM tile, V4's radii, the rescored sides,
+/// the best match per row, the flagged rows) are written once, in the first arm, and spliced in where the
+/// fields stand (`$($sides)*` and the like).
 #[macro_export]
 #[doc(hidden)]
-macro_rules! matcher_field_groups {
-    ($list:ident $($rest:tt)*) => {
-        $crate::$list! { @groups $($rest)*
+macro_rules! matcher_kernels {
+    ($family:ident; $($cb:ident)::+; $($pre:tt)*) => {
+        $crate::matcher_kernels! { @groups $family [$($cb)::+] [$($pre)*]
             {
                 /// Left descriptors, `n x 128`.
                 lhs: $crate::args::ConstPtr<f32>,
@@ -54,28 +59,16 @@ macro_rules! matcher_field_groups {
                 /// Index and distance per row, `n` each.
                 out_idx: $crate::args::MutPtr<u32>,
                 out_dist: $crate::args::MutPtr<f32>,
+            }
+            {
                 /// The count of flagged rows (one word, zeroed before) and their list (`n`).
                 flag_count: $crate::args::MutPtr<u32>,
                 flag_rows: $crate::args::MutPtr<u32>,
             }
         }
     };
-}
-
-/// Hands the matcher's kernels to `$cb!`, after the tokens `$pre`, as
-/// `[name => ArgsStruct { fields }, ...]`: the one list the kernels are declared from
-/// (`gpu/src/matcher/kernels/`, each running its struct's `run`) and the host's argument
-/// structs (with the entry name, `ENTRY`) are built from. All launch blocks of
-/// [`crate::layout::matcher::BLOCK`] threads. Fields several kernels share are spliced in from
-/// `matcher_field_groups!` (`$($sides)*` and the like).
-#[macro_export]
-#[doc(hidden)]
-macro_rules! matcher_kernels {
-    ($($cb:ident)::+; $($pre:tt)*) => {
-        $crate::matcher_field_groups! { matcher_kernels [$($cb)::+] [$($pre)*] }
-    };
-    (@groups [$($cb:ident)::+] [$($pre:tt)*] {$($sides:tt)*} {$($split:tt)*} {$($gemm_tile:tt)*} {$($radii:tt)*}
-        {$($rescored:tt)*} {$($flagged:tt)*}) => {
+    (@groups plain [$($cb:ident)::+] [$($pre:tt)*] {$($sides:tt)*} {$($split:tt)*} {$($gemm_tile:tt)*}
+        {$($radii:tt)*} {$($rescored:tt)*} {$($out:tt)*} {$($flagged:tt)*}) => {
         $($cb)::+! { $($pre)* [
             /// The parameters of `cluda_match_v1_distances`: `dist[i * m + j] =
             /// ||lhs_i - rhs_j||^2` for the 128 x 128 tile (`blockIdx.y`, `blockIdx.x`).
@@ -90,9 +83,7 @@ macro_rules! matcher_kernels {
                 dist: $crate::args::ConstPtr<f32>,
                 n: u32,
                 m: u32,
-                /// Index and distance per row, `n` each.
-                out_idx: $crate::args::MutPtr<u32>,
-                out_dist: $crate::args::MutPtr<f32>,
+                $($out)*
             }
             /// The parameters of `cluda_match_v2_fused`: block `(x, y)` matches left rows
             /// `x*128..` against right tiles `y*tiles_per_split..`, writing each row's best of
@@ -110,8 +101,7 @@ macro_rules! matcher_kernels {
                 part_idx: $crate::args::ConstPtr<u32>,
                 n: u32,
                 splits: u32,
-                out_idx: $crate::args::MutPtr<u32>,
-                out_dist: $crate::args::MutPtr<f32>,
+                $($out)*
             }
             /// The parameters of `cluda_match_sqnorms`: `norms[r] = ||x_r||^2`, one warp per
             /// row, and the largest as f32 bits into `*max_bits`.
@@ -140,6 +130,7 @@ macro_rules! matcher_kernels {
                 max_bits_b: $crate::args::ConstPtr<u32>,
                 best_d: $crate::args::ConstPtr<f32>,
                 best_i: $crate::args::ConstPtr<u32>,
+                $($out)*
                 $($flagged)*
             }
             /// The parameters of `cluda_match_v4_radii`: `radii[k] =
@@ -170,23 +161,13 @@ macro_rules! matcher_kernels {
                 $($rescored)*
                 count: $crate::args::ConstPtr<u32>,
                 slot_i: $crate::args::ConstPtr<u32>,
+                $($out)*
                 $($flagged)*
             }
         ] }
     };
-}
-
-/// Hands V4's fused kernels (feature `experimental`) to `$cb!` as `matcher_kernels!` hands
-/// the others (with the shared field groups of `matcher_field_groups!`).
-#[cfg(feature = "experimental")]
-#[macro_export]
-#[doc(hidden)]
-macro_rules! matcher_fused_kernels {
-    ($($cb:ident)::+; $($pre:tt)*) => {
-        $crate::matcher_field_groups! { matcher_fused_kernels [$($cb)::+] [$($pre)*] }
-    };
-    (@groups [$($cb:ident)::+] [$($pre:tt)*] {$($sides:tt)*} {$($split:tt)*} {$($gemm_tile:tt)*} {$($radii:tt)*}
-        {$($rescored:tt)*} {$($flagged:tt)*}) => {
+    (@groups fused [$($cb:ident)::+] [$($pre:tt)*] {$($sides:tt)*} {$($split:tt)*} {$($gemm_tile:tt)*}
+        {$($radii:tt)*} {$($rescored:tt)*} {$($out:tt)*} {$($flagged:tt)*}) => {
         $($cb)::+! { $($pre)* [
             /// The parameters of `cluda_match_v4_fused`: V4's screen computed on the tensor
             /// cores by the kernel itself (`mma.sync` TF32), never stored. Block `(x, y)`
@@ -243,6 +224,6 @@ macro_rules! matcher_fused_kernels {
 
 use crate::args::entry_structs;
 
-crate::matcher_kernels!(entry_structs;);
+crate::matcher_kernels!(plain; entry_structs;);
 #[cfg(feature = "experimental")]
-crate::matcher_fused_kernels!(entry_structs;);
+crate::matcher_kernels!(fused; entry_structs;);

@@ -12,7 +12,8 @@ use super::tid;
 use super::tile::{Side, staged_chunks};
 use crate::kernels::global_index_x;
 use crate::kernels::prims::{
-    ld_shared_f32x4, ld_shared_u32, shared_array, shfl_xor_f32, st_shared_f32, st_shared_u32,
+    asm_u32, ld_shared_f32x4, ld_shared_u32, shared_array, shfl_xor_f32, st_shared_f32,
+    st_shared_u32,
 };
 use crate::layout::matcher::{BLOCK, BM, BN, DIM, KC, V4_SLOTS, V4_SPLIT_SLOTS, mma};
 use crate::matcher::args::{MatchV4Fused1Args, MatchV4FusedArgs, MatchV4MergeArgs};
@@ -21,17 +22,8 @@ use crate::matcher::bound::{error, row_terms, threshold};
 /// `f32` to TF32, rounded to nearest (ties away from zero), as the bits `mma` reads.
 #[inline(always)]
 fn to_tf32(x: f32) -> u32 {
-    let r: u32;
-    // SAFETY: a register-only conversion (PTX 7.0, sm_80).
-    unsafe {
-        asm!(
-            "cvt.rna.tf32.f32 {r}, {x};",
-            r = out(reg32) r,
-            x = in(reg32) x,
-            options(pure, nomem, nostack),
-        );
-    }
-    r
+    // A register-only conversion (PTX 7.0, sm_80): no contract.
+    asm_u32!("cvt.rna.tf32.f32 {r}, {x};", x = x; pure, nomem, nostack)
 }
 
 /// `d += a b` for one 16 x 8 x 8 TF32 tile of the warp (`mma.sync.aligned.m16n8k8`, FP32

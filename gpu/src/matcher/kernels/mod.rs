@@ -160,6 +160,6 @@ unsafe fn put_best(
 // Keep the unused-constant lint quiet for tile sizes only used in the docs' arithmetic.
 const _: () = assert!(TILE_BYTES == 8448);
 
-crate::matcher_kernels!(struct_entries;);
+crate::matcher_kernels!(plain; struct_entries;);
 #[cfg(feature = "experimental")]
-crate::matcher_fused_kernels!(struct_entries;);
+crate::matcher_kernels!(fused; struct_entries;);
