@@ -1,9 +1,8 @@
 //! Finder parameters: cluster size, n_sigma, pedestal window, threshold mode, precision.
 
-use std::str::FromStr;
-
 use crate::cluster::ClusterSize;
 use crate::error::{Error, Result};
+use crate::named::named_choices;
 
 /// The arithmetic the pedestal and the finder use (docs/semantics.md, "Precisions").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
@@ -19,31 +18,7 @@ pub enum Precision {
     F32Naive,
 }
 
-impl Precision {
-    /// The name used on the command line and in summaries.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Self::F64 => "f64",
-            Self::F32 => "f32",
-            Self::F32Naive => "f32-naive",
-        }
-    }
-}
-
-impl FromStr for Precision {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        match s {
-            "f64" => Ok(Self::F64),
-            "f32" => Ok(Self::F32),
-            "f32-naive" => Ok(Self::F32Naive),
-            _ => Err(Error::param(
-                "precision",
-                format!("`{s}` is not one of f64, f32, f32-naive"),
-            )),
-        }
-    }
-}
+named_choices!(Precision, "precision", F64 => "f64", F32 => "f32", F32Naive => "f32-naive");
 
 /// Which standard deviation the threshold `n_sigma * std` uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
@@ -55,29 +30,7 @@ pub enum ThresholdMode {
     Frozen,
 }
 
-impl ThresholdMode {
-    /// The name used on the command line.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Self::Live => "live",
-            Self::Frozen => "frozen",
-        }
-    }
-}
-
-impl FromStr for ThresholdMode {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        match s {
-            "live" => Ok(Self::Live),
-            "frozen" => Ok(Self::Frozen),
-            _ => Err(Error::param(
-                "threshold",
-                format!("`{s}` is not one of live, frozen"),
-            )),
-        }
-    }
-}
+named_choices!(ThresholdMode, "threshold", Live => "live", Frozen => "frozen");
 
 /// What a finder finds, apart from the frame shape and the pedestal window (which come with
 /// the data): the one place where the finder's defaults are written (3x3, n_sigma 5, live
@@ -201,15 +154,7 @@ impl FinderConfig {
     /// [`Error::InvalidParameter`] naming the parameter: frames without pixels, a non-finite or
     /// negative `n_sigma`, a pedestal window of 0 frames, or a frame too large for the finders.
     pub fn validate(&self) -> Result<()> {
-        if self.rows == 0 || self.cols == 0 {
-            return Err(Error::param(
-                "rows/cols",
-                format!(
-                    "frames must have at least one pixel, got {} x {}",
-                    self.rows, self.cols
-                ),
-            ));
-        }
+        crate::params::frame_pixels(self.rows, self.cols)?;
         if self.rows > u16::MAX as usize + 1 || self.cols > u16::MAX as usize + 1 {
             return Err(Error::param(
                 "rows/cols",
@@ -219,12 +164,7 @@ impl FinderConfig {
                 ),
             ));
         }
-        if !self.n_sigma.is_finite() || self.n_sigma < 0.0 {
-            return Err(Error::param(
-                "nsigma",
-                format!("must be finite and >= 0, got {}", self.n_sigma),
-            ));
-        }
+        crate::params::finite_non_negative("nsigma", self.n_sigma)?;
         if self.pedestal_frames == 0 {
             return Err(Error::param(
                 "pedestal-frames",

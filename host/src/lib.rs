@@ -143,6 +143,8 @@ pub mod io;
 pub(crate) mod kernel;
 pub mod matcher;
 pub mod memory;
+mod named;
+pub(crate) mod params;
 pub mod pedestal;
 #[cfg(feature = "plot")]
 pub mod plot;
