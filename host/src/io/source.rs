@@ -9,6 +9,9 @@ use super::raw::{GapReport, RawMaster, RawReader};
 use crate::error::{Error, Result};
 
 /// A stream of `rows x cols` u16 frames read in batches.
+///
+/// An implementation gives [`FrameSource::read_frames`] or [`FrameSource::fill`], or both:
+/// each is provided in terms of the other (one of them must be given, or a read never ends).
 pub trait FrameSource {
     /// Rows per frame.
     fn rows(&self) -> usize;
@@ -20,22 +23,38 @@ pub trait FrameSource {
     fn remaining_hint(&self) -> u64;
 
     /// Appends up to `n` frames (C order) to `frames` and their frame numbers to `numbers`;
-    /// returns how many were appended, 0 at the end.
+    /// returns how many were appended, 0 at the end. The default grows `frames` by `n`
+    /// frames (at most [`FrameSource::remaining_hint`]), fills them through
+    /// [`FrameSource::fill`] and cuts off what it left.
     ///
     /// # Errors
     /// [`Error::Io`] or [`Error::Format`] naming the file when the input cannot be read or is
-    /// malformed.
+    /// malformed; [`Error::InvalidParameter`] (`frames`) when `n` frames do not fit in memory.
     fn read_frames(
         &mut self,
         n: usize,
         frames: &mut Vec<u16>,
         numbers: &mut Vec<u64>,
-    ) -> Result<usize>;
+    ) -> Result<usize> {
+        let pixels = self.rows() * self.cols();
+        let n = n.min(usize::try_from(self.remaining_hint()).unwrap_or(usize::MAX));
+        let start = frames.len();
+        let end = n
+            .checked_mul(pixels)
+            .and_then(|len| len.checked_add(start))
+            .ok_or_else(|| {
+                Error::param("frames", format!("{n} frames of {pixels} pixels overflow"))
+            })?;
+        frames.resize(end, 0);
+        let k = self.fill(&mut frames[start..], numbers);
+        frames.truncate(start + *k.as_ref().unwrap_or(&0) * pixels);
+        k
+    }
 
     /// Fills `dst` (whole frames) with the next frames and appends their frame numbers to
     /// `numbers`; returns how many frames it filled, 0 at the end. The streaming engine
     /// reads through this, straight into its (possibly page-locked) slots; sources that can
-    /// read in place override it, the default reads through [`FrameSource::read_frames`] and
+    /// read in place give it, the default reads through [`FrameSource::read_frames`] and
     /// copies.
     ///
     /// # Errors
@@ -291,4 +310,67 @@ pub fn input_files(path: &Path) -> Result<Vec<PathBuf>> {
         }
     }
     Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::MemorySource;
+
+    /// A source that gives only `read_frames` (here: the frames of a memory source, read
+    /// through its `fill`), for the default `fill`.
+    struct ReadOnly(MemorySource<'static>);
+
+    impl FrameSource for ReadOnly {
+        fn rows(&self) -> usize {
+            self.0.rows()
+        }
+        fn cols(&self) -> usize {
+            self.0.cols()
+        }
+        fn remaining_hint(&self) -> u64 {
+            self.0.remaining_hint()
+        }
+        fn read_frames(
+            &mut self,
+            n: usize,
+            frames: &mut Vec<u16>,
+            numbers: &mut Vec<u64>,
+        ) -> Result<usize> {
+            self.0.read_frames(n, frames, numbers)
+        }
+    }
+
+    /// Each default reads through the other: `read_frames` appends whole frames after what
+    /// the caller has, never past the end; `fill` fills whole frames of the slot; both number
+    /// the frames and give 0 at the end.
+    #[test]
+    fn the_defaults_read_through_each_other() {
+        let data: Vec<u16> = (0..5 * 6).collect();
+        let mut src = MemorySource::new(data.clone(), 2, 3).expect("source");
+        let (mut frames, mut numbers) = (vec![9], Vec::new());
+        assert_eq!(
+            src.read_frames(2, &mut frames, &mut numbers).expect("read"),
+            2
+        );
+        assert_eq!(
+            src.read_frames(9, &mut frames, &mut numbers).expect("read"),
+            3
+        );
+        assert_eq!(
+            src.read_frames(9, &mut frames, &mut numbers).expect("read"),
+            0
+        );
+        assert!(frames[0] == 9 && frames[1..] == data[..]);
+        assert_eq!(numbers, [0, 1, 2, 3, 4]);
+        let mut src = ReadOnly(MemorySource::new(data.clone(), 2, 3).expect("source"));
+        let (mut slot, mut numbers) = (vec![0u16; 13], Vec::new());
+        assert_eq!(src.fill(&mut slot, &mut numbers).expect("fill"), 2);
+        assert!(slot[..12] == data[..12] && slot[12] == 0);
+        assert_eq!(src.fill(&mut slot, &mut numbers).expect("fill"), 2);
+        assert_eq!(src.fill(&mut slot, &mut numbers).expect("fill"), 1);
+        assert!(slot[..6] == data[24..]);
+        assert_eq!(src.fill(&mut slot, &mut numbers).expect("fill"), 0);
+        assert_eq!(numbers, [0, 1, 2, 3, 4]);
+    }
 }
