@@ -152,6 +152,8 @@ pub mod plot;
 mod ptx_split;
 #[cfg(feature = "stream")]
 pub mod stream;
+#[cfg(test)]
+mod testing;
 
 /// The README's code examples, compiled and run as doctests.
 #[cfg(doctest)]

@@ -3,21 +3,11 @@
 
 use super::*;
 use crate::cluster::ClusterSize;
-use crate::config::FinderConfig;
 use crate::finder::{ClusterFinder, CpuFinder};
 use crate::frames::Frames;
 use crate::generate::{GenConfig, Generator};
 use crate::io::MemorySource;
-
-fn finder(rows: usize, cols: usize, dark: &[u16]) -> CpuFinder {
-    let config = FinderConfig::new(rows, cols)
-        .size(ClusterSize::S3)
-        .pedestal_frames(50);
-    let mut f = CpuFinder::new(config).expect("finder");
-    f.push_pedestal(Frames::new(dark, 50, rows, cols).expect("dark"))
-        .expect("pedestal");
-    f
-}
+use crate::testing::{cpu_finder as finder, generated};
 
 /// What one `find_each` over the first `n` frames of `data` gives: each frame's index
 /// (its number) and its clusters' words.
@@ -46,9 +36,7 @@ fn one_call(
 #[test]
 fn streams_the_same_clusters_as_one_call() {
     let (rows, cols) = (24, 40);
-    let g = Generator::new(GenConfig::new(rows, cols, 5)).expect("generator");
-    let dark = g.frames(0, 50, false);
-    let data = g.frames(50, 23, true);
+    let (dark, data) = generated(rows, cols, 5, 50, 23);
     let want = one_call(rows, cols, &dark, &data, 23);
     for (chunk, slots) in [(1, 2), (4, 3), (23, 2), (64, 5)] {
         let mut f = finder(rows, cols, &dark);
@@ -79,9 +67,7 @@ fn streams_the_same_clusters_as_one_call() {
 #[test]
 fn slots_allocated_ahead_give_the_same_clusters() {
     let (rows, cols) = (24, 40);
-    let g = Generator::new(GenConfig::new(rows, cols, 6)).expect("generator");
-    let dark = g.frames(0, 50, false);
-    let data = g.frames(50, 19, true);
+    let (dark, data) = generated(rows, cols, 6, 50, 19);
     let want: Vec<Vec<u32>> = one_call(rows, cols, &dark, &data, 19)
         .into_iter()
         .map(|(_, words)| words)
@@ -118,10 +104,9 @@ fn slots_allocated_ahead_give_the_same_clusters() {
 #[test]
 fn a_visitor_error_stops_the_run() {
     let (rows, cols) = (16, 16);
-    let g = Generator::new(GenConfig::new(rows, cols, 9)).expect("generator");
-    let dark = g.frames(0, 50, false);
+    let (dark, data) = generated(rows, cols, 9, 50, 40);
     let mut f = finder(rows, cols, &dark);
-    let mut src = MemorySource::new(g.frames(50, 40, true), rows, cols).expect("source");
+    let mut src = MemorySource::new(data, rows, cols).expect("source");
     let mut seen = 0;
     let e = find_stream(
         &mut f,
@@ -302,15 +287,13 @@ impl FedFinder for Overflowing {
 #[test]
 fn an_overflow_is_named_by_the_source_frame_number() {
     let (rows, cols) = (16, 16);
-    let g = Generator::new(GenConfig::new(rows, cols, 9)).expect("generator");
-    let dark = g.frames(0, 50, false);
+    let (dark, data) = generated(rows, cols, 9, 50, 12);
     for at in [0, 2, 3, 7] {
         let mut f = Overflowing {
             inner: finder(rows, cols, &dark),
             at,
         };
-        let data = g.frames(50, 12, true);
-        let mut src = Edited::offset(data, rows, cols, 100, 2);
+        let mut src = Edited::offset(data.clone(), rows, cols, 100, 2);
         let mut seen = Vec::new();
         let cfg = EngineConfig {
             chunk: 5,
@@ -341,11 +324,11 @@ fn a_frame_number_past_i32_max_fails_the_cluster_file_naming_the_frame() {
     use super::input::{Input, never_cancel};
     use super::run::{FinderChoice, RunOptions, run};
     let (rows, cols) = (16, 16);
-    let g = Generator::new(GenConfig::new(rows, cols, 9)).expect("generator");
-    let dark = MemorySource::new(g.frames(0, 50, false), rows, cols).expect("source");
+    let (dark, data) = generated(rows, cols, 9, 50, 6);
+    let dark = MemorySource::new(dark, rows, cols).expect("source");
     let mut pedestal = Input::from_source("the dark frames", Box::new(dark));
     let first = i32::MAX as u64 - 2;
-    let numbered = Edited::offset(g.frames(50, 6, true), rows, cols, first, 1);
+    let numbered = Edited::offset(data, rows, cols, first, 1);
     let mut data = Input::from_source("the numbered frames", Box::new(numbered));
     let dir = tempfile::tempdir().expect("dir");
     let out = dir.path().join("past.clust");
@@ -385,9 +368,9 @@ fn a_frame_number_past_i32_max_fails_the_cluster_file_naming_the_frame() {
 #[test]
 fn a_source_that_numbers_no_frames_is_refused() {
     let (rows, cols) = (16, 16);
-    let g = Generator::new(GenConfig::new(rows, cols, 9)).expect("generator");
-    let mut f = finder(rows, cols, &g.frames(0, 50, false));
-    let mut data = Edited::unnumbered(g.frames(50, 4, true), rows, cols);
+    let (dark, data) = generated(rows, cols, 9, 50, 4);
+    let mut f = finder(rows, cols, &dark);
+    let mut data = Edited::unnumbered(data, rows, cols);
     let cfg = EngineConfig::for_frames(rows, cols);
     let e = find_stream(&mut f, &mut data, cfg, &mut |_, _| Ok(()))
         .expect_err("frames without numbers");
@@ -398,8 +381,7 @@ fn a_source_that_numbers_no_frames_is_refused() {
 #[test]
 fn bad_settings_are_refused() {
     let (rows, cols) = (16, 16);
-    let g = Generator::new(GenConfig::new(rows, cols, 9)).expect("generator");
-    let dark = g.frames(0, 50, false);
+    let (dark, data) = generated(rows, cols, 9, 50, 2);
     let mut f = finder(rows, cols, &dark);
     let cases = [
         (
@@ -428,7 +410,7 @@ fn bad_settings_are_refused() {
         ),
     ];
     for (cfg, name) in cases {
-        let mut src = MemorySource::new(g.frames(50, 2, true), rows, cols).expect("src");
+        let mut src = MemorySource::new(data.clone(), rows, cols).expect("src");
         let e = find_stream(&mut f, &mut src, cfg, &mut |_, _| Ok(())).expect_err(name);
         assert!(e.to_string().contains(name), "{e}");
     }
@@ -452,9 +434,7 @@ fn bad_settings_are_refused() {
 #[test]
 fn a_npy_file_read_or_mapped_gives_the_same_clusters() {
     let (rows, cols) = (20, 36);
-    let g = Generator::new(GenConfig::new(rows, cols, 11)).expect("generator");
-    let dark = g.frames(0, 50, false);
-    let data = g.frames(50, 17, true);
+    let (dark, data) = generated(rows, cols, 11, 50, 17);
     let dir = tempfile::tempdir().expect("dir");
     let path = dir.path().join("d.npy");
     crate::io::npy::write_u16_3d(&path, 17, rows, cols, &data).expect("write");
@@ -579,9 +559,7 @@ fn several_inputs_each_as_if_alone_and_a_failure_stays_with_its_input() {
 #[test]
 fn a_kept_ring_is_reused_between_runs() {
     let (rows, cols) = (24, 40);
-    let g = Generator::new(GenConfig::new(rows, cols, 8)).expect("generator");
-    let dark = g.frames(0, 50, false);
-    let data = g.frames(50, 30, true);
+    let (dark, data) = generated(rows, cols, 8, 50, 30);
     let want = one_call(rows, cols, &dark, &data, 30);
     let cfg = EngineConfig {
         chunk: 4,
