@@ -32,6 +32,20 @@ pub enum ThresholdMode {
 
 named_choices!(ThresholdMode, "threshold", Live => "live", Frozen => "frozen");
 
+/// Builder methods: for each `field: Type`, `fn field(self, field: Type) -> Self` that sets
+/// that field (with the doc comment given before it).
+macro_rules! setters {
+    ($($(#[$doc:meta])* $field:ident: $ty:ty),+ $(,)?) => {
+        $(
+            $(#[$doc])*
+            pub fn $field(mut self, $field: $ty) -> Self {
+                self.$field = $field;
+                self
+            }
+        )+
+    };
+}
+
 /// What a finder finds, apart from the frame shape and the pedestal window (which come with
 /// the data): the one place where the finder's defaults are written (3x3, n_sigma 5, live
 /// threshold, F64); the command line and Python take theirs from here.
@@ -118,34 +132,17 @@ impl FinderConfig {
         }
     }
 
-    /// With cluster size `size`.
-    pub fn size(mut self, size: ClusterSize) -> Self {
-        self.size = size;
-        self
-    }
-
-    /// With threshold `n_sigma`.
-    pub fn n_sigma(mut self, n_sigma: f64) -> Self {
-        self.n_sigma = n_sigma;
-        self
-    }
-
-    /// With pedestal window `n`.
-    pub fn pedestal_frames(mut self, n: u32) -> Self {
-        self.pedestal_frames = n;
-        self
-    }
-
-    /// With threshold mode `mode`.
-    pub fn threshold(mut self, mode: ThresholdMode) -> Self {
-        self.threshold = mode;
-        self
-    }
-
-    /// With precision `precision`.
-    pub fn precision(mut self, precision: Precision) -> Self {
-        self.precision = precision;
-        self
+    setters! {
+        /// With cluster size `size`.
+        size: ClusterSize,
+        /// With threshold `n_sigma`.
+        n_sigma: f64,
+        /// With pedestal window `pedestal_frames`.
+        pedestal_frames: u32,
+        /// With threshold mode `threshold`.
+        threshold: ThresholdMode,
+        /// With precision `precision`.
+        precision: Precision,
     }
 
     /// Checks every parameter, naming the first bad one.
