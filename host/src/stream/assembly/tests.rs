@@ -42,6 +42,32 @@ fn frame_of(number: u64, len: usize) -> Vec<u16> {
         .collect()
 }
 
+/// Pushes the endpoints' streams into `a`, taking the next item of endpoint `order[k]` (mod
+/// the endpoints; the next endpoint with items left when that one has none) at step `k`,
+/// and collects every output as it comes.
+fn interleave(
+    a: &mut Assembler<Vec<u8>>,
+    streams: &mut [VecDeque<Input<Vec<u8>>>],
+    order: &[usize],
+) -> Vec<Output<Vec<u8>>> {
+    let n = streams.len();
+    let now = Instant::now();
+    let mut outs = Vec::new();
+    for k in 0.. {
+        if streams.iter().all(|q| q.is_empty()) {
+            break;
+        }
+        let mut e = order[k % order.len()] % n;
+        while streams[e].is_empty() {
+            e = (e + 1) % n;
+        }
+        let input = streams[e].pop_front().expect("not empty");
+        a.push(e, input, now).expect("the layout is right");
+        outs.extend(std::iter::from_fn(|| a.pop()));
+    }
+    outs
+}
+
 proptest! {
     /// Any interleaving of the endpoints' in-order streams, any lost parts: every frame
     /// with all its parts comes out whole and equal to the frame cut up; every other frame
@@ -79,21 +105,7 @@ proptest! {
                 q
             })
             .collect();
-        let now = Instant::now();
-        let mut k = 0;
-        let mut outs = Vec::new();
-        while streams.iter().any(|q| !q.is_empty()) {
-            let mut e = order[k % order.len()] % n;
-            k += 1;
-            while streams[e].is_empty() {
-                e = (e + 1) % n;
-            }
-            let input = streams[e].pop_front().expect("not empty");
-            a.push(e, input, now).expect("the layout is right");
-            while let Some(o) = a.pop() {
-                outs.push(o);
-            }
-        }
+        let outs = interleave(&mut a, &mut streams, &order);
         prop_assert!(a.take_notices().is_empty());
         let mut last = None;
         let mut ends = 0;
@@ -317,21 +329,7 @@ proptest! {
                 q
             })
             .collect();
-        let now = Instant::now();
-        let mut k = 0;
-        let mut outs = Vec::new();
-        while streams.iter().any(|q| !q.is_empty()) {
-            let mut e = order[k % order.len()] % n;
-            k += 1;
-            while streams[e].is_empty() {
-                e = (e + 1) % n;
-            }
-            let input = streams[e].pop_front().expect("not empty");
-            a.push(e, input, now).expect("the layout is right");
-            while let Some(o) = a.pop() {
-                outs.push(o);
-            }
-        }
+        let outs = interleave(&mut a, &mut streams, &order);
         let notices = a.take_notices();
         prop_assert_eq!(notices.len(), restarts, "{:?}", notices);
         prop_assert!(notices.iter().all(|x| x.kind == PartFault::Restart));
