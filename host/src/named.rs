@@ -35,21 +35,28 @@ pub(crate) use named_choices;
 
 #[cfg(test)]
 mod tests {
-    use crate::config::{Precision, ThresholdMode};
+    /// A choice of two, named as the crate's enums are.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    enum Side {
+        Left,
+        RightHand,
+    }
+
+    named_choices!(Side, "side", Left => "left", RightHand => "right-hand");
 
     /// Names go both ways; anything else is refused naming the parameter and every name.
     #[test]
     fn names_round_trip_and_others_are_refused() {
-        for p in [Precision::F64, Precision::F32, Precision::F32Naive] {
-            assert_eq!(p.name().parse::<Precision>().expect("name"), p);
+        for side in [Side::Left, Side::RightHand] {
+            assert_eq!(side.name().parse::<Side>().expect("name"), side);
         }
-        let e = "f16".parse::<Precision>().expect_err("f16");
+        let e = "up".parse::<Side>().expect_err("up");
         assert!(
             e.to_string()
-                .contains("`f16` is not one of f64, f32, f32-naive"),
+                .contains("`up` is not one of left, right-hand"),
             "{e}"
         );
-        let e = "Live".parse::<ThresholdMode>().expect_err("case");
-        assert!(e.to_string().contains("threshold"), "{e}");
+        let e = "Left".parse::<Side>().expect_err("case");
+        assert!(e.to_string().contains("side"), "{e}");
     }
 }

@@ -315,21 +315,63 @@ pub fn input_files(path: &Path) -> Result<Vec<PathBuf>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::io::MemorySource;
 
-    /// A source that gives only `read_frames` (here: the frames of a memory source, read
-    /// through its `fill`), for the default `fill`.
-    struct ReadOnly(MemorySource<'static>);
+    /// Frames of 2 x 3 pixels in memory, numbered from 0; given to the tests below as a
+    /// source with only `fill` or only `read_frames`.
+    struct Stack {
+        data: Vec<u16>,
+        next: usize,
+    }
+
+    impl Stack {
+        const PIXELS: usize = 6;
+
+        fn new(frames: usize) -> Self {
+            let data = (0..frames * Self::PIXELS).map(|v| v as u16).collect();
+            Self { data, next: 0 }
+        }
+
+        /// The next `n` frames at most, their numbers appended to `numbers`.
+        fn take(&mut self, n: usize, numbers: &mut Vec<u64>) -> &[u16] {
+            let k = n.min(self.data.len() / Self::PIXELS - self.next);
+            numbers.extend((self.next..self.next + k).map(|i| i as u64));
+            self.next += k;
+            &self.data[(self.next - k) * Self::PIXELS..self.next * Self::PIXELS]
+        }
+    }
+
+    /// Gives only `fill`.
+    struct FillOnly(Stack);
+
+    /// Gives only `read_frames`.
+    struct ReadOnly(Stack);
+
+    impl FrameSource for FillOnly {
+        fn rows(&self) -> usize {
+            2
+        }
+        fn cols(&self) -> usize {
+            3
+        }
+        fn remaining_hint(&self) -> u64 {
+            (self.0.data.len() / Stack::PIXELS - self.0.next) as u64
+        }
+        fn fill(&mut self, dst: &mut [u16], numbers: &mut Vec<u64>) -> Result<usize> {
+            let src = self.0.take(dst.len() / Stack::PIXELS, numbers);
+            dst[..src.len()].copy_from_slice(src);
+            Ok(src.len() / Stack::PIXELS)
+        }
+    }
 
     impl FrameSource for ReadOnly {
         fn rows(&self) -> usize {
-            self.0.rows()
+            2
         }
         fn cols(&self) -> usize {
-            self.0.cols()
+            3
         }
         fn remaining_hint(&self) -> u64 {
-            self.0.remaining_hint()
+            u64::MAX
         }
         fn read_frames(
             &mut self,
@@ -337,7 +379,9 @@ mod tests {
             frames: &mut Vec<u16>,
             numbers: &mut Vec<u64>,
         ) -> Result<usize> {
-            self.0.read_frames(n, frames, numbers)
+            let src = self.0.take(n, numbers);
+            frames.extend_from_slice(src);
+            Ok(src.len() / Stack::PIXELS)
         }
     }
 
@@ -346,8 +390,8 @@ mod tests {
     /// the frames and give 0 at the end.
     #[test]
     fn the_defaults_read_through_each_other() {
-        let data: Vec<u16> = (0..5 * 6).collect();
-        let mut src = MemorySource::new(data.clone(), 2, 3).expect("source");
+        let data = Stack::new(5).data;
+        let mut src = FillOnly(Stack::new(5));
         let (mut frames, mut numbers) = (vec![9], Vec::new());
         assert_eq!(
             src.read_frames(2, &mut frames, &mut numbers).expect("read"),
@@ -363,7 +407,7 @@ mod tests {
         );
         assert!(frames[0] == 9 && frames[1..] == data[..]);
         assert_eq!(numbers, [0, 1, 2, 3, 4]);
-        let mut src = ReadOnly(MemorySource::new(data.clone(), 2, 3).expect("source"));
+        let mut src = ReadOnly(Stack::new(5));
         let (mut slot, mut numbers) = (vec![0u16; 13], Vec::new());
         assert_eq!(src.fill(&mut slot, &mut numbers).expect("fill"), 2);
         assert!(slot[..12] == data[..12] && slot[12] == 0);
@@ -372,5 +416,9 @@ mod tests {
         assert!(slot[..6] == data[24..]);
         assert_eq!(src.fill(&mut slot, &mut numbers).expect("fill"), 0);
         assert_eq!(numbers, [0, 1, 2, 3, 4]);
+        // The default reads no more than the source has left, however many are asked for.
+        let mut src = FillOnly(Stack::new(1));
+        let n = src.read_frames(usize::MAX, &mut frames, &mut numbers);
+        assert_eq!(n.expect("read"), 1);
     }
 }
