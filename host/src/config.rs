@@ -1,9 +1,8 @@
 //! Finder parameters: cluster size, n_sigma, pedestal window, threshold mode, precision.
 
-use std::str::FromStr;
-
 use crate::cluster::ClusterSize;
 use crate::error::{Error, Result};
+use crate::named::named_choices;
 
 /// The arithmetic the pedestal and the finder use (docs/semantics.md, "Precisions").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
@@ -19,31 +18,7 @@ pub enum Precision {
     F32Naive,
 }
 
-impl Precision {
-    /// The name used on the command line and in summaries.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Self::F64 => "f64",
-            Self::F32 => "f32",
-            Self::F32Naive => "f32-naive",
-        }
-    }
-}
-
-impl FromStr for Precision {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        match s {
-            "f64" => Ok(Self::F64),
-            "f32" => Ok(Self::F32),
-            "f32-naive" => Ok(Self::F32Naive),
-            _ => Err(Error::param(
-                "precision",
-                format!("`{s}` is not one of f64, f32, f32-naive"),
-            )),
-        }
-    }
-}
+named_choices!(Precision, "precision", F64 => "f64", F32 => "f32", F32Naive => "f32-naive");
 
 /// Which standard deviation the threshold `n_sigma * std` uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
@@ -55,28 +30,20 @@ pub enum ThresholdMode {
     Frozen,
 }
 
-impl ThresholdMode {
-    /// The name used on the command line.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Self::Live => "live",
-            Self::Frozen => "frozen",
-        }
-    }
-}
+named_choices!(ThresholdMode, "threshold", Live => "live", Frozen => "frozen");
 
-impl FromStr for ThresholdMode {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        match s {
-            "live" => Ok(Self::Live),
-            "frozen" => Ok(Self::Frozen),
-            _ => Err(Error::param(
-                "threshold",
-                format!("`{s}` is not one of live, frozen"),
-            )),
-        }
-    }
+/// Builder methods: for each `field: Type`, `fn field(self, field: Type) -> Self` that sets
+/// that field (with the doc comment given before it).
+macro_rules! setters {
+    ($($(#[$doc:meta])* $field:ident: $ty:ty),+ $(,)?) => {
+        $(
+            $(#[$doc])*
+            pub fn $field(mut self, $field: $ty) -> Self {
+                self.$field = $field;
+                self
+            }
+        )+
+    };
 }
 
 /// What a finder finds, apart from the frame shape and the pedestal window (which come with
@@ -165,34 +132,17 @@ impl FinderConfig {
         }
     }
 
-    /// With cluster size `size`.
-    pub fn size(mut self, size: ClusterSize) -> Self {
-        self.size = size;
-        self
-    }
-
-    /// With threshold `n_sigma`.
-    pub fn n_sigma(mut self, n_sigma: f64) -> Self {
-        self.n_sigma = n_sigma;
-        self
-    }
-
-    /// With pedestal window `n`.
-    pub fn pedestal_frames(mut self, n: u32) -> Self {
-        self.pedestal_frames = n;
-        self
-    }
-
-    /// With threshold mode `mode`.
-    pub fn threshold(mut self, mode: ThresholdMode) -> Self {
-        self.threshold = mode;
-        self
-    }
-
-    /// With precision `precision`.
-    pub fn precision(mut self, precision: Precision) -> Self {
-        self.precision = precision;
-        self
+    setters! {
+        /// With cluster size `size`.
+        size: ClusterSize,
+        /// With threshold `n_sigma`.
+        n_sigma: f64,
+        /// With pedestal window `pedestal_frames`.
+        pedestal_frames: u32,
+        /// With threshold mode `threshold`.
+        threshold: ThresholdMode,
+        /// With precision `precision`.
+        precision: Precision,
     }
 
     /// Checks every parameter, naming the first bad one.
@@ -201,15 +151,7 @@ impl FinderConfig {
     /// [`Error::InvalidParameter`] naming the parameter: frames without pixels, a non-finite or
     /// negative `n_sigma`, a pedestal window of 0 frames, or a frame too large for the finders.
     pub fn validate(&self) -> Result<()> {
-        if self.rows == 0 || self.cols == 0 {
-            return Err(Error::param(
-                "rows/cols",
-                format!(
-                    "frames must have at least one pixel, got {} x {}",
-                    self.rows, self.cols
-                ),
-            ));
-        }
+        crate::params::frame_pixels(self.rows, self.cols)?;
         if self.rows > u16::MAX as usize + 1 || self.cols > u16::MAX as usize + 1 {
             return Err(Error::param(
                 "rows/cols",
@@ -219,12 +161,7 @@ impl FinderConfig {
                 ),
             ));
         }
-        if !self.n_sigma.is_finite() || self.n_sigma < 0.0 {
-            return Err(Error::param(
-                "nsigma",
-                format!("must be finite and >= 0, got {}", self.n_sigma),
-            ));
-        }
+        crate::params::finite_non_negative("nsigma", self.n_sigma)?;
         if self.pedestal_frames == 0 {
             return Err(Error::param(
                 "pedestal-frames",

@@ -143,6 +143,8 @@ pub mod io;
 pub(crate) mod kernel;
 pub mod matcher;
 pub mod memory;
+mod named;
+pub(crate) mod params;
 pub mod pedestal;
 #[cfg(feature = "plot")]
 pub mod plot;
@@ -150,6 +152,8 @@ pub mod plot;
 mod ptx_split;
 #[cfg(feature = "stream")]
 pub mod stream;
+#[cfg(test)]
+mod testing;
 
 /// The README's code examples, compiled and run as doctests.
 #[cfg(doctest)]

@@ -322,14 +322,9 @@ impl PlotStage {
     /// Creates `DIR/.cluda-plots.<random>.tmp`; `overwrite`: the commit replaces plot files
     /// already there.
     fn create(dir: &Path, overwrite: bool) -> Result<Self> {
-        let stage = tempfile::Builder::new()
-            .prefix(".cluda-plots.")
-            .suffix(".tmp")
-            .tempdir_in(dir)
-            .map_err(|e| Error::io(dir, e))?;
         Ok(Self {
             dir: dir.to_path_buf(),
-            stage,
+            stage: crate::io::staged::stage_in(dir, ".cluda-plots.")?,
             overwrite,
         })
     }

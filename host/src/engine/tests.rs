@@ -3,21 +3,11 @@
 
 use super::*;
 use crate::cluster::ClusterSize;
-use crate::config::FinderConfig;
 use crate::finder::{ClusterFinder, CpuFinder};
 use crate::frames::Frames;
 use crate::generate::{GenConfig, Generator};
 use crate::io::MemorySource;
-
-fn finder(rows: usize, cols: usize, dark: &[u16]) -> CpuFinder {
-    let config = FinderConfig::new(rows, cols)
-        .size(ClusterSize::S3)
-        .pedestal_frames(50);
-    let mut f = CpuFinder::new(config).expect("finder");
-    f.push_pedestal(Frames::new(dark, 50, rows, cols).expect("dark"))
-        .expect("pedestal");
-    f
-}
+use crate::testing::{cpu_finder as finder, generated};
 
 /// What one `find_each` over the first `n` frames of `data` gives: each frame's index
 /// (its number) and its clusters' words.
@@ -46,9 +36,7 @@ fn one_call(
 #[test]
 fn streams_the_same_clusters_as_one_call() {
     let (rows, cols) = (24, 40);
-    let g = Generator::new(GenConfig::new(rows, cols, 5)).expect("generator");
-    let dark = g.frames(0, 50, false);
-    let data = g.frames(50, 23, true);
+    let (dark, data) = generated(rows, cols, 5, 50, 23);
     let want = one_call(rows, cols, &dark, &data, 23);
     for (chunk, slots) in [(1, 2), (4, 3), (23, 2), (64, 5)] {
         let mut f = finder(rows, cols, &dark);
@@ -79,9 +67,7 @@ fn streams_the_same_clusters_as_one_call() {
 #[test]
 fn slots_allocated_ahead_give_the_same_clusters() {
     let (rows, cols) = (24, 40);
-    let g = Generator::new(GenConfig::new(rows, cols, 6)).expect("generator");
-    let dark = g.frames(0, 50, false);
-    let data = g.frames(50, 19, true);
+    let (dark, data) = generated(rows, cols, 6, 50, 19);
     let want: Vec<Vec<u32>> = one_call(rows, cols, &dark, &data, 19)
         .into_iter()
         .map(|(_, words)| words)
@@ -118,10 +104,9 @@ fn slots_allocated_ahead_give_the_same_clusters() {
 #[test]
 fn a_visitor_error_stops_the_run() {
     let (rows, cols) = (16, 16);
-    let g = Generator::new(GenConfig::new(rows, cols, 9)).expect("generator");
-    let dark = g.frames(0, 50, false);
+    let (dark, data) = generated(rows, cols, 9, 50, 40);
     let mut f = finder(rows, cols, &dark);
-    let mut src = MemorySource::new(g.frames(50, 40, true), rows, cols).expect("source");
+    let mut src = MemorySource::new(data, rows, cols).expect("source");
     let mut seen = 0;
     let e = find_stream(
         &mut f,
@@ -144,22 +129,72 @@ fn a_visitor_error_stops_the_run() {
     assert_eq!(seen, 8);
 }
 
-/// Frames in memory numbered `first`, `first + step`, ... (e.g. 100, 102, 104: gaps, as a
-/// raw file with lost frames has), at most 3 per read (slots filled in part).
-struct Offset {
+/// How an [`Edited`] source fills a slot: from the frames in memory into `dst` (whole
+/// frames) and their numbers into `numbers`, edited as the test needs.
+type EditedFill =
+    Box<dyn FnMut(&mut MemorySource<'static>, &mut [u16], &mut Vec<u64>) -> Result<usize> + Send>;
+
+/// Frames in memory, each fill going through `fill`, which changes what the source gives
+/// (fewer frames, other numbers, none, an error): the tests' sources that differ from
+/// memory in one way each.
+struct Edited {
     inner: MemorySource<'static>,
-    first: u64,
-    step: u64,
+    fill: EditedFill,
 }
 
-impl Offset {
-    fn new(data: Vec<u16>, rows: usize, cols: usize, first: u64, step: u64) -> Self {
+impl Edited {
+    fn new(
+        data: Vec<u16>,
+        rows: usize,
+        cols: usize,
+        fill: impl FnMut(&mut MemorySource<'static>, &mut [u16], &mut Vec<u64>) -> Result<usize>
+        + Send
+        + 'static,
+    ) -> Self {
         let inner = MemorySource::new(data, rows, cols).expect("source");
-        Self { inner, first, step }
+        Self {
+            inner,
+            fill: Box::new(fill),
+        }
+    }
+
+    /// Numbered `first`, `first + step`, ... (e.g. 100, 102, 104: gaps, as a raw file with
+    /// lost frames has), at most 3 per fill (slots filled in part).
+    fn offset(data: Vec<u16>, rows: usize, cols: usize, first: u64, step: u64) -> Self {
+        Self::new(data, rows, cols, move |inner, dst, numbers| {
+            let from = numbers.len();
+            let most = dst.len().min(3 * rows * cols);
+            let k = inner.fill(&mut dst[..most], numbers)?;
+            numbers[from..]
+                .iter_mut()
+                .for_each(|x| *x = first + step * *x);
+            Ok(k)
+        })
+    }
+
+    /// Fails with an I/O error after `ok` frames.
+    fn fails_after(data: Vec<u16>, rows: usize, cols: usize, ok: usize) -> Self {
+        let mut read = 0;
+        Self::new(data, rows, cols, move |inner, dst, numbers| {
+            if read >= ok {
+                return Err(Error::format("bad.npy", "truncated at frame 5"));
+            }
+            let most = dst.len().min((ok - read) * rows * cols);
+            let k = inner.fill(&mut dst[..most], numbers)?;
+            read += k;
+            Ok(k)
+        })
+    }
+
+    /// Delivers the frames without their numbers.
+    fn unnumbered(data: Vec<u16>, rows: usize, cols: usize) -> Self {
+        Self::new(data, rows, cols, |inner, dst, _| {
+            inner.fill(dst, &mut Vec::new())
+        })
     }
 }
 
-impl FrameSource for Offset {
+impl FrameSource for Edited {
     fn rows(&self) -> usize {
         self.inner.rows()
     }
@@ -169,19 +204,8 @@ impl FrameSource for Offset {
     fn remaining_hint(&self) -> u64 {
         self.inner.remaining_hint()
     }
-    fn read_frames(
-        &mut self,
-        n: usize,
-        frames: &mut Vec<u16>,
-        numbers: &mut Vec<u64>,
-    ) -> Result<usize> {
-        let from = numbers.len();
-        let k = self.inner.read_frames(n.min(3), frames, numbers)?;
-        let (first, step) = (self.first, self.step);
-        numbers[from..]
-            .iter_mut()
-            .for_each(|x| *x = first + step * *x);
-        Ok(k)
+    fn fill(&mut self, dst: &mut [u16], numbers: &mut Vec<u64>) -> Result<usize> {
+        (self.fill)(&mut self.inner, dst, numbers)
     }
 }
 
@@ -263,15 +287,13 @@ impl FedFinder for Overflowing {
 #[test]
 fn an_overflow_is_named_by_the_source_frame_number() {
     let (rows, cols) = (16, 16);
-    let g = Generator::new(GenConfig::new(rows, cols, 9)).expect("generator");
-    let dark = g.frames(0, 50, false);
+    let (dark, data) = generated(rows, cols, 9, 50, 12);
     for at in [0, 2, 3, 7] {
         let mut f = Overflowing {
             inner: finder(rows, cols, &dark),
             at,
         };
-        let data = g.frames(50, 12, true);
-        let mut src = Offset::new(data, rows, cols, 100, 2);
+        let mut src = Edited::offset(data.clone(), rows, cols, 100, 2);
         let mut seen = Vec::new();
         let cfg = EngineConfig {
             chunk: 5,
@@ -302,11 +324,11 @@ fn a_frame_number_past_i32_max_fails_the_cluster_file_naming_the_frame() {
     use super::input::{Input, never_cancel};
     use super::run::{FinderChoice, RunOptions, run};
     let (rows, cols) = (16, 16);
-    let g = Generator::new(GenConfig::new(rows, cols, 9)).expect("generator");
-    let dark = MemorySource::new(g.frames(0, 50, false), rows, cols).expect("source");
+    let (dark, data) = generated(rows, cols, 9, 50, 6);
+    let dark = MemorySource::new(dark, rows, cols).expect("source");
     let mut pedestal = Input::from_source("the dark frames", Box::new(dark));
     let first = i32::MAX as u64 - 2;
-    let numbered = Offset::new(g.frames(50, 6, true), rows, cols, first, 1);
+    let numbered = Edited::offset(data, rows, cols, first, 1);
     let mut data = Input::from_source("the numbered frames", Box::new(numbered));
     let dir = tempfile::tempdir().expect("dir");
     let out = dir.path().join("past.clust");
@@ -345,32 +367,12 @@ fn a_frame_number_past_i32_max_fails_the_cluster_file_naming_the_frame() {
 /// saying so (no frame is named by a guess).
 #[test]
 fn a_source_that_numbers_no_frames_is_refused() {
-    struct Unnumbered(MemorySource<'static>);
-    impl FrameSource for Unnumbered {
-        fn rows(&self) -> usize {
-            self.0.rows()
-        }
-        fn cols(&self) -> usize {
-            self.0.cols()
-        }
-        fn remaining_hint(&self) -> u64 {
-            self.0.remaining_hint()
-        }
-        fn read_frames(
-            &mut self,
-            n: usize,
-            frames: &mut Vec<u16>,
-            _numbers: &mut Vec<u64>,
-        ) -> Result<usize> {
-            self.0.read_frames(n, frames, &mut Vec::new())
-        }
-    }
     let (rows, cols) = (16, 16);
-    let g = Generator::new(GenConfig::new(rows, cols, 9)).expect("generator");
-    let mut f = finder(rows, cols, &g.frames(0, 50, false));
-    let data = MemorySource::new(g.frames(50, 4, true), rows, cols).expect("source");
+    let (dark, data) = generated(rows, cols, 9, 50, 4);
+    let mut f = finder(rows, cols, &dark);
+    let mut data = Edited::unnumbered(data, rows, cols);
     let cfg = EngineConfig::for_frames(rows, cols);
-    let e = find_stream(&mut f, &mut Unnumbered(data), cfg, &mut |_, _| Ok(()))
+    let e = find_stream(&mut f, &mut data, cfg, &mut |_, _| Ok(()))
         .expect_err("frames without numbers");
     assert!(e.to_string().contains("frame numbers"), "{e}");
 }
@@ -379,8 +381,7 @@ fn a_source_that_numbers_no_frames_is_refused() {
 #[test]
 fn bad_settings_are_refused() {
     let (rows, cols) = (16, 16);
-    let g = Generator::new(GenConfig::new(rows, cols, 9)).expect("generator");
-    let dark = g.frames(0, 50, false);
+    let (dark, data) = generated(rows, cols, 9, 50, 2);
     let mut f = finder(rows, cols, &dark);
     let cases = [
         (
@@ -409,7 +410,7 @@ fn bad_settings_are_refused() {
         ),
     ];
     for (cfg, name) in cases {
-        let mut src = MemorySource::new(g.frames(50, 2, true), rows, cols).expect("src");
+        let mut src = MemorySource::new(data.clone(), rows, cols).expect("src");
         let e = find_stream(&mut f, &mut src, cfg, &mut |_, _| Ok(())).expect_err(name);
         assert!(e.to_string().contains(name), "{e}");
     }
@@ -433,9 +434,7 @@ fn bad_settings_are_refused() {
 #[test]
 fn a_npy_file_read_or_mapped_gives_the_same_clusters() {
     let (rows, cols) = (20, 36);
-    let g = Generator::new(GenConfig::new(rows, cols, 11)).expect("generator");
-    let dark = g.frames(0, 50, false);
-    let data = g.frames(50, 17, true);
+    let (dark, data) = generated(rows, cols, 11, 50, 17);
     let dir = tempfile::tempdir().expect("dir");
     let path = dir.path().join("d.npy");
     crate::io::npy::write_u16_3d(&path, 17, rows, cols, &data).expect("write");
@@ -461,40 +460,6 @@ fn a_npy_file_read_or_mapped_gives_the_same_clusters() {
     }
 }
 
-/// A source that fails with an I/O error after `ok` frames.
-struct FailsAfter {
-    inner: MemorySource<'static>,
-    ok: usize,
-    read: usize,
-}
-
-impl FrameSource for FailsAfter {
-    fn rows(&self) -> usize {
-        self.inner.rows()
-    }
-    fn cols(&self) -> usize {
-        self.inner.cols()
-    }
-    fn remaining_hint(&self) -> u64 {
-        self.inner.remaining_hint()
-    }
-    fn read_frames(
-        &mut self,
-        n: usize,
-        frames: &mut Vec<u16>,
-        numbers: &mut Vec<u64>,
-    ) -> Result<usize> {
-        if self.read >= self.ok {
-            return Err(Error::format("bad.npy", "truncated at frame 5"));
-        }
-        let k = self
-            .inner
-            .read_frames(n.min(self.ok - self.read), frames, numbers)?;
-        self.read += k;
-        Ok(k)
-    }
-}
-
 /// Several inputs through one ring: each input's clusters are those of a run over it
 /// alone when `begin` resets the pedestal; a failing input in the middle ends with its
 /// error after the frames before it, and the inputs after it still run; the ring is kept.
@@ -513,16 +478,11 @@ fn several_inputs_each_as_if_alone_and_a_failure_stays_with_its_input() {
         let mut sources: Vec<Box<dyn FrameSource + Send>> = data
             .iter()
             .enumerate()
-            .map(|(i, d)| {
-                let src = MemorySource::new(d.clone(), rows, cols).expect("source");
+            .map(|(i, d)| -> Box<dyn FrameSource + Send> {
                 if i == 1 {
-                    Box::new(FailsAfter {
-                        inner: src,
-                        ok: 5,
-                        read: 0,
-                    }) as Box<dyn FrameSource + Send>
+                    Box::new(Edited::fails_after(d.clone(), rows, cols, 5))
                 } else {
-                    Box::new(src)
+                    Box::new(MemorySource::new(d.clone(), rows, cols).expect("source"))
                 }
             })
             .collect();
@@ -599,9 +559,7 @@ fn several_inputs_each_as_if_alone_and_a_failure_stays_with_its_input() {
 #[test]
 fn a_kept_ring_is_reused_between_runs() {
     let (rows, cols) = (24, 40);
-    let g = Generator::new(GenConfig::new(rows, cols, 8)).expect("generator");
-    let dark = g.frames(0, 50, false);
-    let data = g.frames(50, 30, true);
+    let (dark, data) = generated(rows, cols, 8, 50, 30);
     let want = one_call(rows, cols, &dark, &data, 30);
     let cfg = EngineConfig {
         chunk: 4,

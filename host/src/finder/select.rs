@@ -1,11 +1,10 @@
 //! Choosing the device a finder runs on: `--device auto|cpu|gpu` ([`DeviceChoice`]; the
 //! engine opens the finder, `crate::engine::feeding::open_finder`).
 //!
-//! Without the `gpu` feature, `gpu` is an [`Error::NoGpu`] saying so and `auto` picks the CPU.
+//! Without the `gpu` feature, `gpu` is an [`Error::NoGpu`](crate::error::Error::NoGpu) saying
+//! so and `auto` picks the CPU.
 
-use std::str::FromStr;
-
-use crate::error::{Error, Result};
+use crate::named::named_choices;
 
 /// Which device to find clusters on.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -23,31 +22,9 @@ pub enum DeviceChoice {
 impl DeviceChoice {
     /// The default, as a constant (the Python package's default reads it).
     pub const DEFAULT: Self = Self::Auto;
-
-    /// The name used on the command line.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Self::Auto => "auto",
-            Self::Cpu => "cpu",
-            Self::Gpu => "gpu",
-        }
-    }
 }
 
-impl FromStr for DeviceChoice {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        match s {
-            "auto" => Ok(Self::Auto),
-            "cpu" => Ok(Self::Cpu),
-            "gpu" => Ok(Self::Gpu),
-            _ => Err(Error::param(
-                "device",
-                format!("`{s}` is not one of auto, cpu, gpu"),
-            )),
-        }
-    }
-}
+named_choices!(DeviceChoice, "device", Auto => "auto", Cpu => "cpu", Gpu => "gpu");
 
 #[cfg(test)]
 mod tests {

@@ -54,26 +54,13 @@ impl Generator {
         cancel: &(dyn Fn() -> Result<()> + Sync),
     ) -> Result<Self> {
         let c = &config;
-        if c.rows == 0 || c.cols == 0 {
-            return Err(Error::param(
-                "rows/cols",
-                format!(
-                    "frames need at least one pixel, got {} x {}",
-                    c.rows, c.cols
-                ),
-            ));
-        }
+        crate::params::frame_pixels(c.rows, c.cols)?;
         for (name, v) in [
             ("photons", c.photons_per_frame),
             ("photon-adu", c.photon_adu),
             ("baseline", c.baseline),
         ] {
-            if !v.is_finite() || v < 0.0 {
-                return Err(Error::param(
-                    name,
-                    format!("must be finite and >= 0, got {v}"),
-                ));
-            }
+            crate::params::finite_non_negative(name, v)?;
         }
         c.illumination.check()?;
         if !(c.cloud_sigma.is_finite() && c.cloud_sigma > 0.0) {

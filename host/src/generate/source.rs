@@ -86,21 +86,6 @@ impl FrameSource for Generated<'_> {
     fn remaining_hint(&self) -> u64 {
         (self.count - self.next) as u64
     }
-    fn read_frames(
-        &mut self,
-        max_frames: usize,
-        frames: &mut Vec<u16>,
-        numbers: &mut Vec<u64>,
-    ) -> Result<usize> {
-        let n = max_frames.min(self.count - self.next);
-        let pixels = self.rows() * self.cols();
-        let start = frames.len();
-        frames.resize(start + n * pixels, 0);
-        self.make(self.first + self.next as u64, &mut frames[start..])?;
-        numbers.extend((self.next..self.next + n).map(|i| i as u64));
-        self.next += n;
-        Ok(n)
-    }
     fn fill(&mut self, dst: &mut [u16], numbers: &mut Vec<u64>) -> Result<usize> {
         let pixels = (self.rows() * self.cols()).max(1);
         let n = (dst.len() / pixels).min(self.count - self.next);

@@ -28,13 +28,7 @@ impl GainMap {
     /// [`Error::InvalidParameter`] (`gain`) naming the first pixel whose gain is not finite
     /// and above 0 (a zero or NaN gain would make infinite or NaN energies).
     pub fn new(rows: usize, cols: usize, gain: Vec<f64>) -> Result<Self> {
-        if rows.checked_mul(cols) != Some(gain.len()) {
-            return Err(Error::shape(
-                "gain",
-                format!("{rows} x {cols} pixels"),
-                format!("{} values", gain.len()),
-            ));
-        }
+        crate::params::per_pixel("gain", rows, cols, &gain)?;
         if let Some(i) = gain.iter().position(|g| !(g.is_finite() && *g > 0.0)) {
             return Err(Error::param(
                 "gain",

@@ -4,6 +4,7 @@
 
 use super::cube::CubeAxes;
 use crate::error::{Error, Result};
+use crate::named::named_choices;
 
 /// How the maps are built from the cube.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -18,29 +19,7 @@ pub enum MapKind {
     Rosenblatt,
 }
 
-impl MapKind {
-    /// The name on the command line (`cumulative`, `rosenblatt`).
-    pub const fn name(self) -> &'static str {
-        match self {
-            Self::Cumulative => "cumulative",
-            Self::Rosenblatt => "rosenblatt",
-        }
-    }
-}
-
-impl std::str::FromStr for MapKind {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        match s {
-            "cumulative" => Ok(Self::Cumulative),
-            "rosenblatt" => Ok(Self::Rosenblatt),
-            _ => Err(Error::param(
-                "maps",
-                format!("`{s}` is not one of cumulative, rosenblatt"),
-            )),
-        }
-    }
-}
+named_choices!(MapKind, "maps", Cumulative => "cumulative", Rosenblatt => "rosenblatt");
 
 /// The lookup tables of an interpolation: for each bin `(ix, iy, ie)` of the cube, the
 /// uniform position `(ietax, ietay)` in `[0, 1]` a photon of that bin is placed at.

@@ -1,6 +1,6 @@
 //! Bad pixels: a mask whose `true` pixels' photons are flagged and never counted.
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// A bad-pixel mask: `true` marks a pixel whose photons are flagged and never counted.
 #[derive(Clone, Debug, PartialEq)]
@@ -14,15 +14,9 @@ impl PixelMask {
     /// A mask of `rows x cols` pixels, row-major.
     ///
     /// # Errors
-    /// [`Error::Shape`] when `bad` does not hold `rows * cols` values.
+    /// [`Error::Shape`](crate::error::Error::Shape) when `bad` does not hold `rows * cols` values.
     pub fn new(rows: usize, cols: usize, bad: Vec<bool>) -> Result<Self> {
-        if rows.checked_mul(cols) != Some(bad.len()) {
-            return Err(Error::shape(
-                "mask",
-                format!("{rows} x {cols} pixels"),
-                format!("{} values", bad.len()),
-            ));
-        }
+        crate::params::per_pixel("mask", rows, cols, &bad)?;
         Ok(Self { rows, cols, bad })
     }
 

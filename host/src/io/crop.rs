@@ -66,23 +66,6 @@ impl FrameSource for Cropped<'_> {
         self.inner.remaining_hint()
     }
 
-    fn read_frames(
-        &mut self,
-        n: usize,
-        frames: &mut Vec<u16>,
-        numbers: &mut Vec<u64>,
-    ) -> Result<usize> {
-        let mut whole = std::mem::take(&mut self.whole);
-        whole.clear();
-        let k = self.inner.read_frames(n, &mut whole, numbers);
-        self.whole = whole;
-        let k = k?;
-        let at = frames.len();
-        frames.resize(at + k * self.rows() * self.cols(), 0);
-        self.cut(k, &mut frames[at..])?;
-        Ok(k)
-    }
-
     fn fill(&mut self, dst: &mut [u16], numbers: &mut Vec<u64>) -> Result<usize> {
         let part = (self.rows() * self.cols()).max(1);
         let frames = dst.len() / part;

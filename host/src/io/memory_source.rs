@@ -126,17 +126,6 @@ impl FrameSource for MemorySource<'_> {
         (self.len() - self.next) as u64
     }
 
-    fn read_frames(
-        &mut self,
-        n: usize,
-        frames: &mut Vec<u16>,
-        numbers: &mut Vec<u64>,
-    ) -> Result<usize> {
-        let before = numbers.len();
-        frames.extend_from_slice(self.take(n, numbers));
-        Ok(numbers.len() - before)
-    }
-
     fn fill(&mut self, dst: &mut [u16], numbers: &mut Vec<u64>) -> Result<usize> {
         let before = numbers.len();
         let threads = self.threads;

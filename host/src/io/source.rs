@@ -9,6 +9,9 @@ use super::raw::{GapReport, RawMaster, RawReader};
 use crate::error::{Error, Result};
 
 /// A stream of `rows x cols` u16 frames read in batches.
+///
+/// An implementation gives [`FrameSource::read_frames`] or [`FrameSource::fill`], or both:
+/// each is provided in terms of the other (one of them must be given, or a read never ends).
 pub trait FrameSource {
     /// Rows per frame.
     fn rows(&self) -> usize;
@@ -20,22 +23,38 @@ pub trait FrameSource {
     fn remaining_hint(&self) -> u64;
 
     /// Appends up to `n` frames (C order) to `frames` and their frame numbers to `numbers`;
-    /// returns how many were appended, 0 at the end.
+    /// returns how many were appended, 0 at the end. The default grows `frames` by `n`
+    /// frames (at most [`FrameSource::remaining_hint`]), fills them through
+    /// [`FrameSource::fill`] and cuts off what it left.
     ///
     /// # Errors
     /// [`Error::Io`] or [`Error::Format`] naming the file when the input cannot be read or is
-    /// malformed.
+    /// malformed; [`Error::InvalidParameter`] (`frames`) when `n` frames do not fit in memory.
     fn read_frames(
         &mut self,
         n: usize,
         frames: &mut Vec<u16>,
         numbers: &mut Vec<u64>,
-    ) -> Result<usize>;
+    ) -> Result<usize> {
+        let pixels = self.rows() * self.cols();
+        let n = n.min(usize::try_from(self.remaining_hint()).unwrap_or(usize::MAX));
+        let start = frames.len();
+        let end = n
+            .checked_mul(pixels)
+            .and_then(|len| len.checked_add(start))
+            .ok_or_else(|| {
+                Error::param("frames", format!("{n} frames of {pixels} pixels overflow"))
+            })?;
+        frames.resize(end, 0);
+        let k = self.fill(&mut frames[start..], numbers);
+        frames.truncate(start + *k.as_ref().unwrap_or(&0) * pixels);
+        k
+    }
 
     /// Fills `dst` (whole frames) with the next frames and appends their frame numbers to
     /// `numbers`; returns how many frames it filled, 0 at the end. The streaming engine
     /// reads through this, straight into its (possibly page-locked) slots; sources that can
-    /// read in place override it, the default reads through [`FrameSource::read_frames`] and
+    /// read in place give it, the default reads through [`FrameSource::read_frames`] and
     /// copies.
     ///
     /// # Errors
@@ -291,4 +310,115 @@ pub fn input_files(path: &Path) -> Result<Vec<PathBuf>> {
         }
     }
     Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Frames of 2 x 3 pixels in memory, numbered from 0; given to the tests below as a
+    /// source with only `fill` or only `read_frames`.
+    struct Stack {
+        data: Vec<u16>,
+        next: usize,
+    }
+
+    impl Stack {
+        const PIXELS: usize = 6;
+
+        fn new(frames: usize) -> Self {
+            let data = (0..frames * Self::PIXELS).map(|v| v as u16).collect();
+            Self { data, next: 0 }
+        }
+
+        /// The next `n` frames at most, their numbers appended to `numbers`.
+        fn take(&mut self, n: usize, numbers: &mut Vec<u64>) -> &[u16] {
+            let k = n.min(self.data.len() / Self::PIXELS - self.next);
+            numbers.extend((self.next..self.next + k).map(|i| i as u64));
+            self.next += k;
+            &self.data[(self.next - k) * Self::PIXELS..self.next * Self::PIXELS]
+        }
+    }
+
+    /// Gives only `fill`.
+    struct FillOnly(Stack);
+
+    /// Gives only `read_frames`.
+    struct ReadOnly(Stack);
+
+    impl FrameSource for FillOnly {
+        fn rows(&self) -> usize {
+            2
+        }
+        fn cols(&self) -> usize {
+            3
+        }
+        fn remaining_hint(&self) -> u64 {
+            (self.0.data.len() / Stack::PIXELS - self.0.next) as u64
+        }
+        fn fill(&mut self, dst: &mut [u16], numbers: &mut Vec<u64>) -> Result<usize> {
+            let src = self.0.take(dst.len() / Stack::PIXELS, numbers);
+            dst[..src.len()].copy_from_slice(src);
+            Ok(src.len() / Stack::PIXELS)
+        }
+    }
+
+    impl FrameSource for ReadOnly {
+        fn rows(&self) -> usize {
+            2
+        }
+        fn cols(&self) -> usize {
+            3
+        }
+        fn remaining_hint(&self) -> u64 {
+            u64::MAX
+        }
+        fn read_frames(
+            &mut self,
+            n: usize,
+            frames: &mut Vec<u16>,
+            numbers: &mut Vec<u64>,
+        ) -> Result<usize> {
+            let src = self.0.take(n, numbers);
+            frames.extend_from_slice(src);
+            Ok(src.len() / Stack::PIXELS)
+        }
+    }
+
+    /// Each default reads through the other: `read_frames` appends whole frames after what
+    /// the caller has, never past the end; `fill` fills whole frames of the slot; both number
+    /// the frames and give 0 at the end.
+    #[test]
+    fn the_defaults_read_through_each_other() {
+        let data = Stack::new(5).data;
+        let mut src = FillOnly(Stack::new(5));
+        let (mut frames, mut numbers) = (vec![9], Vec::new());
+        assert_eq!(
+            src.read_frames(2, &mut frames, &mut numbers).expect("read"),
+            2
+        );
+        assert_eq!(
+            src.read_frames(9, &mut frames, &mut numbers).expect("read"),
+            3
+        );
+        assert_eq!(
+            src.read_frames(9, &mut frames, &mut numbers).expect("read"),
+            0
+        );
+        assert!(frames[0] == 9 && frames[1..] == data[..]);
+        assert_eq!(numbers, [0, 1, 2, 3, 4]);
+        let mut src = ReadOnly(Stack::new(5));
+        let (mut slot, mut numbers) = (vec![0u16; 13], Vec::new());
+        assert_eq!(src.fill(&mut slot, &mut numbers).expect("fill"), 2);
+        assert!(slot[..12] == data[..12] && slot[12] == 0);
+        assert_eq!(src.fill(&mut slot, &mut numbers).expect("fill"), 2);
+        assert_eq!(src.fill(&mut slot, &mut numbers).expect("fill"), 1);
+        assert!(slot[..6] == data[24..]);
+        assert_eq!(src.fill(&mut slot, &mut numbers).expect("fill"), 0);
+        assert_eq!(numbers, [0, 1, 2, 3, 4]);
+        // The default reads no more than the source has left, however many are asked for.
+        let mut src = FillOnly(Stack::new(1));
+        let n = src.read_frames(usize::MAX, &mut frames, &mut numbers);
+        assert_eq!(n.expect("read"), 1);
+    }
 }

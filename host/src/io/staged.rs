@@ -30,14 +30,9 @@ impl StagedSet {
     /// # Errors
     /// [`Error::Io`] naming `dir` (and the staging directory tried) when it cannot be created.
     pub fn create(dir: &Path) -> Result<Self> {
-        let stage = tempfile::Builder::new()
-            .prefix(&format!(".cluda-stage.{}.", std::process::id()))
-            .suffix(".tmp")
-            .tempdir_in(dir)
-            .map_err(|e| Error::io(dir, e))?;
         Ok(Self {
             dir: dir.to_path_buf(),
-            stage,
+            stage: stage_in(dir, &format!(".cluda-stage.{}.", std::process::id()))?,
         })
     }
 
@@ -119,6 +114,19 @@ impl StagedSet {
         drop(lock);
         Ok(done)
     }
+}
+
+/// A new, empty directory `<dir>/<prefix><random>.tmp` to stage files in, removed with what
+/// is in it when dropped.
+///
+/// # Errors
+/// [`Error::Io`] naming `dir` when it cannot be created.
+pub fn stage_in(dir: &Path, prefix: &str) -> Result<tempfile::TempDir> {
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .suffix(".tmp")
+        .tempdir_in(dir)
+        .map_err(|e| Error::io(dir, e))
 }
 
 /// The error for files of an older set when they may not be replaced.

@@ -3,7 +3,6 @@
 
 use cluda_gpu::pedestal::{freeze_b1, freeze_raw};
 use cluda_gpu::real::Real;
-use rayon::prelude::*;
 
 use super::state::{PixelMaps, ReadyState};
 use super::{Fill, Pedestal};
@@ -89,32 +88,28 @@ impl Pedestal {
         let inv64 = 1.0 / self.n as f64;
         let inv32 = 1.0f32 / self.n as f32;
         self.ready = Some(match fill {
-            Fill::Raw64 { sum, sum2 } => {
-                let st = sum
-                    .iter()
-                    .zip(&sum2)
-                    .map(|(&s, &s2)| freeze_raw(s, s2))
-                    .collect();
-                ReadyState::F64(PixelMaps::from_ready(st, inv64))
-            }
-            Fill::Raw32 { sum, sum2 } => {
-                let st = sum
-                    .iter()
-                    .zip(&sum2)
-                    .map(|(&s, &s2)| freeze_raw(s, s2))
-                    .collect();
-                ReadyState::F32(PixelMaps::from_ready(st, inv32))
-            }
+            Fill::Raw64 { sum, sum2 } => ReadyState::F64(PixelMaps::from_ready(
+                freeze_each(&sum, &sum2, freeze_raw),
+                inv64,
+            )),
+            Fill::Raw32 { sum, sum2 } => ReadyState::F32(PixelMaps::from_ready(
+                freeze_each(&sum, &sum2, freeze_raw),
+                inv32,
+            )),
             Fill::Exact { sum, sum2 } => {
-                let st = sum
-                    .iter()
-                    .zip(&sum2)
-                    .map(|(&s, &s2)| freeze_b1(s, s2, self.n, inv64))
-                    .collect();
+                let st = freeze_each(&sum, &sum2, |s, s2| freeze_b1(s, s2, self.n, inv64));
                 ReadyState::F32(PixelMaps::from_ready(st, inv32))
             }
         });
     }
+}
+
+/// Every pixel's ready state, `freeze(sum, sum2)` of its sums.
+fn freeze_each<S: Copy, T>(sum: &[S], sum2: &[S], freeze: impl Fn(S, S) -> T) -> Vec<T> {
+    sum.iter()
+        .zip(sum2)
+        .map(|(&s, &s2)| freeze(s, s2))
+        .collect()
 }
 
 impl Fill {
@@ -162,17 +157,7 @@ fn add_frames<T: Send>(
             add(s, s2, &frames.frame(f)[o..o + s.len()]);
         }
     };
-    if parallel {
-        sum.par_chunks_mut(CHUNK)
-            .zip(sum2.par_chunks_mut(CHUNK))
-            .enumerate()
-            .for_each(work);
-    } else {
-        sum.chunks_mut(CHUNK)
-            .zip(sum2.chunks_mut(CHUNK))
-            .enumerate()
-            .for_each(work);
-    }
+    super::chunks::for_each_chunk_pair(sum, sum2, CHUNK, parallel, work);
 }
 
 fn add_raw<R: Real>(sum: &mut [R], sum2: &mut [R], frame: &[u16], conv: impl Fn(u16) -> R) {

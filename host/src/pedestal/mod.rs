@@ -4,6 +4,7 @@
 //! module owns the per-pixel arrays, the fill phase (the first N samples) and the maps users
 //! look at.
 
+mod chunks;
 #[cfg(test)]
 mod cropped_tests;
 mod fill;

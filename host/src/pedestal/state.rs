@@ -2,7 +2,6 @@
 
 use cluda_gpu::pedestal::{Ready, mean_offset, push_ready, std_dev};
 use cluda_gpu::real::Real;
-use rayon::prelude::*;
 
 /// Per-pixel state of a ready pedestal in precision `R`, as structure-of-arrays (the layout
 /// the GPU finder uploads as is).
@@ -68,17 +67,7 @@ impl<R: Real> PixelMaps<R> {
                 }
             }
         };
-        if parallel {
-            a.par_chunks_mut(chunk)
-                .zip(b.par_chunks_mut(chunk))
-                .enumerate()
-                .for_each(work);
-        } else {
-            a.chunks_mut(chunk)
-                .zip(b.chunks_mut(chunk))
-                .enumerate()
-                .for_each(work);
-        }
+        super::chunks::for_each_chunk_pair(a, b, chunk, parallel, work);
     }
 
     pub(super) fn mean(&self, p: usize) -> f64 {

@@ -202,41 +202,33 @@ impl PlotAccumulator {
         )?;
         out.push(p);
 
-        let p = dir.join("hitmap.png");
         let hits: Vec<f64> = self.hits.iter().map(|&h| h as f64).collect();
-        map_png(
-            &p,
-            self.rows,
-            self.cols,
-            &hits,
-            "Hit map (cluster centres per pixel)",
-            "clusters",
-        )?;
-        out.push(p);
-
-        let mean = pedestal.mean_map()?;
-        let p = dir.join("pedestal_mean.png");
-        map_png(
-            &p,
-            self.rows,
-            self.cols,
-            mean.as_slice().unwrap_or(&[]),
-            "Pedestal mean",
-            "ADU",
-        )?;
-        out.push(p);
-
-        let std = pedestal.std_map()?;
-        let p = dir.join("pedestal_noise.png");
-        map_png(
-            &p,
-            self.rows,
-            self.cols,
-            std.as_slice().unwrap_or(&[]),
-            "Pedestal noise (std)",
-            "ADU",
-        )?;
-        out.push(p);
+        let (mean, std) = (pedestal.mean_map()?, pedestal.std_map()?);
+        let maps: [(&str, &[f64], &str, &str); 3] = [
+            (
+                "hitmap.png",
+                &hits,
+                "Hit map (cluster centres per pixel)",
+                "clusters",
+            ),
+            (
+                "pedestal_mean.png",
+                mean.as_slice().unwrap_or(&[]),
+                "Pedestal mean",
+                "ADU",
+            ),
+            (
+                "pedestal_noise.png",
+                std.as_slice().unwrap_or(&[]),
+                "Pedestal noise (std)",
+                "ADU",
+            ),
+        ];
+        for (name, values, title, unit) in maps {
+            let p = dir.join(name);
+            map_png(&p, self.rows, self.cols, values, title, unit)?;
+            out.push(p);
+        }
         Ok(out)
     }
 }

@@ -39,12 +39,7 @@ impl PartsReceiver {
     /// # Errors
     /// As [`super::ZmqReceiver::connect`], for any endpoint; an endpoint given twice.
     pub fn connect(config: ReceiverConfig) -> Result<Self> {
-        if config.queue_frames == 0 {
-            return Err(Error::param(
-                "queue",
-                "the queue needs room for at least 1 frame",
-            ));
-        }
+        config.check_queue()?;
         let mut names = vec![config.endpoint.clone()];
         names.extend(config.more_endpoints.iter().cloned());
         for (i, n) in names.iter().enumerate() {

@@ -78,6 +78,21 @@ const LARGEST_FRAME_BYTES: u64 = 65536 * 65536 * 2;
 const HEADER_ROOM: u64 = 1 << 20;
 
 impl ReceiverConfig {
+    /// The queue has room for a frame (a receiver of one endpoint or of several checks it
+    /// before it connects).
+    ///
+    /// # Errors
+    /// [`Error::InvalidParameter`] (`queue`) for a queue of 0 frames.
+    pub(crate) fn check_queue(&self) -> Result<()> {
+        if self.queue_frames == 0 {
+            return Err(Error::param(
+                "queue",
+                "the queue needs room for at least 1 frame",
+            ));
+        }
+        Ok(())
+    }
+
     /// Defaults: a queue of 4096 frames (1.3 GB of 400 x 400 frames: 100 ms at 40,000 frames/s,
     /// which covers an acquisition's start-up), libzmq's queue of 256
     /// messages, dropping when full, messages as large as the largest frame cluda processes
@@ -199,12 +214,7 @@ impl ZmqReceiver {
     /// [`Error::InvalidParameter`] (`zmq`) for an endpoint libzmq refuses or a zero-sized
     /// queue; [`Error::Io`] when the thread cannot start.
     pub fn connect(config: ReceiverConfig) -> Result<Self> {
-        if config.queue_frames == 0 {
-            return Err(Error::param(
-                "queue",
-                "the queue needs room for at least 1 frame",
-            ));
-        }
+        config.check_queue()?;
         let (tx, rx) = std::sync::mpsc::sync_channel(config.queue_frames);
         let feed = Feed::start(&config, &config.endpoint, (0, false), tx)?;
         Ok(Self {

@@ -263,7 +263,7 @@ fn caller<R: Unit, const S: usize>(
 
 #[cfg(test)]
 mod tests {
-    use crate::generate::{GenConfig, Generator};
+
     use crate::{ClusterFinder, ClusterSize, CpuFinder, Error, FinderConfig, Frames, Precision};
 
     fn finder(
@@ -288,9 +288,7 @@ mod tests {
     #[test]
     fn failing_visitor_leaves_exactly_the_visited_frames() {
         let (rows, cols) = (41, 37);
-        let g = Generator::new(GenConfig::new(rows, cols, 5)).expect("generator");
-        let dark = g.frames(0, 8, false);
-        let data = g.frames(8, 6, true);
+        let (dark, data) = crate::testing::generated(rows, cols, 5, 8, 6);
         for size in [ClusterSize::S3, ClusterSize::S9] {
             for threads in [2, 3, 4] {
                 for k in [0, 3, 5] {
@@ -329,9 +327,7 @@ mod tests {
     #[test]
     fn panicking_visitor_does_not_hang() {
         let (rows, cols) = (20, 16);
-        let g = Generator::new(GenConfig::new(rows, cols, 6)).expect("generator");
-        let dark = g.frames(0, 8, false);
-        let data = g.frames(8, 4, true);
+        let (dark, data) = crate::testing::generated(rows, cols, 6, 8, 4);
         let mut f = finder(2, ClusterSize::S3, &dark, rows, cols);
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             f.find_each(

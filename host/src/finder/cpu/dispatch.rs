@@ -96,11 +96,8 @@ mod tests {
     /// Every build the CPU can run gives the same result (the portable one included).
     #[test]
     fn builds_agree() {
-        use crate::generate::{GenConfig, Generator};
         let (rows, cols) = (37, 53);
-        let g = Generator::new(GenConfig::new(rows, cols, 3)).expect("generator");
-        let dark = g.frames(0, 10, false);
-        let data = g.frames(10, 4, true);
+        let (dark, data) = crate::testing::generated(rows, cols, 3, 10, 4);
         let mut isas = vec![Isa::Portable];
         #[cfg(target_arch = "x86_64")]
         {

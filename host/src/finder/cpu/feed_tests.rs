@@ -8,25 +8,17 @@ use crate::finder::feed::{ChunkedFeed, FedChunk, FrameFeed, FrameStore};
 use crate::finder::{ClusterFinder, CpuFinder};
 use crate::frame_number::FrameNumber;
 use crate::frames::Frames;
-use crate::generate::{GenConfig, Generator};
 
 const ROWS: usize = 20;
 const COLS: usize = 28;
 const PX: usize = ROWS * COLS;
 
 fn data(n: usize) -> (Vec<u16>, Vec<u16>) {
-    let g = Generator::new(GenConfig::new(ROWS, COLS, 21)).expect("generator");
-    (g.frames(0, 40, false), g.frames(40, n, true))
+    crate::testing::generated(ROWS, COLS, 21, 40, n)
 }
 
 fn finder(dark: &[u16]) -> CpuFinder {
-    let config = FinderConfig::new(ROWS, COLS)
-        .size(ClusterSize::S3)
-        .pedestal_frames(40);
-    let mut f = CpuFinder::new(config).expect("finder");
-    f.push_pedestal(Frames::new(dark, 40, ROWS, COLS).expect("dark"))
-        .expect("pedestal");
-    f
+    crate::testing::cpu_finder(ROWS, COLS, dark)
 }
 
 /// Every frame's words with its index, from one `find_each` over the first `n` frames

@@ -51,44 +51,43 @@ impl Build for Portable {
     const ISA: Isa = Isa::Portable;
 }
 
-/// The AVX2 build; only [`Avx2::new`] makes one.
-#[cfg(target_arch = "x86_64")]
-#[derive(Clone, Copy)]
-pub(crate) struct Avx2(());
+/// An x86-64 build's token type `$name` (build `$isa`), made only by `new` where the CPU has
+/// every one of the features listed.
+macro_rules! x86_build {
+    ($(#[$doc:meta])* $name:ident, $isa:expr, [$($feature:tt),+ $(,)?]) => {
+        $(#[$doc])*
+        #[cfg(target_arch = "x86_64")]
+        #[derive(Clone, Copy)]
+        pub(crate) struct $name(());
 
-#[cfg(target_arch = "x86_64")]
-impl Avx2 {
-    /// The token, if the CPU has every feature of the AVX2 build.
-    pub(crate) fn new() -> Option<Self> {
-        use std::is_x86_feature_detected as has;
-        (has!("avx2") && has!("fma") && has!("bmi1") && has!("bmi2") && has!("popcnt"))
-            .then_some(Avx2(()))
-    }
+        #[cfg(target_arch = "x86_64")]
+        impl $name {
+            /// The token, if the CPU has every feature of this build.
+            pub(crate) fn new() -> Option<Self> {
+                use std::is_x86_feature_detected as has;
+                ($(has!($feature))&&+).then_some($name(()))
+            }
+        }
+
+        #[cfg(target_arch = "x86_64")]
+        impl Build for $name {
+            const ISA: Isa = $isa;
+        }
+    };
 }
 
-#[cfg(target_arch = "x86_64")]
-impl Build for Avx2 {
-    const ISA: Isa = Isa::Avx2;
-}
+x86_build!(
+    /// The AVX2 build; only [`Avx2::new`] makes one.
+    Avx2,
+    Isa::Avx2,
+    ["avx2", "fma", "bmi1", "bmi2", "popcnt"]
+);
 
-/// The AVX-512 build; only [`Avx512::new`] makes one.
-#[cfg(target_arch = "x86_64")]
-#[derive(Clone, Copy)]
-pub(crate) struct Avx512(());
-
-#[cfg(target_arch = "x86_64")]
-impl Avx512 {
-    /// The token, if the CPU has every feature of the AVX-512 build.
-    pub(crate) fn new() -> Option<Self> {
-        use std::is_x86_feature_detected as has;
-        (has!("avx512f") && has!("avx512vl") && has!("avx512dq") && has!("avx512bw"))
-            .then_some(())
-            .and(Avx2::new())
-            .map(|_| Avx512(()))
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-impl Build for Avx512 {
-    const ISA: Isa = Isa::Avx512;
-}
+x86_build!(
+    /// The AVX-512 build (the AVX2 build's features too); only [`Avx512::new`] makes one.
+    Avx512,
+    Isa::Avx512,
+    [
+        "avx512f", "avx512vl", "avx512dq", "avx512bw", "avx2", "fma", "bmi1", "bmi2", "popcnt"
+    ]
+);

@@ -264,18 +264,27 @@ impl<'a> FeedInput<'a> {
     }
 }
 
+impl FeedInput<'_> {
+    /// The held chunk with the stream's frame `next`.
+    ///
+    /// # Errors
+    /// [`Error::Internal`] when no held chunk has it (a scheduling bug).
+    fn holding(&self, next: usize) -> Result<&Held> {
+        self.held
+            .iter()
+            .find(|h| (h.first..h.end()).contains(&next))
+            .ok_or_else(|| {
+                Error::Internal(format!("frame {next} of the stream is not held any more"))
+            })
+    }
+}
+
 impl Input for FeedInput<'_> {
     fn piece(&mut self, next: usize, max: usize) -> Result<Option<Piece>> {
         if next >= self.taken && !self.take() {
             return Ok(None);
         }
-        let h = self
-            .held
-            .iter()
-            .find(|h| (h.first..h.end()).contains(&next))
-            .ok_or_else(|| {
-                Error::Internal(format!("frame {next} of the stream is not held any more"))
-            })?;
+        let h = self.holding(next)?;
         let frame_len = self.rows * self.cols;
         Ok(Some(Piece {
             host: h.chunk.samples()[(next - h.first) * frame_len..].as_ptr(),
@@ -296,13 +305,7 @@ impl Input for FeedInput<'_> {
 
     fn numbers(&self, next: usize, n: usize, out: &mut Vec<crate::FrameNumber>) -> Result<()> {
         // A piece lies within one chunk.
-        let h = self
-            .held
-            .iter()
-            .find(|h| (h.first..h.end()).contains(&next))
-            .ok_or_else(|| {
-                Error::Internal(format!("frame {next} of the stream is not held any more"))
-            })?;
+        let h = self.holding(next)?;
         numbers_into(h.chunk.numbers(), next - h.first, n, out)
     }
 }

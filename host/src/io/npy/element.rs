@@ -2,11 +2,8 @@
 //! their `descr` codes.
 
 mod sealed {
+    /// Only the types of [`super::Element`]'s table.
     pub trait Sealed {}
-    impl Sealed for u16 {}
-    impl Sealed for u32 {}
-    impl Sealed for f32 {}
-    impl Sealed for f64 {}
 }
 
 /// An element type cluda reads and writes in `.npy` files: `u16`, `u32` (sub-pixel images),
@@ -15,49 +12,60 @@ pub trait Element: bytemuck::Pod + sealed::Sealed {
     /// NumPy's kind letter (`u` unsigned, `f` float).
     const KIND: char;
     /// Bytes per element.
-    const SIZE: usize;
+    const SIZE: usize = std::mem::size_of::<Self>();
     /// NumPy's name for the type, for messages.
     const NAME: &'static str;
     /// The value with its bytes reversed (for files of the other endianness).
-    fn swap_bytes(self) -> Self;
+    fn swap_bytes(mut self) -> Self {
+        bytemuck::bytes_of_mut(&mut self).reverse();
+        self
+    }
     /// The little-endian descriptor written to files, e.g. `<u2`.
     fn descr() -> String {
         format!("<{}{}", Self::KIND, Self::SIZE)
     }
 }
 
-impl Element for u16 {
-    const KIND: char = 'u';
-    const SIZE: usize = 2;
-    const NAME: &'static str = "uint16";
-    fn swap_bytes(self) -> Self {
-        u16::swap_bytes(self)
-    }
+/// `Element` (and the seal) for each `type: (kind letter, NumPy name)` of the table.
+macro_rules! elements {
+    ($($t:ty: ($kind:literal, $name:literal)),+ $(,)?) => {
+        $(
+            impl sealed::Sealed for $t {}
+            impl Element for $t {
+                const KIND: char = $kind;
+                const NAME: &'static str = $name;
+            }
+        )+
+    };
 }
 
-impl Element for u32 {
-    const KIND: char = 'u';
-    const SIZE: usize = 4;
-    const NAME: &'static str = "uint32";
-    fn swap_bytes(self) -> Self {
-        u32::swap_bytes(self)
-    }
+elements! {
+    u16: ('u', "uint16"),
+    u32: ('u', "uint32"),
+    f32: ('f', "float32"),
+    f64: ('f', "float64"),
 }
 
-impl Element for f32 {
-    const KIND: char = 'f';
-    const SIZE: usize = 4;
-    const NAME: &'static str = "float32";
-    fn swap_bytes(self) -> Self {
-        f32::from_bits(self.to_bits().swap_bytes())
-    }
-}
+#[cfg(test)]
+mod tests {
+    use super::Element;
 
-impl Element for f64 {
-    const KIND: char = 'f';
-    const SIZE: usize = 8;
-    const NAME: &'static str = "float64";
-    fn swap_bytes(self) -> Self {
-        f64::from_bits(self.to_bits().swap_bytes())
+    /// Sizes and descriptors are NumPy's; swapping reverses the bytes of each type's value.
+    #[test]
+    fn descriptors_and_swaps() {
+        assert_eq!(
+            [u16::descr(), u32::descr(), f32::descr(), f64::descr()],
+            ["<u2", "<u4", "<f4", "<f8"]
+        );
+        assert_eq!(Element::swap_bytes(0x1234u16), 0x3412);
+        assert_eq!(Element::swap_bytes(0x1234_5678u32), 0x7856_3412);
+        assert_eq!(
+            Element::swap_bytes(1.5f32).to_bits(),
+            1.5f32.to_bits().swap_bytes()
+        );
+        assert_eq!(
+            Element::swap_bytes(1.5f64).to_bits(),
+            1.5f64.to_bits().swap_bytes()
+        );
     }
 }

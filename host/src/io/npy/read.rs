@@ -42,7 +42,13 @@ impl NpyArray<u16> {
 /// [`Error::Io`] or [`Error::Format`] as for [`read_header`](super::header::read_header), and [`Error::Format`] when the
 /// element type is not `T`.
 pub fn read_array<T: Element>(path: &Path) -> Result<NpyArray<T>> {
-    let (mut file, h, n) = open_checked::<T>(path, &[0, 1, 2, 3, 4, 5, 6, 7, 8], "an array")?;
+    read_whole(path, &[0, 1, 2, 3, 4, 5, 6, 7, 8], "an array")
+}
+
+/// Reads a whole array of `T` whose number of dimensions is one of `ndims` (`what` says
+/// which, for errors).
+fn read_whole<T: Element>(path: &Path, ndims: &[usize], what: &str) -> Result<NpyArray<T>> {
+    let (mut file, h, n) = open_checked::<T>(path, ndims, what)?;
     let mut data = crate::memory::zeroed_vec::<T>(|| format!("reading {}", path.display()), n)?;
     read_elements(&mut file, &mut data, h.needs_swap(), path)?;
     Ok(NpyArray {
@@ -57,13 +63,7 @@ pub fn read_array<T: Element>(path: &Path) -> Result<NpyArray<T>> {
 /// [`Error::Io`] or [`Error::Format`] as for [`read_array`], and [`Error::Format`] unless the
 /// array is a 2-D `float32` matrix.
 pub fn read_f32_2d(path: &Path) -> Result<NpyArray<f32>> {
-    let (mut file, h, n) = open_checked::<f32>(path, &[2], "a 2-D array (rows x cols)")?;
-    let mut data = crate::memory::zeroed_vec::<f32>(|| format!("reading {}", path.display()), n)?;
-    read_elements(&mut file, &mut data, h.needs_swap(), path)?;
-    Ok(NpyArray {
-        shape: h.shape,
-        data,
-    })
+    read_whole(path, &[2], "a 2-D array (rows x cols)")
 }
 
 /// Reads a whole `uint16` frame stack (3-D, or 2-D as one frame); shape is always

@@ -97,23 +97,31 @@ impl RawReader {
     /// skip them, since their padding would look like signal; either way they are listed in
     /// the report).
     pub fn deliver_incomplete(self, yes: bool) -> Self {
-        let inner = match self.inner {
-            Inner::One(r) => Inner::One(r.deliver_incomplete(yes)),
-            Inner::Ports(mut p) => {
-                p.set_deliver_incomplete(yes);
-                Inner::Ports(p)
-            }
-        };
-        Self { inner }
+        self.configured(
+            |r| r.deliver_incomplete(yes),
+            |p| p.set_deliver_incomplete(yes),
+        )
     }
 
     /// Overrides the packets per frame used to judge completeness (`None`: judge by the mask's
     /// consistency alone); with several ports, the packets of each port's part.
     pub fn expected_packets(self, packets: Option<u32>) -> Self {
+        self.configured(
+            |r| r.expected_packets(packets),
+            |p| p.set_expected_packets(packets),
+        )
+    }
+
+    /// This reader with its one port's reader rebuilt by `one`, or its ports set by `ports`.
+    fn configured(
+        self,
+        one: impl FnOnce(PortReader) -> PortReader,
+        ports: impl FnOnce(&mut PortSet),
+    ) -> Self {
         let inner = match self.inner {
-            Inner::One(r) => Inner::One(r.expected_packets(packets)),
+            Inner::One(r) => Inner::One(one(r)),
             Inner::Ports(mut p) => {
-                p.set_expected_packets(packets);
+                ports(&mut p);
                 Inner::Ports(p)
             }
         };

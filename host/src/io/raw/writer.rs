@@ -103,15 +103,7 @@ impl RawWriter {
         index: u64,
         config: RawWriterConfig,
     ) -> Result<Self> {
-        if config.rows == 0 || config.cols == 0 {
-            return Err(Error::param(
-                "rows/cols",
-                format!(
-                    "frames must have at least one pixel, got {} x {}",
-                    config.rows, config.cols
-                ),
-            ));
-        }
+        crate::params::frame_pixels(config.rows, config.cols)?;
         let map = match config.detector {
             DetectorType::Moench03Old => {
                 if (config.rows, config.cols) != (MOENCH03_SIDE, MOENCH03_SIDE) {

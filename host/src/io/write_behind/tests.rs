@@ -42,23 +42,24 @@ impl Write for Failing {
     }
 }
 
+/// Writes up to 64 MiB through `w`, a MiB at a time, and then finishes it: the first error
+/// of a write or of the finish (one of them must fail).
+fn first_error<W: Write + Send + 'static>(mut w: WriteBehind<W>) -> io::Error {
+    let block = vec![7u8; 1 << 20];
+    for _ in 0..64 {
+        if let Err(e) = w.write_all(&block) {
+            return e;
+        }
+    }
+    w.finish().err().expect("finish fails")
+}
+
 /// The inner writer's error reaches the caller (on a later write, a flush or finish),
 /// with its kind, and nothing hangs.
 #[test]
 fn an_inner_error_reaches_the_caller() {
-    let mut w = WriteBehind::new(Failing { left: 3 << 20 }, 1).expect("thread");
-    let block = vec![7u8; 1 << 20];
-    let mut failed = None;
-    for _ in 0..64 {
-        if let Err(e) = w.write_all(&block) {
-            failed = Some(e);
-            break;
-        }
-    }
-    let e = match failed {
-        Some(e) => e,
-        None => w.finish().err().expect("finish fails"),
-    };
+    let w = WriteBehind::new(Failing { left: 3 << 20 }, 1).expect("thread");
+    let e = first_error(w);
     assert_eq!(e.kind(), io::ErrorKind::StorageFull, "{e}");
 }
 
@@ -112,19 +113,8 @@ fn a_positioned_error_reaches_the_caller() {
     let path = dir.path().join("ro.bin");
     std::fs::write(&path, b"").expect("create");
     let file = File::open(&path).expect("open read-only");
-    let mut w = WriteBehind::positioned(file, 3, 1).expect("threads");
-    let block = vec![7u8; 1 << 20];
-    let mut failed = None;
-    for _ in 0..64 {
-        if let Err(e) = w.write_all(&block) {
-            failed = Some(e);
-            break;
-        }
-    }
-    let e = match failed {
-        Some(e) => e,
-        None => w.finish().expect_err("finish fails"),
-    };
+    let w = WriteBehind::positioned(file, 3, 1).expect("threads");
+    let e = first_error(w);
     assert!(e.to_string().contains("at byte"), "{e}");
     for bad in [0, MAX_WRITE_THREADS + 1] {
         let file = File::create(dir.path().join("x.bin")).expect("create");

@@ -42,6 +42,48 @@ fn frame_of(number: u64, len: usize) -> Vec<u16> {
         .collect()
 }
 
+/// The assembler of a `grid` (rows x columns) of endpoints `ep0`, `ep1`, ..., each sending
+/// parts of `part` (rows x columns) pixels, told the whole frame's shape when `known`; with
+/// the endpoints' count and the frame's rows and columns.
+fn assembler(
+    (dy, dx): (u32, u32),
+    (r, c): (u32, u32),
+    known: bool,
+) -> (usize, usize, usize, Assembler<Vec<u8>>) {
+    let n = (dy * dx) as usize;
+    let (rows, cols) = ((dy * r) as usize, (dx * c) as usize);
+    let names: Vec<String> = (0..n).map(|e| format!("ep{e}")).collect();
+    let shape = known.then_some((rows, cols));
+    let a = Assembler::new(names, shape, 10_000, Duration::from_secs(3600));
+    (n, rows, cols, a)
+}
+
+/// Pushes the endpoints' streams into `a`, taking the next item of endpoint `order[k]` (mod
+/// the endpoints; the next endpoint with items left when that one has none) at step `k`,
+/// and collects every output as it comes.
+fn interleave(
+    a: &mut Assembler<Vec<u8>>,
+    streams: &mut [VecDeque<Input<Vec<u8>>>],
+    order: &[usize],
+) -> Vec<Output<Vec<u8>>> {
+    let n = streams.len();
+    let now = Instant::now();
+    let mut outs = Vec::new();
+    for k in 0.. {
+        if streams.iter().all(|q| q.is_empty()) {
+            break;
+        }
+        let mut e = order[k % order.len()] % n;
+        while streams[e].is_empty() {
+            e = (e + 1) % n;
+        }
+        let input = streams[e].pop_front().expect("not empty");
+        a.push(e, input, now).expect("the layout is right");
+        outs.extend(std::iter::from_fn(|| a.pop()));
+    }
+    outs
+}
+
 proptest! {
     /// Any interleaving of the endpoints' in-order streams, any lost parts: every frame
     /// with all its parts comes out whole and equal to the frame cut up; every other frame
@@ -56,12 +98,8 @@ proptest! {
         order in proptest::collection::vec(0usize..4, 200),
     ) {
         let (dy, dx) = grid;
-        let n = (dy * dx) as usize;
         let (r, c) = (3u32, 5u32);
-        let (rows, cols) = ((dy * r) as usize, (dx * c) as usize);
-        let names: Vec<String> = (0..n).map(|e| format!("ep{e}")).collect();
-        let mut a: Assembler<Vec<u8>> =
-            Assembler::new(names, Some((rows, cols)), 10_000, Duration::from_secs(3600));
+        let (n, rows, cols, mut a) = assembler(grid, (r, c), true);
         let is_lost = |f: u64, e: usize| lost[(f as usize * n + e) % lost.len()];
         // Each endpoint's stream: its parts in frame order, then its end.
         let mut streams: Vec<VecDeque<Input<Vec<u8>>>> = (0..n)
@@ -79,21 +117,7 @@ proptest! {
                 q
             })
             .collect();
-        let now = Instant::now();
-        let mut k = 0;
-        let mut outs = Vec::new();
-        while streams.iter().any(|q| !q.is_empty()) {
-            let mut e = order[k % order.len()] % n;
-            k += 1;
-            while streams[e].is_empty() {
-                e = (e + 1) % n;
-            }
-            let input = streams[e].pop_front().expect("not empty");
-            a.push(e, input, now).expect("the layout is right");
-            while let Some(o) = a.pop() {
-                outs.push(o);
-            }
-        }
+        let outs = interleave(&mut a, &mut streams, &order);
         prop_assert!(a.take_notices().is_empty());
         let mut last = None;
         let mut ends = 0;
@@ -266,13 +290,8 @@ proptest! {
         end_lost in proptest::collection::vec(any::<bool>(), 4),
         order in proptest::collection::vec(0usize..4, 300),
     ) {
-        let (dy, dx) = grid;
-        let n = (dy * dx) as usize;
         let (r, c) = (2u32, 3u32);
-        let (rows, cols) = ((dy * r) as usize, (dx * c) as usize);
-        let names: Vec<String> = (0..n).map(|e| format!("ep{e}")).collect();
-        let mut a: Assembler<Vec<u8>> =
-            Assembler::new(names, None, 10_000, Duration::from_secs(3600));
+        let (n, rows, cols, mut a) = assembler(grid, (r, c), false);
         let fate = |acq: u64, f: u64, e: usize| match fates
             [((acq * 16 + f) as usize * n + e) % fates.len()]
         {
@@ -291,7 +310,7 @@ proptest! {
                             Fate::Lost => {}
                             Fate::Dropped => q.push_back(Input::Dropped(f)),
                             Fate::Here => {
-                                let mut h = part(f, e, (dy, dx), (r, c), false);
+                                let mut h = part(f, e, grid, (r, c), false);
                                 h.file_index = acq;
                                 h.frame_index = Some(f);
                                 let d = cut(&content(acq, f), cols, &h);
@@ -317,21 +336,7 @@ proptest! {
                 q
             })
             .collect();
-        let now = Instant::now();
-        let mut k = 0;
-        let mut outs = Vec::new();
-        while streams.iter().any(|q| !q.is_empty()) {
-            let mut e = order[k % order.len()] % n;
-            k += 1;
-            while streams[e].is_empty() {
-                e = (e + 1) % n;
-            }
-            let input = streams[e].pop_front().expect("not empty");
-            a.push(e, input, now).expect("the layout is right");
-            while let Some(o) = a.pop() {
-                outs.push(o);
-            }
-        }
+        let outs = interleave(&mut a, &mut streams, &order);
         let notices = a.take_notices();
         prop_assert_eq!(notices.len(), restarts, "{:?}", notices);
         prop_assert!(notices.iter().all(|x| x.kind == PartFault::Restart));

@@ -30,20 +30,6 @@ impl FrameSource for Acquisition<'_> {
         u64::MAX
     }
 
-    fn read_frames(
-        &mut self,
-        n: usize,
-        frames: &mut Vec<u16>,
-        numbers: &mut Vec<u64>,
-    ) -> Result<usize> {
-        let px = self.rows() * self.cols();
-        let start = frames.len();
-        frames.resize(start + n * px, 0);
-        let k = self.fill(&mut frames[start..], numbers)?;
-        frames.truncate(start + k * px);
-        Ok(k)
-    }
-
     /// Waits for the chunk's first frame (as long as it takes, checking the stop flag), then
     /// takes frames until the chunk is full or `max_wait` has passed since the first
     /// ([`FIRST_WAIT`] for the acquisition's first chunk); copies them into `dst` in parallel.
