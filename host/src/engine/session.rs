@@ -145,7 +145,7 @@ impl Session {
     /// reads with the finder's read threads ([`FedFinder::read_threads`]).
     ///
     /// # Errors
-    /// [`Error::Shape`] for frames of another shape (before anything runs); the source's,
+    /// [`Error::Shape`](crate::error::Error::Shape) for frames of another shape (before anything runs); the source's,
     /// the finder's and the sink's errors (what stays consumed is what
     /// [`FedFinder::find_feed`] says).
     pub fn find_into(
@@ -254,7 +254,7 @@ impl Session {
     /// its own once given ([`Session::set_pedestal`], [`Session::start_from`]).
     ///
     /// # Errors
-    /// The source's; [`Error::Shape`] for a pedestal of another shape.
+    /// The source's; [`Error::Shape`](crate::error::Error::Shape) for a pedestal of another shape.
     pub fn add_dark(
         &mut self,
         source: &mut dyn FrameSource,
