@@ -237,9 +237,10 @@ pub fn run(
         let mut committing: Option<Committing> = None;
         // Each chunk of pedestal frames: the lag of its last frame, and when it was done.
         let arrivals = acq.arrivals();
-        let mut worst_lag = out.worst_lag;
         let mut pushed = |numbers: &[u64]| {
-            worst_lag = worst_lag.max(claim_lag(&arrivals, numbers.last().copied()));
+            out.worst_lag = out
+                .worst_lag
+                .max(claim_lag(&arrivals, numbers.last().copied()));
             last_done = Some(std::time::Instant::now());
         };
         if dark {
@@ -250,7 +251,6 @@ pub fn run(
                 None => Pedestal::new(shape.0, shape.1, config.pedestal_frames, config.precision)?,
             };
             out.pedestal_frames += session.add_dark(&mut acq, &mut pedestal, &mut pushed)?;
-            out.worst_lag = worst_lag;
             dark_done += 1;
             out.kind = AcquisitionKind::Dark;
             note(&format!(
@@ -271,7 +271,6 @@ pub fn run(
                 // The acquisition's own first N frames.
                 (PedestalPlan::FirstFrames, _) => {
                     out.pedestal_frames += session.learn_pedestal(&mut acq, &mut pushed)?;
-                    out.worst_lag = worst_lag;
                 }
                 (_, Some(p)) => session.start_from(p)?,
                 (_, None) => return Err(Error::Internal("no pedestal to start from".into())),
@@ -279,7 +278,6 @@ pub fn run(
             if session.finder().is_ready() {
                 match create_writer(&settings.out_dir, &first, &mut used, &report) {
                     Some((path, mut writer)) => {
-                        let arrivals = acq.arrivals();
                         let mut clusters = 0u64;
                         let mut lag = out.worst_lag;
                         let mut first_lag = None;
